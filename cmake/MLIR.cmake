@@ -23,3 +23,5 @@ add_definitions(${AUTOSHARD_LLVM_DEFINITIONS})
 # Debian ships bin/lit, not llvm-lit.
 find_program(AUTOSHARD_LIT lit HINTS ${LLVM_TOOLS_BINARY_DIR} REQUIRED)
 set(LLVM_EXTERNAL_LIT ${AUTOSHARD_LIT} CACHE STRING "lit" FORCE)
+
+find_package(Python3 REQUIRED COMPONENTS Interpreter)

@@ -1,0 +1,48 @@
+//===- Passes.td - lowering passes ----------------------------------------===//
+
+#ifndef AUTOSHARD_CONVERSION_PASSES_TD
+#define AUTOSHARD_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def LowerToRuntimePass : Pass<"autoshard-lower-to-runtime", "mlir::ModuleOp"> {
+  let summary = "Lower a per-rank training step to calls into the runtime ABI";
+  let description = [{
+    Rewrites the module's training step into the function the runtime's
+    driver calls, `autoshard_step(ctx, args, results)`, and embeds the
+    step's manifest as the global `autoshard_manifest`
+    (docs/RuntimeABI.md). Every `train` op and every `shard` collective
+    becomes a call to its `asrt_*` function on raw buffer pointers; every
+    intermediate tensor gets a buffer from `asrt_alloc`, freed right after
+    its last use.
+
+    ```mlir
+    %y = train.relu %x : tensor<8x4xf32>
+    ```
+    becomes
+    ```mlir
+    %c128 = arith.constant 128 : i64
+    %y = call @asrt_alloc(%ctx, %c128) : (!llvm.ptr, i64) -> !llvm.ptr
+    %c32 = arith.constant 32 : i64
+    call @asrt_relu_fwd_f32(%ctx, %x, %y, %c32)
+        : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64) -> ()
+    ```
+
+    Results are written straight into the caller's result buffers when that
+    is safe even if a result buffer is the buffer of the argument it
+    updates (the driver donates parameters and optimizer states), and
+    copied there at the end otherwise. A collective over a group of one
+    rank is the identity and emits no call; a collective whose input dies
+    with it runs in place.
+
+    The step must have been partitioned if it has a plan. The output uses
+    the func, arith and llvm dialects only.
+  }];
+  let dependentDialects = [
+    "mlir::arith::ArithDialect",
+    "mlir::func::FuncDialect",
+    "mlir::LLVM::LLVMDialect",
+  ];
+}
+
+#endif // AUTOSHARD_CONVERSION_PASSES_TD

@@ -1,0 +1,58 @@
+//===- StepSignature.h - roles and names of a training step -----*- C++ -*-===//
+
+#ifndef AUTOSHARD_DIALECT_TRAIN_IR_STEPSIGNATURE_H
+#define AUTOSHARD_DIALECT_TRAIN_IR_STEPSIGNATURE_H
+
+#include "autoshard/Dialect/Train/IR/TrainDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+#include <optional>
+
+namespace autoshard::train {
+
+/// One argument or result of a training step, as its attributes describe it.
+struct StepValue {
+  unsigned index;
+  Role role;
+  llvm::StringRef name;
+  mlir::RankedTensorType type;
+  /// Null where the value has no `train.init` (batches, results).
+  InitAttr init;
+};
+
+/// The arguments and results of a function marked `train.step`, decoded from
+/// their `train.*` attributes. Built from IR that has passed the dialect's
+/// verifier, which checks everything this view assumes.
+class StepSignature {
+public:
+  explicit StepSignature(mlir::FunctionOpInterface func);
+
+  llvm::ArrayRef<StepValue> getArgs() const { return args; }
+  llvm::ArrayRef<StepValue> getResults() const { return results; }
+
+  /// The argument a `param` or `opt_state` result is the new value of.
+  std::optional<unsigned> getUpdatedArg(unsigned resultIndex) const;
+  /// The argument with this name.
+  std::optional<unsigned> getArgIndex(llvm::StringRef name) const;
+
+private:
+  llvm::SmallVector<StepValue> args;
+  llvm::SmallVector<StepValue> results;
+};
+
+/// Checks the signature rules of a `train.step` function (roles, names,
+/// types, updates); emits a diagnostic on the function and fails otherwise.
+llvm::LogicalResult verifyStepSignature(mlir::FunctionOpInterface func);
+
+/// The single function marked `train.step` in `module`; emits an error naming
+/// the problem when there is none or more than one.
+llvm::FailureOr<mlir::FunctionOpInterface> findStepFunction(mlir::ModuleOp module);
+
+/// Whether `name` is a valid argument/result name: [A-Za-z0-9_.]+, not
+/// starting with '.'.
+bool isValidStepName(llvm::StringRef name);
+
+} // namespace autoshard::train
+
+#endif // AUTOSHARD_DIALECT_TRAIN_IR_STEPSIGNATURE_H

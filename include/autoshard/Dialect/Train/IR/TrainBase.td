@@ -1,0 +1,182 @@
+//===- TrainBase.td - the training-graph dialect, enums and attributes ----===//
+
+#ifndef AUTOSHARD_DIALECT_TRAIN_TRAINBASE_TD
+#define AUTOSHARD_DIALECT_TRAIN_TRAINBASE_TD
+
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/OpBase.td"
+
+def Train_Dialect : Dialect {
+  let name = "train";
+  let cppNamespace = "::autoshard::train";
+  let summary = "Training-step graphs: layers, losses, gradients, optimizers";
+  let description = [{
+    The `train` dialect expresses one training step of a neural network as a
+    pure function on ranked tensors: the forward computation, the loss, the
+    gradients and the optimizer update.
+
+    A training step is a `func.func` carrying the unit attribute
+    `train.step`. Each argument and result is tagged with its role and a name:
+
+    ```mlir
+    func.func @train_step(
+        %w: tensor<4x16xf32> {train.role = #train.role<param>,
+                              train.name = "fc.weight",
+                              train.init = #train.init<normal, std = 0.25>},
+        %x: tensor<8x16xf32> {train.role = #train.role<input>, train.name = "x"},
+        %y: tensor<8xi32> {train.role = #train.role<label>, train.name = "y"},
+        %lr: tensor<f32> {train.role = #train.role<hyper>, train.name = "lr",
+                          train.init = #train.init<constant, value = 0.1>})
+        -> (tensor<4x16xf32> {train.role = #train.role<param>,
+                              train.name = "fc.weight"},
+            tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+        attributes {train.step} { ... }
+    ```
+
+    A result whose role is `param` or `opt_state` is the new value of the
+    argument of the same name. Arguments with role `input` or `label` are
+    batches whose dimension 0 is the global batch; distribution passes split
+    it across ranks. The step's tensors are the global (unsharded) program
+    until `autoshard-partition` rewrites them into the per-rank program and
+    marks the function `train.partitioned`.
+  }];
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+  let useDefaultAttributePrinterParser = 1;
+  let extraClassDeclaration = [{
+    // Names of the discardable attributes this dialect gives meaning to.
+    static constexpr ::llvm::StringLiteral kStepAttrName = "train.step";
+    static constexpr ::llvm::StringLiteral kRoleAttrName = "train.role";
+    static constexpr ::llvm::StringLiteral kNameAttrName = "train.name";
+    static constexpr ::llvm::StringLiteral kInitAttrName = "train.init";
+    static constexpr ::llvm::StringLiteral kPlanAttrName = "train.plan";
+    static constexpr ::llvm::StringLiteral kPartitionedAttrName =
+        "train.partitioned";
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def Train_Role : I32EnumAttr<"Role", "role of a training-step argument or result", [
+  I32EnumAttrCase<"Param", 0, "param">,
+  I32EnumAttrCase<"OptState", 1, "opt_state">,
+  I32EnumAttrCase<"Input", 2, "input">,
+  I32EnumAttrCase<"Label", 3, "label">,
+  I32EnumAttrCase<"Hyper", 4, "hyper">,
+  I32EnumAttrCase<"Loss", 5, "loss">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::autoshard::train";
+}
+
+def Train_InitKind : I32EnumAttr<"InitKind", "how an argument is initialised", [
+  I32EnumAttrCase<"Zeros", 0, "zeros">,
+  I32EnumAttrCase<"Ones", 1, "ones">,
+  I32EnumAttrCase<"Normal", 2, "normal">,
+  I32EnumAttrCase<"Uniform", 3, "uniform">,
+  I32EnumAttrCase<"Constant", 4, "constant">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::autoshard::train";
+}
+
+def Train_Placement : I32EnumAttr<"Placement",
+    "how a class of training state is laid out across the ranks of a grid", [
+  I32EnumAttrCase<"Replicated", 0, "replicated">,
+  I32EnumAttrCase<"Sharded", 1, "sharded">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::autoshard::train";
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+class Train_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<Train_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def Train_RoleAttr : EnumAttr<Train_Dialect, Train_Role, "role"> {
+  let summary = "role of a step argument or result";
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Train_InitAttr : Train_Attr<"Init", "init"> {
+  let summary = "initialisation of a parameter, optimizer state or hyperparameter";
+  let description = [{
+    How the training binary fills an argument before the first step. The
+    value of every element is a pure function of the seed, the argument's
+    name and the element's global index, so initialisation is the same at
+    every world size and under every sharding.
+
+    ```mlir
+    #train.init<zeros>
+    #train.init<ones>
+    #train.init<normal, std = 0.02>        // mean 0
+    #train.init<uniform, bound = 0.1>      // in [-bound, bound)
+    #train.init<constant, value = 3.0e-4>
+    ```
+
+    `std` and `bound` must be positive and finite; `value` finite.
+  }];
+  let parameters = (ins "::autoshard::train::InitKind":$kind,
+                        "::llvm::APFloat":$value);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The name of the parameter that `value` holds for `kind` ("std",
+    /// "bound", "value"), or an empty string for kinds without one.
+    static ::llvm::StringRef getValueName(::autoshard::train::InitKind kind);
+    double getValueAsDouble() const { return getValue().convertToDouble(); }
+  }];
+}
+
+def Train_PlanAttr : Train_Attr<"Plan", "plan"> {
+  let summary = "how a training step is distributed over a device grid";
+  let description = [{
+    The distribution plan of a training step: the grid it runs on and, for
+    each class of training state, whether it is replicated on every rank or
+    sharded across the grid. Named strategies are presets of this one
+    attribute (`autoshard-plan`); one pass applies any plan
+    (`autoshard-partition`).
+
+    | strategy | optimizer_states | gradients | parameters |
+    |----------|------------------|-----------|------------|
+    | ddp      | replicated       | replicated (all-reduce) | replicated |
+    | zero1    | sharded          | replicated | replicated |
+    | zero2    | sharded          | sharded (reduce-scatter) | replicated |
+    | zero3    | sharded          | sharded   | sharded    |
+
+    The batch is always split along its dimension 0 over every grid axis.
+
+    ```mlir
+    shard.grid @world(shape = 4)
+    func.func @train_step(...) attributes {
+        train.step,
+        train.plan = #train.plan<strategy = "ddp", grid = @world,
+                                 optimizer_states = replicated,
+                                 gradients = replicated,
+                                 parameters = replicated>} { ... }
+    ```
+  }];
+  let parameters = (ins
+    "::mlir::StringAttr":$strategy,
+    "::mlir::FlatSymbolRefAttr":$grid,
+    "::autoshard::train::Placement":$optimizer_states,
+    "::autoshard::train::Placement":$gradients,
+    "::autoshard::train::Placement":$parameters);
+  let assemblyFormat = [{
+    `<` `strategy` `=` $strategy `,` `grid` `=` $grid `,`
+        `optimizer_states` `=` $optimizer_states `,`
+        `gradients` `=` $gradients `,`
+        `parameters` `=` $parameters `>`
+  }];
+}
+
+#endif // AUTOSHARD_DIALECT_TRAIN_TRAINBASE_TD

@@ -1,0 +1,41 @@
+//===- Pipelines.h - the strategy and compile pipelines ---------*- C++ -*-===//
+
+#ifndef AUTOSHARD_PIPELINES_PIPELINES_H
+#define AUTOSHARD_PIPELINES_PIPELINES_H
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <string>
+
+namespace autoshard {
+
+/// What `shard-opt --strategy` and the `autoshard-strategy` pipeline take.
+struct StrategyOptions {
+  /// A named strategy (Strategies.h).
+  std::string strategy = "ddp";
+  /// Ranks the step runs on.
+  int64_t worldSize = 1;
+};
+
+/// Plans and partitions the training step: the output is the per-rank
+/// program with its collectives, verified after each phase.
+void buildStrategyPipeline(mlir::OpPassManager &pm,
+                           const StrategyOptions &options);
+
+/// Lowers a per-rank step to the LLVM dialect: runtime calls and the
+/// manifest (`autoshard-lower-to-runtime`), then func/arith to LLVM.
+void buildLowerToLLVMPipeline(mlir::OpPassManager &pm);
+
+/// The dialects and interfaces the tools load: train, shard, func, arith,
+/// llvm, and the convert-to-llvm interfaces of the dialects the lowering
+/// emits.
+void registerAutoshardDialects(mlir::DialectRegistry &registry);
+
+/// Registers the project's passes and the `autoshard-strategy` and
+/// `autoshard-lower-to-llvm` pipelines with the global registry.
+void registerAutoshardPasses();
+
+} // namespace autoshard
+
+#endif // AUTOSHARD_PIPELINES_PIPELINES_H

@@ -1,0 +1,151 @@
+//===- Manifest.cpp - the text the runtime reads to drive a step ----------===//
+//
+// Format: docs/RuntimeABI.md, "Manifest". The runtime's parser is the other
+// half of this contract.
+//
+//===----------------------------------------------------------------------===//
+
+#include "StepEmitter.h"
+
+#include "autoshard/Dialect/Train/IR/StepSignature.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdio>
+
+using namespace mlir;
+using namespace autoshard;
+using namespace autoshard::train;
+
+namespace {
+
+// The ABI version of runtime/include/autoshard/rt/abi.h this lowering emits.
+constexpr int kAbiVersion = 1;
+constexpr int kManifestVersion = 1;
+
+std::optional<StringRef> dtypeName(Type type) {
+  std::optional<int32_t> code = getRuntimeDType(type);
+  if (!code)
+    return std::nullopt;
+  static const char *const names[] = {"f32", "i32", "bf16", "f16", "i64",
+                                      "u16"};
+  return StringRef(names[*code]);
+}
+
+std::string shapeText(RankedTensorType type) {
+  if (type.getRank() == 0)
+    return "scalar";
+  std::string text;
+  for (auto [i, dim] : llvm::enumerate(type.getShape()))
+    text += (i ? "x" : "") + std::to_string(dim);
+  return text;
+}
+
+std::string initText(InitAttr init) {
+  std::string text = stringifyInitKind(init.getKind()).str();
+  if (!InitAttr::getValueName(init.getKind()).empty()) {
+    // %.9g round-trips a float and prints 0.05 as 0.05.
+    char value[32];
+    std::snprintf(value, sizeof(value), ":%.9g", init.getValueAsDouble());
+    text += value;
+  }
+  return text;
+}
+
+/// The number of classes a label indexes: the class dimension of the loss
+/// that consumes it.
+std::optional<int64_t> labelClasses(BlockArgument label) {
+  for (Operation *user : label.getUsers()) {
+    Value logits;
+    if (auto loss = dyn_cast<SoftmaxCrossEntropyOp>(user))
+      logits = loss.getLogits();
+    else if (auto grad = dyn_cast<SoftmaxCrossEntropyGradOp>(user))
+      logits = grad.getLogits();
+    if (logits)
+      return cast<RankedTensorType>(logits.getType()).getShape().back();
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+FailureOr<std::string> autoshard::buildManifest(FunctionOpInterface step) {
+  StepSignature sig(step);
+  Block &body = step.getFunctionBody().front();
+
+  std::string strategy = "none";
+  SmallVector<int64_t> gridShape{1};
+  int64_t worldSize = 1;
+  if (auto plan = step->getAttrOfType<PlanAttr>(TrainDialect::kPlanAttrName)) {
+    auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+        step, plan.getGrid());
+    if (!grid)
+      return step.emitOpError() << "plan refers to " << plan.getGrid()
+                                << ", which is not a shard.grid";
+    strategy = plan.getStrategy().getValue().str();
+    gridShape.assign(grid.getShape().begin(), grid.getShape().end());
+    for (int64_t dim : gridShape)
+      worldSize *= dim;
+  }
+
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "autoshard-manifest " << kManifestVersion << "\n";
+  os << "abi " << kAbiVersion << "\n";
+  os << "step " << step.getName() << "\n";
+  os << "strategy " << strategy << "\n";
+  os << "grid ";
+  llvm::interleave(gridShape, os, "x");
+  os << "\n";
+
+  auto describe = [&](StringRef record, const StepValue &value)
+      -> FailureOr<std::string> {
+    std::optional<StringRef> dtype = dtypeName(value.type.getElementType());
+    if (!dtype)
+      return step.emitOpError()
+             << record << " \"" << value.name << "\" has element type "
+             << value.type.getElementType()
+             << ", which the runtime does not support (f32, i32, bf16, f16, "
+                "i64, ui16)";
+    return llvm::formatv("{0} {1} {2} {3} {4} {5}", record, value.index,
+                         stringifyRole(value.role), value.name, *dtype,
+                         shapeText(value.type))
+        .str();
+  };
+
+  for (const StepValue &arg : sig.getArgs()) {
+    FailureOr<std::string> line = describe("arg", arg);
+    if (failed(line))
+      return failure();
+    os << *line;
+    if (arg.init)
+      os << " init=" << initText(arg.init);
+    else if (arg.role == Role::OptState)
+      os << " init=zeros";
+    if (arg.role == Role::Input || arg.role == Role::Label)
+      os << " batch_dim=0 global=" << arg.type.getDimSize(0) * worldSize;
+    if (arg.role == Role::Label) {
+      std::optional<int64_t> classes =
+          labelClasses(body.getArgument(arg.index));
+      if (!classes)
+        return step.emitOpError()
+               << "label argument \"" << arg.name
+               << "\" is not consumed by a loss, so its number of classes is "
+                  "unknown";
+      os << " classes=" << *classes;
+    }
+    os << "\n";
+  }
+  for (const StepValue &result : sig.getResults()) {
+    FailureOr<std::string> line = describe("result", result);
+    if (failed(line))
+      return failure();
+    os << *line;
+    if (std::optional<unsigned> updated = sig.getUpdatedArg(result.index))
+      os << " updates=" << *updated;
+    os << "\n";
+  }
+  os << "end\n";
+  return text;
+}

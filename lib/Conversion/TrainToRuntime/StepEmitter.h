@@ -1,0 +1,75 @@
+//===- StepEmitter.h - emitting runtime calls for a training step -*- C++ -*-===//
+
+#ifndef AUTOSHARD_LIB_CONVERSION_TRAINTORUNTIME_STEPEMITTER_H
+#define AUTOSHARD_LIB_CONVERSION_TRAINTORUNTIME_STEPEMITTER_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+namespace autoshard {
+
+/// What the per-op rules see of the lowering: the buffer behind each tensor
+/// and helpers to build a call. Buffer placement (allocation, result slots,
+/// in-place reuse, frees) is the lowering's business, not the rules'.
+class StepEmitter {
+public:
+  virtual ~StepEmitter() = default;
+
+  /// The buffer holding the value of `tensor`, which must be defined.
+  virtual mlir::Value buffer(mlir::Value tensor) = 0;
+  /// The buffer `result` is written to. `mayAliasOperand` names the
+  /// operand whose buffer the op may overwrite elementwise with this result
+  /// (an optimizer's parameter), or -1.
+  virtual mlir::Value output(mlir::Value result, int mayAliasOperand = -1) = 0;
+  /// Makes `result` live in `tensor`'s buffer; the op emits no code for it.
+  virtual void alias(mlir::Value result, mlir::Value tensor) = 0;
+  /// Whether `result` may be computed in `input`'s buffer: `input` is a
+  /// temporary of the step that dies at this op, and `result` needs no
+  /// buffer of its own (it is not written to a caller's result buffer).
+  virtual bool canReuse(mlir::Value input, mlir::Value result) = 0;
+  /// Makes `result` live in `input`'s buffer, written by the op.
+  virtual void reuse(mlir::Value result, mlir::Value input) = 0;
+
+  /// The runtime context argument.
+  virtual mlir::Value context() = 0;
+  virtual mlir::OpBuilder &builder() = 0;
+  virtual mlir::Location loc() = 0;
+
+  mlir::Value i64(int64_t value);
+  mlir::Value i32(int32_t value);
+  mlir::Value f32(float value);
+  mlir::Value nullPtr();
+  /// Calls the runtime function `callee` (declared on first use) with the
+  /// context prepended to `args`.
+  void call(llvm::StringRef callee, mlir::ValueRange args);
+  /// Like call, returning the callee's pointer result.
+  mlir::Value callReturningPtr(llvm::StringRef callee, mlir::ValueRange args);
+
+  virtual mlir::ModuleOp module() = 0;
+
+private:
+  mlir::func::FuncOp declare(llvm::StringRef callee, mlir::TypeRange args,
+                             mlir::TypeRange results);
+};
+
+/// Emits the runtime call of one op by its kind's rule. Fails, with a
+/// diagnostic on `op`, for an op the runtime cannot run.
+mlir::LogicalResult emitRuntimeCall(mlir::Operation *op, StepEmitter &emitter);
+
+/// Whether a rule exists for `op`.
+bool hasRuntimeCallRule(mlir::Operation *op);
+
+/// The manifest text of the step (docs/RuntimeABI.md), or failure with a
+/// diagnostic on `step`.
+mlir::FailureOr<std::string>
+buildManifest(mlir::FunctionOpInterface step);
+
+/// The runtime's element type code (asrt_dtype) for `type`, if it has one.
+std::optional<int32_t> getRuntimeDType(mlir::Type type);
+
+} // namespace autoshard
+
+#endif // AUTOSHARD_LIB_CONVERSION_TRAINTORUNTIME_STEPEMITTER_H

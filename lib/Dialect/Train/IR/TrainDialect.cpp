@@ -1,0 +1,213 @@
+//===- TrainDialect.cpp - the training-graph dialect and its attributes ---===//
+
+#include "autoshard/Dialect/Train/IR/TrainDialect.h"
+#include "autoshard/Dialect/Train/IR/StepSignature.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace autoshard::train;
+
+#include "autoshard/Dialect/Train/IR/TrainDialect.cpp.inc"
+#include "autoshard/Dialect/Train/IR/TrainEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "autoshard/Dialect/Train/IR/TrainAttrs.cpp.inc"
+
+void TrainDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "autoshard/Dialect/Train/IR/TrainOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "autoshard/Dialect/Train/IR/TrainAttrs.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// InitAttr
+//===----------------------------------------------------------------------===//
+
+StringRef InitAttr::getValueName(InitKind kind) {
+  switch (kind) {
+  case InitKind::Zeros:
+  case InitKind::Ones:
+    return "";
+  case InitKind::Normal:
+    return "std";
+  case InitKind::Uniform:
+    return "bound";
+  case InitKind::Constant:
+    return "value";
+  }
+  llvm_unreachable("unknown init kind");
+}
+
+// #train.init<zeros> | #train.init<normal, std = 0.02>
+Attribute InitAttr::parse(AsmParser &parser, Type) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseLess() || parser.parseKeyword(&keyword))
+    return {};
+  std::optional<InitKind> kind = symbolizeInitKind(keyword);
+  if (!kind) {
+    parser.emitError(loc) << "unknown init kind '" << keyword
+                          << "'; expected zeros, ones, normal, uniform or "
+                             "constant";
+    return {};
+  }
+  double value = 0.0;
+  StringRef valueName = getValueName(*kind);
+  if (!valueName.empty()) {
+    if (parser.parseComma())
+      return {};
+    SMLoc nameLoc = parser.getCurrentLocation();
+    StringRef name;
+    if (parser.parseKeyword(&name))
+      return {};
+    if (name != valueName) {
+      parser.emitError(nameLoc)
+          << "'" << keyword << "' init takes '" << valueName << "', not '"
+          << name << "'";
+      return {};
+    }
+    if (parser.parseEqual() || parser.parseFloat(value))
+      return {};
+  }
+  if (parser.parseGreater())
+    return {};
+  return parser.getChecked<InitAttr>(loc, parser.getContext(), *kind,
+                                     APFloat(value));
+}
+
+void InitAttr::print(AsmPrinter &printer) const {
+  printer << "<" << stringifyInitKind(getKind());
+  StringRef valueName = getValueName(getKind());
+  if (!valueName.empty())
+    printer << ", " << valueName << " = " << getValue();
+  printer << ">";
+}
+
+LogicalResult InitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               InitKind kind, APFloat value) {
+  double v = value.convertToDouble();
+  if (!std::isfinite(v))
+    return emitError() << "init value must be finite, got " << v;
+  if ((kind == InitKind::Normal || kind == InitKind::Uniform) && v <= 0.0)
+    return emitError() << "'" << stringifyInitKind(kind) << "' init needs a "
+                       << getValueName(kind) << " > 0, got " << v;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Verification of the train.* discardable attributes
+//===----------------------------------------------------------------------===//
+
+LogicalResult TrainDialect::verifyOperationAttribute(Operation *op,
+                                                     NamedAttribute attr) {
+  if (attr.getName() == kStepAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << kStepAttrName
+                             << "' must be a unit attribute";
+    auto func = dyn_cast<FunctionOpInterface>(op);
+    if (!func)
+      return op->emitError() << "'" << kStepAttrName
+                             << "' may only mark a function";
+    return verifyStepSignature(func);
+  }
+  if (attr.getName() == kPlanAttrName) {
+    auto plan = dyn_cast<PlanAttr>(attr.getValue());
+    if (!plan)
+      return op->emitError() << "'" << kPlanAttrName
+                             << "' must be a #train.plan attribute";
+    if (!op->hasAttr(kStepAttrName))
+      return op->emitError() << "'" << kPlanAttrName
+                             << "' may only be set on a '" << kStepAttrName
+                             << "' function";
+    if (!SymbolTable::lookupNearestSymbolFrom(op, plan.getGrid()))
+      return op->emitError() << "plan refers to grid " << plan.getGrid()
+                             << ", which is not defined";
+    return success();
+  }
+  if (attr.getName() == kPartitionedAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()) || !op->hasAttr(kPlanAttrName))
+      return op->emitError() << "'" << kPartitionedAttrName
+                             << "' is a unit attribute of a function with a '"
+                             << kPlanAttrName << "'";
+    return success();
+  }
+  return op->emitError() << "unknown attribute '"
+                         << attr.getName().getValue()
+                         << "' of the train dialect on an operation";
+}
+
+// Shared by arguments and results: the attributes' kinds.
+static LogicalResult verifyValueAttribute(Operation *op, StringRef what,
+                                          unsigned index, NamedAttribute attr,
+                                          bool isResult) {
+  StringRef name = attr.getName().getValue();
+  if (name == TrainDialect::kRoleAttrName) {
+    auto role = dyn_cast<RoleAttr>(attr.getValue());
+    if (!role)
+      return op->emitError() << what << " #" << index << ": '" << name
+                             << "' must be a #train.role attribute";
+    bool resultRole = role.getValue() == Role::Param ||
+                      role.getValue() == Role::OptState ||
+                      role.getValue() == Role::Loss;
+    bool argRole = role.getValue() != Role::Loss;
+    if (isResult ? !resultRole : !argRole)
+      return op->emitError()
+             << what << " #" << index << " has role '"
+             << stringifyRole(role.getValue()) << "'; " << what
+             << "s may have the roles "
+             << (isResult ? "param, opt_state or loss"
+                          : "param, opt_state, input, label or hyper");
+    return success();
+  }
+  if (name == TrainDialect::kNameAttrName) {
+    auto str = dyn_cast<StringAttr>(attr.getValue());
+    if (!str)
+      return op->emitError() << what << " #" << index << ": '" << name
+                             << "' must be a string";
+    if (!isValidStepName(str.getValue()))
+      return op->emitError()
+             << what << " #" << index << " has the name \"" << str.getValue()
+             << "\"; names are made of letters, digits, '_' and '.', and do "
+                "not start with '.'";
+    return success();
+  }
+  if (name == TrainDialect::kInitAttrName) {
+    if (isResult)
+      return op->emitError() << what << " #" << index
+                             << ": results take no '" << name << "'";
+    if (!isa<InitAttr>(attr.getValue()))
+      return op->emitError() << what << " #" << index << ": '" << name
+                             << "' must be a #train.init attribute";
+    return success();
+  }
+  return op->emitError() << what << " #" << index
+                         << " has the unknown attribute '" << name
+                         << "'; the train dialect defines train.role, "
+                            "train.name and train.init";
+}
+
+LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op,
+                                                     unsigned regionIndex,
+                                                     unsigned argIndex,
+                                                     NamedAttribute attr) {
+  return verifyValueAttribute(op, "argument", argIndex, attr,
+                              /*isResult=*/false);
+}
+
+LogicalResult TrainDialect::verifyRegionResultAttribute(Operation *op,
+                                                        unsigned regionIndex,
+                                                        unsigned resultIndex,
+                                                        NamedAttribute attr) {
+  return verifyValueAttribute(op, "result", resultIndex, attr,
+                              /*isResult=*/true);
+}

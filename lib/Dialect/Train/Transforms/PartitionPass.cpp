@@ -1,0 +1,190 @@
+//===- PartitionPass.cpp - apply a plan: the per-rank training step -------===//
+
+#include "autoshard/Dialect/Train/IR/StepSignature.h"
+#include "autoshard/Dialect/Train/Transforms/Passes.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+
+namespace autoshard::train {
+#define GEN_PASS_DEF_PARTITIONPASS
+#include "autoshard/Dialect/Train/Transforms/Passes.h.inc"
+} // namespace autoshard::train
+
+using namespace mlir;
+using namespace autoshard::train;
+
+namespace {
+
+/// The plan's grid, resolved: its symbol and static shape.
+struct Grid {
+  shard::GridOp op;
+  int64_t size = 1;
+  SmallVector<shard::GridAxis> allAxes;
+};
+
+FailureOr<Grid> resolveGrid(FunctionOpInterface step, PlanAttr plan) {
+  auto gridOp = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+      step, plan.getGrid());
+  if (!gridOp) {
+    step.emitOpError() << "plan refers to " << plan.getGrid()
+                       << ", which is not a shard.grid";
+    return failure();
+  }
+  Grid grid;
+  grid.op = gridOp;
+  for (auto [axis, dim] : llvm::enumerate(gridOp.getShape())) {
+    if (ShapedType::isDynamic(dim)) {
+      gridOp.emitOpError() << "has a dynamic axis " << axis
+                           << "; a training plan needs a static grid";
+      return failure();
+    }
+    grid.size *= dim;
+    grid.allAxes.push_back(static_cast<shard::GridAxis>(axis));
+  }
+  return grid;
+}
+
+/// Checks that the plan asks only for what this partitioner implements.
+LogicalResult checkSupported(FunctionOpInterface step, PlanAttr plan) {
+  auto check = [&](Placement placement, StringRef what) -> LogicalResult {
+    if (placement == Placement::Replicated)
+      return success();
+    return step.emitOpError()
+           << "plan '" << plan.getStrategy().getValue() << "' shards " << what
+           << ", which autoshard-partition does not implement yet; "
+              "replicated "
+           << what << " are supported";
+  };
+  return success(succeeded(check(plan.getOptimizerStates(),
+                                 "optimizer states")) &&
+                 succeeded(check(plan.getGradients(), "gradients")) &&
+                 succeeded(check(plan.getParameters(), "parameters")));
+}
+
+/// Splits every batch argument along dimension 0 into `grid.size` rows each.
+LogicalResult splitBatch(FunctionOpInterface step, const Grid &grid) {
+  StepSignature sig(step);
+  Block &body = step.getFunctionBody().front();
+  for (const StepValue &arg : sig.getArgs()) {
+    if (arg.role != Role::Input && arg.role != Role::Label)
+      continue;
+    int64_t rows = arg.type.getDimSize(0);
+    if (rows % grid.size != 0)
+      return step.emitOpError()
+             << "the global batch of " << stringifyRole(arg.role)
+             << " argument \"" << arg.name << "\" has " << rows
+             << " rows, which " << grid.size
+             << " ranks cannot split evenly; use a multiple of " << grid.size;
+    SmallVector<int64_t> shape(arg.type.getShape());
+    shape[0] = rows / grid.size;
+    body.getArgument(arg.index).setType(arg.type.clone(shape));
+  }
+  return success();
+}
+
+/// Re-derives result types after argument types changed, in program order.
+LogicalResult reinferTypes(FunctionOpInterface step) {
+  Block &body = step.getFunctionBody().front();
+  DenseSet<Value> changed;
+  for (BlockArgument arg : body.getArguments())
+    changed.insert(arg);
+  for (Operation &op : body.without_terminator()) {
+    if (llvm::none_of(op.getOperands(),
+                      [&](Value v) { return changed.contains(v); }))
+      continue;
+    SmallVector<Type> inferred;
+    if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
+      if (failed(infer.inferReturnTypes(
+              op.getContext(), op.getLoc(), op.getOperands(),
+              op.getRawDictionaryAttrs(), op.getPropertiesStorage(),
+              op.getRegions(), inferred)))
+        return failure();
+    } else if (op.hasTrait<OpTrait::SameOperandsAndResultType>()) {
+      inferred.assign(op.getNumResults(), op.getOperand(0).getType());
+    } else {
+      return op.emitOpError()
+             << "has no type-inference rule, so autoshard-partition cannot "
+                "re-derive its result types for the per-rank batch";
+    }
+    for (auto [result, type] : llvm::zip(op.getResults(), inferred)) {
+      if (result.getType() != type)
+        changed.insert(result);
+      result.setType(type);
+    }
+  }
+  Operation *terminator = body.getTerminator();
+  SmallVector<Type> argTypes(body.getArgumentTypes());
+  SmallVector<Type> resultTypes(terminator->getOperandTypes());
+  if (TypeRange(resultTypes) != step.getResultTypes())
+    return terminator->emitOpError()
+           << "the per-rank step would return " << TypeRange(resultTypes)
+           << " instead of " << step.getResultTypes()
+           << "; a step returns only parameters, optimizer states and the "
+              "loss, whose types do not depend on the batch";
+  step.setType(FunctionType::get(step.getContext(), argTypes, resultTypes));
+  return success();
+}
+
+/// Averages `value` over the grid right after it is defined.
+Value averageOverGrid(OpBuilder &builder, Value value, Grid grid) {
+  builder.setInsertionPointAfterValue(value);
+  auto avg = shard::AllReduceOp::create(
+      builder, value.getLoc(), value.getType(), grid.op.getSymName(),
+      grid.allAxes, value, shard::ReductionKind::Average);
+  return avg.getResult();
+}
+
+struct PartitionPass
+    : autoshard::train::impl::PartitionPassBase<PartitionPass> {
+  void runOnOperation() override {
+    FailureOr<FunctionOpInterface> found = findStepFunction(getOperation());
+    if (failed(found))
+      return signalPassFailure();
+    FunctionOpInterface step = *found;
+    auto plan = step->getAttrOfType<PlanAttr>(TrainDialect::kPlanAttrName);
+    if (!plan) {
+      step.emitOpError() << "has no '" << TrainDialect::kPlanAttrName
+                         << "'; run autoshard-plan first";
+      return signalPassFailure();
+    }
+    if (step->hasAttr(TrainDialect::kPartitionedAttrName)) {
+      step.emitOpError() << "is already partitioned";
+      return signalPassFailure();
+    }
+    FailureOr<Grid> grid = resolveGrid(step, plan);
+    if (failed(grid) || failed(checkSupported(step, plan)) ||
+        failed(splitBatch(step, *grid)) || failed(reinferTypes(step)))
+      return signalPassFailure();
+
+    // Each optimizer gradient is a partial over this rank's rows: average it
+    // as soon as it exists (where DDP's reducer would start its bucket).
+    OpBuilder builder(&getContext());
+    DenseMap<Value, Value> averaged;
+    step.walk([&](OptimizerOpInterface optimizer) {
+      for (OpOperand &grad : optimizer.getGradientOperands()) {
+        Value &avg = averaged[grad.get()];
+        if (!avg)
+          avg = averageOverGrid(builder, grad.get(), *grid);
+        grad.set(avg);
+      }
+    });
+
+    // Every rank reports the loss of the global batch.
+    StepSignature sig(step);
+    Operation *terminator = step.getFunctionBody().front().getTerminator();
+    for (const StepValue &result : sig.getResults())
+      if (result.role == Role::Loss)
+        terminator->setOperand(
+            result.index,
+            averageOverGrid(builder, terminator->getOperand(result.index),
+                            *grid));
+
+    step->setAttr(TrainDialect::kPartitionedAttrName,
+                  UnitAttr::get(&getContext()));
+  }
+};
+
+} // namespace

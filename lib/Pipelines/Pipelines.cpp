@@ -1,0 +1,72 @@
+//===- Pipelines.cpp - the strategy and compile pipelines -----------------===//
+
+#include "autoshard/Pipelines/Pipelines.h"
+
+#include "autoshard/Conversion/Passes.h"
+#include "autoshard/Dialect/Train/Transforms/Passes.h"
+
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ConvertToLLVM/ToLLVMPass.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+void autoshard::buildStrategyPipeline(OpPassManager &pm,
+                                      const StrategyOptions &options) {
+  train::PlanPassOptions plan;
+  plan.strategy = options.strategy;
+  plan.worldSize = options.worldSize;
+  pm.addPass(train::createPlanPass(plan));
+  pm.addPass(train::createPartitionPass());
+}
+
+void autoshard::buildLowerToLLVMPipeline(OpPassManager &pm) {
+  pm.addPass(createCSEPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createLowerToRuntimePass());
+  pm.addPass(createConvertToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+void autoshard::registerAutoshardDialects(DialectRegistry &registry) {
+  registry.insert<train::TrainDialect, shard::ShardDialect, func::FuncDialect,
+                  arith::ArithDialect, cf::ControlFlowDialect,
+                  LLVM::LLVMDialect>();
+  arith::registerConvertArithToLLVMInterface(registry);
+  registerConvertFuncToLLVMInterface(registry);
+}
+
+namespace {
+struct StrategyPipelineOptions
+    : public PassPipelineOptions<StrategyPipelineOptions> {
+  Option<std::string> strategy{*this, "strategy",
+                               llvm::cl::desc("Named distribution strategy"),
+                               llvm::cl::init("ddp")};
+  Option<int64_t> worldSize{*this, "world-size",
+                            llvm::cl::desc("Number of ranks"),
+                            llvm::cl::init(1)};
+};
+} // namespace
+
+void autoshard::registerAutoshardPasses() {
+  train::registerTrainPasses();
+  registerConversionPasses();
+  PassPipelineRegistration<StrategyPipelineOptions>(
+      "autoshard-strategy",
+      "Plan and partition a training step for a named strategy",
+      [](OpPassManager &pm, const StrategyPipelineOptions &cl) {
+        buildStrategyPipeline(pm, {cl.strategy, cl.worldSize});
+      });
+  PassPipelineRegistration<>(
+      "autoshard-lower-to-llvm",
+      "Lower a per-rank training step to runtime calls in the LLVM dialect",
+      [](OpPassManager &pm) { buildLowerToLLVMPipeline(pm); });
+}

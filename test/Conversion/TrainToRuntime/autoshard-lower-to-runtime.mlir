@@ -1,0 +1,224 @@
+// RUN: shard-opt %s -split-input-file -verify-diagnostics \
+// RUN:   --pass-pipeline='builtin.module(autoshard-lower-to-runtime)' | FileCheck %s
+
+// A partitioned step on 2 ranks becomes autoshard_step(ctx, args, results):
+// argument and result buffers come from the two pointer arrays, every
+// intermediate tensor from asrt_alloc, freed after its last use; results are
+// written straight into the caller's buffers where that is safe; a collective
+// whose input dies with it runs in place.
+
+shard.grid @world(shape = 2)
+
+// CHECK: llvm.mlir.global external constant @autoshard_manifest("autoshard-manifest 1\0Aabi 1\0Astep step\0Astrategy ddp\0Agrid 2\0A
+// CHECK-SAME: arg 0 param w f32 4x16 init=normal:0.02\0A
+// CHECK-SAME: arg 1 input x f32 4x16 batch_dim=0 global=8\0A
+// CHECK-SAME: arg 2 label y i32 4 batch_dim=0 global=8 classes=4\0A
+// CHECK-SAME: arg 3 hyper lr f32 scalar init=constant:0.1\0A
+// CHECK-SAME: result 0 param w f32 4x16 updates=0\0A
+// CHECK-SAME: result 1 loss loss f32 scalar\0Aend\0A\00")
+// CHECK-NOT: shard.grid
+// CHECK-LABEL: func.func @autoshard_step(
+// CHECK-SAME: %[[CTX:.*]]: !llvm.ptr, %[[ARGS:.*]]: !llvm.ptr, %[[RESULTS:.*]]: !llvm.ptr)
+// CHECK: %[[W_SLOT:.*]] = llvm.getelementptr %[[ARGS]][0]
+// CHECK: %[[W:.*]] = llvm.load %[[W_SLOT]] : !llvm.ptr -> !llvm.ptr
+// CHECK: %[[X:.*]] = llvm.load
+// CHECK: %[[Y:.*]] = llvm.load
+// CHECK: %[[LR:.*]] = llvm.load
+// CHECK: %[[W_OUT_SLOT:.*]] = llvm.getelementptr %[[RESULTS]][0]
+// CHECK: %[[W_OUT:.*]] = llvm.load %[[W_OUT_SLOT]]
+// CHECK: %[[LOSS_OUT_SLOT:.*]] = llvm.getelementptr %[[RESULTS]][1]
+// CHECK: %[[LOSS_OUT:.*]] = llvm.load %[[LOSS_OUT_SLOT]]
+// 4x4 f32 logits: 64 bytes.
+// CHECK: %[[C64:.*]] = arith.constant 64 : i64
+// CHECK: %[[LOGITS:.*]] = call @asrt_alloc(%[[CTX]], %[[C64]])
+// CHECK: call @asrt_linear_fwd_f32(%[[CTX]], %[[X]], %[[W]], %[[NULL:.*]], %[[LOGITS]], %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK: %[[LOSS:.*]] = call @asrt_alloc
+// CHECK: call @asrt_softmax_xent_fwd_f32(%[[CTX]], %[[LOGITS]], %[[Y]], %[[LOSS]],
+// The averaged loss goes straight to the caller's loss buffer.
+// CHECK: call @asrt_all_reduce(%[[CTX]], %[[LOSS]], %[[LOSS_OUT]],
+// CHECK-NEXT: call @asrt_free(%[[CTX]], %[[LOSS]])
+// CHECK: %[[DLOGITS:.*]] = call @asrt_alloc
+// CHECK: call @asrt_softmax_xent_grad_f32(%[[CTX]], %[[LOGITS]], %[[Y]], %{{.*}}, %[[DLOGITS]],
+// CHECK-NEXT: call @asrt_free(%[[CTX]], %[[LOGITS]])
+// CHECK: %[[DW:.*]] = call @asrt_alloc
+// CHECK: call @asrt_linear_grad_weight_f32(%[[CTX]], %[[DLOGITS]], %[[X]], %[[DW]],
+// CHECK-NEXT: call @asrt_free(%[[CTX]], %[[DLOGITS]])
+// In place: dw dies in the all-reduce. 64 elements, f32 (0), average (1), axis 0 (mask 1).
+// CHECK-DAG: %[[N:.*]] = arith.constant 64 : i64
+// CHECK-DAG: %[[F32:.*]] = arith.constant 0 : i32
+// CHECK-DAG: %[[AVG:.*]] = arith.constant 1 : i32
+// CHECK: call @asrt_all_reduce(%[[CTX]], %[[DW]], %[[DW]], %[[N]], %[[F32]], %[[AVG]], %{{.*}})
+// The new parameter is written into the result buffer, which may be the
+// parameter's own: nothing reads w after the update.
+// CHECK: call @asrt_sgd_update_f32(%[[CTX]], %[[W]], %[[DW]], %[[LR]], %{{.*}}, %[[W_OUT]], %{{.*}}
+// CHECK-NEXT: call @asrt_free(%[[CTX]], %[[DW]])
+// CHECK-NOT: asrt_copy
+// CHECK: return
+func.func @step(
+    %w: tensor<4x16xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.02>},
+    %x: tensor<4x16xf32> {train.role = #train.role<input>, train.name = "x"},
+    %y: tensor<4xi32> {train.role = #train.role<label>, train.name = "y"},
+    %lr: tensor<f32> {train.role = #train.role<hyper>, train.name = "lr", train.init = #train.init<constant, value = 0.1>})
+    -> (tensor<4x16xf32> {train.role = #train.role<param>, train.name = "w"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.partitioned, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+  %logits = train.linear %x, %w : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x4xf32>
+  %loss = train.softmax_cross_entropy %logits, %y : (tensor<4x4xf32>, tensor<4xi32>) -> tensor<f32>
+  %loss_avg = shard.all_reduce %loss on @world grid_axes = [0] reduction = average : tensor<f32> -> tensor<f32>
+  %dlogits = train.softmax_cross_entropy_grad %logits, %y : (tensor<4x4xf32>, tensor<4xi32>) -> tensor<4x4xf32>
+  %dw = train.linear_grad_weight %dlogits, %x : (tensor<4x4xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %dw_avg = shard.all_reduce %dw on @world grid_axes = [0] reduction = average : tensor<4x16xf32> -> tensor<4x16xf32>
+  %w1 = train.sgd %w, %dw_avg, %lr : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<f32>) -> tensor<4x16xf32>
+  return %w1, %loss_avg : tensor<4x16xf32>, tensor<f32>
+}
+
+// -----
+
+// On one rank a collective is the identity and emits nothing. A step without
+// a plan is a one-rank program.
+shard.grid @one(shape = 1)
+// CHECK-LABEL: func.func @autoshard_step
+// CHECK-NOT: asrt_all_reduce
+// CHECK: call @asrt_relu_fwd_f32
+// CHECK-NOT: asrt_all_reduce
+// CHECK: return
+func.func @step(%x: tensor<2x4xf32> {train.role = #train.role<input>, train.name = "x"},
+                %y: tensor<2xi32> {train.role = #train.role<label>, train.name = "y"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step} {
+  %r = train.relu %x : tensor<2x4xf32>
+  %loss = train.softmax_cross_entropy %r, %y : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32>
+  %avg = shard.all_reduce %loss on @one grid_axes = [0] reduction = average : tensor<f32> -> tensor<f32>
+  return %avg : tensor<f32>
+}
+
+// -----
+
+// A parameter still read after its update cannot be overwritten in place:
+// the update goes to a temporary, copied to the result buffer at the end.
+// CHECK-LABEL: func.func @autoshard_step
+// CHECK-SAME: %[[CTX:.*]]: !llvm.ptr, %[[ARGS:.*]]: !llvm.ptr, %[[RESULTS:.*]]: !llvm.ptr)
+// CHECK: %[[W_SLOT:.*]] = llvm.getelementptr %[[ARGS]][0]
+// CHECK-NEXT: %[[W:.*]] = llvm.load %[[W_SLOT]]
+// CHECK: %[[W_OUT_SLOT:.*]] = llvm.getelementptr %[[RESULTS]][0]
+// CHECK-NEXT: %[[W_OUT:.*]] = llvm.load %[[W_OUT_SLOT]]
+// CHECK: %[[TMP:.*]] = call @asrt_alloc
+// CHECK: call @asrt_sgd_update_f32(%[[CTX]], %[[W]], %{{.*}}, %{{.*}}, %{{.*}}, %[[TMP]],
+// CHECK: call @asrt_linear_fwd_f32(%[[CTX]], %{{.*}}, %[[W]],
+// CHECK: call @asrt_copy(%[[CTX]], %[[W_OUT]], %[[TMP]],
+// CHECK-NEXT: call @asrt_free(%[[CTX]], %[[TMP]])
+func.func @step(
+    %w: tensor<4x4xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
+    %g: tensor<4x4xf32> {train.role = #train.role<input>, train.name = "g"},
+    %y: tensor<4xi32> {train.role = #train.role<label>, train.name = "y"},
+    %lr: tensor<f32> {train.role = #train.role<hyper>, train.name = "lr", train.init = #train.init<constant, value = 0.1>})
+    -> (tensor<4x4xf32> {train.role = #train.role<param>, train.name = "w"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step} {
+  %w1 = train.sgd %w, %g, %lr : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
+  %logits = train.linear %g, %w : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %loss = train.softmax_cross_entropy %logits, %y : (tensor<4x4xf32>, tensor<4xi32>) -> tensor<f32>
+  return %w1, %loss : tensor<4x4xf32>, tensor<f32>
+}
+
+// -----
+
+// Returning one argument as another's new value reads it before any copy
+// overwrites it (a swap): both sources are staged.
+// CHECK-LABEL: func.func @autoshard_step
+// CHECK-SAME: %[[ARGS:[^:]*]]: !llvm.ptr, %[[RESULTS:[^:]*]]: !llvm.ptr)
+// CHECK: llvm.getelementptr %[[ARGS]][0]
+// CHECK-NEXT: %[[A:.*]] = llvm.load
+// CHECK: llvm.getelementptr %[[ARGS]][1]
+// CHECK-NEXT: %[[B:.*]] = llvm.load
+// CHECK: llvm.getelementptr %[[RESULTS]][0]
+// CHECK-NEXT: %[[A_OUT:.*]] = llvm.load
+// CHECK: llvm.getelementptr %[[RESULTS]][1]
+// CHECK-NEXT: %[[B_OUT:.*]] = llvm.load
+// CHECK: %[[STAGE_B:.*]] = call @asrt_alloc
+// CHECK: call @asrt_copy(%{{.*}}, %[[STAGE_B]], %[[B]],
+// CHECK: %[[STAGE_A:.*]] = call @asrt_alloc
+// CHECK: call @asrt_copy(%{{.*}}, %[[STAGE_A]], %[[A]],
+// CHECK: call @asrt_copy(%{{.*}}, %[[A_OUT]], %[[STAGE_B]],
+// CHECK: call @asrt_copy(%{{.*}}, %[[B_OUT]], %[[STAGE_A]],
+func.func @step(
+    %a: tensor<4xf32> {train.role = #train.role<param>, train.name = "a", train.init = #train.init<zeros>},
+    %b: tensor<4xf32> {train.role = #train.role<param>, train.name = "b", train.init = #train.init<ones>},
+    %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<4xf32> {train.role = #train.role<param>, train.name = "a"},
+        tensor<4xf32> {train.role = #train.role<param>, train.name = "b"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step} {
+  return %b, %a, %l : tensor<4xf32>, tensor<4xf32>, tensor<f32>
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+// expected-error@+1 {{has a plan but is not partitioned; run autoshard-partition before lowering}}
+func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error@+1 {{label argument "y" is not consumed by a loss, so its number of classes is unknown}}
+func.func @step(%y: tensor<2xi32> {train.role = #train.role<label>, train.name = "y"},
+                %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step} {
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error@+1 {{arg "x" has element type 'f64', which the runtime does not support (f32, i32, bf16, f16, i64, ui16)}}
+func.func @step(%x: tensor<2xf64> {train.role = #train.role<input>, train.name = "x"},
+                %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step} {
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error@+1 {{has 2 blocks; a training step is straight-line code in one block}}
+func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step} {
+  cf.br ^next
+^next:
+  return %l : tensor<f32>
+}
+
+// -----
+
+func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step} {
+  // expected-error@+1 {{has no runtime lowering; the runtime runs train ops and shard.all_reduce}}
+  %c = arith.constant dense<1.0> : tensor<f32>
+  return %c : tensor<f32>
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.partitioned, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+  // expected-error@+1 {{reduction 'product' is not supported by the runtime; use sum, average, max or min}}
+  %p = shard.all_reduce %l on @world grid_axes = [0] reduction = product : tensor<f32> -> tensor<f32>
+  return %p : tensor<f32>
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.partitioned, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+  %c = train.relu %l : tensor<f32>
+  // expected-error@+1 {{changes the element type; the runtime reduces in the input's type}}
+  %p = shard.all_reduce %c on @world grid_axes = [0] : tensor<f32> -> tensor<f64>
+  %q = train.relu %l : tensor<f32>
+  return %q : tensor<f32>
+}

@@ -1,0 +1,154 @@
+// RUN: shard-opt %s -split-input-file -verify-diagnostics -allow-unregistered-dialect \
+// RUN:   --pass-pipeline='builtin.module(autoshard-partition)' | FileCheck %s
+
+// Under a replicated (DDP) plan on 2 ranks, each rank takes half of the
+// global batch, every gradient an optimizer consumes is averaged over the
+// grid as soon as it is computed, and the loss is averaged for reporting.
+
+shard.grid @world(shape = 2)
+
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: %[[W:[^:]+]]: tensor<4x16xf32>
+// CHECK-SAME: %[[B:[^:]+]]: tensor<4xf32>
+// CHECK-SAME: %[[X:[^:]+]]: tensor<4x16xf32> {{{.*}}train.role = #train.role<input>}
+// CHECK-SAME: %[[Y:[^:]+]]: tensor<4xi32> {{{.*}}train.role = #train.role<label>}
+// CHECK-SAME: %[[LR:[^:]+]]: tensor<f32>
+// CHECK-SAME: attributes {train.partitioned, train.plan
+// CHECK: %[[LOGITS:.*]] = train.linear %[[X]], %[[W]], %[[B]] : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4xf32>) -> tensor<4x4xf32>
+// CHECK: %[[LOSS:.*]] = train.softmax_cross_entropy %[[LOGITS]], %[[Y]] : (tensor<4x4xf32>, tensor<4xi32>) -> tensor<f32>
+// CHECK-NEXT: %[[LOSS_AVG:.*]] = shard.all_reduce %[[LOSS]] on @world grid_axes = [0] reduction = average : tensor<f32> -> tensor<f32>
+// CHECK: %[[DLOGITS:.*]] = train.softmax_cross_entropy_grad %[[LOGITS]], %[[Y]] : (tensor<4x4xf32>, tensor<4xi32>) -> tensor<4x4xf32>
+// CHECK-NEXT: %[[DW:.*]] = train.linear_grad_weight %[[DLOGITS]], %[[X]] : (tensor<4x4xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+// CHECK-NEXT: %[[DW_AVG:.*]] = shard.all_reduce %[[DW]] on @world grid_axes = [0] reduction = average : tensor<4x16xf32> -> tensor<4x16xf32>
+// CHECK-NEXT: %[[DB:.*]] = train.bias_grad %[[DLOGITS]] : (tensor<4x4xf32>) -> tensor<4xf32>
+// CHECK-NEXT: %[[DB_AVG:.*]] = shard.all_reduce %[[DB]] on @world grid_axes = [0] reduction = average : tensor<4xf32> -> tensor<4xf32>
+// CHECK-NEXT: %[[W1:.*]] = train.sgd %[[W]], %[[DW_AVG]], %[[LR]]
+// CHECK-NEXT: %[[B1:.*]] = train.sgd %[[B]], %[[DB_AVG]], %[[LR]]
+// CHECK-NEXT: return %[[W1]], %[[B1]], %[[LOSS_AVG]]
+// CHECK-NOT: shard.all_reduce
+func.func @step(
+    %w: tensor<4x16xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.02>},
+    %b: tensor<4xf32> {train.role = #train.role<param>, train.name = "b", train.init = #train.init<zeros>},
+    %x: tensor<8x16xf32> {train.role = #train.role<input>, train.name = "x"},
+    %y: tensor<8xi32> {train.role = #train.role<label>, train.name = "y"},
+    %lr: tensor<f32> {train.role = #train.role<hyper>, train.name = "lr", train.init = #train.init<constant, value = 0.1>})
+    -> (tensor<4x16xf32> {train.role = #train.role<param>, train.name = "w"},
+        tensor<4xf32> {train.role = #train.role<param>, train.name = "b"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+  %logits = train.linear %x, %w, %b : (tensor<8x16xf32>, tensor<4x16xf32>, tensor<4xf32>) -> tensor<8x4xf32>
+  %loss = train.softmax_cross_entropy %logits, %y : (tensor<8x4xf32>, tensor<8xi32>) -> tensor<f32>
+  %dlogits = train.softmax_cross_entropy_grad %logits, %y : (tensor<8x4xf32>, tensor<8xi32>) -> tensor<8x4xf32>
+  %dw = train.linear_grad_weight %dlogits, %x : (tensor<8x4xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %db = train.bias_grad %dlogits : (tensor<8x4xf32>) -> tensor<4xf32>
+  %w1 = train.sgd %w, %dw, %lr : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<f32>) -> tensor<4x16xf32>
+  %b1 = train.sgd %b, %db, %lr : (tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  return %w1, %b1, %loss : tensor<4x16xf32>, tensor<4xf32>, tensor<f32>
+}
+
+// -----
+
+// A gradient that feeds two optimizer updates is reduced once.
+shard.grid @world(shape = 2)
+// CHECK-LABEL: func.func @shared_gradient
+// CHECK-COUNT-1: shard.all_reduce {{.*}} : tensor<4xf32>
+// CHECK-NOT: shard.all_reduce {{.*}} : tensor<4xf32>
+func.func @shared_gradient(
+    %a: tensor<4xf32> {train.role = #train.role<param>, train.name = "a", train.init = #train.init<zeros>},
+    %b: tensor<4xf32> {train.role = #train.role<param>, train.name = "b", train.init = #train.init<zeros>},
+    %g: tensor<2x4xf32> {train.role = #train.role<input>, train.name = "g"},
+    %lr: tensor<f32> {train.role = #train.role<hyper>, train.name = "lr", train.init = #train.init<constant, value = 0.1>})
+    -> (tensor<4xf32> {train.role = #train.role<param>, train.name = "a"},
+        tensor<4xf32> {train.role = #train.role<param>, train.name = "b"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+  %d = train.bias_grad %g : (tensor<2x4xf32>) -> tensor<4xf32>
+  %a1 = train.sgd %a, %d, %lr : (tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %b1 = train.sgd %b, %d, %lr : (tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  return %a1, %b1, %lr : tensor<4xf32>, tensor<4xf32>, tensor<f32>
+}
+
+// -----
+
+shard.grid @world(shape = 4)
+// expected-error@+1 {{the global batch of input argument "x" has 6 rows, which 4 ranks cannot split evenly; use a multiple of 4}}
+func.func @step(%x: tensor<6x2xf32> {train.role = #train.role<input>, train.name = "x"},
+                %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error@+1 {{has no 'train.plan'; run autoshard-plan first}}
+func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step} {
+  return %l : tensor<f32>
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+// expected-error@+1 {{is already partitioned}}
+func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.partitioned, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+  return %l : tensor<f32>
+}
+
+// -----
+
+func.func private @world()
+// expected-error@+1 {{plan refers to @world, which is not a shard.grid}}
+func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error@+1 {{has a dynamic axis 0; a training plan needs a static grid}}
+shard.grid @world(shape = ?)
+func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+  return %l : tensor<f32>
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+// expected-error@+1 {{plan 'zero1' shards optimizer states, which autoshard-partition does not implement yet; replicated optimizer states are supported}}
+func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.plan = #train.plan<strategy = "zero1", grid = @world, optimizer_states = sharded, gradients = replicated, parameters = replicated>} {
+  return %l : tensor<f32>
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @step(%x: tensor<8x2xf32> {train.role = #train.role<input>, train.name = "x"},
+                %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+  // expected-error@+1 {{has no type-inference rule, so autoshard-partition cannot re-derive its result types for the per-rank batch}}
+  %r = "other.op"(%x) : (tensor<8x2xf32>) -> tensor<8x2xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @step(%w: tensor<8x4xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
+                %x: tensor<8x4xf32> {train.role = #train.role<input>, train.name = "x"},
+                %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<8x4xf32> {train.role = #train.role<param>, train.name = "w"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+  %a = train.relu %x : tensor<8x4xf32>
+  // expected-error@+1 {{the per-rank step would return 'tensor<4x4xf32>', 'tensor<f32>' instead of 'tensor<8x4xf32>', 'tensor<f32>'; a step returns only parameters, optimizer states and the loss, whose types do not depend on the batch}}
+  return %a, %l : tensor<8x4xf32>, tensor<f32>
+}

@@ -1,0 +1,30 @@
+# lit configuration of autoshard's compiler and end-to-end tests.
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "autoshard"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes_extra = []
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "Inputs", "CMakeLists.txt"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.autoshard_obj_root, "test")
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.autoshard_tools_dir, append_path=True)
+# Ranks share the machine's cores: one BLAS thread each.
+llvm_config.with_environment("OPENBLAS_NUM_THREADS", "1")
+llvm_config.add_tool_substitutions(
+    ["shard-opt", "shard-compile"], [config.autoshard_tools_dir])
+
+config.substitutions.append(("%examples", os.path.join(config.autoshard_src_root, "examples")))
+config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(
+    ("%mpirun", "{} {}".format(config.mpiexec, config.mpiexec_flags)))
+
+if config.have_runtime:
+    config.available_features.add("runtime")

@@ -1,0 +1,169 @@
+//===- shard-compile.cpp - training step IR to a training binary ----------===//
+
+#include "RuntimeLink.h"
+
+#include "autoshard/Dialect/Train/Transforms/Strategies.h"
+#include "autoshard/Pipelines/Pipelines.h"
+#include "autoshard/Target/ObjectFile.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> inputFilename(cl::Positional,
+                                          cl::desc("<training step .mlir>"),
+                                          cl::Required);
+static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
+                                           cl::value_desc("file"),
+                                           cl::Required);
+static cl::opt<std::string>
+    strategy("strategy",
+             cl::desc("Distribution strategy (" +
+                      autoshard::train::listStrategyNames() + ")"),
+             cl::init("ddp"));
+static cl::opt<int64_t> worldSize("world-size",
+                                  cl::desc("Number of ranks (default 1)"),
+                                  cl::init(1));
+static cl::opt<std::string> backend("backend",
+                                    cl::desc("Runtime backend (cpu)"),
+                                    cl::init("cpu"));
+enum class Emit { Exe, Obj, LLVMIR, MLIR };
+static cl::opt<Emit> emit(
+    "emit", cl::desc("What to write to -o (default exe)"),
+    cl::values(clEnumValN(Emit::Exe, "exe", "a linked training binary"),
+               clEnumValN(Emit::Obj, "obj",
+                          "the step's object file, to link with the runtime "
+                          "elsewhere"),
+               clEnumValN(Emit::LLVMIR, "llvm", "LLVM IR text"),
+               clEnumValN(Emit::MLIR, "mlir", "the lowered MLIR")),
+    cl::init(Emit::Exe));
+
+static int fail(const llvm::Twine &message) {
+  llvm::WithColor::error(llvm::errs(), "shard-compile") << message << "\n";
+  return 1;
+}
+
+/// Links `object` with the runtime into the executable `output`.
+static int link(llvm::StringRef object, llvm::StringRef output) {
+  if (!AUTOSHARD_HAVE_RUNTIME)
+    return fail("this shard-compile was built without the runtime, so it "
+                "cannot link a binary; use --emit=obj and link the object "
+                "with the runtime's libraries");
+  std::vector<std::string> command = {kLinkerDriver, "-fuse-ld=lld",
+                                      "-o", output.str(), object.str(),
+                                      "-Wl,--start-group"};
+  for (const char *item : kRuntimeLinkItems)
+    command.push_back(item);
+  command.insert(command.end(), {"-Wl,--end-group", "-lpthread", "-lm"});
+  std::vector<llvm::StringRef> args(command.begin(), command.end());
+  std::string error;
+  int status = llvm::sys::ExecuteAndWait(kLinkerDriver, args, std::nullopt,
+                                         {}, 0, 0, &error);
+  if (status != 0) {
+    std::string line;
+    for (const std::string &word : command)
+      line += word + " ";
+    return fail("linking the training binary failed" +
+                (error.empty() ? "" : ": " + error) + "\n  command: " + line);
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  registerAsmPrinterCLOptions();
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "shard-compile: compile a training step into a distributed training "
+      "binary\n\n  shard-compile --strategy=ddp --world-size=2 model.mlir "
+      "-o train\n  mpirun -np 2 ./train --steps 100\n");
+
+  if (!autoshard::train::lookupStrategy(strategy))
+    return fail("unknown strategy '" + strategy + "'; valid strategies: " +
+                autoshard::train::listStrategyNames());
+  if (worldSize < 1)
+    return fail("--world-size must be at least 1, got " +
+                llvm::Twine(worldSize.getValue()));
+  if (backend != "cpu")
+    return fail("unknown backend '" + backend +
+                "'; valid backends: cpu (the CUDA backend is not built yet)");
+
+  DialectRegistry registry;
+  autoshard::registerAutoshardDialects(registry);
+  autoshard::registerObjectFileTranslations(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      openInputFile(inputFilename, &error);
+  if (!input)
+    return fail(error);
+  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1;
+
+  PassManager pm(&context);
+  if (failed(applyPassManagerCLOptions(pm)))
+    return 1;
+  autoshard::buildStrategyPipeline(pm, {strategy, worldSize});
+  autoshard::buildLowerToLLVMPipeline(pm);
+  if (failed(pm.run(*module)))
+    return 1;
+
+  if (emit == Emit::MLIR || emit == Emit::LLVMIR) {
+    std::unique_ptr<llvm::ToolOutputFile> output =
+        openOutputFile(outputFilename, &error);
+    if (!output)
+      return fail(error);
+    if (emit == Emit::MLIR)
+      module->print(output->os());
+    else if (failed(autoshard::emitLLVMIR(*module, output->os())))
+      return 1;
+    output->keep();
+    return 0;
+  }
+
+  // The object goes to -o itself, or to a temporary next to it for linking.
+  std::string objectPath = outputFilename;
+  if (emit == Emit::Exe) {
+    llvm::SmallString<128> temp;
+    if (std::error_code ec = llvm::sys::fs::createTemporaryFile(
+            llvm::sys::path::filename(outputFilename), "o", temp))
+      return fail("cannot create a temporary object file: " + ec.message());
+    objectPath = temp.str().str();
+  }
+  {
+    std::unique_ptr<llvm::ToolOutputFile> object =
+        openOutputFile(objectPath, &error);
+    if (!object)
+      return fail(error);
+    if (failed(autoshard::emitObjectFile(*module, object->os())))
+      return 1;
+    object->keep();
+  }
+  if (emit == Emit::Obj)
+    return 0;
+  int status = link(objectPath, outputFilename);
+  llvm::sys::fs::remove(objectPath);
+  return status;
+}

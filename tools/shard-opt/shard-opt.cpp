@@ -1,0 +1,81 @@
+//===- shard-opt.cpp - mlir-opt with autoshard's dialects and strategies --===//
+
+#include "autoshard/Dialect/Train/Transforms/Strategies.h"
+#include "autoshard/Pipelines/Pipelines.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace mlir;
+
+static llvm::cl::OptionCategory strategyCategory("autoshard strategy options");
+
+static llvm::cl::opt<std::string> strategyFlag(
+    "strategy",
+    llvm::cl::desc("Plan and partition the training step for this strategy "
+                   "before any other pass (" +
+                   autoshard::train::listStrategyNames() + ")"),
+    llvm::cl::value_desc("name"), llvm::cl::cat(strategyCategory));
+
+static llvm::cl::opt<int64_t> worldSizeFlag(
+    "world-size", llvm::cl::desc("Number of ranks for --strategy"),
+    llvm::cl::init(1), llvm::cl::cat(strategyCategory));
+
+static int fail(const llvm::Twine &message) {
+  llvm::WithColor::error(llvm::errs(), "shard-opt") << message << "\n";
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  DialectRegistry registry;
+  autoshard::registerAutoshardDialects(registry);
+  autoshard::registerAutoshardPasses();
+  registerTransformsPasses();
+
+  auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
+      argc, argv, "autoshard optimizer driver\n", registry);
+  MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+
+  bool strategyGiven = strategyFlag.getNumOccurrences() > 0;
+  if (!strategyGiven && worldSizeFlag.getNumOccurrences() > 0)
+    return fail("--world-size needs --strategy");
+  if (strategyGiven) {
+    if (!autoshard::train::lookupStrategy(strategyFlag))
+      return fail("unknown strategy '" + strategyFlag +
+                  "'; valid strategies: " +
+                  autoshard::train::listStrategyNames());
+    if (worldSizeFlag < 1)
+      return fail("--world-size must be at least 1, got " +
+                  llvm::Twine(worldSizeFlag.getValue()));
+    // The strategy runs first; passes named on the command line follow.
+    autoshard::StrategyOptions options{strategyFlag, worldSizeFlag};
+    MlirOptMainConfig cliConfig = config;
+    config.setPassPipelineSetupFn([cliConfig, options](PassManager &pm) {
+      autoshard::buildStrategyPipeline(pm, options);
+      return cliConfig.setupPassPipeline(pm);
+    });
+  }
+
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      openInputFile(inputFilename, &error);
+  if (!input)
+    return fail(error);
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      openOutputFile(outputFilename, &error);
+  if (!output)
+    return fail(error);
+  if (failed(MlirOptMain(output->os(), std::move(input), registry, config)))
+    return 1;
+  output->keep();
+  return 0;
+}
