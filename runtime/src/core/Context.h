@@ -12,12 +12,21 @@ namespace autoshard::rt {
 
 class Comm;
 struct Stats;
+struct AllocationTable;
 
 /// Prints "autoshard runtime error (rank R): <message>" to stderr and ends
 /// the process (and, under MPI, every rank) with a non-zero exit status.
 /// The runtime's only way to fail from inside an ABI call.
 [[noreturn]] void fatal(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
+
+/// How fatal() ends the job once it has printed. The MPI layer installs one
+/// that calls MPI_Abort, so that one failing rank does not leave the others
+/// blocked in a collective; without a hook fatal() exits the process.
+using FatalAbortHook = void (*)(int exitCode);
+void setFatalAbortHook(FatalAbortHook hook);
+/// The rank fatal() names in its message (0 until set).
+void setFatalRank(int rank);
 
 /// Times one ABI call and adds it to the context's per-op statistics.
 class OpTimer {
@@ -45,4 +54,7 @@ struct asrt_context {
   /// Null in single-process tests; collectives then act on a group of one.
   autoshard::rt::Comm *comm = nullptr;
   std::unique_ptr<autoshard::rt::Stats> stats;
+  /// Live asrt_alloc buffers and their sizes, for asrt_free's accounting and
+  /// its check that a pointer came from asrt_alloc.
+  std::unique_ptr<autoshard::rt::AllocationTable> allocations;
 };

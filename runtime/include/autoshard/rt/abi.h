@@ -11,8 +11,11 @@
  *   dimensions as int64_t.
  * - Tensors are dense, row-major, and 64-byte aligned (asrt_alloc).
  * - Output buffers may alias input buffers of elementwise operations
- *   (optimizer updates rely on this to update parameters in place); GEMM-like
- *   operations require distinct outputs.
+ *   (optimizer updates rely on this to update parameters in place) and the
+ *   logits of asrt_softmax_xent_grad_f32; GEMM-like operations require
+ *   distinct outputs.
+ * - Sizes are limited to 2^31 - 1 per dimension on the CPU backend, whose
+ *   BLAS takes 32-bit indices; larger sizes are fatal, not truncated.
  * - A runtime failure (an MPI error, an out-of-range label) is fatal: the
  *   runtime prints what failed and where, then ends every rank with a non-zero
  *   exit status. The generated code therefore needs no error paths.
@@ -110,7 +113,8 @@ void asrt_softmax_xent_grad_f32(asrt_context *ctx, const float *logits,
  *   step = nesterov ? g + momentum * buf_out : buf_out   (g when momentum == 0)
  *   param_out = param - lr[0] * step
  * param_out may alias param and buf_out may alias buf. buf and buf_out are
- * null when momentum == 0. */
+ * null when momentum == 0. Momentum buffers start at zero, which makes the
+ * first step's buf_out = g, as torch's first step. */
 void asrt_sgd_update_f32(asrt_context *ctx, const float *param,
                          const float *grad, const float *lr, const float *buf,
                          float *param_out, float *buf_out, int64_t n,

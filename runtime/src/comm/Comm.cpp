@@ -1,0 +1,98 @@
+// Collectives over groups of ranks of the compiled device grid.
+#include "comm/Comm.h"
+#include "core/Context.h"
+#include "core/Manifest.h"
+
+#include <string>
+
+namespace autoshard::rt {
+
+std::vector<int64_t> gridCoordinates(int64_t rank,
+                                     const std::vector<int64_t> &grid) {
+  std::vector<int64_t> coords(grid.size());
+  for (size_t i = grid.size(); i-- > 0;) {
+    coords[i] = rank % grid[i];
+    rank /= grid[i];
+  }
+  return coords;
+}
+
+int64_t gridRank(const std::vector<int64_t> &coords,
+                 const std::vector<int64_t> &grid) {
+  int64_t rank = 0;
+  for (size_t i = 0; i < grid.size(); ++i)
+    rank = rank * grid[i] + coords[i];
+  return rank;
+}
+
+Status checkGridMask(int32_t mask, const std::vector<int64_t> &grid) {
+  uint32_t valid = grid.size() >= 32 ? ~0u : (1u << grid.size()) - 1u;
+  if (mask < 0 || (static_cast<uint32_t>(mask) & ~valid) != 0)
+    return Error("grid_axes_mask " + std::to_string(mask) +
+                 " names an axis the grid " + formatShape(grid) +
+                 " does not have; valid masks are 0.." + std::to_string(valid));
+  return Status::success();
+}
+
+std::vector<int> gridGroup(int rank, const std::vector<int64_t> &grid,
+                           int32_t mask) {
+  std::vector<int64_t> base = gridCoordinates(rank, grid);
+  std::vector<size_t> axes;
+  for (size_t i = 0; i < grid.size(); ++i) {
+    if (mask & (1 << i)) {
+      axes.push_back(i);
+      base[i] = 0;
+    }
+  }
+  // Enumerate the masked coordinates row-major; with the unmasked ones
+  // fixed, that is increasing rank order.
+  std::vector<int> ranks;
+  std::vector<int64_t> coords = base;
+  while (true) {
+    ranks.push_back(static_cast<int>(gridRank(coords, grid)));
+    size_t k = axes.size();
+    while (k > 0) {
+      size_t axis = axes[k - 1];
+      if (++coords[axis] < grid[axis])
+        break;
+      coords[axis] = 0;
+      --k;
+    }
+    if (k == 0)
+      return ranks;
+  }
+}
+
+int64_t gridGroupSize(const std::vector<int64_t> &grid, int32_t mask) {
+  int64_t n = 1;
+  for (size_t i = 0; i < grid.size(); ++i)
+    if (mask & (1 << i))
+      n *= grid[i];
+  return n;
+}
+
+Comm::Comm(int rank, int size, std::vector<int64_t> grid)
+    : worldRank(rank), worldSize(size), gridDims(std::move(grid)) {
+  int64_t product = 1;
+  for (int64_t d : gridDims)
+    product *= d;
+  if (gridDims.empty() || product != size)
+    fatal("grid %s has %lld ranks but the world has %d",
+          formatShape(gridDims).c_str(), static_cast<long long>(product), size);
+}
+
+Comm::~Comm() = default;
+
+int Comm::groupSize(int32_t mask) const {
+  if (Status s = checkGridMask(mask, gridDims); !s)
+    fatal("%s", s.message().c_str());
+  return static_cast<int>(gridGroupSize(gridDims, mask));
+}
+
+std::vector<int> Comm::groupRanks(int32_t mask) const {
+  if (Status s = checkGridMask(mask, gridDims); !s)
+    fatal("%s", s.message().c_str());
+  return gridGroup(worldRank, gridDims, mask);
+}
+
+} // namespace autoshard::rt

@@ -1,0 +1,87 @@
+// Collectives over groups of ranks of the compiled device grid.
+#pragma once
+
+#include "autoshard/rt/abi.h"
+#include "core/Expected.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace autoshard::rt {
+
+// ---- The grid (pure functions) ---------------------------------------------
+// Ranks map to grid coordinates row-major: the last axis varies fastest, so
+// on a 2x2 grid rank = 2 * c0 + c1.
+
+std::vector<int64_t> gridCoordinates(int64_t rank,
+                                     const std::vector<int64_t> &grid);
+int64_t gridRank(const std::vector<int64_t> &coords,
+                 const std::vector<int64_t> &grid);
+/// Success when `mask` names only axes of `grid` (bit i: axis i).
+Status checkGridMask(int32_t mask, const std::vector<int64_t> &grid);
+/// The world ranks of `rank`'s group for `mask`: the ranks whose coordinates
+/// differ from `rank`'s only along the masked axes, in increasing rank order
+/// (which is row-major order over the masked axes). Mask 0 is {rank}.
+std::vector<int> gridGroup(int rank, const std::vector<int64_t> &grid,
+                           int32_t mask);
+/// The number of ranks in every group of `mask`.
+int64_t gridGroupSize(const std::vector<int64_t> &grid, int32_t mask);
+
+/// One rank's view of the world: its rank, the grid, and collectives over
+/// the groups that grid axis masks select. The ABI functions
+/// (asrt_all_reduce, ...) validate their arguments, count bytes and handle
+/// groups of one before they call in here, so implementations see only
+/// valid calls on groups of two or more ranks.
+///
+/// Every rank must issue the same collectives with the same masks in the
+/// same order, as SPMD-generated code does; implementations may create
+/// group communicators collectively on first use.
+class Comm {
+public:
+  Comm(int rank, int size, std::vector<int64_t> grid);
+  virtual ~Comm();
+  Comm(const Comm &) = delete;
+  Comm &operator=(const Comm &) = delete;
+
+  int rank() const { return worldRank; }
+  int size() const { return worldSize; }
+  const std::vector<int64_t> &grid() const { return gridDims; }
+  /// Ranks in this rank's group for `mask`; fatal for a mask that names an
+  /// axis the grid does not have.
+  int groupSize(int32_t mask) const;
+  std::vector<int> groupRanks(int32_t mask) const;
+
+  /// recv = reduce(send) over the group; send == recv is in place. AVG is a
+  /// sum divided by the group size.
+  virtual void allReduce(const void *send, void *recv, int64_t count,
+                         asrt_dtype dtype, asrt_reduce_op op, int32_t mask) = 0;
+  /// recv (group size * sendCount elements) = the sends, in group order.
+  virtual void allGather(const void *send, void *recv, int64_t sendCount,
+                         asrt_dtype dtype, int32_t mask) = 0;
+  /// recv = reduce of block (group rank) of every member's send, where send
+  /// holds group size * recvCount elements. send == recv is in place.
+  virtual void reduceScatter(const void *send, void *recv, int64_t recvCount,
+                             asrt_dtype dtype, asrt_reduce_op op,
+                             int32_t mask) = 0;
+  /// Waits for every rank of the world.
+  virtual void barrier() = 0;
+
+private:
+  int worldRank;
+  int worldSize;
+  std::vector<int64_t> gridDims;
+};
+
+/// Makes runtime errors end the whole MPI job: MPI calls on the world
+/// return errors instead of aborting silently (MPI_ERRORS_RETURN, so
+/// CHECK_MPI can print them), and fatal() names this rank and calls
+/// MPI_Abort. Needs MPI initialised; idempotent.
+void installMpiFatalHandler();
+
+/// A Comm over MPI_COMM_WORLD arranged as `grid`. Needs MPI initialised and
+/// the product of `grid` equal to the world size (fatal otherwise; the
+/// driver checks first and explains). Destroy it before MPI_Finalize.
+std::unique_ptr<Comm> createMpiComm(const std::vector<int64_t> &grid);
+
+} // namespace autoshard::rt

@@ -1,0 +1,232 @@
+// Comm over MPI: one cached sub-communicator per grid axis mask.
+#include "comm/Comm.h"
+#include "comm/MpiCheck.h"
+#include "core/Context.h"
+#include "core/Dtype.h"
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstdio>
+#include <map>
+#include <mutex>
+
+namespace autoshard::rt {
+
+void checkMpi(int code, const char *call, const char *file, int line) {
+  if (code == MPI_SUCCESS)
+    return;
+  char text[MPI_MAX_ERROR_STRING] = {0};
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+    std::snprintf(text, sizeof text, "MPI error code %d", code);
+  fatal("%s:%d: %s failed: %s", file, line, call, text);
+}
+
+namespace {
+
+void abortMpiJob(int exitCode) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized)
+    MPI_Abort(MPI_COMM_WORLD, exitCode);
+}
+
+// bfloat16 reductions: MPI has no bf16 type, so the words travel as
+// MPI_UINT16_T and these operators combine them in float. Each combine
+// rounds back to bf16, as NCCL's bf16 reductions do.
+template <typename Combine>
+void combineBf16(void *in, void *inout, int *len, Combine combine) {
+  const auto *a = static_cast<const uint16_t *>(in);
+  auto *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = floatToBf16(combine(bf16ToFloat(a[i]), bf16ToFloat(b[i])));
+}
+void bf16Sum(void *in, void *inout, int *len, MPI_Datatype *) {
+  combineBf16(in, inout, len, [](float x, float y) { return x + y; });
+}
+void bf16Max(void *in, void *inout, int *len, MPI_Datatype *) {
+  combineBf16(in, inout, len, [](float x, float y) { return x > y ? x : y; });
+}
+void bf16Min(void *in, void *inout, int *len, MPI_Datatype *) {
+  combineBf16(in, inout, len, [](float x, float y) { return x < y ? x : y; });
+}
+
+MPI_Datatype mpiType(asrt_dtype dtype) {
+  switch (dtype) {
+  case ASRT_DTYPE_F32:
+    return MPI_FLOAT;
+  case ASRT_DTYPE_I32:
+    return MPI_INT32_T;
+  case ASRT_DTYPE_I64:
+    return MPI_INT64_T;
+  case ASRT_DTYPE_BF16:
+  case ASRT_DTYPE_F16:
+  case ASRT_DTYPE_U16:
+    // Moved as raw 16-bit words; only bf16 is reduced, by its own ops.
+    return MPI_UINT16_T;
+  }
+  fatal("collective: dtype %d is not an asrt_dtype", static_cast<int>(dtype));
+}
+
+/// MPI counts are int; larger buffers would need chunking (not needed yet:
+/// 2^31 floats is 8 GiB in one collective call).
+int mpiCount(int64_t count, const char *op) {
+  if (count > INT_MAX)
+    fatal("%s: count %lld exceeds MPI's limit of %d elements per call", op,
+          static_cast<long long>(count), INT_MAX);
+  return static_cast<int>(count);
+}
+
+/// AVG is SUM followed by this division, in float for both float types.
+void divideByGroup(void *buffer, int64_t count, asrt_dtype dtype, int n) {
+  if (dtype == ASRT_DTYPE_F32) {
+    auto *f = static_cast<float *>(buffer);
+    for (int64_t i = 0; i < count; ++i)
+      f[i] /= static_cast<float>(n);
+  } else {
+    auto *h = static_cast<uint16_t *>(buffer);
+    for (int64_t i = 0; i < count; ++i)
+      h[i] = floatToBf16(bf16ToFloat(h[i]) / static_cast<float>(n));
+  }
+}
+
+class MpiComm final : public Comm {
+public:
+  MpiComm(MPI_Comm world, int rank, int size, std::vector<int64_t> grid)
+      : Comm(rank, size, std::move(grid)), world(world) {
+    CHECK_MPI(MPI_Op_create(&bf16Sum, /*commute=*/1, &bf16SumOp));
+    CHECK_MPI(MPI_Op_create(&bf16Max, /*commute=*/1, &bf16MaxOp));
+    CHECK_MPI(MPI_Op_create(&bf16Min, /*commute=*/1, &bf16MinOp));
+  }
+
+  ~MpiComm() override {
+    for (auto &[mask, comm] : groups)
+      if (comm != world)
+        MPI_Comm_free(&comm);
+    MPI_Op_free(&bf16SumOp);
+    MPI_Op_free(&bf16MaxOp);
+    MPI_Op_free(&bf16MinOp);
+    MPI_Comm_free(&world);
+  }
+
+  void allReduce(const void *send, void *recv, int64_t count, asrt_dtype dtype,
+                 asrt_reduce_op op, int32_t mask) override {
+    MPI_Comm comm = groupComm(mask);
+    int n = mpiCount(count, "all_reduce");
+    const void *source = send == recv ? MPI_IN_PLACE : send;
+    CHECK_MPI(
+        MPI_Allreduce(source, recv, n, mpiType(dtype), mpiOp(dtype, op), comm));
+    if (op == ASRT_REDUCE_AVG)
+      divideByGroup(recv, count, dtype, groupSize(mask));
+  }
+
+  void allGather(const void *send, void *recv, int64_t sendCount,
+                 asrt_dtype dtype, int32_t mask) override {
+    MPI_Comm comm = groupComm(mask);
+    int n = mpiCount(sendCount, "all_gather");
+    int groupRank;
+    CHECK_MPI(MPI_Comm_rank(comm, &groupRank));
+    // A send that already sits in this rank's block of recv is in place.
+    const char *ownBlock = static_cast<const char *>(recv) +
+                           groupRank * sendCount * dtypeSize(dtype);
+    const void *source = send == ownBlock ? MPI_IN_PLACE : send;
+    MPI_Datatype type = mpiType(dtype);
+    CHECK_MPI(MPI_Allgather(source, n, type, recv, n, type, comm));
+  }
+
+  void reduceScatter(const void *send, void *recv, int64_t recvCount,
+                     asrt_dtype dtype, asrt_reduce_op op,
+                     int32_t mask) override {
+    MPI_Comm comm = groupComm(mask);
+    int n = mpiCount(recvCount, "reduce_scatter");
+    // In place, MPI reads the whole input from recv and leaves this rank's
+    // block at its start: the ABI's meaning of send == recv.
+    const void *source = send == recv ? MPI_IN_PLACE : send;
+    CHECK_MPI(MPI_Reduce_scatter_block(source, recv, n, mpiType(dtype),
+                                       mpiOp(dtype, op), comm));
+    if (op == ASRT_REDUCE_AVG)
+      divideByGroup(recv, recvCount, dtype, groupSize(mask));
+  }
+
+  void barrier() override { CHECK_MPI(MPI_Barrier(world)); }
+
+private:
+  MPI_Op mpiOp(asrt_dtype dtype, asrt_reduce_op op) const {
+    bool bf16 = dtype == ASRT_DTYPE_BF16;
+    switch (op) {
+    case ASRT_REDUCE_SUM:
+    case ASRT_REDUCE_AVG:
+      return bf16 ? bf16SumOp : MPI_SUM;
+    case ASRT_REDUCE_MAX:
+      return bf16 ? bf16MaxOp : MPI_MAX;
+    case ASRT_REDUCE_MIN:
+      return bf16 ? bf16MinOp : MPI_MIN;
+    }
+    fatal("collective: reduce_op %d is not an asrt_reduce_op",
+          static_cast<int>(op));
+  }
+
+  /// The communicator of this rank's group for `mask`, created on first use
+  /// by MPI_Comm_split (collective over the world: every rank reaches the
+  /// first use of a mask at the same collective).
+  MPI_Comm groupComm(int32_t mask) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = groups.find(mask);
+    if (it != groups.end())
+      return it->second;
+    MPI_Comm comm;
+    if (gridGroupSize(grid(), mask) == size()) {
+      comm = world;
+    } else {
+      // Color: the coordinates along the unmasked axes, which the group
+      // shares. Key: the world rank, so group order is rank order.
+      std::vector<int64_t> coords = gridCoordinates(rank(), grid());
+      int64_t color = 0;
+      for (size_t i = 0; i < grid().size(); ++i)
+        if (!(mask & (1 << i)))
+          color = color * grid()[i] + coords[i];
+      CHECK_MPI(MPI_Comm_split(world, static_cast<int>(color), rank(), &comm));
+      CHECK_MPI(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+    }
+    groups.emplace(mask, comm);
+    return comm;
+  }
+
+  MPI_Comm world;
+  std::mutex mutex;
+  std::map<int32_t, MPI_Comm> groups;
+  MPI_Op bf16SumOp = MPI_OP_NULL;
+  MPI_Op bf16MaxOp = MPI_OP_NULL;
+  MPI_Op bf16MinOp = MPI_OP_NULL;
+};
+
+} // namespace
+
+void installMpiFatalHandler() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized)
+    fatal("installMpiFatalHandler: MPI is not initialised");
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  setFatalRank(rank);
+  setFatalAbortHook(&abortMpiJob);
+  CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+}
+
+std::unique_ptr<Comm> createMpiComm(const std::vector<int64_t> &grid) {
+  installMpiFatalHandler();
+  int rank = 0, size = 0;
+  CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  // A private duplicate: the runtime's traffic never matches messages of
+  // other code that uses MPI_COMM_WORLD.
+  MPI_Comm world;
+  CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &world));
+  CHECK_MPI(MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN));
+  return std::make_unique<MpiComm>(world, rank, size, grid);
+}
+
+} // namespace autoshard::rt

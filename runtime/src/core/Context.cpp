@@ -1,0 +1,147 @@
+// asrt_context, fatal errors, op timing and the ABI's memory functions.
+#include "core/Context.h"
+#include "core/Stats.h"
+
+#include <atomic>
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace autoshard::rt {
+
+struct AllocationTable {
+  std::mutex mutex;
+  std::unordered_map<void *, int64_t> live;
+};
+
+namespace {
+std::atomic<FatalAbortHook> fatalAbortHook{nullptr};
+std::atomic<int> fatalRank{0};
+
+// Every tensor is 64-byte aligned (abi.h): a cache line and an AVX-512
+// vector.
+constexpr int64_t kAlignment = 64;
+} // namespace
+
+void setFatalAbortHook(FatalAbortHook hook) { fatalAbortHook.store(hook); }
+
+void setFatalRank(int rank) { fatalRank.store(rank); }
+
+void fatal(const char *fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  va_list copy;
+  va_copy(copy, args);
+  int length = std::vsnprintf(nullptr, 0, fmt, copy);
+  va_end(copy);
+  std::string message(length > 0 ? static_cast<size_t>(length) : 0, '\0');
+  if (length > 0)
+    std::vsnprintf(message.data(), message.size() + 1, fmt, args);
+  va_end(args);
+
+  std::fflush(stdout);
+  std::fprintf(stderr, "autoshard runtime error (rank %d): %s\n",
+               fatalRank.load(), message.c_str());
+  std::fflush(stderr);
+  if (FatalAbortHook hook = fatalAbortHook.load())
+    hook(1);
+  // _Exit, not exit: fatal() may run on a worker thread, where running
+  // static destructors under the other threads' feet could crash or hang.
+  std::_Exit(1);
+}
+
+OpTimer::OpTimer(asrt_context *ctx, const char *op)
+    : ctx(ctx), op(op), start(std::chrono::steady_clock::now()) {}
+
+OpTimer::~OpTimer() {
+  if (!ctx || !ctx->stats)
+    return;
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  ctx->stats->recordOp(
+      op,
+      std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
+}
+
+} // namespace autoshard::rt
+
+using autoshard::rt::AllocationTable;
+using autoshard::rt::fatal;
+using autoshard::rt::kAlignment;
+
+asrt_context::asrt_context()
+    : stats(std::make_unique<autoshard::rt::Stats>()),
+      allocations(std::make_unique<AllocationTable>()) {}
+
+asrt_context::~asrt_context() {
+  // Buffers the owner forgot are released here so a context never leaks.
+  for (auto &[ptr, bytes] : allocations->live)
+    std::free(ptr);
+}
+
+extern "C" void *asrt_alloc(asrt_context *ctx, int64_t bytes) {
+  if (!ctx)
+    fatal("asrt_alloc: context is null");
+  if (bytes < 0)
+    fatal("asrt_alloc: size %" PRId64 " bytes is negative", bytes);
+  // aligned_alloc wants a multiple of the alignment, and a zero-byte request
+  // still gets a distinct, freeable pointer.
+  int64_t rounded = bytes > INT64_MAX - kAlignment
+                        ? INT64_MAX / kAlignment * kAlignment
+                        : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (rounded == 0)
+    rounded = kAlignment;
+  void *ptr = std::aligned_alloc(kAlignment, static_cast<size_t>(rounded));
+  if (!ptr) {
+    auto current = ctx->stats->snapshot().currentBytes;
+    fatal("asrt_alloc: out of memory allocating %" PRId64 " bytes (%" PRId64
+          " bytes already allocated by this rank)",
+          bytes, current);
+  }
+  {
+    std::lock_guard<std::mutex> lock(ctx->allocations->mutex);
+    ctx->allocations->live.emplace(ptr, bytes);
+  }
+  // Requested bytes, not rounded ones: that is what the compiler's memory
+  // plan counts, so planned and measured peaks stay comparable.
+  ctx->stats->recordAlloc(bytes);
+  return ptr;
+}
+
+extern "C" void asrt_free(asrt_context *ctx, void *ptr) {
+  if (!ptr)
+    return;
+  if (!ctx)
+    fatal("asrt_free: context is null");
+  int64_t bytes;
+  {
+    std::lock_guard<std::mutex> lock(ctx->allocations->mutex);
+    auto it = ctx->allocations->live.find(ptr);
+    if (it == ctx->allocations->live.end())
+      fatal("asrt_free: %p was not returned by asrt_alloc on this context "
+            "(or was already freed)",
+            ptr);
+    bytes = it->second;
+    ctx->allocations->live.erase(it);
+  }
+  std::free(ptr);
+  ctx->stats->recordFree(bytes);
+}
+
+extern "C" void asrt_copy(asrt_context *ctx, void *dst, const void *src,
+                          int64_t bytes) {
+  autoshard::rt::OpTimer timer(ctx, "copy");
+  if (bytes < 0)
+    fatal("asrt_copy: size %" PRId64 " bytes is negative", bytes);
+  if (dst == src || bytes == 0)
+    return;
+  if (!dst || !src)
+    fatal("asrt_copy: %s pointer is null for a copy of %" PRId64 " bytes",
+          dst ? "source" : "destination", bytes);
+  // memmove: generated code may copy between overlapping views of one arena.
+  std::memmove(dst, src, static_cast<size_t>(bytes));
+}

@@ -1,0 +1,107 @@
+// Batches for inputs and labels: synthetic, or read from an asdata file.
+#pragma once
+
+#include "autoshard/rt/abi.h"
+#include "core/Expected.h"
+#include "core/Manifest.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace autoshard::rt {
+
+/// Rows [first, first + count) of a global batch of `globalRows` rows that
+/// rank `rank` of `worldSize` holds: [r*G/N, (r+1)*G/N) (docs/RuntimeABI.md).
+struct RowRange {
+  int64_t first = 0;
+  int64_t count = 0;
+};
+RowRange localRowRange(int64_t globalRows, int rank, int worldSize);
+
+/// Fills the input and label arguments of each step. A source refers to the
+/// Manifest it was made for, which must outlive it.
+class BatchSource {
+public:
+  virtual ~BatchSource() = default;
+  /// Writes this rank's rows of step `step` (0-based) into the buffer of
+  /// every input and label argument; `args` is indexed like the manifest's
+  /// arguments, and other arguments are not touched.
+  virtual void fill(int64_t step, void *const *args) = 0;
+  /// Where the batches come from, for the driver's banner.
+  virtual std::string describe() const = 0;
+};
+
+/// Synthetic batches (docs/RuntimeABI.md, "Batches"): float inputs are
+/// standard normal, integer inputs uniform in [0, classes), each element a
+/// pure function of (seed, step, global row, argument). Labels are the
+/// argmax of a fixed random linear teacher over the row's concatenated float
+/// inputs (uniform in [0, classes) when the step has no float input). Fails
+/// for an integer input without classes=, or a teacher too large to hold.
+Expected<std::unique_ptr<BatchSource>>
+makeSyntheticBatches(const Manifest &manifest, uint64_t seed, int rank,
+                     int worldSize);
+
+/// Batches from an asdata file. Everything is checked here, before the
+/// first step: the header, the size, a field of the right name, dtype and
+/// per-row shape for every input and label, and every label (and every
+/// value of an integer input with classes=) inside [0, classes).
+Expected<std::unique_ptr<BatchSource>> openDataFile(const std::string &path,
+                                                    const Manifest &manifest,
+                                                    int rank, int worldSize);
+
+/// Element `rowElement` of global row `globalRow` of a synthetic input at
+/// step `step`, before conversion to its dtype. Exposed for tests.
+double syntheticInputValue(uint64_t seed, const TensorSpec &input, int64_t step,
+                           int64_t globalRow, int64_t rowElement);
+
+// ---- The asdata file format ---------------------------------------------
+
+inline constexpr char kAsdataMagic[] = "ASDATA01";
+
+/// One field: its per-row shape and, for a file being written or read, its
+/// payload of rows * prod(rowShape) elements.
+struct AsdataField {
+  std::string name;
+  asrt_dtype dtype = ASRT_DTYPE_F32;
+  std::vector<int64_t> rowShape;
+  const void *data = nullptr;
+
+  int64_t rowElements() const;
+};
+
+/// An asdata file mapped into memory (read-only; ranks on a node share the
+/// pages). The fields' `data` point into the mapping.
+class AsdataFile {
+public:
+  /// Opens and validates the header and the total size. Errors name the
+  /// file and what is wrong: missing, bad magic, truncated, an unknown
+  /// dtype, zero rows, bytes after the payload.
+  static Expected<std::unique_ptr<AsdataFile>> open(const std::string &path);
+  ~AsdataFile();
+  AsdataFile(const AsdataFile &) = delete;
+  AsdataFile &operator=(const AsdataFile &) = delete;
+
+  const std::string &path() const { return filePath; }
+  int64_t rows() const { return numRows; }
+  const std::vector<AsdataField> &fields() const { return fieldList; }
+  /// The field named `name`, or null.
+  const AsdataField *find(std::string_view name) const;
+
+private:
+  AsdataFile() = default;
+  std::string filePath;
+  void *mapping = nullptr;
+  size_t mappingBytes = 0;
+  int64_t numRows = 0;
+  std::vector<AsdataField> fieldList;
+};
+
+/// Writes an asdata file of `rows` rows; every field's `data` holds
+/// rows * prod(rowShape) elements.
+Status writeAsdataFile(const std::string &path, int64_t rows,
+                       const std::vector<AsdataField> &fields);
+
+} // namespace autoshard::rt

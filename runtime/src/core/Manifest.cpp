@@ -1,0 +1,684 @@
+// The manifest of a compiled step (docs/RuntimeABI.md): model and parser.
+#include "core/Manifest.h"
+#include "core/Dtype.h"
+#include "core/Init.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+namespace autoshard::rt {
+
+const char *roleName(Role role) {
+  switch (role) {
+  case Role::Param:
+    return "param";
+  case Role::OptState:
+    return "opt_state";
+  case Role::Input:
+    return "input";
+  case Role::Label:
+    return "label";
+  case Role::Hyper:
+    return "hyper";
+  case Role::Loss:
+    return "loss";
+  }
+  return "?";
+}
+
+namespace {
+
+bool parseInt(std::string_view text, int64_t &value) {
+  if (text.empty())
+    return false;
+  const char *end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  return ec == std::errc() && ptr == end;
+}
+
+bool parseFiniteDouble(std::string_view text, double &value) {
+  if (text.empty())
+    return false;
+  const char *end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  return ec == std::errc() && ptr == end && std::isfinite(value);
+}
+
+bool isValidName(std::string_view name) {
+  if (name.empty())
+    return false;
+  for (char c : name) {
+    bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+              (c >= '0' && c <= '9') || c == '_' || c == '.';
+    if (!ok)
+      return false;
+  }
+  return true;
+}
+
+// Element counts beyond this are rejected so that byte counts (up to 8 bytes
+// an element) and index arithmetic stay within int64_t.
+constexpr int64_t kMaxElements = int64_t(1) << 56;
+
+bool parseShape(std::string_view text, std::vector<int64_t> &shape) {
+  shape.clear();
+  int64_t elements = 1;
+  if (text == "scalar")
+    return true;
+  if (text.empty())
+    return false;
+  size_t start = 0;
+  while (true) {
+    size_t x = text.find('x', start);
+    std::string_view dim =
+        text.substr(start, x == std::string_view::npos ? std::string_view::npos
+                                                       : x - start);
+    int64_t value;
+    if (!parseInt(dim, value) || value < 1 || value > kMaxElements / elements)
+      return false;
+    elements *= value;
+    shape.push_back(value);
+    if (x == std::string_view::npos)
+      return true;
+    start = x + 1;
+  }
+}
+
+std::vector<std::string_view> splitFields(std::string_view line) {
+  std::vector<std::string_view> fields;
+  size_t start = 0;
+  while (true) {
+    size_t space = line.find(' ', start);
+    if (space == std::string_view::npos) {
+      fields.push_back(line.substr(start));
+      return fields;
+    }
+    fields.push_back(line.substr(start, space - start));
+    start = space + 1;
+  }
+}
+
+std::string quoted(std::string_view text) {
+  return "'" + std::string(text) + "'";
+}
+
+/// Keys each kind of record accepts, in the order diagnostics list them.
+std::vector<std::string_view> validKeys(bool isResult, Role role) {
+  if (isResult)
+    return role == Role::Loss ? std::vector<std::string_view>{}
+                              : std::vector<std::string_view>{"updates"};
+  switch (role) {
+  case Role::Param:
+  case Role::OptState:
+  case Role::Hyper:
+    return {"init"};
+  case Role::Input:
+  case Role::Label:
+    return {"batch_dim", "global", "classes"};
+  case Role::Loss:
+    break;
+  }
+  return {};
+}
+
+std::string joinKeys(const std::vector<std::string_view> &keys) {
+  if (keys.empty())
+    return "none";
+  std::string out;
+  for (size_t i = 0; i < keys.size(); ++i)
+    out += (i ? ", " : "") + std::string(keys[i]);
+  return out;
+}
+
+class Parser {
+public:
+  explicit Parser(std::string_view text) : text(text) {}
+  Expected<Manifest> run();
+
+private:
+  Error lineError(int line, const std::string &message) const {
+    return Error("manifest line " + std::to_string(line) + ": " + message);
+  }
+  Status parseRecord(int line, const std::vector<std::string_view> &fields);
+  Status parseTensor(int line, const std::vector<std::string_view> &fields,
+                     bool isResult);
+  Status parseSingleton(int line, const std::vector<std::string_view> &fields);
+  Status checkWhole(int lastLine);
+
+  std::string_view text;
+  Manifest manifest;
+  std::map<std::string, int, std::less<>> singletonLines;
+  bool sawHeader = false;
+  int endLine = 0;
+};
+
+Expected<Manifest> Parser::run() {
+  int line = 0;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t newline = text.find('\n', start);
+    std::string_view content = text.substr(
+        start, newline == std::string_view::npos ? std::string_view::npos
+                                                 : newline - start);
+    start = newline == std::string_view::npos ? text.size() + 1 : newline + 1;
+    ++line;
+    if (!content.empty() && content.back() == '\r')
+      content.remove_suffix(1);
+    if (endLine) {
+      if (!content.empty())
+        return lineError(line, "unexpected text after the 'end' record on "
+                               "line " +
+                                   std::to_string(endLine) + ": " +
+                                   quoted(content));
+      continue;
+    }
+    // Blank lines carry nothing; tolerating them keeps hand-written
+    // manifests (tests, examples) easy to read.
+    if (content.empty())
+      continue;
+    std::vector<std::string_view> fields = splitFields(content);
+    for (std::string_view field : fields)
+      if (field.empty())
+        return lineError(line, "empty field in " + quoted(content) +
+                                   "; fields are separated by single spaces");
+    if (Status s = parseRecord(line, fields); !s)
+      return Error(s.message());
+  }
+  if (!sawHeader)
+    return Error("manifest is empty; expected 'autoshard-manifest " +
+                 std::to_string(kManifestFormatVersion) +
+                 "' as its first line");
+  if (!endLine)
+    return lineError(line, "manifest ends without an 'end' record");
+  if (Status s = checkWhole(endLine); !s)
+    return Error(s.message());
+  return std::move(manifest);
+}
+
+Status Parser::parseRecord(int line,
+                           const std::vector<std::string_view> &fields) {
+  std::string_view keyword = fields[0];
+  if (!sawHeader) {
+    if (keyword != "autoshard-manifest" || fields.size() != 2)
+      return lineError(line, "expected 'autoshard-manifest " +
+                                 std::to_string(kManifestFormatVersion) +
+                                 "' as the first line, found " +
+                                 quoted(fields.size() == 1
+                                            ? keyword
+                                            : std::string(keyword) + " ..."));
+    int64_t version;
+    if (!parseInt(fields[1], version))
+      return lineError(line, "manifest format version " + quoted(fields[1]) +
+                                 " is not an integer");
+    if (version != kManifestFormatVersion)
+      return lineError(line, "manifest format version " +
+                                 std::to_string(version) +
+                                 " is not supported; this runtime reads "
+                                 "version " +
+                                 std::to_string(kManifestFormatVersion));
+    manifest.formatVersion = static_cast<int>(version);
+    sawHeader = true;
+    return Status::success();
+  }
+  if (keyword == "arg" || keyword == "result")
+    return parseTensor(line, fields, keyword == "result");
+  if (keyword == "end") {
+    if (fields.size() != 1)
+      return lineError(line, "'end' takes no fields");
+    endLine = line;
+    return Status::success();
+  }
+  if (keyword == "abi" || keyword == "step" || keyword == "strategy" ||
+      keyword == "grid")
+    return parseSingleton(line, fields);
+  if (keyword == "autoshard-manifest")
+    return lineError(line, "duplicate 'autoshard-manifest' record (it is only "
+                           "valid on the first line)");
+  return lineError(line, "unknown record " + quoted(keyword) +
+                             "; expected one of abi, step, strategy, grid, "
+                             "arg, result, end");
+}
+
+Status Parser::parseSingleton(int line,
+                              const std::vector<std::string_view> &fields) {
+  std::string_view keyword = fields[0];
+  if (auto it = singletonLines.find(keyword); it != singletonLines.end())
+    return lineError(line, "duplicate " + quoted(keyword) +
+                               " record (first on line " +
+                               std::to_string(it->second) + ")");
+  singletonLines.emplace(std::string(keyword), line);
+  const char *expected = keyword == "abi"    ? "abi VERSION"
+                         : keyword == "step" ? "step NAME"
+                         : keyword == "grid" ? "grid D0xD1..."
+                                             : "strategy NAME";
+  if (fields.size() != 2)
+    return lineError(line, quoted(keyword) + " takes one field (" + expected +
+                               "), found " + std::to_string(fields.size() - 1));
+  std::string_view value = fields[1];
+  if (keyword == "abi") {
+    int64_t version;
+    if (!parseInt(value, version))
+      return lineError(line,
+                       "ABI version " + quoted(value) + " is not an integer");
+    if (version != ASRT_ABI_VERSION)
+      return lineError(
+          line, "the step was generated for runtime ABI version " +
+                    std::to_string(version) +
+                    " but this runtime implements version " +
+                    std::to_string(ASRT_ABI_VERSION) +
+                    "; build the step and the runtime from the same sources");
+    manifest.abiVersion = static_cast<int>(version);
+  } else if (keyword == "grid") {
+    if (!parseShape(value, manifest.grid) || manifest.grid.empty())
+      return lineError(line, "bad grid " + quoted(value) +
+                                 "; expected positive dims joined by 'x' "
+                                 "(like 4 or 2x2)");
+    // MPI numbers ranks with int, and masks name axes with 31 bits.
+    if (manifest.worldSize() > INT32_MAX || manifest.grid.size() > 31)
+      return lineError(line, "grid " + quoted(value) +
+                                 " is too large; at most 31 axes and 2^31-1 "
+                                 "ranks");
+  } else {
+    if (!isValidName(value))
+      return lineError(line, "bad " + std::string(keyword) + " name " +
+                                 quoted(value) +
+                                 "; names use only [A-Za-z0-9_.]");
+    (keyword == "step" ? manifest.step : manifest.strategy) =
+        std::string(value);
+  }
+  return Status::success();
+}
+
+Status Parser::parseTensor(int line,
+                           const std::vector<std::string_view> &fields,
+                           bool isResult) {
+  const char *kind = isResult ? "result" : "arg";
+  std::vector<TensorSpec> &list = isResult ? manifest.results : manifest.args;
+  if (fields.size() < 6)
+    return lineError(line, quoted(kind) + " needs at least 5 fields (" + kind +
+                               " INDEX ROLE NAME DTYPE SHAPE [KEY=VALUE...]), "
+                               "found " +
+                               std::to_string(fields.size() - 1));
+  TensorSpec spec;
+  spec.line = line;
+  spec.isResult = isResult;
+
+  int64_t index;
+  if (!parseInt(fields[1], index))
+    return lineError(line, std::string(kind) + " index " + quoted(fields[1]) +
+                               " is not an integer");
+  if (index != static_cast<int64_t>(list.size()))
+    return lineError(line, "expected " + std::string(kind) + " " +
+                               std::to_string(list.size()) + ", found " + kind +
+                               " " + std::to_string(index) + " (" + kind +
+                               "s are numbered 0, 1, 2, ... in order)");
+  spec.index = static_cast<int>(index);
+
+  std::string_view role = fields[2];
+  if (!isResult && role == "param")
+    spec.role = Role::Param;
+  else if (!isResult && role == "opt_state")
+    spec.role = Role::OptState;
+  else if (!isResult && role == "input")
+    spec.role = Role::Input;
+  else if (!isResult && role == "label")
+    spec.role = Role::Label;
+  else if (!isResult && role == "hyper")
+    spec.role = Role::Hyper;
+  else if (isResult && role == "param")
+    spec.role = Role::Param;
+  else if (isResult && role == "opt_state")
+    spec.role = Role::OptState;
+  else if (isResult && role == "loss")
+    spec.role = Role::Loss;
+  else
+    return lineError(line,
+                     "unknown " + std::string(kind) + " role " + quoted(role) +
+                         (isResult ? "; expected param, opt_state or loss"
+                                   : "; expected param, opt_state, input, "
+                                     "label or hyper"));
+
+  if (!isValidName(fields[3]))
+    return lineError(line, "bad name " + quoted(fields[3]) +
+                               "; names use only [A-Za-z0-9_.]");
+  spec.name = std::string(fields[3]);
+
+  if (!parseDtype(fields[4], spec.dtype))
+    return lineError(line, "unknown dtype " + quoted(fields[4]) +
+                               "; expected one of " + dtypeList());
+  if (!parseShape(fields[5], spec.shape))
+    return lineError(line, "bad shape " + quoted(fields[5]) +
+                               "; expected positive dims joined by 'x' (like "
+                               "8x16) or 'scalar', with at most 2^56 "
+                               "elements");
+
+  std::vector<std::string_view> allowed = validKeys(isResult, spec.role);
+  std::string what =
+      std::string(roleName(spec.role)) + " " + (isResult ? "result" : "arg");
+  std::set<std::string_view> seen;
+  for (size_t i = 6; i < fields.size(); ++i) {
+    std::string_view field = fields[i];
+    size_t eq = field.find('=');
+    if (eq == std::string_view::npos || eq == 0 || eq + 1 == field.size())
+      return lineError(line,
+                       "bad field " + quoted(field) + "; expected KEY=VALUE");
+    std::string_view key = field.substr(0, eq);
+    std::string_view value = field.substr(eq + 1);
+    bool known = false;
+    for (std::string_view k : allowed)
+      known |= k == key;
+    if (!known)
+      return lineError(line, "key " + quoted(key) + " is not valid for " +
+                                 what + "s; valid keys: " + joinKeys(allowed));
+    if (!seen.insert(key).second)
+      return lineError(line, "duplicate key " + quoted(key));
+
+    int64_t number = 0;
+    if (key != "init" && !parseInt(value, number))
+      return lineError(line, std::string(key) + "=" + std::string(value) +
+                                 " is not an integer");
+    if (key == "init") {
+      Expected<InitSpec> init = parseInitSpec(value);
+      if (!init)
+        return lineError(line, init.message());
+      if (Status s = checkInitForDtype(*init, spec.dtype); !s)
+        return lineError(line, s.message());
+      spec.init = *init;
+    } else if (key == "batch_dim") {
+      if (number < 0 || number >= static_cast<int64_t>(spec.shape.size()))
+        return lineError(
+            line, "batch_dim=" + std::string(value) +
+                      " is out of range for shape " + formatShape(spec.shape) +
+                      (spec.shape.empty()
+                           ? "; a batched tensor cannot be a scalar"
+                           : "; expected 0.." +
+                                 std::to_string(spec.shape.size() - 1)));
+      spec.batchDim = static_cast<int>(number);
+    } else if (key == "global") {
+      if (number < 1)
+        return lineError(line, "global=" + std::string(value) +
+                                   " must be at least 1");
+      spec.globalRows = number;
+    } else if (key == "classes") {
+      if (number < 1)
+        return lineError(line, "classes=" + std::string(value) +
+                                   " must be at least 1");
+      if (!isIntegerDtype(spec.dtype))
+        return lineError(line, "classes= needs an integer dtype but " +
+                                   spec.name + " is " + dtypeName(spec.dtype));
+      spec.classes = number;
+    } else if (key == "updates") {
+      if (number < 0)
+        return lineError(line, "updates=" + std::string(value) +
+                                   " must name an argument index >= 0");
+      spec.updates = static_cast<int>(number);
+    }
+  }
+
+  auto require = [&](std::string_view key, const char *form) -> Status {
+    if (seen.count(key))
+      return Status::success();
+    return lineError(line, spec.describe() + " needs " + form);
+  };
+  if (!isResult && (spec.role == Role::Param || spec.role == Role::OptState ||
+                    spec.role == Role::Hyper)) {
+    if (Status s = require("init", "init=KIND[:VALUE]"); !s)
+      return s;
+  }
+  if (spec.role == Role::Input || spec.role == Role::Label) {
+    if (Status s = require("batch_dim", "batch_dim=D"); !s)
+      return s;
+    if (Status s = require("global", "global=G"); !s)
+      return s;
+  }
+  if (spec.role == Role::Label) {
+    if (Status s = require("classes", "classes=C"); !s)
+      return s;
+  }
+  if (isResult && spec.role != Role::Loss) {
+    if (Status s = require("updates", "updates=I naming the argument it "
+                                      "replaces");
+        !s)
+      return s;
+  }
+  list.push_back(std::move(spec));
+  return Status::success();
+}
+
+Status Parser::checkWhole(int lastLine) {
+  for (const char *keyword : {"abi", "step", "strategy", "grid"})
+    if (!singletonLines.count(std::string_view(keyword)))
+      return lineError(lastLine,
+                       "the manifest has no " + quoted(keyword) + " record");
+
+  std::map<std::string, int, std::less<>> argNames;
+  for (const TensorSpec &arg : manifest.args) {
+    auto [it, inserted] = argNames.emplace(arg.name, arg.line);
+    if (!inserted)
+      return lineError(arg.line, "duplicate argument name " + quoted(arg.name) +
+                                     " (first on line " +
+                                     std::to_string(it->second) + ")");
+  }
+
+  int64_t world = manifest.worldSize();
+  const TensorSpec *firstBatched = nullptr;
+  for (const TensorSpec &arg : manifest.args) {
+    if (arg.batchDim < 0)
+      continue;
+    if (firstBatched && arg.globalRows != firstBatched->globalRows)
+      return lineError(
+          arg.line,
+          arg.describe() + " has global=" + std::to_string(arg.globalRows) +
+              " but " + firstBatched->describe() +
+              " has global=" + std::to_string(firstBatched->globalRows) +
+              "; all inputs and labels share one global batch");
+    if (!firstBatched)
+      firstBatched = &arg;
+    // Rank r holds rows [r*G/N, (r+1)*G/N); static shapes need N | G.
+    if (arg.globalRows % world != 0 ||
+        arg.globalRows / world != arg.localRows())
+      return lineError(
+          arg.line,
+          arg.describe() + " holds " + std::to_string(arg.localRows()) +
+              " rows along batch_dim " + std::to_string(arg.batchDim) +
+              ", but global=" + std::to_string(arg.globalRows) +
+              " over world size " + std::to_string(world) + " (grid " +
+              manifest.gridString() + ") needs " +
+              (arg.globalRows % world == 0
+                   ? std::to_string(arg.globalRows / world) + " per rank"
+                   : "a multiple of the world size"));
+  }
+
+  int lossLine = 0;
+  std::map<int, int> updatedBy;
+  std::set<std::string, std::less<>> resultNames;
+  for (const TensorSpec &result : manifest.results) {
+    if (!resultNames.insert(result.name).second)
+      return lineError(result.line,
+                       "duplicate result name " + quoted(result.name));
+    if (result.role == Role::Loss) {
+      if (lossLine)
+        return lineError(result.line, "a second loss result (the first is "
+                                      "on line " +
+                                          std::to_string(lossLine) +
+                                          "); a step has exactly one loss");
+      lossLine = result.line;
+      if (result.dtype != ASRT_DTYPE_F32 || result.numElements() != 1)
+        return lineError(result.line,
+                         "the loss must be one f32 element, found " +
+                             std::string(dtypeName(result.dtype)) + " " +
+                             formatShape(result.shape));
+      continue;
+    }
+    if (result.updates >= static_cast<int>(manifest.args.size()))
+      return lineError(result.line,
+                       "updates=" + std::to_string(result.updates) +
+                           " names no argument; the step has " +
+                           std::to_string(manifest.args.size()) +
+                           " arguments (0.." +
+                           std::to_string(manifest.args.size() - 1) + ")");
+    const TensorSpec &arg = manifest.args[result.updates];
+    if (arg.role != result.role || arg.dtype != result.dtype ||
+        arg.shape != result.shape)
+      return lineError(result.line,
+                       result.describe() + " is " + dtypeName(result.dtype) +
+                           " " + formatShape(result.shape) + " but updates " +
+                           arg.describe() + ", which is " + roleName(arg.role) +
+                           " " + dtypeName(arg.dtype) + " " +
+                           formatShape(arg.shape) +
+                           "; a result must match the argument it replaces");
+    auto [it, inserted] = updatedBy.emplace(result.updates, result.line);
+    if (!inserted)
+      return lineError(result.line,
+                       "argument " + std::to_string(result.updates) +
+                           " is already updated by the result on line " +
+                           std::to_string(it->second));
+  }
+  if (!lossLine)
+    return lineError(lastLine, "the manifest has no loss result");
+  return Status::success();
+}
+
+} // namespace
+
+Expected<InitSpec> parseInitSpec(std::string_view text) {
+  size_t colon = text.find(':');
+  std::string_view kind = text.substr(0, colon);
+  std::string_view value = colon == std::string_view::npos
+                               ? std::string_view()
+                               : text.substr(colon + 1);
+  InitSpec spec;
+  bool needsValue = true;
+  if (kind == "zeros") {
+    spec.kind = InitKind::Zeros;
+    needsValue = false;
+  } else if (kind == "ones") {
+    spec.kind = InitKind::Ones;
+    needsValue = false;
+  } else if (kind == "normal") {
+    spec.kind = InitKind::Normal;
+  } else if (kind == "uniform") {
+    spec.kind = InitKind::Uniform;
+  } else if (kind == "constant") {
+    spec.kind = InitKind::Constant;
+  } else {
+    return Error("unknown init kind " + quoted(kind) +
+                 "; expected zeros, ones, normal:STD, uniform:BOUND or "
+                 "constant:VALUE");
+  }
+  if (!needsValue) {
+    if (colon != std::string_view::npos)
+      return Error("init=" + std::string(kind) + " takes no value, found " +
+                   quoted(text));
+    return spec;
+  }
+  if (colon == std::string_view::npos)
+    return Error("init=" + std::string(kind) + " needs a value (" +
+                 std::string(kind) + ":" +
+                 (spec.kind == InitKind::Normal    ? "STD"
+                  : spec.kind == InitKind::Uniform ? "BOUND"
+                                                   : "VALUE") +
+                 ")");
+  if (!parseFiniteDouble(value, spec.value))
+    return Error("init value " + quoted(value) + " in " + quoted(text) +
+                 " is not a finite number");
+  if ((spec.kind == InitKind::Normal || spec.kind == InitKind::Uniform) &&
+      spec.value < 0)
+    return Error(
+        std::string("init=") + std::string(text) + ": the " +
+        (spec.kind == InitKind::Normal ? "standard deviation" : "bound") +
+        " must not be negative");
+  return spec;
+}
+
+std::string formatInitSpec(const InitSpec &init) {
+  char value[32];
+  std::snprintf(value, sizeof value, "%.9g", init.value);
+  switch (init.kind) {
+  case InitKind::Zeros:
+    return "zeros";
+  case InitKind::Ones:
+    return "ones";
+  case InitKind::Normal:
+    return std::string("normal:") + value;
+  case InitKind::Uniform:
+    return std::string("uniform:") + value;
+  case InitKind::Constant:
+    return std::string("constant:") + value;
+  }
+  return "?";
+}
+
+int64_t TensorSpec::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+int64_t TensorSpec::numBytes() const {
+  return numElements() * dtypeSize(dtype);
+}
+
+std::string TensorSpec::describe() const {
+  return std::string(isResult ? "result " : "arg ") + std::to_string(index) +
+         " (" + roleName(role) + " " + name + ")";
+}
+
+int64_t TensorSpec::rowElements() const {
+  return numElements() / shape[batchDim];
+}
+
+std::vector<int64_t> TensorSpec::rowShape() const {
+  std::vector<int64_t> row = shape;
+  row.erase(row.begin() + batchDim);
+  return row;
+}
+
+int64_t Manifest::worldSize() const {
+  int64_t n = 1;
+  for (int64_t d : grid)
+    n *= d;
+  return n;
+}
+
+std::string Manifest::gridString() const { return formatShape(grid); }
+
+const TensorSpec *Manifest::findArg(std::string_view name) const {
+  for (const TensorSpec &arg : args)
+    if (arg.name == name)
+      return &arg;
+  return nullptr;
+}
+
+int Manifest::lossResult() const {
+  for (const TensorSpec &result : results)
+    if (result.role == Role::Loss)
+      return result.index;
+  return -1;
+}
+
+int64_t Manifest::globalBatchRows() const {
+  for (const TensorSpec &arg : args)
+    if (arg.batchDim >= 0)
+      return arg.globalRows;
+  return 0;
+}
+
+Expected<Manifest> parseManifest(std::string_view text) {
+  return Parser(text).run();
+}
+
+std::string formatShape(const std::vector<int64_t> &shape) {
+  if (shape.empty())
+    return "scalar";
+  std::string out;
+  for (size_t i = 0; i < shape.size(); ++i)
+    out += (i ? "x" : "") + std::to_string(shape[i]);
+  return out;
+}
+
+} // namespace autoshard::rt

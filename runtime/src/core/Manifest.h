@@ -1,0 +1,107 @@
+// The manifest of a compiled step (docs/RuntimeABI.md): model and parser.
+#pragma once
+
+#include "autoshard/rt/abi.h"
+#include "core/Expected.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace autoshard::rt {
+
+/// The manifest format version this runtime reads.
+constexpr int kManifestFormatVersion = 1;
+
+/// What an argument or result is to the driver. Arguments are params,
+/// opt_states, inputs, labels or hypers; results are params, opt_states or
+/// the loss.
+enum class Role { Param, OptState, Input, Label, Hyper, Loss };
+const char *roleName(Role role);
+
+enum class InitKind { Zeros, Ones, Normal, Uniform, Constant };
+
+/// `init=KIND[:VALUE]`. `value` is the standard deviation for normal, the
+/// bound for uniform and the value for constant; unused otherwise.
+struct InitSpec {
+  InitKind kind = InitKind::Zeros;
+  double value = 0.0;
+};
+
+/// Parses the text after `init=`, e.g. "normal:0.25". The error names what
+/// was wrong and the accepted forms.
+Expected<InitSpec> parseInitSpec(std::string_view text);
+/// The manifest spelling of `init`, e.g. "normal:0.25".
+std::string formatInitSpec(const InitSpec &init);
+
+/// One `arg` or `result` record.
+struct TensorSpec {
+  int index = 0;
+  Role role = Role::Param;
+  std::string name;
+  asrt_dtype dtype = ASRT_DTYPE_F32;
+  /// Per-rank (local) shape; empty for a scalar.
+  std::vector<int64_t> shape;
+  /// Params, opt_states and hypers (always set for them).
+  std::optional<InitSpec> init;
+  /// Inputs and labels: the batch dimension and the global batch rows along
+  /// it. -1 and 0 for everything else.
+  int batchDim = -1;
+  int64_t globalRows = 0;
+  /// Labels (required) and integer inputs (optional): values lie in
+  /// [0, classes). 0 when absent.
+  int64_t classes = 0;
+  /// Results that are the new value of an argument: that argument's index;
+  /// -1 otherwise (the loss).
+  int updates = -1;
+  /// The manifest line of the record, for later diagnostics.
+  int line = 0;
+
+  int64_t numElements() const;
+  int64_t numBytes() const;
+  /// A `result` record rather than an `arg` record.
+  bool isResult = false;
+
+  /// "arg 3 (input x)" or "result 1 (loss loss)".
+  std::string describe() const;
+
+  /// Batched tensors only: rows this rank holds, elements per row, and the
+  /// per-row shape (the shape without the batch dimension).
+  int64_t localRows() const { return shape[batchDim]; }
+  int64_t rowElements() const;
+  std::vector<int64_t> rowShape() const;
+};
+
+struct Manifest {
+  int formatVersion = 0;
+  int abiVersion = 0;
+  std::string step;
+  std::string strategy;
+  std::vector<int64_t> grid;
+  std::vector<TensorSpec> args;
+  std::vector<TensorSpec> results;
+
+  /// The product of the grid dimensions.
+  int64_t worldSize() const;
+  /// "2x2".
+  std::string gridString() const;
+  /// The argument named `name`, or null.
+  const TensorSpec *findArg(std::string_view name) const;
+  /// Index of the (single) loss result.
+  int lossResult() const;
+  /// The global batch rows of the inputs and labels; 0 if there are none.
+  int64_t globalBatchRows() const;
+};
+
+/// Parses and validates a manifest. Errors name the line ("manifest line 5:
+/// ...") and what was expected there; whole-manifest rules (one loss result,
+/// `updates=` naming a matching argument, local batch times world size equal
+/// to the global batch) are checked too.
+Expected<Manifest> parseManifest(std::string_view text);
+
+/// "8x16", or "scalar" for an empty shape.
+std::string formatShape(const std::vector<int64_t> &shape);
+
+} // namespace autoshard::rt

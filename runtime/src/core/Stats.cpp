@@ -1,0 +1,182 @@
+// What the runtime counts: time per op, bytes per collective, peak memory.
+#include "core/Stats.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+
+namespace autoshard::rt {
+
+const char *collectiveKindName(CollectiveKind kind) {
+  switch (kind) {
+  case CollectiveKind::AllReduce:
+    return "all_reduce";
+  case CollectiveKind::AllGather:
+    return "all_gather";
+  case CollectiveKind::ReduceScatter:
+    return "reduce_scatter";
+  }
+  return "?";
+}
+
+int64_t ringBytesSent(CollectiveKind kind, int64_t fullCount, int64_t groupSize,
+                      int64_t elementBytes) {
+  if (groupSize <= 1 || fullCount <= 0)
+    return 0;
+  int64_t chunk = (fullCount + groupSize - 1) / groupSize;
+  int64_t oneRing = (groupSize - 1) * chunk * elementBytes;
+  // An all-reduce is a reduce-scatter ring followed by an all-gather ring.
+  return kind == CollectiveKind::AllReduce ? 2 * oneRing : oneRing;
+}
+
+void Stats::recordOp(std::string_view op, int64_t ns) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = counters.ops.find(op);
+  if (it == counters.ops.end())
+    it = counters.ops.emplace(std::string(op), OpStats()).first;
+  it->second.calls += 1;
+  it->second.totalNs += ns;
+}
+
+void Stats::recordCollective(CollectiveKind kind, int64_t bytesSent) {
+  std::lock_guard<std::mutex> lock(mutex);
+  CollectiveStats &c = counters.collectives[static_cast<int>(kind)];
+  c.calls += 1;
+  c.bytesSent += bytesSent;
+}
+
+void Stats::recordAlloc(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex);
+  counters.currentBytes += bytes;
+  counters.peakBytes = std::max(counters.peakBytes, counters.currentBytes);
+}
+
+void Stats::recordFree(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex);
+  counters.currentBytes -= bytes;
+}
+
+Stats::Snapshot Stats::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex);
+  return counters;
+}
+
+void Stats::resetCounters() {
+  std::lock_guard<std::mutex> lock(mutex);
+  counters.ops.clear();
+  counters.collectives = {};
+}
+
+namespace {
+
+std::string formatBytes(int64_t bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 4) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char buffer[64];
+  if (unit == 0)
+    std::snprintf(buffer, sizeof buffer, "%" PRId64 " B", bytes);
+  else
+    std::snprintf(buffer, sizeof buffer, "%.1f %s", value, units[unit]);
+  return buffer;
+}
+
+std::string formatDouble(double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.6g", value);
+  return buffer;
+}
+
+int64_t perStep(int64_t total, int64_t steps) {
+  return steps > 0 ? total / steps : 0;
+}
+
+} // namespace
+
+void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
+                  const RunInfo &run) {
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "summary: %" PRId64 " steps, mean %.3f ms/step, peak memory "
+                "%" PRId64 " bytes (%s) on rank %d\n",
+                run.steps, run.meanStepMs, stats.peakBytes,
+                formatBytes(stats.peakBytes).c_str(), run.rank);
+  os << line;
+  os << "summary: bytes sent per step by rank " << run.rank << ":";
+  for (int k = 0; k < kNumCollectiveKinds; ++k) {
+    os << (k ? ", " : " ") << collectiveKindName(static_cast<CollectiveKind>(k))
+       << " " << perStep(stats.collectives[k].bytesSent, run.steps);
+  }
+  os << "\n";
+}
+
+void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
+                    const RunInfo &run) {
+  os << "{\n";
+  os << "  \"step\": " << jsonString(run.step) << ",\n";
+  os << "  \"strategy\": " << jsonString(run.strategy) << ",\n";
+  os << "  \"grid\": " << jsonString(run.grid) << ",\n";
+  os << "  \"backend\": " << jsonString(run.backend) << ",\n";
+  os << "  \"world_size\": " << run.worldSize << ",\n";
+  os << "  \"rank\": " << run.rank << ",\n";
+  os << "  \"steps\": " << run.steps << ",\n";
+  os << "  \"mean_step_ms\": " << formatDouble(run.meanStepMs) << ",\n";
+  os << "  \"peak_bytes\": " << stats.peakBytes << ",\n";
+  os << "  \"collectives\": {";
+  for (int k = 0; k < kNumCollectiveKinds; ++k) {
+    const CollectiveStats &c = stats.collectives[k];
+    os << (k ? ",\n" : "\n") << "    "
+       << jsonString(collectiveKindName(static_cast<CollectiveKind>(k)))
+       << ": {\"calls\": " << c.calls << ", \"bytes_sent\": " << c.bytesSent
+       << ", \"bytes_sent_per_step\": " << perStep(c.bytesSent, run.steps)
+       << "}";
+  }
+  os << "\n  },\n";
+  os << "  \"ops\": {";
+  bool first = true;
+  for (const auto &[name, op] : stats.ops) {
+    os << (first ? "\n" : ",\n") << "    " << jsonString(name)
+       << ": {\"calls\": " << op.calls << ", \"total_ms\": "
+       << formatDouble(static_cast<double>(op.totalNs) / 1e6) << "}";
+    first = false;
+  }
+  os << (first ? "}\n" : "\n  }\n");
+  os << "}\n";
+}
+
+std::string jsonString(std::string_view text) {
+  std::string out = "\"";
+  for (char ch : text) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    switch (c) {
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    default:
+      if (c < 0x20) {
+        char escaped[8];
+        std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
+        out += escaped;
+      } else {
+        out += ch;
+      }
+    }
+  }
+  out += "\"";
+  return out;
+}
+
+} // namespace autoshard::rt

@@ -1,0 +1,88 @@
+// What the runtime counts: time per op, bytes per collective, peak memory.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace autoshard::rt {
+
+enum class CollectiveKind { AllReduce = 0, AllGather = 1, ReduceScatter = 2 };
+constexpr int kNumCollectiveKinds = 3;
+/// "all_reduce", "all_gather", "reduce_scatter".
+const char *collectiveKindName(CollectiveKind kind);
+
+/// Bytes one rank sends when `kind` runs as a ring over `groupSize` ranks on
+/// a full (unsharded) buffer of `fullCount` elements of `elementBytes` each
+/// (docs/RuntimeABI.md): the buffer is cut into groupSize chunks padded to
+/// k = ceil(fullCount / groupSize) elements; an all-reduce sends
+/// 2 (n-1) k b, an all-gather or reduce-scatter (n-1) k b, a group of one
+/// nothing.
+int64_t ringBytesSent(CollectiveKind kind, int64_t fullCount, int64_t groupSize,
+                      int64_t elementBytes);
+
+struct OpStats {
+  int64_t calls = 0;
+  int64_t totalNs = 0;
+};
+
+struct CollectiveStats {
+  int64_t calls = 0;
+  int64_t bytesSent = 0;
+};
+
+/// One context's counters. Thread-safe: kernels may run on worker threads
+/// and collectives on a communication thread.
+struct Stats {
+  void recordOp(std::string_view op, int64_t ns);
+  void recordCollective(CollectiveKind kind, int64_t bytesSent);
+  void recordAlloc(int64_t bytes);
+  void recordFree(int64_t bytes);
+
+  struct Snapshot {
+    std::map<std::string, OpStats, std::less<>> ops;
+    std::array<CollectiveStats, kNumCollectiveKinds> collectives{};
+    int64_t currentBytes = 0;
+    int64_t peakBytes = 0;
+  };
+  Snapshot snapshot() const;
+
+  /// Clears the op and collective counters; memory counts stay, since live
+  /// buffers are still live.
+  void resetCounters();
+
+private:
+  mutable std::mutex mutex;
+  Snapshot counters;
+};
+
+/// What a run adds to the counters in its reports.
+struct RunInfo {
+  std::string step;
+  std::string strategy;
+  std::string grid;
+  std::string backend;
+  int worldSize = 1;
+  int rank = 0;
+  int64_t steps = 0;
+  double meanStepMs = 0.0;
+};
+
+/// A few human-readable lines: steps, mean time per step, peak memory, bytes
+/// sent per step for each collective kind.
+void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
+                  const RunInfo &run);
+/// The same and the per-op times, as one JSON object.
+void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
+                    const RunInfo &run);
+
+/// `text` as a JSON string literal, quotes included.
+std::string jsonString(std::string_view text);
+
+} // namespace autoshard::rt

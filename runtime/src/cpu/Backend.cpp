@@ -1,0 +1,20 @@
+// CPU backend hooks: the driver's thread budget goes to OpenBLAS.
+#include "core/Backend.h"
+#include "core/Context.h"
+
+#include <cblas.h>
+
+namespace autoshard::rt {
+
+void initBackend(asrt_context *ctx, const BackendOptions &options) {
+  (void)ctx;
+  if (options.threads < 1)
+    fatal("cpu backend: thread count %d must be at least 1", options.threads);
+  // Set explicitly so that ranks sharing a node do not each start one
+  // OpenBLAS thread per core (OPENBLAS_NUM_THREADS may be unset).
+  openblas_set_num_threads(options.threads);
+}
+
+const char *backendName() { return "cpu"; }
+
+} // namespace autoshard::rt

@@ -1,0 +1,353 @@
+// The training binary's flow: MPI, manifest, buffers, steps, reports.
+#include "driver/Driver.h"
+#include "comm/Comm.h"
+#include "comm/MpiCheck.h"
+#include "core/Context.h"
+#include "core/Data.h"
+#include "core/Dtype.h"
+#include "core/Init.h"
+#include "core/Stats.h"
+#include "driver/Options.h"
+#include "driver/Safetensors.h"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace autoshard::rt {
+
+std::string formatStepLine(int64_t step, double loss, double ms) {
+  char line[128];
+  std::snprintf(line, sizeof line, "step %" PRId64 " loss %.8g ms %.3f", step,
+                loss, ms);
+  return line;
+}
+
+std::string worldSizeMismatchMessage(const Manifest &manifest, int worldSize) {
+  std::string compiled = std::to_string(manifest.worldSize());
+  return "this binary was compiled for world size " + compiled + " (grid " +
+         manifest.gridString() + ") but was started with " +
+         std::to_string(worldSize) + (worldSize == 1 ? " rank" : " ranks") +
+         "; launch it with 'mpirun -np " + compiled +
+         "' or recompile with --world-size=" + std::to_string(worldSize);
+}
+
+Status checkLrOverride(const Manifest &manifest) {
+  const TensorSpec *lr = manifest.findArg("lr");
+  if (lr && lr->role == Role::Hyper && isFloatDtype(lr->dtype) &&
+      lr->numElements() == 1)
+    return Status::success();
+  if (lr && lr->role == Role::Hyper)
+    return Error("--lr: the step's hyper 'lr' is " +
+                 std::string(dtypeName(lr->dtype)) + " " +
+                 formatShape(lr->shape) +
+                 ", not a single float that --lr could set");
+  std::string hypers;
+  for (const TensorSpec &arg : manifest.args)
+    if (arg.role == Role::Hyper)
+      hypers += (hypers.empty() ? "" : ", ") + arg.name;
+  return Error(
+      "--lr: step '" + manifest.step + "' has no hyper-parameter named 'lr' (" +
+      (hypers.empty() ? "it has no hypers" : "its hypers: " + hypers) + ")");
+}
+
+namespace {
+
+/// MPI for the lifetime of the driver; declared first so that everything
+/// using MPI (the Comm) is destroyed before MPI_Finalize.
+class MpiSession {
+public:
+  MpiSession(int *argc, char ***argv) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      // MULTIPLE: a communication thread will drive collectives while the
+      // kernels run (TOOLCHAIN.md: OpenMPI has no progress thread).
+      MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &threadLevel);
+      owned = true;
+    }
+    installMpiFatalHandler();
+    CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  }
+  ~MpiSession() {
+    if (owned)
+      MPI_Finalize();
+  }
+  MpiSession(const MpiSession &) = delete;
+  MpiSession &operator=(const MpiSession &) = delete;
+
+  int rank = 0;
+  int size = 1;
+  int threadLevel = MPI_THREAD_SINGLE;
+  bool owned = false;
+};
+
+/// Prints on rank 0 only; every rank reaches the same conclusion from the
+/// same inputs (command line, manifest, world size).
+void printErrorOnRankZero(const MpiSession &mpi, const std::string &message) {
+  if (mpi.rank != 0)
+    return;
+  std::fflush(stdout);
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  std::fflush(stderr);
+}
+
+/// Collective: true when `status` is ok on every rank. Otherwise the lowest
+/// failing rank prints its error, so a failure that every rank shares (a
+/// missing file) is printed once, yet one that only some rank hits (a file
+/// missing on one node) is neither lost nor left to hang the others.
+bool allRanksOk(const Status &status, const MpiSession &mpi) {
+  int mine = status.ok() ? mpi.size : mpi.rank;
+  int first = mpi.size;
+  CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  if (first == mpi.size)
+    return true;
+  if (first == mpi.rank) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", status.message().c_str());
+    std::fflush(stderr);
+  }
+  return false;
+}
+
+struct NodeInfo {
+  int localRank = 0;
+  int localSize = 1;
+};
+
+/// This rank's place among the ranks sharing its node, from MPI itself so
+/// that it holds under any launcher (OMPI_COMM_WORLD_LOCAL_* are OpenMPI's).
+NodeInfo nodeInfo(const MpiSession &mpi) {
+  MPI_Comm node;
+  CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, mpi.rank,
+                                MPI_INFO_NULL, &node));
+  NodeInfo info;
+  CHECK_MPI(MPI_Comm_rank(node, &info.localRank));
+  CHECK_MPI(MPI_Comm_size(node, &info.localSize));
+  CHECK_MPI(MPI_Comm_free(&node));
+  return info;
+}
+
+/// Allocates every argument and fills params, optimizer states and hypers
+/// from their init= specs. Arguments are replicated in this version of the
+/// ABI, so each rank holds, and initialises, whole tensors (offset 0).
+std::vector<void *> allocateArgs(asrt_context &ctx, const Manifest &manifest,
+                                 const Options &options) {
+  std::vector<void *> args;
+  for (const TensorSpec &arg : manifest.args) {
+    void *buffer = asrt_alloc(&ctx, arg.numBytes());
+    args.push_back(buffer);
+    if (arg.init) {
+      if (Status s = fillInit(buffer, arg.dtype, arg.numElements(), *arg.init,
+                              options.seed, arg.name);
+          !s)
+        fatal("%s", s.message().c_str());
+    }
+    if (options.lr && arg.role == Role::Hyper && arg.name == "lr")
+      storeElement(buffer, arg.dtype, 0, *options.lr);
+  }
+  return args;
+}
+
+/// Donation: a result that updates argument I is written into argument I's
+/// buffer; other results (the loss) get buffers of their own.
+std::vector<void *> allocateResults(asrt_context &ctx, const Manifest &manifest,
+                                    const std::vector<void *> &args,
+                                    std::vector<void *> &owned) {
+  std::vector<void *> results;
+  for (const TensorSpec &result : manifest.results) {
+    if (result.updates >= 0) {
+      results.push_back(args[result.updates]);
+    } else {
+      results.push_back(asrt_alloc(&ctx, result.numBytes()));
+      owned.push_back(results.back());
+    }
+  }
+  return results;
+}
+
+Status saveParams(const std::string &path, const Manifest &manifest,
+                  const std::vector<void *> &args, int64_t steps,
+                  uint64_t seed) {
+  std::vector<TensorView> tensors;
+  for (const TensorSpec &arg : manifest.args)
+    if (arg.role == Role::Param)
+      tensors.push_back({arg.name, arg.dtype, arg.shape, args[arg.index]});
+  Status written = writeSafetensors(path, tensors,
+                                    {{"format", "pt"},
+                                     {"step", manifest.step},
+                                     {"strategy", manifest.strategy},
+                                     {"steps", std::to_string(steps)},
+                                     {"seed", std::to_string(seed)}});
+  if (!written)
+    return Error("--save-params: " + written.message());
+  return written;
+}
+
+Status writeStatsFile(const std::string &path, const Stats::Snapshot &stats,
+                      const RunInfo &run) {
+  std::ofstream out(path);
+  if (!out)
+    return Error("--stats-json: cannot create '" + path + "'");
+  writeStatsJson(out, stats, run);
+  out.close();
+  if (!out)
+    return Error("--stats-json: cannot write '" + path + "'");
+  return Status::success();
+}
+
+std::string programName(int argc, char **argv) {
+  if (argc < 1 || !argv[0])
+    return "train";
+  std::string path = argv[0];
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+} // namespace
+
+int runDriver(int argc, char **argv, const DriverHooks &hooks) {
+  MpiSession mpi(&argc, &argv);
+  std::string program = programName(argc, argv);
+
+  std::vector<std::string> arguments(argv + (argc > 0 ? 1 : 0), argv + argc);
+  Expected<Options> parsed = parseOptions(arguments);
+  if (!parsed) {
+    printErrorOnRankZero(mpi, parsed.message() + "\nrun '" + program +
+                                  " --help' to see the options");
+    return 2;
+  }
+  const Options &options = *parsed;
+  if (options.help) {
+    if (mpi.rank == 0)
+      std::fputs(usageText(program).c_str(), stdout);
+    return 0;
+  }
+
+  Expected<Manifest> manifest = parseManifest(hooks.manifest);
+  if (!manifest) {
+    printErrorOnRankZero(mpi, "the manifest compiled into this binary is "
+                              "invalid: " +
+                                  manifest.message());
+    return 1;
+  }
+  if (options.printManifest) {
+    if (mpi.rank == 0)
+      std::fputs(hooks.manifest, stdout);
+    return 0;
+  }
+  if (manifest->worldSize() != mpi.size) {
+    printErrorOnRankZero(mpi, worldSizeMismatchMessage(*manifest, mpi.size));
+    return 1;
+  }
+  if (options.lr) {
+    if (Status s = checkLrOverride(*manifest); !s) {
+      printErrorOnRankZero(mpi, s.message());
+      return 2;
+    }
+  }
+
+  NodeInfo node = nodeInfo(mpi);
+  BackendOptions backend;
+  backend.threads =
+      options.threads > 0
+          ? options.threads
+          : defaultThreads(std::thread::hardware_concurrency(), node.localSize);
+  backend.localRank = node.localRank;
+
+  std::unique_ptr<Comm> comm = createMpiComm(manifest->grid);
+  asrt_context ctx;
+  ctx.comm = comm.get();
+  hooks.initBackend(&ctx, backend);
+
+  std::vector<void *> args = allocateArgs(ctx, *manifest, options);
+  std::vector<void *> ownedResults;
+  std::vector<void *> results =
+      allocateResults(ctx, *manifest, args, ownedResults);
+
+  Expected<std::unique_ptr<BatchSource>> batches =
+      options.dataFile.empty()
+          ? makeSyntheticBatches(*manifest, options.seed, mpi.rank, mpi.size)
+          : openDataFile(options.dataFile, *manifest, mpi.rank, mpi.size);
+  if (!allRanksOk(batches.status(), mpi))
+    return 1;
+
+  if (mpi.rank == 0) {
+    std::printf("autoshard: step %s, strategy %s, grid %s (%d %s), backend "
+                "%s, %d %s per rank, data %s\n",
+                manifest->step.c_str(), manifest->strategy.c_str(),
+                manifest->gridString().c_str(), mpi.size,
+                mpi.size == 1 ? "rank" : "ranks", hooks.backendName(),
+                backend.threads, backend.threads == 1 ? "thread" : "threads",
+                (*batches)->describe().c_str());
+    std::fflush(stdout);
+  }
+
+  const int lossIndex = manifest->lossResult();
+  double totalMs = 0;
+  for (int64_t step = 0; step < options.steps; ++step) {
+    (*batches)->fill(step, args.data());
+    // Only the step itself is timed: that is what the compiler's cost model
+    // predicts, and batch synthesis is not part of training.
+    auto start = std::chrono::steady_clock::now();
+    hooks.step(&ctx, args.data(), results.data());
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+    totalMs += ms;
+    int64_t oneBased = step + 1;
+    if (oneBased % options.logEvery == 0 || oneBased == options.steps) {
+      // The step's loss result is the global-batch loss on every rank: the
+      // partitioner averages it, so printing needs no communication.
+      double loss = *static_cast<const float *>(results[lossIndex]);
+      if (mpi.rank == 0) {
+        std::printf("%s\n", formatStepLine(oneBased, loss, ms).c_str());
+        std::fflush(stdout);
+      }
+    }
+  }
+
+  Stats::Snapshot stats = ctx.stats->snapshot();
+  RunInfo run;
+  run.step = manifest->step;
+  run.strategy = manifest->strategy;
+  run.grid = manifest->gridString();
+  run.backend = hooks.backendName();
+  run.worldSize = mpi.size;
+  run.rank = mpi.rank;
+  run.steps = options.steps;
+  run.meanStepMs = totalMs / static_cast<double>(options.steps);
+
+  Status saved;
+  if (!options.saveParamsFile.empty() && mpi.rank == 0)
+    saved = saveParams(options.saveParamsFile, *manifest, args, options.steps,
+                       options.seed);
+  if (!allRanksOk(saved, mpi))
+    return 1;
+  Status wroteStats;
+  if (!options.statsJsonFile.empty() && mpi.rank == 0)
+    wroteStats = writeStatsFile(options.statsJsonFile, stats, run);
+  if (!allRanksOk(wroteStats, mpi))
+    return 1;
+
+  if (mpi.rank == 0) {
+    std::ostringstream summary;
+    writeSummary(summary, stats, run);
+    std::fputs(summary.str().c_str(), stdout);
+    std::fflush(stdout);
+  }
+
+  for (void *buffer : ownedResults)
+    asrt_free(&ctx, buffer);
+  for (void *buffer : args)
+    asrt_free(&ctx, buffer);
+  return 0;
+}
+
+} // namespace autoshard::rt

@@ -1,0 +1,42 @@
+// The training binary's flow: MPI, manifest, buffers, steps, reports.
+#pragma once
+
+#include "autoshard/rt/abi.h"
+#include "core/Backend.h"
+#include "core/Manifest.h"
+
+#include <cstdint>
+#include <string>
+
+namespace autoshard::rt {
+
+/// What the driver runs: the compiled step and the linked backend. main()
+/// fills it from autoshard_manifest, autoshard_step, initBackend and
+/// backendName; keeping those symbols out of the driver proper lets tests
+/// link it without a compiled step.
+struct DriverHooks {
+  const char *manifest = nullptr;
+  void (*step)(asrt_context *, void *const *, void *const *) = nullptr;
+  void (*initBackend)(asrt_context *, const BackendOptions &) = nullptr;
+  const char *(*backendName)() = nullptr;
+};
+
+/// Runs the training binary: initialises MPI (MPI_THREAD_MULTIPLE), parses
+/// the command line and the manifest, checks the world size against the
+/// compiled grid, allocates and initialises every argument, runs the steps
+/// and reports. Returns the exit status: 0, 1 for a runtime problem (every
+/// rank returns it), 2 for a bad command line.
+int runDriver(int argc, char **argv, const DriverHooks &hooks);
+
+/// "step 3 loss 0.69314718 ms 1.250": the line rank 0 prints.
+std::string formatStepLine(int64_t step, double loss, double ms);
+
+/// The error for a binary started on the wrong number of ranks: what it was
+/// compiled for, what it got, and the two ways out.
+std::string worldSizeMismatchMessage(const Manifest &manifest, int worldSize);
+
+/// Whether --lr can apply: the step needs a hyper named `lr` holding one
+/// float. The error lists the hypers the step does have.
+Status checkLrOverride(const Manifest &manifest);
+
+} // namespace autoshard::rt

@@ -1,0 +1,148 @@
+// The training binary's command line, parsed by a pure function.
+#include "driver/Options.h"
+
+#include <charconv>
+#include <climits>
+#include <cmath>
+
+namespace autoshard::rt {
+
+namespace {
+
+std::string invalid(std::string_view flag, std::string_view value,
+                    std::string_view expected) {
+  return std::string(flag) + ": '" + std::string(value) +
+         "' is not valid; expected " + std::string(expected);
+}
+
+template <typename Int> bool parseInteger(std::string_view text, Int &value) {
+  if (text.empty())
+    return false;
+  const char *end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  return ec == std::errc() && ptr == end;
+}
+
+} // namespace
+
+Expected<Options> parseOptions(const std::vector<std::string> &args) {
+  Options options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string_view arg = args[i];
+    if (arg.size() < 3 || arg.substr(0, 2) != "--") {
+      if (arg == "-h") {
+        options.help = true;
+        continue;
+      }
+      return Error("unexpected argument '" + std::string(arg) +
+                   "'; every option starts with '--'");
+    }
+    std::string_view flag = arg;
+    std::optional<std::string_view> inlineValue;
+    if (size_t eq = arg.find('='); eq != std::string_view::npos) {
+      flag = arg.substr(0, eq);
+      inlineValue = arg.substr(eq + 1);
+    }
+
+    if (flag == "--help" || flag == "--print-manifest") {
+      if (inlineValue)
+        return Error(std::string(flag) + " takes no value");
+      (flag == "--help" ? options.help : options.printManifest) = true;
+      continue;
+    }
+
+    const char *expected = nullptr;
+    if (flag == "--steps" || flag == "--log-every" || flag == "--threads")
+      expected = "an integer >= 1";
+    else if (flag == "--seed")
+      expected = "an integer in 0..18446744073709551615";
+    else if (flag == "--lr")
+      expected = "a finite number >= 0";
+    else if (flag == "--data" || flag == "--save-params" ||
+             flag == "--stats-json")
+      expected = "a file name";
+    else
+      return Error("unknown option '" + std::string(flag) +
+                   "'; run with --help to see the options");
+
+    std::string_view value;
+    if (inlineValue) {
+      value = *inlineValue;
+    } else {
+      // A following option is a missing value, not a value: `--data --lr
+      // 0.1` must not read a file named "--lr". Negative numbers still
+      // reach the value check below and get a precise message.
+      if (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0)
+        return Error(std::string(flag) + " needs a value: " + expected);
+      value = args[++i];
+    }
+
+    if (flag == "--steps" || flag == "--log-every") {
+      int64_t n;
+      if (!parseInteger(value, n) || n < 1)
+        return Error(invalid(flag, value, expected));
+      (flag == "--steps" ? options.steps : options.logEvery) = n;
+    } else if (flag == "--threads") {
+      int n;
+      if (!parseInteger(value, n) || n < 1)
+        return Error(invalid(flag, value,
+                             "an integer in 1.." + std::to_string(INT_MAX)));
+      options.threads = n;
+    } else if (flag == "--seed") {
+      uint64_t seed;
+      if (!parseInteger(value, seed))
+        return Error(invalid(flag, value, expected));
+      options.seed = seed;
+    } else if (flag == "--lr") {
+      double lr;
+      const char *end = value.data() + value.size();
+      auto [ptr, ec] = std::from_chars(value.data(), end, lr);
+      if (value.empty() || ec != std::errc() || ptr != end ||
+          !std::isfinite(lr) || lr < 0)
+        return Error(invalid(flag, value, expected));
+      options.lr = lr;
+    } else {
+      if (value.empty())
+        return Error(std::string(flag) + " needs a value: a file name");
+      std::string &target = flag == "--data"          ? options.dataFile
+                            : flag == "--save-params" ? options.saveParamsFile
+                                                      : options.statsJsonFile;
+      target = std::string(value);
+    }
+  }
+  return options;
+}
+
+std::string usageText(std::string_view program) {
+  std::string p(program);
+  return "usage: " + p +
+         " [options]\n"
+         "Runs the compiled training step; launch it with 'mpirun -np N' for\n"
+         "the world size it was compiled for.\n"
+         "\n"
+         "  --steps N            training steps to run (default 10)\n"
+         "  --seed S             seed of the initialisation and synthetic data "
+         "(default 0)\n"
+         "  --lr F               learning rate; overrides the step's hyper "
+         "'lr'\n"
+         "  --log-every K        print the loss every K steps and at the last "
+         "(default 1)\n"
+         "  --data FILE          read batches from an asdata file (default: "
+         "synthetic)\n"
+         "  --save-params FILE   write the parameters after the last step as "
+         "safetensors\n"
+         "  --stats-json FILE    write the runtime's statistics as JSON\n"
+         "  --threads N          kernel threads per rank (default: the "
+         "node's cores\n"
+         "                       divided among its ranks)\n"
+         "  --print-manifest     print the compiled step's manifest and exit\n"
+         "  --help               print this help and exit\n";
+}
+
+int defaultThreads(unsigned hardwareThreads, int ranksOnNode) {
+  int ranks = ranksOnNode > 0 ? ranksOnNode : 1;
+  int threads = static_cast<int>(hardwareThreads) / ranks;
+  return threads > 0 ? threads : 1;
+}
+
+} // namespace autoshard::rt

@@ -1,0 +1,43 @@
+// The training binary's command line, parsed by a pure function.
+#pragma once
+
+#include "core/Expected.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace autoshard::rt {
+
+struct Options {
+  int64_t steps = 10;
+  uint64_t seed = 0;
+  /// Overrides the hyper named `lr` when set.
+  std::optional<double> lr;
+  int64_t logEvery = 1;
+  /// Empty: synthetic batches.
+  std::string dataFile;
+  std::string saveParamsFile;
+  std::string statsJsonFile;
+  /// Kernel threads per rank; 0 means "choose" (defaultThreads).
+  int threads = 0;
+  bool printManifest = false;
+  bool help = false;
+};
+
+/// Parses the arguments after the program name. Flags take their value as
+/// the next argument or after '=' (`--steps 5`, `--steps=5`); a later
+/// occurrence of a flag overrides an earlier one. Errors name the flag, the
+/// bad value and what is valid.
+Expected<Options> parseOptions(const std::vector<std::string> &args);
+
+/// The --help text.
+std::string usageText(std::string_view program);
+
+/// max(1, hardwareThreads / ranksOnNode): ranks sharing a node split its
+/// cores instead of each starting one thread per core.
+int defaultThreads(unsigned hardwareThreads, int ranksOnNode);
+
+} // namespace autoshard::rt

@@ -1,0 +1,393 @@
+// Reading and writing parameters as safetensors files.
+#include "driver/Safetensors.h"
+#include "core/Dtype.h"
+#include "core/Stats.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace autoshard::rt {
+
+Status writeSafetensors(const std::string &path,
+                        const std::vector<TensorView> &tensors,
+                        const std::map<std::string, std::string> &metadata) {
+  std::string header = "{";
+  bool first = true;
+  if (!metadata.empty()) {
+    header += "\"__metadata__\":{";
+    for (const auto &[key, value] : metadata) {
+      header += (first ? "" : ",") + jsonString(key) + ":" + jsonString(value);
+      first = false;
+    }
+    header += "}";
+  }
+  std::set<std::string> names;
+  uint64_t offset = 0;
+  std::vector<uint64_t> sizes;
+  for (const TensorView &t : tensors) {
+    if (!names.insert(t.name).second || t.name == "__metadata__")
+      return Error("cannot write '" + path + "': tensor name '" + t.name +
+                   "' appears twice or is reserved");
+    if (!isValidDtype(t.dtype))
+      return Error("cannot write '" + path + "': tensor '" + t.name +
+                   "' has no valid dtype");
+    uint64_t elements = 1;
+    std::string shape;
+    for (size_t i = 0; i < t.shape.size(); ++i) {
+      elements *= static_cast<uint64_t>(t.shape[i]);
+      shape += (i ? "," : "") + std::to_string(t.shape[i]);
+    }
+    uint64_t bytes = elements * static_cast<uint64_t>(dtypeSize(t.dtype));
+    header += std::string(first ? "" : ",") + jsonString(t.name) +
+              ":{\"dtype\":\"" + dtypeSafetensorsName(t.dtype) +
+              "\",\"shape\":[" + shape + "],\"data_offsets\":[" +
+              std::to_string(offset) + "," + std::to_string(offset + bytes) +
+              "]}";
+    first = false;
+    offset += bytes;
+    sizes.push_back(bytes);
+  }
+  header += "}";
+  // Readers that map the file expect the data section 8-byte aligned.
+  header.append((8 - header.size() % 8) % 8, ' ');
+
+  std::FILE *out = std::fopen(path.c_str(), "wb");
+  if (!out)
+    return Error("cannot create '" + path + "': " + std::strerror(errno));
+  bool ok = true;
+  unsigned char length[8];
+  for (int i = 0; i < 8; ++i)
+    length[i] = static_cast<unsigned char>(header.size() >> (8 * i));
+  ok = ok && std::fwrite(length, 1, 8, out) == 8;
+  ok = ok && std::fwrite(header.data(), 1, header.size(), out) == header.size();
+  for (size_t i = 0; i < tensors.size(); ++i)
+    ok = ok && (sizes[i] == 0 ||
+                std::fwrite(tensors[i].data, 1, sizes[i], out) == sizes[i]);
+  int err = errno;
+  if (std::fclose(out) != 0) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok)
+    return Error("cannot write '" + path + "': " + std::strerror(err));
+  return Status::success();
+}
+
+namespace {
+
+/// Just enough JSON for a safetensors header: objects, arrays, strings,
+/// numbers (kept as text so that 64-bit offsets stay exact), literals.
+struct Json {
+  enum class Type {
+    Null,
+    Bool,
+    Number,
+    String,
+    Array,
+    Object
+  } type = Type::Null;
+  std::string text; // string value, or a number's spelling
+  std::vector<Json> items;
+  std::vector<std::pair<std::string, Json>> members;
+};
+
+class JsonParser {
+public:
+  explicit JsonParser(std::string_view text) : text(text) {}
+
+  Status parse(Json &value) {
+    if (Status s = parseValue(value, 0); !s)
+      return s;
+    skipSpace();
+    if (pos != text.size())
+      return fail("unexpected text after the header object");
+    return Status::success();
+  }
+
+private:
+  Error fail(const std::string &what) const {
+    return Error("bad JSON header at byte " + std::to_string(pos) + ": " +
+                 what);
+  }
+  void skipSpace() {
+    while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t' ||
+                                 text[pos] == '\n' || text[pos] == '\r'))
+      ++pos;
+  }
+  bool consume(char c) {
+    skipSpace();
+    if (pos < text.size() && text[pos] == c) {
+      ++pos;
+      return true;
+    }
+    return false;
+  }
+
+  Status parseValue(Json &value, int depth) {
+    // Bounded recursion: a hostile header must not overflow the stack.
+    if (depth > 32)
+      return fail("nesting is too deep");
+    skipSpace();
+    if (pos >= text.size())
+      return fail("unexpected end");
+    char c = text[pos];
+    if (c == '{') {
+      ++pos;
+      value.type = Json::Type::Object;
+      if (consume('}'))
+        return Status::success();
+      do {
+        std::pair<std::string, Json> member;
+        skipSpace();
+        if (Status s = parseString(member.first); !s)
+          return s;
+        if (!consume(':'))
+          return fail("expected ':'");
+        if (Status s = parseValue(member.second, depth + 1); !s)
+          return s;
+        value.members.push_back(std::move(member));
+      } while (consume(','));
+      if (!consume('}'))
+        return fail("expected ',' or '}'");
+      return Status::success();
+    }
+    if (c == '[') {
+      ++pos;
+      value.type = Json::Type::Array;
+      if (consume(']'))
+        return Status::success();
+      do {
+        value.items.emplace_back();
+        if (Status s = parseValue(value.items.back(), depth + 1); !s)
+          return s;
+      } while (consume(','));
+      if (!consume(']'))
+        return fail("expected ',' or ']'");
+      return Status::success();
+    }
+    if (c == '"') {
+      value.type = Json::Type::String;
+      return parseString(value.text);
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+      size_t start = pos;
+      while (pos < text.size() &&
+             std::strchr("+-.eE0123456789", text[pos]) != nullptr)
+        ++pos;
+      value.type = Json::Type::Number;
+      value.text = std::string(text.substr(start, pos - start));
+      return Status::success();
+    }
+    for (const char *literal : {"true", "false", "null"}) {
+      if (text.substr(pos, std::strlen(literal)) == literal) {
+        pos += std::strlen(literal);
+        value.type = literal[0] == 'n' ? Json::Type::Null : Json::Type::Bool;
+        value.text = literal;
+        return Status::success();
+      }
+    }
+    return fail(std::string("unexpected character '") + c + "'");
+  }
+
+  Status parseString(std::string &out) {
+    if (pos >= text.size() || text[pos] != '"')
+      return fail("expected a string");
+    ++pos;
+    while (pos < text.size() && text[pos] != '"') {
+      char c = text[pos++];
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (pos >= text.size())
+        break;
+      char e = text[pos++];
+      switch (e) {
+      case '"':
+      case '\\':
+      case '/':
+        out += e;
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'u': {
+        unsigned code = 0;
+        if (pos + 4 > text.size() ||
+            std::from_chars(text.data() + pos, text.data() + pos + 4, code, 16)
+                    .ptr != text.data() + pos + 4)
+          return fail("bad \\u escape");
+        pos += 4;
+        // Names here are ASCII; other code points are kept as UTF-8 without
+        // pairing surrogates, which is enough to compare names.
+        if (code < 0x80) {
+          out += static_cast<char>(code);
+        } else if (code < 0x800) {
+          out += static_cast<char>(0xc0 | (code >> 6));
+          out += static_cast<char>(0x80 | (code & 0x3f));
+        } else {
+          out += static_cast<char>(0xe0 | (code >> 12));
+          out += static_cast<char>(0x80 | ((code >> 6) & 0x3f));
+          out += static_cast<char>(0x80 | (code & 0x3f));
+        }
+        break;
+      }
+      default:
+        return fail(std::string("bad escape '\\") + e + "'");
+      }
+    }
+    if (pos >= text.size())
+      return fail("unterminated string");
+    ++pos;
+    return Status::success();
+  }
+
+  std::string_view text;
+  size_t pos = 0;
+};
+
+bool toUnsigned(const Json &value, uint64_t &out) {
+  if (value.type != Json::Type::Number)
+    return false;
+  const char *begin = value.text.data();
+  const char *end = begin + value.text.size();
+  auto [ptr, ec] = std::from_chars(begin, end, out);
+  return ec == std::errc() && ptr == end;
+}
+
+int64_t safetensorsDtypeSize(const std::string &dtype) {
+  static const std::map<std::string, int64_t> sizes = {
+      {"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2},    {"I64", 8},
+      {"I32", 4}, {"I16", 2}, {"I8", 1},   {"U64", 8},     {"U32", 4},
+      {"U16", 2}, {"U8", 1},  {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+  auto it = sizes.find(dtype);
+  return it == sizes.end() ? 0 : it->second;
+}
+
+} // namespace
+
+Expected<SafetensorsFile> readSafetensors(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Error("cannot open '" + path + "': " + std::strerror(errno));
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  std::string bytes = contents.str();
+  auto bad = [&](const std::string &what) {
+    return Error("'" + path + "' is not a valid safetensors file: " + what);
+  };
+
+  if (bytes.size() < 8)
+    return bad("it has " + std::to_string(bytes.size()) +
+               " bytes, fewer than the 8-byte header length");
+  uint64_t headerLength = 0;
+  for (int i = 0; i < 8; ++i)
+    headerLength |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i]))
+                    << (8 * i);
+  if (headerLength > bytes.size() - 8)
+    return bad("the header length " + std::to_string(headerLength) +
+               " exceeds the file's remaining " +
+               std::to_string(bytes.size() - 8) + " bytes");
+
+  Json header;
+  JsonParser parser(std::string_view(bytes).substr(8, headerLength));
+  if (Status s = parser.parse(header); !s)
+    return bad(s.message());
+  if (header.type != Json::Type::Object)
+    return bad("the header is not a JSON object");
+
+  SafetensorsFile file;
+  file.data = bytes.substr(8 + headerLength);
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const auto &[name, entry] : header.members) {
+    if (name == "__metadata__") {
+      if (entry.type != Json::Type::Object)
+        return bad("__metadata__ is not an object");
+      for (const auto &[key, value] : entry.members) {
+        if (value.type != Json::Type::String)
+          return bad("__metadata__ value of '" + key + "' is not a string");
+        file.metadata[key] = value.text;
+      }
+      continue;
+    }
+    if (file.tensors.count(name))
+      return bad("tensor '" + name + "' appears twice");
+    if (entry.type != Json::Type::Object)
+      return bad("the entry of '" + name + "' is not an object");
+    const Json *dtype = nullptr, *shape = nullptr, *offsets = nullptr;
+    for (const auto &[key, value] : entry.members) {
+      if (key == "dtype")
+        dtype = &value;
+      else if (key == "shape")
+        shape = &value;
+      else if (key == "data_offsets")
+        offsets = &value;
+      else
+        return bad("tensor '" + name + "' has an unknown key '" + key + "'");
+    }
+    if (!dtype || !shape || !offsets)
+      return bad("tensor '" + name + "' needs dtype, shape and data_offsets");
+    SafetensorsEntry out;
+    if (dtype->type != Json::Type::String ||
+        safetensorsDtypeSize(dtype->text) == 0)
+      return bad("tensor '" + name + "' has an unknown dtype");
+    out.dtype = dtype->text;
+    if (shape->type != Json::Type::Array)
+      return bad("the shape of '" + name + "' is not an array");
+    uint64_t elements = 1;
+    for (const Json &dim : shape->items) {
+      uint64_t d;
+      if (!toUnsigned(dim, d) || d > (uint64_t(1) << 48))
+        return bad("the shape of '" + name +
+                   "' holds something other than a dimension");
+      out.shape.push_back(static_cast<int64_t>(d));
+      elements *= d;
+    }
+    if (offsets->type != Json::Type::Array || offsets->items.size() != 2 ||
+        !toUnsigned(offsets->items[0], out.begin) ||
+        !toUnsigned(offsets->items[1], out.end) || out.begin > out.end)
+      return bad("data_offsets of '" + name + "' is not [begin, end]");
+    uint64_t expected =
+        elements * static_cast<uint64_t>(safetensorsDtypeSize(out.dtype));
+    if (out.end - out.begin != expected)
+      return bad("'" + name + "' spans " + std::to_string(out.end - out.begin) +
+                 " bytes but its " + out.dtype + " shape needs " +
+                 std::to_string(expected));
+    ranges.emplace_back(out.begin, out.end);
+    file.tensors.emplace(name, std::move(out));
+  }
+  // The tensors must tile the data section: no gaps, no overlaps.
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t next = 0;
+  for (const auto &[begin, end] : ranges) {
+    if (begin != next)
+      return bad("data_offsets leave a gap or overlap at byte " +
+                 std::to_string(std::min(begin, next)));
+    next = end;
+  }
+  if (next != file.data.size())
+    return bad("the tensors cover " + std::to_string(next) +
+               " bytes but the data section has " +
+               std::to_string(file.data.size()));
+  return file;
+}
+
+} // namespace autoshard::rt

@@ -1,0 +1,11 @@
+// main() of every training binary: the driver over the linked step and backend.
+#include "driver/Driver.h"
+
+int main(int argc, char **argv) {
+  autoshard::rt::DriverHooks hooks;
+  hooks.manifest = autoshard_manifest;
+  hooks.step = &autoshard_step;
+  hooks.initBackend = &autoshard::rt::initBackend;
+  hooks.backendName = &autoshard::rt::backendName;
+  return autoshard::rt::runDriver(argc, argv, hooks);
+}

@@ -1,0 +1,87 @@
+// The context's memory functions, op timing, and fatal().
+#include "core/Context.h"
+#include "core/Stats.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+
+using namespace autoshard::rt;
+
+namespace {
+
+TEST(ContextTest, AllocationsAreAlignedAndCounted) {
+  asrt_context ctx;
+  void *a = asrt_alloc(&ctx, 100);
+  void *b = asrt_alloc(&ctx, 1);
+  void *c = asrt_alloc(&ctx, 0);
+  for (void *p : {a, b, c}) {
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+  }
+  EXPECT_NE(c, a);
+  EXPECT_NE(c, b);
+  EXPECT_EQ(ctx.stats->snapshot().currentBytes, 101);
+  asrt_free(&ctx, a);
+  void *d = asrt_alloc(&ctx, 10);
+  Stats::Snapshot s = ctx.stats->snapshot();
+  EXPECT_EQ(s.currentBytes, 11);
+  EXPECT_EQ(s.peakBytes, 101);
+  asrt_free(&ctx, b);
+  asrt_free(&ctx, c);
+  asrt_free(&ctx, d);
+  asrt_free(&ctx, nullptr); // like free(NULL)
+  EXPECT_EQ(ctx.stats->snapshot().currentBytes, 0);
+}
+
+TEST(ContextTest, CopyHandlesSelfAndOverlap) {
+  asrt_context ctx;
+  char data[16] = "abcdefghijklmno";
+  asrt_copy(&ctx, data, data, 16); // no-op
+  EXPECT_STREQ(data, "abcdefghijklmno");
+  asrt_copy(&ctx, data + 1, data, 4); // overlapping, like memmove
+  EXPECT_EQ(std::memcmp(data, "aabcdfgh", 8), 0);
+  char out[4];
+  asrt_copy(&ctx, out, "xyz", 4);
+  EXPECT_STREQ(out, "xyz");
+  asrt_copy(&ctx, nullptr, nullptr, 0);
+  EXPECT_EQ(ctx.stats->snapshot().ops.at("copy").calls, 4);
+}
+
+TEST(ContextTest, OpTimerRecordsOneCall) {
+  asrt_context ctx;
+  { OpTimer timer(&ctx, "my_op"); }
+  { OpTimer timer(nullptr, "ignored"); }
+  Stats::Snapshot s = ctx.stats->snapshot();
+  ASSERT_EQ(s.ops.count("my_op"), 1u);
+  EXPECT_EQ(s.ops.at("my_op").calls, 1);
+  EXPECT_GE(s.ops.at("my_op").totalNs, 0);
+  EXPECT_EQ(s.ops.count("ignored"), 0u);
+}
+
+TEST(ContextDeathTest, FatalNamesRankAndMessage) {
+  EXPECT_EXIT(fatal("bad value %d", 42), ::testing::ExitedWithCode(1),
+              "autoshard runtime error \\(rank 0\\): bad value 42");
+}
+
+TEST(ContextDeathTest, BadMemoryCallsAreFatal) {
+  asrt_context ctx;
+  EXPECT_EXIT(asrt_alloc(&ctx, -5), ::testing::ExitedWithCode(1),
+              "asrt_alloc: size -5 bytes is negative");
+  EXPECT_EXIT(asrt_alloc(nullptr, 8), ::testing::ExitedWithCode(1),
+              "asrt_alloc: context is null");
+  int local = 0;
+  EXPECT_EXIT(asrt_free(&ctx, &local), ::testing::ExitedWithCode(1),
+              "was not returned by asrt_alloc");
+  void *p = asrt_alloc(&ctx, 8);
+  asrt_free(&ctx, p);
+  EXPECT_EXIT(asrt_free(&ctx, p), ::testing::ExitedWithCode(1),
+              "or was already freed");
+  EXPECT_EXIT(asrt_copy(&ctx, &local, nullptr, 4), ::testing::ExitedWithCode(1),
+              "source pointer is null");
+  EXPECT_EXIT(asrt_alloc(&ctx, INT64_MAX - 100), ::testing::ExitedWithCode(1),
+              "out of memory allocating");
+}
+
+} // namespace

@@ -1,0 +1,368 @@
+// Manifest parsing: the documented example, and one case per diagnostic.
+#include "core/Manifest.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+using namespace autoshard::rt;
+
+namespace {
+
+// docs/RuntimeABI.md's example, plus the momentum result it implies.
+const char *kGood = "autoshard-manifest 1\n"
+                    "abi 1\n"
+                    "step train_step\n"
+                    "strategy ddp\n"
+                    "grid 2\n"
+                    "arg 0 param fc1.weight f32 64x16 init=normal:0.25\n"
+                    "arg 1 param fc1.bias f32 64 init=zeros\n"
+                    "arg 2 opt_state fc1.weight.momentum f32 64x16 init=zeros\n"
+                    "arg 3 input x f32 8x16 batch_dim=0 global=16\n"
+                    "arg 4 label y i32 8 batch_dim=0 global=16 classes=4\n"
+                    "arg 5 hyper lr f32 scalar init=constant:0.1\n"
+                    "result 0 param fc1.weight f32 64x16 updates=0\n"
+                    "result 1 loss loss f32 scalar\n"
+                    "end\n";
+
+/// kGood with 1-based line `line` replaced by `text` (or removed when
+/// `text` is null).
+std::string withLine(int line, const char *text) {
+  std::string in = kGood, out;
+  int number = 1;
+  size_t start = 0;
+  while (start < in.size()) {
+    size_t end = in.find('\n', start);
+    std::string current = in.substr(start, end - start);
+    if (number != line)
+      out += current + "\n";
+    else if (text)
+      out += std::string(text) + "\n";
+    start = end + 1;
+    ++number;
+  }
+  return out;
+}
+
+/// Parses `text`, expects failure, and returns the message.
+std::string errorOf(const std::string &text) {
+  Expected<Manifest> m = parseManifest(text);
+  EXPECT_FALSE(m.ok()) << "parsed although it should not have:\n" << text;
+  return m.ok() ? std::string() : m.message();
+}
+
+TEST(ManifestTest, ParsesTheDocumentedExample) {
+  Expected<Manifest> parsed = parseManifest(kGood);
+  ASSERT_TRUE(parsed.ok()) << parsed.message();
+  const Manifest &m = *parsed;
+  EXPECT_EQ(m.formatVersion, 1);
+  EXPECT_EQ(m.abiVersion, ASRT_ABI_VERSION);
+  EXPECT_EQ(m.step, "train_step");
+  EXPECT_EQ(m.strategy, "ddp");
+  EXPECT_EQ(m.grid, std::vector<int64_t>{2});
+  EXPECT_EQ(m.worldSize(), 2);
+  ASSERT_EQ(m.args.size(), 6u);
+  ASSERT_EQ(m.results.size(), 2u);
+
+  const TensorSpec &w = m.args[0];
+  EXPECT_EQ(w.role, Role::Param);
+  EXPECT_EQ(w.name, "fc1.weight");
+  EXPECT_EQ(w.dtype, ASRT_DTYPE_F32);
+  EXPECT_EQ(w.shape, (std::vector<int64_t>{64, 16}));
+  ASSERT_TRUE(w.init.has_value());
+  EXPECT_EQ(w.init->kind, InitKind::Normal);
+  EXPECT_DOUBLE_EQ(w.init->value, 0.25);
+  EXPECT_EQ(w.numElements(), 1024);
+  EXPECT_EQ(w.numBytes(), 4096);
+  EXPECT_EQ(w.line, 6);
+
+  EXPECT_EQ(m.args[2].role, Role::OptState);
+  const TensorSpec &x = m.args[3];
+  EXPECT_EQ(x.role, Role::Input);
+  EXPECT_EQ(x.batchDim, 0);
+  EXPECT_EQ(x.globalRows, 16);
+  EXPECT_EQ(x.localRows(), 8);
+  EXPECT_EQ(x.rowElements(), 16);
+  EXPECT_EQ(x.rowShape(), std::vector<int64_t>{16});
+  EXPECT_FALSE(x.init.has_value());
+
+  const TensorSpec &y = m.args[4];
+  EXPECT_EQ(y.role, Role::Label);
+  EXPECT_EQ(y.classes, 4);
+  EXPECT_EQ(y.rowShape(), std::vector<int64_t>{});
+
+  const TensorSpec &lr = m.args[5];
+  EXPECT_EQ(lr.role, Role::Hyper);
+  EXPECT_TRUE(lr.shape.empty());
+  EXPECT_EQ(lr.numElements(), 1);
+  EXPECT_EQ(lr.init->kind, InitKind::Constant);
+  EXPECT_FLOAT_EQ(static_cast<float>(lr.init->value), 0.1f);
+
+  EXPECT_EQ(m.results[0].updates, 0);
+  EXPECT_TRUE(m.results[0].isResult);
+  EXPECT_EQ(m.results[1].role, Role::Loss);
+  EXPECT_EQ(m.results[1].updates, -1);
+  EXPECT_EQ(m.lossResult(), 1);
+  EXPECT_EQ(m.globalBatchRows(), 16);
+  EXPECT_EQ(m.findArg("lr"), &m.args[5]);
+  EXPECT_EQ(m.findArg("nope"), nullptr);
+  EXPECT_EQ(m.results[1].describe(), "result 1 (loss loss)");
+}
+
+TEST(ManifestTest, AcceptsCrLfBlankLinesAndAnyBatchDim) {
+  std::string text = withLine(6, "\narg 0 param fc1.weight f32 64x16 "
+                                 "init=uniform:0.5\r");
+  text = text.replace(text.find("arg 3 input x f32 8x16 batch_dim=0"),
+                      std::string("arg 3 input x f32 8x16 batch_dim=0").size(),
+                      "arg 3 input x f32 16x8 batch_dim=1");
+  Expected<Manifest> m = parseManifest(text);
+  ASSERT_TRUE(m.ok()) << m.message();
+  EXPECT_EQ(m->args[0].init->kind, InitKind::Uniform);
+  EXPECT_EQ(m->args[3].batchDim, 1);
+  EXPECT_EQ(m->args[3].localRows(), 8);
+  EXPECT_EQ(m->args[3].rowShape(), std::vector<int64_t>{16});
+}
+
+TEST(ManifestTest, ParsesTwoDimensionalGrids) {
+  std::string text = withLine(5, "grid 2x1");
+  Expected<Manifest> m = parseManifest(text);
+  ASSERT_TRUE(m.ok()) << m.message();
+  EXPECT_EQ(m->grid, (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(m->gridString(), "2x1");
+}
+
+TEST(ManifestTest, InitSpecs) {
+  EXPECT_EQ(parseInitSpec("zeros")->kind, InitKind::Zeros);
+  EXPECT_EQ(parseInitSpec("ones")->kind, InitKind::Ones);
+  EXPECT_DOUBLE_EQ(parseInitSpec("uniform:0.5")->value, 0.5);
+  EXPECT_DOUBLE_EQ(parseInitSpec("constant:-3")->value, -3.0);
+  EXPECT_EQ(formatInitSpec(*parseInitSpec("normal:0.02")), "normal:0.02");
+  EXPECT_NE(parseInitSpec("gaussian:1")
+                .message()
+                .find("unknown init kind 'gaussian'"),
+            std::string::npos);
+  EXPECT_NE(parseInitSpec("zeros:1").message().find("takes no value"),
+            std::string::npos);
+  EXPECT_NE(
+      parseInitSpec("normal").message().find("needs a value (normal:STD)"),
+      std::string::npos);
+  EXPECT_NE(parseInitSpec("normal:abc").message().find("not a finite number"),
+            std::string::npos);
+  EXPECT_NE(parseInitSpec("constant:inf").message().find("not a finite number"),
+            std::string::npos);
+  EXPECT_NE(parseInitSpec("normal:-1")
+                .message()
+                .find("standard deviation must not be negative"),
+            std::string::npos);
+  EXPECT_NE(
+      parseInitSpec("uniform:-1").message().find("bound must not be negative"),
+      std::string::npos);
+}
+
+struct BadCase {
+  const char *label;
+  std::string text;
+  const char *message;
+};
+
+std::ostream &operator<<(std::ostream &os, const BadCase &c) {
+  return os << c.label;
+}
+
+class ManifestErrorTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(ManifestErrorTest, NamesLineAndProblem) {
+  const BadCase &c = GetParam();
+  std::string message = errorOf(c.text);
+  EXPECT_NE(message.find(c.message), std::string::npos)
+      << "message: " << message << "\nexpected to contain: " << c.message;
+}
+
+// One case per diagnostic of the parser.
+INSTANTIATE_TEST_SUITE_P(
+    Diagnostics, ManifestErrorTest,
+    ::testing::Values(
+        BadCase{"Empty", "", "manifest is empty"},
+        BadCase{"NotAManifest", "hello world\n",
+                "manifest line 1: expected 'autoshard-manifest 1' as the "
+                "first line"},
+        BadCase{"VersionNotInteger", withLine(1, "autoshard-manifest one"),
+                "manifest line 1: manifest format version 'one' is not an "
+                "integer"},
+        BadCase{"UnsupportedVersion", withLine(1, "autoshard-manifest 2"),
+                "manifest line 1: manifest format version 2 is not "
+                "supported; this runtime reads version 1"},
+        BadCase{"EmptyField", withLine(3, "step  train_step"),
+                "manifest line 3: empty field"},
+        BadCase{"TextAfterEnd", std::string(kGood) + "arg 9\n",
+                "manifest line 15: unexpected text after the 'end' record"},
+        BadCase{"NoEnd", withLine(14, nullptr),
+                "manifest ends without an 'end' record"},
+        BadCase{"EndWithFields", withLine(14, "end now"),
+                "manifest line 14: 'end' takes no fields"},
+        BadCase{"SecondHeader", withLine(2, "autoshard-manifest 1"),
+                "manifest line 2: duplicate 'autoshard-manifest' record"},
+        BadCase{"UnknownRecord", withLine(4, "stratagem ddp"),
+                "manifest line 4: unknown record 'stratagem'"},
+        BadCase{"DuplicateGrid",
+                withLine(6, "grid 2\narg 0 param fc1.weight f32 64x16 "
+                            "init=normal:0.25"),
+                "manifest line 6: duplicate 'grid' record (first on line 5)"},
+        BadCase{"StepFieldCount", withLine(3, "step a b"),
+                "manifest line 3: 'step' takes one field (step NAME), found "
+                "2"},
+        BadCase{"AbiNotInteger", withLine(2, "abi x"),
+                "manifest line 2: ABI version 'x' is not an integer"},
+        BadCase{"AbiMismatch", withLine(2, "abi 2"),
+                "manifest line 2: the step was generated for runtime ABI "
+                "version 2 but this runtime implements version 1"},
+        BadCase{"BadGrid", withLine(5, "grid 2x0"),
+                "manifest line 5: bad grid '2x0'"},
+        BadCase{"HugeGrid", withLine(5, "grid 65536x65536"),
+                "manifest line 5: grid '65536x65536' is too large"},
+        BadCase{"BadStepName", withLine(3, "step train/step"),
+                "manifest line 3: bad step name 'train/step'"},
+        BadCase{"TooFewFields", withLine(7, "arg 1 param fc1.bias f32"),
+                "manifest line 7: 'arg' needs at least 5 fields"},
+        BadCase{"IndexNotInteger",
+                withLine(7, "arg one param fc1.bias f32 64 init=zeros"),
+                "manifest line 7: arg index 'one' is not an integer"},
+        BadCase{"IndexOutOfOrder",
+                withLine(7, "arg 2 param fc1.bias f32 64 init=zeros"),
+                "manifest line 7: expected arg 1, found arg 2"},
+        BadCase{"UnknownArgRole",
+                withLine(7, "arg 1 weight fc1.bias f32 64 init=zeros"),
+                "manifest line 7: unknown arg role 'weight'; expected param, "
+                "opt_state, input, label or hyper"},
+        BadCase{"UnknownResultRole",
+                withLine(13, "result 1 input loss f32 scalar"),
+                "manifest line 13: unknown result role 'input'; expected "
+                "param, opt_state or loss"},
+        BadCase{"BadName",
+                withLine(7, "arg 1 param fc1/bias f32 64 init=zeros"),
+                "manifest line 7: bad name 'fc1/bias'"},
+        BadCase{"UnknownDtype",
+                withLine(7, "arg 1 param fc1.bias f33 64 init=zeros"),
+                "manifest line 7: unknown dtype 'f33'; expected one of f32, "
+                "i32, bf16, f16, i64, u16"},
+        BadCase{"BadShape",
+                withLine(7, "arg 1 param fc1.bias f32 64x init=zeros"),
+                "manifest line 7: bad shape '64x'"},
+        BadCase{"ZeroDim", withLine(7, "arg 1 param fc1.bias f32 0 init=zeros"),
+                "manifest line 7: bad shape '0'"},
+        BadCase{"FieldWithoutEquals",
+                withLine(7, "arg 1 param fc1.bias f32 64 zeros"),
+                "manifest line 7: bad field 'zeros'; expected KEY=VALUE"},
+        BadCase{"KeyNotValidForRole",
+                withLine(7, "arg 1 param fc1.bias f32 64 init=zeros "
+                            "classes=3"),
+                "manifest line 7: key 'classes' is not valid for param args; "
+                "valid keys: init"},
+        BadCase{"KeyOnLoss",
+                withLine(13, "result 1 loss loss f32 scalar updates=1"),
+                "manifest line 13: key 'updates' is not valid for loss "
+                "results; valid keys: none"},
+        BadCase{"DuplicateKey",
+                withLine(7, "arg 1 param fc1.bias f32 64 init=zeros "
+                            "init=ones"),
+                "manifest line 7: duplicate key 'init'"},
+        BadCase{"IntegerKeyNotInteger",
+                withLine(9, "arg 3 input x f32 8x16 batch_dim=0 global=many"),
+                "manifest line 9: global=many is not an integer"},
+        BadCase{"BadInit",
+                withLine(7, "arg 1 param fc1.bias f32 64 init=gaussian:1"),
+                "manifest line 7: unknown init kind 'gaussian'"},
+        BadCase{"NormalInitOnInteger",
+                withLine(7, "arg 1 param fc1.bias i32 64 init=normal:1"),
+                "manifest line 7: init=normal:1 needs a float dtype but the "
+                "dtype is i32"},
+        BadCase{"FractionalConstantOnInteger",
+                withLine(7, "arg 1 param fc1.bias i64 64 init=constant:0.5"),
+                "manifest line 7: init=constant:0.5 is not an integer"},
+        BadCase{"BatchDimOutOfRange",
+                withLine(9, "arg 3 input x f32 8x16 batch_dim=2 global=16"),
+                "manifest line 9: batch_dim=2 is out of range for shape 8x16; "
+                "expected 0..1"},
+        BadCase{"ScalarBatch",
+                withLine(9, "arg 3 input x f32 scalar batch_dim=0 global=16"),
+                "a batched tensor cannot be a scalar"},
+        BadCase{"GlobalZero",
+                withLine(9, "arg 3 input x f32 8x16 batch_dim=0 global=0"),
+                "manifest line 9: global=0 must be at least 1"},
+        BadCase{"ClassesZero",
+                withLine(10, "arg 4 label y i32 8 batch_dim=0 global=16 "
+                             "classes=0"),
+                "manifest line 10: classes=0 must be at least 1"},
+        BadCase{"ClassesOnFloat",
+                withLine(10, "arg 4 label y f32 8 batch_dim=0 global=16 "
+                             "classes=4"),
+                "manifest line 10: classes= needs an integer dtype but y is "
+                "f32"},
+        BadCase{"NegativeUpdates",
+                withLine(12, "result 0 param fc1.weight f32 64x16 "
+                             "updates=-1"),
+                "manifest line 12: updates=-1 must name an argument index"},
+        BadCase{"MissingInit", withLine(7, "arg 1 param fc1.bias f32 64"),
+                "manifest line 7: arg 1 (param fc1.bias) needs "
+                "init=KIND[:VALUE]"},
+        BadCase{"MissingBatchDim",
+                withLine(9, "arg 3 input x f32 8x16 global=16"),
+                "manifest line 9: arg 3 (input x) needs batch_dim=D"},
+        BadCase{"MissingGlobal",
+                withLine(9, "arg 3 input x f32 8x16 batch_dim=0"),
+                "manifest line 9: arg 3 (input x) needs global=G"},
+        BadCase{"MissingClasses",
+                withLine(10, "arg 4 label y i32 8 batch_dim=0 global=16"),
+                "manifest line 10: arg 4 (label y) needs classes=C"},
+        BadCase{"MissingUpdates",
+                withLine(12, "result 0 param fc1.weight f32 64x16"),
+                "manifest line 12: result 0 (param fc1.weight) needs "
+                "updates=I"},
+        BadCase{"MissingStrategy", withLine(4, nullptr),
+                "manifest line 13: the manifest has no 'strategy' record"},
+        BadCase{"DuplicateArgName",
+                withLine(7, "arg 1 param fc1.weight f32 64 init=zeros"),
+                "manifest line 7: duplicate argument name 'fc1.weight' "
+                "(first on line 6)"},
+        BadCase{"DifferentGlobalBatches",
+                withLine(10, "arg 4 label y i32 8 batch_dim=0 global=32 "
+                             "classes=4"),
+                "all inputs and labels share one global batch"},
+        BadCase{"LocalBatchDoesNotMatchWorld",
+                withLine(9, "arg 3 input x f32 16x16 batch_dim=0 global=16"),
+                "manifest line 9: arg 3 (input x) holds 16 rows along "
+                "batch_dim 0, but global=16 over world size 2 (grid 2) "
+                "needs 8 per rank"},
+        BadCase{"GlobalNotDivisible",
+                withLine(9, "arg 3 input x f32 8x16 batch_dim=0 global=15"),
+                "needs a multiple of the world size"},
+        BadCase{"DuplicateResultName",
+                withLine(13, "result 1 loss fc1.weight f32 scalar"),
+                "manifest line 13: duplicate result name 'fc1.weight'"},
+        BadCase{"SecondLoss", withLine(12, "result 0 loss loss0 f32 scalar"),
+                "manifest line 13: a second loss result (the first is on "
+                "line 12)"},
+        BadCase{"LossNotScalarF32", withLine(13, "result 1 loss loss f32 2"),
+                "manifest line 13: the loss must be one f32 element, found "
+                "f32 2"},
+        BadCase{"UpdatesNamesNoArgument",
+                withLine(12, "result 0 param fc1.weight f32 64x16 "
+                             "updates=6"),
+                "manifest line 12: updates=6 names no argument; the step has "
+                "6 arguments (0..5)"},
+        BadCase{"UpdatesMismatch",
+                withLine(12, "result 0 param fc1.weight f32 64x16 "
+                             "updates=1"),
+                "a result must match the argument it replaces"},
+        BadCase{"UpdatedTwice",
+                withLine(13, "result 1 param fc1.weight2 f32 64x16 updates=0\n"
+                             "result 2 loss loss f32 scalar"),
+                "manifest line 13: argument 0 is already updated by the "
+                "result on line 12"},
+        BadCase{"NoLoss", withLine(13, nullptr),
+                "manifest line 13: the manifest has no loss result"}),
+    [](const ::testing::TestParamInfo<BadCase> &info) {
+      return std::string(info.param.label);
+    });
+
+} // namespace

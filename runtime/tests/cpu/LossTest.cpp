@@ -1,0 +1,257 @@
+// Tests of the CPU softmax cross-entropy: references, differences, stability.
+#include "TestUtil.h"
+
+#include "autoshard/rt/abi.h"
+
+#include <string>
+#include <tuple>
+
+namespace autoshard::rt::test {
+namespace {
+
+/// -log softmax(z)[label] of one row, in double.
+double rowLossRef(const float *z, int64_t classes, int32_t label) {
+  double m = z[0];
+  for (int64_t j = 1; j < classes; ++j)
+    m = std::max(m, static_cast<double>(z[j]));
+  double sum = 0.0;
+  for (int64_t j = 0; j < classes; ++j)
+    sum += std::exp(z[j] - m);
+  return std::log(sum) + m - z[label];
+}
+
+double lossRef(const std::vector<float> &logits,
+               const std::vector<int32_t> &labels, int64_t rows,
+               int64_t classes) {
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r)
+    total += rowLossRef(logits.data() + r * classes, classes, labels[r]);
+  return total / rows;
+}
+
+/// (softmax - onehot) / rows * dloss, and per element the magnitude
+/// (p + onehot) / rows * |dloss| that sizes its f32 tolerance.
+void gradRef(const std::vector<float> &logits,
+             const std::vector<int32_t> &labels, int64_t rows, int64_t classes,
+             double dloss, std::vector<double> &grad,
+             std::vector<double> &mag) {
+  grad.assign(rows * classes, 0.0);
+  mag.assign(rows * classes, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *z = logits.data() + r * classes;
+    double m = z[0];
+    for (int64_t j = 1; j < classes; ++j)
+      m = std::max(m, static_cast<double>(z[j]));
+    double sum = 0.0;
+    for (int64_t j = 0; j < classes; ++j)
+      sum += std::exp(z[j] - m);
+    for (int64_t j = 0; j < classes; ++j) {
+      double p = std::exp(z[j] - m) / sum;
+      double onehot = j == labels[r] ? 1.0 : 0.0;
+      grad[r * classes + j] = (p - onehot) / rows * dloss;
+      mag[r * classes + j] = (p + onehot) / rows * std::fabs(dloss);
+    }
+  }
+}
+
+std::vector<int32_t> randomLabels(int64_t rows, int64_t classes,
+                                  uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(
+      0, static_cast<int32_t>(classes - 1));
+  std::vector<int32_t> labels(rows);
+  for (int32_t &l : labels)
+    l = dist(rng);
+  return labels;
+}
+
+class SoftmaxXentTest
+    : public CpuKernelTest,
+      public ::testing::WithParamInterface<std::tuple<int64_t, int64_t>> {
+protected:
+  void SetUp() override {
+    std::tie(rows, classes) = GetParam();
+    logits = uniformFloats(rows * classes, 100 + rows, -4.0f, 4.0f);
+    labels = randomLabels(rows, classes, 200 + classes);
+  }
+
+  float kernelLoss(const std::vector<float> &z) {
+    float loss = std::numeric_limits<float>::quiet_NaN();
+    asrt_softmax_xent_fwd_f32(&ctx, z.data(), labels.data(), &loss, rows,
+                              classes);
+    return loss;
+  }
+
+  std::vector<float> kernelGrad(const float *dloss) {
+    std::vector<float> g = poisoned(rows * classes);
+    asrt_softmax_xent_grad_f32(&ctx, logits.data(), labels.data(), dloss,
+                               g.data(), rows, classes);
+    return g;
+  }
+
+  int64_t rows = 0, classes = 0;
+  std::vector<float> logits;
+  std::vector<int32_t> labels;
+};
+
+TEST_P(SoftmaxXentTest, ForwardMatchesReference) {
+  EXPECT_TRUE(allNear(std::vector<float>{kernelLoss(logits)},
+                      {lossRef(logits, labels, rows, classes)}, 1e-6, 1e-7));
+}
+
+TEST_P(SoftmaxXentTest, GradMatchesAnalyticReference) {
+  std::vector<double> ref, mag;
+  for (double dloss : {1.0, 2.5, -0.5}) {
+    float d = static_cast<float>(dloss);
+    // dloss == 1 goes through the null pointer, as abi.h allows.
+    std::vector<float> g = kernelGrad(dloss == 1.0 ? nullptr : &d);
+    gradRef(logits, labels, rows, classes, dloss, ref, mag);
+    std::vector<double> tol(mag.size());
+    for (size_t i = 0; i < tol.size(); ++i)
+      tol[i] = 1e-5 * mag[i] + 1e-30;
+    EXPECT_TRUE(allWithin(g, ref, tol)) << "dloss " << dloss;
+  }
+}
+
+TEST_P(SoftmaxXentTest, GradMatchesFiniteDifferencesOfReferenceLoss) {
+  const float dloss = 2.5f;
+  std::vector<float> g = kernelGrad(&dloss);
+  std::vector<double> ref, mag;
+  gradRef(logits, labels, rows, classes, dloss, ref, mag);
+  std::vector<float> probed;
+  std::vector<double> fd, tol;
+  for (size_t i : probeIndices(g.size())) {
+    // Only row r's term changes; differencing it alone keeps the step's
+    // effect far above the rounding of the mean.
+    int64_t r = static_cast<int64_t>(i) / classes;
+    int64_t j = static_cast<int64_t>(i) % classes;
+    std::vector<float> row(logits.begin() + r * classes,
+                           logits.begin() + (r + 1) * classes);
+    // The perturbed row in double, so that the step is exactly h.
+    auto rowLoss = [&](double zj) {
+      double m = zj;
+      for (int64_t k = 0; k < classes; ++k)
+        m = k == j ? m : std::max(m, static_cast<double>(row[k]));
+      double sum = 0.0;
+      for (int64_t k = 0; k < classes; ++k)
+        sum += std::exp((k == j ? zj : row[k]) - m);
+      return std::log(sum) + m - (labels[r] == j ? zj : row[labels[r]]);
+    };
+    double h = 1e-5, zj = row[j];
+    probed.push_back(g[i]);
+    fd.push_back(dloss * (rowLoss(zj + h) - rowLoss(zj - h)) / (2 * h) / rows);
+    tol.push_back(1e-5 * mag[i] + 1e-9);
+  }
+  EXPECT_TRUE(allWithin(probed, fd, tol));
+}
+
+TEST_P(SoftmaxXentTest, GradMatchesFiniteDifferencesOfKernelLoss) {
+  std::vector<float> g = kernelGrad(nullptr);
+  std::vector<float> probed;
+  std::vector<double> fd, tol;
+  std::vector<float> z = logits;
+  for (size_t i : probeIndices(g.size(), 64)) {
+    const float h = 1e-2f;
+    float zi = z[i], zp = zi + h, zm = zi - h;
+    z[i] = zp;
+    float lp = kernelLoss(z);
+    z[i] = zm;
+    float lm = kernelLoss(z);
+    z[i] = zi;
+    double step = static_cast<double>(zp) - zm;
+    probed.push_back(g[i]);
+    fd.push_back((static_cast<double>(lp) - lm) / step);
+    // The f32 loss is rounded to half an ulp in each evaluation; truncation
+    // (h^2/6 of a third derivative below 1/rows) is far smaller.
+    double ulp = std::nextafter(std::fabs(lp), INFINITY) - std::fabs(lp);
+    tol.push_back(2.0 * ulp / step + 1e-3 * std::fabs(fd.back()) +
+                  h * h / rows);
+  }
+  EXPECT_TRUE(allWithin(probed, fd, tol));
+}
+
+TEST_P(SoftmaxXentTest, GradMayOverwriteLogits) {
+  std::vector<float> outOfPlace = kernelGrad(nullptr);
+  std::vector<float> inPlace = logits;
+  asrt_softmax_xent_grad_f32(&ctx, inPlace.data(), labels.data(), nullptr,
+                             inPlace.data(), rows, classes);
+  EXPECT_TRUE(bitwiseEqual(inPlace, outOfPlace));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, SoftmaxXentTest,
+    ::testing::Values(std::make_tuple(1, 1), std::make_tuple(1, 5),
+                      std::make_tuple(7, 13), std::make_tuple(16, 1000),
+                      std::make_tuple(3, 50257)),
+    [](const ::testing::TestParamInfo<std::tuple<int64_t, int64_t>> &p) {
+      return "r" + std::to_string(std::get<0>(p.param)) + "_c" +
+             std::to_string(std::get<1>(p.param));
+    });
+
+using SoftmaxXentEdgeTest = CpuKernelTest;
+
+TEST_F(SoftmaxXentEdgeTest, LargeLogitsStayFiniteAndCorrect) {
+  const int64_t rows = 3, classes = 7;
+  // Without the max shift exp(1e4) overflows and the loss is inf or NaN.
+  std::vector<float> logits = {
+      1e4f,  1e4f,     1e4f,     1e4f,     1e4f,     1e4f,     1e4f,     //
+      1e4f,  1e4f - 1, 1e4f - 2, 1e4f - 3, 1e4f - 4, 1e4f - 5, 1e4f - 6, //
+      -1e4f, 1e4f,     0.0f,     -1e4f,    5e3f,     -5e3f,    1e4f - 0.5f};
+  std::vector<int32_t> labels = {3, 2, 0};
+  // By hand: row 0 is uniform; row 1 is 2 below its max; row 2's label is
+  // 2e4 below the max, whose only non-negligible rival is 0.5 below it.
+  double row1 = 0.0;
+  for (int k = 0; k <= 6; ++k)
+    row1 += std::exp(-k);
+  double expected = (std::log(7.0) + (2.0 + std::log(row1)) +
+                     (2e4 + std::log(1.0 + std::exp(-0.5)))) /
+                    3.0;
+  float loss = 0.0f;
+  asrt_softmax_xent_fwd_f32(&ctx, logits.data(), labels.data(), &loss, rows,
+                            classes);
+  ASSERT_TRUE(std::isfinite(loss));
+  EXPECT_TRUE(allNear(std::vector<float>{loss}, {expected}, 1e-6, 0.0));
+
+  std::vector<float> g = poisoned(rows * classes);
+  asrt_softmax_xent_grad_f32(&ctx, logits.data(), labels.data(), nullptr,
+                             g.data(), rows, classes);
+  std::vector<double> ref, mag;
+  gradRef(logits, labels, rows, classes, 1.0, ref, mag);
+  for (size_t i = 0; i < mag.size(); ++i)
+    mag[i] = 1e-5 * mag[i] + 1e-30;
+  EXPECT_TRUE(allWithin(g, ref, mag));
+  // Row 0 by hand: 1/7 everywhere, minus 1 at the label, over 3 rows.
+  EXPECT_NEAR(g[3], (1.0 / 7 - 1.0) / 3, 1e-7);
+  EXPECT_NEAR(g[0], 1.0 / 21, 1e-7);
+}
+
+TEST_F(SoftmaxXentEdgeTest, SingleClassHasZeroLossAndGradient) {
+  std::vector<float> logits = {3.0f, -1e4f};
+  std::vector<int32_t> labels = {0, 0};
+  float loss = 1.0f;
+  asrt_softmax_xent_fwd_f32(&ctx, logits.data(), labels.data(), &loss, 2, 1);
+  EXPECT_EQ(loss, 0.0f);
+  std::vector<float> g = poisoned(2);
+  asrt_softmax_xent_grad_f32(&ctx, logits.data(), labels.data(), nullptr,
+                             g.data(), 2, 1);
+  EXPECT_TRUE(allNear(g, {0.0, 0.0}, 0.0, 0.0));
+}
+
+TEST_F(SoftmaxXentEdgeTest, OutOfRangeLabelIsFatal) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const int64_t rows = 3, classes = 10;
+  std::vector<float> logits(rows * classes, 0.0f), out(rows * classes);
+  std::vector<int32_t> tooLarge = {0, 9, 10}, negative = {-1, 0, 0};
+  float loss = 0.0f;
+  EXPECT_DEATH(asrt_softmax_xent_fwd_f32(&ctx, logits.data(), tooLarge.data(),
+                                         &loss, rows, classes),
+               "softmax_xent_fwd_f32: row 2 has label 10, outside \\[0, 10\\) "
+               "for 10 classes");
+  EXPECT_DEATH(
+      asrt_softmax_xent_grad_f32(&ctx, logits.data(), negative.data(), nullptr,
+                                 out.data(), rows, classes),
+      "softmax_xent_grad_f32: row 0 has label -1, outside \\[0, 10\\)");
+}
+
+} // namespace
+} // namespace autoshard::rt::test

@@ -1,0 +1,156 @@
+// A helper for the driver's end-to-end tests: makes data files, checks outputs.
+//
+//   driver_check safetensors FILE NAME:DTYPE:SHAPE...  exactly these tensors
+//   driver_check compare A B TOL       same tensors, F32 values within TOL
+//   driver_check loss-decreases LOG    last "step" loss below the first
+//   driver_check write-asdata FILE ROWS [bad-label]
+//                                      data for FakeStep (x f32 8, y i32 < 4)
+#include "core/Data.h"
+#include "driver/Safetensors.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace autoshard::rt;
+
+namespace {
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "driver_check: %s\n", message.c_str());
+  return 1;
+}
+
+std::string shapeString(const std::vector<int64_t> &shape) {
+  if (shape.empty())
+    return "scalar";
+  std::string out;
+  for (size_t i = 0; i < shape.size(); ++i)
+    out += (i ? "x" : "") + std::to_string(shape[i]);
+  return out;
+}
+
+int checkSafetensors(const std::string &path,
+                     const std::vector<std::string> &expected) {
+  Expected<SafetensorsFile> file = readSafetensors(path);
+  if (!file)
+    return fail(file.message());
+  std::set<std::string> wanted;
+  for (const std::string &spec : expected) {
+    size_t a = spec.find(':'), b = spec.rfind(':');
+    if (a == std::string::npos || a == b)
+      return fail("bad expectation '" + spec + "'; use NAME:DTYPE:SHAPE");
+    std::string name = spec.substr(0, a);
+    std::string dtype = spec.substr(a + 1, b - a - 1);
+    std::string shape = spec.substr(b + 1);
+    wanted.insert(name);
+    auto it = file->tensors.find(name);
+    if (it == file->tensors.end())
+      return fail(path + " has no tensor '" + name + "'");
+    if (it->second.dtype != dtype || shapeString(it->second.shape) != shape)
+      return fail("'" + name + "' is " + it->second.dtype + " " +
+                  shapeString(it->second.shape) + ", expected " + dtype + " " +
+                  shape);
+  }
+  for (const auto &[name, entry] : file->tensors)
+    if (!wanted.count(name))
+      return fail(path + " has an unexpected tensor '" + name + "'");
+  std::printf("%s: %zu tensors as expected\n", path.c_str(),
+              file->tensors.size());
+  return 0;
+}
+
+int compare(const std::string &a, const std::string &b, double tolerance) {
+  Expected<SafetensorsFile> fa = readSafetensors(a);
+  Expected<SafetensorsFile> fb = readSafetensors(b);
+  if (!fa)
+    return fail(fa.message());
+  if (!fb)
+    return fail(fb.message());
+  if (fa->tensors.size() != fb->tensors.size())
+    return fail("different tensor counts");
+  double worst = 0;
+  for (const auto &[name, ea] : fa->tensors) {
+    auto it = fb->tensors.find(name);
+    if (it == fb->tensors.end() || it->second.shape != ea.shape ||
+        it->second.dtype != "F32" || ea.dtype != "F32")
+      return fail("'" + name + "' differs in presence, shape or dtype");
+    size_t n = (ea.end - ea.begin) / 4;
+    const char *pa = fa->bytes(name), *pb = fb->bytes(name);
+    for (size_t i = 0; i < n; ++i) {
+      float x, y;
+      std::memcpy(&x, pa + 4 * i, 4);
+      std::memcpy(&y, pb + 4 * i, 4);
+      double diff = std::fabs(double(x) - y) /
+                    std::fmax(1.0, std::fmax(std::fabs(x), std::fabs(y)));
+      worst = std::fmax(worst, diff);
+      if (!(diff <= tolerance))
+        return fail("'" + name + "'[" + std::to_string(i) +
+                    "]: " + std::to_string(x) + " vs " + std::to_string(y));
+    }
+  }
+  std::printf("parameters agree (largest relative difference %g)\n", worst);
+  return 0;
+}
+
+int lossDecreases(const std::string &log) {
+  std::ifstream in(log);
+  if (!in)
+    return fail("cannot read " + log);
+  std::vector<double> losses;
+  std::string line;
+  while (std::getline(in, line)) {
+    long long step;
+    double loss;
+    if (std::sscanf(line.c_str(), "step %lld loss %lf", &step, &loss) == 2)
+      losses.push_back(loss);
+  }
+  if (losses.size() < 2)
+    return fail("fewer than two step lines in " + log);
+  std::printf("loss %g -> %g\n", losses.front(), losses.back());
+  if (!(losses.back() < losses.front()))
+    return fail("the loss did not decrease");
+  return 0;
+}
+
+int writeData(const std::string &path, int64_t rows, bool badLabel) {
+  std::vector<float> x(static_cast<size_t>(rows * 8));
+  std::vector<int32_t> y(static_cast<size_t>(rows));
+  // A learnable rule: the label is the largest of the first four features.
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int j = 0; j < 8; ++j)
+      x[r * 8 + j] = std::sin(0.7f * r + 1.3f * j);
+    int best = 0;
+    for (int c = 1; c < 4; ++c)
+      if (x[r * 8 + c] > x[r * 8 + best])
+        best = c;
+    y[r] = best;
+  }
+  if (badLabel && rows > 3)
+    y[3] = 7;
+  Status s = writeAsdataFile(path, rows,
+                             {{"x", ASRT_DTYPE_F32, {8}, x.data()},
+                              {"y", ASRT_DTYPE_I32, {}, y.data()}});
+  return s ? 0 : fail(s.message());
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.size() >= 1 && args[0] == "safetensors" && args.size() >= 2)
+    return checkSafetensors(args[1], {args.begin() + 2, args.end()});
+  if (args.size() == 4 && args[0] == "compare")
+    return compare(args[1], args[2], std::stod(args[3]));
+  if (args.size() == 2 && args[0] == "loss-decreases")
+    return lossDecreases(args[1]);
+  if ((args.size() == 3 || args.size() == 4) && args[0] == "write-asdata")
+    return writeData(args[1], std::stoll(args[2]),
+                     args.size() == 4 && args[3] == "bad-label");
+  return fail("unknown command; see the comment at the top of DriverCheck.cpp");
+}

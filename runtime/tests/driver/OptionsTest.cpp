@@ -1,0 +1,177 @@
+// The training binary's command line, and the driver's fixed messages.
+#include "driver/Options.h"
+#include "driver/Driver.h"
+
+#include <gtest/gtest.h>
+
+using namespace autoshard::rt;
+
+namespace {
+
+Options parse(std::vector<std::string> args) {
+  Expected<Options> o = parseOptions(args);
+  EXPECT_TRUE(o.ok()) << o.message();
+  return o.ok() ? *o : Options();
+}
+
+std::string errorOf(std::vector<std::string> args) {
+  Expected<Options> o = parseOptions(args);
+  EXPECT_FALSE(o.ok());
+  return o.ok() ? std::string() : o.message();
+}
+
+TEST(OptionsTest, Defaults) {
+  Options o = parse({});
+  EXPECT_EQ(o.steps, 10);
+  EXPECT_EQ(o.seed, 0u);
+  EXPECT_FALSE(o.lr.has_value());
+  EXPECT_EQ(o.logEvery, 1);
+  EXPECT_TRUE(o.dataFile.empty());
+  EXPECT_TRUE(o.saveParamsFile.empty());
+  EXPECT_TRUE(o.statsJsonFile.empty());
+  EXPECT_EQ(o.threads, 0);
+  EXPECT_FALSE(o.printManifest);
+  EXPECT_FALSE(o.help);
+}
+
+TEST(OptionsTest, EveryFlag) {
+  Options o = parse({"--steps", "100", "--seed", "18446744073709551615", "--lr",
+                     "0.05", "--log-every", "10", "--data", "tokens.bin",
+                     "--save-params", "p.safetensors", "--stats-json", "s.json",
+                     "--threads", "3", "--print-manifest", "--help"});
+  EXPECT_EQ(o.steps, 100);
+  EXPECT_EQ(o.seed, 18446744073709551615ull);
+  ASSERT_TRUE(o.lr.has_value());
+  EXPECT_DOUBLE_EQ(*o.lr, 0.05);
+  EXPECT_EQ(o.logEvery, 10);
+  EXPECT_EQ(o.dataFile, "tokens.bin");
+  EXPECT_EQ(o.saveParamsFile, "p.safetensors");
+  EXPECT_EQ(o.statsJsonFile, "s.json");
+  EXPECT_EQ(o.threads, 3);
+  EXPECT_TRUE(o.printManifest);
+  EXPECT_TRUE(o.help);
+}
+
+TEST(OptionsTest, EqualsFormAndLastOccurrenceWins) {
+  Options o = parse({"--steps=5", "--lr=0", "--steps", "7", "-h"});
+  EXPECT_EQ(o.steps, 7);
+  EXPECT_EQ(*o.lr, 0.0);
+  EXPECT_TRUE(o.help);
+}
+
+TEST(OptionsTest, BadValuesNameFlagValueAndWhatIsValid) {
+  EXPECT_EQ(errorOf({"--steps", "-3"}),
+            "--steps: '-3' is not valid; expected an integer >= 1");
+  EXPECT_EQ(errorOf({"--steps", "abc"}),
+            "--steps: 'abc' is not valid; expected an integer >= 1");
+  EXPECT_EQ(errorOf({"--steps", "0"}),
+            "--steps: '0' is not valid; expected an integer >= 1");
+  EXPECT_EQ(errorOf({"--steps", "5x"}),
+            "--steps: '5x' is not valid; expected an integer >= 1");
+  EXPECT_EQ(errorOf({"--steps=99999999999999999999"}),
+            "--steps: '99999999999999999999' is not valid; expected an "
+            "integer >= 1");
+  EXPECT_EQ(errorOf({"--log-every", "-1"}),
+            "--log-every: '-1' is not valid; expected an integer >= 1");
+  EXPECT_EQ(errorOf({"--seed", "-1"}),
+            "--seed: '-1' is not valid; expected an integer in "
+            "0..18446744073709551615");
+  EXPECT_EQ(errorOf({"--lr", "fast"}),
+            "--lr: 'fast' is not valid; expected a finite number >= 0");
+  EXPECT_EQ(errorOf({"--lr", "-0.1"}),
+            "--lr: '-0.1' is not valid; expected a finite number >= 0");
+  EXPECT_EQ(errorOf({"--lr", "nan"}),
+            "--lr: 'nan' is not valid; expected a finite number >= 0");
+  EXPECT_EQ(errorOf({"--threads", "0"}),
+            "--threads: '0' is not valid; expected an integer in "
+            "1..2147483647");
+  EXPECT_EQ(errorOf({"--threads", "4294967296"}),
+            "--threads: '4294967296' is not valid; expected an integer in "
+            "1..2147483647");
+}
+
+TEST(OptionsTest, MissingValues) {
+  EXPECT_EQ(errorOf({"--steps"}), "--steps needs a value: an integer >= 1");
+  EXPECT_EQ(errorOf({"--data", "--steps", "3"}),
+            "--data needs a value: a file name");
+  EXPECT_EQ(errorOf({"--save-params="}),
+            "--save-params needs a value: a file name");
+  EXPECT_EQ(errorOf({"--lr"}), "--lr needs a value: a finite number >= 0");
+}
+
+TEST(OptionsTest, UnknownAndUnexpectedArguments) {
+  EXPECT_EQ(errorOf({"--stepz", "3"}),
+            "unknown option '--stepz'; run with --help to see the options");
+  EXPECT_EQ(errorOf({"--steps=3", "extra"}),
+            "unexpected argument 'extra'; every option starts with '--'");
+  EXPECT_EQ(errorOf({"-s"}),
+            "unexpected argument '-s'; every option starts with '--'");
+  EXPECT_EQ(errorOf({"--help=yes"}), "--help takes no value");
+}
+
+TEST(OptionsTest, DefaultThreadsSplitTheNode) {
+  EXPECT_EQ(defaultThreads(16, 4), 4);
+  EXPECT_EQ(defaultThreads(16, 3), 5);
+  EXPECT_EQ(defaultThreads(2, 4), 1);
+  EXPECT_EQ(defaultThreads(0, 1), 1); // unknown hardware
+  EXPECT_EQ(defaultThreads(8, 0), 8);
+}
+
+TEST(OptionsTest, UsageListsEveryFlag) {
+  std::string usage = usageText("train");
+  for (const char *flag :
+       {"--steps", "--seed", "--lr", "--log-every", "--data", "--save-params",
+        "--stats-json", "--threads", "--print-manifest", "--help"})
+    EXPECT_NE(usage.find(flag), std::string::npos) << flag;
+  EXPECT_EQ(usage.rfind("usage: train", 0), 0u);
+}
+
+TEST(DriverMessagesTest, StepLine) {
+  EXPECT_EQ(formatStepLine(3, 0.693147182, 1.25),
+            "step 3 loss 0.69314718 ms 1.250");
+  EXPECT_EQ(formatStepLine(10, 12345678.9, 0.0004),
+            "step 10 loss 12345679 ms 0.000");
+}
+
+TEST(DriverMessagesTest, WorldSizeMismatch) {
+  Manifest m;
+  m.grid = {2};
+  EXPECT_EQ(worldSizeMismatchMessage(m, 3),
+            "this binary was compiled for world size 2 (grid 2) but was "
+            "started with 3 ranks; launch it with 'mpirun -np 2' or recompile "
+            "with --world-size=3");
+  m.grid = {2, 4};
+  EXPECT_EQ(worldSizeMismatchMessage(m, 1),
+            "this binary was compiled for world size 8 (grid 2x4) but was "
+            "started with 1 rank; launch it with 'mpirun -np 8' or recompile "
+            "with --world-size=1");
+}
+
+TEST(DriverMessagesTest, LrOverrideNeedsAnLrHyper) {
+  auto manifestWith = [](const std::string &hypers) {
+    Expected<Manifest> m = parseManifest(
+        "autoshard-manifest 1\nabi 1\nstep train\nstrategy none\ngrid 1\n" +
+        hypers + "result 0 loss loss f32 scalar\nend\n");
+    EXPECT_TRUE(m.ok()) << m.message();
+    return *m;
+  };
+  EXPECT_TRUE(checkLrOverride(
+                  manifestWith("arg 0 hyper lr f32 scalar init=constant:1\n"))
+                  .ok());
+  Status none = checkLrOverride(
+      manifestWith("arg 0 hyper momentum f32 scalar init=constant:0.9\n"
+                   "arg 1 hyper wd f32 scalar init=zeros\n"));
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.message(), "--lr: step 'train' has no hyper-parameter named "
+                            "'lr' (its hypers: momentum, wd)");
+  EXPECT_EQ(checkLrOverride(manifestWith("")).message(),
+            "--lr: step 'train' has no hyper-parameter named 'lr' (it has no "
+            "hypers)");
+  EXPECT_EQ(
+      checkLrOverride(manifestWith("arg 0 hyper lr f32 2 init=zeros\n"))
+          .message(),
+      "--lr: the step's hyper 'lr' is f32 2, not a single float that --lr "
+      "could set");
+}
+
+} // namespace

@@ -1,0 +1,77 @@
+# Runs a command for a ctest test and checks its exit status and output.
+# Lists use "@@" between items (ctest would split on ';').
+#   CMD          the command
+#   EXPECT_RC    its expected exit status (default 0)
+#   EXPECT       regexes its stdout + stderr must match
+#   REJECT       regexes its stdout + stderr must not match
+#   OUTPUT_FILE  where to save its stdout + stderr
+#   BEFORE       a command to run first, which must succeed
+#   AFTER        a command to run last, which must succeed
+#   CHECK_FILE, FILE_EXPECT   a file and regexes its contents must match
+cmake_minimum_required(VERSION 3.20)
+
+function(split out value)
+  string(REPLACE "@@" ";" items "${value}")
+  set(${out} "${items}" PARENT_SCOPE)
+endfunction()
+
+function(run_required label value)
+  if(value STREQUAL "")
+    return()
+  endif()
+  split(command "${value}")
+  execute_process(COMMAND ${command} RESULT_VARIABLE rc
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  message("${label}: ${command}\n${out}${err}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${label} command failed with status ${rc}")
+  endif()
+endfunction()
+
+if(NOT DEFINED EXPECT_RC)
+  set(EXPECT_RC 0)
+endif()
+
+run_required(BEFORE "${BEFORE}")
+
+split(command "${CMD}")
+execute_process(COMMAND ${command} RESULT_VARIABLE rc
+                OUTPUT_VARIABLE out ERROR_VARIABLE err)
+set(all "${out}${err}")
+message("command: ${command}\nstatus: ${rc}\n--- output ---\n${all}--------------")
+if(OUTPUT_FILE)
+  file(WRITE "${OUTPUT_FILE}" "${all}")
+endif()
+
+set(failures "")
+if(NOT rc STREQUAL EXPECT_RC)
+  string(APPEND failures "exit status ${rc}, expected ${EXPECT_RC}\n")
+endif()
+split(expected "${EXPECT}")
+foreach(re IN LISTS expected)
+  if(NOT all MATCHES "${re}")
+    string(APPEND failures "output does not match: ${re}\n")
+  endif()
+endforeach()
+split(rejected "${REJECT}")
+foreach(re IN LISTS rejected)
+  if(all MATCHES "${re}")
+    string(APPEND failures "output matches what it must not: ${re}\n")
+  endif()
+endforeach()
+if(failures)
+  message(FATAL_ERROR "${failures}")
+endif()
+
+if(CHECK_FILE)
+  file(READ "${CHECK_FILE}" contents)
+  message("--- ${CHECK_FILE} ---\n${contents}")
+  split(expected "${FILE_EXPECT}")
+  foreach(re IN LISTS expected)
+    if(NOT contents MATCHES "${re}")
+      message(FATAL_ERROR "${CHECK_FILE} does not match: ${re}")
+    endif()
+  endforeach()
+endif()
+
+run_required(AFTER "${AFTER}")

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Checks on the output of training binaries, for the end-to-end tests.
+
+  runs.py losses A.log B.log --rtol R --steps N
+      both logs have steps 1..N and their losses agree within relative R
+  runs.py params A.safetensors B.safetensors --rtol R
+      both files hold the same tensors (names, dtypes, shapes) whose
+      values agree within relative R (max |a-b| / max(|a|, tiny))
+  runs.py falls A.log --window W --factor F
+      the mean loss of the last W logged steps is below F times the mean of
+      the first W
+  runs.py asdata OUT --rows N --features D --classes C --seed S
+      writes a learnable classification data set in the asdata format
+
+Standard library only, so the tests need nothing beyond python3.
+"""
+
+import argparse
+import json
+import math
+import random
+import re
+import struct
+import sys
+
+STEP_LINE = re.compile(r"^step (\d+) loss (\S+) ms (\S+)$")
+
+
+def read_losses(path):
+    losses = {}
+    with open(path) as f:
+        for line in f:
+            m = STEP_LINE.match(line.strip())
+            if m:
+                losses[int(m.group(1))] = float(m.group(2))
+    if not losses:
+        sys.exit(f"{path}: no 'step N loss L ms T' lines")
+    return losses
+
+
+def rel_diff(a, b):
+    return abs(a - b) / max(abs(a), abs(b), 1e-30)
+
+
+def cmd_losses(args):
+    a, b = read_losses(args.a), read_losses(args.b)
+    expected = set(range(1, args.steps + 1))
+    for path, losses in ((args.a, a), (args.b, b)):
+        missing = expected - set(losses)
+        if missing:
+            sys.exit(f"{path}: steps {sorted(missing)[:5]}... missing")
+    worst = max(expected, key=lambda s: rel_diff(a[s], b[s]))
+    d = rel_diff(a[worst], b[worst])
+    print(f"losses: worst relative difference {d:.3g} at step {worst} "
+          f"({a[worst]!r} vs {b[worst]!r})")
+    if not all(math.isfinite(a[s]) and math.isfinite(b[s]) for s in expected):
+        sys.exit("non-finite loss")
+    if d > args.rtol:
+        sys.exit(f"losses differ by {d:.3g} > {args.rtol}")
+
+
+DTYPES = {"F32": "f", "I32": "i", "F64": "d", "I64": "q"}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack_from("<Q", data, 0)
+    header = json.loads(data[8:8 + n])
+    body = data[8 + n:]
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        fmt = DTYPES[info["dtype"]]
+        count = (end - begin) // struct.calcsize(fmt)
+        values = struct.unpack_from(f"<{count}{fmt}", body, begin)
+        tensors[name] = (info["dtype"], tuple(info["shape"]), values)
+    return tensors
+
+
+def cmd_params(args):
+    a, b = read_safetensors(args.a), read_safetensors(args.b)
+    if set(a) != set(b):
+        sys.exit(f"different tensors: {sorted(set(a) ^ set(b))}")
+    if not a:
+        sys.exit("no tensors")
+    worst_name, worst = None, 0.0
+    for name in a:
+        (da, sa, va), (db, sb, vb) = a[name], b[name]
+        if (da, sa) != (db, sb):
+            sys.exit(f"{name}: {da}{list(sa)} vs {db}{list(sb)}")
+        scale = max(max(abs(x) for x in va), 1e-30)
+        d = max(abs(x - y) for x, y in zip(va, vb)) / scale
+        if not all(math.isfinite(x) for x in va + vb):
+            sys.exit(f"{name}: non-finite values")
+        if d >= worst:
+            worst_name, worst = name, d
+    print(f"params: {len(a)} tensors, worst relative difference {worst:.3g} "
+          f"in {worst_name}")
+    if worst > args.rtol:
+        sys.exit(f"parameters differ by {worst:.3g} > {args.rtol}")
+
+
+def cmd_falls(args):
+    losses = read_losses(args.a)
+    steps = sorted(losses)
+    if len(steps) < 2 * args.window:
+        sys.exit(f"need {2 * args.window} logged steps, have {len(steps)}")
+    first = sum(losses[s] for s in steps[:args.window]) / args.window
+    last = sum(losses[s] for s in steps[-args.window:]) / args.window
+    print(f"falls: mean loss {first:.4f} (first {args.window}) -> "
+          f"{last:.4f} (last {args.window})")
+    if not last < args.factor * first:
+        sys.exit(f"loss did not fall below {args.factor} x {first:.4f}")
+
+
+def cmd_asdata(args):
+    rng = random.Random(args.seed)
+    teacher = [[rng.gauss(0, 1) for _ in range(args.features)]
+               for _ in range(args.classes)]
+    xs, ys = [], []
+    for _ in range(args.rows):
+        x = [rng.gauss(0, 1) for _ in range(args.features)]
+        scores = [sum(t * v for t, v in zip(row, x)) for row in teacher]
+        xs.extend(x)
+        ys.append(max(range(args.classes), key=lambda c: scores[c]))
+    def field(name, dtype, dims):
+        encoded = name.encode()
+        return (struct.pack("<I", len(encoded)) + encoded +
+                struct.pack("<II", dtype, len(dims)) +
+                b"".join(struct.pack("<Q", d) for d in dims))
+
+    with open(args.out, "wb") as f:
+        f.write(b"ASDATA01" + struct.pack("<QI", args.rows, 2))
+        f.write(field("x", 0, [args.features]))  # f32 (asrt_dtype 0)
+        f.write(field("y", 1, []))               # i32 (asrt_dtype 1)
+        f.write(struct.pack(f"<{len(xs)}f", *xs))
+        f.write(struct.pack(f"<{len(ys)}i", *ys))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("losses")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--rtol", type=float, required=True)
+    p.add_argument("--steps", type=int, required=True)
+    p = sub.add_parser("params")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--rtol", type=float, required=True)
+    p = sub.add_parser("falls")
+    p.add_argument("a")
+    p.add_argument("--window", type=int, default=5)
+    p.add_argument("--factor", type=float, required=True)
+    p = sub.add_parser("asdata")
+    p.add_argument("out")
+    p.add_argument("--rows", type=int, required=True)
+    p.add_argument("--features", type=int, required=True)
+    p.add_argument("--classes", type=int, required=True)
+    p.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    {"losses": cmd_losses, "params": cmd_params, "falls": cmd_falls,
+     "asdata": cmd_asdata}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()
