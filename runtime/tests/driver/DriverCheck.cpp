@@ -26,15 +26,6 @@ int fail(const std::string &message) {
   return 1;
 }
 
-std::string shapeString(const std::vector<int64_t> &shape) {
-  if (shape.empty())
-    return "scalar";
-  std::string out;
-  for (size_t i = 0; i < shape.size(); ++i)
-    out += (i ? "x" : "") + std::to_string(shape[i]);
-  return out;
-}
-
 int checkSafetensors(const std::string &path,
                      const std::vector<std::string> &expected) {
   Expected<SafetensorsFile> file = readSafetensors(path);
@@ -52,9 +43,9 @@ int checkSafetensors(const std::string &path,
     auto it = file->tensors.find(name);
     if (it == file->tensors.end())
       return fail(path + " has no tensor '" + name + "'");
-    if (it->second.dtype != dtype || shapeString(it->second.shape) != shape)
+    if (it->second.dtype != dtype || formatShape(it->second.shape) != shape)
       return fail("'" + name + "' is " + it->second.dtype + " " +
-                  shapeString(it->second.shape) + ", expected " + dtype + " " +
+                  formatShape(it->second.shape) + ", expected " + dtype + " " +
                   shape);
   }
   for (const auto &[name, entry] : file->tensors)
