@@ -59,6 +59,10 @@ struct StrategyPipelineOptions
 void autoshard::registerAutoshardPasses() {
   train::registerTrainPasses();
   registerConversionPasses();
+  // The upstream passes the pipelines use, so that a printed pipeline parses.
+  registerTransformsPasses();
+  registerPass([] { return createConvertToLLVMPass(); });
+  registerPass([] { return createReconcileUnrealizedCastsPass(); });
   PassPipelineRegistration<StrategyPipelineOptions>(
       "autoshard-strategy",
       "Plan and partition a training step for a named strategy",

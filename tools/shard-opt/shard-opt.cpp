@@ -5,9 +5,9 @@
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
-#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -39,7 +39,6 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   autoshard::registerAutoshardDialects(registry);
   autoshard::registerAutoshardPasses();
-  registerTransformsPasses();
 
   auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
       argc, argv, "autoshard optimizer driver\n", registry);
@@ -56,12 +55,32 @@ int main(int argc, char **argv) {
     if (worldSizeFlag < 1)
       return fail("--world-size must be at least 1, got " +
                   llvm::Twine(worldSizeFlag.getValue()));
-    // The strategy runs first; passes named on the command line follow.
-    autoshard::StrategyOptions options{strategyFlag, worldSizeFlag};
+    // The strategy runs first; passes named on the command line follow. A
+    // textual --pass-pipeline replaces the whole pass manager, so the two
+    // are joined as one textual pipeline.
+    std::string strategyPipeline =
+        ("autoshard-strategy{strategy=" + strategyFlag +
+         " world-size=" + llvm::Twine(worldSizeFlag.getValue()) + "}")
+            .str();
     MlirOptMainConfig cliConfig = config;
-    config.setPassPipelineSetupFn([cliConfig, options](PassManager &pm) {
-      autoshard::buildStrategyPipeline(pm, options);
-      return cliConfig.setupPassPipeline(pm);
+    config.setPassPipelineSetupFn([cliConfig, strategyPipeline](
+                                      PassManager &pm) -> LogicalResult {
+      if (failed(cliConfig.setupPassPipeline(pm)))
+        return failure();
+      std::string cli;
+      llvm::raw_string_ostream os(cli);
+      pm.printAsTextualPipeline(os);
+      llvm::StringRef inner(cli);
+      if (!inner.consume_front("builtin.module(") || !inner.consume_back(")"))
+        return emitError(UnknownLoc::get(pm.getContext()))
+               << "--strategy needs a pipeline on builtin.module, got " << cli;
+      std::string joined = "builtin.module(" + strategyPipeline +
+                           (inner.empty() ? "" : "," + inner.str()) + ")";
+      FailureOr<OpPassManager> parsed = parsePassPipeline(joined);
+      if (failed(parsed))
+        return failure();
+      static_cast<OpPassManager &>(pm) = *parsed;
+      return success();
     });
   }
 

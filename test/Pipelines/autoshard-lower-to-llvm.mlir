@@ -1,0 +1,17 @@
+// RUN: shard-opt --strategy=ddp --world-size=2 \
+// RUN:   --pass-pipeline='builtin.module(autoshard-lower-to-llvm)' %examples/mlp.mlir | FileCheck %s
+
+// The lowering pipeline leaves only the LLVM dialect: the manifest global,
+// declarations of the runtime's functions and the step itself.
+
+// CHECK-NOT: train.
+// CHECK-NOT: shard.
+// CHECK-NOT: func.
+// CHECK-DAG: llvm.mlir.global external constant @autoshard_manifest
+// CHECK-DAG: llvm.func @asrt_linear_fwd_f32(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64)
+// CHECK-DAG: llvm.func @asrt_all_reduce(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i32, i32, i32)
+// CHECK: llvm.func @autoshard_step(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr)
+// Six gradients and the loss are averaged.
+// CHECK-COUNT-7: llvm.call @asrt_all_reduce(
+// CHECK-NOT: llvm.call @asrt_all_reduce(
+// CHECK: llvm.return
