@@ -59,12 +59,12 @@ func.func @train_step(
   %db1 = train.bias_grad %dh1 : (tensor<64x64xf32>) -> tensor<64xf32>
 
   // SGD with momentum.
-  %nw1, %nm_w1 = train.sgd %w1, %dw1, %lr, %m_w1 {momentum = 0.9 : f32} : (tensor<64x32xf32>, tensor<64x32xf32>, tensor<f32>, tensor<64x32xf32>) -> (tensor<64x32xf32>, tensor<64x32xf32>)
-  %nb1, %nm_b1 = train.sgd %b1, %db1, %lr, %m_b1 {momentum = 0.9 : f32} : (tensor<64xf32>, tensor<64xf32>, tensor<f32>, tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf32>)
-  %nw2, %nm_w2 = train.sgd %w2, %dw2, %lr, %m_w2 {momentum = 0.9 : f32} : (tensor<64x64xf32>, tensor<64x64xf32>, tensor<f32>, tensor<64x64xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>)
-  %nb2, %nm_b2 = train.sgd %b2, %db2, %lr, %m_b2 {momentum = 0.9 : f32} : (tensor<64xf32>, tensor<64xf32>, tensor<f32>, tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf32>)
-  %nw3, %nm_w3 = train.sgd %w3, %dw3, %lr, %m_w3 {momentum = 0.9 : f32} : (tensor<10x64xf32>, tensor<10x64xf32>, tensor<f32>, tensor<10x64xf32>) -> (tensor<10x64xf32>, tensor<10x64xf32>)
-  %nb3, %nm_b3 = train.sgd %b3, %db3, %lr, %m_b3 {momentum = 0.9 : f32} : (tensor<10xf32>, tensor<10xf32>, tensor<f32>, tensor<10xf32>) -> (tensor<10xf32>, tensor<10xf32>)
+  %nw1, %nm_w1 = train.sgd %w1, %dw1, %lr momentum_buffer %m_w1 {momentum = 0.9 : f32} : (tensor<64x32xf32>, tensor<64x32xf32>, tensor<f32>, tensor<64x32xf32>) -> (tensor<64x32xf32>, tensor<64x32xf32>)
+  %nb1, %nm_b1 = train.sgd %b1, %db1, %lr momentum_buffer %m_b1 {momentum = 0.9 : f32} : (tensor<64xf32>, tensor<64xf32>, tensor<f32>, tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf32>)
+  %nw2, %nm_w2 = train.sgd %w2, %dw2, %lr momentum_buffer %m_w2 {momentum = 0.9 : f32} : (tensor<64x64xf32>, tensor<64x64xf32>, tensor<f32>, tensor<64x64xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>)
+  %nb2, %nm_b2 = train.sgd %b2, %db2, %lr momentum_buffer %m_b2 {momentum = 0.9 : f32} : (tensor<64xf32>, tensor<64xf32>, tensor<f32>, tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf32>)
+  %nw3, %nm_w3 = train.sgd %w3, %dw3, %lr momentum_buffer %m_w3 {momentum = 0.9 : f32} : (tensor<10x64xf32>, tensor<10x64xf32>, tensor<f32>, tensor<10x64xf32>) -> (tensor<10x64xf32>, tensor<10x64xf32>)
+  %nb3, %nm_b3 = train.sgd %b3, %db3, %lr momentum_buffer %m_b3 {momentum = 0.9 : f32} : (tensor<10xf32>, tensor<10xf32>, tensor<f32>, tensor<10xf32>) -> (tensor<10xf32>, tensor<10xf32>)
 
   return %nw1, %nb1, %nw2, %nb2, %nw3, %nb3, %nm_w1, %nm_b1, %nm_w2, %nm_b2, %nm_w3, %nm_b3, %loss
       : tensor<64x32xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<64xf32>, tensor<10x64xf32>, tensor<10xf32>,

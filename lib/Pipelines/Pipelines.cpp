@@ -21,6 +21,9 @@ using namespace mlir;
 
 void autoshard::buildStrategyPipeline(OpPassManager &pm,
                                       const StrategyOptions &options) {
+  train::AutodiffPassOptions autodiff;
+  autodiff.exposeGradients = options.exposeGradients;
+  pm.addPass(train::createAutodiffPass(autodiff));
   train::PlanPassOptions plan;
   plan.strategy = options.strategy;
   plan.worldSize = options.worldSize;
@@ -53,6 +56,10 @@ struct StrategyPipelineOptions
   Option<int64_t> worldSize{*this, "world-size",
                             llvm::cl::desc("Number of ranks"),
                             llvm::cl::init(1)};
+  Option<bool> exposeGradients{
+      *this, "expose-gradients",
+      llvm::cl::desc("Return each parameter's gradient as a result"),
+      llvm::cl::init(false)};
 };
 } // namespace
 
@@ -67,7 +74,8 @@ void autoshard::registerAutoshardPasses() {
       "autoshard-strategy",
       "Plan and partition a training step for a named strategy",
       [](OpPassManager &pm, const StrategyPipelineOptions &cl) {
-        buildStrategyPipeline(pm, {cl.strategy, cl.worldSize});
+        buildStrategyPipeline(pm,
+                              {cl.strategy, cl.worldSize, cl.exposeGradients});
       });
   PassPipelineRegistration<>(
       "autoshard-lower-to-llvm",

@@ -8,7 +8,7 @@
 // CHECK-NOT: shard.
 // CHECK-NOT: func.
 // CHECK-DAG: llvm.mlir.global external constant @autoshard_manifest
-// CHECK-DAG: llvm.func @asrt_linear_fwd_f32(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64)
+// CHECK-DAG: llvm.func @asrt_linear_fwd(!llvm.ptr, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64)
 // CHECK-DAG: llvm.func @asrt_all_reduce(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i32, i32, i32)
 // CHECK: llvm.func @autoshard_step(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr)
 // Six gradients and the loss are averaged.

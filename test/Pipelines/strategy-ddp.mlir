@@ -31,7 +31,7 @@
 // CHECK-NEXT: %[[DW1_AVG:.*]] = shard.all_reduce %[[DW1]] {{.*}} : tensor<64x32xf32>
 // CHECK: %[[DB1:.*]] = train.bias_grad {{.*}} -> tensor<64xf32>
 // CHECK-NEXT: %[[DB1_AVG:.*]] = shard.all_reduce %[[DB1]] {{.*}} : tensor<64xf32>
-// CHECK-NEXT: train.sgd %{{.*}}, %[[DW1_AVG]], %{{.*}}, %{{.*}} {momentum = 0.899999976 : f32}
+// CHECK-NEXT: train.sgd %{{.*}}, %[[DW1_AVG]], %{{.*}} momentum_buffer %{{.*}} {momentum = 0.899999976 : f32}
 // CHECK-NEXT: train.sgd %{{.*}}, %[[DB1_AVG]],
 // CHECK-NEXT: train.sgd %{{.*}}, %[[DW2_AVG]],
 // CHECK-NEXT: train.sgd %{{.*}}, %[[DB2_AVG]],

@@ -16,10 +16,13 @@ struct StrategyOptions {
   std::string strategy = "ddp";
   /// Ranks the step runs on.
   int64_t worldSize = 1;
+  /// Return each parameter's gradient as a `grad` result (autodiff).
+  bool exposeGradients = false;
 };
 
-/// Plans and partitions the training step: the output is the per-rank
-/// program with its collectives, verified after each phase.
+/// Derives the backward pass and optimizer when the step has only a forward
+/// pass, then plans and partitions it: the output is the per-rank program
+/// with its collectives, verified after each phase.
 void buildStrategyPipeline(mlir::OpPassManager &pm,
                            const StrategyOptions &options);
 

@@ -21,7 +21,7 @@ using namespace autoshard::train;
 namespace {
 
 // The ABI version of runtime/include/autoshard/rt/abi.h this lowering emits.
-constexpr int kAbiVersion = 1;
+constexpr int kAbiVersion = 2;
 constexpr int kManifestVersion = 1;
 
 std::optional<StringRef> dtypeName(Type type) {
@@ -144,6 +144,8 @@ FailureOr<std::string> autoshard::buildManifest(FunctionOpInterface step) {
     os << *line;
     if (std::optional<unsigned> updated = sig.getUpdatedArg(result.index))
       os << " updates=" << *updated;
+    if (std::optional<unsigned> param = sig.getGradientOf(result.index))
+      os << " of=" << *param;
     os << "\n";
   }
   os << "end\n";

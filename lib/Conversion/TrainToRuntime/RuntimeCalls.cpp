@@ -99,12 +99,22 @@ int64_t lastDim(Value v) { return tensorType(v).getShape().back(); }
 /// Rows of a [..., features] tensor: the product of its leading dims.
 int64_t rows(Value v) { return numElements(v) / lastDim(v); }
 
+/// The asrt_dtype code of a tensor's element type, as an i32 operand.
+Value dtypeOf(StepEmitter &e, Value tensor) {
+  return e.i32(*getRuntimeDType(tensorType(tensor).getElementType()));
+}
+
+/// The buffer of an optional operand, or null.
+Value bufferOrNull(StepEmitter &e, Value tensor) {
+  return tensor ? e.buffer(tensor) : e.nullPtr();
+}
+
 LogicalResult emitLinear(Operation *op, StepEmitter &e) {
   auto linear = cast<train::LinearOp>(op);
-  Value bias = linear.getBias() ? e.buffer(linear.getBias()) : e.nullPtr();
   Value out = e.output(linear.getResult());
-  e.call("asrt_linear_fwd_f32",
-         {e.buffer(linear.getInput()), e.buffer(linear.getWeight()), bias, out,
+  e.call("asrt_linear_fwd",
+         {dtypeOf(e, linear.getInput()), e.buffer(linear.getInput()),
+          e.buffer(linear.getWeight()), bufferOrNull(e, linear.getBias()), out,
           e.i64(rows(linear.getInput())), e.i64(lastDim(linear.getInput())),
           e.i64(lastDim(linear.getResult()))});
   return success();
@@ -113,9 +123,10 @@ LogicalResult emitLinear(Operation *op, StepEmitter &e) {
 LogicalResult emitLinearGradInput(Operation *op, StepEmitter &e) {
   auto grad = cast<train::LinearGradInputOp>(op);
   Value out = e.output(grad.getResult());
-  e.call("asrt_linear_grad_input_f32",
-         {e.buffer(grad.getGradOutput()), e.buffer(grad.getWeight()), out,
-          e.i64(rows(grad.getGradOutput())), e.i64(lastDim(grad.getResult())),
+  e.call("asrt_linear_grad_input",
+         {dtypeOf(e, grad.getGradOutput()), e.buffer(grad.getGradOutput()),
+          e.buffer(grad.getWeight()), out, e.i64(rows(grad.getGradOutput())),
+          e.i64(lastDim(grad.getResult())),
           e.i64(lastDim(grad.getGradOutput()))});
   return success();
 }
@@ -123,9 +134,10 @@ LogicalResult emitLinearGradInput(Operation *op, StepEmitter &e) {
 LogicalResult emitLinearGradWeight(Operation *op, StepEmitter &e) {
   auto grad = cast<train::LinearGradWeightOp>(op);
   Value out = e.output(grad.getResult());
-  e.call("asrt_linear_grad_weight_f32",
-         {e.buffer(grad.getGradOutput()), e.buffer(grad.getInput()), out,
-          e.i64(rows(grad.getGradOutput())), e.i64(lastDim(grad.getInput())),
+  e.call("asrt_linear_grad_weight",
+         {dtypeOf(e, grad.getGradOutput()), e.buffer(grad.getGradOutput()),
+          e.buffer(grad.getInput()), out, e.i64(rows(grad.getGradOutput())),
+          e.i64(lastDim(grad.getInput())),
           e.i64(lastDim(grad.getGradOutput()))});
   return success();
 }
@@ -133,9 +145,9 @@ LogicalResult emitLinearGradWeight(Operation *op, StepEmitter &e) {
 LogicalResult emitBiasGrad(Operation *op, StepEmitter &e) {
   auto grad = cast<train::BiasGradOp>(op);
   Value out = e.output(grad.getResult());
-  e.call("asrt_bias_grad_f32",
-         {e.buffer(grad.getGradOutput()), out,
-          e.i64(rows(grad.getGradOutput())),
+  e.call("asrt_bias_grad",
+         {dtypeOf(e, grad.getGradOutput()), e.buffer(grad.getGradOutput()),
+          out, e.i64(rows(grad.getGradOutput())),
           e.i64(lastDim(grad.getGradOutput()))});
   return success();
 }
@@ -146,7 +158,7 @@ LogicalResult emitActivation(Operation *op, StepEmitter &e,
                              StringRef callee) {
   auto act = cast<OpT>(op);
   Value out = e.output(act.getResult());
-  e.call(callee, {e.buffer(act.getInput()), out,
+  e.call(callee, {dtypeOf(e, act.getInput()), e.buffer(act.getInput()), out,
                   e.i64(numElements(act.getInput()))});
   return success();
 }
@@ -157,27 +169,232 @@ LogicalResult emitActivationGrad(Operation *op, StepEmitter &e,
                                  StringRef callee) {
   auto grad = cast<OpT>(op);
   Value out = e.output(grad.getResult());
-  e.call(callee, {e.buffer(grad.getGradOutput()), e.buffer(grad.getInput()),
-                  out, e.i64(numElements(grad.getInput()))});
+  e.call(callee, {dtypeOf(e, grad.getInput()), e.buffer(grad.getGradOutput()),
+                  e.buffer(grad.getInput()), out,
+                  e.i64(numElements(grad.getInput()))});
+  return success();
+}
+
+LogicalResult emitSwiglu(Operation *op, StepEmitter &e) {
+  auto swiglu = cast<train::SwigluOp>(op);
+  Value out = e.output(swiglu.getResult());
+  e.call("asrt_swiglu_fwd",
+         {dtypeOf(e, swiglu.getGate()), e.buffer(swiglu.getGate()),
+          e.buffer(swiglu.getUp()), out, e.i64(numElements(swiglu.getGate()))});
+  return success();
+}
+
+LogicalResult emitSwigluGrad(Operation *op, StepEmitter &e) {
+  auto grad = cast<train::SwigluGradOp>(op);
+  Value dgate = e.output(grad.getGradGate());
+  Value dup = e.output(grad.getGradUp());
+  e.call("asrt_swiglu_grad",
+         {dtypeOf(e, grad.getGate()), e.buffer(grad.getGradOutput()),
+          e.buffer(grad.getGate()), e.buffer(grad.getUp()), dgate, dup,
+          e.i64(numElements(grad.getGate()))});
+  return success();
+}
+
+LogicalResult emitAdd(Operation *op, StepEmitter &e) {
+  auto add = cast<train::AddOp>(op);
+  Value out = e.output(add.getResult());
+  e.call("asrt_add", {dtypeOf(e, add.getLhs()), e.buffer(add.getLhs()),
+                      e.buffer(add.getRhs()), out,
+                      e.i64(numElements(add.getLhs()))});
+  return success();
+}
+
+LogicalResult emitCast(Operation *op, StepEmitter &e) {
+  auto castOp = cast<train::CastOp>(op);
+  Value out = e.output(castOp.getResult());
+  e.call("asrt_cast", {dtypeOf(e, castOp.getInput()),
+                       e.buffer(castOp.getInput()),
+                       dtypeOf(e, castOp.getResult()), out,
+                       e.i64(numElements(castOp.getInput()))});
+  return success();
+}
+
+LogicalResult emitReshape(Operation *op, StepEmitter &e) {
+  // Row-major elements do not move: the result is the input's buffer.
+  auto reshape = cast<train::ReshapeOp>(op);
+  e.alias(reshape.getResult(), reshape.getInput());
+  return success();
+}
+
+LogicalResult emitEmbedding(Operation *op, StepEmitter &e) {
+  auto embedding = cast<train::EmbeddingOp>(op);
+  auto table = tensorType(embedding.getTable());
+  Value out = e.output(embedding.getResult());
+  e.call("asrt_embedding_fwd",
+         {dtypeOf(e, embedding.getTable()), e.buffer(embedding.getIds()),
+          e.buffer(embedding.getTable()), out,
+          e.i64(numElements(embedding.getIds())), e.i64(table.getDimSize(0)),
+          e.i64(table.getDimSize(1))});
+  return success();
+}
+
+LogicalResult emitEmbeddingGrad(Operation *op, StepEmitter &e) {
+  auto grad = cast<train::EmbeddingGradOp>(op);
+  auto table = tensorType(grad.getResult());
+  Value out = e.output(grad.getResult());
+  e.call("asrt_embedding_grad",
+         {dtypeOf(e, grad.getGradOutput()), e.buffer(grad.getGradOutput()),
+          e.buffer(grad.getIds()), out, e.i64(numElements(grad.getIds())),
+          e.i64(table.getDimSize(0)), e.i64(table.getDimSize(1))});
+  return success();
+}
+
+LogicalResult emitAddPositionEmbedding(Operation *op, StepEmitter &e) {
+  auto add = cast<train::AddPositionEmbeddingOp>(op);
+  auto input = tensorType(add.getInput());
+  Value out = e.output(add.getResult());
+  e.call("asrt_add_position_embedding_fwd",
+         {dtypeOf(e, add.getInput()), e.buffer(add.getInput()),
+          e.buffer(add.getTable()), out, e.i64(input.getDimSize(0)),
+          e.i64(input.getDimSize(1)), e.i64(input.getDimSize(2))});
+  return success();
+}
+
+LogicalResult emitAddPositionEmbeddingGrad(Operation *op, StepEmitter &e) {
+  auto grad = cast<train::AddPositionEmbeddingGradOp>(op);
+  auto dy = tensorType(grad.getGradOutput());
+  Value out = e.output(grad.getResult());
+  e.call("asrt_add_position_embedding_grad",
+         {dtypeOf(e, grad.getGradOutput()), e.buffer(grad.getGradOutput()),
+          out, e.i64(dy.getDimSize(0)), e.i64(dy.getDimSize(1)),
+          e.i64(grad.getMaxPositions()), e.i64(dy.getDimSize(2))});
+  return success();
+}
+
+LogicalResult emitLayerNorm(Operation *op, StepEmitter &e) {
+  auto norm = cast<train::LayerNormOp>(op);
+  Value out = e.output(norm.getResult());
+  e.call("asrt_layer_norm_fwd",
+         {dtypeOf(e, norm.getInput()), e.buffer(norm.getInput()),
+          e.buffer(norm.getGamma()), e.buffer(norm.getBeta()), out,
+          e.i64(rows(norm.getInput())), e.i64(lastDim(norm.getInput())),
+          e.f32(norm.getEpsilon().convertToFloat())});
+  return success();
+}
+
+LogicalResult emitLayerNormGrad(Operation *op, StepEmitter &e) {
+  auto grad = cast<train::LayerNormGradOp>(op);
+  Value dx = e.output(grad.getGradInput());
+  Value dgamma = e.output(grad.getGradGamma());
+  Value dbeta = e.output(grad.getGradBeta());
+  e.call("asrt_layer_norm_grad",
+         {dtypeOf(e, grad.getInput()), e.buffer(grad.getGradOutput()),
+          e.buffer(grad.getInput()), e.buffer(grad.getGamma()), dx, dgamma,
+          dbeta, e.i64(rows(grad.getInput())), e.i64(lastDim(grad.getInput())),
+          e.f32(grad.getEpsilon().convertToFloat())});
+  return success();
+}
+
+LogicalResult emitRmsNorm(Operation *op, StepEmitter &e) {
+  auto norm = cast<train::RmsNormOp>(op);
+  Value out = e.output(norm.getResult());
+  e.call("asrt_rms_norm_fwd",
+         {dtypeOf(e, norm.getInput()), e.buffer(norm.getInput()),
+          e.buffer(norm.getWeight()), out, e.i64(rows(norm.getInput())),
+          e.i64(lastDim(norm.getInput())),
+          e.f32(norm.getEpsilon().convertToFloat())});
+  return success();
+}
+
+LogicalResult emitRmsNormGrad(Operation *op, StepEmitter &e) {
+  auto grad = cast<train::RmsNormGradOp>(op);
+  Value dx = e.output(grad.getGradInput());
+  Value dweight = e.output(grad.getGradWeight());
+  e.call("asrt_rms_norm_grad",
+         {dtypeOf(e, grad.getInput()), e.buffer(grad.getGradOutput()),
+          e.buffer(grad.getInput()), e.buffer(grad.getWeight()), dx, dweight,
+          e.i64(rows(grad.getInput())), e.i64(lastDim(grad.getInput())),
+          e.f32(grad.getEpsilon().convertToFloat())});
+  return success();
+}
+
+/// batch, seq, heads, head_dim of a [B, T, H, D] tensor.
+SmallVector<Value> bthd(StepEmitter &e, Value tensor) {
+  auto type = tensorType(tensor);
+  return {e.i64(type.getDimSize(0)), e.i64(type.getDimSize(1)),
+          e.i64(type.getDimSize(2)), e.i64(type.getDimSize(3))};
+}
+
+LogicalResult emitRope(Operation *op, StepEmitter &e) {
+  auto rope = cast<train::RopeOp>(op);
+  Value out = e.output(rope.getResult());
+  SmallVector<Value> args = {dtypeOf(e, rope.getInput()),
+                             e.buffer(rope.getInput()), out};
+  args.append(bthd(e, rope.getInput()));
+  args.push_back(e.f32(rope.getTheta().convertToFloat()));
+  e.call("asrt_rope_fwd", args);
+  return success();
+}
+
+LogicalResult emitRopeGrad(Operation *op, StepEmitter &e) {
+  auto grad = cast<train::RopeGradOp>(op);
+  Value out = e.output(grad.getResult());
+  SmallVector<Value> args = {dtypeOf(e, grad.getGradOutput()),
+                             e.buffer(grad.getGradOutput()), out};
+  args.append(bthd(e, grad.getGradOutput()));
+  args.push_back(e.f32(grad.getTheta().convertToFloat()));
+  e.call("asrt_rope_grad", args);
+  return success();
+}
+
+/// batch, seq, heads, kv_heads, head_dim of an attention.
+SmallVector<Value> attentionDims(StepEmitter &e, Value query, Value key) {
+  auto q = tensorType(query);
+  return {e.i64(q.getDimSize(0)), e.i64(q.getDimSize(1)),
+          e.i64(q.getDimSize(2)), e.i64(tensorType(key).getDimSize(2)),
+          e.i64(q.getDimSize(3))};
+}
+
+LogicalResult emitCausalAttention(Operation *op, StepEmitter &e) {
+  auto attention = cast<train::CausalAttentionOp>(op);
+  Value out = e.output(attention.getResult());
+  Value lse = e.output(attention.getLogsumexp());
+  SmallVector<Value> args = {
+      dtypeOf(e, attention.getQuery()), e.buffer(attention.getQuery()),
+      e.buffer(attention.getKey()), e.buffer(attention.getValue()), out, lse};
+  args.append(attentionDims(e, attention.getQuery(), attention.getKey()));
+  args.push_back(e.f32(attention.getScaleOrDefault()));
+  e.call("asrt_causal_attention_fwd", args);
+  return success();
+}
+
+LogicalResult emitCausalAttentionGrad(Operation *op, StepEmitter &e) {
+  auto grad = cast<train::CausalAttentionGradOp>(op);
+  Value dq = e.output(grad.getGradQuery());
+  Value dk = e.output(grad.getGradKey());
+  Value dv = e.output(grad.getGradValue());
+  SmallVector<Value> args = {
+      dtypeOf(e, grad.getQuery()), e.buffer(grad.getGradOutput()),
+      e.buffer(grad.getQuery()),   e.buffer(grad.getKey()),
+      e.buffer(grad.getValue()),   e.buffer(grad.getResult()),
+      e.buffer(grad.getLogsumexp()), dq, dk, dv};
+  args.append(attentionDims(e, grad.getQuery(), grad.getKey()));
+  args.push_back(e.f32(grad.getScaleOrDefault()));
+  e.call("asrt_causal_attention_grad", args);
   return success();
 }
 
 LogicalResult emitSoftmaxCrossEntropy(Operation *op, StepEmitter &e) {
   auto loss = cast<train::SoftmaxCrossEntropyOp>(op);
   Value out = e.output(loss.getResult());
-  e.call("asrt_softmax_xent_fwd_f32",
-         {e.buffer(loss.getLogits()), e.buffer(loss.getLabels()), out,
-          e.i64(rows(loss.getLogits())), e.i64(lastDim(loss.getLogits()))});
+  e.call("asrt_softmax_xent_fwd",
+         {dtypeOf(e, loss.getLogits()), e.buffer(loss.getLogits()),
+          e.buffer(loss.getLabels()), out, e.i64(rows(loss.getLogits())),
+          e.i64(lastDim(loss.getLogits()))});
   return success();
 }
 
 LogicalResult emitSoftmaxCrossEntropyGrad(Operation *op, StepEmitter &e) {
   auto grad = cast<train::SoftmaxCrossEntropyGradOp>(op);
-  Value dloss =
-      grad.getGradLoss() ? e.buffer(grad.getGradLoss()) : e.nullPtr();
   Value out = e.output(grad.getResult());
-  e.call("asrt_softmax_xent_grad_f32",
-         {e.buffer(grad.getLogits()), e.buffer(grad.getLabels()), dloss, out,
+  e.call("asrt_softmax_xent_grad",
+         {dtypeOf(e, grad.getLogits()), e.buffer(grad.getLogits()),
+          e.buffer(grad.getLabels()), bufferOrNull(e, grad.getGradLoss()), out,
           e.i64(rows(grad.getLogits())), e.i64(lastDim(grad.getLogits()))});
   return success();
 }
@@ -185,22 +402,72 @@ LogicalResult emitSoftmaxCrossEntropyGrad(Operation *op, StepEmitter &e) {
 LogicalResult emitSgd(Operation *op, StepEmitter &e) {
   auto sgd = cast<train::SgdOp>(op);
   // param_out may overwrite param, buf_out may overwrite buf (abi.h).
-  Value buffer = sgd.getMomentumBuffer() ? e.buffer(sgd.getMomentumBuffer())
-                                         : e.nullPtr();
-  Value newParam = e.output(sgd.getNewParam(),
-                            sgd.getParamMutable().getOperandNumber());
+  Value newParam =
+      e.output(sgd.getNewParam(), sgd.getParamMutable().getOperandNumber());
   Value newBuffer =
       sgd.getNewMomentumBuffer()
           ? e.output(sgd.getNewMomentumBuffer(),
                      sgd.getMomentumBufferMutable()[0].getOperandNumber())
           : e.nullPtr();
-  e.call("asrt_sgd_update_f32",
-         {e.buffer(sgd.getParam()), e.buffer(sgd.getGrad()),
-          e.buffer(sgd.getLr()), buffer, newParam, newBuffer,
+  e.call("asrt_sgd_update",
+         {dtypeOf(e, sgd.getGrad()), e.buffer(sgd.getParam()),
+          e.buffer(sgd.getGrad()), e.buffer(sgd.getLr()),
+          bufferOrNull(e, sgd.getMomentumBuffer()),
+          bufferOrNull(e, sgd.getGradScale()), newParam, newBuffer,
           e.i64(numElements(sgd.getParam())),
           e.f32(sgd.getMomentum().convertToFloat()),
           e.f32(sgd.getWeightDecay().convertToFloat()),
           e.i32(sgd.getNesterov() ? 1 : 0)});
+  return success();
+}
+
+LogicalResult emitAdamw(Operation *op, StepEmitter &e) {
+  auto adamw = cast<train::AdamwOp>(op);
+  // Each output may overwrite the input it replaces (abi.h).
+  Value newParam = e.output(adamw.getNewParam(),
+                            adamw.getParamMutable().getOperandNumber());
+  Value newExpAvg = e.output(adamw.getNewExpAvg(),
+                             adamw.getExpAvgMutable().getOperandNumber());
+  Value newExpAvgSq = e.output(adamw.getNewExpAvgSq(),
+                               adamw.getExpAvgSqMutable().getOperandNumber());
+  e.call("asrt_adamw_update",
+         {dtypeOf(e, adamw.getGrad()), e.buffer(adamw.getParam()),
+          e.buffer(adamw.getGrad()), e.buffer(adamw.getExpAvg()),
+          e.buffer(adamw.getExpAvgSq()), e.buffer(adamw.getLr()),
+          e.buffer(adamw.getStep()), bufferOrNull(e, adamw.getGradScale()),
+          newParam, newExpAvg, newExpAvgSq,
+          e.i64(numElements(adamw.getParam())),
+          e.f32(adamw.getBeta1().convertToFloat()),
+          e.f32(adamw.getBeta2().convertToFloat()),
+          e.f32(adamw.getEps().convertToFloat()),
+          e.f32(adamw.getWeightDecay().convertToFloat())});
+  return success();
+}
+
+LogicalResult emitIncrement(Operation *op, StepEmitter &e) {
+  auto increment = cast<train::IncrementOp>(op);
+  Value out = e.output(increment.getResult(),
+                       increment.getInputMutable().getOperandNumber());
+  e.call("asrt_increment_i32", {e.buffer(increment.getInput()), out});
+  return success();
+}
+
+LogicalResult emitSumOfSquares(Operation *op, StepEmitter &e) {
+  auto sum = cast<train::SumOfSquaresOp>(op);
+  Value out = e.output(sum.getResult());
+  for (auto [i, input] : llvm::enumerate(sum.getInputs()))
+    e.call("asrt_sum_of_squares",
+           {dtypeOf(e, input), e.buffer(input), e.i64(numElements(input)), out,
+            e.i32(i == 0 ? 0 : 1)});
+  return success();
+}
+
+LogicalResult emitClipCoefficient(Operation *op, StepEmitter &e) {
+  auto clip = cast<train::ClipCoefficientOp>(op);
+  Value out = e.output(clip.getResult());
+  e.call("asrt_clip_coefficient",
+         {e.buffer(clip.getSumOfSquares()), out,
+          e.f32(clip.getMaxNorm().convertToFloat())});
   return success();
 }
 
@@ -300,27 +567,49 @@ const llvm::StringMap<Rule> &rules() {
       {train::BiasGradOp::getOperationName(), emitBiasGrad},
       {train::ReluOp::getOperationName(),
        [](Operation *op, StepEmitter &e) {
-         return emitActivation<train::ReluOp>(op, e, "asrt_relu_fwd_f32");
+         return emitActivation<train::ReluOp>(op, e, "asrt_relu_fwd");
        }},
       {train::ReluGradOp::getOperationName(),
        [](Operation *op, StepEmitter &e) {
-         return emitActivationGrad<train::ReluGradOp>(op, e,
-                                                      "asrt_relu_grad_f32");
+         return emitActivationGrad<train::ReluGradOp>(op, e, "asrt_relu_grad");
        }},
       {train::GeluOp::getOperationName(),
        [](Operation *op, StepEmitter &e) {
-         return emitActivation<train::GeluOp>(op, e, "asrt_gelu_fwd_f32");
+         return emitActivation<train::GeluOp>(op, e, "asrt_gelu_fwd");
        }},
       {train::GeluGradOp::getOperationName(),
        [](Operation *op, StepEmitter &e) {
-         return emitActivationGrad<train::GeluGradOp>(op, e,
-                                                      "asrt_gelu_grad_f32");
+         return emitActivationGrad<train::GeluGradOp>(op, e, "asrt_gelu_grad");
        }},
+      {train::SwigluOp::getOperationName(), emitSwiglu},
+      {train::SwigluGradOp::getOperationName(), emitSwigluGrad},
+      {train::AddOp::getOperationName(), emitAdd},
+      {train::CastOp::getOperationName(), emitCast},
+      {train::ReshapeOp::getOperationName(), emitReshape},
+      {train::EmbeddingOp::getOperationName(), emitEmbedding},
+      {train::EmbeddingGradOp::getOperationName(), emitEmbeddingGrad},
+      {train::AddPositionEmbeddingOp::getOperationName(),
+       emitAddPositionEmbedding},
+      {train::AddPositionEmbeddingGradOp::getOperationName(),
+       emitAddPositionEmbeddingGrad},
+      {train::LayerNormOp::getOperationName(), emitLayerNorm},
+      {train::LayerNormGradOp::getOperationName(), emitLayerNormGrad},
+      {train::RmsNormOp::getOperationName(), emitRmsNorm},
+      {train::RmsNormGradOp::getOperationName(), emitRmsNormGrad},
+      {train::RopeOp::getOperationName(), emitRope},
+      {train::RopeGradOp::getOperationName(), emitRopeGrad},
+      {train::CausalAttentionOp::getOperationName(), emitCausalAttention},
+      {train::CausalAttentionGradOp::getOperationName(),
+       emitCausalAttentionGrad},
       {train::SoftmaxCrossEntropyOp::getOperationName(),
        emitSoftmaxCrossEntropy},
       {train::SoftmaxCrossEntropyGradOp::getOperationName(),
        emitSoftmaxCrossEntropyGrad},
       {train::SgdOp::getOperationName(), emitSgd},
+      {train::AdamwOp::getOperationName(), emitAdamw},
+      {train::IncrementOp::getOperationName(), emitIncrement},
+      {train::SumOfSquaresOp::getOperationName(), emitSumOfSquares},
+      {train::ClipCoefficientOp::getOperationName(), emitClipCoefficient},
       {shard::AllReduceOp::getOperationName(), emitAllReduce},
   };
   return table;

@@ -9,7 +9,7 @@
 
 shard.grid @world(shape = 2)
 
-// CHECK: llvm.mlir.global external constant @autoshard_manifest("autoshard-manifest 1\0Aabi 1\0Astep step\0Astrategy ddp\0Agrid 2\0A
+// CHECK: llvm.mlir.global external constant @autoshard_manifest("autoshard-manifest 1\0Aabi 2\0Astep step\0Astrategy ddp\0Agrid 2\0A
 // CHECK-SAME: arg 0 param w f32 4x16 init=normal:0.02\0A
 // CHECK-SAME: arg 1 input x f32 4x16 batch_dim=0 global=8\0A
 // CHECK-SAME: arg 2 label y i32 4 batch_dim=0 global=8 classes=4\0A
@@ -31,17 +31,17 @@ shard.grid @world(shape = 2)
 // 4x4 f32 logits: 64 bytes.
 // CHECK: %[[C64:.*]] = arith.constant 64 : i64
 // CHECK: %[[LOGITS:.*]] = call @asrt_alloc(%[[CTX]], %[[C64]])
-// CHECK: call @asrt_linear_fwd_f32(%[[CTX]], %[[X]], %[[W]], %[[NULL:.*]], %[[LOGITS]], %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK: call @asrt_linear_fwd(%[[CTX]], %{{[^,]*}}, %[[X]], %[[W]], %[[NULL:.*]], %[[LOGITS]], %{{.*}}, %{{.*}}, %{{.*}})
 // CHECK: %[[LOSS:.*]] = call @asrt_alloc
-// CHECK: call @asrt_softmax_xent_fwd_f32(%[[CTX]], %[[LOGITS]], %[[Y]], %[[LOSS]],
+// CHECK: call @asrt_softmax_xent_fwd(%[[CTX]], %{{[^,]*}}, %[[LOGITS]], %[[Y]], %[[LOSS]],
 // The averaged loss goes straight to the caller's loss buffer.
 // CHECK: call @asrt_all_reduce(%[[CTX]], %[[LOSS]], %[[LOSS_OUT]],
 // CHECK-NEXT: call @asrt_free(%[[CTX]], %[[LOSS]])
 // CHECK: %[[DLOGITS:.*]] = call @asrt_alloc
-// CHECK: call @asrt_softmax_xent_grad_f32(%[[CTX]], %[[LOGITS]], %[[Y]], %{{.*}}, %[[DLOGITS]],
+// CHECK: call @asrt_softmax_xent_grad(%[[CTX]], %{{[^,]*}}, %[[LOGITS]], %[[Y]], %{{.*}}, %[[DLOGITS]],
 // CHECK-NEXT: call @asrt_free(%[[CTX]], %[[LOGITS]])
 // CHECK: %[[DW:.*]] = call @asrt_alloc
-// CHECK: call @asrt_linear_grad_weight_f32(%[[CTX]], %[[DLOGITS]], %[[X]], %[[DW]],
+// CHECK: call @asrt_linear_grad_weight(%[[CTX]], %{{[^,]*}}, %[[DLOGITS]], %[[X]], %[[DW]],
 // CHECK-NEXT: call @asrt_free(%[[CTX]], %[[DLOGITS]])
 // In place: dw dies in the all-reduce. 64 elements, f32 (0), average (1), axis 0 (mask 1).
 // CHECK-DAG: %[[N:.*]] = arith.constant 64 : i64
@@ -50,7 +50,7 @@ shard.grid @world(shape = 2)
 // CHECK: call @asrt_all_reduce(%[[CTX]], %[[DW]], %[[DW]], %[[N]], %[[F32]], %[[AVG]], %{{.*}})
 // The new parameter is written into the result buffer, which may be the
 // parameter's own: nothing reads w after the update.
-// CHECK: call @asrt_sgd_update_f32(%[[CTX]], %[[W]], %[[DW]], %[[LR]], %{{.*}}, %[[W_OUT]], %{{.*}}
+// CHECK: call @asrt_sgd_update(%[[CTX]], %{{[^,]*}}, %[[W]], %[[DW]], %[[LR]], %{{.*}}, %[[W_OUT]], %{{.*}}
 // CHECK-NEXT: call @asrt_free(%[[CTX]], %[[DW]])
 // CHECK-NOT: asrt_copy
 // CHECK: return
@@ -79,7 +79,7 @@ func.func @step(
 shard.grid @one(shape = 1)
 // CHECK-LABEL: func.func @autoshard_step
 // CHECK-NOT: asrt_all_reduce
-// CHECK: call @asrt_relu_fwd_f32
+// CHECK: call @asrt_relu_fwd
 // CHECK-NOT: asrt_all_reduce
 // CHECK: return
 func.func @step(%x: tensor<2x4xf32> {train.role = #train.role<input>, train.name = "x"},
@@ -103,8 +103,8 @@ func.func @step(%x: tensor<2x4xf32> {train.role = #train.role<input>, train.name
 // CHECK: %[[W_OUT_SLOT:.*]] = llvm.getelementptr %[[RESULTS]][0]
 // CHECK-NEXT: %[[W_OUT:.*]] = llvm.load %[[W_OUT_SLOT]]
 // CHECK: %[[TMP:.*]] = call @asrt_alloc
-// CHECK: call @asrt_sgd_update_f32(%[[CTX]], %[[W]], %{{.*}}, %{{.*}}, %{{.*}}, %[[TMP]],
-// CHECK: call @asrt_linear_fwd_f32(%[[CTX]], %{{.*}}, %[[W]],
+// CHECK: call @asrt_sgd_update(%[[CTX]], %{{[^,]*}}, %[[W]], %{{.*}}, %{{.*}}, %{{.*}}, %[[TMP]],
+// CHECK: call @asrt_linear_fwd(%[[CTX]], %{{[^,]*}}, %{{.*}}, %[[W]],
 // CHECK: call @asrt_copy(%[[CTX]], %[[W_OUT]], %[[TMP]],
 // CHECK-NEXT: call @asrt_free(%[[CTX]], %[[TMP]])
 func.func @step(

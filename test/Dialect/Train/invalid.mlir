@@ -77,7 +77,7 @@ func.func private @f(tensor<f32> {train.role = #train.role<loss>})
 
 // -----
 
-// expected-error@+1 {{result #0 has role 'input'; results may have the roles param, opt_state or loss}}
+// expected-error@+1 {{result #0 has role 'input'; results may have the roles param, opt_state, grad or loss}}
 func.func private @f() -> (tensor<2xf32> {train.role = #train.role<input>})
 
 // -----
@@ -266,7 +266,7 @@ func.func @f(%x: tensor<8x16xf32>, %w: tensor<4x16xf32>) {
 // -----
 
 func.func @f(%x: tensor<8x16xf64>, %w: tensor<4x16xf64>) {
-  // expected-error@+1 {{operand #0 must be ranked tensor of 32-bit float values}}
+  // expected-error@+1 {{operand #0 must be ranked tensor of 32-bit float or bfloat16 type values, but got 'tensor<8x16xf64>'}}
   %y = train.linear %x, %w : (tensor<8x16xf64>, tensor<4x16xf64>) -> tensor<8x4xf64>
   return
 }
@@ -354,7 +354,7 @@ func.func @f(%logits: tensor<8x10xf32>, %labels: tensor<8x1xi32>) {
 // -----
 
 func.func @f(%p: tensor<4xf32>, %g: tensor<5xf32>, %lr: tensor<f32>) {
-  // expected-error@+2 {{'train.sgd' grad type 'tensor<5xf32>' must equal the param type 'tensor<4xf32>'}}
+  // expected-error@+2 {{'train.sgd' grad type 'tensor<5xf32>' must have the param's shape 'tensor<4xf32>'}}
   // expected-error@+1 {{failed to infer returned types}}
   %p1 = train.sgd %p, %g, %lr : (tensor<4xf32>, tensor<5xf32>, tensor<f32>) -> tensor<4xf32>
   return
@@ -365,7 +365,7 @@ func.func @f(%p: tensor<4xf32>, %g: tensor<5xf32>, %lr: tensor<f32>) {
 func.func @f(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f32>, %m: tensor<2x2xf32>) {
   // expected-error@+2 {{'train.sgd' momentum buffer type 'tensor<2x2xf32>' must equal the param type 'tensor<4xf32>'}}
   // expected-error@+1 {{failed to infer returned types}}
-  %p1, %m1 = train.sgd %p, %g, %lr, %m {momentum = 0.9 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<2x2xf32>) -> (tensor<4xf32>, tensor<2x2xf32>)
+  %p1, %m1 = train.sgd %p, %g, %lr momentum_buffer %m {momentum = 0.9 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<2x2xf32>) -> (tensor<4xf32>, tensor<2x2xf32>)
   return
 }
 
@@ -373,7 +373,7 @@ func.func @f(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f32>, %m: tensor<
 
 func.func @f(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f32>, %m: tensor<4xf32>) {
   // expected-error@+1 {{momentum must be finite and >= 0, got -0.5}}
-  %p1, %m1 = train.sgd %p, %g, %lr, %m {momentum = -0.5 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  %p1, %m1 = train.sgd %p, %g, %lr momentum_buffer %m {momentum = -0.5 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
   return
 }
 
@@ -397,7 +397,7 @@ func.func @f(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f32>) {
 
 func.func @f(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f32>, %m: tensor<4xf32>) {
   // expected-error@+1 {{has a momentum buffer but momentum is 0; drop the buffer or set a momentum}}
-  %p1, %m1 = train.sgd %p, %g, %lr, %m : (tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  %p1, %m1 = train.sgd %p, %g, %lr momentum_buffer %m : (tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
   return
 }
 
@@ -408,3 +408,320 @@ func.func @f(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f32>) {
   %p1 = train.sgd %p, %g, %lr {nesterov = true} : (tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// Transformer ops
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>, %w: tensor<4x16xbf16>) {
+  // expected-error@+2 {{'train.linear' operands must share one element type, got 'f32' and 'bf16'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %y = train.linear %x, %w : (tensor<8x16xf32>, tensor<4x16xbf16>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error@+1 {{casts 'f32' to itself; drop the cast}}
+  %y = train.cast %x : tensor<8x16xf32> to tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error@+1 {{cannot view 128 elements ('tensor<8x16xf32>') as 120 ('tensor<8x15xf32>')}}
+  %y = train.reshape %x : tensor<8x16xf32> to tensor<8x15xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>) {
+  // expected-error@+1 {{changes the element type from 'f32' to 'bf16'; use train.cast}}
+  %y = train.reshape %x : tensor<8x16xf32> to tensor<128xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%ids: tensor<2x8xi32>, %t: tensor<64xf32>) {
+  // expected-error@+2 {{'train.embedding' table must be 2-D [num_embeddings, dim], got 'tensor<64xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %x = train.embedding %ids, %t : (tensor<2x8xi32>, tensor<64xf32>) -> tensor<2x8x1xf32>
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<2x4x16xf32>, %ids: tensor<2x8xi32>) {
+  // expected-error@+2 {{'train.embedding_grad' grad_output 'tensor<2x4x16xf32>' must have the shape of the ids 'tensor<2x8xi32>' with one more (feature) dimension}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %d = train.embedding_grad %dy, %ids {num_embeddings = 64 : i64} : (tensor<2x4x16xf32>, tensor<2x8xi32>) -> tensor<64x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x16xf32>, %wpe: tensor<4x16xf32>) {
+  // expected-error@+2 {{'train.add_position_embedding' sequence length 8 exceeds the table's 4 positions}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %y = train.add_position_embedding %x, %wpe : (tensor<2x8x16xf32>, tensor<4x16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x16xf32>, %wpe: tensor<32x8xf32>) {
+  // expected-error@+2 {{'train.add_position_embedding' table 'tensor<32x8xf32>' must have the input's dimension 16}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %y = train.add_position_embedding %x, %wpe : (tensor<2x8x16xf32>, tensor<32x8xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<16x16xf32>, %wpe: tensor<32x16xf32>) {
+  // expected-error@+2 {{'train.add_position_embedding' input must be 3-D [batch, seq, dim], got 'tensor<16x16xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %y = train.add_position_embedding %x, %wpe : (tensor<16x16xf32>, tensor<32x16xf32>) -> tensor<16x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<2x8x16xf32>) {
+  // expected-error@+2 {{'train.add_position_embedding_grad' sequence length 8 exceeds 4 positions}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %d = train.add_position_embedding_grad %dy {max_positions = 4 : i64} : (tensor<2x8x16xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x16xf32>, %g: tensor<8xf32>, %b: tensor<16xf32>) {
+  // expected-error@+2 {{'train.layer_norm' gamma must be 1-D with 16 elements (the last dimension of the input), got 'tensor<8xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %y = train.layer_norm %x, %g, %b : (tensor<2x8x16xf32>, tensor<8xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<2x8x8xf32>, %x: tensor<2x8x16xf32>, %g: tensor<16xf32>) {
+  // expected-error@+2 {{'train.layer_norm_grad' grad_output 'tensor<2x8x8xf32>' must have the input's type 'tensor<2x8x16xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %dx, %dg, %db = train.layer_norm_grad %dy, %x, %g : (tensor<2x8x8xf32>, tensor<2x8x16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x16xf32>, %w: tensor<16x1xf32>) {
+  // expected-error@+2 {{'train.rms_norm' weight must be 1-D with 16 elements (the last dimension of the input), got 'tensor<16x1xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %y = train.rms_norm %x, %w : (tensor<2x8x16xf32>, tensor<16x1xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<2x8x16xbf16>, %x: tensor<2x8x16xf32>, %w: tensor<16xf32>) {
+  // expected-error@+2 {{'train.rms_norm_grad' grad_output 'tensor<2x8x16xbf16>' must have the input's type 'tensor<2x8x16xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %dx, %dw = train.rms_norm_grad %dy, %x, %w : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x4x5xf32>) {
+  // expected-error@+1 {{head_dim 5 must be even: rope rotates pairs}}
+  %y = train.rope %x : tensor<2x8x4x5xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x20xf32>) {
+  // expected-error@+1 {{input must be 4-D [batch, seq, heads, head_dim], got 'tensor<2x8x20xf32>'}}
+  %y = train.rope_grad %x : tensor<2x8x20xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4x4xf32>, %k: tensor<2x8x3x4xf32>) {
+  // expected-error@+2 {{'train.causal_attention' 4 query heads cannot share 3 key/value heads evenly}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %o, %l = train.causal_attention %q, %k, %k : (tensor<2x8x4x4xf32>, tensor<2x8x3x4xf32>, tensor<2x8x3x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4x4xf32>, %k: tensor<2x6x4x4xf32>) {
+  // expected-error@+2 {{'train.causal_attention' query 'tensor<2x8x4x4xf32>' and key 'tensor<2x6x4x4xf32>' must agree on batch, sequence, head_dim and element type}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %o, %l = train.causal_attention %q, %k, %k : (tensor<2x8x4x4xf32>, tensor<2x6x4x4xf32>, tensor<2x6x4x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4x4xf32>, %k: tensor<2x8x2x4xf32>, %v: tensor<2x8x1x4xf32>) {
+  // expected-error@+2 {{'train.causal_attention' key 'tensor<2x8x2x4xf32>' and value 'tensor<2x8x1x4xf32>' must have the same type}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %o, %l = train.causal_attention %q, %k, %v : (tensor<2x8x4x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x1x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4xf32>) {
+  // expected-error@+2 {{'train.causal_attention' query must be 4-D [batch, seq, heads, head_dim], got 'tensor<2x8x4xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %o, %l = train.causal_attention %q, %q, %q : (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> (tensor<2x8x4xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%do: tensor<2x8x4x4xf32>, %q: tensor<2x8x4x4xf32>, %k: tensor<2x8x2x4xf32>, %o: tensor<2x8x4x4xf32>, %l: tensor<2x8x4xf32>) {
+  // expected-error@+2 {{'train.causal_attention_grad' logsumexp must be 'tensor<2x4x8xf32>', got 'tensor<2x8x4xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %dq, %dk, %dv = train.causal_attention_grad %do, %q, %k, %k, %o, %l : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x4x4xf32>, tensor<2x8x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%do: tensor<2x8x4x4xbf16>, %q: tensor<2x8x4x4xf32>, %k: tensor<2x8x2x4xf32>, %o: tensor<2x8x4x4xf32>, %l: tensor<2x4x8xf32>) {
+  // expected-error@+2 {{'train.causal_attention_grad' grad_output and result must have the query's type 'tensor<2x8x4x4xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %dq, %dk, %dv = train.causal_attention_grad %do, %q, %k, %k, %o, %l : (tensor<2x8x4x4xbf16>, tensor<2x8x4x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x4x4xf32>, tensor<2x4x8xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<4xf32>, %g: tensor<4xbf16>, %m: tensor<4xf32>, %v: tensor<3xf32>, %lr: tensor<f32>, %t: tensor<i32>) {
+  // expected-error@+2 {{'train.adamw' exp_avg_sq type 'tensor<3xf32>' must equal the param type 'tensor<4xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %p1, %m1, %v1 = train.adamw %p, %g, %m, %v, %lr, %t : (tensor<4xf32>, tensor<4xbf16>, tensor<4xf32>, tensor<3xf32>, tensor<f32>, tensor<i32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<i32>) {
+  // expected-error@+1 {{beta1 and beta2 must lie in [0, 1), got 0.9 and 1}}
+  %p1, %m1, %v1 = train.adamw %p, %g, %p, %p, %lr, %t {beta2 = 1.0 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<i32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<i32>) {
+  // expected-error@+1 {{eps must be finite and > 0, got 0}}
+  %p1, %m1, %v1 = train.adamw %p, %g, %p, %p, %lr, %t {eps = 0.0 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<i32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<i32>) {
+  // expected-error@+1 {{weight_decay must be finite and >= 0, got -0.1}}
+  %p1, %m1, %v1 = train.adamw %p, %g, %p, %p, %lr, %t {weight_decay = -0.1 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<i32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error@+1 {{needs at least one input}}
+  %s = "train.sum_of_squares"() : () -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<f32>) {
+  // expected-error@+1 {{max_norm must be finite and > 0, got 0}}
+  %c = train.clip_coefficient %s {max_norm = 0.0 : f32} : tensor<f32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer configurations for autodiff
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// expected-error@+1 {{'train.optimizer' must be #train.adamw<...> or #train.sgd<...>}}
+func.func private @f() attributes {train.step, train.optimizer = "adam"}
+
+// -----
+
+// expected-error@+1 {{'train.optimizer' may only be set on a 'train.step' function}}
+func.func private @f() attributes {train.optimizer = #train.sgd<lr = 0.1, momentum = 0.0, weight_decay = 0.0>}
+
+// -----
+
+// expected-error@+1 {{lr must be finite and > 0, got -0.1}}
+func.func private @f() attributes {train.optimizer = #train.sgd<lr = -0.1, momentum = 0.0, weight_decay = 0.0>}
+
+// -----
+
+// expected-error@+1 {{momentum must be finite and >= 0, got -1}}
+func.func private @f() attributes {train.optimizer = #train.sgd<lr = 0.1, momentum = -1.0, weight_decay = 0.0>}
+
+// -----
+
+// expected-error@+1 {{weight_decay must be finite and >= 0, got -1}}
+func.func private @f() attributes {train.optimizer = #train.sgd<lr = 0.1, momentum = 0.0, weight_decay = -1.0>}
+
+// -----
+
+// expected-error@+1 {{betas must lie in [0, 1), got 1.5}}
+func.func private @f() attributes {train.optimizer = #train.adamw<lr = 1.0e-3, beta1 = 1.5, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1>}
+
+// -----
+
+// expected-error@+1 {{eps must be finite and > 0, got 0}}
+func.func private @f() attributes {train.optimizer = #train.adamw<lr = 1.0e-3, beta1 = 0.9, beta2 = 0.95, eps = 0.0, weight_decay = 0.1>}
+
+// -----
+
+// expected-error@+1 {{'train.max_grad_norm' must be a finite float > 0}}
+func.func private @f() attributes {train.step, train.optimizer = #train.sgd<lr = 0.1, momentum = 0.0, weight_decay = 0.0>, train.max_grad_norm = -1.0 : f32}
+
+// -----
+
+// expected-error@+1 {{'train.max_grad_norm' clips the gradients of a step with a 'train.optimizer'}}
+func.func private @f() attributes {train.step, train.max_grad_norm = 1.0 : f32}
+
+// -----
+
+// expected-error@+1 {{param result "w": a step with a 'train.optimizer' returns only its loss; autoshard-autodiff adds the updates}}
+func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>})
+    -> (tensor<2xf32> {train.role = #train.role<param>, train.name = "w"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.optimizer = #train.sgd<lr = 0.1, momentum = 0.0, weight_decay = 0.0>}
+
+// -----
+
+// expected-error@+1 {{grad result "w.gradient" must be named <param>.grad after a param argument}}
+func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>})
+    -> (tensor<2xf32> {train.role = #train.role<grad>, train.name = "w.gradient"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step}
+
+// -----
+
+// expected-error@+1 {{grad result "w.grad" has type 'tensor<3xf32>' but its param has type 'tensor<2xf32>'}}
+func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>})
+    -> (tensor<3xf32> {train.role = #train.role<grad>, train.name = "w.grad"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step}

@@ -48,7 +48,7 @@ func.func @optimizers(%p: tensor<4x16xf32>, %g: tensor<4x16xf32>, %lr: tensor<f3
   // CHECK: train.sgd %{{.*}}, %{{.*}}, %{{.*}} : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<f32>) -> tensor<4x16xf32>
   %p1 = train.sgd %p, %g, %lr : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<f32>) -> tensor<4x16xf32>
   // CHECK: train.sgd {{.*}} {momentum = 5.000000e-01 : f32, nesterov = true, weight_decay = 0.00999999977 : f32}
-  %p2, %m2 = train.sgd %p, %g, %lr, %m {momentum = 0.5 : f32, weight_decay = 0.01 : f32, nesterov = true} : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<f32>, tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>)
+  %p2, %m2 = train.sgd %p, %g, %lr momentum_buffer %m {momentum = 0.5 : f32, weight_decay = 0.01 : f32, nesterov = true} : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<f32>, tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>)
   return
 }
 
@@ -83,3 +83,69 @@ func.func @step(
   %w1 = train.sgd %w, %dw, %lr : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<f32>) -> tensor<4x16xf32>
   return %w1, %loss : tensor<4x16xf32>, tensor<f32>
 }
+
+// CHECK-LABEL: func.func @transformer_ops
+func.func @transformer_ops(%ids: tensor<2x8xi32>, %wte: tensor<64x16xf32>, %wpe: tensor<32x16xf32>,
+                           %g: tensor<16xf32>, %b: tensor<16xf32>, %w: tensor<16x16xf32>,
+                           %wkv: tensor<8x16xf32>) {
+  // CHECK: train.embedding {{.*}} : (tensor<2x8xi32>, tensor<64x16xf32>) -> tensor<2x8x16xf32>
+  %x = train.embedding %ids, %wte : (tensor<2x8xi32>, tensor<64x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: train.add_position_embedding {{.*}} : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> tensor<2x8x16xf32>
+  %h = train.add_position_embedding %x, %wpe : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: train.layer_norm %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}} : (tensor<2x8x16xf32>
+  %n = train.layer_norm %h, %g, %b : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: train.rms_norm {{.*}} {epsilon = 9.99999997E-7 : f32}
+  %r = train.rms_norm %h, %g {epsilon = 1.0e-6 : f32} : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  %q = train.linear %n, %w : (tensor<2x8x16xf32>, tensor<16x16xf32>) -> tensor<2x8x16xf32>
+  %k = train.linear %n, %wkv : (tensor<2x8x16xf32>, tensor<8x16xf32>) -> tensor<2x8x8xf32>
+  // CHECK: train.reshape {{.*}} : tensor<2x8x16xf32> to tensor<2x8x4x4xf32>
+  %q4 = train.reshape %q : tensor<2x8x16xf32> to tensor<2x8x4x4xf32>
+  %k4 = train.reshape %k : tensor<2x8x8xf32> to tensor<2x8x2x4xf32>
+  // CHECK: train.rope {{.*}} {theta = 5.000000e+05 : f32} : tensor<2x8x4x4xf32>
+  %qr = train.rope %q4 {theta = 500000.0 : f32} : tensor<2x8x4x4xf32>
+  // CHECK: train.causal_attention {{.*}} -> (tensor<2x8x4x4xf32>, tensor<2x4x8xf32>)
+  %o, %lse = train.causal_attention %qr, %k4, %k4 : (tensor<2x8x4x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x4x8xf32>)
+  // CHECK: train.causal_attention_grad {{.*}} {scale = 5.000000e-01 : f32}
+  %dq, %dk, %dv = train.causal_attention_grad %o, %qr, %k4, %k4, %o, %lse {scale = 0.5 : f32} : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x4x4xf32>, tensor<2x4x8xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>)
+  // CHECK: train.rope_grad {{.*}} : tensor<2x8x4x4xf32>
+  %dq0 = train.rope_grad %dq : tensor<2x8x4x4xf32>
+  // CHECK: train.swiglu {{.*}} : tensor<2x8x16xf32>
+  %s = train.swiglu %q, %n : tensor<2x8x16xf32>
+  // CHECK: train.swiglu_grad {{.*}} : tensor<2x8x16xf32>
+  %dg, %du = train.swiglu_grad %s, %q, %n : tensor<2x8x16xf32>
+  // CHECK: train.add {{.*}} : tensor<2x8x16xf32>
+  %res = train.add %h, %s : tensor<2x8x16xf32>
+  // CHECK: train.cast {{.*}} : tensor<2x8x16xf32> to tensor<2x8x16xbf16>
+  %hb = train.cast %res : tensor<2x8x16xf32> to tensor<2x8x16xbf16>
+  // CHECK: train.layer_norm_grad {{.*}} -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+  %dx, %dgm, %dbt = train.layer_norm_grad %h, %h, %g : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+  // CHECK: train.rms_norm_grad {{.*}} -> (tensor<2x8x16xf32>, tensor<16xf32>)
+  %rdx, %rdw = train.rms_norm_grad %h, %h, %g : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>)
+  // CHECK: train.embedding_grad {{.*}} {num_embeddings = 64 : i64} : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<64x16xf32>
+  %dwte = train.embedding_grad %h, %ids {num_embeddings = 64 : i64} : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<64x16xf32>
+  // CHECK: train.add_position_embedding_grad {{.*}} {max_positions = 32 : i64} : (tensor<2x8x16xf32>) -> tensor<32x16xf32>
+  %dwpe = train.add_position_embedding_grad %h {max_positions = 32 : i64} : (tensor<2x8x16xf32>) -> tensor<32x16xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @adamw_and_clipping
+func.func @adamw_and_clipping(%p: tensor<16xf32>, %g: tensor<16xbf16>, %m: tensor<16xf32>, %v: tensor<16xf32>,
+                              %lr: tensor<f32>, %t: tensor<i32>) {
+  // CHECK: train.increment %{{.*}} : tensor<i32>
+  %t1 = train.increment %t : tensor<i32>
+  // CHECK: train.sum_of_squares %{{.*}}, %{{.*}} : tensor<16xbf16>, tensor<16xf32>
+  %ss = train.sum_of_squares %g, %p : tensor<16xbf16>, tensor<16xf32>
+  // CHECK: train.clip_coefficient %{{.*}} {max_norm = 1.000000e+00 : f32} : tensor<f32>
+  %c = train.clip_coefficient %ss {max_norm = 1.0 : f32} : tensor<f32>
+  // CHECK: train.adamw {{.*}} grad_scale %{{.*}} {beta2 = 0.949999988 : f32, weight_decay = 1.000000e-01 : f32}
+  %p1, %m1, %v1 = train.adamw %p, %g, %m, %v, %lr, %t1 grad_scale %c {beta2 = 0.95 : f32, weight_decay = 0.1 : f32} : (tensor<16xf32>, tensor<16xbf16>, tensor<16xf32>, tensor<16xf32>, tensor<f32>, tensor<i32>, tensor<f32>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>)
+  // CHECK: train.sgd {{.*}} momentum_buffer %{{.*}} grad_scale %{{.*}} {momentum = 0.899999976 : f32}
+  %p2, %b2 = train.sgd %p, %g, %lr momentum_buffer %m grad_scale %c {momentum = 0.9 : f32} : (tensor<16xf32>, tensor<16xbf16>, tensor<f32>, tensor<16xf32>, tensor<f32>) -> (tensor<16xf32>, tensor<16xf32>)
+  return
+}
+
+// CHECK-LABEL: func.func private @forward_step
+// CHECK-SAME: train.max_grad_norm = 1.000000e+00 : f32, train.optimizer = #train.adamw<lr = 6.000000e-04 : f64, beta1 = 9.000000e-01 : f64, beta2 = 0.94999999999999996 : f64, eps = 1.000000e-08 : f64, weight_decay = 1.000000e-01 : f64>
+func.func private @forward_step() -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.max_grad_norm = 1.0 : f32,
+                train.optimizer = #train.adamw<lr = 6.0e-4, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1>}

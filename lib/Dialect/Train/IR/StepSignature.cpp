@@ -52,6 +52,20 @@ StepSignature::getUpdatedArg(unsigned resultIndex) const {
   return getArgIndex(result.name);
 }
 
+std::optional<unsigned>
+StepSignature::getGradientOf(unsigned resultIndex) const {
+  const StepValue &result = results[resultIndex];
+  if (result.role != Role::Grad)
+    return std::nullopt;
+  StringRef name = result.name;
+  if (!name.consume_back(".grad"))
+    return std::nullopt;
+  std::optional<unsigned> arg = getArgIndex(name);
+  if (!arg || args[*arg].role != Role::Param)
+    return std::nullopt;
+  return arg;
+}
+
 static bool isBatchRole(Role role) {
   return role == Role::Input || role == Role::Label;
 }
@@ -138,6 +152,7 @@ LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
 
   llvm::StringMap<unsigned> resultNames;
   unsigned losses = 0;
+  bool derivesBackward = func->hasAttr(TrainDialect::kOptimizerAttrName);
   for (const StepValue &result : sig.getResults()) {
     auto [it, inserted] = resultNames.try_emplace(result.name, result.index);
     if (!inserted)
@@ -152,8 +167,27 @@ LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
                                   << result.type;
       continue;
     }
-    std::optional<unsigned> argIndex = sig.getArgIndex(result.name);
     StringRef role = stringifyRole(result.role);
+    if (derivesBackward)
+      return func.emitOpError()
+             << role << " result \"" << result.name
+             << "\": a step with a '" << TrainDialect::kOptimizerAttrName
+             << "' returns only its loss; autoshard-autodiff adds the "
+                "updates";
+    if (result.role == Role::Grad) {
+      std::optional<unsigned> param = sig.getGradientOf(result.index);
+      if (!param)
+        return func.emitOpError()
+               << "grad result \"" << result.name
+               << "\" must be named <param>.grad after a param argument";
+      if (sig.getArgs()[*param].type.getShape() != result.type.getShape())
+        return func.emitOpError()
+               << "grad result \"" << result.name << "\" has type "
+               << result.type << " but its param has type "
+               << sig.getArgs()[*param].type;
+      continue;
+    }
+    std::optional<unsigned> argIndex = sig.getArgIndex(result.name);
     if (!argIndex)
       return func.emitOpError()
              << role << " result \"" << result.name

@@ -9,6 +9,9 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+#include <cstdio>
+
 using namespace mlir;
 using namespace autoshard::train;
 
@@ -105,6 +108,58 @@ LogicalResult InitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 }
 
 //===----------------------------------------------------------------------===//
+// Optimizer configurations
+//===----------------------------------------------------------------------===//
+
+static std::string formatValue(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
+/// Checks a learning rate and a weight decay shared by every optimizer.
+static LogicalResult
+verifyOptimizerCommon(function_ref<InFlightDiagnostic()> emitError, double lr,
+                      double weightDecay) {
+  if (!std::isfinite(lr) || lr <= 0.0)
+    return emitError() << "lr must be finite and > 0, got " << formatValue(lr);
+  if (!std::isfinite(weightDecay) || weightDecay < 0.0)
+    return emitError() << "weight_decay must be finite and >= 0, got "
+                       << formatValue(weightDecay);
+  return success();
+}
+
+LogicalResult
+AdamwConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                        FloatAttr lr, FloatAttr beta1, FloatAttr beta2,
+                        FloatAttr eps, FloatAttr weightDecay) {
+  if (failed(verifyOptimizerCommon(emitError, lr.getValueAsDouble(),
+                                   weightDecay.getValueAsDouble())))
+    return failure();
+  for (FloatAttr beta : {beta1, beta2})
+    if (!(beta.getValueAsDouble() >= 0.0 && beta.getValueAsDouble() < 1.0))
+      return emitError() << "betas must lie in [0, 1), got "
+                         << formatValue(beta.getValueAsDouble());
+  if (!std::isfinite(eps.getValueAsDouble()) || eps.getValueAsDouble() <= 0.0)
+    return emitError() << "eps must be finite and > 0, got "
+                       << formatValue(eps.getValueAsDouble());
+  return success();
+}
+
+LogicalResult
+SgdConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      FloatAttr lr, FloatAttr momentum, FloatAttr weightDecay) {
+  if (failed(verifyOptimizerCommon(emitError, lr.getValueAsDouble(),
+                                   weightDecay.getValueAsDouble())))
+    return failure();
+  if (!std::isfinite(momentum.getValueAsDouble()) ||
+      momentum.getValueAsDouble() < 0.0)
+    return emitError() << "momentum must be finite and >= 0, got "
+                       << formatValue(momentum.getValueAsDouble());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Verification of the train.* discardable attributes
 //===----------------------------------------------------------------------===//
 
@@ -134,6 +189,29 @@ LogicalResult TrainDialect::verifyOperationAttribute(Operation *op,
                              << ", which is not defined";
     return success();
   }
+  if (attr.getName() == kOptimizerAttrName) {
+    if (!isa<AdamwConfigAttr, SgdConfigAttr>(attr.getValue()))
+      return op->emitError() << "'" << kOptimizerAttrName
+                             << "' must be #train.adamw<...> or "
+                                "#train.sgd<...>";
+    if (!op->hasAttr(kStepAttrName))
+      return op->emitError() << "'" << kOptimizerAttrName
+                             << "' may only be set on a '" << kStepAttrName
+                             << "' function";
+    return success();
+  }
+  if (attr.getName() == kMaxGradNormAttrName) {
+    auto maxNorm = dyn_cast<FloatAttr>(attr.getValue());
+    if (!maxNorm || !std::isfinite(maxNorm.getValueAsDouble()) ||
+        maxNorm.getValueAsDouble() <= 0.0)
+      return op->emitError() << "'" << kMaxGradNormAttrName
+                             << "' must be a finite float > 0";
+    if (!op->hasAttr(kOptimizerAttrName))
+      return op->emitError() << "'" << kMaxGradNormAttrName
+                             << "' clips the gradients of a step with a '"
+                             << kOptimizerAttrName << "'";
+    return success();
+  }
   if (attr.getName() == kPartitionedAttrName) {
     if (!isa<UnitAttr>(attr.getValue()) || !op->hasAttr(kPlanAttrName))
       return op->emitError() << "'" << kPartitionedAttrName
@@ -158,14 +236,16 @@ static LogicalResult verifyValueAttribute(Operation *op, StringRef what,
                              << "' must be a #train.role attribute";
     bool resultRole = role.getValue() == Role::Param ||
                       role.getValue() == Role::OptState ||
-                      role.getValue() == Role::Loss;
-    bool argRole = role.getValue() != Role::Loss;
+                      role.getValue() == Role::Loss ||
+                      role.getValue() == Role::Grad;
+    bool argRole =
+        role.getValue() != Role::Loss && role.getValue() != Role::Grad;
     if (isResult ? !resultRole : !argRole)
       return op->emitError()
              << what << " #" << index << " has role '"
              << stringifyRole(role.getValue()) << "'; " << what
              << "s may have the roles "
-             << (isResult ? "param, opt_state or loss"
+             << (isResult ? "param, opt_state, grad or loss"
                           : "param, opt_state, input, label or hyper");
     return success();
   }

@@ -1,10 +1,11 @@
-//===- TrainOps.cpp - shape rules and verifiers of training-graph ops -----===//
+//===- TrainOps.cpp - shape rules, verifiers and gradients of train ops ---===//
 
 #include "autoshard/Dialect/Train/IR/TrainDialect.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
+#include <cmath>
 #include <cstdio>
 
 using namespace mlir;
@@ -15,49 +16,101 @@ using namespace autoshard::train;
 
 #include "autoshard/Dialect/Train/IR/TrainInterfaces.cpp.inc"
 
+//===----------------------------------------------------------------------===//
+// Shape-rule helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+RankedTensorType tensorOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
 /// `type` with its last dimension replaced by `size`.
-static RankedTensorType withLastDim(RankedTensorType type, int64_t size) {
+RankedTensorType withLastDim(RankedTensorType type, int64_t size) {
   SmallVector<int64_t> shape(type.getShape());
   shape.back() = size;
   return type.clone(shape);
 }
 
 /// Leading (batch) dimensions: all but the last.
-static ArrayRef<int64_t> leadingDims(RankedTensorType type) {
+ArrayRef<int64_t> leadingDims(RankedTensorType type) {
   return type.getShape().drop_back();
 }
 
-static LogicalResult checkRankAtLeast(std::optional<Location> loc,
-                                      StringRef op, StringRef what,
-                                      RankedTensorType type, int64_t rank) {
+LogicalResult checkRankAtLeast(std::optional<Location> loc, StringRef op,
+                               StringRef what, RankedTensorType type,
+                               int64_t rank) {
   if (type.getRank() >= rank)
     return success();
   return emitOptionalError(loc, "'", op, "' ", what, " must have rank >= ",
                            rank, ", got ", type);
 }
 
-/// Checks that a weight is a 2-D [out_features, in_features] matrix.
-static LogicalResult checkWeight(std::optional<Location> loc, StringRef op,
-                                 RankedTensorType weight) {
-  if (weight.getRank() == 2)
+LogicalResult checkRank(std::optional<Location> loc, StringRef op,
+                        StringRef what, RankedTensorType type, int64_t rank,
+                        StringRef layout) {
+  if (type.getRank() == rank)
     return success();
-  return emitOptionalError(loc, "'", op,
-                           "' weight must be 2-D [out_features, "
-                           "in_features], got ",
-                           weight);
+  return emitOptionalError(loc, "'", op, "' ", what, " must be ", rank, "-D ",
+                           layout, ", got ", type);
 }
+
+/// Operands of one op compute in one element type (f32, or bf16 under mixed
+/// precision).
+LogicalResult checkSameElementType(std::optional<Location> loc, StringRef op,
+                                   ValueRange values) {
+  Type first = tensorOf(values.front()).getElementType();
+  for (Value v : values.drop_front())
+    if (tensorOf(v).getElementType() != first)
+      return emitOptionalError(loc, "'", op,
+                               "' operands must share one element type, got ",
+                               first, " and ",
+                               tensorOf(v).getElementType());
+  return success();
+}
+
+/// Checks that a 1-D parameter (a norm's gain or bias) matches `features`.
+LogicalResult checkFeatureVector(std::optional<Location> loc, StringRef op,
+                                 StringRef what, RankedTensorType type,
+                                 int64_t features) {
+  if (type.getRank() == 1 && type.getDimSize(0) == features)
+    return success();
+  return emitOptionalError(loc, "'", op, "' ", what, " must be 1-D with ",
+                           features, " elements (the last dimension of the "
+                           "input), got ",
+                           type);
+}
+
+/// Checks that a weight is a 2-D [out_features, in_features] matrix.
+LogicalResult checkWeight(std::optional<Location> loc, StringRef op,
+                          RankedTensorType weight) {
+  return checkRank(loc, op, "weight", weight, 2,
+                   "[out_features, in_features]");
+}
+
+/// A float as a person writes it: 0.9, not 9.000000e-01.
+std::string formatFloat(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
+} // namespace
 
 //===----------------------------------------------------------------------===//
 // Dense layers
 //===----------------------------------------------------------------------===//
 
-LogicalResult LinearOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+LogicalResult LinearOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &results) {
-  auto input = cast<RankedTensorType>(adaptor.getInput().getType());
-  auto weight = cast<RankedTensorType>(adaptor.getWeight().getType());
+  auto input = tensorOf(adaptor.getInput());
+  auto weight = tensorOf(adaptor.getWeight());
   if (failed(checkRankAtLeast(loc, "train.linear", "input", input, 1)) ||
-      failed(checkWeight(loc, "train.linear", weight)))
+      failed(checkWeight(loc, "train.linear", weight)) ||
+      failed(checkSameElementType(loc, "train.linear", adaptor.getOperands())))
     return failure();
   int64_t outFeatures = weight.getDimSize(0), inFeatures = weight.getDimSize(1);
   if (input.getShape().back() != inFeatures)
@@ -65,7 +118,7 @@ LogicalResult LinearOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
         loc, "'train.linear' input feature dimension (", input.getShape().back(),
         ") must equal the weight's in_features (dimension 1 of ", weight, ")");
   if (Value bias = adaptor.getBias()) {
-    auto biasType = cast<RankedTensorType>(bias.getType());
+    auto biasType = tensorOf(bias);
     if (biasType.getRank() != 1 || biasType.getDimSize(0) != outFeatures)
       return emitOptionalError(loc, "'train.linear' bias must be 1-D with ",
                                outFeatures, " (out_features) elements, got ",
@@ -75,14 +128,31 @@ LogicalResult LinearOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   return success();
 }
 
+LogicalResult LinearOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
+                                      bool seed, ArrayRef<bool> needed,
+                                      MutableArrayRef<Value> operandGrads) {
+  Value dy = grads[0];
+  if (!dy)
+    return success();
+  if (needed[0])
+    operandGrads[0] = LinearGradInputOp::create(b, getLoc(), dy, getWeight());
+  if (needed[1])
+    operandGrads[1] = LinearGradWeightOp::create(b, getLoc(), dy, getInput());
+  if (getBias() && needed[2])
+    operandGrads[2] = BiasGradOp::create(b, getLoc(), dy);
+  return success();
+}
+
 LogicalResult LinearGradInputOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &results) {
-  auto gradOutput = cast<RankedTensorType>(adaptor.getGradOutput().getType());
-  auto weight = cast<RankedTensorType>(adaptor.getWeight().getType());
+  auto gradOutput = tensorOf(adaptor.getGradOutput());
+  auto weight = tensorOf(adaptor.getWeight());
   if (failed(checkRankAtLeast(loc, "train.linear_grad_input", "grad_output",
                               gradOutput, 1)) ||
-      failed(checkWeight(loc, "train.linear_grad_input", weight)))
+      failed(checkWeight(loc, "train.linear_grad_input", weight)) ||
+      failed(checkSameElementType(loc, "train.linear_grad_input",
+                                  adaptor.getOperands())))
     return failure();
   if (gradOutput.getShape().back() != weight.getDimSize(0))
     return emitOptionalError(
@@ -96,16 +166,17 @@ LogicalResult LinearGradInputOp::inferReturnTypes(
 LogicalResult LinearGradWeightOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &results) {
-  auto gradOutput = cast<RankedTensorType>(adaptor.getGradOutput().getType());
-  auto input = cast<RankedTensorType>(adaptor.getInput().getType());
+  auto gradOutput = tensorOf(adaptor.getGradOutput());
+  auto input = tensorOf(adaptor.getInput());
   if (failed(checkRankAtLeast(loc, "train.linear_grad_weight", "grad_output",
                               gradOutput, 1)) ||
       failed(checkRankAtLeast(loc, "train.linear_grad_weight", "input", input,
-                              1)))
+                              1)) ||
+      failed(checkSameElementType(loc, "train.linear_grad_weight",
+                                  adaptor.getOperands())))
     return failure();
   if (leadingDims(gradOutput) != leadingDims(input))
-    return emitOptionalError(loc,
-                             "'train.linear_grad_weight' grad_output ",
+    return emitOptionalError(loc, "'train.linear_grad_weight' grad_output ",
                              gradOutput, " and input ", input,
                              " must have the same batch dimensions");
   results.push_back(RankedTensorType::get(
@@ -118,12 +189,431 @@ LogicalResult BiasGradOp::inferReturnTypes(MLIRContext *,
                                            std::optional<Location> loc,
                                            Adaptor adaptor,
                                            SmallVectorImpl<Type> &results) {
-  auto gradOutput = cast<RankedTensorType>(adaptor.getGradOutput().getType());
+  auto gradOutput = tensorOf(adaptor.getGradOutput());
   if (failed(checkRankAtLeast(loc, "train.bias_grad", "grad_output",
                               gradOutput, 1)))
     return failure();
   results.push_back(RankedTensorType::get({gradOutput.getShape().back()},
                                           gradOutput.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReluOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
+                                    bool seed, ArrayRef<bool> needed,
+                                    MutableArrayRef<Value> operandGrads) {
+  if (grads[0] && needed[0])
+    operandGrads[0] = ReluGradOp::create(b, getLoc(), grads[0], getInput());
+  return success();
+}
+
+LogicalResult GeluOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
+                                    bool seed, ArrayRef<bool> needed,
+                                    MutableArrayRef<Value> operandGrads) {
+  if (grads[0] && needed[0])
+    operandGrads[0] = GeluGradOp::create(b, getLoc(), grads[0], getInput());
+  return success();
+}
+
+LogicalResult SwigluOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
+                                      bool seed, ArrayRef<bool> needed,
+                                      MutableArrayRef<Value> operandGrads) {
+  if (!grads[0] || (!needed[0] && !needed[1]))
+    return success();
+  auto grad = SwigluGradOp::create(b, getLoc(), grads[0], getGate(), getUp());
+  if (needed[0])
+    operandGrads[0] = grad.getGradGate();
+  if (needed[1])
+    operandGrads[1] = grad.getGradUp();
+  return success();
+}
+
+LogicalResult AddOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
+                                   bool seed, ArrayRef<bool> needed,
+                                   MutableArrayRef<Value> operandGrads) {
+  // The sum passes its gradient unchanged to both terms.
+  for (unsigned i = 0; i < 2; ++i)
+    if (needed[i])
+      operandGrads[i] = grads[0];
+  return success();
+}
+
+LogicalResult CastOp::verify() {
+  if (getInput().getType().getElementType() ==
+      getResult().getType().getElementType())
+    return emitOpError() << "casts " << getInput().getType().getElementType()
+                         << " to itself; drop the cast";
+  return success();
+}
+
+LogicalResult CastOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
+                                    bool seed, ArrayRef<bool> needed,
+                                    MutableArrayRef<Value> operandGrads) {
+  if (grads[0] && needed[0])
+    operandGrads[0] = CastOp::create(b, getLoc(), getInput().getType(),
+                                     grads[0]);
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  RankedTensorType in = getInput().getType(), out = getResult().getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError() << "changes the element type from "
+                         << in.getElementType() << " to "
+                         << out.getElementType() << "; use train.cast";
+  if (in.getNumElements() != out.getNumElements())
+    return emitOpError() << "cannot view " << in.getNumElements()
+                         << " elements (" << in << ") as "
+                         << out.getNumElements() << " (" << out << ")";
+  return success();
+}
+
+LogicalResult ReshapeOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
+                                       bool seed, ArrayRef<bool> needed,
+                                       MutableArrayRef<Value> operandGrads) {
+  if (grads[0] && needed[0])
+    operandGrads[0] = ReshapeOp::create(b, getLoc(), getInput().getType(),
+                                        grads[0]);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Embeddings
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  auto ids = tensorOf(adaptor.getIds());
+  auto table = tensorOf(adaptor.getTable());
+  if (failed(checkRank(loc, "train.embedding", "table", table, 2,
+                       "[num_embeddings, dim]")))
+    return failure();
+  SmallVector<int64_t> shape(ids.getShape());
+  shape.push_back(table.getDimSize(1));
+  results.push_back(RankedTensorType::get(shape, table.getElementType()));
+  return success();
+}
+
+LogicalResult EmbeddingOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
+                                         bool seed, ArrayRef<bool> needed,
+                                         MutableArrayRef<Value> operandGrads) {
+  if (grads[0] && needed[1])
+    operandGrads[1] = EmbeddingGradOp::create(
+        b, getLoc(), grads[0], getIds(), getTable().getType().getDimSize(0));
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  auto gradOutput = tensorOf(adaptor.getGradOutput());
+  auto ids = tensorOf(adaptor.getIds());
+  if (gradOutput.getRank() != ids.getRank() + 1 ||
+      leadingDims(gradOutput) != ids.getShape())
+    return emitOptionalError(loc, "'train.embedding_grad' grad_output ",
+                             gradOutput, " must have the shape of the ids ",
+                             ids, " with one more (feature) dimension");
+  results.push_back(RankedTensorType::get(
+      {static_cast<int64_t>(adaptor.getNumEmbeddings()),
+       gradOutput.getShape().back()},
+      gradOutput.getElementType()));
+  return success();
+}
+
+LogicalResult AddPositionEmbeddingOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  StringRef op = "train.add_position_embedding";
+  auto input = tensorOf(adaptor.getInput());
+  auto table = tensorOf(adaptor.getTable());
+  if (failed(checkRank(loc, op, "input", input, 3, "[batch, seq, dim]")) ||
+      failed(checkRank(loc, op, "table", table, 2, "[max_positions, dim]")) ||
+      failed(checkSameElementType(loc, op, adaptor.getOperands())))
+    return failure();
+  if (table.getDimSize(1) != input.getDimSize(2))
+    return emitOptionalError(loc, "'", op, "' table ", table,
+                             " must have the input's dimension ",
+                             input.getDimSize(2));
+  if (input.getDimSize(1) > table.getDimSize(0))
+    return emitOptionalError(loc, "'", op, "' sequence length ",
+                             input.getDimSize(1), " exceeds the table's ",
+                             table.getDimSize(0), " positions");
+  results.push_back(input);
+  return success();
+}
+
+LogicalResult AddPositionEmbeddingOp::buildGradient(
+    OpBuilder &b, ArrayRef<Value> grads, bool seed, ArrayRef<bool> needed,
+    MutableArrayRef<Value> operandGrads) {
+  if (!grads[0])
+    return success();
+  if (needed[0])
+    operandGrads[0] = grads[0];
+  if (needed[1])
+    operandGrads[1] = AddPositionEmbeddingGradOp::create(
+        b, getLoc(), grads[0], getTable().getType().getDimSize(0));
+  return success();
+}
+
+LogicalResult AddPositionEmbeddingGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  StringRef op = "train.add_position_embedding_grad";
+  auto gradOutput = tensorOf(adaptor.getGradOutput());
+  if (failed(checkRank(loc, op, "grad_output", gradOutput, 3,
+                       "[batch, seq, dim]")))
+    return failure();
+  int64_t positions = adaptor.getMaxPositions();
+  if (gradOutput.getDimSize(1) > positions)
+    return emitOptionalError(loc, "'", op, "' sequence length ",
+                             gradOutput.getDimSize(1), " exceeds ", positions,
+                             " positions");
+  results.push_back(RankedTensorType::get(
+      {positions, gradOutput.getDimSize(2)}, gradOutput.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization
+//===----------------------------------------------------------------------===//
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  StringRef op = "train.layer_norm";
+  auto input = tensorOf(adaptor.getInput());
+  if (failed(checkRankAtLeast(loc, op, "input", input, 1)) ||
+      failed(checkSameElementType(loc, op, adaptor.getOperands())) ||
+      failed(checkFeatureVector(loc, op, "gamma", tensorOf(adaptor.getGamma()),
+                                input.getShape().back())) ||
+      failed(checkFeatureVector(loc, op, "beta", tensorOf(adaptor.getBeta()),
+                                input.getShape().back())))
+    return failure();
+  results.push_back(input);
+  return success();
+}
+
+LogicalResult LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
+                                         bool seed, ArrayRef<bool> needed,
+                                         MutableArrayRef<Value> operandGrads) {
+  if (!grads[0])
+    return success();
+  auto grad = LayerNormGradOp::create(b, getLoc(), grads[0], getInput(),
+                                      getGamma(), getEpsilonAttr());
+  Value all[] = {grad.getGradInput(), grad.getGradGamma(), grad.getGradBeta()};
+  for (unsigned i = 0; i < 3; ++i)
+    if (needed[i])
+      operandGrads[i] = all[i];
+  return success();
+}
+
+LogicalResult LayerNormGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  StringRef op = "train.layer_norm_grad";
+  auto input = tensorOf(adaptor.getInput());
+  auto gamma = tensorOf(adaptor.getGamma());
+  if (tensorOf(adaptor.getGradOutput()) != input)
+    return emitOptionalError(loc, "'", op, "' grad_output ",
+                             adaptor.getGradOutput().getType(),
+                             " must have the input's type ", input);
+  if (failed(checkRankAtLeast(loc, op, "input", input, 1)) ||
+      failed(checkSameElementType(loc, op, adaptor.getOperands())) ||
+      failed(checkFeatureVector(loc, op, "gamma", gamma,
+                                input.getShape().back())))
+    return failure();
+  results.append({input, gamma, gamma});
+  return success();
+}
+
+LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &results) {
+  StringRef op = "train.rms_norm";
+  auto input = tensorOf(adaptor.getInput());
+  if (failed(checkRankAtLeast(loc, op, "input", input, 1)) ||
+      failed(checkSameElementType(loc, op, adaptor.getOperands())) ||
+      failed(checkFeatureVector(loc, op, "weight",
+                                tensorOf(adaptor.getWeight()),
+                                input.getShape().back())))
+    return failure();
+  results.push_back(input);
+  return success();
+}
+
+LogicalResult RmsNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
+                                       bool seed, ArrayRef<bool> needed,
+                                       MutableArrayRef<Value> operandGrads) {
+  if (!grads[0])
+    return success();
+  auto grad = RmsNormGradOp::create(b, getLoc(), grads[0], getInput(),
+                                    getWeight(), getEpsilonAttr());
+  if (needed[0])
+    operandGrads[0] = grad.getGradInput();
+  if (needed[1])
+    operandGrads[1] = grad.getGradWeight();
+  return success();
+}
+
+LogicalResult RmsNormGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  StringRef op = "train.rms_norm_grad";
+  auto input = tensorOf(adaptor.getInput());
+  auto weight = tensorOf(adaptor.getWeight());
+  if (tensorOf(adaptor.getGradOutput()) != input)
+    return emitOptionalError(loc, "'", op, "' grad_output ",
+                             adaptor.getGradOutput().getType(),
+                             " must have the input's type ", input);
+  if (failed(checkRankAtLeast(loc, op, "input", input, 1)) ||
+      failed(checkSameElementType(loc, op, adaptor.getOperands())) ||
+      failed(checkFeatureVector(loc, op, "weight", weight,
+                                input.getShape().back())))
+    return failure();
+  results.append({input, weight});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+/// [batch, seq, heads, head_dim] with an even head_dim.
+static LogicalResult verifyRopeInput(Operation *op, RankedTensorType type) {
+  if (type.getRank() != 4)
+    return op->emitOpError() << "input must be 4-D [batch, seq, heads, "
+                                "head_dim], got "
+                             << type;
+  if (type.getDimSize(3) % 2 != 0)
+    return op->emitOpError() << "head_dim " << type.getDimSize(3)
+                             << " must be even: rope rotates pairs";
+  return success();
+}
+
+LogicalResult RopeOp::verify() {
+  return verifyRopeInput(*this, getInput().getType());
+}
+
+LogicalResult RopeGradOp::verify() {
+  return verifyRopeInput(*this, getGradOutput().getType());
+}
+
+LogicalResult RopeOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
+                                    bool seed, ArrayRef<bool> needed,
+                                    MutableArrayRef<Value> operandGrads) {
+  if (grads[0] && needed[0])
+    operandGrads[0] =
+        RopeGradOp::create(b, getLoc(), grads[0], getThetaAttr());
+  return success();
+}
+
+/// Checks q [B, T, H, D] and k, v [B, T, Hkv, D]; returns the logsumexp type
+/// [B, H, T] f32.
+static FailureOr<RankedTensorType>
+checkAttentionOperands(std::optional<Location> loc, StringRef op, Value q,
+                       Value k, Value v) {
+  auto query = tensorOf(q), key = tensorOf(k), value = tensorOf(v);
+  if (failed(checkRank(loc, op, "query", query, 4,
+                       "[batch, seq, heads, head_dim]")) ||
+      failed(checkRank(loc, op, "key", key, 4,
+                       "[batch, seq, kv_heads, head_dim]")))
+    return failure();
+  if (key != value) {
+    return emitOptionalError(loc, "'", op, "' key ", key, " and value ",
+                             value, " must have the same type");
+  }
+  if (query.getDimSize(0) != key.getDimSize(0) ||
+      query.getDimSize(1) != key.getDimSize(1) ||
+      query.getDimSize(3) != key.getDimSize(3) ||
+      query.getElementType() != key.getElementType()) {
+    return emitOptionalError(loc, "'", op, "' query ", query, " and key ",
+                             key,
+                             " must agree on batch, sequence, head_dim and "
+                             "element type");
+  }
+  int64_t heads = query.getDimSize(2), kvHeads = key.getDimSize(2);
+  if (heads % kvHeads != 0) {
+    return emitOptionalError(loc, "'", op, "' ", heads,
+                             " query heads cannot share ", kvHeads,
+                             " key/value heads evenly");
+  }
+  Builder b(query.getContext());
+  return RankedTensorType::get(
+      {query.getDimSize(0), heads, query.getDimSize(1)}, b.getF32Type());
+}
+
+static float defaultScale(Value query, std::optional<APFloat> scale) {
+  if (scale)
+    return scale->convertToFloat();
+  return 1.0f / std::sqrt(static_cast<float>(tensorOf(query).getDimSize(3)));
+}
+
+float CausalAttentionOp::getScaleOrDefault() {
+  return defaultScale(getQuery(), getScale());
+}
+
+float CausalAttentionGradOp::getScaleOrDefault() {
+  return defaultScale(getQuery(), getScale());
+}
+
+LogicalResult CausalAttentionOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  FailureOr<RankedTensorType> lse =
+      checkAttentionOperands(loc, "train.causal_attention", adaptor.getQuery(),
+                             adaptor.getKey(), adaptor.getValue());
+  if (failed(lse))
+    return failure();
+  results.append({adaptor.getQuery().getType(), *lse});
+  return success();
+}
+
+LogicalResult
+CausalAttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
+                                 bool seed, ArrayRef<bool> needed,
+                                 MutableArrayRef<Value> operandGrads) {
+  if (grads[1])
+    return emitOpError() << "cannot differentiate through its logsumexp "
+                            "result, which only its gradient may use";
+  if (!grads[0])
+    return success();
+  auto grad = CausalAttentionGradOp::create(
+      b, getLoc(), grads[0], getQuery(), getKey(), getValue(), getResult(),
+      getLogsumexp(), getScaleAttr());
+  Value all[] = {grad.getGradQuery(), grad.getGradKey(), grad.getGradValue()};
+  for (unsigned i = 0; i < 3; ++i)
+    if (needed[i])
+      operandGrads[i] = all[i];
+  return success();
+}
+
+LogicalResult CausalAttentionGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  StringRef op = "train.causal_attention_grad";
+  FailureOr<RankedTensorType> lse = checkAttentionOperands(
+      loc, op, adaptor.getQuery(), adaptor.getKey(), adaptor.getValue());
+  if (failed(lse))
+    return failure();
+  Type query = adaptor.getQuery().getType();
+  if (adaptor.getGradOutput().getType() != query ||
+      adaptor.getResult().getType() != query)
+    return emitOptionalError(loc, "'", op,
+                             "' grad_output and result must have the query's "
+                             "type ",
+                             query);
+  if (adaptor.getLogsumexp().getType() != *lse)
+    return emitOptionalError(loc, "'", op, "' logsumexp must be ", *lse,
+                             ", got ", adaptor.getLogsumexp().getType());
+  results.append(
+      {query, adaptor.getKey().getType(), adaptor.getValue().getType()});
   return success();
 }
 
@@ -146,21 +636,31 @@ static LogicalResult checkLabels(std::optional<Location> loc, StringRef op,
 LogicalResult SoftmaxCrossEntropyOp::inferReturnTypes(
     MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &results) {
-  auto logits = cast<RankedTensorType>(adaptor.getLogits().getType());
-  auto labels = cast<RankedTensorType>(adaptor.getLabels().getType());
-  if (failed(checkLabels(loc, "train.softmax_cross_entropy", logits, labels)))
+  if (failed(checkLabels(loc, "train.softmax_cross_entropy",
+                         tensorOf(adaptor.getLogits()),
+                         tensorOf(adaptor.getLabels()))))
     return failure();
-  results.push_back(RankedTensorType::get({}, logits.getElementType()));
+  results.push_back(RankedTensorType::get({}, Float32Type::get(context)));
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyOp::buildGradient(
+    OpBuilder &b, ArrayRef<Value> grads, bool seed, ArrayRef<bool> needed,
+    MutableArrayRef<Value> operandGrads) {
+  if (!needed[0] || (!seed && !grads[0]))
+    return success();
+  // At the seed the loss's gradient is one, which the op's default means.
+  operandGrads[0] = SoftmaxCrossEntropyGradOp::create(
+      b, getLoc(), getLogits(), getLabels(), seed ? Value() : grads[0]);
   return success();
 }
 
 LogicalResult SoftmaxCrossEntropyGradOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &results) {
-  auto logits = cast<RankedTensorType>(adaptor.getLogits().getType());
-  auto labels = cast<RankedTensorType>(adaptor.getLabels().getType());
+  auto logits = tensorOf(adaptor.getLogits());
   if (failed(checkLabels(loc, "train.softmax_cross_entropy_grad", logits,
-                         labels)))
+                         tensorOf(adaptor.getLabels()))))
     return failure();
   results.push_back(logits);
   return success();
@@ -170,31 +670,38 @@ LogicalResult SoftmaxCrossEntropyGradOp::inferReturnTypes(
 // Optimizers
 //===----------------------------------------------------------------------===//
 
+/// The gradient has the parameter's shape (its element type may be bf16).
+static LogicalResult checkGradShape(std::optional<Location> loc, StringRef op,
+                                    Value param, Value grad) {
+  if (tensorOf(grad).getShape() == tensorOf(param).getShape())
+    return success();
+  return emitOptionalError(loc, "'", op, "' grad type ", grad.getType(),
+                           " must have the param's shape ", param.getType());
+}
+
+static LogicalResult checkState(std::optional<Location> loc, StringRef op,
+                                StringRef what, Value param, Value state) {
+  if (state.getType() == param.getType())
+    return success();
+  return emitOptionalError(loc, "'", op, "' ", what, " type ",
+                           state.getType(), " must equal the param type ",
+                           param.getType());
+}
+
 LogicalResult SgdOp::inferReturnTypes(MLIRContext *,
                                       std::optional<Location> loc,
                                       Adaptor adaptor,
                                       SmallVectorImpl<Type> &results) {
-  Type param = adaptor.getParam().getType();
-  if (adaptor.getGrad().getType() != param)
-    return emitOptionalError(loc, "'train.sgd' grad type ",
-                             adaptor.getGrad().getType(),
-                             " must equal the param type ", param);
-  results.push_back(param);
+  Value param = adaptor.getParam();
+  if (failed(checkGradShape(loc, "train.sgd", param, adaptor.getGrad())))
+    return failure();
+  results.push_back(param.getType());
   if (Value buffer = adaptor.getMomentumBuffer()) {
-    if (buffer.getType() != param)
-      return emitOptionalError(loc, "'train.sgd' momentum buffer type ",
-                               buffer.getType(), " must equal the param type ",
-                               param);
-    results.push_back(param);
+    if (failed(checkState(loc, "train.sgd", "momentum buffer", param, buffer)))
+      return failure();
+    results.push_back(param.getType());
   }
   return success();
-}
-
-/// A float as a person writes it: 0.9, not 9.000000e-01.
-static std::string formatFloat(double value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g", value);
-  return text;
 }
 
 LogicalResult SgdOp::verify() {
@@ -224,4 +731,60 @@ MutableArrayRef<OpOperand> SgdOp::getParamOperands() {
 
 MutableArrayRef<OpOperand> SgdOp::getGradientOperands() {
   return getGradMutable();
+}
+
+LogicalResult AdamwOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &results) {
+  Value param = adaptor.getParam();
+  if (failed(checkGradShape(loc, "train.adamw", param, adaptor.getGrad())) ||
+      failed(checkState(loc, "train.adamw", "exp_avg", param,
+                        adaptor.getExpAvg())) ||
+      failed(checkState(loc, "train.adamw", "exp_avg_sq", param,
+                        adaptor.getExpAvgSq())))
+    return failure();
+  results.append(3, param.getType());
+  return success();
+}
+
+LogicalResult AdamwOp::verify() {
+  auto inUnitInterval = [](float x) {
+    return std::isfinite(x) && x >= 0.0f && x < 1.0f;
+  };
+  float beta1 = getBeta1().convertToFloat(), beta2 = getBeta2().convertToFloat();
+  float eps = getEps().convertToFloat();
+  float weightDecay = getWeightDecay().convertToFloat();
+  if (!inUnitInterval(beta1) || !inUnitInterval(beta2))
+    return emitOpError() << "beta1 and beta2 must lie in [0, 1), got "
+                         << formatFloat(beta1) << " and " << formatFloat(beta2);
+  if (!std::isfinite(eps) || eps <= 0.0f)
+    return emitOpError() << "eps must be finite and > 0, got "
+                         << formatFloat(eps);
+  if (!std::isfinite(weightDecay) || weightDecay < 0.0f)
+    return emitOpError() << "weight_decay must be finite and >= 0, got "
+                         << formatFloat(weightDecay);
+  return success();
+}
+
+MutableArrayRef<OpOperand> AdamwOp::getParamOperands() {
+  return getParamMutable();
+}
+
+MutableArrayRef<OpOperand> AdamwOp::getGradientOperands() {
+  return getGradMutable();
+}
+
+LogicalResult SumOfSquaresOp::verify() {
+  if (getInputs().empty())
+    return emitOpError() << "needs at least one input";
+  return success();
+}
+
+LogicalResult ClipCoefficientOp::verify() {
+  float maxNorm = getMaxNorm().convertToFloat();
+  if (!std::isfinite(maxNorm) || maxNorm <= 0.0f)
+    return emitOpError() << "max_norm must be finite and > 0, got "
+                         << formatFloat(maxNorm);
+  return success();
 }

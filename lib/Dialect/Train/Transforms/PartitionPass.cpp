@@ -160,17 +160,19 @@ struct PartitionPass
       return signalPassFailure();
 
     // Each optimizer gradient is a partial over this rank's rows: average it
-    // as soon as it exists (where DDP's reducer would start its bucket).
+    // as soon as it exists (where DDP's reducer would start its bucket), and
+    // let every reader (the optimizer, clipping, exposed gradients) see the
+    // average.
     OpBuilder builder(&getContext());
-    DenseMap<Value, Value> averaged;
+    llvm::SetVector<Value> gradients;
     step.walk([&](OptimizerOpInterface optimizer) {
-      for (OpOperand &grad : optimizer.getGradientOperands()) {
-        Value &avg = averaged[grad.get()];
-        if (!avg)
-          avg = averageOverGrid(builder, grad.get(), *grid);
-        grad.set(avg);
-      }
+      for (OpOperand &grad : optimizer.getGradientOperands())
+        gradients.insert(grad.get());
     });
+    for (Value grad : gradients) {
+      Value avg = averageOverGrid(builder, grad, *grid);
+      grad.replaceAllUsesExcept(avg, avg.getDefiningOp());
+    }
 
     // Every rank reports the loss of the global batch.
     StepSignature sig(step);

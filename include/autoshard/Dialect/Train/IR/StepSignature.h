@@ -33,6 +33,9 @@ public:
 
   /// The argument a `param` or `opt_state` result is the new value of.
   std::optional<unsigned> getUpdatedArg(unsigned resultIndex) const;
+  /// The param argument a `grad` result (named `<param>.grad`) is the
+  /// gradient of.
+  std::optional<unsigned> getGradientOf(unsigned resultIndex) const;
   /// The argument with this name.
   std::optional<unsigned> getArgIndex(llvm::StringRef name) const;
 

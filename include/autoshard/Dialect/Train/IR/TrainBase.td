@@ -54,6 +54,10 @@ def Train_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kPlanAttrName = "train.plan";
     static constexpr ::llvm::StringLiteral kPartitionedAttrName =
         "train.partitioned";
+    static constexpr ::llvm::StringLiteral kOptimizerAttrName =
+        "train.optimizer";
+    static constexpr ::llvm::StringLiteral kMaxGradNormAttrName =
+        "train.max_grad_norm";
   }];
 }
 
@@ -67,7 +71,8 @@ def Train_Role : I32EnumAttr<"Role", "role of a training-step argument or result
   I32EnumAttrCase<"Input", 2, "input">,
   I32EnumAttrCase<"Label", 3, "label">,
   I32EnumAttrCase<"Hyper", 4, "hyper">,
-  I32EnumAttrCase<"Loss", 5, "loss">
+  I32EnumAttrCase<"Loss", 5, "loss">,
+  I32EnumAttrCase<"Grad", 6, "grad">
 ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::autoshard::train";
@@ -177,6 +182,46 @@ def Train_PlanAttr : Train_Attr<"Plan", "plan"> {
         `gradients` `=` $gradients `,`
         `parameters` `=` $parameters `>`
   }];
+}
+
+def Train_AdamwConfigAttr : Train_Attr<"AdamwConfig", "adamw"> {
+  let summary = "AdamW as the optimizer autodiff should build";
+  let description = [{
+    Set as `train.optimizer` on a step that has only a forward pass and a
+    loss; `autoshard-autodiff` derives the backward pass and applies
+    `train.adamw` to every parameter that receives a gradient, with weight
+    decay on parameters of rank 2 or more only (biases and norm gains are
+    not decayed, as in nanoGPT and Megatron).
+
+    ```mlir
+    train.optimizer = #train.adamw<lr = 6.0e-4, beta1 = 0.9, beta2 = 0.95,
+                                   eps = 1.0e-8, weight_decay = 0.1>
+    ```
+
+    Every field is explicit (torch's defaults are beta1 0.9, beta2 0.999,
+    eps 1e-8, weight_decay 0.01; GPT training usually sets beta2 0.95 and
+    weight_decay 0.1).
+  }];
+  let parameters = (ins "::mlir::FloatAttr":$lr, "::mlir::FloatAttr":$beta1,
+                        "::mlir::FloatAttr":$beta2, "::mlir::FloatAttr":$eps,
+                        "::mlir::FloatAttr":$weight_decay);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Train_SgdConfigAttr : Train_Attr<"SgdConfig", "sgd"> {
+  let summary = "SGD as the optimizer autodiff should build";
+  let description = [{
+    ```mlir
+    train.optimizer = #train.sgd<lr = 0.1, momentum = 0.9, weight_decay = 0.0>
+    ```
+
+    Weight decay applies to parameters of rank 2 or more.
+  }];
+  let parameters = (ins "::mlir::FloatAttr":$lr, "::mlir::FloatAttr":$momentum,
+                        "::mlir::FloatAttr":$weight_decay);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
 }
 
 #endif // AUTOSHARD_DIALECT_TRAIN_TRAINBASE_TD

@@ -24,4 +24,33 @@ def Train_OptimizerOpInterface : OpInterface<"OptimizerOpInterface"> {
   ];
 }
 
+def Train_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
+  let cppNamespace = "::autoshard::train";
+  let description = [{
+    An op that knows its own gradient rule: given the gradients of its
+    results, it builds the ops computing the gradients of its operands.
+    `autoshard-autodiff` walks the forward program backwards and calls this
+    rule for every op on a path from a parameter to the loss; it sums the
+    contributions where a value fans out.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Builds the gradients of this op's operands at the builder's insertion
+        point. `resultGrads[i]` is the gradient of result i, or null when no
+        gradient flows into it. `seed` is true when this op computes the loss
+        being differentiated: its gradient is one, and only a loss op accepts
+        it. `needed[j]` says whether operand j needs a gradient; the rule
+        sets `operandGrads[j]` (sized to the operands, null-initialised) for
+        the needed ones and may leave the others null. Fails, with a
+        diagnostic on the op, when it cannot differentiate.
+      }],
+      "::llvm::LogicalResult", "buildGradient",
+      (ins "::mlir::OpBuilder &":$builder,
+           "::llvm::ArrayRef<::mlir::Value>":$resultGrads,
+           "bool":$seed,
+           "::llvm::ArrayRef<bool>":$needed,
+           "::llvm::MutableArrayRef<::mlir::Value>":$operandGrads)>,
+  ];
+}
+
 #endif // AUTOSHARD_DIALECT_TRAIN_TRAININTERFACES_TD

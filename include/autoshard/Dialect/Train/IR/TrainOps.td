@@ -11,16 +11,29 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 class Train_Op<string mnemonic, list<Trait> traits = []>
     : Op<Train_Dialect, mnemonic, traits>;
 
-// Element types the ops accept today. Mixed precision (bf16) widens these.
-def Train_FloatTensor : RankedTensorOf<[F32]>;
-def Train_LabelTensor : RankedTensorOf<[I32]>;
+// Activations, weights and their gradients: f32, or bf16 under mixed
+// precision. Within one op they share an element type (checked by the shape
+// rules), except where an op's description says otherwise.
+def Train_FloatTensor : RankedTensorOf<[F32, BF16]>;
+def Train_F32Tensor : RankedTensorOf<[F32]>;
+def Train_IndexTensor : RankedTensorOf<[I32]>;
 def Train_ScalarTensor : 0DTensorOf<[F32]>;
+// A scalar f32 that ops without a shape rule can build by themselves.
+def Train_BuildableScalarTensor : 0DTensorOf<[F32]> {
+  let builderCall = "::mlir::RankedTensorType::get({}, $_builder.getF32Type())";
+}
+def Train_StepTensor : 0DTensorOf<[I32]>;
+
+/// A forward op whose gradient rule is its own (DifferentiableOpInterface).
+class Train_ForwardOp<string mnemonic, list<Trait> traits = []>
+    : Train_Op<mnemonic, !listconcat(traits, [Pure,
+        DeclareOpInterfaceMethods<Train_DifferentiableOpInterface>])>;
 
 //===----------------------------------------------------------------------===//
 // Dense layers
 //===----------------------------------------------------------------------===//
 
-def Train_LinearOp : Train_Op<"linear", [Pure, InferTypeOpAdaptor]> {
+def Train_LinearOp : Train_ForwardOp<"linear", [InferTypeOpAdaptor]> {
   let summary = "affine layer: input * weight^T + bias";
   let description = [{
     `result[..., o] = sum_i input[..., i] * weight[o, i] + bias[o]`.
@@ -107,11 +120,11 @@ def Train_BiasGradOp : Train_Op<"bias_grad", [Pure, InferTypeOpAdaptor]> {
 }
 
 //===----------------------------------------------------------------------===//
-// Activations
+// Elementwise
 //===----------------------------------------------------------------------===//
 
 class Train_ActivationOp<string mnemonic, string formula>
-    : Train_Op<mnemonic, [Pure, Elementwise, SameOperandsAndResultType]> {
+    : Train_ForwardOp<mnemonic, [Elementwise, SameOperandsAndResultType]> {
   let description = [{
     Elementwise }] # formula # [{.
 
@@ -152,25 +165,393 @@ def Train_GeluOp : Train_ActivationOp<"gelu",
 }
 def Train_GeluGradOp : Train_ActivationGradOp<"gelu_grad", "gelu">;
 
+def Train_SwigluOp : Train_ForwardOp<"swiglu",
+    [Elementwise, SameOperandsAndResultType]> {
+  let summary = "gated SiLU of a Llama feed-forward block";
+  let description = [{
+    `result = silu(gate) * up`, `silu(g) = g / (1 + exp(-g))`, elementwise:
+    Llama's feed-forward is `down(swiglu(gate(x), up(x)))`.
+
+    ```mlir
+    %h = train.swiglu %gate, %up : tensor<8x32xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$gate, Train_FloatTensor:$up);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` type($result)";
+}
+
+def Train_SwigluGradOp : Train_Op<"swiglu_grad",
+    [Pure, Elementwise, SameOperandsAndResultType]> {
+  let summary = "gradient of swiglu with respect to both inputs";
+  let description = [{
+    `grad_gate = grad_output * up * silu'(gate)`,
+    `grad_up = grad_output * silu(gate)`.
+
+    ```mlir
+    %dgate, %dup = train.swiglu_grad %dy, %gate, %up : tensor<8x32xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$grad_output, Train_FloatTensor:$gate,
+                       Train_FloatTensor:$up);
+  let results = (outs Train_FloatTensor:$grad_gate, Train_FloatTensor:$grad_up);
+  let assemblyFormat = [{
+    $grad_output `,` $gate `,` $up attr-dict `:` type($grad_gate)
+  }];
+}
+
+def Train_AddOp : Train_ForwardOp<"add",
+    [Elementwise, Commutative, SameOperandsAndResultType]> {
+  let summary = "elementwise sum (residual connections, gradient fan-in)";
+  let description = [{
+    `result = lhs + rhs`. The residual stream of a transformer, and the op
+    autodiff uses to sum the gradient contributions of a value that fans out.
+
+    ```mlir
+    %h = train.add %x, %attn : tensor<2x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$lhs, Train_FloatTensor:$rhs);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def Train_CastOp : Train_ForwardOp<"cast", [Elementwise,
+    SameOperandsAndResultShape]> {
+  let summary = "conversion between f32 and bf16";
+  let description = [{
+    Converts each element, rounding to nearest-even towards bf16. Mixed
+    precision keeps f32 master weights and casts them to bf16 for compute;
+    the gradient of a cast is the cast back.
+
+    ```mlir
+    %wb = train.cast %w : tensor<4x16xf32> to tensor<4x16xbf16>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$input);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+def Train_ReshapeOp : Train_ForwardOp<"reshape", []> {
+  let summary = "view a tensor with another shape of the same size";
+  let description = [{
+    Reinterprets the row-major elements of `input` with the result's shape
+    (splitting heads: `[B, T, H*D]` to `[B, T, H, D]`). The element count and
+    type must not change. No data moves: the runtime aliases the buffer.
+
+    ```mlir
+    %q4 = train.reshape %q : tensor<2x8x16xf32> to tensor<2x8x4x4xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$input);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Embeddings
+//===----------------------------------------------------------------------===//
+
+def Train_EmbeddingOp : Train_ForwardOp<"embedding", [InferTypeOpAdaptor]> {
+  let summary = "table lookup: one row of the table per id";
+  let description = [{
+    `result[..., :] = table[ids[...], :]` for a table `[num_embeddings,
+    dim]`; the result has the ids' shape with `dim` appended. An id outside
+    the table is a runtime error naming it.
+
+    ```mlir
+    %x = train.embedding %ids, %wte
+        : (tensor<2x8xi32>, tensor<64x16xf32>) -> tensor<2x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Train_IndexTensor:$ids, Train_FloatTensor:$table);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $ids `,` $table attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Train_EmbeddingGradOp : Train_Op<"embedding_grad",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "gradient of an embedding table: scatter-add of the rows";
+  let description = [{
+    `grad_table[i, :] = sum of grad_output[p, :] over positions p with
+    ids[p] == i`; rows of unused ids are zero.
+
+    ```mlir
+    %dwte = train.embedding_grad %dx, %ids {num_embeddings = 64 : i64}
+        : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<64x16xf32>
+    ```
+
+    `grad_output` must have the ids' shape with one more dimension.
+  }];
+  let arguments = (ins Train_FloatTensor:$grad_output, Train_IndexTensor:$ids,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_embeddings);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad_output `,` $ids attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Train_AddPositionEmbeddingOp : Train_ForwardOp<"add_position_embedding",
+    [InferTypeOpAdaptor]> {
+  let summary = "add learned position embeddings (GPT-2's wpe)";
+  let description = [{
+    `result[b, t, :] = input[b, t, :] + table[t, :]` for `input [B, T, C]`
+    and `table [max_positions, C]` with `T <= max_positions`.
+
+    ```mlir
+    %h = train.add_position_embedding %x, %wpe
+        : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> tensor<2x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$table);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $table attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Train_AddPositionEmbeddingGradOp : Train_Op<"add_position_embedding_grad",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "gradient of learned position embeddings";
+  let description = [{
+    `grad_table[t, :] = sum over b of grad_output[b, t, :]` for `t < T`, and
+    zero for the positions the sequence does not reach.
+
+    ```mlir
+    %dwpe = train.add_position_embedding_grad %dh {max_positions = 32 : i64}
+        : (tensor<2x8x16xf32>) -> tensor<32x16xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$grad_output,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$max_positions);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad_output attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization
+//===----------------------------------------------------------------------===//
+
+def Train_LayerNormOp : Train_ForwardOp<"layer_norm", [InferTypeOpAdaptor]> {
+  let summary = "layer normalization over the last dimension";
+  let description = [{
+    `result = (x - mean) / sqrt(var + epsilon) * gamma + beta` with the mean
+    and the biased variance of the last dimension.
+
+    ```mlir
+    %y = train.layer_norm %x, %gamma, %beta {epsilon = 1.0e-5 : f32}
+        : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+    ```
+
+    `gamma` and `beta` have the last dimension's size.
+  }];
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$gamma,
+                       Train_FloatTensor:$beta,
+                       DefaultValuedAttr<F32Attr, "1.0e-5f">:$epsilon);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Train_LayerNormGradOp : Train_Op<"layer_norm_grad",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "gradient of layer_norm with respect to input, gamma and beta";
+  let description = [{
+    Recomputes the row statistics from `input`. `grad_gamma` and `grad_beta`
+    are sums over the rows of this rank.
+
+    ```mlir
+    %dx, %dgamma, %dbeta = train.layer_norm_grad %dy, %x, %gamma
+        {epsilon = 1.0e-5 : f32}
+        : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>)
+        -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$grad_output, Train_FloatTensor:$input,
+                       Train_FloatTensor:$gamma,
+                       DefaultValuedAttr<F32Attr, "1.0e-5f">:$epsilon);
+  let results = (outs Train_FloatTensor:$grad_input,
+                      Train_FloatTensor:$grad_gamma,
+                      Train_FloatTensor:$grad_beta);
+  let assemblyFormat = [{
+    $grad_output `,` $input `,` $gamma attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Train_RmsNormOp : Train_ForwardOp<"rms_norm", [InferTypeOpAdaptor]> {
+  let summary = "root-mean-square normalization over the last dimension";
+  let description = [{
+    `result = x / sqrt(mean(x^2) + epsilon) * weight` (Llama's RMSNorm).
+
+    ```mlir
+    %y = train.rms_norm %x, %w {epsilon = 1.0e-5 : f32}
+        : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
+                       DefaultValuedAttr<F32Attr, "1.0e-5f">:$epsilon);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Train_RmsNormGradOp : Train_Op<"rms_norm_grad",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "gradient of rms_norm with respect to input and weight";
+  let description = [{
+    ```mlir
+    %dx, %dw = train.rms_norm_grad %dy, %x, %w {epsilon = 1.0e-5 : f32}
+        : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>)
+        -> (tensor<2x8x16xf32>, tensor<16xf32>)
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$grad_output, Train_FloatTensor:$input,
+                       Train_FloatTensor:$weight,
+                       DefaultValuedAttr<F32Attr, "1.0e-5f">:$epsilon);
+  let results = (outs Train_FloatTensor:$grad_input,
+                      Train_FloatTensor:$grad_weight);
+  let assemblyFormat = [{
+    $grad_output `,` $input `,` $weight attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+def Train_RopeOp : Train_ForwardOp<"rope", [SameOperandsAndResultType]> {
+  let summary = "rotary position embedding of queries or keys";
+  let description = [{
+    Rotates `input [B, T, H, D]`: for `i < D/2` the pair
+    `(x[..., i], x[..., i + D/2])` at position `t` turns by the angle
+    `t * theta^(-2i/D)` (the rotate-half pairing of GPT-NeoX and Hugging
+    Face's Llama). `D` must be even.
+
+    ```mlir
+    %q = train.rope %q0 {theta = 10000.0 : f32} : tensor<2x8x4x4xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$input,
+                       DefaultValuedAttr<F32Attr, "10000.0f">:$theta);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Train_RopeGradOp : Train_Op<"rope_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "gradient of rope: the inverse rotation";
+  let description = [{
+    ```mlir
+    %dq0 = train.rope_grad %dq {theta = 10000.0 : f32} : tensor<2x8x4x4xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$grad_output,
+                       DefaultValuedAttr<F32Attr, "10000.0f">:$theta);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$grad_output attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Train_CausalAttentionOp : Train_ForwardOp<"causal_attention",
+    [InferTypeOpAdaptor]> {
+  let summary = "causal scaled-dot-product self-attention, grouped-query heads";
+  let description = [{
+    For `query [B, T, H, D]` and `key`, `value [B, T, Hkv, D]` with `H` a
+    multiple of `Hkv` (grouped-query attention; `Hkv == H` is multi-head),
+    query head `h` attends to key/value head `h / (H / Hkv)` over positions
+    `j <= t`:
+
+    ```
+    p = softmax_j(scale * q[b, t, h] . k[b, j, h'])
+    result[b, t, h] = sum_j p[j] v[b, j, h']
+    logsumexp[b, h, t] = log sum_j exp(scale * q . k)      (f32)
+    ```
+
+    `scale` defaults to `1/sqrt(D)`. The log-sum-exp lets the gradient
+    recompute the probabilities instead of storing `[B, H, T, T]` of them.
+
+    ```mlir
+    %o, %lse = train.causal_attention %q, %k, %v
+        : (tensor<2x8x4x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>)
+        -> (tensor<2x8x4x4xf32>, tensor<2x4x8xf32>)
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$query, Train_FloatTensor:$key,
+                       Train_FloatTensor:$value,
+                       OptionalAttr<F32Attr>:$scale);
+  let results = (outs Train_FloatTensor:$result, Train_F32Tensor:$logsumexp);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value attr-dict `:` functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// The scale attribute, or 1/sqrt(head_dim).
+    float getScaleOrDefault();
+  }];
+}
+
+def Train_CausalAttentionGradOp : Train_Op<"causal_attention_grad",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "gradient of causal_attention w.r.t. query, key and value";
+  let description = [{
+    Recomputes the probabilities from `query`, `key` and the forward's
+    `logsumexp`. The key and value gradients sum over the query heads that
+    share them.
+
+    ```mlir
+    %dq, %dk, %dv = train.causal_attention_grad %do, %q, %k, %v, %o, %lse
+        : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>, tensor<2x8x2x4xf32>,
+           tensor<2x8x2x4xf32>, tensor<2x8x4x4xf32>, tensor<2x4x8xf32>)
+        -> (tensor<2x8x4x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>)
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$grad_output, Train_FloatTensor:$query,
+                       Train_FloatTensor:$key, Train_FloatTensor:$value,
+                       Train_FloatTensor:$result, Train_F32Tensor:$logsumexp,
+                       OptionalAttr<F32Attr>:$scale);
+  let results = (outs Train_FloatTensor:$grad_query,
+                      Train_FloatTensor:$grad_key,
+                      Train_FloatTensor:$grad_value);
+  let assemblyFormat = [{
+    $grad_output `,` $query `,` $key `,` $value `,` $result `,` $logsumexp
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    float getScaleOrDefault();
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Loss
 //===----------------------------------------------------------------------===//
 
-def Train_SoftmaxCrossEntropyOp : Train_Op<"softmax_cross_entropy",
-    [Pure, InferTypeOpAdaptor]> {
+def Train_SoftmaxCrossEntropyOp : Train_ForwardOp<"softmax_cross_entropy",
+    [InferTypeOpAdaptor]> {
   let summary = "mean softmax cross-entropy of logits against class labels";
   let description = [{
-    `loss = mean over positions p of -log(softmax(logits[p, :])[labels[p]])`.
+    `loss = mean over positions p of -log(softmax(logits[p, :])[labels[p]])`,
+    an f32 scalar also for bf16 logits.
 
     The last dimension of `logits` indexes the classes; `labels` has the
     shape of `logits` without it. The mean is over this rank's positions.
+    Autodiff seeds the backward pass here.
 
     ```mlir
     %loss = train.softmax_cross_entropy %logits, %labels
         : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
     ```
   }];
-  let arguments = (ins Train_FloatTensor:$logits, Train_LabelTensor:$labels);
+  let arguments = (ins Train_FloatTensor:$logits, Train_IndexTensor:$labels);
   let results = (outs Train_ScalarTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels attr-dict `:` functional-type(operands, results)
@@ -191,7 +572,7 @@ def Train_SoftmaxCrossEntropyGradOp : Train_Op<"softmax_cross_entropy_grad",
 
     `labels` must have the shape of `logits` without its last dimension.
   }];
-  let arguments = (ins Train_FloatTensor:$logits, Train_LabelTensor:$labels,
+  let arguments = (ins Train_FloatTensor:$logits, Train_IndexTensor:$labels,
                        Optional<Train_ScalarTensor>:$grad_loss);
   let results = (outs Train_FloatTensor:$result);
   let assemblyFormat = [{
@@ -205,13 +586,14 @@ def Train_SoftmaxCrossEntropyGradOp : Train_Op<"softmax_cross_entropy_grad",
 //===----------------------------------------------------------------------===//
 
 def Train_SgdOp : Train_Op<"sgd", [Pure, InferTypeOpAdaptor,
+    AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<Train_OptimizerOpInterface>]> {
   let summary = "stochastic gradient descent step with optional momentum";
   let description = [{
     One step of `torch.optim.SGD` (dampening 0) on one parameter:
 
     ```
-    g        = grad + weight_decay * param
+    g        = grad_scale * grad + weight_decay * param
     buf'     = momentum * buf + g                       (momentum != 0)
     d        = nesterov ? g + momentum * buf' : buf'    (g when momentum == 0)
     param'   = param - lr * d
@@ -219,32 +601,130 @@ def Train_SgdOp : Train_Op<"sgd", [Pure, InferTypeOpAdaptor,
 
     `lr` is a scalar tensor (usually a `hyper` argument of the step, so the
     training binary can override it). The momentum buffer is an operand and
-    a result exactly when `momentum` is not zero.
+    a result exactly when `momentum` is not zero. `grad_scale` (a global-norm
+    clipping coefficient) is optional. The parameter and the buffer are f32;
+    the gradient may be bf16.
 
     ```mlir
     %p1 = train.sgd %p, %g, %lr
         : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<f32>) -> tensor<4x16xf32>
-    %p2, %m2 = train.sgd %p, %g, %lr, %m {momentum = 0.9 : f32}
+    %p2, %m2 = train.sgd %p, %g, %lr momentum_buffer %m {momentum = 0.9 : f32}
         : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<f32>, tensor<4x16xf32>)
         -> (tensor<4x16xf32>, tensor<4x16xf32>)
     ```
 
-    `grad` and the buffer must have the parameter's type; `momentum` and
+    `grad` and the buffer must have the parameter's shape; `momentum` and
     `weight_decay` must be finite and non-negative; `nesterov` needs a
     non-zero momentum.
   }];
-  let arguments = (ins Train_FloatTensor:$param, Train_FloatTensor:$grad,
+  let arguments = (ins Train_F32Tensor:$param, Train_FloatTensor:$grad,
                        Train_ScalarTensor:$lr,
-                       Optional<Train_FloatTensor>:$momentum_buffer,
+                       Optional<Train_F32Tensor>:$momentum_buffer,
+                       Optional<Train_ScalarTensor>:$grad_scale,
                        DefaultValuedAttr<F32Attr, "0.0f">:$momentum,
                        DefaultValuedAttr<F32Attr, "0.0f">:$weight_decay,
                        DefaultValuedAttr<BoolAttr, "false">:$nesterov);
-  let results = (outs Train_FloatTensor:$new_param,
-                      Optional<Train_FloatTensor>:$new_momentum_buffer);
+  let results = (outs Train_F32Tensor:$new_param,
+                      Optional<Train_F32Tensor>:$new_momentum_buffer);
   let assemblyFormat = [{
-    $param `,` $grad `,` $lr (`,` $momentum_buffer^)? attr-dict `:`
+    $param `,` $grad `,` $lr (`momentum_buffer` $momentum_buffer^)?
+    (`grad_scale` $grad_scale^)? attr-dict `:`
     functional-type(operands, results)
   }];
+  let hasVerifier = 1;
+}
+
+def Train_AdamwOp : Train_Op<"adamw", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Train_OptimizerOpInterface>]> {
+  let summary = "AdamW step (decoupled weight decay, bias correction)";
+  let description = [{
+    One step of `torch.optim.AdamW` on one parameter, at step `t` (the
+    already incremented counter, starting at 1):
+
+    ```
+    g      = grad_scale * grad
+    param' = param * (1 - lr * weight_decay)
+    m'     = beta1 m + (1 - beta1) g
+    v'     = beta2 v + (1 - beta2) g^2
+    param' = param' - lr * (m' / (1 - beta1^t)) / (sqrt(v' / (1 - beta2^t)) + eps)
+    ```
+
+    Parameter and moments are f32; the gradient may be bf16.
+
+    ```mlir
+    %p1, %m1, %v1 = train.adamw %p, %g, %m, %v, %lr, %t
+        {beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32,
+         weight_decay = 0.1 : f32}
+        : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>,
+           tensor<f32>, tensor<i32>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>)
+    ```
+
+    `beta1` and `beta2` lie in [0, 1); `eps` is positive; `weight_decay` is
+    non-negative; all finite.
+  }];
+  let arguments = (ins Train_F32Tensor:$param, Train_FloatTensor:$grad,
+                       Train_F32Tensor:$exp_avg, Train_F32Tensor:$exp_avg_sq,
+                       Train_ScalarTensor:$lr, Train_StepTensor:$step,
+                       Optional<Train_ScalarTensor>:$grad_scale,
+                       DefaultValuedAttr<F32Attr, "0.9f">:$beta1,
+                       DefaultValuedAttr<F32Attr, "0.999f">:$beta2,
+                       DefaultValuedAttr<F32Attr, "1.0e-8f">:$eps,
+                       DefaultValuedAttr<F32Attr, "0.01f">:$weight_decay);
+  let results = (outs Train_F32Tensor:$new_param, Train_F32Tensor:$new_exp_avg,
+                      Train_F32Tensor:$new_exp_avg_sq);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $lr `,` $step
+    (`grad_scale` $grad_scale^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_IncrementOp : Train_Op<"increment",
+    [Pure, SameOperandsAndResultType]> {
+  let summary = "the optimizer's step counter plus one";
+  let description = [{
+    ```mlir
+    %t1 = train.increment %t : tensor<i32>
+    ```
+  }];
+  let arguments = (ins Train_StepTensor:$input);
+  let results = (outs Train_StepTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Train_SumOfSquaresOp : Train_Op<"sum_of_squares", [Pure]> {
+  let summary = "the squared global L2 norm of a set of tensors";
+  let description = [{
+    `result = sum over every element x of every input of x^2`, in f32
+    (summed in double). With a clipping coefficient it implements
+    `torch.nn.utils.clip_grad_norm_`.
+
+    ```mlir
+    %ss = train.sum_of_squares %dw, %db : tensor<4x16xf32>, tensor<4xbf16>
+    ```
+  }];
+  let arguments = (ins Variadic<Train_FloatTensor>:$inputs);
+  let results = (outs Train_BuildableScalarTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
+  let hasVerifier = 1;
+}
+
+def Train_ClipCoefficientOp : Train_Op<"clip_coefficient",
+    [Pure, SameOperandsAndResultType]> {
+  let summary = "gradient-clipping factor from a squared global norm";
+  let description = [{
+    `result = min(1, max_norm / (sqrt(sum_of_squares) + 1e-6))`, the factor
+    by which `clip_grad_norm_` scales every gradient. `max_norm` is
+    positive and finite.
+
+    ```mlir
+    %c = train.clip_coefficient %ss {max_norm = 1.0 : f32} : tensor<f32>
+    ```
+  }];
+  let arguments = (ins Train_ScalarTensor:$sum_of_squares, F32Attr:$max_norm);
+  let results = (outs Train_ScalarTensor:$result);
+  let assemblyFormat = "$sum_of_squares attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 

@@ -5,6 +5,52 @@
 
 include "mlir/Pass/PassBase.td"
 
+def AutodiffPass : Pass<"autoshard-autodiff", "mlir::ModuleOp"> {
+  let summary = "Derive the backward pass and the optimizer update of a step";
+  let description = [{
+    Turns a forward step (parameters and batch in, loss out, with a
+    `train.optimizer`) into a full training step. Reverse-mode: the loss op
+    seeds the gradient, every op on a path from a parameter to the loss
+    builds its operands' gradients with its own rule
+    (`DifferentiableOpInterface`), and contributions to a value that fans
+    out (the residual stream, a tied embedding) are summed with `train.add`.
+    Then every parameter that receives a gradient gets the optimizer's
+    update: new `opt_state` arguments (AdamW's `<param>.exp_avg` and
+    `<param>.exp_avg_sq` and the step counter `optimizer.step`, or SGD's
+    `<param>.momentum_buffer`), an `lr` hyperparameter if the step has none,
+    and results for the new parameters and states. `train.max_grad_norm`
+    adds global-norm clipping (`train.sum_of_squares`,
+    `train.clip_coefficient`). Under mixed precision the optimizer reads the
+    bf16 gradient of an f32 master parameter directly.
+
+    ```mlir
+    // Before:
+    func.func @step(%w: tensor<4x16xf32> {train.role = #train.role<param>, ...},
+                    %x: ..., %y: ...)
+        -> (tensor<f32> {train.role = #train.role<loss>, ...})
+        attributes {train.step, train.optimizer =
+                    #train.sgd<lr = 0.1, momentum = 0.0, weight_decay = 0.0>} {
+      %logits = train.linear %x, %w : ...
+      %loss = train.softmax_cross_entropy %logits, %y : ...
+      return %loss : tensor<f32>
+    }
+    // After: the same forward, then
+      %dlogits = train.softmax_cross_entropy_grad %logits, %y : ...
+      %dw = train.linear_grad_weight %dlogits, %x : ...
+      %w1 = train.sgd %w, %dw, %lr : ...
+      return %w1, %loss : ...
+    ```
+
+    A step without `train.optimizer` already carries its backward and is
+    left unchanged. Fails on a loss that no loss op computes and on an op
+    on the gradient path that has no gradient rule.
+  }];
+  let options = [
+    Option<"exposeGradients", "expose-gradients", "bool", /*default=*/"false",
+           "Also return each parameter's gradient as a `grad` result">,
+  ];
+}
+
 def PlanPass : Pass<"autoshard-plan", "mlir::ModuleOp"> {
   let summary = "Attach a distribution plan for a named strategy";
   let description = [{
@@ -41,8 +87,10 @@ def PartitionPass : Pass<"autoshard-partition", "mlir::ModuleOp"> {
     Applies the step's `train.plan`: every batch argument (role `input` or
     `label`) is split along dimension 0 over the grid, result types are
     re-derived for the smaller batch, every gradient that an optimizer
-    consumes is averaged over the grid right after it is computed, and the
-    loss is averaged so that every rank returns the global loss.
+    consumes is averaged over the grid right after it is computed (and
+    every other use of it, global-norm clipping and exposed gradients
+    included, reads the average), and the loss is averaged so that every
+    rank returns the global loss.
 
     Before (global program, 2 ranks planned):
     ```mlir

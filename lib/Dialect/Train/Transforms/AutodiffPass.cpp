@@ -1,0 +1,322 @@
+//===- AutodiffPass.cpp - reverse-mode gradients and the optimizer --------===//
+
+#include "autoshard/Dialect/Train/IR/StepSignature.h"
+#include "autoshard/Dialect/Train/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace autoshard::train {
+#define GEN_PASS_DEF_AUTODIFFPASS
+#include "autoshard/Dialect/Train/Transforms/Passes.h.inc"
+} // namespace autoshard::train
+
+using namespace mlir;
+using namespace autoshard::train;
+
+namespace {
+
+/// Values on a path from a parameter to the loss: the ones whose gradient
+/// the loss needs.
+DenseSet<Value> findActiveValues(Block &body, const StepSignature &sig,
+                                 Value loss) {
+  DenseSet<Value> varied;
+  for (const StepValue &arg : sig.getArgs())
+    if (arg.role == Role::Param)
+      varied.insert(body.getArgument(arg.index));
+  for (Operation &op : body.without_terminator())
+    if (llvm::any_of(op.getOperands(),
+                     [&](Value v) { return varied.contains(v); }))
+      varied.insert(op.result_begin(), op.result_end());
+
+  DenseSet<Value> useful{loss};
+  for (Operation &op : llvm::reverse(body.without_terminator()))
+    if (llvm::any_of(op.getResults(),
+                     [&](Value v) { return useful.contains(v); }))
+      useful.insert(op.operand_begin(), op.operand_end());
+
+  DenseSet<Value> active;
+  for (Value v : varied)
+    if (useful.contains(v))
+      active.insert(v);
+  return active;
+}
+
+/// The step's arguments and results after autodiff, built up in order.
+struct NewSignature {
+  SmallVector<Type> argTypes;
+  SmallVector<DictionaryAttr> argAttrs;
+  SmallVector<Value> results;
+  SmallVector<DictionaryAttr> resultAttrs;
+};
+
+DictionaryAttr valueAttrs(MLIRContext *ctx, Role role, StringRef name,
+                          InitAttr init = {}) {
+  Builder b(ctx);
+  SmallVector<NamedAttribute> attrs = {
+      b.getNamedAttr(TrainDialect::kRoleAttrName, RoleAttr::get(ctx, role)),
+      b.getNamedAttr(TrainDialect::kNameAttrName, b.getStringAttr(name))};
+  if (init)
+    attrs.push_back(b.getNamedAttr(TrainDialect::kInitAttrName, init));
+  return b.getDictionaryAttr(attrs);
+}
+
+class Autodiff {
+public:
+  Autodiff(func::FuncOp step, bool exposeGradients)
+      : step(step), ctx(step.getContext()), sig(step),
+        body(step.getBody().front()), b(ctx),
+        exposeGradients(exposeGradients) {}
+
+  LogicalResult run();
+
+private:
+  LogicalResult differentiate(Value loss);
+  void accumulate(Value value, Value contribution, Location loc);
+  /// A new argument at the end of the step.
+  Value addArgument(Type type, Role role, StringRef name, InitAttr init);
+  Value gradientForOptimizer(Value param);
+  LogicalResult applyOptimizer(Attribute config, Value loss);
+
+  func::FuncOp step;
+  MLIRContext *ctx;
+  StepSignature sig;
+  Block &body;
+  OpBuilder b;
+  bool exposeGradients;
+  DenseMap<Value, Value> grads;
+  NewSignature out;
+};
+
+void Autodiff::accumulate(Value value, Value contribution, Location loc) {
+  Value &total = grads[value];
+  total = total ? AddOp::create(b, loc, total, contribution).getResult()
+                : contribution;
+}
+
+LogicalResult Autodiff::differentiate(Value loss) {
+  Operation *lossOp = loss.getDefiningOp();
+  if (!lossOp || !isa<DifferentiableOpInterface>(lossOp))
+    return step.emitOpError()
+           << "returns a loss that no differentiable loss op computes; "
+              "autoshard-autodiff seeds the gradient at "
+              "train.softmax_cross_entropy";
+  DenseSet<Value> active = findActiveValues(body, sig, loss);
+  // The backward ops go before the terminator, so the forward ops are
+  // listed first: a reverse walk of the live block would revisit them.
+  SmallVector<Operation *> forward = llvm::to_vector(llvm::map_range(
+      body.without_terminator(), [](Operation &op) { return &op; }));
+  b.setInsertionPoint(body.getTerminator());
+  for (Operation *opPtr : llvm::reverse(forward)) {
+    Operation &op = *opPtr;
+    bool seed = &op == lossOp;
+    SmallVector<Value> resultGrads;
+    for (Value result : op.getResults())
+      resultGrads.push_back(grads.lookup(result));
+    if (!seed && llvm::all_of(resultGrads, [](Value g) { return !g; }))
+      continue;
+    auto differentiable = dyn_cast<DifferentiableOpInterface>(op);
+    if (!differentiable)
+      return op.emitOpError()
+             << "is on the path from a parameter to the loss but has no "
+                "gradient rule (DifferentiableOpInterface)";
+    SmallVector<bool> needed;
+    for (Value operand : op.getOperands())
+      needed.push_back(active.contains(operand));
+    SmallVector<Value> operandGrads(op.getNumOperands());
+    if (failed(differentiable.buildGradient(b, resultGrads, seed, needed,
+                                            operandGrads)))
+      return failure();
+    for (auto [operand, grad] : llvm::zip(op.getOperands(), operandGrads))
+      if (grad)
+        accumulate(operand, grad, op.getLoc());
+  }
+  return success();
+}
+
+Value Autodiff::addArgument(Type type, Role role, StringRef name,
+                            InitAttr init) {
+  out.argTypes.push_back(type);
+  out.argAttrs.push_back(valueAttrs(ctx, role, name, init));
+  return body.addArgument(type, step.getLoc());
+}
+
+/// The gradient an optimizer reads: the bf16 gradient itself when the f32
+/// master parameter was cast to bf16 for compute (the kernel upcasts it).
+Value Autodiff::gradientForOptimizer(Value param) {
+  Value grad = grads.lookup(param);
+  if (auto cast = grad.getDefiningOp<CastOp>())
+    if (cast.getInput().getType().getElementType().isBF16())
+      return cast.getInput();
+  return grad;
+}
+
+LogicalResult Autodiff::applyOptimizer(Attribute config, Value loss) {
+  InitAttr zeros = InitAttr::get(ctx, InitKind::Zeros, APFloat(0.0));
+  // Parameters with a gradient, in argument order.
+  SmallVector<std::pair<const StepValue *, Value>> updated;
+  for (const StepValue &arg : sig.getArgs())
+    if (arg.role == Role::Param && grads.lookup(body.getArgument(arg.index)))
+      updated.push_back({&arg, gradientForOptimizer(
+                                   body.getArgument(arg.index))});
+  if (updated.empty())
+    return step.emitOpError()
+           << "has no parameter on which the loss depends, so there is "
+              "nothing to train";
+
+  double lrInit = 0;
+  if (auto adamw = dyn_cast<AdamwConfigAttr>(config))
+    lrInit = adamw.getLr().getValueAsDouble();
+  else
+    lrInit = cast<SgdConfigAttr>(config).getLr().getValueAsDouble();
+  Value lr;
+  if (std::optional<unsigned> index = sig.getArgIndex("lr")) {
+    if (sig.getArgs()[*index].role != Role::Hyper)
+      return step.emitOpError()
+             << "has an argument named \"lr\" that is not a hyper; the "
+                "optimizer's learning rate needs that name";
+    lr = body.getArgument(*index);
+  } else {
+    lr = addArgument(RankedTensorType::get({}, b.getF32Type()), Role::Hyper,
+                     "lr",
+                     InitAttr::get(ctx, InitKind::Constant, APFloat(lrInit)));
+  }
+
+  Location loc = step.getLoc();
+  b.setInsertionPoint(body.getTerminator());
+  Value gradScale;
+  if (auto maxNorm = step->getAttrOfType<FloatAttr>(
+          TrainDialect::kMaxGradNormAttrName)) {
+    SmallVector<Value> all;
+    for (auto &[param, grad] : updated)
+      all.push_back(grad);
+    Value sumsq = SumOfSquaresOp::create(b, loc, all);
+    gradScale = ClipCoefficientOp::create(
+        b, loc, sumsq, b.getF32FloatAttr(maxNorm.getValueAsDouble()));
+  }
+
+  SmallVector<Value> newParams, newStates;
+  SmallVector<DictionaryAttr> paramAttrs, stateAttrs;
+  auto decayOf = [](const StepValue &param, double weightDecay) {
+    // Biases and norm gains are not decayed (nanoGPT, Megatron).
+    return param.type.getRank() >= 2 ? weightDecay : 0.0;
+  };
+
+  if (auto adamw = dyn_cast<AdamwConfigAttr>(config)) {
+    auto counterType = RankedTensorType::get({}, b.getI32Type());
+    Value counter =
+        addArgument(counterType, Role::OptState, "optimizer.step", zeros);
+    Value stepNumber = IncrementOp::create(b, loc, counter);
+    for (auto &[param, grad] : updated) {
+      std::string name = param->name.str();
+      Value m = addArgument(param->type, Role::OptState, name + ".exp_avg",
+                            zeros);
+      Value v = addArgument(param->type, Role::OptState, name + ".exp_avg_sq",
+                            zeros);
+      auto update = AdamwOp::create(
+          b, loc, body.getArgument(param->index), grad, m, v, lr, stepNumber,
+          gradScale,
+          b.getF32FloatAttr(adamw.getBeta1().getValueAsDouble()),
+          b.getF32FloatAttr(adamw.getBeta2().getValueAsDouble()),
+          b.getF32FloatAttr(adamw.getEps().getValueAsDouble()),
+          b.getF32FloatAttr(
+              decayOf(*param, adamw.getWeightDecay().getValueAsDouble())));
+      newParams.push_back(update.getNewParam());
+      paramAttrs.push_back(valueAttrs(ctx, Role::Param, name));
+      newStates.append({update.getNewExpAvg(), update.getNewExpAvgSq()});
+      stateAttrs.append({valueAttrs(ctx, Role::OptState, name + ".exp_avg"),
+                         valueAttrs(ctx, Role::OptState, name + ".exp_avg_sq")});
+    }
+    newStates.push_back(stepNumber);
+    stateAttrs.push_back(valueAttrs(ctx, Role::OptState, "optimizer.step"));
+  } else {
+    auto sgd = cast<SgdConfigAttr>(config);
+    double momentum = sgd.getMomentum().getValueAsDouble();
+    for (auto &[param, grad] : updated) {
+      std::string name = param->name.str();
+      Value buffer;
+      if (momentum != 0.0)
+        buffer = addArgument(param->type, Role::OptState,
+                             name + ".momentum_buffer", zeros);
+      auto update = SgdOp::create(
+          b, loc, body.getArgument(param->index), grad, lr, buffer, gradScale,
+          b.getF32FloatAttr(momentum),
+          b.getF32FloatAttr(
+              decayOf(*param, sgd.getWeightDecay().getValueAsDouble())),
+          b.getBoolAttr(false));
+      newParams.push_back(update.getNewParam());
+      paramAttrs.push_back(valueAttrs(ctx, Role::Param, name));
+      if (buffer) {
+        newStates.push_back(update.getNewMomentumBuffer());
+        stateAttrs.push_back(
+            valueAttrs(ctx, Role::OptState, name + ".momentum_buffer"));
+      }
+    }
+  }
+
+  out.results.append(newParams);
+  out.resultAttrs.append(paramAttrs);
+  out.results.append(newStates);
+  out.resultAttrs.append(stateAttrs);
+  if (exposeGradients)
+    for (auto &[param, grad] : updated) {
+      out.results.push_back(grad);
+      out.resultAttrs.push_back(
+          valueAttrs(ctx, Role::Grad, (param->name + ".grad").str()));
+    }
+  out.results.push_back(loss);
+  out.resultAttrs.push_back(step.getResultAttrDict(0));
+  return success();
+}
+
+LogicalResult Autodiff::run() {
+  Attribute config = step->getAttr(TrainDialect::kOptimizerAttrName);
+  Value loss = body.getTerminator()->getOperand(0);
+  for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
+    out.argTypes.push_back(step.getArgumentTypes()[i]);
+    out.argAttrs.push_back(step.getArgAttrDict(i));
+  }
+  if (failed(differentiate(loss)) || failed(applyOptimizer(config, loss)))
+    return failure();
+
+  Operation *terminator = body.getTerminator();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(terminator);
+  func::ReturnOp::create(b, terminator->getLoc(), out.results);
+  terminator->erase();
+  step.setType(FunctionType::get(ctx, out.argTypes,
+                                 ValueRange(out.results).getTypes()));
+  step.setAllArgAttrs(out.argAttrs);
+  step.setAllResultAttrs(out.resultAttrs);
+  step->removeAttr(TrainDialect::kOptimizerAttrName);
+  step->removeAttr(TrainDialect::kMaxGradNormAttrName);
+  return success();
+}
+
+struct AutodiffPass : autoshard::train::impl::AutodiffPassBase<AutodiffPass> {
+  using AutodiffPassBase::AutodiffPassBase;
+
+  void runOnOperation() override {
+    FailureOr<FunctionOpInterface> found = findStepFunction(getOperation());
+    if (failed(found))
+      return signalPassFailure();
+    // A step without an optimizer configuration carries its own backward.
+    if (!(*found)->hasAttr(TrainDialect::kOptimizerAttrName))
+      return;
+    auto step = dyn_cast<func::FuncOp>(found->getOperation());
+    if (!step) {
+      found->emitOpError() << "autoshard-autodiff needs the step as a "
+                              "func.func";
+      return signalPassFailure();
+    }
+    if (!llvm::hasSingleElement(step.getBody())) {
+      step.emitOpError() << "has " << step.getBody().getBlocks().size()
+                         << " blocks; autodiff handles straight-line steps";
+      return signalPassFailure();
+    }
+    if (failed(Autodiff(step, exposeGradients).run()))
+      return signalPassFailure();
+  }
+};
+
+} // namespace
