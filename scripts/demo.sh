@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
-# The main job on the built-in example: compile the MLP's training step for 2
-# ranks with DDP and train it for 50 steps, printing the loss.
+# The main job: train a small GPT-2 on the shipped public-domain corpus (KJV
+# Genesis and Exodus, byte-level) with DDP on 2 MPI ranks, printing the loss
+# next to the corpus's unigram entropy, which a model that ignores context
+# cannot beat. Takes about two minutes on a 2-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=build/demo
 mkdir -p "$out"
-set -x
-build/bin/shard-compile --strategy=ddp --world-size=2 examples/mlp.mlir -o "$out/mlp-ddp2"
 mpiflags=(--oversubscribe)
 [ "$(id -u)" -ne 0 ] || mpiflags+=(--allow-run-as-root)
-OPENBLAS_NUM_THREADS=1 mpirun "${mpiflags[@]}" -np 2 "$out/mlp-ddp2" --steps 50 --log-every 5
+steps=${STEPS:-600}
+
+set -x
+python3 scripts/tokenize.py data/corpus/kjv-genesis-exodus.txt "$out/kjv"
+build/bin/shard-gen gpt2-tiny --layers=4 --hidden=128 --seq=128 \
+  --micro-batch=32 -o "$out/gpt.mlir"
+build/bin/shard-compile --strategy=ddp --world-size=2 "$out/gpt.mlir" \
+  -o "$out/gpt-ddp2"
+OPENBLAS_NUM_THREADS=1 mpirun "${mpiflags[@]}" -np 2 "$out/gpt-ddp2" \
+  --steps "$steps" --log-every 50 --data "$out/kjv/train.bin" \
+  --save-params "$out/gpt-final.safetensors"

@@ -8,7 +8,7 @@ packages=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22
   ninja-build ccache cmake
   openmpi-bin libopenmpi-dev libopenblas-dev
-  libgtest-dev libgmock-dev libbenchmark-dev python3
+  libgtest-dev libgmock-dev libbenchmark-dev python3 python3-numpy
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -29,6 +29,7 @@ if [ ! -f build/build.ninja ]; then
     -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
     -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld \
-    -DCMAKE_SHARED_LINKER_FLAGS=-fuse-ld=lld
+    -DCMAKE_SHARED_LINKER_FLAGS=-fuse-ld=lld \
+    -DPython3_EXECUTABLE=/usr/bin/python3
 fi
 cmake --build build

@@ -1,6 +1,7 @@
 # lit configuration of autoshard's compiler and end-to-end tests.
 
 import os
+import subprocess
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -19,7 +20,7 @@ llvm_config.with_environment("PATH", config.autoshard_tools_dir, append_path=Tru
 # Ranks share the machine's cores: one BLAS thread each.
 llvm_config.with_environment("OPENBLAS_NUM_THREADS", "1")
 llvm_config.add_tool_substitutions(
-    ["shard-opt", "shard-compile"], [config.autoshard_tools_dir])
+    ["shard-opt", "shard-compile", "shard-gen"], [config.autoshard_tools_dir])
 
 config.substitutions.append(("%examples", os.path.join(config.autoshard_src_root, "examples")))
 config.substitutions.append(("%python", config.python_executable))
@@ -28,3 +29,19 @@ config.substitutions.append(
 
 if config.have_runtime:
     config.available_features.add("runtime")
+
+
+def python_imports(module):
+    """Whether %python can import `module` (the reference tests need numpy:
+    Debian's python3-numpy for /usr/bin/python3)."""
+    try:
+        return subprocess.run(
+            [config.python_executable, "-c", "import " + module],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+if python_imports("numpy"):
+    config.available_features.add("numpy")

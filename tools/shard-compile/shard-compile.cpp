@@ -38,6 +38,11 @@ static cl::opt<std::string>
 static cl::opt<int64_t> worldSize("world-size",
                                   cl::desc("Number of ranks (default 1)"),
                                   cl::init(1));
+static cl::opt<bool> exposeGradients(
+    "expose-gradients",
+    cl::desc("Return each parameter's gradient from the step (the binary's "
+             "--save-grads writes them)"),
+    cl::init(false));
 static cl::opt<std::string> backend("backend",
                                     cl::desc("Runtime backend (cpu)"),
                                     cl::init("cpu"));
@@ -125,7 +130,7 @@ int main(int argc, char **argv) {
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
-  autoshard::buildStrategyPipeline(pm, {strategy, worldSize});
+  autoshard::buildStrategyPipeline(pm, {strategy, worldSize, exposeGradients});
   autoshard::buildLowerToLLVMPipeline(pm);
   if (failed(pm.run(*module)))
     return 1;

@@ -53,10 +53,11 @@ std::string initText(InitAttr init) {
   return text;
 }
 
-/// The number of classes a label indexes: the class dimension of the loss
-/// that consumes it.
-std::optional<int64_t> labelClasses(BlockArgument label) {
-  for (Operation *user : label.getUsers()) {
+/// The number of classes an integer batch argument indexes: the class
+/// dimension of the loss that reads it as labels, or the rows of the
+/// embedding table that reads it as ids.
+std::optional<int64_t> classCount(BlockArgument ids) {
+  for (Operation *user : ids.getUsers()) {
     Value logits;
     if (auto loss = dyn_cast<SoftmaxCrossEntropyOp>(user))
       logits = loss.getLogits();
@@ -64,6 +65,8 @@ std::optional<int64_t> labelClasses(BlockArgument label) {
       logits = grad.getLogits();
     if (logits)
       return cast<RankedTensorType>(logits.getType()).getShape().back();
+    if (auto embedding = dyn_cast<EmbeddingOp>(user))
+      return embedding.getTable().getType().getDimSize(0);
   }
   return std::nullopt;
 }
@@ -125,15 +128,16 @@ FailureOr<std::string> autoshard::buildManifest(FunctionOpInterface step) {
       os << " init=zeros";
     if (arg.role == Role::Input || arg.role == Role::Label)
       os << " batch_dim=0 global=" << arg.type.getDimSize(0) * worldSize;
-    if (arg.role == Role::Label) {
-      std::optional<int64_t> classes =
-          labelClasses(body.getArgument(arg.index));
-      if (!classes)
+    if (arg.role == Role::Label || (arg.role == Role::Input &&
+                                    arg.type.getElementType().isInteger())) {
+      std::optional<int64_t> classes = classCount(body.getArgument(arg.index));
+      if (!classes && arg.role == Role::Label)
         return step.emitOpError()
                << "label argument \"" << arg.name
                << "\" is not consumed by a loss, so its number of classes is "
                   "unknown";
-      os << " classes=" << *classes;
+      if (classes)
+        os << " classes=" << *classes;
     }
     os << "\n";
   }

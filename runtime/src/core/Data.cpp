@@ -1,16 +1,13 @@
-// Batches for inputs and labels: synthetic, or read from an asdata file.
+// Batches for inputs and labels: synthetic, or read from a data file.
 #include "core/Data.h"
 #include "core/Dtype.h"
 #include "core/Philox.h"
+#include "core/TokenData.h"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
 #include <map>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace autoshard::rt {
 
@@ -293,6 +290,21 @@ private:
   size_t offset = 0;
 };
 
+/// True when `path` can be read and its first bytes are not the asdata
+/// magic (a file shorter than the magic included).
+bool startsWithoutAsdataMagic(const std::string &path) {
+  std::FILE *in = std::fopen(path.c_str(), "rb");
+  if (!in)
+    return false;
+  char magic[8];
+  size_t got = std::fread(magic, 1, sizeof magic, in);
+  // A directory opens but fails to read: leave it to the asdata reader.
+  bool readable = got == sizeof magic || !std::ferror(in);
+  std::fclose(in);
+  return readable &&
+         (got < sizeof magic || std::memcmp(magic, kAsdataMagic, 8) != 0);
+}
+
 } // namespace
 
 double syntheticInputValue(uint64_t seed, const TensorSpec &input, int64_t step,
@@ -308,6 +320,9 @@ double syntheticInputValue(uint64_t seed, const TensorSpec &input, int64_t step,
 Expected<std::unique_ptr<BatchSource>>
 makeSyntheticBatches(const Manifest &manifest, uint64_t seed, int rank,
                      int worldSize) {
+  // Uniform tokens would give a language model nothing to learn.
+  if (Expected<LanguageModelBatch> lm = findLanguageModelBatch(manifest))
+    return makeSyntheticTextBatches(*lm, seed, rank, worldSize);
   auto source =
       std::make_unique<SyntheticBatches>(manifest, seed, rank, worldSize);
   if (Status s = source->prepare(); !s)
@@ -315,12 +330,45 @@ makeSyntheticBatches(const Manifest &manifest, uint64_t seed, int rank,
   return std::unique_ptr<BatchSource>(std::move(source));
 }
 
-Expected<std::unique_ptr<BatchSource>> openDataFile(const std::string &path,
-                                                    const Manifest &manifest,
-                                                    int rank, int worldSize) {
+const char *dataFormatName(DataFormat format) {
+  switch (format) {
+  case DataFormat::Auto:
+    return "auto";
+  case DataFormat::Asdata:
+    return "asdata";
+  case DataFormat::Tokens:
+    return "tokens";
+  }
+  return "?";
+}
+
+Expected<std::unique_ptr<BatchSource>>
+openDataFile(const std::string &path, const Manifest &manifest, int rank,
+             int worldSize, DataFormat format, uint64_t seed) {
+  // Why an Auto file without the magic is not read as tokens; empty when it
+  // has the magic or could not be read (the asdata reader then says why).
+  std::string notTokens;
+  if (format == DataFormat::Auto) {
+    format = DataFormat::Asdata;
+    if (startsWithoutAsdataMagic(path)) {
+      Expected<LanguageModelBatch> lm = findLanguageModelBatch(manifest);
+      if (lm)
+        format = DataFormat::Tokens;
+      else
+        notTokens = lm.message();
+    }
+  }
+  if (format == DataFormat::Tokens)
+    return openTokenFile(path, manifest, seed, rank, worldSize);
+
   Expected<std::unique_ptr<AsdataFile>> file = AsdataFile::open(path);
   if (!file)
-    return Error(file.message());
+    return Error(file.message() +
+                 (notTokens.empty()
+                      ? std::string()
+                      : " (a file without that magic is read as a token "
+                        "file, but " +
+                            notTokens + ")"));
   auto source = std::make_unique<FileBatches>(manifest, std::move(*file), rank,
                                               worldSize);
   if (Status s = source->validate(); !s)
@@ -337,44 +385,21 @@ int64_t AsdataField::rowElements() const {
 
 Expected<std::unique_ptr<AsdataFile>>
 AsdataFile::open(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return Error("cannot open data file " + quoted(path) + ": " +
-                 std::strerror(errno));
-  struct stat info;
-  if (::fstat(fd, &info) != 0) {
-    int err = errno;
-    ::close(fd);
-    return Error("cannot read data file " + quoted(path) + ": " +
-                 std::strerror(err));
-  }
-  if (!S_ISREG(info.st_mode)) {
-    ::close(fd);
-    return Error("data file " + quoted(path) + " is not a regular file" +
-                 (S_ISDIR(info.st_mode) ? " (it is a directory)" : ""));
-  }
+  Expected<std::unique_ptr<MappedFile>> mapped =
+      MappedFile::open(path, "data file");
+  if (!mapped)
+    return Error(mapped.message());
   std::unique_ptr<AsdataFile> file(new AsdataFile());
   file->filePath = path;
-  file->mappingBytes = static_cast<size_t>(info.st_size);
-  if (file->mappingBytes > 0) {
-    void *mapping =
-        ::mmap(nullptr, file->mappingBytes, PROT_READ, MAP_SHARED, fd, 0);
-    if (mapping == MAP_FAILED) {
-      int err = errno;
-      ::close(fd);
-      return Error("cannot map data file " + quoted(path) + ": " +
-                   std::strerror(err));
-    }
-    file->mapping = mapping;
-  }
-  ::close(fd);
+  file->mapping = std::move(*mapped);
+  size_t mappingBytes = file->mapping->size();
 
-  const char *bytes = static_cast<const char *>(file->mapping);
-  HeaderReader in(path, bytes, file->mappingBytes);
+  const char *bytes = file->mapping->data();
+  HeaderReader in(path, bytes, mappingBytes);
   char magic[8];
-  if (file->mappingBytes < sizeof magic)
+  if (mappingBytes < sizeof magic)
     return Error("data file " + quoted(path) + " is truncated: it has " +
-                 std::to_string(file->mappingBytes) +
+                 std::to_string(mappingBytes) +
                  " bytes, fewer than the 8-byte magic 'ASDATA01'");
   (void)in.read(magic, sizeof magic, "the magic");
   if (std::memcmp(magic, kAsdataMagic, sizeof magic) != 0) {
@@ -440,28 +465,23 @@ AsdataFile::open(const std::string &path) {
 
   uint64_t offset = in.position();
   for (size_t f = 0; f < file->fieldList.size(); ++f) {
-    if (payloadBytes[f] > file->mappingBytes - offset)
+    if (payloadBytes[f] > mappingBytes - offset)
       return Error("data file " + quoted(path) + " is truncated: field " +
                    quoted(file->fieldList[f].name) + " needs " +
                    std::to_string(payloadBytes[f]) + " bytes at byte " +
                    std::to_string(offset) + " but the file has " +
-                   std::to_string(file->mappingBytes) + " bytes");
+                   std::to_string(mappingBytes) + " bytes");
     file->fieldList[f].data = bytes + offset;
     offset += payloadBytes[f];
   }
-  if (offset != file->mappingBytes)
+  if (offset != mappingBytes)
     return Error("data file " + quoted(path) + " has " +
-                 std::to_string(file->mappingBytes - offset) +
+                 std::to_string(mappingBytes - offset) +
                  " bytes after the payload of its " +
                  std::to_string(file->fieldList.size()) +
                  " fields; the header does not describe the file");
   file->numRows = static_cast<int64_t>(rows);
   return file;
-}
-
-AsdataFile::~AsdataFile() {
-  if (mapping)
-    ::munmap(mapping, mappingBytes);
 }
 
 const AsdataField *AsdataFile::find(std::string_view name) const {

@@ -1,9 +1,10 @@
-// Batches for inputs and labels: synthetic, or read from an asdata file.
+// Batches for inputs and labels: synthetic, or read from a data file.
 #pragma once
 
 #include "autoshard/rt/abi.h"
 #include "core/Expected.h"
 #include "core/Manifest.h"
+#include "core/MappedFile.h"
 
 #include <cstdint>
 #include <memory>
@@ -34,9 +35,11 @@ public:
   virtual std::string describe() const = 0;
 };
 
-/// Synthetic batches (docs/RuntimeABI.md, "Batches"): float inputs are
+/// Synthetic batches (docs/RuntimeABI.md, "Batches"). A language-model step
+/// (findLanguageModelBatch in core/TokenData.h) gets synthetic text, a
+/// learnable Markov chain over its vocabulary. Otherwise float inputs are
 /// standard normal, integer inputs uniform in [0, classes), each element a
-/// pure function of (seed, step, global row, argument). Labels are the
+/// pure function of (seed, step, global row, argument), and labels are the
 /// argmax of a fixed random linear teacher over the row's concatenated float
 /// inputs (uniform in [0, classes) when the step has no float input). Fails
 /// for an integer input without classes=, or a teacher too large to hold.
@@ -44,13 +47,29 @@ Expected<std::unique_ptr<BatchSource>>
 makeSyntheticBatches(const Manifest &manifest, uint64_t seed, int rank,
                      int worldSize);
 
-/// Batches from an asdata file. Everything is checked here, before the
-/// first step: the header, the size, a field of the right name, dtype and
-/// per-row shape for every input and label, and every label (and every
-/// value of an integer input with classes=) inside [0, classes).
-Expected<std::unique_ptr<BatchSource>> openDataFile(const std::string &path,
-                                                    const Manifest &manifest,
-                                                    int rank, int worldSize);
+/// How --data reads its file.
+enum class DataFormat {
+  /// asdata when the file starts with the asdata magic, else tokens.
+  Auto,
+  Asdata,
+  /// A nanoGPT-style token file (core/TokenData.h).
+  Tokens,
+};
+/// "auto", "asdata", "tokens".
+const char *dataFormatName(DataFormat format);
+
+/// Batches from a data file. Everything is checked here, before the first
+/// step. For asdata: the header, the size, a field of the right name, dtype
+/// and per-row shape for every input and label, and every label (and every
+/// value of an integer input with classes=) inside [0, classes). For token
+/// files: see openTokenFile; `seed` picks their random windows. In Auto
+/// format a file without the asdata magic is a token file when the step is
+/// a language model, and otherwise fails as a bad asdata file with a note
+/// saying why it cannot be a token file.
+Expected<std::unique_ptr<BatchSource>>
+openDataFile(const std::string &path, const Manifest &manifest, int rank,
+             int worldSize, DataFormat format = DataFormat::Auto,
+             uint64_t seed = 0);
 
 /// Element `rowElement` of global row `globalRow` of a synthetic input at
 /// step `step`, before conversion to its dtype. Exposed for tests.
@@ -80,7 +99,6 @@ public:
   /// file and what is wrong: missing, bad magic, truncated, an unknown
   /// dtype, zero rows, bytes after the payload.
   static Expected<std::unique_ptr<AsdataFile>> open(const std::string &path);
-  ~AsdataFile();
   AsdataFile(const AsdataFile &) = delete;
   AsdataFile &operator=(const AsdataFile &) = delete;
 
@@ -93,8 +111,7 @@ public:
 private:
   AsdataFile() = default;
   std::string filePath;
-  void *mapping = nullptr;
-  size_t mappingBytes = 0;
+  std::unique_ptr<MappedFile> mapping;
   int64_t numRows = 0;
   std::vector<AsdataField> fieldList;
 };

@@ -25,6 +25,8 @@ const char *roleName(Role role) {
     return "hyper";
   case Role::Loss:
     return "loss";
+  case Role::Grad:
+    return "grad";
   }
   return "?";
 }
@@ -107,9 +109,11 @@ std::string quoted(std::string_view text) {
 
 /// Keys each kind of record accepts, in the order diagnostics list them.
 std::vector<std::string_view> validKeys(bool isResult, Role role) {
-  if (isResult)
-    return role == Role::Loss ? std::vector<std::string_view>{}
-                              : std::vector<std::string_view>{"updates"};
+  if (isResult) {
+    if (role == Role::Loss)
+      return {};
+    return {role == Role::Grad ? "of" : "updates"};
+  }
   switch (role) {
   case Role::Param:
   case Role::OptState:
@@ -119,6 +123,7 @@ std::vector<std::string_view> validKeys(bool isResult, Role role) {
   case Role::Label:
     return {"batch_dim", "global", "classes"};
   case Role::Loss:
+  case Role::Grad:
     break;
   }
   return {};
@@ -147,6 +152,7 @@ private:
                      bool isResult);
   Status parseSingleton(int line, const std::vector<std::string_view> &fields);
   Status checkWhole(int lastLine);
+  Status checkGrad(const TensorSpec &grad, std::map<int, int> &gradientBy);
 
   std::string_view text;
   Manifest manifest;
@@ -334,10 +340,12 @@ Status Parser::parseTensor(int line,
     spec.role = Role::OptState;
   else if (isResult && role == "loss")
     spec.role = Role::Loss;
+  else if (isResult && role == "grad")
+    spec.role = Role::Grad;
   else
     return lineError(line,
                      "unknown " + std::string(kind) + " role " + quoted(role) +
-                         (isResult ? "; expected param, opt_state or loss"
+                         (isResult ? "; expected param, opt_state, loss or grad"
                                    : "; expected param, opt_state, input, "
                                      "label or hyper"));
 
@@ -415,6 +423,11 @@ Status Parser::parseTensor(int line,
         return lineError(line, "updates=" + std::string(value) +
                                    " must name an argument index >= 0");
       spec.updates = static_cast<int>(number);
+    } else if (key == "of") {
+      if (number < 0)
+        return lineError(line, "of=" + std::string(value) +
+                                   " must name an argument index >= 0");
+      spec.gradOf = static_cast<int>(number);
     }
   }
 
@@ -438,7 +451,12 @@ Status Parser::parseTensor(int line,
     if (Status s = require("classes", "classes=C"); !s)
       return s;
   }
-  if (isResult && spec.role != Role::Loss) {
+  if (isResult && spec.role == Role::Grad) {
+    if (Status s = require("of", "of=J naming the param it is the gradient "
+                                 "of");
+        !s)
+      return s;
+  } else if (isResult && spec.role != Role::Loss) {
     if (Status s = require("updates", "updates=I naming the argument it "
                                       "replaces");
         !s)
@@ -493,7 +511,7 @@ Status Parser::checkWhole(int lastLine) {
   }
 
   int lossLine = 0;
-  std::map<int, int> updatedBy;
+  std::map<int, int> updatedBy, gradientBy;
   std::set<std::string, std::less<>> resultNames;
   for (const TensorSpec &result : manifest.results) {
     if (!resultNames.insert(result.name).second)
@@ -511,6 +529,11 @@ Status Parser::checkWhole(int lastLine) {
                          "the loss must be one f32 element, found " +
                              std::string(dtypeName(result.dtype)) + " " +
                              formatShape(result.shape));
+      continue;
+    }
+    if (result.role == Role::Grad) {
+      if (Status s = checkGrad(result, gradientBy); !s)
+        return s;
       continue;
     }
     if (result.updates >= static_cast<int>(manifest.args.size()))
@@ -539,6 +562,47 @@ Status Parser::checkWhole(int lastLine) {
   }
   if (!lossLine)
     return lineError(lastLine, "the manifest has no loss result");
+  return Status::success();
+}
+
+/// A grad result is the gradient of one param: of= names a param argument
+/// of the same shape, and no other grad result exposes the same param. The
+/// dtype may differ from the param's (a bf16 gradient of an f32 master
+/// weight) but is a float.
+Status Parser::checkGrad(const TensorSpec &grad,
+                         std::map<int, int> &gradientBy) {
+  int numArgs = static_cast<int>(manifest.args.size());
+  if (grad.gradOf >= numArgs)
+    return lineError(
+        grad.line,
+        "of=" + std::to_string(grad.gradOf) +
+            " names no argument; the step has " + std::to_string(numArgs) +
+            " arguments" +
+            (numArgs ? " (0.." + std::to_string(numArgs - 1) + ")" : ""));
+  const TensorSpec &param = manifest.args[grad.gradOf];
+  if (param.role != Role::Param)
+    return lineError(grad.line, grad.describe() +
+                                    " has of=" + std::to_string(grad.gradOf) +
+                                    ", but " + param.describe() +
+                                    " is not a param; gradients are exposed "
+                                    "for params only");
+  if (grad.shape != param.shape)
+    return lineError(grad.line, grad.describe() + " has shape " +
+                                    formatShape(grad.shape) + " but " +
+                                    param.describe() + " has shape " +
+                                    formatShape(param.shape) +
+                                    "; a gradient has the shape of its param");
+  if (!isFloatDtype(grad.dtype))
+    return lineError(grad.line, grad.describe() + " is " +
+                                    dtypeName(grad.dtype) +
+                                    "; a gradient has a float dtype (f32, "
+                                    "bf16 or f16)");
+  auto [it, inserted] = gradientBy.emplace(grad.gradOf, grad.line);
+  if (!inserted)
+    return lineError(grad.line, "the gradient of " + param.describe() +
+                                    " is already exposed by the result on "
+                                    "line " +
+                                    std::to_string(it->second));
   return Status::success();
 }
 
@@ -659,6 +723,13 @@ int Manifest::lossResult() const {
     if (result.role == Role::Loss)
       return result.index;
   return -1;
+}
+
+bool Manifest::hasGradResults() const {
+  for (const TensorSpec &result : results)
+    if (result.role == Role::Grad)
+      return true;
+  return false;
 }
 
 int64_t Manifest::globalBatchRows() const {

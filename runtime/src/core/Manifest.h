@@ -16,9 +16,9 @@ namespace autoshard::rt {
 constexpr int kManifestFormatVersion = 1;
 
 /// What an argument or result is to the driver. Arguments are params,
-/// opt_states, inputs, labels or hypers; results are params, opt_states or
-/// the loss.
-enum class Role { Param, OptState, Input, Label, Hyper, Loss };
+/// opt_states, inputs, labels or hypers; results are params, opt_states,
+/// the loss or exposed gradients (grad).
+enum class Role { Param, OptState, Input, Label, Hyper, Loss, Grad };
 const char *roleName(Role role);
 
 enum class InitKind { Zeros, Ones, Normal, Uniform, Constant };
@@ -54,8 +54,11 @@ struct TensorSpec {
   /// [0, classes). 0 when absent.
   int64_t classes = 0;
   /// Results that are the new value of an argument: that argument's index;
-  /// -1 otherwise (the loss).
+  /// -1 otherwise (the loss, gradients).
   int updates = -1;
+  /// Grad results: the index of the param argument this is the gradient of;
+  /// -1 otherwise.
+  int gradOf = -1;
   /// The manifest line of the record, for later diagnostics.
   int line = 0;
 
@@ -91,14 +94,17 @@ struct Manifest {
   const TensorSpec *findArg(std::string_view name) const;
   /// Index of the (single) loss result.
   int lossResult() const;
+  /// Whether some result has role grad.
+  bool hasGradResults() const;
   /// The global batch rows of the inputs and labels; 0 if there are none.
   int64_t globalBatchRows() const;
 };
 
 /// Parses and validates a manifest. Errors name the line ("manifest line 5:
 /// ...") and what was expected there; whole-manifest rules (one loss result,
-/// `updates=` naming a matching argument, local batch times world size equal
-/// to the global batch) are checked too.
+/// `updates=` naming a matching argument, `of=` naming a param of the same
+/// shape, local batch times world size equal to the global batch) are
+/// checked too.
 Expected<Manifest> parseManifest(std::string_view text);
 
 /// "8x16", or "scalar" for an empty shape.

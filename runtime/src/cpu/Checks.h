@@ -28,4 +28,10 @@ inline void checkCount(const char *op, const char *name, int64_t value) {
     fatal("%s: %s = %lld is negative", op, name, static_cast<long long>(value));
 }
 
+/// A pointer the ABI requires, such as a learning rate read from memory.
+inline void checkNotNull(const char *op, const char *name, const void *ptr) {
+  if (!ptr)
+    fatal("%s: the %s pointer is null", op, name);
+}
+
 } // namespace autoshard::rt::cpu

@@ -8,7 +8,7 @@
 #include "core/Init.h"
 #include "core/Stats.h"
 #include "driver/Options.h"
-#include "driver/Safetensors.h"
+#include "driver/Params.h"
 
 #include <mpi.h>
 
@@ -172,24 +172,6 @@ std::vector<void *> allocateResults(asrt_context &ctx, const Manifest &manifest,
   return results;
 }
 
-Status saveParams(const std::string &path, const Manifest &manifest,
-                  const std::vector<void *> &args, int64_t steps,
-                  uint64_t seed) {
-  std::vector<TensorView> tensors;
-  for (const TensorSpec &arg : manifest.args)
-    if (arg.role == Role::Param)
-      tensors.push_back({arg.name, arg.dtype, arg.shape, args[arg.index]});
-  Status written = writeSafetensors(path, tensors,
-                                    {{"format", "pt"},
-                                     {"step", manifest.step},
-                                     {"strategy", manifest.strategy},
-                                     {"steps", std::to_string(steps)},
-                                     {"seed", std::to_string(seed)}});
-  if (!written)
-    return Error("--save-params: " + written.message());
-  return written;
-}
-
 Status writeStatsFile(const std::string &path, const Stats::Snapshot &stats,
                       const RunInfo &run) {
   std::ofstream out(path);
@@ -252,6 +234,13 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
       return 2;
     }
   }
+  // Before training, not after it: the step cannot grow gradients later.
+  if (!options.saveGradsFile.empty()) {
+    if (Status s = checkSaveGrads(*manifest); !s) {
+      printErrorOnRankZero(mpi, s.message());
+      return 2;
+    }
+  }
 
   NodeInfo node = nodeInfo(mpi);
   BackendOptions backend;
@@ -271,10 +260,18 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   std::vector<void *> results =
       allocateResults(ctx, *manifest, args, ownedResults);
 
+  // Every rank reads the file: params are replicated in this version.
+  Expected<LoadedParams> loaded = LoadedParams();
+  if (!options.loadParamsFile.empty())
+    loaded = loadParams(options.loadParamsFile, *manifest, args);
+  if (!allRanksOk(loaded.status(), mpi))
+    return 1;
+
   Expected<std::unique_ptr<BatchSource>> batches =
       options.dataFile.empty()
           ? makeSyntheticBatches(*manifest, options.seed, mpi.rank, mpi.size)
-          : openDataFile(options.dataFile, *manifest, mpi.rank, mpi.size);
+          : openDataFile(options.dataFile, *manifest, mpi.rank, mpi.size,
+                         options.dataFormat, options.seed);
   if (!allRanksOk(batches.status(), mpi))
     return 1;
 
@@ -286,6 +283,12 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
                 mpi.size == 1 ? "rank" : "ranks", hooks.backendName(),
                 backend.threads, backend.threads == 1 ? "thread" : "threads",
                 (*batches)->describe().c_str());
+    if (!options.loadParamsFile.empty())
+      std::printf("autoshard: loaded %d %s and %d %s from '%s'\n",
+                  loaded->params, loaded->params == 1 ? "param" : "params",
+                  loaded->optStates,
+                  loaded->optStates == 1 ? "opt_state" : "opt_states",
+                  options.loadParamsFile.c_str());
     std::fflush(stdout);
   }
 
@@ -329,6 +332,12 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     saved = saveParams(options.saveParamsFile, *manifest, args, options.steps,
                        options.seed);
   if (!allRanksOk(saved, mpi))
+    return 1;
+  Status savedGrads;
+  if (!options.saveGradsFile.empty() && mpi.rank == 0)
+    savedGrads = saveGrads(options.saveGradsFile, *manifest, results,
+                           options.steps, options.seed);
+  if (!allRanksOk(savedGrads, mpi))
     return 1;
   Status wroteStats;
   if (!options.statsJsonFile.empty() && mpi.rank == 0)

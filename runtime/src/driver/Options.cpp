@@ -58,7 +58,10 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
       expected = "an integer in 0..18446744073709551615";
     else if (flag == "--lr")
       expected = "a finite number >= 0";
-    else if (flag == "--data" || flag == "--save-params" ||
+    else if (flag == "--data-format")
+      expected = "auto, asdata or tokens";
+    else if (flag == "--data" || flag == "--load-params" ||
+             flag == "--save-params" || flag == "--save-grads" ||
              flag == "--stats-json")
       expected = "a file name";
     else
@@ -101,15 +104,32 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
           !std::isfinite(lr) || lr < 0)
         return Error(invalid(flag, value, expected));
       options.lr = lr;
+    } else if (flag == "--data-format") {
+      if (value == "auto")
+        options.dataFormat = DataFormat::Auto;
+      else if (value == "asdata")
+        options.dataFormat = DataFormat::Asdata;
+      else if (value == "tokens")
+        options.dataFormat = DataFormat::Tokens;
+      else
+        return Error(invalid(flag, value, expected));
     } else {
       if (value.empty())
         return Error(std::string(flag) + " needs a value: a file name");
       std::string &target = flag == "--data"          ? options.dataFile
+                            : flag == "--load-params" ? options.loadParamsFile
                             : flag == "--save-params" ? options.saveParamsFile
+                            : flag == "--save-grads"  ? options.saveGradsFile
                                                       : options.statsJsonFile;
       target = std::string(value);
     }
   }
+  // Synthetic batches have no format; ignoring the flag would hide a
+  // forgotten --data.
+  if (options.dataFormat != DataFormat::Auto && options.dataFile.empty())
+    return Error(std::string("--data-format=") +
+                 dataFormatName(options.dataFormat) +
+                 " applies to --data FILE, which is not given");
   return options;
 }
 
@@ -121,16 +141,30 @@ std::string usageText(std::string_view program) {
          "the world size it was compiled for.\n"
          "\n"
          "  --steps N            training steps to run (default 10)\n"
-         "  --seed S             seed of the initialisation and synthetic data "
-         "(default 0)\n"
+         "  --seed S             seed of the initialisation, the synthetic "
+         "data "
+         "and the\n"
+         "                       token files' random windows (default 0)\n"
          "  --lr F               learning rate; overrides the step's hyper "
          "'lr'\n"
          "  --log-every K        print the loss every K steps and at the last "
          "(default 1)\n"
-         "  --data FILE          read batches from an asdata file (default: "
-         "synthetic)\n"
+         "  --data FILE          read batches from an asdata or token file "
+         "(default:\n"
+         "                       synthetic)\n"
+         "  --data-format F      auto, asdata or tokens (default auto: asdata "
+         "when the\n"
+         "                       file starts with its magic, else uint16 "
+         "tokens)\n"
+         "  --load-params FILE   replace the initial params and opt_states by "
+         "those in a\n"
+         "                       safetensors file (every param must be "
+         "there)\n"
          "  --save-params FILE   write the parameters after the last step as "
          "safetensors\n"
+         "  --save-grads FILE    write the last step's gradients as "
+         "safetensors (needs a\n"
+         "                       step compiled with exposed gradients)\n"
          "  --stats-json FILE    write the runtime's statistics as JSON\n"
          "  --threads N          kernel threads per rank (default: the "
          "node's cores\n"

@@ -1,6 +1,7 @@
 // The training binary's command line, parsed by a pure function.
 #pragma once
 
+#include "core/Data.h"
 #include "core/Expected.h"
 
 #include <cstdint>
@@ -19,7 +20,13 @@ struct Options {
   int64_t logEvery = 1;
   /// Empty: synthetic batches.
   std::string dataFile;
+  /// How to read dataFile; anything but Auto needs a dataFile.
+  DataFormat dataFormat = DataFormat::Auto;
+  /// Params (and optionally opt_states) that replace the initial values.
+  std::string loadParamsFile;
   std::string saveParamsFile;
+  /// The step's exposed gradients after the last step.
+  std::string saveGradsFile;
   std::string statsJsonFile;
   /// Kernel threads per rank; 0 means "choose" (defaultThreads).
   int threads = 0;

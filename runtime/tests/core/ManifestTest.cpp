@@ -11,7 +11,7 @@ namespace {
 
 // docs/RuntimeABI.md's example, plus the momentum result it implies.
 const char *kGood = "autoshard-manifest 1\n"
-                    "abi 1\n"
+                    "abi 2\n"
                     "step train_step\n"
                     "strategy ddp\n"
                     "grid 2\n"
@@ -25,10 +25,30 @@ const char *kGood = "autoshard-manifest 1\n"
                     "result 1 loss loss f32 scalar\n"
                     "end\n";
 
-/// kGood with 1-based line `line` replaced by `text` (or removed when
-/// `text` is null).
-std::string withLine(int line, const char *text) {
-  std::string in = kGood, out;
+// docs/RuntimeABI.md's second example: AdamW's i32 step counter and an
+// exposed gradient.
+const char *kAdamWithGrad =
+    "autoshard-manifest 1\n"
+    "abi 2\n"
+    "step train_step\n"
+    "strategy ddp\n"
+    "grid 2\n"
+    "arg 0 param w f32 4x8 init=normal:0.1\n"
+    "arg 1 opt_state w.exp_avg f32 4x8 init=zeros\n"
+    "arg 2 opt_state step i32 scalar init=zeros\n"
+    "arg 3 input x f32 8x8 batch_dim=0 global=16\n"
+    "arg 4 label y i32 8 batch_dim=0 global=16 classes=4\n"
+    "result 0 param w f32 4x8 updates=0\n"
+    "result 1 opt_state w.exp_avg f32 4x8 updates=1\n"
+    "result 2 opt_state step i32 scalar updates=2\n"
+    "result 3 grad w.grad f32 4x8 of=0\n"
+    "result 4 loss loss f32 scalar\n"
+    "end\n";
+
+/// `base` (kGood by default) with 1-based line `line` replaced by `text`
+/// (or removed when `text` is null).
+std::string withLine(int line, const char *text, const char *base = kGood) {
+  std::string in = base, out;
   int number = 1;
   size_t start = 0;
   while (start < in.size()) {
@@ -107,6 +127,31 @@ TEST(ManifestTest, ParsesTheDocumentedExample) {
   EXPECT_EQ(m.findArg("lr"), &m.args[5]);
   EXPECT_EQ(m.findArg("nope"), nullptr);
   EXPECT_EQ(m.results[1].describe(), "result 1 (loss loss)");
+}
+
+TEST(ManifestTest, ParsesGradResultsAndAnIntegerStepCounter) {
+  Expected<Manifest> parsed = parseManifest(kAdamWithGrad);
+  ASSERT_TRUE(parsed.ok()) << parsed.message();
+  const Manifest &m = *parsed;
+  EXPECT_EQ(m.args[2].role, Role::OptState);
+  EXPECT_EQ(m.args[2].dtype, ASRT_DTYPE_I32);
+  EXPECT_TRUE(m.args[2].shape.empty());
+  EXPECT_EQ(m.results[2].updates, 2);
+  const TensorSpec &grad = m.results[3];
+  EXPECT_EQ(grad.role, Role::Grad);
+  EXPECT_EQ(grad.gradOf, 0);
+  EXPECT_EQ(grad.updates, -1);
+  EXPECT_EQ(grad.describe(), "result 3 (grad w.grad)");
+  EXPECT_EQ(m.results[0].gradOf, -1);
+  EXPECT_TRUE(m.hasGradResults());
+  EXPECT_EQ(m.lossResult(), 4);
+  EXPECT_FALSE(parseManifest(kGood)->hasGradResults());
+
+  // Under mixed precision the gradient may be bf16 for an f32 param.
+  Expected<Manifest> bf16 = parseManifest(
+      withLine(14, "result 3 grad w.grad bf16 4x8 of=0", kAdamWithGrad));
+  ASSERT_TRUE(bf16.ok()) << bf16.message();
+  EXPECT_EQ(bf16->results[3].dtype, ASRT_DTYPE_BF16);
 }
 
 TEST(ManifestTest, AcceptsCrLfBlankLinesAndAnyBatchDim) {
@@ -213,9 +258,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "2"},
         BadCase{"AbiNotInteger", withLine(2, "abi x"),
                 "manifest line 2: ABI version 'x' is not an integer"},
-        BadCase{"AbiMismatch", withLine(2, "abi 2"),
+        BadCase{"AbiMismatch", withLine(2, "abi 1"),
                 "manifest line 2: the step was generated for runtime ABI "
-                "version 2 but this runtime implements version 1"},
+                "version 1 but this runtime implements version 2"},
         BadCase{"BadGrid", withLine(5, "grid 2x0"),
                 "manifest line 5: bad grid '2x0'"},
         BadCase{"HugeGrid", withLine(5, "grid 65536x65536"),
@@ -237,7 +282,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"UnknownResultRole",
                 withLine(13, "result 1 input loss f32 scalar"),
                 "manifest line 13: unknown result role 'input'; expected "
-                "param, opt_state or loss"},
+                "param, opt_state, loss or grad"},
         BadCase{"BadName",
                 withLine(7, "arg 1 param fc1/bias f32 64 init=zeros"),
                 "manifest line 7: bad name 'fc1/bias'"},
@@ -360,7 +405,55 @@ INSTANTIATE_TEST_SUITE_P(
                 "manifest line 13: argument 0 is already updated by the "
                 "result on line 12"},
         BadCase{"NoLoss", withLine(13, nullptr),
-                "manifest line 13: the manifest has no loss result"}),
+                "manifest line 13: the manifest has no loss result"},
+        // Gradient results (kAdamWithGrad, line 14 is the grad result).
+        BadCase{"GradWithoutOf",
+                withLine(14, "result 3 grad w.grad f32 4x8", kAdamWithGrad),
+                "manifest line 14: result 3 (grad w.grad) needs of=J naming "
+                "the param it is the gradient of"},
+        BadCase{"GradWithUpdates",
+                withLine(14, "result 3 grad w.grad f32 4x8 updates=0",
+                         kAdamWithGrad),
+                "manifest line 14: key 'updates' is not valid for grad "
+                "results; valid keys: of"},
+        BadCase{"OfOnParamResult",
+                withLine(11, "result 0 param w f32 4x8 updates=0 of=0",
+                         kAdamWithGrad),
+                "manifest line 11: key 'of' is not valid for param results; "
+                "valid keys: updates"},
+        BadCase{
+            "NegativeOf",
+            withLine(14, "result 3 grad w.grad f32 4x8 of=-1", kAdamWithGrad),
+            "manifest line 14: of=-1 must name an argument index >= 0"},
+        BadCase{
+            "OfNamesNoArgument",
+            withLine(14, "result 3 grad w.grad f32 4x8 of=5", kAdamWithGrad),
+            "manifest line 14: of=5 names no argument; the step has 5 "
+            "arguments (0..4)"},
+        BadCase{
+            "OfNamesAnOptState",
+            withLine(14, "result 3 grad w.grad f32 4x8 of=1", kAdamWithGrad),
+            "manifest line 14: result 3 (grad w.grad) has of=1, but arg 1 "
+            "(opt_state w.exp_avg) is not a param; gradients are exposed "
+            "for params only"},
+        BadCase{
+            "GradShapeMismatch",
+            withLine(14, "result 3 grad w.grad f32 8x4 of=0", kAdamWithGrad),
+            "manifest line 14: result 3 (grad w.grad) has shape 8x4 but "
+            "arg 0 (param w) has shape 4x8; a gradient has the shape of "
+            "its param"},
+        BadCase{
+            "GradNotFloat",
+            withLine(14, "result 3 grad w.grad i32 4x8 of=0", kAdamWithGrad),
+            "manifest line 14: result 3 (grad w.grad) is i32; a gradient "
+            "has a float dtype (f32, bf16 or f16)"},
+        BadCase{"GradTwice",
+                withLine(15,
+                         "result 4 grad w.grad2 f32 4x8 of=0\n"
+                         "result 5 loss loss f32 scalar",
+                         kAdamWithGrad),
+                "manifest line 15: the gradient of arg 0 (param w) is already "
+                "exposed by the result on line 14"}),
     [](const ::testing::TestParamInfo<BadCase> &info) {
       return std::string(info.param.label);
     });

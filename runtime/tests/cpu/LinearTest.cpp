@@ -44,8 +44,8 @@ protected:
                              const std::vector<float> &w,
                              const std::vector<float> *b) {
     std::vector<float> y = poisoned(rows * out);
-    asrt_linear_fwd_f32(&ctx, x.data(), w.data(), b ? b->data() : nullptr,
-                        y.data(), rows, in, out);
+    asrt_linear_fwd(&ctx, ASRT_DTYPE_F32, x.data(), w.data(),
+                    b ? b->data() : nullptr, y.data(), rows, in, out);
     return y;
   }
 
@@ -114,8 +114,8 @@ TEST_P(LinearTest, GradInputMatchesReference) {
   std::vector<float> dy = uniformFloats(rows * out, 21, -1.0f, 1.0f);
   std::vector<float> w = uniformFloats(out * in, 22, -1.0f, 1.0f);
   std::vector<float> dx = poisoned(rows * in);
-  asrt_linear_grad_input_f32(&ctx, dy.data(), w.data(), dx.data(), rows, in,
-                             out);
+  asrt_linear_grad_input(&ctx, ASRT_DTYPE_F32, dy.data(), w.data(), dx.data(),
+                         rows, in, out);
 
   std::vector<double> ref(rows * in), tol(rows * in);
   for (int64_t r = 0; r < rows; ++r)
@@ -136,8 +136,8 @@ TEST_P(LinearTest, GradWeightMatchesReference) {
   std::vector<float> dy = uniformFloats(rows * out, 31, -1.0f, 1.0f);
   std::vector<float> x = uniformFloats(rows * in, 32, -1.0f, 1.0f);
   std::vector<float> dw = poisoned(out * in);
-  asrt_linear_grad_weight_f32(&ctx, dy.data(), x.data(), dw.data(), rows, in,
-                              out);
+  asrt_linear_grad_weight(&ctx, ASRT_DTYPE_F32, dy.data(), x.data(), dw.data(),
+                          rows, in, out);
 
   std::vector<double> ref(out * in), tol(out * in);
   for (int64_t o = 0; o < out; ++o)
@@ -157,7 +157,7 @@ TEST_P(LinearTest, GradWeightMatchesReference) {
 TEST_P(LinearTest, BiasGradMatchesReference) {
   std::vector<float> dy = uniformFloats(rows * out, 41, -1.0f, 1.0f);
   std::vector<float> db = poisoned(out);
-  asrt_bias_grad_f32(&ctx, dy.data(), db.data(), rows, out);
+  asrt_bias_grad(&ctx, ASRT_DTYPE_F32, dy.data(), db.data(), rows, out);
 
   std::vector<double> ref(out, 0.0), tol(out, 0.0);
   for (int64_t r = 0; r < rows; ++r)
@@ -177,11 +177,11 @@ TEST_P(LinearTest, GradsMatchFiniteDifferencesOfForward) {
 
   std::vector<float> dx = poisoned(rows * in), dw = poisoned(out * in),
                      db = poisoned(out);
-  asrt_linear_grad_input_f32(&ctx, dy.data(), w.data(), dx.data(), rows, in,
-                             out);
-  asrt_linear_grad_weight_f32(&ctx, dy.data(), x.data(), dw.data(), rows, in,
-                              out);
-  asrt_bias_grad_f32(&ctx, dy.data(), db.data(), rows, out);
+  asrt_linear_grad_input(&ctx, ASRT_DTYPE_F32, dy.data(), w.data(), dx.data(),
+                         rows, in, out);
+  asrt_linear_grad_weight(&ctx, ASRT_DTYPE_F32, dy.data(), x.data(), dw.data(),
+                          rows, in, out);
+  asrt_bias_grad(&ctx, ASRT_DTYPE_F32, dy.data(), db.data(), rows, out);
 
   auto probed = [](const std::vector<float> &g,
                    const std::vector<size_t> &probes) {
@@ -204,6 +204,49 @@ TEST_P(LinearTest, GradsMatchFiniteDifferencesOfForward) {
   EXPECT_TRUE(allNear(probed(db, pb), finiteDifferences(&b, pb, x, w, &b, dy),
                       0.0, 0.0))
       << "db";
+}
+
+TEST_P(LinearTest, Bf16AgreesWithF32) {
+  // Inputs that bf16 holds exactly: the two variants then see the same
+  // values and differ only in the rounding of their outputs.
+  std::vector<float> x = bf16Rounded(uniformFloats(rows * in, 71, -1, 1));
+  std::vector<float> w = bf16Rounded(uniformFloats(out * in, 72, -1, 1));
+  std::vector<float> b = bf16Rounded(uniformFloats(out, 73, -1, 1));
+  std::vector<float> dy = bf16Rounded(uniformFloats(rows * out, 74, -1, 1));
+  std::vector<uint16_t> xb = toBf16(x), wb = toBf16(w), bb = toBf16(b),
+                        dyb = toBf16(dy);
+  const void *bias = hasBias ? static_cast<const void *>(b.data()) : nullptr;
+  const void *biasB = hasBias ? static_cast<const void *>(bb.data()) : nullptr;
+
+  std::vector<float> y = poisoned(rows * out), dx = poisoned(rows * in),
+                     dw = poisoned(out * in), db = poisoned(out);
+  asrt_linear_fwd(&ctx, ASRT_DTYPE_F32, x.data(), w.data(), bias, y.data(),
+                  rows, in, out);
+  asrt_linear_grad_input(&ctx, ASRT_DTYPE_F32, dy.data(), w.data(), dx.data(),
+                         rows, in, out);
+  asrt_linear_grad_weight(&ctx, ASRT_DTYPE_F32, dy.data(), x.data(), dw.data(),
+                          rows, in, out);
+  asrt_bias_grad(&ctx, ASRT_DTYPE_F32, dy.data(), db.data(), rows, out);
+
+  std::vector<uint16_t> yb = poisonedBf16(rows * out),
+                        dxb = poisonedBf16(rows * in),
+                        dwb = poisonedBf16(out * in), dbb = poisonedBf16(out);
+  asrt_linear_fwd(&ctx, ASRT_DTYPE_BF16, xb.data(), wb.data(), biasB, yb.data(),
+                  rows, in, out);
+  asrt_linear_grad_input(&ctx, ASRT_DTYPE_BF16, dyb.data(), wb.data(),
+                         dxb.data(), rows, in, out);
+  asrt_linear_grad_weight(&ctx, ASRT_DTYPE_BF16, dyb.data(), xb.data(),
+                          dwb.data(), rows, in, out);
+  asrt_bias_grad(&ctx, ASRT_DTYPE_BF16, dyb.data(), dbb.data(), rows, out);
+
+  // The GEMMs run in f32 on the converted operands: each bf16 output is the
+  // f32 result rounded, within half a bf16 ulp (2^-8 relative) of it.
+  const double halfUlp = 1.0 / 256;
+  EXPECT_TRUE(bf16CloseToF32(yb, y, halfUlp, 1e-6)) << "y";
+  EXPECT_TRUE(bf16CloseToF32(dxb, dx, halfUlp, 1e-6)) << "dx";
+  EXPECT_TRUE(bf16CloseToF32(dwb, dw, halfUlp, 1e-6)) << "dw";
+  // Column sums in double, rounded once: exactly the f32 sum rounded.
+  EXPECT_TRUE(bf16IsRoundedF32(dbb, db)) << "db";
 }
 
 const Shape kShapes[] = {
@@ -232,25 +275,25 @@ TEST_F(LinearEdgeTest, EmptyReductionsGiveBiasOrZero) {
 
   // in == 0: y is the bias (or 0) in every row.
   std::vector<float> y = poisoned(2 * 3);
-  asrt_linear_fwd_f32(&ctx, unusedIn.data(), unusedIn.data(), b.data(),
-                      y.data(), 2, 0, 3);
+  asrt_linear_fwd(&ctx, ASRT_DTYPE_F32, unusedIn.data(), unusedIn.data(),
+                  b.data(), y.data(), 2, 0, 3);
   EXPECT_TRUE(allNear(y, {0.5, -2.0, 3.0, 0.5, -2.0, 3.0}, 0.0, 0.0));
   y = poisoned(2 * 3);
-  asrt_linear_fwd_f32(&ctx, unusedIn.data(), unusedIn.data(), nullptr, y.data(),
-                      2, 0, 3);
+  asrt_linear_fwd(&ctx, ASRT_DTYPE_F32, unusedIn.data(), unusedIn.data(),
+                  nullptr, y.data(), 2, 0, 3);
   EXPECT_TRUE(allNear(y, std::vector<double>(6, 0.0), 0.0, 0.0));
 
   // out == 0: dx is an empty sum.
   std::vector<float> dx = poisoned(2 * 4);
-  asrt_linear_grad_input_f32(&ctx, unusedIn.data(), unusedIn.data(), dx.data(),
-                             2, 4, 0);
+  asrt_linear_grad_input(&ctx, ASRT_DTYPE_F32, unusedIn.data(), unusedIn.data(),
+                         dx.data(), 2, 4, 0);
   EXPECT_TRUE(allNear(dx, std::vector<double>(8, 0.0), 0.0, 0.0));
 
   // rows == 0: dw and db are empty sums.
   std::vector<float> dw = poisoned(3 * 4), db = poisoned(3);
-  asrt_linear_grad_weight_f32(&ctx, unusedIn.data(), unusedIn.data(), dw.data(),
-                              0, 4, 3);
-  asrt_bias_grad_f32(&ctx, unusedIn.data(), db.data(), 0, 3);
+  asrt_linear_grad_weight(&ctx, ASRT_DTYPE_F32, unusedIn.data(),
+                          unusedIn.data(), dw.data(), 0, 4, 3);
+  asrt_bias_grad(&ctx, ASRT_DTYPE_F32, unusedIn.data(), db.data(), 0, 3);
   EXPECT_TRUE(allNear(dw, std::vector<double>(12, 0.0), 0.0, 0.0));
   EXPECT_TRUE(allNear(db, std::vector<double>(3, 0.0), 0.0, 0.0));
 }
@@ -261,7 +304,7 @@ TEST_F(LinearEdgeTest, BiasGradAccumulatesManyRowsAccurately) {
   const int64_t rows = int64_t(1) << 17, out = 5;
   std::vector<float> dy = uniformFloats(rows * out, 61, 0.0f, 1.0f);
   std::vector<float> db = poisoned(out);
-  asrt_bias_grad_f32(&ctx, dy.data(), db.data(), rows, out);
+  asrt_bias_grad(&ctx, ASRT_DTYPE_F32, dy.data(), db.data(), rows, out);
   std::vector<double> ref(out, 0.0);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t o = 0; o < out; ++o)
@@ -272,11 +315,22 @@ TEST_F(LinearEdgeTest, BiasGradAccumulatesManyRowsAccurately) {
 TEST_F(LinearEdgeTest, NegativeShapeIsFatal) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   float dummy = 0.0f;
-  EXPECT_DEATH(
-      asrt_linear_fwd_f32(&ctx, &dummy, &dummy, nullptr, &dummy, -1, 1, 1),
-      "linear_fwd_f32: rows = -1 is negative");
-  EXPECT_DEATH(asrt_bias_grad_f32(&ctx, &dummy, &dummy, 1, -3),
-               "bias_grad_f32: out = -3 is negative");
+  EXPECT_DEATH(asrt_linear_fwd(&ctx, ASRT_DTYPE_F32, &dummy, &dummy, nullptr,
+                               &dummy, -1, 1, 1),
+               "linear_fwd: rows = -1 is negative");
+  EXPECT_DEATH(asrt_bias_grad(&ctx, ASRT_DTYPE_F32, &dummy, &dummy, 1, -3),
+               "bias_grad: out = -3 is negative");
+}
+
+TEST_F(LinearEdgeTest, UnsupportedDtypeIsFatal) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  float dummy = 0.0f;
+  EXPECT_DEATH(asrt_linear_fwd(&ctx, ASRT_DTYPE_F16, &dummy, &dummy, nullptr,
+                               &dummy, 1, 1, 1),
+               "linear_fwd: dtype 3 \\(f16\\) is not supported; expected f32 "
+               "\\(0\\) or bf16 \\(2\\)");
+  EXPECT_DEATH(asrt_bias_grad(&ctx, 42, &dummy, &dummy, 1, 1),
+               "bias_grad: dtype 42 \\(\\?\\) is not supported");
 }
 
 } // namespace

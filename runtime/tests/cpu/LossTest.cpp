@@ -77,15 +77,15 @@ protected:
 
   float kernelLoss(const std::vector<float> &z) {
     float loss = std::numeric_limits<float>::quiet_NaN();
-    asrt_softmax_xent_fwd_f32(&ctx, z.data(), labels.data(), &loss, rows,
-                              classes);
+    asrt_softmax_xent_fwd(&ctx, ASRT_DTYPE_F32, z.data(), labels.data(), &loss,
+                          rows, classes);
     return loss;
   }
 
   std::vector<float> kernelGrad(const float *dloss) {
     std::vector<float> g = poisoned(rows * classes);
-    asrt_softmax_xent_grad_f32(&ctx, logits.data(), labels.data(), dloss,
-                               g.data(), rows, classes);
+    asrt_softmax_xent_grad(&ctx, ASRT_DTYPE_F32, logits.data(), labels.data(),
+                           dloss, g.data(), rows, classes);
     return g;
   }
 
@@ -173,9 +173,33 @@ TEST_P(SoftmaxXentTest, GradMatchesFiniteDifferencesOfKernelLoss) {
 TEST_P(SoftmaxXentTest, GradMayOverwriteLogits) {
   std::vector<float> outOfPlace = kernelGrad(nullptr);
   std::vector<float> inPlace = logits;
-  asrt_softmax_xent_grad_f32(&ctx, inPlace.data(), labels.data(), nullptr,
-                             inPlace.data(), rows, classes);
+  asrt_softmax_xent_grad(&ctx, ASRT_DTYPE_F32, inPlace.data(), labels.data(),
+                         nullptr, inPlace.data(), rows, classes);
   EXPECT_TRUE(bitwiseEqual(inPlace, outOfPlace));
+}
+
+TEST_P(SoftmaxXentTest, Bf16IsRoundedF32) {
+  logits = bf16Rounded(logits);
+  std::vector<uint16_t> logitsB = toBf16(logits);
+  // The loss is f32 for both and computed from the same values: equal.
+  float lossB = std::numeric_limits<float>::quiet_NaN();
+  asrt_softmax_xent_fwd(&ctx, ASRT_DTYPE_BF16, logitsB.data(), labels.data(),
+                        &lossB, rows, classes);
+  EXPECT_EQ(lossB, kernelLoss(logits));
+  EXPECT_TRUE(allNear(std::vector<float>{lossB},
+                      {lossRef(logits, labels, rows, classes)}, 1e-6, 1e-7));
+
+  const float dloss = 2.5f;
+  std::vector<uint16_t> gB = poisonedBf16(rows * classes);
+  asrt_softmax_xent_grad(&ctx, ASRT_DTYPE_BF16, logitsB.data(), labels.data(),
+                         &dloss, gB.data(), rows, classes);
+  std::vector<float> g = kernelGrad(&dloss);
+  EXPECT_TRUE(bf16IsRoundedF32(gB, g));
+  // In place, bf16 logits overwritten by their gradient.
+  std::vector<uint16_t> inPlace = logitsB;
+  asrt_softmax_xent_grad(&ctx, ASRT_DTYPE_BF16, inPlace.data(), labels.data(),
+                         &dloss, inPlace.data(), rows, classes);
+  EXPECT_EQ(inPlace, gB);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -207,14 +231,14 @@ TEST_F(SoftmaxXentEdgeTest, LargeLogitsStayFiniteAndCorrect) {
                      (2e4 + std::log(1.0 + std::exp(-0.5)))) /
                     3.0;
   float loss = 0.0f;
-  asrt_softmax_xent_fwd_f32(&ctx, logits.data(), labels.data(), &loss, rows,
-                            classes);
+  asrt_softmax_xent_fwd(&ctx, ASRT_DTYPE_F32, logits.data(), labels.data(),
+                        &loss, rows, classes);
   ASSERT_TRUE(std::isfinite(loss));
   EXPECT_TRUE(allNear(std::vector<float>{loss}, {expected}, 1e-6, 0.0));
 
   std::vector<float> g = poisoned(rows * classes);
-  asrt_softmax_xent_grad_f32(&ctx, logits.data(), labels.data(), nullptr,
-                             g.data(), rows, classes);
+  asrt_softmax_xent_grad(&ctx, ASRT_DTYPE_F32, logits.data(), labels.data(),
+                         nullptr, g.data(), rows, classes);
   std::vector<double> ref, mag;
   gradRef(logits, labels, rows, classes, 1.0, ref, mag);
   for (size_t i = 0; i < mag.size(); ++i)
@@ -229,11 +253,12 @@ TEST_F(SoftmaxXentEdgeTest, SingleClassHasZeroLossAndGradient) {
   std::vector<float> logits = {3.0f, -1e4f};
   std::vector<int32_t> labels = {0, 0};
   float loss = 1.0f;
-  asrt_softmax_xent_fwd_f32(&ctx, logits.data(), labels.data(), &loss, 2, 1);
+  asrt_softmax_xent_fwd(&ctx, ASRT_DTYPE_F32, logits.data(), labels.data(),
+                        &loss, 2, 1);
   EXPECT_EQ(loss, 0.0f);
   std::vector<float> g = poisoned(2);
-  asrt_softmax_xent_grad_f32(&ctx, logits.data(), labels.data(), nullptr,
-                             g.data(), 2, 1);
+  asrt_softmax_xent_grad(&ctx, ASRT_DTYPE_F32, logits.data(), labels.data(),
+                         nullptr, g.data(), 2, 1);
   EXPECT_TRUE(allNear(g, {0.0, 0.0}, 0.0, 0.0));
 }
 
@@ -243,14 +268,14 @@ TEST_F(SoftmaxXentEdgeTest, OutOfRangeLabelIsFatal) {
   std::vector<float> logits(rows * classes, 0.0f), out(rows * classes);
   std::vector<int32_t> tooLarge = {0, 9, 10}, negative = {-1, 0, 0};
   float loss = 0.0f;
-  EXPECT_DEATH(asrt_softmax_xent_fwd_f32(&ctx, logits.data(), tooLarge.data(),
-                                         &loss, rows, classes),
-               "softmax_xent_fwd_f32: row 2 has label 10, outside \\[0, 10\\) "
+  EXPECT_DEATH(asrt_softmax_xent_fwd(&ctx, ASRT_DTYPE_F32, logits.data(),
+                                     tooLarge.data(), &loss, rows, classes),
+               "softmax_xent_fwd: row 2 has label 10, outside \\[0, 10\\) "
                "for 10 classes");
-  EXPECT_DEATH(
-      asrt_softmax_xent_grad_f32(&ctx, logits.data(), negative.data(), nullptr,
-                                 out.data(), rows, classes),
-      "softmax_xent_grad_f32: row 0 has label -1, outside \\[0, 10\\)");
+  EXPECT_DEATH(asrt_softmax_xent_grad(&ctx, ASRT_DTYPE_F32, logits.data(),
+                                      negative.data(), nullptr, out.data(),
+                                      rows, classes),
+               "softmax_xent_grad: row 0 has label -1, outside \\[0, 10\\)");
 }
 
 } // namespace

@@ -3,8 +3,13 @@
 //   driver_check safetensors FILE NAME:DTYPE:SHAPE...  exactly these tensors
 //   driver_check compare A B TOL       same tensors, F32 values within TOL
 //   driver_check loss-decreases LOG    last "step" loss below the first
+//   driver_check loss-below LOG X      last "step" loss below X
+//   driver_check same-first-loss A B   the first "step" lines of two logs
+//                                      print the same loss
 //   driver_check write-asdata FILE ROWS [bad-label]
 //                                      data for FakeStep (x f32 8, y i32 < 4)
+//   driver_check write-tokens FILE COUNT [odd|bad-token]
+//                                      uint16 tokens < 16 for FakeLmStep
 #include "core/Data.h"
 #include "driver/Safetensors.h"
 
@@ -89,24 +94,77 @@ int compare(const std::string &a, const std::string &b, double tolerance) {
   return 0;
 }
 
-int lossDecreases(const std::string &log) {
+/// The loss of every "step N loss X ms T" line, as printed.
+bool readLosses(const std::string &log, std::vector<std::string> &losses) {
   std::ifstream in(log);
   if (!in)
-    return fail("cannot read " + log);
-  std::vector<double> losses;
+    return false;
   std::string line;
   while (std::getline(in, line)) {
     long long step;
-    double loss;
-    if (std::sscanf(line.c_str(), "step %lld loss %lf", &step, &loss) == 2)
+    char loss[64];
+    if (std::sscanf(line.c_str(), "step %lld loss %63s", &step, loss) == 2)
       losses.push_back(loss);
   }
+  return true;
+}
+
+int lossDecreases(const std::string &log) {
+  std::vector<std::string> losses;
+  if (!readLosses(log, losses))
+    return fail("cannot read " + log);
   if (losses.size() < 2)
     return fail("fewer than two step lines in " + log);
-  std::printf("loss %g -> %g\n", losses.front(), losses.back());
-  if (!(losses.back() < losses.front()))
+  double first = std::stod(losses.front()), last = std::stod(losses.back());
+  std::printf("loss %g -> %g\n", first, last);
+  if (!(last < first))
     return fail("the loss did not decrease");
   return 0;
+}
+
+int lossBelow(const std::string &log, double bound) {
+  std::vector<std::string> losses;
+  if (!readLosses(log, losses) || losses.empty())
+    return fail("no step lines in " + log);
+  double last = std::stod(losses.back());
+  std::printf("last loss %g, bound %g\n", last, bound);
+  if (!(last < bound))
+    return fail("the last loss is not below " + std::to_string(bound));
+  return 0;
+}
+
+int sameFirstLoss(const std::string &a, const std::string &b) {
+  std::vector<std::string> la, lb;
+  if (!readLosses(a, la) || la.empty())
+    return fail("no step lines in " + a);
+  if (!readLosses(b, lb) || lb.empty())
+    return fail("no step lines in " + b);
+  std::printf("first losses: %s and %s\n", la[0].c_str(), lb[0].c_str());
+  if (la[0] != lb[0])
+    return fail("the first losses differ");
+  return 0;
+}
+
+/// A Markov chain over 16 tokens that FakeLmStep's bigram model can learn:
+/// v is followed by (5 v + 3) mod 16 nine times in ten.
+int writeTokens(const std::string &path, int64_t count,
+                const std::string &defect) {
+  std::vector<uint16_t> tokens(static_cast<size_t>(count));
+  uint32_t state = 12345;
+  auto random = [&] { return (state = state * 1664525u + 1013904223u) >> 8; };
+  for (int64_t i = 0; i < count; ++i)
+    tokens[i] = static_cast<uint16_t>(i > 0 && random() % 10 != 0
+                                          ? (5 * tokens[i - 1] + 3) % 16
+                                          : random() % 16);
+  if (defect == "bad-token" && count > 5)
+    tokens[5] = 16;
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char *>(tokens.data()),
+            static_cast<std::streamsize>(tokens.size() * 2));
+  if (defect == "odd")
+    out.put('x');
+  out.close();
+  return out ? 0 : fail("cannot write " + path);
 }
 
 int writeData(const std::string &path, int64_t rows, bool badLabel) {
@@ -140,6 +198,13 @@ int main(int argc, char **argv) {
     return compare(args[1], args[2], std::stod(args[3]));
   if (args.size() == 2 && args[0] == "loss-decreases")
     return lossDecreases(args[1]);
+  if (args.size() == 3 && args[0] == "loss-below")
+    return lossBelow(args[1], std::stod(args[2]));
+  if (args.size() == 3 && args[0] == "same-first-loss")
+    return sameFirstLoss(args[1], args[2]);
+  if ((args.size() == 3 || args.size() == 4) && args[0] == "write-tokens")
+    return writeTokens(args[1], std::stoll(args[2]),
+                       args.size() == 4 ? args[3] : "");
   if ((args.size() == 3 || args.size() == 4) && args[0] == "write-asdata")
     return writeData(args[1], std::stoll(args[2]),
                      args.size() == 4 && args[3] == "bad-label");

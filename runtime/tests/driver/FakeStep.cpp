@@ -22,53 +22,27 @@ constexpr int kParams = kClasses * kIn + kClasses;
 constexpr float kMomentum = 0.9f;
 } // namespace
 
+// clang-format off
 extern "C" const char autoshard_manifest[] =
     "autoshard-manifest 1\n"
-    "abi 1\n"
+    "abi " FAKE_STR(ASRT_ABI_VERSION) "\n"
     "step fake_softmax_regression\n"
     "strategy ddp\n"
-    "grid " FAKE_STR(
-        FAKE_WORLD_SIZE) "\n"
-                         "arg 0 param w f32 4x8 init=normal:0.1\n"
-                         "arg 1 param b f32 4 init=zeros\n"
-                         "arg 2 opt_state w.momentum f32 4x8 init=zeros\n"
-                         "arg 3 opt_state b.momentum f32 4 init=zeros\n"
-                         "arg 4 input x f32 " FAKE_STR(
-                             FAKE_LOCAL_ROWS) "x8 batch_dim=0 global=16\n"
-                                              "arg 5 label y i32 " FAKE_STR(
-                                                  FAKE_LOCAL_ROWS) " batch_dim="
-                                                                   "0 "
-                                                                   "global=16 "
-                                                                   "classes=4\n"
-                                                                   "arg 6 "
-                                                                   "hyper lr "
-                                                                   "f32 scalar "
-                                                                   "init="
-                                                                   "constant:0."
-                                                                   "5\n"
-                                                                   "result 0 "
-                                                                   "param w "
-                                                                   "f32 4x8 "
-                                                                   "updates=0\n"
-                                                                   "result 1 "
-                                                                   "param b "
-                                                                   "f32 4 "
-                                                                   "updates=1\n"
-                                                                   "result 2 "
-                                                                   "opt_state "
-                                                                   "w.momentum "
-                                                                   "f32 4x8 "
-                                                                   "updates=2\n"
-                                                                   "result 3 "
-                                                                   "opt_state "
-                                                                   "b.momentum "
-                                                                   "f32 4 "
-                                                                   "updates=3\n"
-                                                                   "result 4 "
-                                                                   "loss loss "
-                                                                   "f32 "
-                                                                   "scalar\n"
-                                                                   "end\n";
+    "grid " FAKE_STR(FAKE_WORLD_SIZE) "\n"
+    "arg 0 param w f32 4x8 init=normal:0.1\n"
+    "arg 1 param b f32 4 init=zeros\n"
+    "arg 2 opt_state w.momentum f32 4x8 init=zeros\n"
+    "arg 3 opt_state b.momentum f32 4 init=zeros\n"
+    "arg 4 input x f32 " FAKE_STR(FAKE_LOCAL_ROWS) "x8 batch_dim=0 global=16\n"
+    "arg 5 label y i32 " FAKE_STR(FAKE_LOCAL_ROWS) " batch_dim=0 global=16 classes=4\n"
+    "arg 6 hyper lr f32 scalar init=constant:0.5\n"
+    "result 0 param w f32 4x8 updates=0\n"
+    "result 1 param b f32 4 updates=1\n"
+    "result 2 opt_state w.momentum f32 4x8 updates=2\n"
+    "result 3 opt_state b.momentum f32 4 updates=3\n"
+    "result 4 loss loss f32 scalar\n"
+    "end\n";
+// clang-format on
 
 extern "C" void autoshard_step(asrt_context *ctx, void *const *args,
                                void *const *results) {

@@ -27,7 +27,10 @@ TEST(OptionsTest, Defaults) {
   EXPECT_FALSE(o.lr.has_value());
   EXPECT_EQ(o.logEvery, 1);
   EXPECT_TRUE(o.dataFile.empty());
+  EXPECT_EQ(o.dataFormat, DataFormat::Auto);
+  EXPECT_TRUE(o.loadParamsFile.empty());
   EXPECT_TRUE(o.saveParamsFile.empty());
+  EXPECT_TRUE(o.saveGradsFile.empty());
   EXPECT_TRUE(o.statsJsonFile.empty());
   EXPECT_EQ(o.threads, 0);
   EXPECT_FALSE(o.printManifest);
@@ -35,10 +38,30 @@ TEST(OptionsTest, Defaults) {
 }
 
 TEST(OptionsTest, EveryFlag) {
-  Options o = parse({"--steps", "100", "--seed", "18446744073709551615", "--lr",
-                     "0.05", "--log-every", "10", "--data", "tokens.bin",
-                     "--save-params", "p.safetensors", "--stats-json", "s.json",
-                     "--threads", "3", "--print-manifest", "--help"});
+  Options o = parse({"--steps",
+                     "100",
+                     "--seed",
+                     "18446744073709551615",
+                     "--lr",
+                     "0.05",
+                     "--log-every",
+                     "10",
+                     "--data",
+                     "tokens.bin",
+                     "--save-params",
+                     "p.safetensors",
+                     "--stats-json",
+                     "s.json",
+                     "--threads",
+                     "3",
+                     "--print-manifest",
+                     "--help",
+                     "--data-format",
+                     "tokens",
+                     "--load-params",
+                     "init.safetensors",
+                     "--save-grads",
+                     "g.safetensors"});
   EXPECT_EQ(o.steps, 100);
   EXPECT_EQ(o.seed, 18446744073709551615ull);
   ASSERT_TRUE(o.lr.has_value());
@@ -47,6 +70,9 @@ TEST(OptionsTest, EveryFlag) {
   EXPECT_EQ(o.dataFile, "tokens.bin");
   EXPECT_EQ(o.saveParamsFile, "p.safetensors");
   EXPECT_EQ(o.statsJsonFile, "s.json");
+  EXPECT_EQ(o.dataFormat, DataFormat::Tokens);
+  EXPECT_EQ(o.loadParamsFile, "init.safetensors");
+  EXPECT_EQ(o.saveGradsFile, "g.safetensors");
   EXPECT_EQ(o.threads, 3);
   EXPECT_TRUE(o.printManifest);
   EXPECT_TRUE(o.help);
@@ -88,6 +114,22 @@ TEST(OptionsTest, BadValuesNameFlagValueAndWhatIsValid) {
   EXPECT_EQ(errorOf({"--threads", "4294967296"}),
             "--threads: '4294967296' is not valid; expected an integer in "
             "1..2147483647");
+  EXPECT_EQ(errorOf({"--data", "t.bin", "--data-format", "npy"}),
+            "--data-format: 'npy' is not valid; expected auto, asdata or "
+            "tokens");
+}
+
+TEST(OptionsTest, DataFormats) {
+  EXPECT_EQ(parse({"--data", "a", "--data-format=asdata"}).dataFormat,
+            DataFormat::Asdata);
+  EXPECT_EQ(parse({"--data-format=tokens", "--data=a"}).dataFormat,
+            DataFormat::Tokens);
+  EXPECT_EQ(parse({"--data-format=tokens", "--data-format=auto"}).dataFormat,
+            DataFormat::Auto);
+  // A format without a file would be silently ignored.
+  EXPECT_EQ(errorOf({"--data-format", "asdata"}),
+            "--data-format=asdata applies to --data FILE, which is not "
+            "given");
 }
 
 TEST(OptionsTest, MissingValues) {
@@ -97,6 +139,12 @@ TEST(OptionsTest, MissingValues) {
   EXPECT_EQ(errorOf({"--save-params="}),
             "--save-params needs a value: a file name");
   EXPECT_EQ(errorOf({"--lr"}), "--lr needs a value: a finite number >= 0");
+  EXPECT_EQ(errorOf({"--load-params"}),
+            "--load-params needs a value: a file name");
+  EXPECT_EQ(errorOf({"--save-grads="}),
+            "--save-grads needs a value: a file name");
+  EXPECT_EQ(errorOf({"--data-format"}),
+            "--data-format needs a value: auto, asdata or tokens");
 }
 
 TEST(OptionsTest, UnknownAndUnexpectedArguments) {
@@ -120,8 +168,9 @@ TEST(OptionsTest, DefaultThreadsSplitTheNode) {
 TEST(OptionsTest, UsageListsEveryFlag) {
   std::string usage = usageText("train");
   for (const char *flag :
-       {"--steps", "--seed", "--lr", "--log-every", "--data", "--save-params",
-        "--stats-json", "--threads", "--print-manifest", "--help"})
+       {"--steps", "--seed", "--lr", "--log-every", "--data", "--data-format",
+        "--load-params", "--save-params", "--save-grads", "--stats-json",
+        "--threads", "--print-manifest", "--help"})
     EXPECT_NE(usage.find(flag), std::string::npos) << flag;
   EXPECT_EQ(usage.rfind("usage: train", 0), 0u);
 }
@@ -150,7 +199,7 @@ TEST(DriverMessagesTest, WorldSizeMismatch) {
 TEST(DriverMessagesTest, LrOverrideNeedsAnLrHyper) {
   auto manifestWith = [](const std::string &hypers) {
     Expected<Manifest> m = parseManifest(
-        "autoshard-manifest 1\nabi 1\nstep train\nstrategy none\ngrid 1\n" +
+        "autoshard-manifest 1\nabi 2\nstep train\nstrategy none\ngrid 1\n" +
         hypers + "result 0 loss loss f32 scalar\nend\n");
     EXPECT_TRUE(m.ok()) << m.message();
     return *m;

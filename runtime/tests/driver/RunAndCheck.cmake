@@ -5,8 +5,10 @@
 #   EXPECT       regexes its stdout + stderr must match
 #   REJECT       regexes its stdout + stderr must not match
 #   OUTPUT_FILE  where to save its stdout + stderr
-#   BEFORE       a command to run first, which must succeed
-#   AFTER        a command to run last, which must succeed
+#   BEFORE       commands to run first, which must succeed; the item THEN
+#                separates commands
+#   BEFORE_OUTPUT_FILE  where to save the BEFORE commands' stdout + stderr
+#   AFTER        commands to run last (separated by THEN), which must succeed
 #   CHECK_FILE, FILE_EXPECT   a file and regexes its contents must match
 cmake_minimum_required(VERSION 3.20)
 
@@ -15,24 +17,45 @@ function(split out value)
   set(${out} "${items}" PARENT_SCOPE)
 endfunction()
 
-function(run_required label value)
-  if(value STREQUAL "")
-    return()
-  endif()
-  split(command "${value}")
+function(run_one label command log)
   execute_process(COMMAND ${command} RESULT_VARIABLE rc
                   OUTPUT_VARIABLE out ERROR_VARIABLE err)
   message("${label}: ${command}\n${out}${err}")
+  if(log)
+    file(APPEND "${log}" "${out}${err}")
+  endif()
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "${label} command failed with status ${rc}")
   endif()
+endfunction()
+
+# Runs each THEN-separated command of `value`; `log` (may be empty)
+# collects their output.
+function(run_required label value log)
+  if(value STREQUAL "")
+    return()
+  endif()
+  if(log)
+    file(WRITE "${log}" "")
+  endif()
+  split(items "${value}")
+  set(command "")
+  foreach(item IN LISTS items)
+    if(item STREQUAL "THEN")
+      run_one("${label}" "${command}" "${log}")
+      set(command "")
+    else()
+      list(APPEND command "${item}")
+    endif()
+  endforeach()
+  run_one("${label}" "${command}" "${log}")
 endfunction()
 
 if(NOT DEFINED EXPECT_RC)
   set(EXPECT_RC 0)
 endif()
 
-run_required(BEFORE "${BEFORE}")
+run_required(BEFORE "${BEFORE}" "${BEFORE_OUTPUT_FILE}")
 
 split(command "${CMD}")
 execute_process(COMMAND ${command} RESULT_VARIABLE rc
@@ -74,4 +97,4 @@ if(CHECK_FILE)
   endforeach()
 endif()
 
-run_required(AFTER "${AFTER}")
+run_required(AFTER "${AFTER}" "")

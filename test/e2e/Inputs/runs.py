@@ -9,6 +9,9 @@
   runs.py falls A.log --window W --factor F
       the mean loss of the last W logged steps is below F times the mean of
       the first W
+  runs.py below A.log --entropy-log T.log --margin M --window W
+      the mean loss of the last W logged steps is at least M nats below
+      the unigram entropy that scripts/tokenize.py printed into T.log
   runs.py asdata OUT --rows N --features D --classes C --seed S
       writes a learnable classification data set in the asdata format
 
@@ -116,6 +119,22 @@ def cmd_falls(args):
         sys.exit(f"loss did not fall below {args.factor} x {first:.4f}")
 
 
+def cmd_below(args):
+    losses = read_losses(args.a)
+    steps = sorted(losses)[-args.window:]
+    last = sum(losses[s] for s in steps) / len(steps)
+    with open(args.entropy_log) as f:
+        m = re.search(r"unigram entropy: ([0-9.]+) nats", f.read())
+    if not m:
+        sys.exit(f"{args.entropy_log}: no 'unigram entropy: X nats' line")
+    entropy = float(m.group(1))
+    print(f"below: mean loss of the last {len(steps)} logged steps {last:.4f} "
+          f"vs unigram entropy {entropy:.4f} nats")
+    if not last <= entropy - args.margin:
+        sys.exit(f"loss {last:.4f} is not {args.margin} nats below the "
+                 f"unigram entropy {entropy:.4f}")
+
+
 def cmd_asdata(args):
     rng = random.Random(args.seed)
     teacher = [[rng.gauss(0, 1) for _ in range(args.features)]
@@ -156,6 +175,11 @@ def main():
     p.add_argument("a")
     p.add_argument("--window", type=int, default=5)
     p.add_argument("--factor", type=float, required=True)
+    p = sub.add_parser("below")
+    p.add_argument("a")
+    p.add_argument("--entropy-log", required=True)
+    p.add_argument("--margin", type=float, required=True)
+    p.add_argument("--window", type=int, default=5)
     p = sub.add_parser("asdata")
     p.add_argument("out")
     p.add_argument("--rows", type=int, required=True)
@@ -164,7 +188,7 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     {"losses": cmd_losses, "params": cmd_params, "falls": cmd_falls,
-     "asdata": cmd_asdata}[args.cmd](args)
+     "below": cmd_below, "asdata": cmd_asdata}[args.cmd](args)
 
 
 if __name__ == "__main__":

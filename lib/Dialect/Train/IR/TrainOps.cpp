@@ -249,6 +249,13 @@ LogicalResult CastOp::verify() {
   return success();
 }
 
+LogicalResult CastOp::resizeBatch(TypeRange operandTypes,
+                                  SmallVectorImpl<Type> &resultTypes) {
+  resultTypes.push_back(cast<RankedTensorType>(operandTypes[0])
+                            .clone(getResult().getType().getElementType()));
+  return success();
+}
+
 LogicalResult CastOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
                                     bool seed, ArrayRef<bool> needed,
                                     MutableArrayRef<Value> operandGrads) {
@@ -268,6 +275,27 @@ LogicalResult ReshapeOp::verify() {
     return emitOpError() << "cannot view " << in.getNumElements()
                          << " elements (" << in << ") as "
                          << out.getNumElements() << " (" << out << ")";
+  return success();
+}
+
+LogicalResult ReshapeOp::resizeBatch(TypeRange operandTypes,
+                                     SmallVectorImpl<Type> &resultTypes) {
+  // The batch shrinks by a factor; the view keeps its inner dimensions and
+  // shrinks its leading one by the same factor. (The result still has its
+  // old type, which holds as many elements as the old input.)
+  RankedTensorType result = getResult().getType();
+  auto newIn = cast<RankedTensorType>(operandTypes[0]);
+  int64_t oldElements = result.getNumElements();
+  int64_t newElements = newIn.getNumElements();
+  if (newElements == 0 || oldElements % newElements != 0 ||
+      result.getDimSize(0) % (oldElements / newElements) != 0)
+    return emitOpError() << "cannot shrink the view " << result
+                         << " along its leading dimension for the per-rank "
+                            "input "
+                         << newIn;
+  SmallVector<int64_t> shape(result.getShape());
+  shape[0] /= oldElements / newElements;
+  resultTypes.push_back(result.clone(shape));
   return success();
 }
 

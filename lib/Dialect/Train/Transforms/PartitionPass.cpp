@@ -104,6 +104,9 @@ LogicalResult reinferTypes(FunctionOpInterface step) {
         return failure();
     } else if (op.hasTrait<OpTrait::SameOperandsAndResultType>()) {
       inferred.assign(op.getNumResults(), op.getOperand(0).getType());
+    } else if (auto resizable = dyn_cast<BatchResizableOpInterface>(op)) {
+      if (failed(resizable.resizeBatch(op.getOperandTypes(), inferred)))
+        return failure();
     } else {
       return op.emitOpError()
              << "has no type-inference rule, so autoshard-partition cannot "

@@ -11,9 +11,10 @@
  *   dimensions as int64_t.
  * - Tensors are dense, row-major, and 64-byte aligned (asrt_alloc).
  * - Output buffers may alias input buffers of elementwise operations
- *   (optimizer updates rely on this to update parameters in place) and the
- *   logits of asrt_softmax_xent_grad_f32; GEMM-like operations require
- *   distinct outputs.
+ *   (relu, gelu, swiglu, add, the optimizers: updates run in place) and the
+ *   logits of asrt_softmax_xent_grad; the others (GEMMs, norms, embeddings,
+ *   rope, attention, cast between different sizes) require distinct
+ *   outputs.
  * - Sizes are limited to 2^31 - 1 per dimension on the CPU backend, whose
  *   BLAS takes 32-bit indices; larger sizes are fatal, not truncated.
  * - A runtime failure (an MPI error, an out-of-range label) is fatal: the
@@ -31,7 +32,7 @@ extern "C" {
 
 /* Bumped whenever a declaration below changes meaning. The manifest of a
  * compiled step records the version it was generated for. */
-#define ASRT_ABI_VERSION 1
+#define ASRT_ABI_VERSION 2
 
 typedef struct asrt_context asrt_context;
 
@@ -61,64 +62,189 @@ void *asrt_alloc(asrt_context *ctx, int64_t bytes);
 void asrt_free(asrt_context *ctx, void *ptr);
 void asrt_copy(asrt_context *ctx, void *dst, const void *src, int64_t bytes);
 
-/* ---- Dense layers (float32) -------------------------------------------- */
+/* ---- Compute ----------------------------------------------------------
+ *
+ * Every compute function takes the element type of its activations as
+ * `dtype` (ASRT_DTYPE_F32 or ASRT_DTYPE_BF16); weights and outputs have
+ * that type too unless the comment says otherwise. Token ids and labels are
+ * int32; loss values, attention log-sum-exps, optimizer states, learning
+ * rates and clipping coefficients are float32. The CPU backend computes in
+ * float32 and rounds bf16 outputs to nearest-even.
+ */
+
+/* ---- Dense layers ---- */
 
 /* y[rows, out] = x[rows, in] * w[out, in]^T (+ b[out] when b is not null).
  * The weight layout is PyTorch's nn.Linear: [out_features, in_features]. */
-void asrt_linear_fwd_f32(asrt_context *ctx, const float *x, const float *w,
-                         const float *b, float *y, int64_t rows, int64_t in,
-                         int64_t out);
+void asrt_linear_fwd(asrt_context *ctx, int32_t dtype, const void *x,
+                     const void *w, const void *b, void *y, int64_t rows,
+                     int64_t in, int64_t out);
 /* dx[rows, in] = dy[rows, out] * w[out, in] */
-void asrt_linear_grad_input_f32(asrt_context *ctx, const float *dy,
-                                const float *w, float *dx, int64_t rows,
-                                int64_t in, int64_t out);
+void asrt_linear_grad_input(asrt_context *ctx, int32_t dtype, const void *dy,
+                            const void *w, void *dx, int64_t rows, int64_t in,
+                            int64_t out);
 /* dw[out, in] = dy[rows, out]^T * x[rows, in] */
-void asrt_linear_grad_weight_f32(asrt_context *ctx, const float *dy,
-                                 const float *x, float *dw, int64_t rows,
-                                 int64_t in, int64_t out);
+void asrt_linear_grad_weight(asrt_context *ctx, int32_t dtype, const void *dy,
+                             const void *x, void *dw, int64_t rows, int64_t in,
+                             int64_t out);
 /* db[out] = sum over rows of dy[rows, out] */
-void asrt_bias_grad_f32(asrt_context *ctx, const float *dy, float *db,
-                        int64_t rows, int64_t out);
+void asrt_bias_grad(asrt_context *ctx, int32_t dtype, const void *dy,
+                    void *db, int64_t rows, int64_t out);
 
-/* ---- Activations (float32, elementwise over n elements) ---------------- */
+/* ---- Elementwise, over n elements ---- */
 
-void asrt_relu_fwd_f32(asrt_context *ctx, const float *x, float *y, int64_t n);
+void asrt_relu_fwd(asrt_context *ctx, int32_t dtype, const void *x, void *y,
+                   int64_t n);
 /* dx = dy where x > 0, else 0 */
-void asrt_relu_grad_f32(asrt_context *ctx, const float *dy, const float *x,
-                        float *dx, int64_t n);
+void asrt_relu_grad(asrt_context *ctx, int32_t dtype, const void *dy,
+                    const void *x, void *dx, int64_t n);
 /* GELU, tanh approximation (GPT-2):
  * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-void asrt_gelu_fwd_f32(asrt_context *ctx, const float *x, float *y, int64_t n);
-void asrt_gelu_grad_f32(asrt_context *ctx, const float *dy, const float *x,
-                        float *dx, int64_t n);
+void asrt_gelu_fwd(asrt_context *ctx, int32_t dtype, const void *x, void *y,
+                   int64_t n);
+void asrt_gelu_grad(asrt_context *ctx, int32_t dtype, const void *dy,
+                    const void *x, void *dx, int64_t n);
+/* SwiGLU's gating: y = silu(gate) * up, silu(g) = g / (1 + exp(-g)). */
+void asrt_swiglu_fwd(asrt_context *ctx, int32_t dtype, const void *gate,
+                     const void *up, void *y, int64_t n);
+void asrt_swiglu_grad(asrt_context *ctx, int32_t dtype, const void *dy,
+                      const void *gate, const void *up, void *dgate,
+                      void *dup, int64_t n);
+/* y = a + b */
+void asrt_add(asrt_context *ctx, int32_t dtype, const void *a, const void *b,
+              void *y, int64_t n);
+/* dst = src converted (f32 <-> bf16, rounding to nearest-even). */
+void asrt_cast(asrt_context *ctx, int32_t src_dtype, const void *src,
+               int32_t dst_dtype, void *dst, int64_t n);
 
-/* ---- Loss ------------------------------------------------------------- */
+/* ---- Embeddings ---- */
 
-/* loss[0] = mean over rows of -log softmax(logits[r, :])[labels[r]].
+/* y[i, :] = table[ids[i], :] for n_ids ids; table[num_embeddings, dim].
+ * An id outside [0, num_embeddings) is fatal and names it. */
+void asrt_embedding_fwd(asrt_context *ctx, int32_t dtype, const int32_t *ids,
+                        const void *table, void *y, int64_t n_ids,
+                        int64_t num_embeddings, int64_t dim);
+/* dtable = 0; dtable[ids[i], :] += dy[i, :] (sums repeated ids). */
+void asrt_embedding_grad(asrt_context *ctx, int32_t dtype, const void *dy,
+                         const int32_t *ids, void *dtable, int64_t n_ids,
+                         int64_t num_embeddings, int64_t dim);
+/* y[b, t, :] = x[b, t, :] + wpe[t, :] for t < seq <= max_positions. */
+void asrt_add_position_embedding_fwd(asrt_context *ctx, int32_t dtype,
+                                     const void *x, const void *wpe, void *y,
+                                     int64_t batch, int64_t seq, int64_t dim);
+/* dwpe[t, :] = sum over b of dy[b, t, :] for t < seq; 0 for the rows of
+ * dwpe[max_positions, dim] at t >= seq. */
+void asrt_add_position_embedding_grad(asrt_context *ctx, int32_t dtype,
+                                      const void *dy, void *dwpe,
+                                      int64_t batch, int64_t seq,
+                                      int64_t max_positions, int64_t dim);
+
+/* ---- Normalization over the last dimension, rows x cols ---- */
+
+/* y = (x - mean) / sqrt(var + eps) * gamma + beta, biased variance. */
+void asrt_layer_norm_fwd(asrt_context *ctx, int32_t dtype, const void *x,
+                         const void *gamma, const void *beta, void *y,
+                         int64_t rows, int64_t cols, float eps);
+/* dgamma and dbeta are sums over rows (overwritten, not accumulated). */
+void asrt_layer_norm_grad(asrt_context *ctx, int32_t dtype, const void *dy,
+                          const void *x, const void *gamma, void *dx,
+                          void *dgamma, void *dbeta, int64_t rows,
+                          int64_t cols, float eps);
+/* y = x / sqrt(mean(x^2) + eps) * weight (Llama's RMSNorm). */
+void asrt_rms_norm_fwd(asrt_context *ctx, int32_t dtype, const void *x,
+                       const void *weight, void *y, int64_t rows, int64_t cols,
+                       float eps);
+void asrt_rms_norm_grad(asrt_context *ctx, int32_t dtype, const void *dy,
+                        const void *x, const void *weight, void *dx,
+                        void *dweight, int64_t rows, int64_t cols, float eps);
+
+/* ---- Rotary position embedding on x[batch, seq, heads, head_dim] ----
+ * Rotate-half pairing (GPT-NeoX, Hugging Face Llama): for i < head_dim/2,
+ * the pair (x[i], x[i + head_dim/2]) at position t is rotated by the angle
+ * t * theta^(-2i/head_dim). head_dim is even. */
+void asrt_rope_fwd(asrt_context *ctx, int32_t dtype, const void *x, void *y,
+                   int64_t batch, int64_t seq, int64_t heads,
+                   int64_t head_dim, float theta);
+/* dx = the inverse rotation of dy. */
+void asrt_rope_grad(asrt_context *ctx, int32_t dtype, const void *dy,
+                    void *dx, int64_t batch, int64_t seq, int64_t heads,
+                    int64_t head_dim, float theta);
+
+/* ---- Causal self-attention with grouped-query heads ----
+ * q, out [batch, seq, heads, head_dim]; k, v [batch, seq, kv_heads,
+ * head_dim]; heads is a multiple of kv_heads and query head h reads
+ * key/value head h / (heads / kv_heads). For each query position t:
+ *   s[j] = scale * q[t] . k[j] for j <= t,  p = softmax(s),
+ *   out[t] = sum_j p[j] v[j],  lse[b, h, t] = log sum_j exp(s[j]) (f32).
+ * The gradient recomputes p from q, k and lse. dk and dv sum over the
+ * query heads that share a key/value head. */
+void asrt_causal_attention_fwd(asrt_context *ctx, int32_t dtype,
+                               const void *q, const void *k, const void *v,
+                               void *out, float *lse, int64_t batch,
+                               int64_t seq, int64_t heads, int64_t kv_heads,
+                               int64_t head_dim, float scale);
+void asrt_causal_attention_grad(asrt_context *ctx, int32_t dtype,
+                                const void *dout, const void *q,
+                                const void *k, const void *v, const void *out,
+                                const float *lse, void *dq, void *dk, void *dv,
+                                int64_t batch, int64_t seq, int64_t heads,
+                                int64_t kv_heads, int64_t head_dim,
+                                float scale);
+
+/* ---- Loss ---- */
+
+/* loss[0] = mean over rows of -log softmax(logits[r, :])[labels[r]], in f32.
  * A label outside [0, classes) is fatal and names the row and the value. */
-void asrt_softmax_xent_fwd_f32(asrt_context *ctx, const float *logits,
-                               const int32_t *labels, float *loss,
-                               int64_t rows, int64_t classes);
+void asrt_softmax_xent_fwd(asrt_context *ctx, int32_t dtype,
+                           const void *logits, const int32_t *labels,
+                           float *loss, int64_t rows, int64_t classes);
 /* dlogits = (softmax(logits) - onehot(labels)) / rows * dloss[0];
- * dloss may be null, meaning 1. */
-void asrt_softmax_xent_grad_f32(asrt_context *ctx, const float *logits,
-                                const int32_t *labels, const float *dloss,
-                                float *dlogits, int64_t rows, int64_t classes);
+ * dloss may be null, meaning 1. dlogits may alias logits. */
+void asrt_softmax_xent_grad(asrt_context *ctx, int32_t dtype,
+                            const void *logits, const int32_t *labels,
+                            const float *dloss, void *dlogits, int64_t rows,
+                            int64_t classes);
 
-/* ---- Optimizers ------------------------------------------------------- */
+/* ---- Optimizers ----
+ * Parameters and states are f32 (the master copy under mixed precision);
+ * the gradient has grad_dtype. grad_scale, when not null, multiplies the
+ * gradient first (global-norm clipping). Outputs may alias their inputs. */
 
 /* torch.optim.SGD semantics (dampening 0), over n elements:
- *   g  = grad + weight_decay * param
+ *   g  = grad_scale * grad + weight_decay * param
  *   buf_out = momentum * buf + g                     (only when momentum != 0)
  *   step = nesterov ? g + momentum * buf_out : buf_out   (g when momentum == 0)
  *   param_out = param - lr[0] * step
- * param_out may alias param and buf_out may alias buf. buf and buf_out are
- * null when momentum == 0. Momentum buffers start at zero, which makes the
- * first step's buf_out = g, as torch's first step. */
-void asrt_sgd_update_f32(asrt_context *ctx, const float *param,
-                         const float *grad, const float *lr, const float *buf,
-                         float *param_out, float *buf_out, int64_t n,
-                         float momentum, float weight_decay, int32_t nesterov);
+ * buf and buf_out are null when momentum == 0. Momentum buffers start at
+ * zero, which makes the first step's buf_out = g, as torch's first step. */
+void asrt_sgd_update(asrt_context *ctx, int32_t grad_dtype, const float *param,
+                     const void *grad, const float *lr, const float *buf,
+                     const float *grad_scale, float *param_out, float *buf_out,
+                     int64_t n, float momentum, float weight_decay,
+                     int32_t nesterov);
+/* torch.optim.AdamW semantics, step t = step[0] >= 1 (after increment):
+ *   g = grad_scale * grad
+ *   param' = param * (1 - lr * weight_decay)
+ *   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
+ *   param_out = param' - lr * (m / (1 - beta1^t)) /
+ *                              (sqrt(v / (1 - beta2^t)) + eps) */
+void asrt_adamw_update(asrt_context *ctx, int32_t grad_dtype,
+                       const float *param, const void *grad,
+                       const float *exp_avg, const float *exp_avg_sq,
+                       const float *lr, const int32_t *step,
+                       const float *grad_scale, float *param_out,
+                       float *exp_avg_out, float *exp_avg_sq_out, int64_t n,
+                       float beta1, float beta2, float eps,
+                       float weight_decay);
+/* y[0] = x[0] + 1 (the optimizer's step counter). */
+void asrt_increment_i32(asrt_context *ctx, const int32_t *x, int32_t *y);
+/* acc[0] = (accumulate ? acc[0] : 0) + sum of x^2, summed in double. */
+void asrt_sum_of_squares(asrt_context *ctx, int32_t dtype, const void *x,
+                         int64_t n, float *acc, int32_t accumulate);
+/* coef[0] = min(1, max_norm / (sqrt(sumsq[0]) + 1e-6)), as
+ * torch.nn.utils.clip_grad_norm_. */
+void asrt_clip_coefficient(asrt_context *ctx, const float *sumsq, float *coef,
+                           float max_norm);
 
 /* ---- Collectives ------------------------------------------------------ */
 

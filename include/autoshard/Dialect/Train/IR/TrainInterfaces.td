@@ -53,4 +53,24 @@ def Train_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
   ];
 }
 
+def Train_BatchResizableOpInterface : OpInterface<"BatchResizableOpInterface"> {
+  let cppNamespace = "::autoshard::train";
+  let description = [{
+    An op whose result types are not a function of its operand types alone
+    (a reshape names its target shape) but that can say how they change
+    when a partitioner shrinks the batch dimension of its operands.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The result types for `operandTypes`, the op's operand types after the
+        batch (leading) dimension shrank. The operands may already carry their
+        new types; the results still carry the old ones. Emits an error on
+        the op and fails when the shrunk batch cannot be expressed.
+      }],
+      "::llvm::LogicalResult", "resizeBatch",
+      (ins "::mlir::TypeRange":$operandTypes,
+           "::llvm::SmallVectorImpl<::mlir::Type> &":$resultTypes)>,
+  ];
+}
+
 #endif // AUTOSHARD_DIALECT_TRAIN_TRAININTERFACES_TD

@@ -217,7 +217,8 @@ def Train_AddOp : Train_ForwardOp<"add",
 }
 
 def Train_CastOp : Train_ForwardOp<"cast", [Elementwise,
-    SameOperandsAndResultShape]> {
+    SameOperandsAndResultShape,
+    DeclareOpInterfaceMethods<Train_BatchResizableOpInterface>]> {
   let summary = "conversion between f32 and bf16";
   let description = [{
     Converts each element, rounding to nearest-even towards bf16. Mixed
@@ -234,7 +235,8 @@ def Train_CastOp : Train_ForwardOp<"cast", [Elementwise,
   let hasVerifier = 1;
 }
 
-def Train_ReshapeOp : Train_ForwardOp<"reshape", []> {
+def Train_ReshapeOp : Train_ForwardOp<"reshape",
+    [DeclareOpInterfaceMethods<Train_BatchResizableOpInterface>]> {
   let summary = "view a tensor with another shape of the same size";
   let description = [{
     Reinterprets the row-major elements of `input` with the result's shape

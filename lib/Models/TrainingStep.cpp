@@ -1,0 +1,370 @@
+//===- TrainingStep.cpp - forward pass and loss of GPT-2 and Llama as IR --===//
+
+#include "autoshard/Dialect/Train/IR/StepSignature.h"
+#include "autoshard/Dialect/Train/IR/TrainDialect.h"
+#include "autoshard/Models/ModelConfig.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace autoshard::models;
+namespace train = autoshard::train;
+
+namespace {
+
+/// Builds `@train_step` for one config in two phases: the parameters are
+/// declared first (declaration order is argument order, as in the Hugging
+/// Face state dict), then the forward pass looks them up by name. Keeping
+/// the name next to its shape and init in one place, and reading it back by
+/// name, lets each family's forward pass read like its reference model.
+class StepBuilder {
+public:
+  StepBuilder(MLIRContext *context, const ModelConfig &config)
+      : ctx(context), config(config), b(context),
+        computeType(config.precision == Precision::BF16
+                        ? Type(b.getBF16Type())
+                        : Type(b.getF32Type())) {}
+
+  OwningOpRef<ModuleOp> build();
+
+private:
+  struct Parameter {
+    std::string name;
+    SmallVector<int64_t, 2> shape;
+    train::InitAttr init;
+  };
+
+  // Declaration.
+  void declare(const Twine &name, ArrayRef<int64_t> shape,
+               train::InitAttr init);
+  void declareGpt2();
+  void declareLlama();
+  train::InitAttr normal(double std) const;
+  train::InitAttr zeros() const;
+  train::InitAttr ones() const;
+
+  // Forward pass.
+  Value param(const Twine &name) const;
+  Location nameLoc(const Twine &name) {
+    return NameLoc::get(b.getStringAttr(name));
+  }
+  /// A linear layer on the parameters `weight` and, unless empty, `bias`.
+  Value linear(Location loc, Value input, const Twine &weight,
+               const Twine &bias = Twine());
+  /// [B, T, heads * D] -> [B, T, heads, D] and back: the attention op works
+  /// on separate heads, the projections on the flattened channels.
+  Value splitHeads(Location loc, Value input, int64_t heads);
+  Value mergeHeads(Location loc, Value input);
+  Value forwardGpt2(Value inputIds);
+  Value forwardLlama(Value inputIds);
+  Value outputLogits(Value hidden, StringRef embeddingName);
+  Attribute optimizerAttr() const;
+
+  MLIRContext *ctx;
+  const ModelConfig &config;
+  OpBuilder b;
+  Type computeType;
+  SmallVector<Parameter> parameters;
+  /// Each parameter as the forward pass reads it: the argument, or its bf16
+  /// cast under mixed precision.
+  llvm::StringMap<Value> values;
+};
+
+train::InitAttr StepBuilder::normal(double std) const {
+  return train::InitAttr::get(ctx, train::InitKind::Normal, APFloat(std));
+}
+train::InitAttr StepBuilder::zeros() const {
+  return train::InitAttr::get(ctx, train::InitKind::Zeros, APFloat(0.0));
+}
+train::InitAttr StepBuilder::ones() const {
+  return train::InitAttr::get(ctx, train::InitKind::Ones, APFloat(0.0));
+}
+
+void StepBuilder::declare(const Twine &name, ArrayRef<int64_t> shape,
+                          train::InitAttr init) {
+  parameters.push_back({name.str(), SmallVector<int64_t, 2>(shape), init});
+}
+
+void StepBuilder::declareGpt2() {
+  int64_t c = config.hidden, f = config.ffn;
+  const double std = 0.02;
+  // GPT-2 scales the init of the projections that write into the residual
+  // stream by 1/sqrt(2 * layers): each block adds two of them.
+  const double residualStd = std / std::sqrt(2.0 * double(config.layers));
+  declare("wte", {config.vocab, c}, normal(std));
+  declare("wpe", {config.maxPositions, c}, normal(std));
+  for (int64_t i = 0; i < config.layers; ++i) {
+    std::string h = "h." + std::to_string(i) + ".";
+    declare(h + "ln_1.weight", {c}, ones());
+    declare(h + "ln_1.bias", {c}, zeros());
+    for (StringRef proj : {"q_proj", "k_proj", "v_proj"}) {
+      declare(h + "attn." + proj + ".weight", {c, c}, normal(std));
+      declare(h + "attn." + proj + ".bias", {c}, zeros());
+    }
+    declare(h + "attn.c_proj.weight", {c, c}, normal(residualStd));
+    declare(h + "attn.c_proj.bias", {c}, zeros());
+    declare(h + "ln_2.weight", {c}, ones());
+    declare(h + "ln_2.bias", {c}, zeros());
+    declare(h + "mlp.c_fc.weight", {f, c}, normal(std));
+    declare(h + "mlp.c_fc.bias", {f}, zeros());
+    declare(h + "mlp.c_proj.weight", {c, f}, normal(residualStd));
+    declare(h + "mlp.c_proj.bias", {c}, zeros());
+  }
+  declare("ln_f.weight", {c}, ones());
+  declare("ln_f.bias", {c}, zeros());
+  if (!config.tieEmbeddings)
+    declare("lm_head.weight", {config.vocab, c}, normal(std));
+}
+
+void StepBuilder::declareLlama() {
+  int64_t c = config.hidden, f = config.ffn, d = config.headDim();
+  int64_t q = config.heads * d, kv = config.kvHeads * d;
+  const double std = 0.02;
+  declare("model.embed_tokens.weight", {config.vocab, c}, normal(std));
+  for (int64_t i = 0; i < config.layers; ++i) {
+    std::string l = "model.layers." + std::to_string(i) + ".";
+    declare(l + "input_layernorm.weight", {c}, ones());
+    declare(l + "self_attn.q_proj.weight", {q, c}, normal(std));
+    declare(l + "self_attn.k_proj.weight", {kv, c}, normal(std));
+    declare(l + "self_attn.v_proj.weight", {kv, c}, normal(std));
+    declare(l + "self_attn.o_proj.weight", {c, q}, normal(std));
+    declare(l + "post_attention_layernorm.weight", {c}, ones());
+    declare(l + "mlp.gate_proj.weight", {f, c}, normal(std));
+    declare(l + "mlp.up_proj.weight", {f, c}, normal(std));
+    declare(l + "mlp.down_proj.weight", {c, f}, normal(std));
+  }
+  declare("model.norm.weight", {c}, ones());
+  if (!config.tieEmbeddings)
+    declare("lm_head.weight", {config.vocab, c}, normal(std));
+}
+
+Value StepBuilder::param(const Twine &name) const {
+  auto it = values.find(name.str());
+  assert(it != values.end() && "forward pass reads an undeclared parameter");
+  return it->second;
+}
+
+Value StepBuilder::linear(Location loc, Value input, const Twine &weight,
+                          const Twine &bias) {
+  return train::LinearOp::create(b, loc, input, param(weight),
+                                 bias.isTriviallyEmpty() ? Value()
+                                                         : param(bias));
+}
+
+Value StepBuilder::splitHeads(Location loc, Value input, int64_t heads) {
+  auto type = RankedTensorType::get(
+      {config.microBatch, config.seq, heads, config.headDim()}, computeType);
+  return train::ReshapeOp::create(b, loc, type, input);
+}
+
+Value StepBuilder::mergeHeads(Location loc, Value input) {
+  auto shape = cast<RankedTensorType>(input.getType()).getShape();
+  auto type = RankedTensorType::get({shape[0], shape[1], shape[2] * shape[3]},
+                                    computeType);
+  return train::ReshapeOp::create(b, loc, type, input);
+}
+
+Value StepBuilder::outputLogits(Value hidden, StringRef embeddingName) {
+  StringRef weight = config.tieEmbeddings ? embeddingName : "lm_head.weight";
+  return linear(nameLoc("lm_head"), hidden, weight);
+}
+
+Value StepBuilder::forwardGpt2(Value inputIds) {
+  FloatAttr eps = b.getF32FloatAttr(config.normEps);
+  Location embedLoc = nameLoc("embedding");
+  Value x = train::EmbeddingOp::create(b, embedLoc, inputIds, param("wte"));
+  x = train::AddPositionEmbeddingOp::create(b, embedLoc, x, param("wpe"));
+  for (int64_t i = 0; i < config.layers; ++i) {
+    std::string h = "h." + std::to_string(i) + ".";
+    Location attnLoc = nameLoc(h + "attn");
+    Value n = train::LayerNormOp::create(
+        b, attnLoc, x, param(h + "ln_1.weight"), param(h + "ln_1.bias"), eps);
+    auto project = [&](StringRef proj) {
+      std::string prefix = h + "attn." + proj.str();
+      return splitHeads(
+          attnLoc, linear(attnLoc, n, prefix + ".weight", prefix + ".bias"),
+          config.heads);
+    };
+    Value q = project("q_proj"), k = project("k_proj"), v = project("v_proj");
+    auto attention = train::CausalAttentionOp::create(b, attnLoc, q, k, v,
+                                                      /*scale=*/FloatAttr());
+    Value o = mergeHeads(attnLoc, attention.getResult());
+    x = train::AddOp::create(
+        b, attnLoc, x,
+        linear(attnLoc, o, h + "attn.c_proj.weight", h + "attn.c_proj.bias"));
+
+    Location mlpLoc = nameLoc(h + "mlp");
+    n = train::LayerNormOp::create(b, mlpLoc, x, param(h + "ln_2.weight"),
+                                   param(h + "ln_2.bias"), eps);
+    Value up = linear(mlpLoc, n, h + "mlp.c_fc.weight", h + "mlp.c_fc.bias");
+    Value act = train::GeluOp::create(b, mlpLoc, up);
+    x = train::AddOp::create(
+        b, mlpLoc, x,
+        linear(mlpLoc, act, h + "mlp.c_proj.weight", h + "mlp.c_proj.bias"));
+  }
+  x = train::LayerNormOp::create(b, nameLoc("ln_f"), x, param("ln_f.weight"),
+                                 param("ln_f.bias"), eps);
+  return outputLogits(x, "wte");
+}
+
+Value StepBuilder::forwardLlama(Value inputIds) {
+  FloatAttr eps = b.getF32FloatAttr(config.normEps);
+  FloatAttr theta = b.getF32FloatAttr(config.ropeTheta);
+  Value x = train::EmbeddingOp::create(b, nameLoc("embedding"), inputIds,
+                                       param("model.embed_tokens.weight"));
+  for (int64_t i = 0; i < config.layers; ++i) {
+    std::string l = "model.layers." + std::to_string(i) + ".";
+    Location attnLoc = nameLoc(l + "self_attn");
+    Value n = train::RmsNormOp::create(
+        b, attnLoc, x, param(l + "input_layernorm.weight"), eps);
+    Value q =
+        splitHeads(attnLoc, linear(attnLoc, n, l + "self_attn.q_proj.weight"),
+                   config.heads);
+    Value k =
+        splitHeads(attnLoc, linear(attnLoc, n, l + "self_attn.k_proj.weight"),
+                   config.kvHeads);
+    Value v =
+        splitHeads(attnLoc, linear(attnLoc, n, l + "self_attn.v_proj.weight"),
+                   config.kvHeads);
+    q = train::RopeOp::create(b, attnLoc, q, theta);
+    k = train::RopeOp::create(b, attnLoc, k, theta);
+    auto attention = train::CausalAttentionOp::create(b, attnLoc, q, k, v,
+                                                      /*scale=*/FloatAttr());
+    Value o = mergeHeads(attnLoc, attention.getResult());
+    x = train::AddOp::create(b, attnLoc, x,
+                             linear(attnLoc, o, l + "self_attn.o_proj.weight"));
+
+    Location mlpLoc = nameLoc(l + "mlp");
+    n = train::RmsNormOp::create(
+        b, mlpLoc, x, param(l + "post_attention_layernorm.weight"), eps);
+    Value gate = linear(mlpLoc, n, l + "mlp.gate_proj.weight");
+    Value up = linear(mlpLoc, n, l + "mlp.up_proj.weight");
+    Value act = train::SwigluOp::create(b, mlpLoc, gate, up);
+    x = train::AddOp::create(b, mlpLoc, x,
+                             linear(mlpLoc, act, l + "mlp.down_proj.weight"));
+  }
+  x = train::RmsNormOp::create(b, nameLoc("model.norm"), x,
+                               param("model.norm.weight"), eps);
+  return outputLogits(x, "model.embed_tokens.weight");
+}
+
+Attribute StepBuilder::optimizerAttr() const {
+  auto f64 = [&](double value) {
+    return FloatAttr::get(Float64Type::get(ctx), value);
+  };
+  if (config.optimizer == OptimizerKind::AdamW)
+    return train::AdamwConfigAttr::get(ctx, f64(config.lr), f64(config.beta1),
+                                       f64(config.beta2), f64(config.eps),
+                                       f64(config.weightDecay));
+  return train::SgdConfigAttr::get(ctx, f64(config.lr), f64(config.momentum),
+                                   f64(config.weightDecay));
+}
+
+/// The `train.role`/`train.name`[/`train.init`] dictionary of a step value.
+DictionaryAttr stepValueAttrs(Builder &b, train::Role role, StringRef name,
+                              train::InitAttr init = {}) {
+  MLIRContext *ctx = b.getContext();
+  SmallVector<NamedAttribute, 3> attrs = {
+      b.getNamedAttr(train::TrainDialect::kRoleAttrName,
+                     train::RoleAttr::get(ctx, role)),
+      b.getNamedAttr(train::TrainDialect::kNameAttrName,
+                     b.getStringAttr(name))};
+  if (init)
+    attrs.push_back(b.getNamedAttr(train::TrainDialect::kInitAttrName, init));
+  return b.getDictionaryAttr(attrs);
+}
+
+OwningOpRef<ModuleOp> StepBuilder::build() {
+  if (config.family == ModelFamily::GPT2)
+    declareGpt2();
+  else
+    declareLlama();
+
+  // Parameters are f32 master weights whatever the compute precision.
+  Type f32 = b.getF32Type();
+  auto batchType =
+      RankedTensorType::get({config.microBatch, config.seq}, b.getI32Type());
+  SmallVector<Type> argTypes;
+  SmallVector<Attribute> argAttrs;
+  for (const Parameter &p : parameters) {
+    argTypes.push_back(RankedTensorType::get(p.shape, f32));
+    argAttrs.push_back(stepValueAttrs(b, train::Role::Param, p.name, p.init));
+  }
+  argTypes.append({batchType, batchType});
+  argAttrs.push_back(stepValueAttrs(b, train::Role::Input, "input_ids"));
+  argAttrs.push_back(stepValueAttrs(b, train::Role::Label, "labels"));
+  Type lossType = RankedTensorType::get({}, f32);
+
+  Location loc = nameLoc(config.name);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+  auto step = func::FuncOp::create(b, loc, "train_step",
+                                   b.getFunctionType(argTypes, lossType));
+  step.setAllArgAttrs(argAttrs);
+  step.setResultAttrs(0, stepValueAttrs(b, train::Role::Loss, "loss"));
+  step->setAttr(train::TrainDialect::kStepAttrName, b.getUnitAttr());
+  step->setAttr(train::TrainDialect::kOptimizerAttrName, optimizerAttr());
+  if (config.maxGradNorm > 0.0)
+    step->setAttr(train::TrainDialect::kMaxGradNormAttrName,
+                  b.getF32FloatAttr(config.maxGradNorm));
+
+  Block *body = step.addEntryBlock();
+  b.setInsertionPointToStart(body);
+  for (auto [p, arg] : llvm::zip(parameters, body->getArguments())) {
+    Value value = arg;
+    // One cast per parameter, at the top: autodiff then sums the bf16
+    // gradients of every use before the single cast back, and hands AdamW
+    // the bf16 gradient.
+    if (config.precision == Precision::BF16)
+      value = train::CastOp::create(
+          b, nameLoc(p.name), RankedTensorType::get(p.shape, computeType), arg);
+    values[p.name] = value;
+  }
+  Value inputIds = body->getArgument(parameters.size());
+  Value labels = body->getArgument(parameters.size() + 1);
+
+  Value logits = config.family == ModelFamily::GPT2 ? forwardGpt2(inputIds)
+                                                    : forwardLlama(inputIds);
+  // An f32 scalar also for bf16 logits.
+  Value loss =
+      train::SoftmaxCrossEntropyOp::create(b, nameLoc("loss"), logits, labels);
+  func::ReturnOp::create(b, loc, loss);
+  return module;
+}
+
+} // namespace
+
+FailureOr<OwningOpRef<ModuleOp>>
+autoshard::models::buildTrainingStep(MLIRContext *context,
+                                     const ModelConfig &config) {
+  if (llvm::Error error = verifyModelConfig(config)) {
+    emitError(UnknownLoc::get(context))
+        << "invalid model config '" << config.name
+        << "': " << llvm::toString(std::move(error));
+    return failure();
+  }
+  context->getOrLoadDialect<train::TrainDialect>();
+  context->getOrLoadDialect<func::FuncDialect>();
+  OwningOpRef<ModuleOp> module = StepBuilder(context, config).build();
+  // A config that passes verifyModelConfig must give valid IR; a failure
+  // here is a bug in the builder, reported by the verifier's diagnostic.
+  if (failed(verify(*module)))
+    return failure();
+  return module;
+}
+
+int64_t autoshard::models::countParameterArguments(FunctionOpInterface step) {
+  train::StepSignature signature(step);
+  int64_t total = 0;
+  for (const train::StepValue &arg : signature.getArgs())
+    if (arg.role == train::Role::Param)
+      total += arg.type.getNumElements();
+  return total;
+}

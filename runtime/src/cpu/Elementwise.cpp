@@ -1,0 +1,186 @@
+// Elementwise kernels on the CPU: ReLU, GPT-2's GELU, SwiGLU's gate, add.
+#include "Checks.h"
+#include "Element.h"
+
+#include "core/Context.h"
+
+#include <algorithm>
+#include <cmath>
+
+using autoshard::rt::OpTimer;
+using namespace autoshard::rt::cpu;
+
+// Every loop below reads element i of each input before writing element i of
+// the outputs, so outputs may alias inputs as the ABI allows (for bf16 too:
+// an aliased output has its input's type and index).
+
+extern "C" void asrt_relu_fwd(asrt_context *ctx, int32_t dtype, const void *x,
+                              void *y, int64_t n) {
+  OpTimer timer(ctx, "relu_fwd");
+  const char *op = "relu_fwd";
+  checkCount(op, "n", n);
+  dispatchFloatDtype(op, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *in = static_cast<const T *>(x);
+    T *result = static_cast<T *>(y);
+    // Written so that a NaN input stays NaN (as torch.relu does) instead of
+    // being hidden as 0 from the loss.
+    for (int64_t i = 0; i < n; ++i) {
+      float v = load(in, i);
+      store(result, i, v < 0.0f ? 0.0f : v);
+    }
+  });
+}
+
+extern "C" void asrt_relu_grad(asrt_context *ctx, int32_t dtype, const void *dy,
+                               const void *x, void *dx, int64_t n) {
+  OpTimer timer(ctx, "relu_grad");
+  const char *op = "relu_grad";
+  checkCount(op, "n", n);
+  dispatchFloatDtype(op, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *g = static_cast<const T *>(dy);
+    const T *in = static_cast<const T *>(x);
+    T *result = static_cast<T *>(dx);
+    for (int64_t i = 0; i < n; ++i) {
+      float gi = load(g, i);
+      store(result, i, load(in, i) > 0.0f ? gi : 0.0f);
+    }
+  });
+}
+
+namespace {
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCubic = 0.044715f;
+
+/// 0.5 (1 + tanh(u)) is the logistic sigmoid of 2u. Evaluating it through
+/// exp(-2|u|) avoids the cancellation of 1 + tanh(u) for negative u (the
+/// left tail of GELU keeps its relative accuracy) and never overflows.
+struct GeluParts {
+  float s;      // 0.5 (1 + tanh(u))
+  float sprime; // d s / d u = 2 s (1 - s), i.e. 0.5 (1 - tanh(u)^2)
+};
+
+inline GeluParts geluParts(float x) {
+  float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
+  float e = std::exp(-2.0f * std::fabs(u));
+  float inv = 1.0f / (1.0f + e);
+  float s = u >= 0.0f ? inv : e * inv;
+  return {s, 2.0f * e * inv * inv};
+}
+
+/// The logistic sigmoid and its complement 1 - sigmoid, both through
+/// exp(-|g|) for the same reasons as geluParts: no overflow, and
+/// silu(g) = g sigmoid(g) keeps its relative accuracy in the left tail.
+struct SigmoidParts {
+  float s; // sigmoid(g)
+  float oneMinusS;
+};
+
+inline SigmoidParts sigmoidParts(float g) {
+  float e = std::exp(-std::fabs(g));
+  float inv = 1.0f / (1.0f + e);
+  return g >= 0.0f ? SigmoidParts{inv, e * inv} : SigmoidParts{e * inv, inv};
+}
+
+} // namespace
+
+extern "C" void asrt_gelu_fwd(asrt_context *ctx, int32_t dtype, const void *x,
+                              void *y, int64_t n) {
+  OpTimer timer(ctx, "gelu_fwd");
+  const char *op = "gelu_fwd";
+  checkCount(op, "n", n);
+  dispatchFloatDtype(op, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *in = static_cast<const T *>(x);
+    T *result = static_cast<T *>(y);
+    for (int64_t i = 0; i < n; ++i) {
+      float xi = load(in, i);
+      store(result, i, xi * geluParts(xi).s);
+    }
+  });
+}
+
+extern "C" void asrt_gelu_grad(asrt_context *ctx, int32_t dtype, const void *dy,
+                               const void *x, void *dx, int64_t n) {
+  OpTimer timer(ctx, "gelu_grad");
+  const char *op = "gelu_grad";
+  checkCount(op, "n", n);
+  dispatchFloatDtype(op, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *g = static_cast<const T *>(dy);
+    const T *in = static_cast<const T *>(x);
+    T *result = static_cast<T *>(dx);
+    for (int64_t i = 0; i < n; ++i) {
+      float xi = load(in, i);
+      float gi = load(g, i);
+      GeluParts p = geluParts(xi);
+      // Beyond |x| = 20 the tanh is saturated (sprime is exactly 0), but x^2
+      // could overflow to inf and turn 0 * inf into NaN; the clamp only
+      // keeps the product finite and changes no representable result.
+      float xc = std::clamp(xi, -20.0f, 20.0f);
+      float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * xc * xc);
+      store(result, i, gi * (p.s + xc * p.sprime * du));
+    }
+  });
+}
+
+extern "C" void asrt_swiglu_fwd(asrt_context *ctx, int32_t dtype,
+                                const void *gate, const void *up, void *y,
+                                int64_t n) {
+  OpTimer timer(ctx, "swiglu_fwd");
+  const char *op = "swiglu_fwd";
+  checkCount(op, "n", n);
+  dispatchFloatDtype(op, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *g = static_cast<const T *>(gate);
+    const T *u = static_cast<const T *>(up);
+    T *result = static_cast<T *>(y);
+    for (int64_t i = 0; i < n; ++i) {
+      float gi = load(g, i), ui = load(u, i);
+      store(result, i, gi * sigmoidParts(gi).s * ui);
+    }
+  });
+}
+
+extern "C" void asrt_swiglu_grad(asrt_context *ctx, int32_t dtype,
+                                 const void *dy, const void *gate,
+                                 const void *up, void *dgate, void *dup,
+                                 int64_t n) {
+  OpTimer timer(ctx, "swiglu_grad");
+  const char *op = "swiglu_grad";
+  checkCount(op, "n", n);
+  dispatchFloatDtype(op, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *d = static_cast<const T *>(dy);
+    const T *g = static_cast<const T *>(gate);
+    const T *u = static_cast<const T *>(up);
+    T *dg = static_cast<T *>(dgate);
+    T *du = static_cast<T *>(dup);
+    for (int64_t i = 0; i < n; ++i) {
+      float di = load(d, i), gi = load(g, i), ui = load(u, i);
+      SigmoidParts p = sigmoidParts(gi);
+      // silu'(g) = s + g s (1 - s). For |g| beyond ~100, s (1 - s) is 0 or
+      // a denormal and g is finite, so the product cannot become NaN.
+      float siluGrad = p.s + gi * p.s * p.oneMinusS;
+      store(dg, i, di * ui * siluGrad);
+      store(du, i, di * gi * p.s);
+    }
+  });
+}
+
+extern "C" void asrt_add(asrt_context *ctx, int32_t dtype, const void *a,
+                         const void *b, void *y, int64_t n) {
+  OpTimer timer(ctx, "add");
+  const char *op = "add";
+  checkCount(op, "n", n);
+  dispatchFloatDtype(op, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *lhs = static_cast<const T *>(a);
+    const T *rhs = static_cast<const T *>(b);
+    T *result = static_cast<T *>(y);
+    for (int64_t i = 0; i < n; ++i)
+      store(result, i, load(lhs, i) + load(rhs, i));
+  });
+}

@@ -1,0 +1,150 @@
+// Parameters and gradients as safetensors files: loading and saving them.
+#include "driver/Params.h"
+#include "core/Dtype.h"
+#include "driver/Safetensors.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+namespace autoshard::rt {
+
+namespace {
+
+std::string quoted(const std::string &text) { return "'" + text + "'"; }
+
+/// "a, b, c" — at most `limit` names, then how many more, so that loading
+/// the wrong model's file gives a readable message.
+std::string listNames(const std::vector<std::string> &names,
+                      size_t limit = 10) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < limit; ++i)
+    out += (i ? ", " : "") + names[i];
+  if (names.size() > limit)
+    out += " and " + std::to_string(names.size() - limit) + " more";
+  return out;
+}
+
+std::string namesWithRole(const Manifest &manifest, Role role) {
+  std::vector<std::string> names;
+  for (const TensorSpec &arg : manifest.args)
+    if (arg.role == role)
+      names.push_back(arg.name);
+  return names.empty() ? "none" : listNames(names);
+}
+
+std::map<std::string, std::string> fileMetadata(const Manifest &manifest,
+                                                int64_t steps, uint64_t seed) {
+  return {{"format", "pt"},
+          {"step", manifest.step},
+          {"strategy", manifest.strategy},
+          {"steps", std::to_string(steps)},
+          {"seed", std::to_string(seed)}};
+}
+
+} // namespace
+
+Expected<LoadedParams> loadParams(const std::string &path,
+                                  const Manifest &manifest,
+                                  const std::vector<void *> &args) {
+  Expected<SafetensorsFile> file = readSafetensors(path);
+  if (!file)
+    return Error("--load-params: " + file.message());
+
+  std::vector<std::string> unknown;
+  for (const auto &[name, entry] : file->tensors)
+    if (!manifest.findArg(name))
+      unknown.push_back(name);
+  if (!unknown.empty())
+    return Error("--load-params: " + quoted(path) + " holds " +
+                 std::to_string(unknown.size()) +
+                 (unknown.size() == 1 ? " tensor" : " tensors") +
+                 " that name no argument of step '" + manifest.step +
+                 "': " + listNames(unknown) + " (its params: " +
+                 namesWithRole(manifest, Role::Param) + "; its opt_states: " +
+                 namesWithRole(manifest, Role::OptState) + ")");
+
+  for (const auto &[name, entry] : file->tensors) {
+    const TensorSpec &arg = *manifest.findArg(name);
+    if (arg.role != Role::Param && arg.role != Role::OptState)
+      return Error("--load-params: tensor " + quoted(name) + " of " +
+                   quoted(path) + " names " + arg.describe() +
+                   "; only params and opt_states are loaded");
+    if (entry.dtype != dtypeSafetensorsName(arg.dtype) ||
+        entry.shape != arg.shape)
+      return Error(
+          "--load-params: tensor " + quoted(name) + " of " + quoted(path) +
+          " is " + entry.dtype + " " + formatShape(entry.shape) + " but " +
+          arg.describe() + " is " + dtypeSafetensorsName(arg.dtype) + " " +
+          formatShape(arg.shape) + "; dtype and shape must match exactly");
+  }
+
+  std::vector<std::string> missing;
+  for (const TensorSpec &arg : manifest.args)
+    if (arg.role == Role::Param && !file->tensors.count(arg.name))
+      missing.push_back(arg.name);
+  if (!missing.empty())
+    return Error(
+        "--load-params: " + quoted(path) + " lacks " +
+        std::to_string(missing.size()) + " of the " +
+        std::to_string(std::count_if(
+            manifest.args.begin(), manifest.args.end(),
+            [](const TensorSpec &arg) { return arg.role == Role::Param; })) +
+        " params of step '" + manifest.step + "': " + listNames(missing) +
+        " (every param must be in the file; opt_states may be "
+        "absent and keep their init= values)");
+
+  LoadedParams loaded;
+  for (const auto &[name, entry] : file->tensors) {
+    const TensorSpec &arg = *manifest.findArg(name);
+    std::memcpy(args[arg.index], file->bytes(name),
+                static_cast<size_t>(arg.numBytes()));
+    ++(arg.role == Role::Param ? loaded.params : loaded.optStates);
+  }
+  return loaded;
+}
+
+Status saveParams(const std::string &path, const Manifest &manifest,
+                  const std::vector<void *> &args, int64_t steps,
+                  uint64_t seed) {
+  std::vector<TensorView> tensors;
+  for (const TensorSpec &arg : manifest.args)
+    if (arg.role == Role::Param)
+      tensors.push_back({arg.name, arg.dtype, arg.shape, args[arg.index]});
+  Status written =
+      writeSafetensors(path, tensors, fileMetadata(manifest, steps, seed));
+  if (!written)
+    return Error("--save-params: " + written.message());
+  return written;
+}
+
+Status checkSaveGrads(const Manifest &manifest) {
+  if (manifest.hasGradResults())
+    return Status::success();
+  return Error("--save-grads: step '" + manifest.step +
+               "' exposes no gradients (no result has role grad); compile "
+               "with exposed gradients");
+}
+
+Status saveGrads(const std::string &path, const Manifest &manifest,
+                 const std::vector<void *> &results, int64_t steps,
+                 uint64_t seed) {
+  if (Status s = checkSaveGrads(manifest); !s)
+    return s;
+  std::vector<TensorView> tensors;
+  std::map<std::string, std::string> metadata =
+      fileMetadata(manifest, steps, seed);
+  for (const TensorSpec &result : manifest.results) {
+    if (result.role != Role::Grad)
+      continue;
+    tensors.push_back(
+        {result.name, result.dtype, result.shape, results[result.index]});
+    metadata[result.name + ".of"] = manifest.args[result.gradOf].name;
+  }
+  Status written = writeSafetensors(path, tensors, metadata);
+  if (!written)
+    return Error("--save-grads: " + written.message());
+  return written;
+}
+
+} // namespace autoshard::rt

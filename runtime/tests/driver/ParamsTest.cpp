@@ -1,0 +1,265 @@
+// --load-params, --save-params and --save-grads on plain buffers.
+#include "driver/Params.h"
+#include "core/Dtype.h"
+#include "driver/Safetensors.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace autoshard::rt;
+
+namespace {
+
+const char *kManifest = "autoshard-manifest 1\n"
+                        "abi 2\n"
+                        "step train\n"
+                        "strategy none\n"
+                        "grid 1\n"
+                        "arg 0 param w f32 2x3 init=zeros\n"
+                        "arg 1 param emb bf16 4 init=zeros\n"
+                        "arg 2 opt_state w.exp_avg f32 2x3 init=zeros\n"
+                        "arg 3 opt_state step i32 scalar init=zeros\n"
+                        "arg 4 hyper lr f32 scalar init=constant:0.1\n"
+                        "arg 5 input x f32 2x3 batch_dim=0 global=2\n"
+                        "result 0 param w f32 2x3 updates=0\n"
+                        "result 1 grad w.grad f32 2x3 of=0\n"
+                        "result 2 grad emb.grad bf16 4 of=1\n"
+                        "result 3 loss loss f32 scalar\n"
+                        "end\n";
+
+Manifest parse(const std::string &text) {
+  Expected<Manifest> m = parseManifest(text);
+  EXPECT_TRUE(m.ok()) << m.message();
+  return m.ok() ? *m : Manifest();
+}
+
+class ParamsTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    manifest = parse(kManifest);
+    path = ::testing::TempDir() + "params_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+           ".safetensors";
+    for (const TensorSpec &arg : manifest.args)
+      storage.emplace_back(static_cast<size_t>(arg.numBytes()), char(0x5a));
+    for (auto &s : storage)
+      args.push_back(s.data());
+  }
+  void TearDown() override { std::remove(path.c_str()); }
+
+  void write(const std::vector<TensorView> &tensors) {
+    Status s = writeSafetensors(path, tensors);
+    ASSERT_TRUE(s.ok()) << s.message();
+  }
+  /// The params every good file holds.
+  std::vector<TensorView> params() const {
+    return {{"w", ASRT_DTYPE_F32, {2, 3}, w},
+            {"emb", ASRT_DTYPE_BF16, {4}, emb}};
+  }
+  std::string loadError() {
+    Expected<LoadedParams> loaded = loadParams(path, manifest, args);
+    EXPECT_FALSE(loaded.ok());
+    return loaded.ok() ? std::string() : loaded.message();
+  }
+  /// The buffers still hold the fill pattern (nothing was copied).
+  bool untouched() const {
+    for (const auto &s : storage)
+      for (char c : s)
+        if (c != 0x5a)
+          return false;
+    return true;
+  }
+
+  Manifest manifest;
+  std::string path;
+  std::vector<std::vector<char>> storage;
+  std::vector<void *> args;
+  float w[6] = {1, -2, 3, -4, 5, -6};
+  uint16_t emb[4] = {floatToBf16(0.5f), floatToBf16(-1), floatToBf16(2),
+                     floatToBf16(8)};
+  float expAvg[6] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f};
+  int32_t step = 7;
+};
+
+TEST_F(ParamsTest, LoadsParamsAndOptStates) {
+  std::vector<TensorView> tensors = params();
+  tensors.push_back({"w.exp_avg", ASRT_DTYPE_F32, {2, 3}, expAvg});
+  tensors.push_back({"step", ASRT_DTYPE_I32, {}, &step});
+  write(tensors);
+  Expected<LoadedParams> loaded = loadParams(path, manifest, args);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  EXPECT_EQ(loaded->params, 2);
+  EXPECT_EQ(loaded->optStates, 2);
+  EXPECT_EQ(std::memcmp(args[0], w, sizeof w), 0);
+  EXPECT_EQ(std::memcmp(args[1], emb, sizeof emb), 0);
+  EXPECT_EQ(std::memcmp(args[2], expAvg, sizeof expAvg), 0);
+  EXPECT_EQ(*static_cast<const int32_t *>(args[3]), 7);
+  // Hypers and inputs are not the file's business.
+  EXPECT_EQ(storage[4], std::vector<char>(4, 0x5a));
+  EXPECT_EQ(storage[5], std::vector<char>(24, 0x5a));
+}
+
+TEST_F(ParamsTest, OptStatesMayBeAbsent) {
+  write(params());
+  Expected<LoadedParams> loaded = loadParams(path, manifest, args);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  EXPECT_EQ(loaded->params, 2);
+  EXPECT_EQ(loaded->optStates, 0);
+  EXPECT_EQ(storage[2], std::vector<char>(24, 0x5a));
+}
+
+TEST_F(ParamsTest, SaveThenLoadRestoresTheParams) {
+  std::memcpy(args[0], w, sizeof w);
+  std::memcpy(args[1], emb, sizeof emb);
+  ASSERT_TRUE(saveParams(path, manifest, args, 3, 1).ok());
+  Expected<SafetensorsFile> file = readSafetensors(path);
+  ASSERT_TRUE(file.ok()) << file.message();
+  EXPECT_EQ(file->tensors.size(), 2u) << "params only";
+  EXPECT_EQ(file->metadata.at("steps"), "3");
+  std::memset(args[0], 0, sizeof w);
+  std::memset(args[1], 0, sizeof emb);
+  ASSERT_TRUE(loadParams(path, manifest, args).ok());
+  EXPECT_EQ(std::memcmp(args[0], w, sizeof w), 0);
+  EXPECT_EQ(std::memcmp(args[1], emb, sizeof emb), 0);
+}
+
+TEST_F(ParamsTest, MissingParams) {
+  write({{"w.exp_avg", ASRT_DTYPE_F32, {2, 3}, expAvg}});
+  EXPECT_EQ(loadError(),
+            "--load-params: '" + path +
+                "' lacks 2 of the 2 params of step 'train': w, emb (every "
+                "param must be in the file; opt_states may be absent and "
+                "keep their init= values)");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(ParamsTest, TensorsThatNameNoArgument) {
+  std::vector<TensorView> tensors = params();
+  tensors.push_back({"fc.weight", ASRT_DTYPE_F32, {2, 3}, w});
+  tensors.push_back({"zz", ASRT_DTYPE_I32, {}, &step});
+  write(tensors);
+  EXPECT_EQ(loadError(), "--load-params: '" + path +
+                             "' holds 2 tensors that name no argument of "
+                             "step 'train': fc.weight, zz (its params: w, "
+                             "emb; its opt_states: w.exp_avg, step)");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(ParamsTest, ManyUnknownNamesAreCut) {
+  std::vector<std::string> names;
+  std::vector<TensorView> tensors = params();
+  for (int i = 0; i < 12; ++i)
+    names.push_back("t" + std::to_string(10 + i));
+  for (const std::string &name : names)
+    tensors.push_back({name, ASRT_DTYPE_I32, {}, &step});
+  write(tensors);
+  std::string error = loadError();
+  EXPECT_NE(error.find("holds 12 tensors that name no argument of step "
+                       "'train': t10, t11, t12, t13, t14, t15, t16, t17, "
+                       "t18, t19 and 2 more ("),
+            std::string::npos)
+      << error;
+}
+
+TEST_F(ParamsTest, WrongDtype) {
+  float embAsF32[4] = {};
+  write({{"w", ASRT_DTYPE_F32, {2, 3}, w},
+         {"emb", ASRT_DTYPE_F32, {4}, embAsF32}});
+  EXPECT_EQ(loadError(), "--load-params: tensor 'emb' of '" + path +
+                             "' is F32 4 but arg 1 (param emb) is BF16 4; "
+                             "dtype and shape must match exactly");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(ParamsTest, WrongShape) {
+  std::vector<TensorView> tensors = params();
+  tensors[0].shape = {3, 2};
+  write(tensors);
+  EXPECT_EQ(loadError(), "--load-params: tensor 'w' of '" + path +
+                             "' is F32 3x2 but arg 0 (param w) is F32 2x3; "
+                             "dtype and shape must match exactly");
+}
+
+TEST_F(ParamsTest, OneElementIsNotAScalar) {
+  std::vector<TensorView> tensors = params();
+  tensors.push_back({"step", ASRT_DTYPE_I32, {1}, &step});
+  write(tensors);
+  EXPECT_EQ(loadError(), "--load-params: tensor 'step' of '" + path +
+                             "' is I32 1 but arg 3 (opt_state step) is I32 "
+                             "scalar; dtype and shape must match exactly");
+}
+
+TEST_F(ParamsTest, HypersAreNotLoaded) {
+  std::vector<TensorView> tensors = params();
+  float lr = 1;
+  tensors.push_back({"lr", ASRT_DTYPE_F32, {}, &lr});
+  write(tensors);
+  EXPECT_EQ(loadError(), "--load-params: tensor 'lr' of '" + path +
+                             "' names arg 4 (hyper lr); only params and "
+                             "opt_states are loaded");
+}
+
+TEST_F(ParamsTest, UnreadableFile) {
+  EXPECT_EQ(loadError(), "--load-params: cannot open '" + path +
+                             "': No such file or directory");
+  std::FILE *f = std::fopen(path.c_str(), "wb");
+  std::fputs("abc", f);
+  std::fclose(f);
+  EXPECT_NE(loadError().find("--load-params: '" + path +
+                             "' is not a valid safetensors file"),
+            std::string::npos);
+}
+
+TEST_F(ParamsTest, SavesGradsUnderTheirNames) {
+  float gw[6] = {0.5f, 1, 1.5f, 2, 2.5f, 3};
+  uint16_t gemb[4] = {1, 2, 3, 4};
+  float loss = 0;
+  std::vector<void *> results = {args[0], gw, gemb, &loss};
+  ASSERT_TRUE(saveGrads(path, manifest, results, 4, 2).ok());
+  Expected<SafetensorsFile> file = readSafetensors(path);
+  ASSERT_TRUE(file.ok()) << file.message();
+  ASSERT_EQ(file->tensors.size(), 2u);
+  EXPECT_EQ(file->tensors.at("w.grad").dtype, "F32");
+  EXPECT_EQ(file->tensors.at("w.grad").shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(std::memcmp(file->bytes("w.grad"), gw, sizeof gw), 0);
+  EXPECT_EQ(file->tensors.at("emb.grad").dtype, "BF16");
+  EXPECT_EQ(std::memcmp(file->bytes("emb.grad"), gemb, sizeof gemb), 0);
+  EXPECT_EQ(file->metadata.at("w.grad.of"), "w");
+  EXPECT_EQ(file->metadata.at("emb.grad.of"), "emb");
+  EXPECT_EQ(file->metadata.at("steps"), "4");
+  EXPECT_EQ(file->metadata.at("seed"), "2");
+}
+
+TEST_F(ParamsTest, SaveGradsNeedsExposedGradients) {
+  EXPECT_TRUE(checkSaveGrads(manifest).ok());
+  Manifest none = parse("autoshard-manifest 1\nabi 2\nstep plain\n"
+                        "strategy none\ngrid 1\n"
+                        "arg 0 param w f32 2 init=zeros\n"
+                        "result 0 param w f32 2 updates=0\n"
+                        "result 1 loss loss f32 scalar\nend\n");
+  const char *expected = "--save-grads: step 'plain' exposes no gradients "
+                         "(no result has role grad); compile with exposed "
+                         "gradients";
+  EXPECT_EQ(checkSaveGrads(none).message(), expected);
+  float loss = 0;
+  std::vector<void *> results = {args[0], &loss};
+  EXPECT_EQ(saveGrads(path, none, results, 1, 0).message(), expected);
+}
+
+TEST_F(ParamsTest, SaveErrorsNameTheFlag) {
+  std::vector<void *> results = {args[0], args[0], args[1], args[0]};
+  EXPECT_EQ(saveGrads("/nonexistent/dir/g.safetensors", manifest, results, 1, 0)
+                .message()
+                .rfind("--save-grads: cannot create", 0),
+            0u);
+  EXPECT_EQ(saveParams("/nonexistent/dir/p.safetensors", manifest, args, 1, 0)
+                .message()
+                .rfind("--save-params: cannot create", 0),
+            0u);
+}
+
+} // namespace
