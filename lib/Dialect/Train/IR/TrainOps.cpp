@@ -89,6 +89,32 @@ LogicalResult checkWeight(std::optional<Location> loc, StringRef op,
                    "[out_features, in_features]");
 }
 
+/// Hands the gradients a grad op computed (one per forward operand, in
+/// order) to the operands that need them.
+void assignNeeded(ValueRange computed, ArrayRef<bool> needed,
+                  MutableArrayRef<Value> operandGrads) {
+  for (auto [i, grad] : llvm::enumerate(computed))
+    if (needed[i])
+      operandGrads[i] = grad;
+}
+
+/// The shape rule shared by the norm gradients: grad_output has the input's
+/// type and the gain is a feature vector of the input's last dimension.
+LogicalResult checkNormGrad(std::optional<Location> loc, StringRef op,
+                            ValueRange operands, Value gradOutput, Value input,
+                            StringRef gainName, Value gain) {
+  auto inputType = tensorOf(input);
+  if (tensorOf(gradOutput) != inputType)
+    return emitOptionalError(loc, "'", op, "' grad_output ",
+                             gradOutput.getType(),
+                             " must have the input's type ", inputType);
+  if (failed(checkRankAtLeast(loc, op, "input", inputType, 1)) ||
+      failed(checkSameElementType(loc, op, operands)))
+    return failure();
+  return checkFeatureVector(loc, op, gainName, tensorOf(gain),
+                            inputType.getShape().back());
+}
+
 /// A float as a person writes it: 0.9, not 9.000000e-01.
 std::string formatFloat(double value) {
   char text[32];
@@ -224,10 +250,7 @@ LogicalResult SwigluOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
   if (!grads[0] || (!needed[0] && !needed[1]))
     return success();
   auto grad = SwigluGradOp::create(b, getLoc(), grads[0], getGate(), getUp());
-  if (needed[0])
-    operandGrads[0] = grad.getGradGate();
-  if (needed[1])
-    operandGrads[1] = grad.getGradUp();
+  assignNeeded(grad.getResults(), needed, operandGrads);
   return success();
 }
 
@@ -434,29 +457,19 @@ LogicalResult LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
     return success();
   auto grad = LayerNormGradOp::create(b, getLoc(), grads[0], getInput(),
                                       getGamma(), getEpsilonAttr());
-  Value all[] = {grad.getGradInput(), grad.getGradGamma(), grad.getGradBeta()};
-  for (unsigned i = 0; i < 3; ++i)
-    if (needed[i])
-      operandGrads[i] = all[i];
+  assignNeeded(grad.getResults(), needed, operandGrads);
   return success();
 }
 
 LogicalResult LayerNormGradOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &results) {
-  StringRef op = "train.layer_norm_grad";
-  auto input = tensorOf(adaptor.getInput());
-  auto gamma = tensorOf(adaptor.getGamma());
-  if (tensorOf(adaptor.getGradOutput()) != input)
-    return emitOptionalError(loc, "'", op, "' grad_output ",
-                             adaptor.getGradOutput().getType(),
-                             " must have the input's type ", input);
-  if (failed(checkRankAtLeast(loc, op, "input", input, 1)) ||
-      failed(checkSameElementType(loc, op, adaptor.getOperands())) ||
-      failed(checkFeatureVector(loc, op, "gamma", gamma,
-                                input.getShape().back())))
+  if (failed(checkNormGrad(loc, "train.layer_norm_grad", adaptor.getOperands(),
+                           adaptor.getGradOutput(), adaptor.getInput(),
+                           "gamma", adaptor.getGamma())))
     return failure();
-  results.append({input, gamma, gamma});
+  Type gamma = adaptor.getGamma().getType();
+  results.append({adaptor.getInput().getType(), gamma, gamma});
   return success();
 }
 
@@ -483,29 +496,18 @@ LogicalResult RmsNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
     return success();
   auto grad = RmsNormGradOp::create(b, getLoc(), grads[0], getInput(),
                                     getWeight(), getEpsilonAttr());
-  if (needed[0])
-    operandGrads[0] = grad.getGradInput();
-  if (needed[1])
-    operandGrads[1] = grad.getGradWeight();
+  assignNeeded(grad.getResults(), needed, operandGrads);
   return success();
 }
 
 LogicalResult RmsNormGradOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &results) {
-  StringRef op = "train.rms_norm_grad";
-  auto input = tensorOf(adaptor.getInput());
-  auto weight = tensorOf(adaptor.getWeight());
-  if (tensorOf(adaptor.getGradOutput()) != input)
-    return emitOptionalError(loc, "'", op, "' grad_output ",
-                             adaptor.getGradOutput().getType(),
-                             " must have the input's type ", input);
-  if (failed(checkRankAtLeast(loc, op, "input", input, 1)) ||
-      failed(checkSameElementType(loc, op, adaptor.getOperands())) ||
-      failed(checkFeatureVector(loc, op, "weight", weight,
-                                input.getShape().back())))
+  if (failed(checkNormGrad(loc, "train.rms_norm_grad", adaptor.getOperands(),
+                           adaptor.getGradOutput(), adaptor.getInput(),
+                           "weight", adaptor.getWeight())))
     return failure();
-  results.append({input, weight});
+  results.append({adaptor.getInput().getType(), adaptor.getWeight().getType()});
   return success();
 }
 
@@ -615,10 +617,7 @@ CausalAttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
   auto grad = CausalAttentionGradOp::create(
       b, getLoc(), grads[0], getQuery(), getKey(), getValue(), getResult(),
       getLogsumexp(), getScaleAttr());
-  Value all[] = {grad.getGradQuery(), grad.getGradKey(), grad.getGradValue()};
-  for (unsigned i = 0; i < 3; ++i)
-    if (needed[i])
-      operandGrads[i] = all[i];
+  assignNeeded(grad.getResults(), needed, operandGrads);
   return success();
 }
 
