@@ -282,7 +282,10 @@ llvm::Error autoshard::models::verifyModelConfig(const ModelConfig &c) {
                        formatDouble(parameters) +
                        " parameters, more than the 2^62 an int64 count "
                        "safely holds");
-  double positions = double(c.microBatch) * double(c.seq);
+  if (c.gradAccum < 1)
+    return configError("grad-accum must be at least 1, got " +
+                       llvm::Twine(c.gradAccum));
+  double positions = double(c.batchRows()) * double(c.seq);
   double widest =
       positions * double(std::max({c.vocab, c.ffn, c.hidden, c.heads}));
   if (widest >= limit)

@@ -160,7 +160,7 @@ Value StepBuilder::linear(Location loc, Value input, const Twine &weight,
 
 Value StepBuilder::splitHeads(Location loc, Value input, int64_t heads) {
   auto type = RankedTensorType::get(
-      {config.microBatch, config.seq, heads, config.headDim()}, computeType);
+      {config.batchRows(), config.seq, heads, config.headDim()}, computeType);
   return train::ReshapeOp::create(b, loc, type, input);
 }
 
@@ -290,7 +290,7 @@ OwningOpRef<ModuleOp> StepBuilder::build() {
   // Parameters are f32 master weights whatever the compute precision.
   Type f32 = b.getF32Type();
   auto batchType =
-      RankedTensorType::get({config.microBatch, config.seq}, b.getI32Type());
+      RankedTensorType::get({config.batchRows(), config.seq}, b.getI32Type());
   SmallVector<Type> argTypes;
   SmallVector<Attribute> argAttrs;
   for (const Parameter &p : parameters) {
@@ -314,6 +314,9 @@ OwningOpRef<ModuleOp> StepBuilder::build() {
   if (config.maxGradNorm > 0.0)
     step->setAttr(train::TrainDialect::kMaxGradNormAttrName,
                   b.getF32FloatAttr(config.maxGradNorm));
+  if (config.gradAccum > 1)
+    step->setAttr(train::TrainDialect::kMicroBatchesAttrName,
+                  b.getI64IntegerAttr(config.gradAccum));
 
   Block *body = step.addEntryBlock();
   b.setInsertionPointToStart(body);

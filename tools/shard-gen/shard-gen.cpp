@@ -75,6 +75,11 @@ static cl::opt<int64_t>
                    cl::desc("Sequences per step (the global batch that a "
                             "strategy splits over ranks)"),
                    cl::cat(configCategory));
+static cl::opt<int64_t> gradAccumFlag(
+    "grad-accum",
+    cl::desc("Micro-batches per optimizer step; the step's batch holds "
+             "grad-accum * micro-batch sequences (default 1)"),
+    cl::cat(configCategory));
 static cl::opt<bool>
     tieEmbeddingsFlag("tie-embeddings",
                       cl::desc("Reuse the token embedding as the output "
@@ -220,6 +225,8 @@ static llvm::Expected<ModelConfig> configFromFlags() {
     config.seq = seqFlag;
   if (given(microBatchFlag))
     config.microBatch = microBatchFlag;
+  if (given(gradAccumFlag))
+    config.gradAccum = gradAccumFlag;
   if (given(tieEmbeddingsFlag))
     config.tieEmbeddings = tieEmbeddingsFlag;
   if (given(normEpsFlag))

@@ -46,10 +46,13 @@ struct ModelConfig {
   /// Rows of GPT-2's learned position table; Llama has none (0).
   int64_t maxPositions = 0;
 
-  /// Tokens per sequence and sequences per step: the step's batch is
-  /// [microBatch, seq], the global batch that a strategy splits over ranks.
+  /// Tokens per sequence and sequences per micro-batch: the step's batch is
+  /// [batchRows(), seq], the global batch that a strategy splits over ranks.
   int64_t seq = 0;
   int64_t microBatch = 0;
+  /// Micro-batches whose gradients one optimizer step accumulates: the
+  /// step's batch holds gradAccum * microBatch sequences.
+  int64_t gradAccum = 1;
 
   /// Whether the output projection reuses the token embedding.
   bool tieEmbeddings = true;
@@ -73,6 +76,8 @@ struct ModelConfig {
   Precision precision = Precision::F32;
 
   int64_t headDim() const { return heads > 0 ? hidden / heads : 0; }
+  /// Sequences per optimizer step, over all micro-batches.
+  int64_t batchRows() const { return microBatch * gradAccum; }
 };
 
 /// A config of `family` with the family's training defaults (AdamW with

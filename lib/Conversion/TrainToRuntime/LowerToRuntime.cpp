@@ -44,8 +44,16 @@ public:
     return ptr;
   }
   Value output(Value result, int mayAliasOperand) override;
-  void alias(Value result, Value tensor) override {
-    map(result, buffer(tensor));
+  void alias(Value result, Value tensor, int64_t byteOffset) override {
+    Value base = buffer(tensor);
+    if (byteOffset == 0)
+      return map(result, base);
+    auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
+    Value view = LLVM::GEPOp::create(b, currentLoc, ptrType, b.getI8Type(),
+                                     base, ArrayRef<LLVM::GEPArg>{byteOffset});
+    // The view keeps its base buffer alive.
+    viewBase[view] = rootOf(base);
+    map(result, view);
   }
   bool canReuse(Value input, Value result) override {
     Value ptr = buffer(input);
@@ -61,11 +69,17 @@ public:
   ModuleOp module() override { return mod; }
 
 private:
-  /// Records that `tensor` lives in `ptr`, extending the pointer's lifetime.
+  /// Records that `tensor` lives in `ptr` (or a view into it), extending the
+  /// lifetime of the buffer the pointer belongs to.
   void map(Value tensor, Value ptr) {
     bufferOf[tensor] = ptr;
-    int &last = lastUseOf[ptr];
+    int &last = lastUseOf[rootOf(ptr)];
     last = std::max(last, lastUse.lookup(tensor));
+  }
+  /// The buffer a pointer points into.
+  Value rootOf(Value ptr) const {
+    auto it = viewBase.find(ptr);
+    return it == viewBase.end() ? ptr : it->second;
   }
   /// Whether `result` is returned and may be written straight into the
   /// first result buffer that returns it.
@@ -94,6 +108,8 @@ private:
   DenseMap<Value, unsigned> firstReturnSlot;
 
   DenseMap<Value, Value> bufferOf;
+  /// Pointers into the middle of another buffer, and that buffer.
+  DenseMap<Value, Value> viewBase;
   /// Last position at which each pointer is read, over every tensor in it.
   DenseMap<Value, int> lastUseOf;
   /// Pointers this step allocated and must free.

@@ -55,9 +55,13 @@ std::string initText(InitAttr init) {
 
 /// The number of classes an integer batch argument indexes: the class
 /// dimension of the loss that reads it as labels, or the rows of the
-/// embedding table that reads it as ids.
-std::optional<int64_t> classCount(BlockArgument ids) {
+/// embedding table that reads it as ids (also through the micro-batch
+/// slices of gradient accumulation).
+std::optional<int64_t> classCount(Value ids) {
   for (Operation *user : ids.getUsers()) {
+    if (auto slice = dyn_cast<SliceRowsOp>(user))
+      if (std::optional<int64_t> classes = classCount(slice.getResult()))
+        return classes;
     Value logits;
     if (auto loss = dyn_cast<SoftmaxCrossEntropyOp>(user))
       logits = loss.getLogits();

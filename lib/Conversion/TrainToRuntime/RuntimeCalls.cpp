@@ -221,6 +221,26 @@ LogicalResult emitReshape(Operation *op, StepEmitter &e) {
   return success();
 }
 
+LogicalResult emitSliceRows(Operation *op, StepEmitter &e) {
+  // A block of whole rows starts `offset` rows into the input's buffer.
+  auto slice = cast<train::SliceRowsOp>(op);
+  auto type = tensorType(slice.getInput());
+  int64_t rowBytes = type.getNumElements() / type.getDimSize(0) *
+                     llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+  e.alias(slice.getResult(), slice.getInput(),
+          static_cast<int64_t>(slice.getOffset()) * rowBytes);
+  return success();
+}
+
+LogicalResult emitScale(Operation *op, StepEmitter &e) {
+  auto scale = cast<train::ScaleOp>(op);
+  Value out = e.output(scale.getResult());
+  e.call("asrt_scale", {dtypeOf(e, scale.getInput()), e.buffer(scale.getInput()),
+                        out, e.i64(numElements(scale.getInput())),
+                        e.f32(scale.getFactor().convertToFloat())});
+  return success();
+}
+
 LogicalResult emitEmbedding(Operation *op, StepEmitter &e) {
   auto embedding = cast<train::EmbeddingOp>(op);
   auto table = tensorType(embedding.getTable());
@@ -586,6 +606,8 @@ const llvm::StringMap<Rule> &rules() {
       {train::AddOp::getOperationName(), emitAdd},
       {train::CastOp::getOperationName(), emitCast},
       {train::ReshapeOp::getOperationName(), emitReshape},
+      {train::SliceRowsOp::getOperationName(), emitSliceRows},
+      {train::ScaleOp::getOperationName(), emitScale},
       {train::EmbeddingOp::getOperationName(), emitEmbedding},
       {train::EmbeddingGradOp::getOperationName(), emitEmbeddingGrad},
       {train::AddPositionEmbeddingOp::getOperationName(),

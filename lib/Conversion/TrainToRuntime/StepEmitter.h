@@ -24,8 +24,10 @@ public:
   /// operand whose buffer the op may overwrite elementwise with this result
   /// (an optimizer's parameter), or -1.
   virtual mlir::Value output(mlir::Value result, int mayAliasOperand = -1) = 0;
-  /// Makes `result` live in `tensor`'s buffer; the op emits no code for it.
-  virtual void alias(mlir::Value result, mlir::Value tensor) = 0;
+  /// Makes `result` live in `tensor`'s buffer, `byteOffset` bytes in; the op
+  /// emits no code for it (views: reshape, slices).
+  virtual void alias(mlir::Value result, mlir::Value tensor,
+                     int64_t byteOffset = 0) = 0;
   /// Whether `result` may be computed in `input`'s buffer: `input` is a
   /// temporary of the step that dies at this op, and `result` needs no
   /// buffer of its own (it is not written to a caller's result buffer).

@@ -184,3 +184,17 @@ extern "C" void asrt_add(asrt_context *ctx, int32_t dtype, const void *a,
       store(result, i, load(lhs, i) + load(rhs, i));
   });
 }
+
+extern "C" void asrt_scale(asrt_context *ctx, int32_t dtype, const void *x,
+                           void *y, int64_t n, float factor) {
+  OpTimer timer(ctx, "scale");
+  const char *op = "scale";
+  checkCount(op, "n", n);
+  dispatchFloatDtype(op, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *in = static_cast<const T *>(x);
+    T *result = static_cast<T *>(y);
+    for (int64_t i = 0; i < n; ++i)
+      store(result, i, factor * load(in, i));
+  });
+}

@@ -268,6 +268,27 @@ TEST_P(ElementwiseTest, AddMatchesReference) {
   EXPECT_TRUE(allNear(y, ref, 0x1p-24, 0.0));
 }
 
+TEST_P(ElementwiseTest, ScaleMatchesReferenceInPlaceAndInBf16) {
+  std::vector<float> x = activationInputs(n(), 34);
+  std::vector<float> y = poisoned(n());
+  asrt_scale(&ctx, ASRT_DTYPE_F32, x.data(), y.data(), n(), 0.3f);
+  std::vector<double> ref(n());
+  for (int64_t i = 0; i < n(); ++i)
+    ref[i] = 0.3f * static_cast<double>(x[i]);
+  EXPECT_TRUE(allNear(y, ref, 0x1p-24, 0.0));
+
+  std::vector<float> inPlace = x;
+  asrt_scale(&ctx, ASRT_DTYPE_F32, inPlace.data(), inPlace.data(), n(), 0.3f);
+  EXPECT_EQ(inPlace, y);
+
+  std::vector<uint16_t> xb = toBf16(x), yb = poisonedBf16(n());
+  asrt_scale(&ctx, ASRT_DTYPE_BF16, xb.data(), yb.data(), n(), 0.3f);
+  std::vector<float> fromRounded = poisoned(n());
+  std::vector<float> xr = fromBf16(xb);
+  asrt_scale(&ctx, ASRT_DTYPE_F32, xr.data(), fromRounded.data(), n(), 0.3f);
+  EXPECT_TRUE(bf16IsRoundedF32(yb, fromRounded));
+}
+
 TEST_P(ElementwiseTest, SwigluAndAddOutputsMayAliasInputs) {
   std::vector<float> gate = activationInputs(n(), 31);
   std::vector<float> up = uniformFloats(n(), 32, -1.0f, 1.0f);

@@ -222,3 +222,23 @@ func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "
   %q = train.relu %l : tensor<f32>
   return %q : tensor<f32>
 }
+
+// -----
+
+// A micro-batch slice is a pointer into the batch (rows of 6 f32: 24 bytes,
+// offset 4 rows = 96 bytes); scale is a runtime call.
+// CHECK-LABEL: func.func @autoshard_step
+// CHECK: %[[X:.*]] = llvm.load
+// CHECK: %[[VIEW:.*]] = llvm.getelementptr %[[X]][96] : (!llvm.ptr) -> !llvm.ptr, i8
+// CHECK: call @asrt_relu_fwd(%{{.*}}, %{{.*}}, %[[VIEW]],
+// CHECK: call @asrt_scale(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, i32, !llvm.ptr, !llvm.ptr, i64, f32) -> ()
+func.func @step(%x: tensor<8x6xf32> {train.role = #train.role<input>, train.name = "x"},
+                %y8: tensor<8xi32> {train.role = #train.role<label>, train.name = "y"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step} {
+  %mb = train.slice_rows %x {offset = 4 : i64} : tensor<8x6xf32> to tensor<4x6xf32>
+  %y = train.slice_rows %y8 {offset = 4 : i64} : tensor<8xi32> to tensor<4xi32>
+  %r = train.relu %mb : tensor<4x6xf32>
+  %loss = train.softmax_cross_entropy %r, %y : (tensor<4x6xf32>, tensor<4xi32>) -> tensor<f32>
+  %half = train.scale %loss {factor = 0.5 : f32} : tensor<f32>
+  return %half : tensor<f32>
+}

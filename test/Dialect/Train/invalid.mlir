@@ -725,3 +725,37 @@ func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name 
 func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>})
     -> (tensor<3xf32> {train.role = #train.role<grad>, train.name = "w.grad"},
         tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step}
+
+// -----
+
+func.func @f(%x: tensor<8x64xi32>) {
+  // expected-error@+1 {{rows [6, 10) lie outside the input's 8 rows}}
+  %mb = train.slice_rows %x {offset = 6 : i64} : tensor<8x64xi32> to tensor<4x64xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x64xi32>) {
+  // expected-error@+1 {{result 'tensor<4x32xi32>' must be a block of whole rows of 'tensor<8x64xi32>'}}
+  %mb = train.slice_rows %x {offset = 0 : i64} : tensor<8x64xi32> to tensor<4x32xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<f32>) {
+  // expected-error@+1 {{factor must be finite}}
+  %y = train.scale %x {factor = 0x7F800000 : f32} : tensor<f32>
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'train.micro_batches' must be an integer >= 1}}
+func.func private @f() attributes {train.step, train.micro_batches = 0 : i64, train.optimizer = #train.sgd<lr = 0.1, momentum = 0.0, weight_decay = 0.0>}
+
+// -----
+
+// expected-error@+1 {{'train.micro_batches' accumulates the gradients of a step with a 'train.optimizer'}}
+func.func private @f() attributes {train.step, train.micro_batches = 2 : i64}

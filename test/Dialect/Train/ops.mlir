@@ -149,3 +149,18 @@ func.func @adamw_and_clipping(%p: tensor<16xf32>, %g: tensor<16xbf16>, %m: tenso
 func.func private @forward_step() -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
     attributes {train.step, train.max_grad_norm = 1.0 : f32,
                 train.optimizer = #train.adamw<lr = 6.0e-4, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1>}
+
+// CHECK-LABEL: func.func @accumulation_ops
+func.func @accumulation_ops(%x: tensor<8x64xi32>, %l: tensor<f32>) {
+  // CHECK: train.slice_rows %{{.*}} {offset = 4 : i64} : tensor<8x64xi32> to tensor<4x64xi32>
+  %mb = train.slice_rows %x {offset = 4 : i64} : tensor<8x64xi32> to tensor<4x64xi32>
+  // CHECK: train.scale %{{.*}} {factor = 2.500000e-01 : f32} : tensor<f32>
+  %avg = train.scale %l {factor = 0.25 : f32} : tensor<f32>
+  return
+}
+
+// CHECK-LABEL: func.func private @accumulating_step
+// CHECK-SAME: train.micro_batches = 4 : i64
+func.func private @accumulating_step() -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.micro_batches = 4 : i64,
+                train.optimizer = #train.sgd<lr = 0.1, momentum = 0.0, weight_decay = 0.0>}

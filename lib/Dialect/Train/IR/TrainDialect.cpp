@@ -212,6 +212,17 @@ LogicalResult TrainDialect::verifyOperationAttribute(Operation *op,
                              << kOptimizerAttrName << "'";
     return success();
   }
+  if (attr.getName() == kMicroBatchesAttrName) {
+    auto count = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!count || count.getInt() < 1)
+      return op->emitError() << "'" << kMicroBatchesAttrName
+                             << "' must be an integer >= 1";
+    if (!op->hasAttr(kOptimizerAttrName))
+      return op->emitError() << "'" << kMicroBatchesAttrName
+                             << "' accumulates the gradients of a step with a '"
+                             << kOptimizerAttrName << "'";
+    return success();
+  }
   if (attr.getName() == kPartitionedAttrName) {
     if (!isa<UnitAttr>(attr.getValue()) || !op->hasAttr(kPlanAttrName))
       return op->emitError() << "'" << kPartitionedAttrName

@@ -272,10 +272,10 @@ LogicalResult CastOp::verify() {
   return success();
 }
 
-LogicalResult CastOp::resizeBatch(TypeRange operandTypes,
+LogicalResult CastOp::resizeBatch(int64_t factor,
                                   SmallVectorImpl<Type> &resultTypes) {
-  resultTypes.push_back(cast<RankedTensorType>(operandTypes[0])
-                            .clone(getResult().getType().getElementType()));
+  resultTypes.push_back(
+      getInput().getType().clone(getResult().getType().getElementType()));
   return success();
 }
 
@@ -301,23 +301,16 @@ LogicalResult ReshapeOp::verify() {
   return success();
 }
 
-LogicalResult ReshapeOp::resizeBatch(TypeRange operandTypes,
+LogicalResult ReshapeOp::resizeBatch(int64_t factor,
                                      SmallVectorImpl<Type> &resultTypes) {
-  // The batch shrinks by a factor; the view keeps its inner dimensions and
-  // shrinks its leading one by the same factor. (The result still has its
-  // old type, which holds as many elements as the old input.)
+  // Row-major views split by contiguous blocks of elements: the view's
+  // leading dimension shrinks by the same factor as the input's.
   RankedTensorType result = getResult().getType();
-  auto newIn = cast<RankedTensorType>(operandTypes[0]);
-  int64_t oldElements = result.getNumElements();
-  int64_t newElements = newIn.getNumElements();
-  if (newElements == 0 || oldElements % newElements != 0 ||
-      result.getDimSize(0) % (oldElements / newElements) != 0)
-    return emitOpError() << "cannot shrink the view " << result
-                         << " along its leading dimension for the per-rank "
-                            "input "
-                         << newIn;
+  if (result.getDimSize(0) % factor != 0)
+    return emitOpError() << "cannot give each of " << factor
+                         << " ranks an equal block of the view " << result;
   SmallVector<int64_t> shape(result.getShape());
-  shape[0] /= oldElements / newElements;
+  shape[0] /= factor;
   resultTypes.push_back(result.clone(shape));
   return success();
 }
@@ -328,6 +321,55 @@ LogicalResult ReshapeOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
   if (grads[0] && needed[0])
     operandGrads[0] = ReshapeOp::create(b, getLoc(), getInput().getType(),
                                         grads[0]);
+  return success();
+}
+
+LogicalResult ScaleOp::verify() {
+  if (!std::isfinite(getFactor().convertToFloat()))
+    return emitOpError() << "factor must be finite";
+  return success();
+}
+
+LogicalResult ScaleOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
+                                     bool seed, ArrayRef<bool> needed,
+                                     MutableArrayRef<Value> operandGrads) {
+  if (grads[0] && needed[0])
+    operandGrads[0] =
+        ScaleOp::create(b, getLoc(), grads[0], getFactorAttr());
+  return success();
+}
+
+LogicalResult SliceRowsOp::verify() {
+  auto input = cast<RankedTensorType>(getInput().getType());
+  auto result = cast<RankedTensorType>(getResult().getType());
+  if (input.getRank() == 0 || result.getRank() != input.getRank() ||
+      input.getShape().drop_front() != result.getShape().drop_front() ||
+      input.getElementType() != result.getElementType())
+    return emitOpError() << "result " << result
+                         << " must be a block of whole rows of " << input;
+  if (static_cast<int64_t>(getOffset()) + result.getDimSize(0) >
+      input.getDimSize(0))
+    return emitOpError() << "rows [" << getOffset() << ", "
+                         << getOffset() + result.getDimSize(0)
+                         << ") lie outside the input's " << input.getDimSize(0)
+                         << " rows";
+  return success();
+}
+
+LogicalResult SliceRowsOp::resizeBatch(int64_t factor,
+                                       SmallVectorImpl<Type> &resultTypes) {
+  // Each rank takes its share of every micro-batch: the block and its
+  // offset shrink with the input.
+  auto result = cast<RankedTensorType>(getResult().getType());
+  if (getOffset() % factor != 0 || result.getDimSize(0) % factor != 0)
+    return emitOpError() << "rows [" << getOffset() << ", "
+                         << getOffset() + result.getDimSize(0)
+                         << ") do not split evenly over " << factor
+                         << " ranks";
+  setOffset(getOffset() / factor);
+  SmallVector<int64_t> shape(result.getShape());
+  shape[0] /= factor;
+  resultTypes.push_back(result.clone(shape));
   return success();
 }
 

@@ -1,10 +1,12 @@
 //===- AutodiffPass.cpp - reverse-mode gradients and the optimizer --------===//
 
 #include "autoshard/Dialect/Train/IR/StepSignature.h"
+#include "autoshard/Dialect/Train/Transforms/BatchResize.h"
 #include "autoshard/Dialect/Train/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 
 namespace autoshard::train {
 #define GEN_PASS_DEF_AUTODIFFPASS
@@ -16,10 +18,10 @@ using namespace autoshard::train;
 
 namespace {
 
-/// Values on a path from a parameter to the loss: the ones whose gradient
-/// the loss needs.
-DenseSet<Value> findActiveValues(Block &body, const StepSignature &sig,
-                                 Value loss) {
+/// Values that depend on a parameter: the operands whose gradients a rule
+/// must build. (Usefulness needs no analysis: only ops the backward sweep
+/// reaches from the loss receive gradients.)
+DenseSet<Value> findVariedValues(Block &body, const StepSignature &sig) {
   DenseSet<Value> varied;
   for (const StepValue &arg : sig.getArgs())
     if (arg.role == Role::Param)
@@ -28,18 +30,7 @@ DenseSet<Value> findActiveValues(Block &body, const StepSignature &sig,
     if (llvm::any_of(op.getOperands(),
                      [&](Value v) { return varied.contains(v); }))
       varied.insert(op.result_begin(), op.result_end());
-
-  DenseSet<Value> useful{loss};
-  for (Operation &op : llvm::reverse(body.without_terminator()))
-    if (llvm::any_of(op.getResults(),
-                     [&](Value v) { return useful.contains(v); }))
-      useful.insert(op.operand_begin(), op.operand_end());
-
-  DenseSet<Value> active;
-  for (Value v : varied)
-    if (useful.contains(v))
-      active.insert(v);
-  return active;
+  return varied;
 }
 
 /// The step's arguments and results after autodiff, built up in order.
@@ -71,8 +62,14 @@ public:
   LogicalResult run();
 
 private:
-  LogicalResult differentiate(Value loss);
-  void accumulate(Value value, Value contribution, Location loc);
+  /// Builds the backward pass of `ops` (in program order) at the end of the
+  /// step; `loss` is seeded when one of them computes it.
+  LogicalResult differentiate(ArrayRef<Operation *> ops, Value loss);
+  /// Replaces the forward pass by `count` copies on blocks of the batch
+  /// (micro-batches), each followed by its backward pass; returns the mean
+  /// loss.
+  FailureOr<Value> accumulate(int64_t count, Value loss);
+  void addGradient(Value value, Value contribution, Location loc);
   /// A new argument at the end of the step.
   Value addArgument(Type type, Role role, StringRef name, InitAttr init);
   Value gradientForOptimizer(Value param);
@@ -84,30 +81,27 @@ private:
   Block &body;
   OpBuilder b;
   bool exposeGradients;
+  DenseSet<Value> varied;
   DenseMap<Value, Value> grads;
   NewSignature out;
 };
 
-void Autodiff::accumulate(Value value, Value contribution, Location loc) {
+void Autodiff::addGradient(Value value, Value contribution, Location loc) {
   Value &total = grads[value];
   total = total ? AddOp::create(b, loc, total, contribution).getResult()
                 : contribution;
 }
 
-LogicalResult Autodiff::differentiate(Value loss) {
-  Operation *lossOp = loss.getDefiningOp();
-  if (!lossOp || !isa<DifferentiableOpInterface>(lossOp))
+LogicalResult Autodiff::differentiate(ArrayRef<Operation *> ops, Value loss) {
+  Operation *lossOp = loss ? loss.getDefiningOp() : nullptr;
+  if (loss && (!lossOp || !isa<DifferentiableOpInterface>(lossOp)))
     return step.emitOpError()
            << "returns a loss that no differentiable loss op computes; "
               "autoshard-autodiff seeds the gradient at "
               "train.softmax_cross_entropy";
-  DenseSet<Value> active = findActiveValues(body, sig, loss);
-  // The backward ops go before the terminator, so the forward ops are
-  // listed first: a reverse walk of the live block would revisit them.
-  SmallVector<Operation *> forward = llvm::to_vector(llvm::map_range(
-      body.without_terminator(), [](Operation &op) { return &op; }));
+  // The backward ops go before the terminator, behind every op in `ops`.
   b.setInsertionPoint(body.getTerminator());
-  for (Operation *opPtr : llvm::reverse(forward)) {
+  for (Operation *opPtr : llvm::reverse(ops)) {
     Operation &op = *opPtr;
     bool seed = &op == lossOp;
     SmallVector<Value> resultGrads;
@@ -122,16 +116,93 @@ LogicalResult Autodiff::differentiate(Value loss) {
                 "gradient rule (DifferentiableOpInterface)";
     SmallVector<bool> needed;
     for (Value operand : op.getOperands())
-      needed.push_back(active.contains(operand));
+      needed.push_back(varied.contains(operand));
     SmallVector<Value> operandGrads(op.getNumOperands());
     if (failed(differentiable.buildGradient(b, resultGrads, seed, needed,
                                             operandGrads)))
       return failure();
     for (auto [operand, grad] : llvm::zip(op.getOperands(), operandGrads))
       if (grad)
-        accumulate(operand, grad, op.getLoc());
+        addGradient(operand, grad, op.getLoc());
   }
   return success();
+}
+
+FailureOr<Value> Autodiff::accumulate(int64_t count, Value loss) {
+  Location loc = step.getLoc();
+  // Ops that read the batch run once per micro-batch; the others (casts of
+  // the master weights) run once and receive the summed gradients.
+  DenseSet<Value> perBatch;
+  SmallVector<BlockArgument> batchArgs;
+  for (const StepValue &arg : sig.getArgs())
+    if (arg.role == Role::Input || arg.role == Role::Label) {
+      if (arg.type.getDimSize(0) % count != 0)
+        return step.emitOpError()
+               << "cannot cut the batch of " << stringifyRole(arg.role)
+               << " argument \"" << arg.name << "\" ("
+               << arg.type.getDimSize(0) << " rows) into " << count
+               << " equal micro-batches";
+      batchArgs.push_back(body.getArgument(arg.index));
+      perBatch.insert(batchArgs.back());
+    }
+  SmallVector<Operation *> shared, perMicroBatch;
+  for (Operation &op : body.without_terminator()) {
+    bool readsBatch = llvm::any_of(
+        op.getOperands(), [&](Value v) { return perBatch.contains(v); });
+    if (readsBatch)
+      perBatch.insert(op.result_begin(), op.result_end());
+    (readsBatch ? perMicroBatch : shared).push_back(&op);
+  }
+  if (!perBatch.contains(loss))
+    return step.emitOpError() << "has a loss that does not depend on the "
+                                 "batch, so micro-batches cannot divide it";
+
+  SmallVector<Value> losses;
+  for (int64_t k = 0; k < count; ++k) {
+    b.setInsertionPoint(body.getTerminator());
+    IRMapping mapping;
+    for (BlockArgument arg : batchArgs) {
+      auto type = cast<RankedTensorType>(arg.getType());
+      SmallVector<int64_t> shape(type.getShape());
+      shape[0] /= count;
+      mapping.map(arg, SliceRowsOp::create(b, loc, type.clone(shape), arg,
+                                           b.getI64IntegerAttr(k * shape[0])));
+    }
+    SmallVector<Operation *> clones;
+    for (Operation *op : perMicroBatch) {
+      Operation *clone = b.clone(*op, mapping);
+      clones.push_back(clone);
+      if (failed(rederiveResultTypes(clone, count)))
+        return failure();
+      perBatch.insert(clone->result_begin(), clone->result_end());
+      if (llvm::any_of(clone->getOperands(),
+                       [&](Value v) { return varied.contains(v); }))
+        varied.insert(clone->result_begin(), clone->result_end());
+    }
+    losses.push_back(mapping.lookup(loss));
+    if (failed(differentiate(clones, losses.back())))
+      return failure();
+  }
+
+  // Sums over micro-batches become means: the loss, and the gradients that
+  // reach the shared ops and the parameters.
+  b.setInsertionPoint(body.getTerminator());
+  FloatAttr inverse = b.getF32FloatAttr(1.0 / static_cast<double>(count));
+  for (auto &[value, grad] : grads)
+    if (!perBatch.contains(value))
+      grad = ScaleOp::create(b, loc, grad, inverse);
+  if (failed(differentiate(shared, Value())))
+    return failure();
+  Value total = losses.front();
+  for (Value l : ArrayRef(losses).drop_front())
+    total = AddOp::create(b, loc, total, l);
+  Value mean = ScaleOp::create(b, loc, total, inverse);
+
+  // The full-batch forward pass has no readers left.
+  body.getTerminator()->setOperand(0, mean);
+  for (Operation *op : llvm::reverse(perMicroBatch))
+    op->erase();
+  return mean;
 }
 
 Value Autodiff::addArgument(Type type, Role role, StringRef name,
@@ -276,7 +347,23 @@ LogicalResult Autodiff::run() {
     out.argTypes.push_back(step.getArgumentTypes()[i]);
     out.argAttrs.push_back(step.getArgAttrDict(i));
   }
-  if (failed(differentiate(loss)) || failed(applyOptimizer(config, loss)))
+  varied = findVariedValues(body, sig);
+  int64_t microBatches = 1;
+  if (auto attr = step->getAttrOfType<IntegerAttr>(
+          TrainDialect::kMicroBatchesAttrName))
+    microBatches = attr.getInt();
+  if (microBatches == 1) {
+    SmallVector<Operation *> forward = llvm::to_vector(llvm::map_range(
+        body.without_terminator(), [](Operation &op) { return &op; }));
+    if (failed(differentiate(forward, loss)))
+      return failure();
+  } else {
+    FailureOr<Value> mean = accumulate(microBatches, loss);
+    if (failed(mean))
+      return failure();
+    loss = *mean;
+  }
+  if (failed(applyOptimizer(config, loss)))
     return failure();
 
   Operation *terminator = body.getTerminator();
@@ -290,6 +377,7 @@ LogicalResult Autodiff::run() {
   step.setAllResultAttrs(out.resultAttrs);
   step->removeAttr(TrainDialect::kOptimizerAttrName);
   step->removeAttr(TrainDialect::kMaxGradNormAttrName);
+  step->removeAttr(TrainDialect::kMicroBatchesAttrName);
   return success();
 }
 

@@ -1,12 +1,12 @@
 //===- PartitionPass.cpp - apply a plan: the per-rank training step -------===//
 
 #include "autoshard/Dialect/Train/IR/StepSignature.h"
+#include "autoshard/Dialect/Train/Transforms/BatchResize.h"
 #include "autoshard/Dialect/Train/Transforms/Passes.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
-#include "mlir/Interfaces/InferTypeOpInterface.h"
 
 namespace autoshard::train {
 #define GEN_PASS_DEF_PARTITIONPASS
@@ -85,8 +85,9 @@ LogicalResult splitBatch(FunctionOpInterface step, const Grid &grid) {
   return success();
 }
 
-/// Re-derives result types after argument types changed, in program order.
-LogicalResult reinferTypes(FunctionOpInterface step) {
+/// Re-derives result types after the batch arguments shrank by `factor`, in
+/// program order.
+LogicalResult reinferTypes(FunctionOpInterface step, int64_t factor) {
   Block &body = step.getFunctionBody().front();
   DenseSet<Value> changed;
   for (BlockArgument arg : body.getArguments())
@@ -95,28 +96,12 @@ LogicalResult reinferTypes(FunctionOpInterface step) {
     if (llvm::none_of(op.getOperands(),
                       [&](Value v) { return changed.contains(v); }))
       continue;
-    SmallVector<Type> inferred;
-    if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
-      if (failed(infer.inferReturnTypes(
-              op.getContext(), op.getLoc(), op.getOperands(),
-              op.getRawDictionaryAttrs(), op.getPropertiesStorage(),
-              op.getRegions(), inferred)))
-        return failure();
-    } else if (op.hasTrait<OpTrait::SameOperandsAndResultType>()) {
-      inferred.assign(op.getNumResults(), op.getOperand(0).getType());
-    } else if (auto resizable = dyn_cast<BatchResizableOpInterface>(op)) {
-      if (failed(resizable.resizeBatch(op.getOperandTypes(), inferred)))
-        return failure();
-    } else {
-      return op.emitOpError()
-             << "has no type-inference rule, so autoshard-partition cannot "
-                "re-derive its result types for the per-rank batch";
-    }
-    for (auto [result, type] : llvm::zip(op.getResults(), inferred)) {
+    SmallVector<Type> before(op.getResultTypes());
+    if (failed(rederiveResultTypes(&op, factor)))
+      return failure();
+    for (auto [result, type] : llvm::zip(op.getResults(), before))
       if (result.getType() != type)
         changed.insert(result);
-      result.setType(type);
-    }
   }
   Operation *terminator = body.getTerminator();
   SmallVector<Type> argTypes(body.getArgumentTypes());
@@ -159,7 +144,8 @@ struct PartitionPass
     }
     FailureOr<Grid> grid = resolveGrid(step, plan);
     if (failed(grid) || failed(checkSupported(step, plan)) ||
-        failed(splitBatch(step, *grid)) || failed(reinferTypes(step)))
+        failed(splitBatch(step, *grid)) ||
+        failed(reinferTypes(step, grid->size)))
       return signalPassFailure();
 
     // Each optimizer gradient is a partial over this rank's rows: average it

@@ -11,7 +11,7 @@
  *   dimensions as int64_t.
  * - Tensors are dense, row-major, and 64-byte aligned (asrt_alloc).
  * - Output buffers may alias input buffers of elementwise operations
- *   (relu, gelu, swiglu, add, the optimizers: updates run in place) and the
+ *   (relu, gelu, swiglu, add, scale, the optimizers: updates run in place) and the
  *   logits of asrt_softmax_xent_grad; the others (GEMMs, norms, embeddings,
  *   rope, attention, cast between different sizes) require distinct
  *   outputs.
@@ -113,6 +113,9 @@ void asrt_swiglu_grad(asrt_context *ctx, int32_t dtype, const void *dy,
 /* y = a + b */
 void asrt_add(asrt_context *ctx, int32_t dtype, const void *a, const void *b,
               void *y, int64_t n);
+/* y = factor * x (averaging over micro-batches) */
+void asrt_scale(asrt_context *ctx, int32_t dtype, const void *x, void *y,
+                int64_t n, float factor);
 /* dst = src converted (f32 <-> bf16, rounding to nearest-even). */
 void asrt_cast(asrt_context *ctx, int32_t src_dtype, const void *src,
                int32_t dst_dtype, void *dst, int64_t n);

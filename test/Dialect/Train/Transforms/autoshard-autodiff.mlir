@@ -186,3 +186,69 @@ func.func @step(%w: tensor<3x2xf32> {train.role = #train.role<param>, train.name
 ^next:
   return %l : tensor<f32>
 }
+
+// -----
+
+// Gradient accumulation: two micro-batches of 4 rows. The shared cast of the
+// master weight runs once; each micro-batch slices the batch, runs its
+// forward and backward; the weight's bf16 gradients are summed, averaged,
+// and handed to the optimizer once (a partitioner then reduces them once).
+// CHECK-LABEL: func.func @accumulate
+// CHECK-SAME: %[[W:[^:]+]]: tensor<3x4xf32>
+// CHECK-SAME: %[[X:[^:]+]]: tensor<8x4xf32>
+// CHECK-SAME: %[[Y:[^:]+]]: tensor<8xi32>
+// CHECK-SAME: attributes {train.step}
+// CHECK: %[[WB:.*]] = train.cast %[[W]] : tensor<3x4xf32> to tensor<3x4xbf16>
+// CHECK-NEXT: %[[X0:.*]] = train.slice_rows %[[X]] {offset = 0 : i64} : tensor<8x4xf32> to tensor<4x4xf32>
+// CHECK-NEXT: %[[Y0:.*]] = train.slice_rows %[[Y]] {offset = 0 : i64} : tensor<8xi32> to tensor<4xi32>
+// CHECK: %[[L0:.*]] = train.softmax_cross_entropy %{{.*}}, %[[Y0]] : (tensor<4x3xbf16>, tensor<4xi32>)
+// CHECK: %[[G0:.*]] = train.linear_grad_weight
+// CHECK-NEXT: %[[X1:.*]] = train.slice_rows %[[X]] {offset = 4 : i64}
+// CHECK-NEXT: %[[Y1:.*]] = train.slice_rows %[[Y]] {offset = 4 : i64}
+// CHECK-NOT: train.cast %[[W]]
+// CHECK: %[[L1:.*]] = train.softmax_cross_entropy %{{.*}}, %[[Y1]]
+// CHECK: %[[G1:.*]] = train.linear_grad_weight
+// CHECK-NEXT: %[[GSUM:.*]] = train.add %[[G0]], %[[G1]] : tensor<3x4xbf16>
+// CHECK-NEXT: %[[GAVG:.*]] = train.scale %[[GSUM]] {factor = 5.000000e-01 : f32} : tensor<3x4xbf16>
+// CHECK: %[[LSUM:.*]] = train.add %[[L0]], %[[L1]] : tensor<f32>
+// CHECK-NEXT: %[[LAVG:.*]] = train.scale %[[LSUM]] {factor = 5.000000e-01 : f32} : tensor<f32>
+// CHECK-NEXT: %[[NEW:.*]] = train.sgd %[[W]], %[[GAVG]], %{{.*}} : (tensor<3x4xf32>, tensor<3x4xbf16>, tensor<f32>)
+// CHECK-NEXT: return %[[NEW]], %[[LAVG]]
+func.func @accumulate(
+    %w: tensor<3x4xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.5>},
+    %x: tensor<8x4xf32> {train.role = #train.role<input>, train.name = "x"},
+    %y: tensor<8xi32> {train.role = #train.role<label>, train.name = "y"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.micro_batches = 2 : i64,
+                train.optimizer = #train.sgd<lr = 0.1, momentum = 0.0, weight_decay = 0.0>} {
+  %wb = train.cast %w : tensor<3x4xf32> to tensor<3x4xbf16>
+  %xb = train.cast %x : tensor<8x4xf32> to tensor<8x4xbf16>
+  %logits = train.linear %xb, %wb : (tensor<8x4xbf16>, tensor<3x4xbf16>) -> tensor<8x3xbf16>
+  %loss = train.softmax_cross_entropy %logits, %y : (tensor<8x3xbf16>, tensor<8xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// expected-error@+1 {{cannot cut the batch of input argument "x" (6 rows) into 4 equal micro-batches}}
+func.func @step(%w: tensor<3x4xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
+                %x: tensor<6x4xf32> {train.role = #train.role<input>, train.name = "x"},
+                %y: tensor<6xi32> {train.role = #train.role<label>, train.name = "y"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.micro_batches = 4 : i64, train.optimizer = #train.sgd<lr = 0.1, momentum = 0.0, weight_decay = 0.0>} {
+  %h = train.linear %x, %w : (tensor<6x4xf32>, tensor<3x4xf32>) -> tensor<6x3xf32>
+  %loss = train.softmax_cross_entropy %h, %y : (tensor<6x3xf32>, tensor<6xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// expected-error@+1 {{has a loss that does not depend on the batch, so micro-batches cannot divide it}}
+func.func @step(%w: tensor<3x4xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
+                %x: tensor<2x4xf32> {train.role = #train.role<input>, train.name = "x"},
+                %y: tensor<3xi32> {train.role = #train.role<param>, train.name = "y", train.init = #train.init<zeros>})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.micro_batches = 2 : i64, train.optimizer = #train.sgd<lr = 0.1, momentum = 0.0, weight_decay = 0.0>} {
+  %loss = train.softmax_cross_entropy %w, %y : (tensor<3x4xf32>, tensor<3xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

@@ -134,7 +134,7 @@ func.func @step(%x: tensor<8x2xf32> {train.role = #train.role<input>, train.name
                 %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
     attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
-  // expected-error@+1 {{has no type-inference rule, so autoshard-partition cannot re-derive its result types for the per-rank batch}}
+  // expected-error@+1 {{has no type-inference rule, so its result types cannot be re-derived for a smaller batch}}
   %r = "other.op"(%x) : (tensor<8x2xf32>) -> tensor<8x2xf32>
   return %l : tensor<f32>
 }
@@ -151,4 +151,46 @@ func.func @step(%w: tensor<8x4xf32> {train.role = #train.role<param>, train.name
   %a = train.relu %x : tensor<8x4xf32>
   // expected-error@+1 {{the per-rank step would return 'tensor<4x4xf32>', 'tensor<f32>' instead of 'tensor<8x4xf32>', 'tensor<f32>'; a step returns only parameters, optimizer states and the loss, whose types do not depend on the batch}}
   return %a, %l : tensor<8x4xf32>, tensor<f32>
+}
+
+// -----
+
+// Micro-batch slices shrink with the batch: each rank takes its share of
+// every micro-batch, and views of the batch keep their inner dimensions.
+shard.grid @world(shape = 2)
+// CHECK-LABEL: func.func @slices
+// CHECK-SAME: %[[X:[^:]+]]: tensor<4x6xf32>
+// CHECK: train.slice_rows %[[X]] {offset = 2 : i64} : tensor<4x6xf32> to tensor<2x6xf32>
+// CHECK: train.reshape %{{.*}} : tensor<2x6xf32> to tensor<2x2x3xf32>
+func.func @slices(%x: tensor<8x6xf32> {train.role = #train.role<input>, train.name = "x"},
+                  %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+  %mb = train.slice_rows %x {offset = 4 : i64} : tensor<8x6xf32> to tensor<4x6xf32>
+  %v = train.reshape %mb : tensor<4x6xf32> to tensor<4x2x3xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+shard.grid @world(shape = 4)
+func.func @step(%x: tensor<8x6xf32> {train.role = #train.role<input>, train.name = "x"},
+                %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+  // expected-error@+1 {{rows [2, 4) do not split evenly over 4 ranks}}
+  %mb = train.slice_rows %x {offset = 2 : i64} : tensor<8x6xf32> to tensor<2x6xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+shard.grid @world(shape = 4)
+func.func @step(%x: tensor<8x6xf32> {train.role = #train.role<input>, train.name = "x"},
+                %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+  // expected-error@+1 {{cannot give each of 4 ranks an equal block of the view 'tensor<2x24xf32>'}}
+  %v = train.reshape %x : tensor<8x6xf32> to tensor<2x24xf32>
+  return %l : tensor<f32>
 }

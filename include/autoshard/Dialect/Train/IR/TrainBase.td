@@ -58,6 +58,8 @@ def Train_Dialect : Dialect {
         "train.optimizer";
     static constexpr ::llvm::StringLiteral kMaxGradNormAttrName =
         "train.max_grad_norm";
+    static constexpr ::llvm::StringLiteral kMicroBatchesAttrName =
+        "train.micro_batches";
   }];
 }
 

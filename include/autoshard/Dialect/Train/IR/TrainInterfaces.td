@@ -62,13 +62,15 @@ def Train_BatchResizableOpInterface : OpInterface<"BatchResizableOpInterface"> {
   }];
   let methods = [
     InterfaceMethod<[{
-        The result types for `operandTypes`, the op's operand types after the
-        batch (leading) dimension shrank. The operands may already carry their
-        new types; the results still carry the old ones. Emits an error on
-        the op and fails when the shrunk batch cannot be expressed.
+        The result types after the batch (leading) dimension of the op's
+        batch-dependent operands shrank by `factor` (a partitioner giving
+        each of `factor` ranks an equal contiguous block of rows). The
+        operands already carry their new types; the results still carry
+        the old ones. May update the op's attributes to match. Emits an
+        error on the op and fails when the shrunk batch cannot be expressed.
       }],
       "::llvm::LogicalResult", "resizeBatch",
-      (ins "::mlir::TypeRange":$operandTypes,
+      (ins "int64_t":$factor,
            "::llvm::SmallVectorImpl<::mlir::Type> &":$resultTypes)>,
   ];
 }

@@ -253,6 +253,48 @@ def Train_ReshapeOp : Train_ForwardOp<"reshape",
   let hasVerifier = 1;
 }
 
+def Train_ScaleOp : Train_ForwardOp<"scale",
+    [Elementwise, SameOperandsAndResultType]> {
+  let summary = "multiply by a constant";
+  let description = [{
+    `result = factor * input`, elementwise. Gradient accumulation averages
+    the losses and gradients of its micro-batches with it.
+
+    ```mlir
+    %avg = train.scale %sum {factor = 0.25 : f32} : tensor<f32>
+    ```
+
+    `factor` is finite.
+  }];
+  let arguments = (ins Train_FloatTensor:$input, F32Attr:$factor);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Train_SliceRowsOp : Train_Op<"slice_rows", [Pure,
+    DeclareOpInterfaceMethods<Train_BatchResizableOpInterface>]> {
+  let summary = "a contiguous block of rows of a batch (a view)";
+  let description = [{
+    `result = input[offset : offset + rows]` along dimension 0, the other
+    dimensions whole. Gradient accumulation cuts a batch into micro-batches
+    with it. No data moves: the runtime points into the input's buffer.
+
+    ```mlir
+    %mb = train.slice_rows %ids {offset = 4 : i64}
+        : tensor<8x64xi32> to tensor<4x64xi32>
+    ```
+
+    The block must lie inside the input, and the result must have the
+    input's element type and inner dimensions.
+  }];
+  let arguments = (ins AnyRankedTensor:$input,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$offset);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Embeddings
 //===----------------------------------------------------------------------===//
