@@ -27,6 +27,9 @@ void autoshard::buildStrategyPipeline(OpPassManager &pm,
   train::PlanPassOptions plan;
   plan.strategy = options.strategy;
   plan.worldSize = options.worldSize;
+  plan.shardGroupSize = options.shardGroupSize;
+  plan.reshardAfterForward = options.reshardAfterForward;
+  plan.bucketCapMb = options.bucketCapMb;
   pm.addPass(train::createPlanPass(plan));
   pm.addPass(train::createPartitionPass());
 }
@@ -60,6 +63,17 @@ struct StrategyPipelineOptions
       *this, "expose-gradients",
       llvm::cl::desc("Return each parameter's gradient as a result"),
       llvm::cl::init(false)};
+  Option<int64_t> shardGroupSize{
+      *this, "shard-group-size",
+      llvm::cl::desc("Ranks per shard group (hybrid)"), llvm::cl::init(0)};
+  Option<bool> reshardAfterForward{
+      *this, "reshard-after-forward",
+      llvm::cl::desc("Release gathered parameters after the forward pass"),
+      llvm::cl::init(true)};
+  Option<int64_t> bucketCapMb{
+      *this, "bucket-cap-mb",
+      llvm::cl::desc("Largest bucket of merged collectives, in MiB"),
+      llvm::cl::init(25)};
 };
 } // namespace
 
@@ -74,8 +88,9 @@ void autoshard::registerAutoshardPasses() {
       "autoshard-strategy",
       "Plan and partition a training step for a named strategy",
       [](OpPassManager &pm, const StrategyPipelineOptions &cl) {
-        buildStrategyPipeline(pm,
-                              {cl.strategy, cl.worldSize, cl.exposeGradients});
+        buildStrategyPipeline(pm, {cl.strategy, cl.worldSize,
+                                   cl.exposeGradients, cl.shardGroupSize,
+                                   cl.reshardAfterForward, cl.bucketCapMb});
       });
   PassPipelineRegistration<>(
       "autoshard-lower-to-llvm",

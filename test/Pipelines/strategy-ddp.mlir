@@ -16,7 +16,7 @@
 // CHECK-SAME: tensor<64x32xf32> {{{[^}]*}}train.name = "fc1.weight"
 // CHECK-SAME: tensor<16x32xf32> {{{[^}]*}}train.name = "x"
 // CHECK-SAME: tensor<16xi32> {{{[^}]*}}train.name = "y"
-// CHECK-SAME: train.partitioned, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>
+// CHECK-SAME: train.partitioned, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>
 // CHECK: %[[LOSS:.*]] = train.softmax_cross_entropy {{.*}} : (tensor<16x10xf32>, tensor<16xi32>) -> tensor<f32>
 // CHECK-NEXT: %[[LOSS_AVG:.*]] = shard.all_reduce %[[LOSS]] on @world grid_axes = [0] reduction = average : tensor<f32> -> tensor<f32>
 // CHECK: %[[DW3:.*]] = train.linear_grad_weight {{.*}} -> tensor<10x64xf32>

@@ -2,8 +2,7 @@
 
 #include "RuntimeLink.h"
 
-#include "autoshard/Dialect/Train/Transforms/Strategies.h"
-#include "autoshard/Pipelines/Pipelines.h"
+#include "../common/StrategyFlags.h"
 #include "autoshard/Target/ObjectFile.h"
 
 #include "mlir/IR/AsmState.h"
@@ -30,14 +29,6 @@ static cl::opt<std::string> inputFilename(cl::Positional,
 static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
                                            cl::value_desc("file"),
                                            cl::Required);
-static cl::opt<std::string>
-    strategy("strategy",
-             cl::desc("Distribution strategy (" +
-                      autoshard::train::listStrategyNames() + ")"),
-             cl::init("ddp"));
-static cl::opt<int64_t> worldSize("world-size",
-                                  cl::desc("Number of ranks (default 1)"),
-                                  cl::init(1));
 static cl::opt<bool> exposeGradients(
     "expose-gradients",
     cl::desc("Return each parameter's gradient from the step (the binary's "
@@ -99,12 +90,11 @@ int main(int argc, char **argv) {
       "binary\n\n  shard-compile --strategy=ddp --world-size=2 model.mlir "
       "-o train\n  mpirun -np 2 ./train --steps 100\n");
 
-  if (!autoshard::train::lookupStrategy(strategy))
-    return fail("unknown strategy '" + strategy + "'; valid strategies: " +
-                autoshard::train::listStrategyNames());
-  if (worldSize < 1)
-    return fail("--world-size must be at least 1, got " +
-                llvm::Twine(worldSize.getValue()));
+  using namespace autoshard::tools;
+  if (strategyFlag.getNumOccurrences() == 0)
+    strategyFlag = "ddp";
+  if (std::optional<std::string> error = validateStrategyFlags())
+    return fail(*error);
   if (backend != "cpu")
     return fail("unknown backend '" + backend +
                 "'; valid backends: cpu (the CUDA backend is not built yet)");
@@ -130,7 +120,8 @@ int main(int argc, char **argv) {
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
-  autoshard::buildStrategyPipeline(pm, {strategy, worldSize, exposeGradients});
+  autoshard::buildStrategyPipeline(pm,
+                                   strategyOptionsFromFlags(exposeGradients));
   autoshard::buildLowerToLLVMPipeline(pm);
   if (failed(pm.run(*module)))
     return 1;

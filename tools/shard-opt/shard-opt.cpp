@@ -1,7 +1,6 @@
 //===- shard-opt.cpp - mlir-opt with autoshard's dialects and strategies --===//
 
-#include "autoshard/Dialect/Train/Transforms/Strategies.h"
-#include "autoshard/Pipelines/Pipelines.h"
+#include "../common/StrategyFlags.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/PassManager.h"
@@ -15,19 +14,6 @@
 #include "llvm/Support/WithColor.h"
 
 using namespace mlir;
-
-static llvm::cl::OptionCategory strategyCategory("autoshard strategy options");
-
-static llvm::cl::opt<std::string> strategyFlag(
-    "strategy",
-    llvm::cl::desc("Plan and partition the training step for this strategy "
-                   "before any other pass (" +
-                   autoshard::train::listStrategyNames() + ")"),
-    llvm::cl::value_desc("name"), llvm::cl::cat(strategyCategory));
-
-static llvm::cl::opt<int64_t> worldSizeFlag(
-    "world-size", llvm::cl::desc("Number of ranks for --strategy"),
-    llvm::cl::init(1), llvm::cl::cat(strategyCategory));
 
 static int fail(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "shard-opt") << message << "\n";
@@ -44,24 +30,22 @@ int main(int argc, char **argv) {
       argc, argv, "autoshard optimizer driver\n", registry);
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
 
+  using namespace autoshard::tools;
   bool strategyGiven = strategyFlag.getNumOccurrences() > 0;
-  if (!strategyGiven && worldSizeFlag.getNumOccurrences() > 0)
-    return fail("--world-size needs --strategy");
+  if (!strategyGiven &&
+      (worldSizeFlag.getNumOccurrences() || shardGroupSizeFlag.getNumOccurrences() ||
+       reshardAfterForwardFlag.getNumOccurrences() ||
+       bucketCapMbFlag.getNumOccurrences()))
+    return fail("--world-size, --shard-group-size, --reshard-after-forward "
+                "and --bucket-cap-mb need --strategy");
   if (strategyGiven) {
-    if (!autoshard::train::lookupStrategy(strategyFlag))
-      return fail("unknown strategy '" + strategyFlag +
-                  "'; valid strategies: " +
-                  autoshard::train::listStrategyNames());
-    if (worldSizeFlag < 1)
-      return fail("--world-size must be at least 1, got " +
-                  llvm::Twine(worldSizeFlag.getValue()));
+    if (std::optional<std::string> error = validateStrategyFlags())
+      return fail(*error);
     // The strategy runs first; passes named on the command line follow. A
     // textual --pass-pipeline replaces the whole pass manager, so the two
     // are joined as one textual pipeline.
     std::string strategyPipeline =
-        ("autoshard-strategy{strategy=" + strategyFlag +
-         " world-size=" + llvm::Twine(worldSizeFlag.getValue()) + "}")
-            .str();
+        strategyPipelineText(strategyOptionsFromFlags(false));
     MlirOptMainConfig cliConfig = config;
     config.setPassPipelineSetupFn([cliConfig, strategyPipeline](
                                       PassManager &pm) -> LogicalResult {

@@ -18,6 +18,12 @@ struct StrategyOptions {
   int64_t worldSize = 1;
   /// Return each parameter's gradient as a `grad` result (autodiff).
   bool exposeGradients = false;
+  /// Ranks per shard group of the hybrid strategy; 0 for the others.
+  int64_t shardGroupSize = 0;
+  /// Release gathered parameters after the forward pass.
+  bool reshardAfterForward = true;
+  /// Largest bucket grouping merges, in MiB.
+  int64_t bucketCapMb = 25;
 };
 
 /// Derives the backward pass and optimizer when the step has only a forward

@@ -9,6 +9,7 @@
 
 #include "autoshard/Dialect/Train/IR/StepSignature.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -21,7 +22,7 @@ using namespace autoshard::train;
 namespace {
 
 // The ABI version of runtime/include/autoshard/rt/abi.h this lowering emits.
-constexpr int kAbiVersion = 2;
+constexpr int kAbiVersion = 3;
 constexpr int kManifestVersion = 1;
 
 std::optional<StringRef> dtypeName(Type type) {
@@ -121,11 +122,26 @@ FailureOr<std::string> autoshard::buildManifest(FunctionOpInterface step) {
         .str();
   };
 
+  // A flat shard's full shape and grid axes (docs/RuntimeABI.md).
+  auto describeShard = [&](FlatShardAttr shard) {
+    if (!shard)
+      return;
+    os << " full=" << shapeText(RankedTensorType::get(
+                           shard.getShape(), Builder(step.getContext())
+                                                 .getF32Type()));
+    int32_t mask = 0;
+    for (int16_t axis : shard.getGridAxes())
+      mask |= 1 << axis;
+    os << " shard_axes=" << mask;
+  };
+
   for (const StepValue &arg : sig.getArgs()) {
     FailureOr<std::string> line = describe("arg", arg);
     if (failed(line))
       return failure();
     os << *line;
+    describeShard(step.getArgAttrOfType<FlatShardAttr>(
+        arg.index, TrainDialect::kShardAttrName));
     if (arg.init)
       os << " init=" << initText(arg.init);
     else if (arg.role == Role::OptState)
@@ -150,6 +166,8 @@ FailureOr<std::string> autoshard::buildManifest(FunctionOpInterface step) {
     if (failed(line))
       return failure();
     os << *line;
+    describeShard(step.getResultAttrOfType<FlatShardAttr>(
+        result.index, TrainDialect::kShardAttrName));
     if (std::optional<unsigned> updated = sig.getUpdatedArg(result.index))
       os << " updates=" << *updated;
     if (std::optional<unsigned> param = sig.getGradientOf(result.index))

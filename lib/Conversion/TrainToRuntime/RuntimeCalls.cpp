@@ -577,6 +577,66 @@ LogicalResult emitAllReduce(Operation *op, StepEmitter &e) {
   return success();
 }
 
+/// The grid-axes mask of a flat-shard collective, and its group size.
+template <typename OpT>
+FailureOr<Group> shardGroup(OpT op) {
+  return resolveGroup(op, op.getGridAttr(), op.getGridAxes());
+}
+
+LogicalResult emitShardOf(Operation *op, StepEmitter &e) {
+  auto shardOf = cast<train::ShardOfOp>(op);
+  FailureOr<Group> group = shardGroup(shardOf);
+  if (failed(group))
+    return failure();
+  // One rank's shard of a tensor is all of it, flattened.
+  if (group->size == 1) {
+    e.alias(shardOf.getResult(), shardOf.getInput());
+    return success();
+  }
+  Value out = e.output(shardOf.getResult());
+  e.call("asrt_shard_of",
+         {dtypeOf(e, shardOf.getInput()), e.buffer(shardOf.getInput()), out,
+          e.i64(numElements(shardOf.getInput())), e.i32(group->axesMask)});
+  return success();
+}
+
+LogicalResult emitAllGatherShards(Operation *op, StepEmitter &e) {
+  auto gather = cast<train::AllGatherShardsOp>(op);
+  FailureOr<Group> group = shardGroup(gather);
+  if (failed(group))
+    return failure();
+  if (group->size == 1) {
+    e.alias(gather.getResult(), gather.getInput());
+    return success();
+  }
+  Value out = e.output(gather.getResult());
+  e.call("asrt_all_gather_shards",
+         {dtypeOf(e, gather.getInput()), e.buffer(gather.getInput()), out,
+          e.i64(numElements(gather.getResult())), e.i32(group->axesMask)});
+  return success();
+}
+
+LogicalResult emitReduceScatterShards(Operation *op, StepEmitter &e) {
+  auto scatter = cast<train::ReduceScatterShardsOp>(op);
+  FailureOr<Group> group = shardGroup(scatter);
+  if (failed(group))
+    return failure();
+  // Any reduction over one rank is the identity.
+  if (group->size == 1) {
+    e.alias(scatter.getResult(), scatter.getInput());
+    return success();
+  }
+  Value out = e.output(scatter.getResult());
+  // asrt_reduce_op values: sum 0, average 1.
+  int32_t reduction =
+      scatter.getReduction() == train::Reduction::Average ? 1 : 0;
+  e.call("asrt_reduce_scatter_shards",
+         {dtypeOf(e, scatter.getInput()), e.buffer(scatter.getInput()), out,
+          e.i64(numElements(scatter.getInput())), e.i32(reduction),
+          e.i32(group->axesMask)});
+  return success();
+}
+
 using Rule = LogicalResult (*)(Operation *, StepEmitter &);
 
 const llvm::StringMap<Rule> &rules() {
@@ -633,6 +693,10 @@ const llvm::StringMap<Rule> &rules() {
       {train::SumOfSquaresOp::getOperationName(), emitSumOfSquares},
       {train::ClipCoefficientOp::getOperationName(), emitClipCoefficient},
       {shard::AllReduceOp::getOperationName(), emitAllReduce},
+      {train::ShardOfOp::getOperationName(), emitShardOf},
+      {train::AllGatherShardsOp::getOperationName(), emitAllGatherShards},
+      {train::ReduceScatterShardsOp::getOperationName(),
+       emitReduceScatterShards},
   };
   return table;
 }

@@ -9,7 +9,7 @@
 
 shard.grid @world(shape = 2)
 
-// CHECK: llvm.mlir.global external constant @autoshard_manifest("autoshard-manifest 1\0Aabi 2\0Astep step\0Astrategy ddp\0Agrid 2\0A
+// CHECK: llvm.mlir.global external constant @autoshard_manifest("autoshard-manifest 1\0Aabi 3\0Astep step\0Astrategy ddp\0Agrid 2\0A
 // CHECK-SAME: arg 0 param w f32 4x16 init=normal:0.02\0A
 // CHECK-SAME: arg 1 input x f32 4x16 batch_dim=0 global=8\0A
 // CHECK-SAME: arg 2 label y i32 4 batch_dim=0 global=8 classes=4\0A
@@ -61,7 +61,7 @@ func.func @step(
     %lr: tensor<f32> {train.role = #train.role<hyper>, train.name = "lr", train.init = #train.init<constant, value = 0.1>})
     -> (tensor<4x16xf32> {train.role = #train.role<param>, train.name = "w"},
         tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
-    attributes {train.step, train.partitioned, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+    attributes {train.step, train.partitioned, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
   %logits = train.linear %x, %w : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x4xf32>
   %loss = train.softmax_cross_entropy %logits, %y : (tensor<4x4xf32>, tensor<4xi32>) -> tensor<f32>
   %loss_avg = shard.all_reduce %loss on @world grid_axes = [0] reduction = average : tensor<f32> -> tensor<f32>
@@ -158,7 +158,7 @@ shard.grid @world(shape = 2)
 // expected-error@+1 {{has a plan but is not partitioned; run autoshard-partition before lowering}}
 func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
-    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
   return %l : tensor<f32>
 }
 
@@ -204,7 +204,7 @@ func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "
 shard.grid @world(shape = 2)
 func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
-    attributes {train.step, train.partitioned, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+    attributes {train.step, train.partitioned, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
   // expected-error@+1 {{reduction 'product' is not supported by the runtime; use sum, average, max or min}}
   %p = shard.all_reduce %l on @world grid_axes = [0] reduction = product : tensor<f32> -> tensor<f32>
   return %p : tensor<f32>
@@ -215,7 +215,7 @@ func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "
 shard.grid @world(shape = 2)
 func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
-    attributes {train.step, train.partitioned, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+    attributes {train.step, train.partitioned, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
   %c = train.relu %l : tensor<f32>
   // expected-error@+1 {{changes the element type; the runtime reduces in the input's type}}
   %p = shard.all_reduce %c on @world grid_axes = [0] : tensor<f32> -> tensor<f64>

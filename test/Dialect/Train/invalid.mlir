@@ -44,14 +44,14 @@ func.func private @f() attributes {train.plan = "ddp"}
 
 shard.grid @world(shape = 2)
 // expected-error@+1 {{'train.plan' may only be set on a 'train.step' function}}
-func.func private @f() attributes {train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>}
+func.func private @f() attributes {train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>}
 
 // -----
 
 // expected-error@+1 {{plan refers to grid @nowhere, which is not defined}}
 func.func @f(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
-    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @nowhere, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @nowhere, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
   return %l : tensor<f32>
 }
 
@@ -102,7 +102,7 @@ func.func private @f(tensor<2xf32> {train.init = 0.0 : f32})
 
 // -----
 
-// expected-error@+1 {{argument #0 has the unknown attribute 'train.rol'; the train dialect defines train.role, train.name and train.init}}
+// expected-error@+1 {{argument #0 has the unknown attribute 'train.rol'; the train dialect defines train.role, train.name, train.init and train.shard}}
 func.func private @f(tensor<2xf32> {train.rol = #train.role<param>})
 
 //===----------------------------------------------------------------------===//

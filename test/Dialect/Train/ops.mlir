@@ -64,7 +64,7 @@ shard.grid @world(shape = 2)
 // CHECK-SAME: train.role = #train.role<label>
 // CHECK-SAME: train.init = #train.init<constant, value = 1.000000e-01>, train.name = "lr", train.role = #train.role<hyper>
 // CHECK-SAME: train.role = #train.role<loss>
-// CHECK-SAME: attributes {train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>, train.step}
+// CHECK-SAME: attributes {train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>, train.step}
 func.func @step(
     %w: tensor<4x16xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.02>},
     %b: tensor<4xf32> {train.role = #train.role<param>, train.name = "b", train.init = #train.init<uniform, bound = 0.1>},
@@ -75,7 +75,7 @@ func.func @step(
     %lr: tensor<f32> {train.role = #train.role<hyper>, train.name = "lr", train.init = #train.init<constant, value = 0.1>})
     -> (tensor<4x16xf32> {train.role = #train.role<param>, train.name = "w"},
         tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
-    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
   %logits = train.linear %x, %w, %b : (tensor<8x16xf32>, tensor<4x16xf32>, tensor<4xf32>) -> tensor<8x4xf32>
   %loss = train.softmax_cross_entropy %logits, %y : (tensor<8x4xf32>, tensor<8xi32>) -> tensor<f32>
   %dlogits = train.softmax_cross_entropy_grad %logits, %y : (tensor<8x4xf32>, tensor<8xi32>) -> tensor<8x4xf32>

@@ -4,6 +4,7 @@
 #include "autoshard/Dialect/Train/IR/StepSignature.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -160,6 +161,36 @@ SgdConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 }
 
 //===----------------------------------------------------------------------===//
+// PlanAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               StringAttr strategy, FlatSymbolRefAttr grid,
+                               Placement optimizerStates, Placement gradients,
+                               Placement parameters,
+                               ArrayRef<int16_t> shardAxes, Unit unit,
+                               Reshard reshard, int64_t bucketCapMb) {
+  // Sharding a class of state needs the classes it feeds sharded too: a
+  // sharded gradient updates only a shard of the optimizer state, and a
+  // sharded parameter is updated from a sharded gradient.
+  if (gradients == Placement::Sharded &&
+      optimizerStates != Placement::Sharded)
+    return emitError() << "sharded gradients need sharded optimizer states";
+  if (parameters == Placement::Sharded && gradients != Placement::Sharded)
+    return emitError() << "sharded parameters need sharded gradients";
+  if (shardAxes.empty())
+    return emitError() << "shard_axes needs at least one grid axis";
+  for (auto [i, axis] : llvm::enumerate(shardAxes))
+    if (axis < 0 || (i > 0 && axis <= shardAxes[i - 1]))
+      return emitError() << "shard_axes must be distinct, ascending grid "
+                            "axes";
+  if (bucketCapMb < 1)
+    return emitError() << "bucket_cap_mb must be at least 1, got "
+                       << bucketCapMb;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Verification of the train.* discardable attributes
 //===----------------------------------------------------------------------===//
 
@@ -184,9 +215,18 @@ LogicalResult TrainDialect::verifyOperationAttribute(Operation *op,
       return op->emitError() << "'" << kPlanAttrName
                              << "' may only be set on a '" << kStepAttrName
                              << "' function";
-    if (!SymbolTable::lookupNearestSymbolFrom(op, plan.getGrid()))
+    Operation *gridSymbol =
+        SymbolTable::lookupNearestSymbolFrom(op, plan.getGrid());
+    if (!gridSymbol)
       return op->emitError() << "plan refers to grid " << plan.getGrid()
                              << ", which is not defined";
+    if (auto grid = dyn_cast<shard::GridOp>(gridSymbol))
+      for (int16_t axis : plan.getShardAxes())
+        if (axis >= grid.getRank())
+          return op->emitError()
+                 << "plan shards over axis " << axis << " of "
+                 << plan.getGrid() << ", which has " << grid.getRank()
+                 << (grid.getRank() == 1 ? " axis" : " axes");
     return success();
   }
   if (attr.getName() == kOptimizerAttrName) {
@@ -272,6 +312,12 @@ static LogicalResult verifyValueAttribute(Operation *op, StringRef what,
                 "not start with '.'";
     return success();
   }
+  if (name == TrainDialect::kShardAttrName) {
+    if (!isa<FlatShardAttr>(attr.getValue()))
+      return op->emitError() << what << " #" << index << ": '" << name
+                             << "' must be a #train.flat_shard attribute";
+    return success();
+  }
   if (name == TrainDialect::kInitAttrName) {
     if (isResult)
       return op->emitError() << what << " #" << index
@@ -284,7 +330,7 @@ static LogicalResult verifyValueAttribute(Operation *op, StringRef what,
   return op->emitError() << what << " #" << index
                          << " has the unknown attribute '" << name
                          << "'; the train dialect defines train.role, "
-                            "train.name and train.init";
+                            "train.name, train.init and train.shard";
 }
 
 LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op,

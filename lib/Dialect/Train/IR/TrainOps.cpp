@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 
 #include <cmath>
 #include <cstdio>
@@ -736,6 +737,97 @@ LogicalResult SoftmaxCrossEntropyGradOp::inferReturnTypes(
 }
 
 //===----------------------------------------------------------------------===//
+// Flat shards
+//===----------------------------------------------------------------------===//
+
+/// The static size of the group of `axes` on `grid`, or failure with a
+/// diagnostic on `op`.
+static FailureOr<int64_t> groupSize(Operation *op, shard::GridOp grid,
+                                    ArrayRef<int16_t> axes) {
+  if (axes.empty())
+    return op->emitOpError() << "needs at least one grid axis";
+  int64_t size = 1;
+  for (int16_t axis : axes) {
+    if (axis < 0 || axis >= grid.getRank())
+      return op->emitOpError() << "grid axis " << axis << " is not an axis of "
+                               << grid.getSymName() << " (rank "
+                               << grid.getRank() << ")";
+    int64_t dim = grid.getShape()[axis];
+    if (ShapedType::isDynamic(dim))
+      return op->emitOpError() << "grid axis " << axis << " of "
+                               << grid.getSymName() << " is dynamic";
+    size *= dim;
+  }
+  return size;
+}
+
+/// Checks a full tensor against its flat shard over a group of `n` ranks.
+static LogicalResult checkShardPair(Operation *op, RankedTensorType full,
+                                    RankedTensorType shard, int64_t n) {
+  int64_t k = llvm::divideCeil(full.getNumElements(), n);
+  if (shard.getRank() != 1 || shard.getDimSize(0) != k ||
+      shard.getElementType() != full.getElementType())
+    return op->emitOpError()
+           << "a flat shard of " << full << " over " << n << " ranks is "
+           << RankedTensorType::get({k}, full.getElementType()) << ", got "
+           << shard;
+  return success();
+}
+
+template <typename OpT>
+static LogicalResult verifyShardOp(OpT op, SymbolTableCollection &symbols,
+                                   bool inputIsFull) {
+  auto grid = symbols.lookupNearestSymbolFrom<shard::GridOp>(
+      op, op.getGridAttr());
+  if (!grid)
+    return op.emitOpError() << "refers to " << op.getGridAttr()
+                            << ", which is not a shard.grid";
+  FailureOr<int64_t> n = groupSize(op, grid, op.getGridAxes());
+  if (failed(n))
+    return failure();
+  auto input = cast<RankedTensorType>(op.getInput().getType());
+  auto result = cast<RankedTensorType>(op.getResult().getType());
+  return inputIsFull ? checkShardPair(op, input, result, *n)
+                     : checkShardPair(op, result, input, *n);
+}
+
+template <typename OpT>
+static int64_t groupSizeOf(OpT op) {
+  auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+      op, op.getGridAttr());
+  int64_t size = 1;
+  for (int16_t axis : op.getGridAxes())
+    size *= grid.getShape()[axis];
+  return size;
+}
+
+LogicalResult ShardOfOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyShardOp(*this, symbols, /*inputIsFull=*/true);
+}
+int64_t ShardOfOp::getGroupSize() { return groupSizeOf(*this); }
+int64_t ShardOfOp::getShardSize() {
+  return getResult().getType().getDimSize(0);
+}
+
+LogicalResult
+AllGatherShardsOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyShardOp(*this, symbols, /*inputIsFull=*/false);
+}
+int64_t AllGatherShardsOp::getGroupSize() { return groupSizeOf(*this); }
+int64_t AllGatherShardsOp::getShardSize() {
+  return getInput().getType().getDimSize(0);
+}
+
+LogicalResult
+ReduceScatterShardsOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyShardOp(*this, symbols, /*inputIsFull=*/true);
+}
+int64_t ReduceScatterShardsOp::getGroupSize() { return groupSizeOf(*this); }
+int64_t ReduceScatterShardsOp::getShardSize() {
+  return getResult().getType().getDimSize(0);
+}
+
+//===----------------------------------------------------------------------===//
 // Optimizers
 //===----------------------------------------------------------------------===//
 
@@ -802,6 +894,13 @@ MutableArrayRef<OpOperand> SgdOp::getGradientOperands() {
   return getGradMutable();
 }
 
+SmallVector<OpOperand *> SgdOp::getStateOperands() {
+  SmallVector<OpOperand *> states;
+  for (OpOperand &buffer : getMomentumBufferMutable())
+    states.push_back(&buffer);
+  return states;
+}
+
 LogicalResult AdamwOp::inferReturnTypes(MLIRContext *,
                                         std::optional<Location> loc,
                                         Adaptor adaptor,
@@ -842,6 +941,10 @@ MutableArrayRef<OpOperand> AdamwOp::getParamOperands() {
 
 MutableArrayRef<OpOperand> AdamwOp::getGradientOperands() {
   return getGradMutable();
+}
+
+SmallVector<OpOperand *> AdamwOp::getStateOperands() {
+  return {&getExpAvgMutable(), &getExpAvgSqMutable()};
 }
 
 LogicalResult SumOfSquaresOp::verify() {

@@ -1,4 +1,11 @@
 //===- PartitionPass.cpp - apply a plan: the per-rank training step -------===//
+//
+// One mechanism for every strategy: the plan says, for optimizer states,
+// gradients and parameters, replicated or sharded (flat, padded blocks over
+// the plan's shard axes), and this pass rewrites the global step into the
+// program each rank runs.
+//
+//===----------------------------------------------------------------------===//
 
 #include "autoshard/Dialect/Train/IR/StepSignature.h"
 #include "autoshard/Dialect/Train/Transforms/BatchResize.h"
@@ -7,6 +14,10 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <map>
 
 namespace autoshard::train {
 #define GEN_PASS_DEF_PARTITIONPASS
@@ -18,11 +29,15 @@ using namespace autoshard::train;
 
 namespace {
 
-/// The plan's grid, resolved: its symbol and static shape.
+/// The plan's grid, resolved: its symbol, static shape and axis groups.
 struct Grid {
   shard::GridOp op;
   int64_t size = 1;
   SmallVector<shard::GridAxis> allAxes;
+  SmallVector<shard::GridAxis> shardAxes;
+  SmallVector<shard::GridAxis> replicateAxes;
+  /// Ranks in one shard group.
+  int64_t shardGroupSize = 1;
 };
 
 FailureOr<Grid> resolveGrid(FunctionOpInterface step, PlanAttr plan) {
@@ -43,25 +58,14 @@ FailureOr<Grid> resolveGrid(FunctionOpInterface step, PlanAttr plan) {
     }
     grid.size *= dim;
     grid.allAxes.push_back(static_cast<shard::GridAxis>(axis));
+    if (llvm::is_contained(plan.getShardAxes(), axis)) {
+      grid.shardAxes.push_back(static_cast<shard::GridAxis>(axis));
+      grid.shardGroupSize *= dim;
+    } else {
+      grid.replicateAxes.push_back(static_cast<shard::GridAxis>(axis));
+    }
   }
   return grid;
-}
-
-/// Checks that the plan asks only for what this partitioner implements.
-LogicalResult checkSupported(FunctionOpInterface step, PlanAttr plan) {
-  auto check = [&](Placement placement, StringRef what) -> LogicalResult {
-    if (placement == Placement::Replicated)
-      return success();
-    return step.emitOpError()
-           << "plan '" << plan.getStrategy().getValue() << "' shards " << what
-           << ", which autoshard-partition does not implement yet; "
-              "replicated "
-           << what << " are supported";
-  };
-  return success(succeeded(check(plan.getOptimizerStates(),
-                                 "optimizer states")) &&
-                 succeeded(check(plan.getGradients(), "gradients")) &&
-                 succeeded(check(plan.getParameters(), "parameters")));
 }
 
 /// Splits every batch argument along dimension 0 into `grid.size` rows each.
@@ -87,8 +91,7 @@ LogicalResult splitBatch(FunctionOpInterface step, const Grid &grid) {
 
 /// Re-derives result types after the batch arguments shrank by `factor`, in
 /// program order.
-LogicalResult reinferTypes(FunctionOpInterface step, int64_t factor) {
-  Block &body = step.getFunctionBody().front();
+LogicalResult reinferTypes(Block &body, int64_t factor) {
   DenseSet<Value> changed;
   for (BlockArgument arg : body.getArguments())
     changed.insert(arg);
@@ -103,26 +106,344 @@ LogicalResult reinferTypes(FunctionOpInterface step, int64_t factor) {
       if (result.getType() != type)
         changed.insert(result);
   }
-  Operation *terminator = body.getTerminator();
-  SmallVector<Type> argTypes(body.getArgumentTypes());
-  SmallVector<Type> resultTypes(terminator->getOperandTypes());
-  if (TypeRange(resultTypes) != step.getResultTypes())
-    return terminator->emitOpError()
-           << "the per-rank step would return " << TypeRange(resultTypes)
-           << " instead of " << step.getResultTypes()
-           << "; a step returns only parameters, optimizer states and the "
-              "loss, whose types do not depend on the batch";
-  step.setType(FunctionType::get(step.getContext(), argTypes, resultTypes));
   return success();
 }
 
-/// Averages `value` over the grid right after it is defined.
-Value averageOverGrid(OpBuilder &builder, Value value, Grid grid) {
-  builder.setInsertionPointAfterValue(value);
-  auto avg = shard::AllReduceOp::create(
-      builder, value.getLoc(), value.getType(), grid.op.getSymName(),
-      grid.allAxes, value, shard::ReductionKind::Average);
-  return avg.getResult();
+/// The flat shard type of `type` over a group of `n` ranks.
+RankedTensorType shardType(Type type, int64_t n) {
+  auto tensor = cast<RankedTensorType>(type);
+  return RankedTensorType::get(
+      {static_cast<int64_t>(llvm::divideCeil(tensor.getNumElements(), n))},
+      tensor.getElementType());
+}
+
+/// The transformer block a parameter belongs to: its name up to the first
+/// numeric component ("h.3", "model.layers.3"), or "" for the root unit.
+StringRef unitOf(StringRef name) {
+  SmallVector<StringRef> parts;
+  name.split(parts, '.');
+  size_t length = 0;
+  for (StringRef part : parts) {
+    length += part.size();
+    if (!part.empty() && llvm::all_of(part, [](char c) { return llvm::isDigit(c); }))
+      return name.take_front(length);
+    ++length; // the dot
+  }
+  return "";
+}
+
+class Partitioner {
+public:
+  Partitioner(FunctionOpInterface step, PlanAttr plan, const Grid &grid)
+      : step(step), plan(plan), grid(grid), body(step.getFunctionBody().front()),
+        b(step.getContext()), sig(step) {}
+
+  LogicalResult run();
+
+private:
+  bool sharded(Placement placement) const {
+    return placement == Placement::Sharded;
+  }
+  Value allReduce(Value value, ArrayRef<shard::GridAxis> axes,
+                  shard::ReductionKind kind) {
+    return shard::AllReduceOp::create(b, value.getLoc(), value.getType(),
+                                      gridName(), axes, value, kind)
+        .getResult();
+  }
+  StringRef gridName() { return grid.op.getSymName(); }
+  DenseI16ArrayAttr shardAxesAttr() {
+    return b.getDenseI16ArrayAttr(grid.shardAxes);
+  }
+  void markSharded(BlockArgument arg, Type fullType);
+  LogicalResult reduceGradients(ArrayRef<OptimizerOpInterface> optimizers);
+  LogicalResult shardOptimizer(OptimizerOpInterface optimizer);
+  LogicalResult gatherParameters();
+  LogicalResult finishSignature();
+
+  FunctionOpInterface step;
+  PlanAttr plan;
+  Grid grid;
+  Block &body;
+  OpBuilder b;
+  StepSignature sig;
+  /// Full types of the arguments this pass turned into flat shards.
+  DenseMap<unsigned, Type> shardedArgs;
+  /// Sharded parameter arguments, in argument order.
+  SmallVector<unsigned> shardedParams;
+};
+
+void Partitioner::markSharded(BlockArgument arg, Type fullType) {
+  shardedArgs[arg.getArgNumber()] = fullType;
+  arg.setType(shardType(fullType, grid.shardGroupSize));
+}
+
+/// Gradients are partial sums over a rank's rows. Replicated (DDP): average
+/// them over the grid where they are computed. Otherwise reduce-scatter them
+/// into this rank's shard: where they are computed when gradients are
+/// sharded (ZeRO-2/3), at their first reader when they are not (ZeRO-1);
+/// then average the shards across replicas (hybrid). Every reader of a
+/// gradient reads the result; clipping sums the shards' squares over the
+/// shard group.
+LogicalResult
+Partitioner::reduceGradients(ArrayRef<OptimizerOpInterface> optimizers) {
+  llvm::SetVector<Value> gradients;
+  for (OptimizerOpInterface optimizer : optimizers)
+    for (OpOperand &grad : optimizer.getGradientOperands())
+      gradients.insert(grad.get());
+
+  bool toShards = sharded(plan.getOptimizerStates());
+  for (Value grad : gradients) {
+    Operation *firstReader = nullptr;
+    for (Operation *user : grad.getUsers())
+      if (!firstReader || user->isBeforeInBlock(firstReader))
+        firstReader = user;
+    if (toShards && !sharded(plan.getGradients()))
+      b.setInsertionPoint(firstReader);
+    else
+      b.setInsertionPointAfterValue(grad);
+    Value reduced;
+    Operation *reduction;
+    if (!toShards) {
+      reduced = allReduce(grad, grid.allAxes, shard::ReductionKind::Average);
+      reduction = reduced.getDefiningOp();
+    } else {
+      auto scatter = ReduceScatterShardsOp::create(
+          b, grad.getLoc(), shardType(grad.getType(), grid.shardGroupSize),
+          grad, gridName(), shardAxesAttr(), Reduction::Average);
+      reduction = scatter;
+      reduced = scatter.getResult();
+      if (!grid.replicateAxes.empty())
+        reduced = allReduce(reduced, grid.replicateAxes,
+                            shard::ReductionKind::Average);
+    }
+    grad.replaceAllUsesExcept(reduced, reduction);
+  }
+
+  if (toShards) {
+    // Each rank's shards hold a disjoint part of every gradient.
+    SmallVector<SumOfSquaresOp> sums;
+    step.walk([&](SumOfSquaresOp sum) { sums.push_back(sum); });
+    for (SumOfSquaresOp sum : sums) {
+      b.setInsertionPointAfter(sum);
+      Value total =
+          allReduce(sum.getResult(), grid.shardAxes, shard::ReductionKind::Sum);
+      sum.getResult().replaceAllUsesExcept(total, total.getDefiningOp());
+    }
+  }
+  return success();
+}
+
+/// The optimizer updates this rank's shard: sharded states become flat shard
+/// arguments; a replicated parameter is sliced for the update and its new
+/// value gathered back (ZeRO-1/2), a sharded one is a shard argument
+/// updated in place (ZeRO-3, FSDP).
+LogicalResult Partitioner::shardOptimizer(OptimizerOpInterface optimizer) {
+  Operation *op = optimizer.getOperation();
+  for (OpOperand *state : optimizer.getStateOperands()) {
+    auto arg = dyn_cast<BlockArgument>(state->get());
+    if (!arg || arg.getOwner() != &body)
+      return op->emitOpError()
+             << "has an optimizer state that is not an argument of the step; "
+                "a plan shards states the step carries";
+    if (!shardedArgs.contains(arg.getArgNumber()))
+      markSharded(arg, arg.getType());
+  }
+  for (OpOperand &param : optimizer.getParamOperands()) {
+    auto arg = dyn_cast<BlockArgument>(param.get());
+    if (!arg || arg.getOwner() != &body)
+      return op->emitOpError() << "updates a value that is not a parameter "
+                                  "argument of the step";
+    if (sharded(plan.getParameters())) {
+      if (!shardedArgs.contains(arg.getArgNumber())) {
+        markSharded(arg, arg.getType());
+        shardedParams.push_back(arg.getArgNumber());
+      }
+      continue;
+    }
+    b.setInsertionPoint(op);
+    param.set(ShardOfOp::create(
+        b, op->getLoc(), shardType(arg.getType(), grid.shardGroupSize), arg,
+        gridName(), shardAxesAttr()));
+  }
+  SmallVector<Type> before(op->getResultTypes());
+  if (failed(rederiveResultTypes(op, grid.shardGroupSize)))
+    return failure();
+  if (!sharded(plan.getParameters())) {
+    // The first result is the new parameter (OptimizerOpInterface order).
+    Value newShard = op->getResult(0);
+    b.setInsertionPointAfter(op);
+    auto gather = AllGatherShardsOp::create(b, op->getLoc(), before[0],
+                                            newShard, gridName(),
+                                            shardAxesAttr());
+    newShard.replaceAllUsesExcept(gather.getResult(), gather);
+  }
+  return success();
+}
+
+/// Sharded parameters are gathered for their readers. A parameter read only
+/// through a cast (mixed precision) is cast while sharded, so the gather
+/// moves bf16. Readers are grouped into phases, separated by each micro-
+/// batch's start and (when gathered parameters are released after the
+/// forward pass) by its loss; each phase gathers once, before the first
+/// reader of its unit (the parameter, or its transformer block), the
+/// parameters that phase reads.
+LogicalResult Partitioner::gatherParameters() {
+  DenseMap<Operation *, int64_t> position;
+  int64_t next = 0;
+  for (Operation &op : body)
+    position[&op] = next++;
+  // Phase of an op: the number of boundaries before it.
+  SmallVector<int64_t> boundaries;
+  for (Operation &op : body)
+    if (isa<SliceRowsOp>(op) ||
+        (plan.getReshard() == Reshard::AfterForward &&
+         isa<SoftmaxCrossEntropyOp>(op)))
+      boundaries.push_back(position[&op]);
+  auto phaseOf = [&](Operation *op) {
+    return llvm::lower_bound(boundaries, position[op]) - boundaries.begin();
+  };
+
+  struct Source {
+    unsigned arg;
+    Value shard;                      // what is gathered
+    Type full;                        // the gathered type
+    SmallVector<OpOperand *> readers; // uses of the gathered value
+  };
+  SmallVector<Source> sources;
+  SmallVector<Operation *> deadCasts;
+  for (unsigned index : shardedParams) {
+    BlockArgument arg = body.getArgument(index);
+    Source source{index, arg, shardedArgs.lookup(index), {}};
+    SmallVector<OpOperand *> computeUses;
+    for (OpOperand &use : arg.getUses())
+      if (!isa<OptimizerOpInterface>(use.getOwner()))
+        computeUses.push_back(&use);
+    auto castOp = computeUses.size() == 1
+                      ? dyn_cast<CastOp>(computeUses.front()->getOwner())
+                      : CastOp();
+    if (castOp) {
+      b.setInsertionPoint(castOp);
+      source.full = castOp.getResult().getType();
+      source.shard = CastOp::create(
+          b, castOp.getLoc(), shardType(source.full, grid.shardGroupSize),
+          arg);
+      for (OpOperand &use : castOp.getResult().getUses())
+        source.readers.push_back(&use);
+      deadCasts.push_back(castOp);
+    } else {
+      source.readers = computeUses;
+    }
+    sources.push_back(std::move(source));
+  }
+
+  // The first reader of each (unit, phase): where every gather of that unit
+  // and phase goes.
+  auto unitKey = [&](const Source &source) -> std::string {
+    if (plan.getUnit() == Unit::Param)
+      return std::to_string(source.arg);
+    return unitOf(sig.getArgs()[source.arg].name).str();
+  };
+  std::map<std::pair<std::string, int64_t>, Operation *> firstReader;
+  for (const Source &source : sources)
+    for (OpOperand *use : source.readers) {
+      Operation *&first = firstReader[{unitKey(source), phaseOf(use->getOwner())}];
+      if (!first || position[use->getOwner()] < position[first])
+        first = use->getOwner();
+    }
+
+  // A parameter no reader of a phase needs is not gathered in that phase,
+  // also under block units (a runtime's flat unit would move it anyway).
+  for (const Source &source : sources) {
+    std::string unit = unitKey(source);
+    llvm::MapVector<int64_t, Value> gathered;
+    for (OpOperand *use : source.readers) {
+      int64_t phase = phaseOf(use->getOwner());
+      Value &full = gathered[phase];
+      if (!full) {
+        Operation *at = firstReader.at({unit, phase});
+        b.setInsertionPoint(at);
+        full = AllGatherShardsOp::create(b, at->getLoc(), source.full,
+                                         source.shard, gridName(),
+                                         shardAxesAttr());
+      }
+      use->set(full);
+    }
+  }
+  for (Operation *cast : deadCasts)
+    cast->erase();
+  return success();
+}
+
+LogicalResult Partitioner::finishSignature() {
+  Operation *terminator = body.getTerminator();
+  SmallVector<Type> argTypes(body.getArgumentTypes());
+  SmallVector<Type> resultTypes(terminator->getOperandTypes());
+  // Only the new values of sharded arguments (and the gradients of sharded
+  // parameters) may change type: a step returns parameters, optimizer
+  // states, gradients and the loss, none of which depend on the batch.
+  for (const StepValue &result : sig.getResults()) {
+    std::optional<unsigned> of = sig.getUpdatedArg(result.index);
+    if (!of)
+      of = sig.getGradientOf(result.index);
+    bool shardedResult = of && shardedArgs.contains(*of);
+    if (resultTypes[result.index] != result.type && !shardedResult)
+      return terminator->emitOpError()
+             << "the per-rank step would return "
+             << TypeRange(resultTypes) << " instead of "
+             << step.getResultTypes()
+             << "; a step returns only parameters, optimizer states and the "
+                "loss, whose types do not depend on the batch";
+  }
+  step.setType(FunctionType::get(step.getContext(), argTypes, resultTypes));
+  for (auto &[index, full] : shardedArgs)
+    step.setArgAttr(index, TrainDialect::kShardAttrName,
+                    FlatShardAttr::get(step.getContext(),
+                                       cast<RankedTensorType>(full).getShape(),
+                                       grid.shardAxes));
+  // Results: the new value of a sharded argument, and exposed gradients of
+  // sharded parameters, are shards of the same full shape.
+  for (const StepValue &result : sig.getResults()) {
+    std::optional<unsigned> of = sig.getUpdatedArg(result.index);
+    if (!of)
+      of = sig.getGradientOf(result.index);
+    if (!of || !shardedArgs.contains(*of) ||
+        resultTypes[result.index] == sig.getArgs()[*of].type)
+      continue;
+    step.setResultAttr(
+        result.index, TrainDialect::kShardAttrName,
+        FlatShardAttr::get(step.getContext(), result.type.getShape(),
+                           grid.shardAxes));
+  }
+  return success();
+}
+
+LogicalResult Partitioner::run() {
+  if (failed(splitBatch(step, grid)) ||
+      failed(reinferTypes(body, grid.size)))
+    return failure();
+
+  SmallVector<OptimizerOpInterface> optimizers;
+  step.walk([&](OptimizerOpInterface op) { optimizers.push_back(op); });
+  if (failed(reduceGradients(optimizers)))
+    return failure();
+  if (sharded(plan.getOptimizerStates()))
+    for (OptimizerOpInterface optimizer : optimizers)
+      if (failed(shardOptimizer(optimizer)))
+        return failure();
+  if (sharded(plan.getParameters()) && failed(gatherParameters()))
+    return failure();
+
+  // Every rank reports the loss of the global batch.
+  Operation *terminator = body.getTerminator();
+  for (const StepValue &result : sig.getResults())
+    if (result.role == Role::Loss) {
+      Value loss = terminator->getOperand(result.index);
+      b.setInsertionPointAfterValue(loss);
+      terminator->setOperand(
+          result.index,
+          allReduce(loss, grid.allAxes, shard::ReductionKind::Average));
+    }
+  return finishSignature();
 }
 
 struct PartitionPass
@@ -143,36 +464,8 @@ struct PartitionPass
       return signalPassFailure();
     }
     FailureOr<Grid> grid = resolveGrid(step, plan);
-    if (failed(grid) || failed(checkSupported(step, plan)) ||
-        failed(splitBatch(step, *grid)) ||
-        failed(reinferTypes(step, grid->size)))
+    if (failed(grid) || failed(Partitioner(step, plan, *grid).run()))
       return signalPassFailure();
-
-    // Each optimizer gradient is a partial over this rank's rows: average it
-    // as soon as it exists (where DDP's reducer would start its bucket), and
-    // let every reader (the optimizer, clipping, exposed gradients) see the
-    // average.
-    OpBuilder builder(&getContext());
-    llvm::SetVector<Value> gradients;
-    step.walk([&](OptimizerOpInterface optimizer) {
-      for (OpOperand &grad : optimizer.getGradientOperands())
-        gradients.insert(grad.get());
-    });
-    for (Value grad : gradients) {
-      Value avg = averageOverGrid(builder, grad, *grid);
-      grad.replaceAllUsesExcept(avg, avg.getDefiningOp());
-    }
-
-    // Every rank reports the loss of the global batch.
-    StepSignature sig(step);
-    Operation *terminator = step.getFunctionBody().front().getTerminator();
-    for (const StepValue &result : sig.getResults())
-      if (result.role == Role::Loss)
-        terminator->setOperand(
-            result.index,
-            averageOverGrid(builder, terminator->getOperand(result.index),
-                            *grid));
-
     step->setAttr(TrainDialect::kPartitionedAttrName,
                   UnitAttr::get(&getContext()));
   }

@@ -33,6 +33,30 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
                          << static_cast<int64_t>(worldSize);
       return signalPassFailure();
     }
+    if (bucketCapMb < 1) {
+      module.emitError() << "bucket cap must be at least 1 MiB, got "
+                         << static_cast<int64_t>(bucketCapMb);
+      return signalPassFailure();
+    }
+    SmallVector<int64_t> gridShape{worldSize};
+    SmallVector<int16_t> shardAxes{0};
+    if (preset->hybrid) {
+      if (shardGroupSize < 1 || worldSize % shardGroupSize != 0) {
+        module.emitError()
+            << "the hybrid strategy needs a shard group size that divides "
+               "the world size "
+            << static_cast<int64_t>(worldSize) << ", got "
+            << static_cast<int64_t>(shardGroupSize)
+            << " (--shard-group-size)";
+        return signalPassFailure();
+      }
+      gridShape = {worldSize / shardGroupSize, shardGroupSize};
+      shardAxes = {1};
+    } else if (shardGroupSize != 0) {
+      module.emitError() << "a shard group size is for the hybrid strategy; '"
+                         << strategy << "' shards over the whole world";
+      return signalPassFailure();
+    }
     FailureOr<FunctionOpInterface> step = findStepFunction(module);
     if (failed(step))
       return signalPassFailure();
@@ -47,13 +71,15 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
     SymbolTable symbols(module);
     OpBuilder builder(&getContext());
     auto grid = shard::GridOp::create(builder, module.getLoc(), "world",
-                                      ArrayRef<int64_t>{worldSize});
+                                      gridShape);
     symbols.insert(grid, module.getBody()->begin());
 
     auto plan = PlanAttr::get(
         &getContext(), StringAttr::get(&getContext(), preset->name),
         FlatSymbolRefAttr::get(grid.getSymNameAttr()), preset->optimizerStates,
-        preset->gradients, preset->parameters);
+        preset->gradients, preset->parameters, shardAxes, preset->unit,
+        reshardAfterForward ? Reshard::AfterForward : Reshard::AfterBackward,
+        bucketCapMb);
     (*step)->setAttr(TrainDialect::kPlanAttrName, plan);
   }
 };

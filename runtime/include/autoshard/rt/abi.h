@@ -32,7 +32,7 @@ extern "C" {
 
 /* Bumped whenever a declaration below changes meaning. The manifest of a
  * compiled step records the version it was generated for. */
-#define ASRT_ABI_VERSION 2
+#define ASRT_ABI_VERSION 3
 
 typedef struct asrt_context asrt_context;
 
@@ -268,6 +268,28 @@ void asrt_all_gather(asrt_context *ctx, const void *send, void *recv,
 void asrt_reduce_scatter(asrt_context *ctx, const void *send, void *recv,
                          int64_t recv_count, int32_t dtype, int32_t reduce_op,
                          int32_t grid_axes_mask);
+
+/* ---- Flat shards -------------------------------------------------------
+ * A tensor of numel elements sharded over a group of n ranks (the ranks
+ * that differ only in the grid axes of grid_axes_mask): flattened, zero-
+ * padded to n * k elements with k = ceil(numel / n); the rank with index i
+ * in the group holds elements [i*k, (i+1)*k). The runtime counts the bytes
+ * of these collectives with the padded chunk k. */
+
+/* shard = this rank's block of full (numel elements), zero where the block
+ * runs past numel. No communication. */
+void asrt_shard_of(asrt_context *ctx, int32_t dtype, const void *full,
+                   void *shard, int64_t numel, int32_t grid_axes_mask);
+/* full (numel elements) = the group's blocks in group order, padding
+ * dropped. */
+void asrt_all_gather_shards(asrt_context *ctx, int32_t dtype,
+                            const void *shard, void *full, int64_t numel,
+                            int32_t grid_axes_mask);
+/* shard = this rank's block of the reduction of every rank's full (numel
+ * elements), zero where the block runs past numel. */
+void asrt_reduce_scatter_shards(asrt_context *ctx, int32_t dtype,
+                                const void *full, void *shard, int64_t numel,
+                                int32_t reduce_op, int32_t grid_axes_mask);
 
 /* ---- Symbols the generated object defines ----------------------------- */
 

@@ -35,7 +35,7 @@ func.func @step(
     -> (tensor<4x16xf32> {train.role = #train.role<param>, train.name = "w"},
         tensor<4xf32> {train.role = #train.role<param>, train.name = "b"},
         tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
-    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
   %logits = train.linear %x, %w, %b : (tensor<8x16xf32>, tensor<4x16xf32>, tensor<4xf32>) -> tensor<8x4xf32>
   %loss = train.softmax_cross_entropy %logits, %y : (tensor<8x4xf32>, tensor<8xi32>) -> tensor<f32>
   %dlogits = train.softmax_cross_entropy_grad %logits, %y : (tensor<8x4xf32>, tensor<8xi32>) -> tensor<8x4xf32>
@@ -61,7 +61,7 @@ func.func @shared_gradient(
     -> (tensor<4xf32> {train.role = #train.role<param>, train.name = "a"},
         tensor<4xf32> {train.role = #train.role<param>, train.name = "b"},
         tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
-    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
   %d = train.bias_grad %g : (tensor<2x4xf32>) -> tensor<4xf32>
   %a1 = train.sgd %a, %d, %lr : (tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
   %b1 = train.sgd %b, %d, %lr : (tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
@@ -75,7 +75,7 @@ shard.grid @world(shape = 4)
 func.func @step(%x: tensor<6x2xf32> {train.role = #train.role<input>, train.name = "x"},
                 %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
-    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
   return %l : tensor<f32>
 }
 
@@ -93,7 +93,7 @@ shard.grid @world(shape = 2)
 // expected-error@+1 {{is already partitioned}}
 func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
-    attributes {train.step, train.partitioned, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+    attributes {train.step, train.partitioned, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
   return %l : tensor<f32>
 }
 
@@ -103,7 +103,7 @@ func.func private @world()
 // expected-error@+1 {{plan refers to @world, which is not a shard.grid}}
 func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
-    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
   return %l : tensor<f32>
 }
 
@@ -113,18 +113,25 @@ func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "
 shard.grid @world(shape = ?)
 func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
-    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
   return %l : tensor<f32>
 }
 
 // -----
 
+// A state that is no argument of the step cannot be sharded with its
+// parameter.
 shard.grid @world(shape = 2)
-// expected-error@+1 {{plan 'zero1' shards optimizer states, which autoshard-partition does not implement yet; replicated optimizer states are supported}}
-func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
-    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
-    attributes {train.step, train.plan = #train.plan<strategy = "zero1", grid = @world, optimizer_states = sharded, gradients = replicated, parameters = replicated>} {
-  return %l : tensor<f32>
+func.func @step(%w: tensor<4xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
+                %x: tensor<2x4xf32> {train.role = #train.role<input>, train.name = "x"},
+                %lr: tensor<f32> {train.role = #train.role<hyper>, train.name = "lr", train.init = #train.init<zeros>})
+    -> (tensor<4xf32> {train.role = #train.role<param>, train.name = "w"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.plan = #train.plan<strategy = "zero1", grid = @world, optimizer_states = sharded, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
+  %g = train.bias_grad %x : (tensor<2x4xf32>) -> tensor<4xf32>
+  // expected-error@+1 {{has an optimizer state that is not an argument of the step; a plan shards states the step carries}}
+  %w1, %m1 = train.sgd %w, %g, %lr momentum_buffer %g {momentum = 0.9 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return %w1, %lr : tensor<4xf32>, tensor<f32>
 }
 
 // -----
@@ -133,7 +140,7 @@ shard.grid @world(shape = 2)
 func.func @step(%x: tensor<8x2xf32> {train.role = #train.role<input>, train.name = "x"},
                 %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
-    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
   // expected-error@+1 {{has no type-inference rule, so its result types cannot be re-derived for a smaller batch}}
   %r = "other.op"(%x) : (tensor<8x2xf32>) -> tensor<8x2xf32>
   return %l : tensor<f32>
@@ -147,7 +154,7 @@ func.func @step(%w: tensor<8x4xf32> {train.role = #train.role<param>, train.name
                 %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
     -> (tensor<8x4xf32> {train.role = #train.role<param>, train.name = "w"},
         tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
-    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
   %a = train.relu %x : tensor<8x4xf32>
   // expected-error@+1 {{the per-rank step would return 'tensor<4x4xf32>', 'tensor<f32>' instead of 'tensor<8x4xf32>', 'tensor<f32>'; a step returns only parameters, optimizer states and the loss, whose types do not depend on the batch}}
   return %a, %l : tensor<8x4xf32>, tensor<f32>
@@ -165,7 +172,7 @@ shard.grid @world(shape = 2)
 func.func @slices(%x: tensor<8x6xf32> {train.role = #train.role<input>, train.name = "x"},
                   %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
-    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
   %mb = train.slice_rows %x {offset = 4 : i64} : tensor<8x6xf32> to tensor<4x6xf32>
   %v = train.reshape %mb : tensor<4x6xf32> to tensor<4x2x3xf32>
   return %l : tensor<f32>
@@ -177,7 +184,7 @@ shard.grid @world(shape = 4)
 func.func @step(%x: tensor<8x6xf32> {train.role = #train.role<input>, train.name = "x"},
                 %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
-    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
   // expected-error@+1 {{rows [2, 4) do not split evenly over 4 ranks}}
   %mb = train.slice_rows %x {offset = 2 : i64} : tensor<8x6xf32> to tensor<2x6xf32>
   return %l : tensor<f32>
@@ -189,7 +196,7 @@ shard.grid @world(shape = 4)
 func.func @step(%x: tensor<8x6xf32> {train.role = #train.role<input>, train.name = "x"},
                 %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
-    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
   // expected-error@+1 {{cannot give each of 4 ranks an equal block of the view 'tensor<2x24xf32>'}}
   %v = train.reshape %x : tensor<8x6xf32> to tensor<2x24xf32>
   return %l : tensor<f32>

@@ -2,7 +2,7 @@
 
 // RUN: not shard-opt %s --pass-pipeline='builtin.module(autoshard-plan{strategy=zero9 world-size=2})' 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=STRATEGY
-// STRATEGY: error: unknown strategy 'zero9'; valid strategies: ddp
+// STRATEGY: error: unknown strategy 'zero9'; valid strategies: ddp, zero1, zero2, zero3, fsdp, hybrid
 
 // RUN: not shard-opt %s --pass-pipeline='builtin.module(autoshard-plan{strategy=ddp world-size=0})' 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=WORLD

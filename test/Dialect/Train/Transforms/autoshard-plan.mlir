@@ -6,7 +6,7 @@
 
 // CHECK: shard.grid @world(shape = 4)
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated>
+// CHECK-SAME: train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>
 // CHECK-SAME: train.step
 // CHECK-NEXT: train.linear %{{.*}} : (tensor<8x16xf32>, tensor<4x16xf32>) -> tensor<8x4xf32>
 // CHECK-NOT: shard.all_reduce
@@ -70,6 +70,6 @@ shard.grid @mesh(shape = 2)
 // expected-error@+1 {{already has a plan}}
 func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
-    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @mesh, optimizer_states = replicated, gradients = replicated, parameters = replicated>} {
+    attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @mesh, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
   return %l : tensor<f32>
 }

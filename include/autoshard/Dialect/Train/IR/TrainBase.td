@@ -60,6 +60,7 @@ def Train_Dialect : Dialect {
         "train.max_grad_norm";
     static constexpr ::llvm::StringLiteral kMicroBatchesAttrName =
         "train.micro_batches";
+    static constexpr ::llvm::StringLiteral kShardAttrName = "train.shard";
   }];
 }
 
@@ -95,6 +96,32 @@ def Train_Placement : I32EnumAttr<"Placement",
     "how a class of training state is laid out across the ranks of a grid", [
   I32EnumAttrCase<"Replicated", 0, "replicated">,
   I32EnumAttrCase<"Sharded", 1, "sharded">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::autoshard::train";
+}
+
+def Train_Reduction : I32EnumAttr<"Reduction",
+    "how a sharded collective combines the ranks' values", [
+  I32EnumAttrCase<"Sum", 0, "sum">,
+  I32EnumAttrCase<"Average", 1, "average">
+]> {
+  let cppNamespace = "::autoshard::train";
+}
+
+def Train_Unit : I32EnumAttr<"Unit",
+    "the group of parameters whose collectives a plan schedules together", [
+  I32EnumAttrCase<"Param", 0, "param">,
+  I32EnumAttrCase<"Block", 1, "block">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::autoshard::train";
+}
+
+def Train_Reshard : I32EnumAttr<"Reshard",
+    "when sharded parameters gathered for compute are released", [
+  I32EnumAttrCase<"AfterForward", 0, "after_forward">,
+  I32EnumAttrCase<"AfterBackward", 1, "after_backward">
 ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::autoshard::train";
@@ -149,27 +176,38 @@ def Train_PlanAttr : Train_Attr<"Plan", "plan"> {
   let description = [{
     The distribution plan of a training step: the grid it runs on and, for
     each class of training state, whether it is replicated on every rank or
-    sharded across the grid. Named strategies are presets of this one
-    attribute (`autoshard-plan`); one pass applies any plan
+    sharded over the grid axes `shard_axes`. Named strategies are presets
+    of this one attribute (`autoshard-plan`); one pass applies any plan
     (`autoshard-partition`).
 
-    | strategy | optimizer_states | gradients | parameters |
-    |----------|------------------|-----------|------------|
-    | ddp      | replicated       | replicated (all-reduce) | replicated |
-    | zero1    | sharded          | replicated | replicated |
-    | zero2    | sharded          | sharded (reduce-scatter) | replicated |
-    | zero3    | sharded          | sharded   | sharded    |
+    | strategy | optimizer_states | gradients | parameters | unit |
+    |----------|------------------|-----------|------------|------|
+    | ddp      | replicated | replicated (all-reduce) | replicated | param |
+    | zero1    | sharded    | replicated (reduce-scatter before the update) | replicated | param |
+    | zero2    | sharded    | sharded (reduce-scatter when computed) | replicated | param |
+    | zero3    | sharded    | sharded    | sharded (gathered per use) | param |
+    | fsdp     | sharded    | sharded    | sharded (gathered per block) | block |
+    | hybrid   | as fsdp over `shard_axes`, replicated over the other grid axes |||| block |
 
-    The batch is always split along its dimension 0 over every grid axis.
+    A sharded tensor is stored flat: zero-padded to a multiple of the shard
+    group's size, each rank holding one contiguous block. The batch is
+    split along its dimension 0 over every grid axis. `unit` groups the
+    collectives of the parameters of one transformer block (names sharing a
+    prefix up to a numeric component, `h.3` or `model.layers.3`; the others
+    form one root unit). `reshard` says whether gathered parameters are
+    released after the forward pass (and gathered again for the backward
+    pass) or kept until the backward pass (FSDP's SHARD_GRAD_OP).
+    `bucket_cap_mb` bounds the collectives that grouping merges.
 
     ```mlir
     shard.grid @world(shape = 4)
     func.func @train_step(...) attributes {
         train.step,
-        train.plan = #train.plan<strategy = "ddp", grid = @world,
-                                 optimizer_states = replicated,
-                                 gradients = replicated,
-                                 parameters = replicated>} { ... }
+        train.plan = #train.plan<strategy = "zero3", grid = @world,
+                                 optimizer_states = sharded,
+                                 gradients = sharded, parameters = sharded,
+                                 shard_axes = [0], unit = param,
+                                 reshard = after_forward, bucket_cap_mb = 25>}
     ```
   }];
   let parameters = (ins
@@ -177,12 +215,47 @@ def Train_PlanAttr : Train_Attr<"Plan", "plan"> {
     "::mlir::FlatSymbolRefAttr":$grid,
     "::autoshard::train::Placement":$optimizer_states,
     "::autoshard::train::Placement":$gradients,
-    "::autoshard::train::Placement":$parameters);
+    "::autoshard::train::Placement":$parameters,
+    ArrayRefParameter<"int16_t">:$shard_axes,
+    "::autoshard::train::Unit":$unit,
+    "::autoshard::train::Reshard":$reshard,
+    "int64_t":$bucket_cap_mb);
   let assemblyFormat = [{
     `<` `strategy` `=` $strategy `,` `grid` `=` $grid `,`
         `optimizer_states` `=` $optimizer_states `,`
         `gradients` `=` $gradients `,`
-        `parameters` `=` $parameters `>`
+        `parameters` `=` $parameters `,`
+        `shard_axes` `=` `[` $shard_axes `]` `,`
+        `unit` `=` $unit `,` `reshard` `=` $reshard `,`
+        `bucket_cap_mb` `=` $bucket_cap_mb `>`
+  }];
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Whether anything is sharded (the ZeRO stages, FSDP, hybrid).
+    bool shardsAnything() const {
+      return getOptimizerStates() == Placement::Sharded ||
+             getGradients() == Placement::Sharded ||
+             getParameters() == Placement::Sharded;
+    }
+  }];
+}
+
+def Train_FlatShardAttr : Train_Attr<"FlatShard", "flat_shard"> {
+  let summary = "an argument or result stored as this rank's flat shard";
+  let description = [{
+    Set by `autoshard-partition` on the step's arguments and results whose
+    per-rank type is a flat shard: the tensor's full shape and the grid axes
+    it is sharded over. The manifest passes both to the runtime, which
+    initialises, loads and saves the tensor in its full form.
+
+    ```mlir
+    %w: tensor<14xf32> {train.shard = #train.flat_shard<shape = [4, 7], grid_axes = [0]>, ...}
+    ```
+  }];
+  let parameters = (ins ArrayRefParameter<"int64_t">:$shape,
+                        ArrayRefParameter<"int16_t">:$grid_axes);
+  let assemblyFormat = [{
+    `<` `shape` `=` `[` $shape `]` `,` `grid_axes` `=` `[` $grid_axes `]` `>`
   }];
 }
 

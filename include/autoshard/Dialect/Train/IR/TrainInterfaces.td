@@ -21,6 +21,12 @@ def Train_OptimizerOpInterface : OpInterface<"OptimizerOpInterface"> {
         order.
       }],
       "::mlir::MutableArrayRef<::mlir::OpOperand>", "getGradientOperands">,
+    InterfaceMethod<[{
+        The per-element optimizer states (momentum, moments): operands with
+        the parameter's shape that a plan may shard with it. Scalars (the
+        step counter, the learning rate) are not among them.
+      }],
+      "::llvm::SmallVector<::mlir::OpOperand *>", "getStateOperands">,
   ];
 }
 

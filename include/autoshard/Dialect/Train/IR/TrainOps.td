@@ -7,6 +7,7 @@ include "autoshard/Dialect/Train/IR/TrainBase.td"
 include "autoshard/Dialect/Train/IR/TrainInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
 
 class Train_Op<string mnemonic, list<Trait> traits = []>
     : Op<Train_Dialect, mnemonic, traits>;
@@ -622,6 +623,98 @@ def Train_SoftmaxCrossEntropyGradOp : Train_Op<"softmax_cross_entropy_grad",
   let assemblyFormat = [{
     $logits `,` $labels (`,` $grad_loss^)? attr-dict `:`
     functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Flat shards
+//===----------------------------------------------------------------------===//
+
+// A tensor of `numel` elements sharded over the `n` ranks of the grid axes
+// `grid_axes`: flattened, zero-padded to n * k elements, k = ceil(numel / n),
+// the rank with index i in the group holding elements [i*k, (i+1)*k).
+// Upstream shard collectives split a dimension evenly; these ops carry the
+// flat, padded layout ZeRO and FSDP shard parameters, gradients and
+// optimizer states in.
+// The collectives are not Pure: CSE must not merge the gathers a plan
+// placed apart (a parameter released after the forward pass is gathered
+// again for the backward pass), and every rank must run every collective.
+class Train_ShardOp<string mnemonic, list<Trait> traits = []>
+    : Train_Op<mnemonic, !listconcat(traits, [
+        DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
+  let extraClassDeclaration = [{
+    /// The ranks in the group: the product of the grid's masked dims.
+    int64_t getGroupSize();
+    /// Elements per shard, ceil(numel / group size).
+    int64_t getShardSize();
+  }];
+}
+
+def Train_ShardOfOp : Train_ShardOp<"shard_of", [Pure]> {
+  let summary = "this rank's flat shard of a replicated tensor (no communication)";
+  let description = [{
+    ```
+    ranks 0 1 (grid_axes [0]), input [a b c] on both:
+      rank 0: [a b]   rank 1: [c 0]
+    ```
+
+    ```mlir
+    %s = train.shard_of %w on @world grid_axes = [0]
+        : tensor<3xf32> -> tensor<2xf32>
+    ```
+
+    The result is 1-D with ceil(numel / n) elements of the input's type.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$grid,
+                       DenseI16ArrayAttr:$grid_axes);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $grid `grid_axes` `=` $grid_axes attr-dict `:`
+    type($input) `->` type($result)
+  }];
+}
+
+def Train_AllGatherShardsOp : Train_ShardOp<"all_gather_shards"> {
+  let summary = "the full tensor from every rank's flat shard";
+  let description = [{
+    ```
+    rank 0: [a b]   rank 1: [c 0]   ->   both: [a b c]
+    ```
+
+    ```mlir
+    %w = train.all_gather_shards %s on @world grid_axes = [0]
+        : tensor<2xf32> -> tensor<3xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$grid,
+                       DenseI16ArrayAttr:$grid_axes);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $grid `grid_axes` `=` $grid_axes attr-dict `:`
+    type($input) `->` type($result)
+  }];
+}
+
+def Train_ReduceScatterShardsOp : Train_ShardOp<"reduce_scatter_shards"> {
+  let summary = "this rank's flat shard of the reduction of every rank's tensor";
+  let description = [{
+    ```
+    rank 0: [a b c]   rank 1: [d e f]   (average)
+      rank 0: [(a+d)/2 (b+e)/2]   rank 1: [(c+f)/2 0]
+    ```
+
+    ```mlir
+    %gs = train.reduce_scatter_shards %g on @world grid_axes = [0]
+        reduction = average : tensor<3xf32> -> tensor<2xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$grid,
+                       DenseI16ArrayAttr:$grid_axes,
+                       Train_Reduction:$reduction);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $grid `grid_axes` `=` $grid_axes `reduction` `=` $reduction
+    attr-dict `:` type($input) `->` type($result)
   }];
 }
 

@@ -68,15 +68,30 @@ def PlanPass : Pass<"autoshard-plan", "mlir::ModuleOp"> {
                     parameters = replicated>}
     ```
 
+    The hybrid strategy runs on a 2-D grid `[world / G, G]` and shards over
+    its axis 1 (`--shard-group-size=G`); the others on a 1-D grid.
+
     Fails, naming the bad value and the valid ones, on an unknown strategy,
-    a world size below 1, a module without exactly one training step, or a
-    step that already has a plan.
+    a world size below 1, a shard group size that does not divide the world
+    size (or one given to another strategy), a module without exactly one
+    training step, or a step that already has a plan.
   }];
   let options = [
     Option<"strategy", "strategy", "std::string", /*default=*/"\"ddp\"",
-           "Named distribution strategy (ddp)">,
+           "Named distribution strategy (ddp, zero1, zero2, zero3, fsdp, "
+           "hybrid)">,
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
            "Number of ranks the step runs on">,
+    Option<"shardGroupSize", "shard-group-size", "int64_t", /*default=*/"0",
+           "Ranks per shard group of the hybrid strategy (it divides the "
+           "world size); 0 elsewhere">,
+    Option<"reshardAfterForward", "reshard-after-forward", "bool",
+           /*default=*/"true",
+           "Release gathered parameters after the forward pass and gather "
+           "them again for the backward pass (false: FSDP's SHARD_GRAD_OP)">,
+    Option<"bucketCapMb", "bucket-cap-mb", "int64_t", /*default=*/"25",
+           "Largest bucket of collectives grouping merges, in MiB (25: "
+           "PyTorch DDP's default)">,
   ];
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }

@@ -10,12 +10,17 @@
 
 namespace autoshard::train {
 
-/// Where each class of training state lives under a named strategy.
+/// Where each class of training state lives under a named strategy, and how
+/// its collectives are grouped.
 struct StrategyPreset {
   llvm::StringRef name;
   Placement optimizerStates;
   Placement gradients;
   Placement parameters;
+  Unit unit;
+  /// Shards within groups of --shard-group-size ranks on a 2-D grid and
+  /// replicates across the groups (hybrid sharding).
+  bool hybrid;
   llvm::StringRef summary;
 };
 
@@ -25,7 +30,7 @@ llvm::ArrayRef<StrategyPreset> getStrategyPresets();
 /// The preset called `name`, if there is one.
 std::optional<StrategyPreset> lookupStrategy(llvm::StringRef name);
 
-/// "ddp, ..." for diagnostics and --help.
+/// "ddp, zero1, ..." for diagnostics and --help.
 std::string listStrategyNames();
 
 } // namespace autoshard::train

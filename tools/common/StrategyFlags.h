@@ -1,0 +1,101 @@
+//===- StrategyFlags.h - the strategy flags shard-opt and shard-compile share -===//
+//
+// Included once by each tool's main file: command-line flags belong to
+// tools, not to the libraries (which take StrategyOptions).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOSHARD_TOOLS_COMMON_STRATEGYFLAGS_H
+#define AUTOSHARD_TOOLS_COMMON_STRATEGYFLAGS_H
+
+#include "autoshard/Dialect/Train/Transforms/Strategies.h"
+#include "autoshard/Pipelines/Pipelines.h"
+
+#include "llvm/Support/CommandLine.h"
+
+#include <optional>
+#include <string>
+
+namespace autoshard::tools {
+
+inline llvm::cl::OptionCategory &strategyCategory() {
+  static llvm::cl::OptionCategory category("autoshard strategy options");
+  return category;
+}
+
+inline llvm::cl::opt<std::string> strategyFlag(
+    "strategy",
+    llvm::cl::desc("Distribution strategy (" +
+                   autoshard::train::listStrategyNames() + ")"),
+    llvm::cl::value_desc("name"), llvm::cl::cat(strategyCategory()));
+inline llvm::cl::opt<int64_t>
+    worldSizeFlag("world-size", llvm::cl::desc("Number of ranks (default 1)"),
+                  llvm::cl::init(1), llvm::cl::cat(strategyCategory()));
+inline llvm::cl::opt<int64_t> shardGroupSizeFlag(
+    "shard-group-size",
+    llvm::cl::desc("Ranks per shard group of the hybrid strategy; it divides "
+                   "the world size"),
+    llvm::cl::init(0), llvm::cl::cat(strategyCategory()));
+inline llvm::cl::opt<bool> reshardAfterForwardFlag(
+    "reshard-after-forward",
+    llvm::cl::desc("Release gathered parameters after the forward pass and "
+                   "gather them again for the backward pass (default true; "
+                   "false is FSDP's SHARD_GRAD_OP)"),
+    llvm::cl::init(true), llvm::cl::cat(strategyCategory()));
+inline llvm::cl::opt<int64_t> bucketCapMbFlag(
+    "bucket-cap-mb",
+    llvm::cl::desc("Largest bucket of merged collectives, in MiB (default "
+                   "25, as PyTorch DDP)"),
+    llvm::cl::init(25), llvm::cl::cat(strategyCategory()));
+
+/// An error message for flags that make no valid plan, naming the bad value
+/// and the valid ones.
+inline std::optional<std::string> validateStrategyFlags() {
+  if (!autoshard::train::lookupStrategy(strategyFlag))
+    return "unknown strategy '" + strategyFlag.getValue() +
+           "'; valid strategies: " + autoshard::train::listStrategyNames();
+  if (worldSizeFlag < 1)
+    return "--world-size must be at least 1, got " +
+           std::to_string(worldSizeFlag.getValue());
+  if (bucketCapMbFlag < 1)
+    return "--bucket-cap-mb must be at least 1, got " +
+           std::to_string(bucketCapMbFlag.getValue());
+  bool hybrid = strategyFlag == "hybrid";
+  if (hybrid && (shardGroupSizeFlag < 1 ||
+                 worldSizeFlag % shardGroupSizeFlag != 0))
+    return "--strategy=hybrid needs --shard-group-size dividing the world "
+           "size " +
+           std::to_string(worldSizeFlag.getValue()) + ", got " +
+           std::to_string(shardGroupSizeFlag.getValue());
+  if (!hybrid && shardGroupSizeFlag.getNumOccurrences() > 0)
+    return "--shard-group-size is for --strategy=hybrid; '" +
+           strategyFlag.getValue() + "' shards over the whole world";
+  return std::nullopt;
+}
+
+inline StrategyOptions strategyOptionsFromFlags(bool exposeGradients) {
+  StrategyOptions options;
+  options.strategy = strategyFlag;
+  options.worldSize = worldSizeFlag;
+  options.exposeGradients = exposeGradients;
+  options.shardGroupSize = shardGroupSizeFlag;
+  options.reshardAfterForward = reshardAfterForwardFlag;
+  options.bucketCapMb = bucketCapMbFlag;
+  return options;
+}
+
+/// The options as the textual `autoshard-strategy{...}` pipeline.
+inline std::string strategyPipelineText(const StrategyOptions &options) {
+  return "autoshard-strategy{strategy=" + options.strategy +
+         " world-size=" + std::to_string(options.worldSize) +
+         " shard-group-size=" + std::to_string(options.shardGroupSize) +
+         " reshard-after-forward=" +
+         (options.reshardAfterForward ? "true" : "false") +
+         " bucket-cap-mb=" + std::to_string(options.bucketCapMb) +
+         " expose-gradients=" + (options.exposeGradients ? "true" : "false") +
+         "}";
+}
+
+} // namespace autoshard::tools
+
+#endif // AUTOSHARD_TOOLS_COMMON_STRATEGYFLAGS_H
