@@ -759,3 +759,96 @@ func.func private @f() attributes {train.step, train.micro_batches = 0 : i64, tr
 
 // expected-error@+1 {{'train.micro_batches' accumulates the gradients of a step with a 'train.optimizer'}}
 func.func private @f() attributes {train.step, train.micro_batches = 2 : i64}
+
+//===----------------------------------------------------------------------===//
+// Plans and flat shards
+//===----------------------------------------------------------------------===//
+
+// -----
+
+shard.grid @world(shape = 2)
+// expected-error@+1 {{sharded gradients need sharded optimizer states}}
+func.func private @f() attributes {train.step, train.plan = #train.plan<strategy = "x", grid = @world, optimizer_states = replicated, gradients = sharded, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>}
+
+// -----
+
+shard.grid @world(shape = 2)
+// expected-error@+1 {{sharded parameters need sharded gradients}}
+func.func private @f() attributes {train.step, train.plan = #train.plan<strategy = "x", grid = @world, optimizer_states = sharded, gradients = replicated, parameters = sharded, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>}
+
+// -----
+
+shard.grid @world(shape = 2x2)
+// expected-error@+1 {{shard_axes must be distinct, ascending grid axes}}
+func.func private @f() attributes {train.step, train.plan = #train.plan<strategy = "x", grid = @world, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [1, 0], unit = param, reshard = after_forward, bucket_cap_mb = 25>}
+
+// -----
+
+shard.grid @world(shape = 2)
+// expected-error@+1 {{bucket_cap_mb must be at least 1, got 0}}
+func.func private @f() attributes {train.step, train.plan = #train.plan<strategy = "x", grid = @world, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 0>}
+
+// -----
+
+shard.grid @world(shape = 2)
+// expected-error@+1 {{plan shards over axis 1 of @world, which has 1 axis}}
+func.func private @f() attributes {train.step, train.plan = #train.plan<strategy = "x", grid = @world, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [1], unit = param, reshard = after_forward, bucket_cap_mb = 25>}
+
+// -----
+
+// expected-error@+1 {{argument #0: 'train.shard' must be a #train.flat_shard attribute}}
+func.func private @f(tensor<2xf32> {train.shard = [4, 5]})
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @f(%x: tensor<3x5xf32>) {
+  // expected-error@+1 {{a flat shard of 'tensor<3x5xf32>' over 2 ranks is 'tensor<8xf32>', got 'tensor<7xf32>'}}
+  %s = train.shard_of %x on @world grid_axes = [0] : tensor<3x5xf32> -> tensor<7xf32>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 4)
+func.func @f(%s: tensor<4xf32>) {
+  // expected-error@+1 {{a flat shard of 'tensor<3x5xbf16>' over 4 ranks is 'tensor<4xbf16>', got 'tensor<4xf32>'}}
+  %x = train.all_gather_shards %s on @world grid_axes = [0] : tensor<4xf32> -> tensor<3x5xbf16>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @f(%x: tensor<3x5xf32>) {
+  // expected-error@+1 {{grid axis 1 is not an axis of world (rank 1)}}
+  %s = train.reduce_scatter_shards %x on @world grid_axes = [1] reduction = average : tensor<3x5xf32> -> tensor<8xf32>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = ?)
+func.func @f(%x: tensor<3x5xf32>) {
+  // expected-error@+1 {{grid axis 0 of world is dynamic}}
+  %s = train.shard_of %x on @world grid_axes = [0] : tensor<3x5xf32> -> tensor<8xf32>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @f(%x: tensor<3x5xf32>) {
+  // expected-error@+1 {{needs at least one grid axis}}
+  %s = train.shard_of %x on @world grid_axes = [] : tensor<3x5xf32> -> tensor<15xf32>
+  return
+}
+
+// -----
+
+func.func private @grid()
+func.func @f(%x: tensor<3x5xf32>) {
+  // expected-error@+1 {{refers to @grid, which is not a shard.grid}}
+  %s = train.shard_of %x on @grid grid_axes = [0] : tensor<3x5xf32> -> tensor<8xf32>
+  return
+}

@@ -178,8 +178,6 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "sharded gradients need sharded optimizer states";
   if (parameters == Placement::Sharded && gradients != Placement::Sharded)
     return emitError() << "sharded parameters need sharded gradients";
-  if (shardAxes.empty())
-    return emitError() << "shard_axes needs at least one grid axis";
   for (auto [i, axis] : llvm::enumerate(shardAxes))
     if (axis < 0 || (i > 0 && axis <= shardAxes[i - 1]))
       return emitError() << "shard_axes must be distinct, ascending grid "

@@ -201,3 +201,20 @@ func.func @step(%x: tensor<8x6xf32> {train.role = #train.role<input>, train.name
   %v = train.reshape %x : tensor<8x6xf32> to tensor<2x24xf32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// A sharded plan updates parameters the step carries.
+shard.grid @world(shape = 2)
+func.func @step(%w: tensor<4xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
+                %x: tensor<2x4xf32> {train.role = #train.role<input>, train.name = "x"},
+                %lr: tensor<f32> {train.role = #train.role<hyper>, train.name = "lr", train.init = #train.init<zeros>})
+    -> (tensor<4xf32> {train.role = #train.role<param>, train.name = "w"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.plan = #train.plan<strategy = "zero1", grid = @world, optimizer_states = sharded, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
+  %g = train.bias_grad %x : (tensor<2x4xf32>) -> tensor<4xf32>
+  %v = train.relu %w : tensor<4xf32>
+  // expected-error@+1 {{updates a value that is not a parameter argument of the step}}
+  %w1 = train.sgd %v, %g, %lr : (tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  return %w1, %lr : tensor<4xf32>, tensor<f32>
+}

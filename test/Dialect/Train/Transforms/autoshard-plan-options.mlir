@@ -12,3 +12,26 @@ func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step} {
   return %l : tensor<f32>
 }
+
+// RUN: not shard-opt %s --pass-pipeline='builtin.module(autoshard-plan{strategy=hybrid world-size=4 shard-group-size=3})' 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=GROUP
+// GROUP: error: the hybrid strategy needs a shard group size that divides the world size 4, got 3 (--shard-group-size)
+
+// RUN: not shard-opt %s --pass-pipeline='builtin.module(autoshard-plan{strategy=zero3 world-size=4 shard-group-size=2})' 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=NOTHYBRID
+// NOTHYBRID: error: a shard group size is for the hybrid strategy; 'zero3' shards over the whole world
+
+// RUN: not shard-opt %s --pass-pipeline='builtin.module(autoshard-plan{strategy=ddp world-size=2 bucket-cap-mb=0})' 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=BUCKET
+// BUCKET: error: bucket cap must be at least 1 MiB, got 0
+
+// Each preset's plan, and hybrid's 2-D grid.
+// RUN: shard-opt %s --pass-pipeline='builtin.module(autoshard-plan{strategy=hybrid world-size=8 shard-group-size=4 reshard-after-forward=false bucket-cap-mb=50})' | FileCheck %s --check-prefix=HYBRID
+// HYBRID: shard.grid @world(shape = 2x4)
+// HYBRID: train.plan = #train.plan<strategy = "hybrid", grid = @world, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [1], unit = block, reshard = after_backward, bucket_cap_mb = 50>
+// RUN: shard-opt %s --pass-pipeline='builtin.module(autoshard-plan{strategy=zero1 world-size=2})' | FileCheck %s --check-prefix=ZERO1
+// ZERO1: #train.plan<strategy = "zero1", grid = @world, optimizer_states = sharded, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param
+// RUN: shard-opt %s --pass-pipeline='builtin.module(autoshard-plan{strategy=zero2 world-size=2})' | FileCheck %s --check-prefix=ZERO2
+// ZERO2: #train.plan<strategy = "zero2", grid = @world, optimizer_states = sharded, gradients = sharded, parameters = replicated, shard_axes = [0], unit = param
+// RUN: shard-opt %s --pass-pipeline='builtin.module(autoshard-plan{strategy=fsdp world-size=2})' | FileCheck %s --check-prefix=FSDP
+// FSDP: #train.plan<strategy = "fsdp", grid = @world, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [0], unit = block

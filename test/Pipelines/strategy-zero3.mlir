@@ -1,0 +1,32 @@
+// RUN: shard-opt --strategy=zero3 --world-size=2 %S/Inputs/two-layer-step.mlir | FileCheck %s
+// RUN: shard-opt --strategy=zero3 --world-size=2 %S/Inputs/two-layer-step.mlir | shard-opt > /dev/null
+// RUN: shard-opt --strategy=zero3 --world-size=2 --reshard-after-forward=false %S/Inputs/two-layer-step.mlir | FileCheck %s --check-prefix=KEEP
+
+// ZeRO-3: parameters, gradients and states are shards. Each parameter is
+// gathered right before its first reader in the forward pass, released
+// after its last, and gathered again for the backward pass only if the
+// backward pass reads it (the second matrix; not the first, whose input
+// needs no gradient, nor the bias). The update runs on the shards in place.
+
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: %[[W0:[^:]+]]: tensor<10xf32> {{{[^}]*}}train.shard = #train.flat_shard<shape = [4, 5], grid_axes = [0]>}
+// CHECK-SAME: %[[W1:[^:]+]]: tensor<6xf32>
+// CHECK-SAME: %[[B:[^:]+]]: tensor<2xf32>
+// CHECK-SAME: -> (tensor<10xf32> {train.name = "h.0.fc1.weight", train.role = #train.role<param>, train.shard = #train.flat_shard<shape = [4, 5], grid_axes = [0]>}
+// CHECK-NEXT: %[[F0:.*]] = train.all_gather_shards %[[W0]] on @world grid_axes = [0] : tensor<10xf32> -> tensor<4x5xf32>
+// CHECK-NEXT: train.linear %{{.*}}, %[[F0]]
+// CHECK-NEXT: train.relu
+// CHECK-NEXT: %[[F1:.*]] = train.all_gather_shards %[[W1]] {{.*}} -> tensor<3x4xf32>
+// CHECK-NEXT: %[[FB:.*]] = train.all_gather_shards %[[B]] {{.*}} -> tensor<3xf32>
+// CHECK-NEXT: train.linear %{{.*}}, %[[F1]], %[[FB]]
+// CHECK: train.softmax_cross_entropy_grad
+// CHECK-NEXT: %[[G1:.*]] = train.all_gather_shards %[[W1]] {{.*}} -> tensor<3x4xf32>
+// CHECK-NEXT: train.linear_grad_input %{{.*}}, %[[G1]]
+// CHECK-NOT: train.all_gather_shards
+// CHECK: %[[GS0:.*]] = train.reduce_scatter_shards {{.*}} : tensor<4x5xf32> -> tensor<10xf32>
+// CHECK: train.adamw %[[W0]], %[[GS0]],
+
+// With SHARD_GRAD_OP the forward gather serves the backward pass too.
+// KEEP-LABEL: func.func @step
+// KEEP-COUNT-3: train.all_gather_shards
+// KEEP-NOT: train.all_gather_shards
