@@ -2,6 +2,7 @@
 #include "comm/Comm.h"
 #include "core/Context.h"
 #include "core/Dtype.h"
+#include "core/FlatShard.h"
 #include "core/Stats.h"
 
 #include <cstring>
@@ -42,6 +43,37 @@ void checkReduceOp(const char *op, int32_t dtype, int32_t reduceOp) {
 void copyLocal(void *recv, const void *send, int64_t count, int32_t dtype) {
   if (recv != send && count > 0)
     std::memmove(recv, send, static_cast<size_t>(count * dtypeSize(dtype)));
+}
+
+/// Where this rank stands in a flat-shard collective: the layout over the
+/// group and the index of the shard it holds.
+struct ShardPlace {
+  FlatShardLayout layout;
+  int64_t index = 0;
+
+  int64_t begin() const { return layout.begin(index); }
+  int64_t valid() const { return layout.validCount(index); }
+};
+
+/// prepare() for the flat-shard functions, whose counts are the full
+/// tensor's numel. Without a Comm the group is this rank alone.
+ShardPlace prepareShards(asrt_context *ctx, const char *op, const void *in,
+                         const void *out, int64_t numel, int32_t dtype,
+                         int32_t mask) {
+  int n = prepare(ctx, op, in, out, numel, dtype, mask);
+  ShardPlace place;
+  place.layout = FlatShardLayout{numel, n};
+  place.index = ctx->comm ? ctx->comm->groupIndex(mask) : 0;
+  return place;
+}
+
+/// The abi.h promise that a shard's padding is zero: optimizers and norms
+/// run over whole shards, so stale padding would leak into real values.
+void zeroPadding(void *shard, const ShardPlace &place, int32_t dtype) {
+  int64_t padding = place.layout.chunk() - place.valid();
+  if (padding > 0)
+    std::memset(static_cast<char *>(shard) + place.valid() * dtypeSize(dtype),
+                0, static_cast<size_t>(padding * dtypeSize(dtype)));
 }
 
 } // namespace
@@ -95,4 +127,62 @@ extern "C" void asrt_reduce_scatter(asrt_context *ctx, const void *send,
   ctx->comm->reduceScatter(
       send, recv, recv_count, static_cast<asrt_dtype>(dtype),
       static_cast<asrt_reduce_op>(reduce_op), grid_axes_mask);
+}
+
+extern "C" void asrt_shard_of(asrt_context *ctx, int32_t dtype,
+                              const void *full, void *shard, int64_t numel,
+                              int32_t grid_axes_mask) {
+  OpTimer timer(ctx, "shard_of");
+  ShardPlace place = prepareShards(ctx, "asrt_shard_of", full, shard, numel,
+                                   dtype, grid_axes_mask);
+  const char *block =
+      static_cast<const char *>(full) + place.begin() * dtypeSize(dtype);
+  // memmove: a shard may alias full (the first rank's block, in place).
+  if (place.valid() > 0 && block != shard)
+    std::memmove(shard, block,
+                 static_cast<size_t>(place.valid() * dtypeSize(dtype)));
+  zeroPadding(shard, place, dtype);
+}
+
+extern "C" void asrt_all_gather_shards(asrt_context *ctx, int32_t dtype,
+                                       const void *shard, void *full,
+                                       int64_t numel, int32_t grid_axes_mask) {
+  OpTimer timer(ctx, "all_gather_shards");
+  ShardPlace place = prepareShards(ctx, "asrt_all_gather_shards", shard, full,
+                                   numel, dtype, grid_axes_mask);
+  int64_t n = place.layout.groupSize;
+  // The ring moves padded chunks of k elements, as for asrt_all_gather of
+  // the padded tensor.
+  ctx->stats->recordCollective(
+      CollectiveKind::AllGather,
+      ringBytesSent(CollectiveKind::AllGather, numel, n, dtypeSize(dtype)));
+  if (numel == 0)
+    return;
+  if (n == 1)
+    return copyLocal(full, shard, numel, dtype);
+  ctx->comm->allGatherShards(shard, full, numel, static_cast<asrt_dtype>(dtype),
+                             grid_axes_mask);
+}
+
+extern "C" void asrt_reduce_scatter_shards(asrt_context *ctx, int32_t dtype,
+                                           const void *full, void *shard,
+                                           int64_t numel, int32_t reduce_op,
+                                           int32_t grid_axes_mask) {
+  OpTimer timer(ctx, "reduce_scatter_shards");
+  const char *op = "asrt_reduce_scatter_shards";
+  ShardPlace place =
+      prepareShards(ctx, op, full, shard, numel, dtype, grid_axes_mask);
+  checkReduceOp(op, dtype, reduce_op);
+  int64_t n = place.layout.groupSize;
+  ctx->stats->recordCollective(
+      CollectiveKind::ReduceScatter,
+      ringBytesSent(CollectiveKind::ReduceScatter, numel, n, dtypeSize(dtype)));
+  if (numel == 0)
+    return;
+  if (n == 1)
+    return copyLocal(shard, full, numel, dtype);
+  ctx->comm->reduceScatterShards(
+      full, shard, numel, static_cast<asrt_dtype>(dtype),
+      static_cast<asrt_reduce_op>(reduce_op), grid_axes_mask);
+  zeroPadding(shard, place, dtype);
 }

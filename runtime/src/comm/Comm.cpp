@@ -71,6 +71,16 @@ int64_t gridGroupSize(const std::vector<int64_t> &grid, int32_t mask) {
   return n;
 }
 
+int64_t gridGroupIndex(int rank, const std::vector<int64_t> &grid,
+                       int32_t mask) {
+  std::vector<int64_t> coords = gridCoordinates(rank, grid);
+  int64_t index = 0;
+  for (size_t i = 0; i < grid.size(); ++i)
+    if (mask & (1 << i))
+      index = index * grid[i] + coords[i];
+  return index;
+}
+
 Comm::Comm(int rank, int size, std::vector<int64_t> grid)
     : worldRank(rank), worldSize(size), gridDims(std::move(grid)) {
   int64_t product = 1;
@@ -93,6 +103,12 @@ std::vector<int> Comm::groupRanks(int32_t mask) const {
   if (Status s = checkGridMask(mask, gridDims); !s)
     fatal("%s", s.message().c_str());
   return gridGroup(worldRank, gridDims, mask);
+}
+
+int Comm::groupIndex(int32_t mask) const {
+  if (Status s = checkGridMask(mask, gridDims); !s)
+    fatal("%s", s.message().c_str());
+  return static_cast<int>(gridGroupIndex(worldRank, gridDims, mask));
 }
 
 } // namespace autoshard::rt

@@ -27,6 +27,11 @@ std::vector<int> gridGroup(int rank, const std::vector<int64_t> &grid,
                            int32_t mask);
 /// The number of ranks in every group of `mask`.
 int64_t gridGroupSize(const std::vector<int64_t> &grid, int32_t mask);
+/// `rank`'s position in gridGroup(rank, grid, mask): its coordinates along
+/// the masked axes, read row-major. It is the index of the flat shard the
+/// rank holds of a tensor sharded over those axes.
+int64_t gridGroupIndex(int rank, const std::vector<int64_t> &grid,
+                       int32_t mask);
 
 /// One rank's view of the world: its rank, the grid, and collectives over
 /// the groups that grid axis masks select. The ABI functions
@@ -51,6 +56,8 @@ public:
   /// axis the grid does not have.
   int groupSize(int32_t mask) const;
   std::vector<int> groupRanks(int32_t mask) const;
+  /// This rank's position in groupRanks(mask).
+  int groupIndex(int32_t mask) const;
 
   /// recv = reduce(send) over the group; send == recv is in place. AVG is a
   /// sum divided by the group size.
@@ -64,6 +71,17 @@ public:
   virtual void reduceScatter(const void *send, void *recv, int64_t recvCount,
                              asrt_dtype dtype, asrt_reduce_op op,
                              int32_t mask) = 0;
+  /// The flat shards of abi.h over the group, whose layout is
+  /// FlatShardLayout{numel, group size}. allGatherShards writes the numel
+  /// elements of full from the valid part of each member's shard (padding
+  /// dropped, nothing written past numel); reduceScatterShards writes the
+  /// valid part of this rank's shard of the reduction of every member's
+  /// full and leaves the padding to the caller. numel >= 1.
+  virtual void allGatherShards(const void *shard, void *full, int64_t numel,
+                               asrt_dtype dtype, int32_t mask) = 0;
+  virtual void reduceScatterShards(const void *full, void *shard, int64_t numel,
+                                   asrt_dtype dtype, asrt_reduce_op op,
+                                   int32_t mask) = 0;
   /// Waits for every rank of the world.
   virtual void barrier() = 0;
 

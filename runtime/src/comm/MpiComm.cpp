@@ -3,6 +3,7 @@
 #include "comm/MpiCheck.h"
 #include "core/Context.h"
 #include "core/Dtype.h"
+#include "core/FlatShard.h"
 
 #include <mpi.h>
 
@@ -92,6 +93,25 @@ void divideByGroup(void *buffer, int64_t count, asrt_dtype dtype, int n) {
   }
 }
 
+/// MPI's per-member counts and displacements (in elements) of the flat
+/// shards of a numel-element tensor over n ranks: member i contributes or
+/// receives its shard's valid elements, which sit at i k in the tensor.
+struct ShardCounts {
+  std::vector<int> counts;
+  std::vector<int> displs;
+};
+
+ShardCounts shardCounts(int64_t numel, int n, const char *op) {
+  mpiCount(numel, op); // every count and displacement is at most numel
+  FlatShardLayout layout{numel, n};
+  ShardCounts c;
+  for (int i = 0; i < n; ++i) {
+    c.counts.push_back(static_cast<int>(layout.validCount(i)));
+    c.displs.push_back(static_cast<int>(layout.begin(i)));
+  }
+  return c;
+}
+
 class MpiComm final : public Comm {
 public:
   MpiComm(MPI_Comm world, int rank, int size, std::vector<int64_t> grid)
@@ -148,6 +168,39 @@ public:
                                        mpiOp(dtype, op), comm));
     if (op == ASRT_REDUCE_AVG)
       divideByGroup(recv, recvCount, dtype, groupSize(mask));
+  }
+
+  void allGatherShards(const void *shard, void *full, int64_t numel,
+                       asrt_dtype dtype, int32_t mask) override {
+    MPI_Comm comm = groupComm(mask);
+    int me = groupIndex(mask);
+    ShardCounts c = shardCounts(numel, groupSize(mask), "all_gather_shards");
+    // A shard that already sits at its place in full is in place.
+    const char *ownBlock =
+        static_cast<const char *>(full) + c.displs[me] * dtypeSize(dtype);
+    const void *source = shard == ownBlock ? MPI_IN_PLACE : shard;
+    MPI_Datatype type = mpiType(dtype);
+    // The padding never travels: each member sends only its valid count,
+    // so full receives exactly numel elements.
+    CHECK_MPI(MPI_Allgatherv(source, c.counts[me], type, full, c.counts.data(),
+                             c.displs.data(), type, comm));
+  }
+
+  void reduceScatterShards(const void *full, void *shard, int64_t numel,
+                           asrt_dtype dtype, asrt_reduce_op op,
+                           int32_t mask) override {
+    MPI_Comm comm = groupComm(mask);
+    int me = groupIndex(mask);
+    int n = groupSize(mask);
+    ShardCounts c = shardCounts(numel, n, "reduce_scatter_shards");
+    // In place, MPI reads the whole input from the receive buffer and
+    // leaves this rank's block at its start, as reduceScatter's in-place
+    // form does.
+    const void *source = full == shard ? MPI_IN_PLACE : full;
+    CHECK_MPI(MPI_Reduce_scatter(source, shard, c.counts.data(), mpiType(dtype),
+                                 mpiOp(dtype, op), comm));
+    if (op == ASRT_REDUCE_AVG)
+      divideByGroup(shard, c.counts[me], dtype, n);
   }
 
   void barrier() override { CHECK_MPI(MPI_Barrier(world)); }

@@ -107,16 +107,33 @@ std::string quoted(std::string_view text) {
   return "'" + std::string(text) + "'";
 }
 
+/// " full=5x3 shard_axes=1" for a sharded tensor, "" for a replicated one.
+std::string shardingKeys(const TensorSpec &spec) {
+  if (!spec.isSharded())
+    return "";
+  return " full=" + formatShape(spec.fullShape) +
+         " shard_axes=" + std::to_string(spec.shardAxes);
+}
+
+/// "shape 4x8", or "full shape 5x3 (sharded)".
+std::string globalShapeText(const TensorSpec &spec) {
+  return (spec.isSharded() ? "full shape " : "shape ") +
+         formatShape(spec.globalShape()) +
+         (spec.isSharded() ? " (sharded)" : "");
+}
+
 /// Keys each kind of record accepts, in the order diagnostics list them.
 std::vector<std::string_view> validKeys(bool isResult, Role role) {
+  // Params, optimizer states and gradients are what ZeRO and FSDP shard.
   if (isResult) {
     if (role == Role::Loss)
       return {};
-    return {role == Role::Grad ? "of" : "updates"};
+    return {role == Role::Grad ? "of" : "updates", "full", "shard_axes"};
   }
   switch (role) {
   case Role::Param:
   case Role::OptState:
+    return {"init", "full", "shard_axes"};
   case Role::Hyper:
     return {"init"};
   case Role::Input:
@@ -153,6 +170,7 @@ private:
   Status parseSingleton(int line, const std::vector<std::string_view> &fields);
   Status checkWhole(int lastLine);
   Status checkGrad(const TensorSpec &grad, std::map<int, int> &gradientBy);
+  Status checkSharding(const TensorSpec &spec) const;
 
   std::string_view text;
   Manifest manifest;
@@ -385,7 +403,7 @@ Status Parser::parseTensor(int line,
       return lineError(line, "duplicate key " + quoted(key));
 
     int64_t number = 0;
-    if (key != "init" && !parseInt(value, number))
+    if (key != "init" && key != "full" && !parseInt(value, number))
       return lineError(line, std::string(key) + "=" + std::string(value) +
                                  " is not an integer");
     if (key == "init") {
@@ -428,6 +446,21 @@ Status Parser::parseTensor(int line,
         return lineError(line, "of=" + std::string(value) +
                                    " must name an argument index >= 0");
       spec.gradOf = static_cast<int>(number);
+    } else if (key == "full") {
+      if (!parseShape(value, spec.fullShape))
+        return lineError(line, "bad full shape " + quoted(value) +
+                                   "; expected the global shape: positive "
+                                   "dims joined by 'x' (like 8x16) or "
+                                   "'scalar', with at most 2^56 elements");
+    } else if (key == "shard_axes") {
+      // Mask 0 would shard over a group of one: a replicated tensor, which
+      // the manifest spells without full= and shard_axes=.
+      if (number < 1 || number > INT32_MAX)
+        return lineError(line, "shard_axes=" + std::string(value) +
+                                   " is not a grid axis mask; expected a "
+                                   "mask >= 1 (bit i: grid axis i) naming "
+                                   "the axes the tensor is sharded over");
+      spec.shardAxes = static_cast<int32_t>(number);
     }
   }
 
@@ -436,6 +469,14 @@ Status Parser::parseTensor(int line,
       return Status::success();
     return lineError(line, spec.describe() + " needs " + form);
   };
+  if (seen.count("full") != seen.count("shard_axes"))
+    return lineError(line, spec.describe() + " has " +
+                               (seen.count("full") ? "full= but no "
+                                                     "shard_axes=MASK"
+                                                   : "shard_axes= but no "
+                                                     "full=SHAPE") +
+                               "; a sharded tensor needs both, a "
+                               "replicated one neither");
   if (!isResult && (spec.role == Role::Param || spec.role == Role::OptState ||
                     spec.role == Role::Hyper)) {
     if (Status s = require("init", "init=KIND[:VALUE]"); !s)
@@ -480,6 +521,12 @@ Status Parser::checkWhole(int lastLine) {
                                      " (first on line " +
                                      std::to_string(it->second) + ")");
   }
+
+  for (const std::vector<TensorSpec> *list :
+       {&manifest.args, &manifest.results})
+    for (const TensorSpec &spec : *list)
+      if (Status s = checkSharding(spec); !s)
+        return s;
 
   int64_t world = manifest.worldSize();
   const TensorSpec *firstBatched = nullptr;
@@ -545,13 +592,15 @@ Status Parser::checkWhole(int lastLine) {
                            std::to_string(manifest.args.size() - 1) + ")");
     const TensorSpec &arg = manifest.args[result.updates];
     if (arg.role != result.role || arg.dtype != result.dtype ||
-        arg.shape != result.shape)
+        arg.shape != result.shape || arg.fullShape != result.fullShape ||
+        arg.shardAxes != result.shardAxes)
       return lineError(result.line,
                        result.describe() + " is " + dtypeName(result.dtype) +
-                           " " + formatShape(result.shape) + " but updates " +
+                           " " + formatShape(result.shape) +
+                           shardingKeys(result) + " but updates " +
                            arg.describe() + ", which is " + roleName(arg.role) +
                            " " + dtypeName(arg.dtype) + " " +
-                           formatShape(arg.shape) +
+                           formatShape(arg.shape) + shardingKeys(arg) +
                            "; a result must match the argument it replaces");
     auto [it, inserted] = updatedBy.emplace(result.updates, result.line);
     if (!inserted)
@@ -586,12 +635,14 @@ Status Parser::checkGrad(const TensorSpec &grad,
                                     ", but " + param.describe() +
                                     " is not a param; gradients are exposed "
                                     "for params only");
-  if (grad.shape != param.shape)
-    return lineError(grad.line, grad.describe() + " has shape " +
-                                    formatShape(grad.shape) + " but " +
-                                    param.describe() + " has shape " +
-                                    formatShape(param.shape) +
-                                    "; a gradient has the shape of its param");
+  // ZeRO-2 shards gradients of replicated params: only the global shapes
+  // must agree.
+  if (grad.globalShape() != param.globalShape())
+    return lineError(
+        grad.line, grad.describe() + " has " + globalShapeText(grad) + " but " +
+                       param.describe() + " has " + globalShapeText(param) +
+                       "; a gradient has the shape of its param (the full "
+                       "shape where either is sharded)");
   if (!isFloatDtype(grad.dtype))
     return lineError(grad.line, grad.describe() + " is " +
                                     dtypeName(grad.dtype) +
@@ -603,6 +654,35 @@ Status Parser::checkGrad(const TensorSpec &grad,
                                     " is already exposed by the result on "
                                     "line " +
                                     std::to_string(it->second));
+  return Status::success();
+}
+
+/// A sharded tensor names only axes of the grid, and its local shape is the
+/// 1-D flat shard of its full shape over the group of those axes.
+Status Parser::checkSharding(const TensorSpec &spec) const {
+  if (!spec.isSharded())
+    return Status::success();
+  size_t axes = manifest.grid.size();
+  uint32_t valid = axes >= 32 ? ~0u : (1u << axes) - 1u;
+  if (static_cast<uint32_t>(spec.shardAxes) & ~valid)
+    return lineError(
+        spec.line,
+        spec.describe() + " has shard_axes=" + std::to_string(spec.shardAxes) +
+            ", which names an axis the grid " + manifest.gridString() +
+            " does not have; valid masks are 1.." + std::to_string(valid));
+  int64_t n = manifest.groupSize(spec.shardAxes);
+  int64_t numel = spec.globalElements();
+  int64_t k = (numel + n - 1) / n;
+  if (spec.shape != std::vector<int64_t>{k})
+    return lineError(
+        spec.line,
+        spec.describe() + " has full=" + formatShape(spec.fullShape) + " (" +
+            std::to_string(numel) + " elements) sharded over " +
+            std::to_string(n) + (n == 1 ? " rank" : " ranks") +
+            " (shard_axes=" + std::to_string(spec.shardAxes) + " of grid " +
+            manifest.gridString() + "), so its shape must be the flat shard " +
+            std::to_string(k) + " = ceil(" + std::to_string(numel) + " / " +
+            std::to_string(n) + "), found " + formatShape(spec.shape));
   return Status::success();
 }
 
@@ -687,6 +767,17 @@ int64_t TensorSpec::numBytes() const {
   return numElements() * dtypeSize(dtype);
 }
 
+const std::vector<int64_t> &TensorSpec::globalShape() const {
+  return isSharded() ? fullShape : shape;
+}
+
+int64_t TensorSpec::globalElements() const {
+  int64_t n = 1;
+  for (int64_t d : globalShape())
+    n *= d;
+  return n;
+}
+
 std::string TensorSpec::describe() const {
   return std::string(isResult ? "result " : "arg ") + std::to_string(index) +
          " (" + roleName(role) + " " + name + ")";
@@ -710,6 +801,14 @@ int64_t Manifest::worldSize() const {
 }
 
 std::string Manifest::gridString() const { return formatShape(grid); }
+
+int64_t Manifest::groupSize(int32_t mask) const {
+  int64_t n = 1;
+  for (size_t i = 0; i < grid.size(); ++i)
+    if (mask & (1 << i))
+      n *= grid[i];
+  return n;
+}
 
 const TensorSpec *Manifest::findArg(std::string_view name) const {
   for (const TensorSpec &arg : args)

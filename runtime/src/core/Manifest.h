@@ -59,11 +59,23 @@ struct TensorSpec {
   /// Grad results: the index of the param argument this is the gradient of;
   /// -1 otherwise.
   int gradOf = -1;
+  /// Sharded tensors (`full=SHAPE shard_axes=MASK`; params, opt_states and
+  /// grads): the global shape and the grid axes it is sharded over. `shape`
+  /// is then this rank's flat shard (abi.h, "Flat shards"): 1-D, ceil(numel
+  /// of fullShape / shard group size) elements. Empty and 0 when replicated.
+  std::vector<int64_t> fullShape;
+  int32_t shardAxes = 0;
   /// The manifest line of the record, for later diagnostics.
   int line = 0;
 
+  /// Of the local buffer (`shape`): what this rank allocates.
   int64_t numElements() const;
   int64_t numBytes() const;
+  bool isSharded() const { return shardAxes != 0; }
+  /// The tensor's global shape (fullShape when sharded, else shape) and its
+  /// elements: what parameter files hold.
+  const std::vector<int64_t> &globalShape() const;
+  int64_t globalElements() const;
   /// A `result` record rather than an `arg` record.
   bool isResult = false;
 
@@ -98,13 +110,16 @@ struct Manifest {
   bool hasGradResults() const;
   /// The global batch rows of the inputs and labels; 0 if there are none.
   int64_t globalBatchRows() const;
+  /// The ranks in each group of grid axis mask `mask` (the product of the
+  /// masked grid dims): a sharded tensor's shard group size.
+  int64_t groupSize(int32_t mask) const;
 };
 
 /// Parses and validates a manifest. Errors name the line ("manifest line 5:
 /// ...") and what was expected there; whole-manifest rules (one loss result,
 /// `updates=` naming a matching argument, `of=` naming a param of the same
-/// shape, local batch times world size equal to the global batch) are
-/// checked too.
+/// global shape, local batch times world size equal to the global batch, a
+/// sharded tensor's shard size and grid axes) are checked too.
 Expected<Manifest> parseManifest(std::string_view text);
 
 /// "8x16", or "scalar" for an empty shape.

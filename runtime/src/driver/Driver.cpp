@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -135,19 +136,27 @@ NodeInfo nodeInfo(const MpiSession &mpi) {
 }
 
 /// Allocates every argument and fills params, optimizer states and hypers
-/// from their init= specs. Arguments are replicated in this version of the
-/// ABI, so each rank holds, and initialises, whole tensors (offset 0).
+/// from their init= specs. A replicated argument is a whole tensor; a
+/// sharded one is this rank's flat shard, initialised with the values its
+/// global elements have in the unsharded run (initialisation is a function
+/// of the global index) and zero padding, which the optimizer and norms
+/// read.
 std::vector<void *> allocateArgs(asrt_context &ctx, const Manifest &manifest,
-                                 const Options &options) {
+                                 const Options &options, int rank) {
   std::vector<void *> args;
   for (const TensorSpec &arg : manifest.args) {
     void *buffer = asrt_alloc(&ctx, arg.numBytes());
     args.push_back(buffer);
     if (arg.init) {
-      if (Status s = fillInit(buffer, arg.dtype, arg.numElements(), *arg.init,
-                              options.seed, arg.name);
+      LocalBlock block = localBlock(manifest, arg, rank);
+      if (Status s = fillInit(buffer, arg.dtype, block.valid, *arg.init,
+                              options.seed, arg.name, block.begin);
           !s)
         fatal("%s", s.message().c_str());
+      int64_t elementBytes = dtypeSize(arg.dtype);
+      std::memset(
+          static_cast<char *>(buffer) + block.valid * elementBytes, 0,
+          static_cast<size_t>((block.chunk - block.valid) * elementBytes));
     }
     if (options.lr && arg.role == Role::Hyper && arg.name == "lr")
       storeElement(buffer, arg.dtype, 0, *options.lr);
@@ -170,6 +179,35 @@ std::vector<void *> allocateResults(asrt_context &ctx, const Manifest &manifest,
     }
   }
   return results;
+}
+
+/// The global tensors of the `specs` of `role`, for a file: a replicated
+/// one is its own buffer; a sharded one is gathered from its shard group
+/// with asrt_all_gather_shards. Collective: every rank calls it with the
+/// same arguments. Only rank 0 writes files, so only rank 0 keeps the
+/// gathered tensors (in `storage`); other ranks reuse one scratch buffer.
+std::vector<void *> gatherGlobal(asrt_context &ctx,
+                                 const std::vector<TensorSpec> &specs,
+                                 const std::vector<void *> &buffers, Role role,
+                                 int rank,
+                                 std::vector<std::vector<char>> &storage) {
+  std::vector<void *> global = buffers;
+  std::vector<char> scratch;
+  for (const TensorSpec &spec : specs) {
+    if (spec.role != role || !spec.isSharded())
+      continue;
+    size_t bytes =
+        static_cast<size_t>(spec.globalElements() * dtypeSize(spec.dtype));
+    std::vector<char> *target = &scratch;
+    if (rank == 0)
+      target = &storage.emplace_back();
+    target->resize(bytes);
+    asrt_all_gather_shards(&ctx, spec.dtype, buffers[spec.index],
+                           target->data(), spec.globalElements(),
+                           spec.shardAxes);
+    global[spec.index] = target->data();
+  }
+  return global;
 }
 
 Status writeStatsFile(const std::string &path, const Stats::Snapshot &stats,
@@ -255,15 +293,16 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   ctx.comm = comm.get();
   hooks.initBackend(&ctx, backend);
 
-  std::vector<void *> args = allocateArgs(ctx, *manifest, options);
+  std::vector<void *> args = allocateArgs(ctx, *manifest, options, mpi.rank);
   std::vector<void *> ownedResults;
   std::vector<void *> results =
       allocateResults(ctx, *manifest, args, ownedResults);
 
-  // Every rank reads the file: params are replicated in this version.
+  // Every rank reads the file and keeps what it holds: a replicated
+  // argument whole, a sharded one its block.
   Expected<LoadedParams> loaded = LoadedParams();
   if (!options.loadParamsFile.empty())
-    loaded = loadParams(options.loadParamsFile, *manifest, args);
+    loaded = loadParams(options.loadParamsFile, *manifest, args, mpi.rank);
   if (!allRanksOk(loaded.status(), mpi))
     return 1;
 
@@ -327,16 +366,29 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   run.steps = options.steps;
   run.meanStepMs = totalMs / static_cast<double>(options.steps);
 
+  // Files hold full tensors, comparable with an unsharded run's: sharded
+  // params and gradients are gathered (on every rank, after the statistics
+  // were taken) and rank 0 writes them.
   Status saved;
-  if (!options.saveParamsFile.empty() && mpi.rank == 0)
-    saved = saveParams(options.saveParamsFile, *manifest, args, options.steps,
-                       options.seed);
+  if (!options.saveParamsFile.empty()) {
+    std::vector<std::vector<char>> storage;
+    std::vector<void *> global =
+        gatherGlobal(ctx, manifest->args, args, Role::Param, mpi.rank, storage);
+    if (mpi.rank == 0)
+      saved = saveParams(options.saveParamsFile, *manifest, global,
+                         options.steps, options.seed);
+  }
   if (!allRanksOk(saved, mpi))
     return 1;
   Status savedGrads;
-  if (!options.saveGradsFile.empty() && mpi.rank == 0)
-    savedGrads = saveGrads(options.saveGradsFile, *manifest, results,
-                           options.steps, options.seed);
+  if (!options.saveGradsFile.empty()) {
+    std::vector<std::vector<char>> storage;
+    std::vector<void *> global = gatherGlobal(ctx, manifest->results, results,
+                                              Role::Grad, mpi.rank, storage);
+    if (mpi.rank == 0)
+      savedGrads = saveGrads(options.saveGradsFile, *manifest, global,
+                             options.steps, options.seed);
+  }
   if (!allRanksOk(savedGrads, mpi))
     return 1;
   Status wroteStats;

@@ -1,6 +1,8 @@
 // Parameters and gradients as safetensors files: loading and saving them.
 #include "driver/Params.h"
+#include "comm/Comm.h"
 #include "core/Dtype.h"
+#include "core/FlatShard.h"
 #include "driver/Safetensors.h"
 
 #include <algorithm>
@@ -42,11 +44,29 @@ std::map<std::string, std::string> fileMetadata(const Manifest &manifest,
           {"seed", std::to_string(seed)}};
 }
 
+/// "F32 5x3": how a file must spell an argument's dtype and global shape.
+std::string fileSpelling(const TensorSpec &arg) {
+  return std::string(dtypeSafetensorsName(arg.dtype)) + " " +
+         formatShape(arg.globalShape());
+}
+
 } // namespace
+
+LocalBlock localBlock(const Manifest &manifest, const TensorSpec &spec,
+                      int rank) {
+  if (!spec.isSharded()) {
+    int64_t numel = spec.numElements();
+    return {0, numel, numel};
+  }
+  FlatShardLayout layout{spec.globalElements(),
+                         manifest.groupSize(spec.shardAxes)};
+  int64_t index = gridGroupIndex(rank, manifest.grid, spec.shardAxes);
+  return {layout.begin(index), layout.validCount(index), layout.chunk()};
+}
 
 Expected<LoadedParams> loadParams(const std::string &path,
                                   const Manifest &manifest,
-                                  const std::vector<void *> &args) {
+                                  const std::vector<void *> &args, int rank) {
   Expected<SafetensorsFile> file = readSafetensors(path);
   if (!file)
     return Error("--load-params: " + file.message());
@@ -70,13 +90,16 @@ Expected<LoadedParams> loadParams(const std::string &path,
       return Error("--load-params: tensor " + quoted(name) + " of " +
                    quoted(path) + " names " + arg.describe() +
                    "; only params and opt_states are loaded");
+    // Files hold whole tensors at every world size and under every
+    // sharding, so a checkpoint moves between them.
     if (entry.dtype != dtypeSafetensorsName(arg.dtype) ||
-        entry.shape != arg.shape)
+        entry.shape != arg.globalShape())
       return Error(
           "--load-params: tensor " + quoted(name) + " of " + quoted(path) +
           " is " + entry.dtype + " " + formatShape(entry.shape) + " but " +
-          arg.describe() + " is " + dtypeSafetensorsName(arg.dtype) + " " +
-          formatShape(arg.shape) + "; dtype and shape must match exactly");
+          arg.describe() + " is " + fileSpelling(arg) +
+          (arg.isSharded() ? " (sharded; files hold full tensors)" : "") +
+          "; dtype and shape must match exactly");
   }
 
   std::vector<std::string> missing;
@@ -97,8 +120,15 @@ Expected<LoadedParams> loadParams(const std::string &path,
   LoadedParams loaded;
   for (const auto &[name, entry] : file->tensors) {
     const TensorSpec &arg = *manifest.findArg(name);
-    std::memcpy(args[arg.index], file->bytes(name),
-                static_cast<size_t>(arg.numBytes()));
+    LocalBlock block = localBlock(manifest, arg, rank);
+    int64_t elementBytes = dtypeSize(arg.dtype);
+    auto *dst = static_cast<char *>(args[arg.index]);
+    std::memcpy(dst, file->bytes(name) + block.begin * elementBytes,
+                static_cast<size_t>(block.valid * elementBytes));
+    // The padding of a shard is zero (abi.h), whatever the buffer held.
+    std::memset(
+        dst + block.valid * elementBytes, 0,
+        static_cast<size_t>((block.chunk - block.valid) * elementBytes));
     ++(arg.role == Role::Param ? loaded.params : loaded.optStates);
   }
   return loaded;
@@ -110,7 +140,8 @@ Status saveParams(const std::string &path, const Manifest &manifest,
   std::vector<TensorView> tensors;
   for (const TensorSpec &arg : manifest.args)
     if (arg.role == Role::Param)
-      tensors.push_back({arg.name, arg.dtype, arg.shape, args[arg.index]});
+      tensors.push_back(
+          {arg.name, arg.dtype, arg.globalShape(), args[arg.index]});
   Status written =
       writeSafetensors(path, tensors, fileMetadata(manifest, steps, seed));
   if (!written)
@@ -137,8 +168,8 @@ Status saveGrads(const std::string &path, const Manifest &manifest,
   for (const TensorSpec &result : manifest.results) {
     if (result.role != Role::Grad)
       continue;
-    tensors.push_back(
-        {result.name, result.dtype, result.shape, results[result.index]});
+    tensors.push_back({result.name, result.dtype, result.globalShape(),
+                       results[result.index]});
     metadata[result.name + ".of"] = manifest.args[result.gradOf].name;
   }
   Status written = writeSafetensors(path, tensors, metadata);

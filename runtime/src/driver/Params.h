@@ -10,6 +10,23 @@
 
 namespace autoshard::rt {
 
+/// The part of an argument or result that one rank holds, in the tensor's
+/// global (flat, row-major) elements: for a sharded tensor its flat shard
+/// (abi.h): `valid` elements from `begin`, then `chunk - valid` elements of
+/// zero padding; for a replicated one the whole tensor (begin 0, no
+/// padding).
+struct LocalBlock {
+  int64_t begin = 0;
+  int64_t valid = 0;
+  int64_t chunk = 0;
+};
+
+/// The block world rank `rank` holds of `spec` under `manifest`'s grid: for
+/// a sharded tensor, the shard whose index is the rank's position in the
+/// group of spec.shardAxes.
+LocalBlock localBlock(const Manifest &manifest, const TensorSpec &spec,
+                      int rank);
+
 /// What --load-params replaced.
 struct LoadedParams {
   int params = 0;
@@ -18,16 +35,20 @@ struct LoadedParams {
 
 /// --load-params: every tensor of the safetensors file `path` replaces the
 /// param or opt_state argument of the same name, in `args` (indexed like
-/// the manifest's arguments, whole tensors: params are replicated). Checked
-/// before anything is copied: every tensor names a param or opt_state
-/// argument, its dtype and shape are the argument's exactly, and every param
-/// is present (opt_states may be absent and keep their init= values).
-/// Errors start with "--load-params:" and name the tensors at fault.
+/// the manifest's arguments, each holding what world rank `rank` holds:
+/// for a sharded argument its flat shard, which gets its block of the file's
+/// full tensor and zero padding). Checked before anything is copied: every
+/// tensor names a param or opt_state argument, its dtype and shape are the
+/// argument's global ones exactly, and every param is present (opt_states
+/// may be absent and keep their init= values). Errors start with
+/// "--load-params:" and name the tensors at fault.
 Expected<LoadedParams> loadParams(const std::string &path,
                                   const Manifest &manifest,
-                                  const std::vector<void *> &args);
+                                  const std::vector<void *> &args, int rank);
 
-/// --save-params: every param argument, under its name.
+/// --save-params: every param argument, under its name, with its global
+/// shape. `args` is indexed like the manifest's arguments and holds global
+/// tensors: sharded params must have been gathered first.
 Status saveParams(const std::string &path, const Manifest &manifest,
                   const std::vector<void *> &args, int64_t steps,
                   uint64_t seed);
@@ -35,9 +56,10 @@ Status saveParams(const std::string &path, const Manifest &manifest,
 /// --save-grads needs a step compiled with exposed gradients (grad results).
 Status checkSaveGrads(const Manifest &manifest);
 
-/// --save-grads: every grad result, under the result's name; the metadata
-/// maps "NAME.of" to the name of the param it is the gradient of.
-/// `results` is indexed like the manifest's results.
+/// --save-grads: every grad result, under the result's name, with its
+/// global shape; the metadata maps "NAME.of" to the name of the param it is
+/// the gradient of. `results` is indexed like the manifest's results and
+/// holds global tensors, as for saveParams.
 Status saveGrads(const std::string &path, const Manifest &manifest,
                  const std::vector<void *> &results, int64_t steps,
                  uint64_t seed);

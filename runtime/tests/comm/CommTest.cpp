@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
@@ -37,6 +38,324 @@ int64_t ringBytes(bool allReduce, int64_t fullCount, int64_t n, int64_t b) {
   return (allReduce ? 2 : 1) * (n - 1) * k * b;
 }
 
+// ---- Flat shards: expectations written out independently of FlatShard.h --
+
+/// k, and the elements of shard i that lie inside a numel-element tensor.
+int64_t shardChunk(int64_t numel, int64_t n) { return (numel + n - 1) / n; }
+int64_t shardValid(int64_t numel, int64_t n, int64_t i) {
+  int64_t k = shardChunk(numel, n);
+  return std::max<int64_t>(0, std::min(k, numel - i * k));
+}
+
+/// Sizes covering the layout's cases for a group of n: one element, fewer
+/// elements than ranks (some shards hold only padding), exactly n, not
+/// divisible, divisible, and a shard count whose last block is empty.
+std::vector<int64_t> shardSizes(int64_t n) {
+  return {1, std::max<int64_t>(1, n - 1), n, 2 * n + 1, 4 * n, 10, 3 * n - 3};
+}
+
+/// The group of a flat-shard test: its members' world ranks in group order
+/// and this rank's index among them.
+struct ShardGroup {
+  int32_t mask = 1;
+  std::vector<int> members;
+  int me = 0;
+  int64_t n() const { return static_cast<int64_t>(members.size()); }
+};
+
+constexpr float kGuard = -12345.0f;
+
+/// asrt_shard_of: the block at me*k, zero past numel, nothing written past k.
+/// No bytes are counted: nothing is sent.
+void checkShardOf(asrt_context &ctx, const ShardGroup &g) {
+  for (int64_t numel : shardSizes(g.n())) {
+    int64_t k = shardChunk(numel, g.n());
+    std::vector<float> full(numel);
+    for (int64_t e = 0; e < numel; ++e)
+      full[e] = 1000.0f + e;
+    std::vector<float> shard(k + 2, kGuard);
+    asrt_shard_of(&ctx, ASRT_DTYPE_F32, full.data(), shard.data(), numel,
+                  g.mask);
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t e = g.me * k + j;
+      EXPECT_EQ(shard[j], e < numel ? 1000.0f + e : 0.0f)
+          << "numel " << numel << " j " << j << " mask " << g.mask;
+    }
+    EXPECT_EQ(shard[k], kGuard) << "numel " << numel;
+    EXPECT_EQ(shard[k + 1], kGuard) << "numel " << numel;
+
+    // Any dtype: 8-byte and 16-bit elements move bit for bit.
+    std::vector<int64_t> full64(numel);
+    std::vector<uint16_t> full16(numel);
+    for (int64_t e = 0; e < numel; ++e) {
+      full64[e] = (int64_t(1) << 40) + e;
+      full16[e] = static_cast<uint16_t>(0x7fc1 + e);
+    }
+    std::vector<int64_t> shard64(k + 1, -1);
+    std::vector<uint16_t> shard16(k + 1, 0xdead);
+    asrt_shard_of(&ctx, ASRT_DTYPE_I64, full64.data(), shard64.data(), numel,
+                  g.mask);
+    asrt_shard_of(&ctx, ASRT_DTYPE_BF16, full16.data(), shard16.data(), numel,
+                  g.mask);
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t e = g.me * k + j;
+      EXPECT_EQ(shard64[j], e < numel ? full64[e] : 0) << "j " << j;
+      EXPECT_EQ(shard16[j], e < numel ? full16[e] : 0) << "j " << j;
+    }
+    EXPECT_EQ(shard64[k], -1);
+    EXPECT_EQ(shard16[k], 0xdead);
+  }
+}
+
+/// asrt_all_gather_shards of f32 shards whose padding holds garbage: full
+/// gets every member's valid elements at their global place, in group
+/// order, and nothing past numel. Returns the bytes it expects counted.
+int64_t checkAllGatherShards(asrt_context &ctx, const ShardGroup &g) {
+  int64_t bytes = 0;
+  for (int64_t numel : shardSizes(g.n())) {
+    int64_t k = shardChunk(numel, g.n());
+    // Element e, held by group member e / k, carries that member's world
+    // rank, so a block from the wrong member shows.
+    auto value = [&](int64_t e) {
+      return g.members[e / k] * 1000.0f + static_cast<float>(e);
+    };
+    std::vector<float> shard(k);
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t e = g.me * k + j;
+      shard[j] = e < numel ? value(e) : 77.0f; // padding must not travel
+    }
+    std::vector<float> full(numel + 3, kGuard);
+    asrt_all_gather_shards(&ctx, ASRT_DTYPE_F32, shard.data(), full.data(),
+                           numel, g.mask);
+    for (int64_t e = 0; e < numel; ++e)
+      EXPECT_EQ(full[e], value(e))
+          << "numel " << numel << " e " << e << " mask " << g.mask;
+    for (int64_t e = numel; e < numel + 3; ++e)
+      EXPECT_EQ(full[e], kGuard) << "written past numel " << numel;
+    bytes += ringBytes(false, numel, g.n(), 4);
+  }
+  return bytes;
+}
+
+/// asrt_all_gather_shards moves any dtype: i64 values beyond 32 bits and
+/// raw 16-bit words (a NaN payload) arrive bit for bit.
+int64_t checkAllGatherShardsDtypes(asrt_context &ctx, const ShardGroup &g) {
+  const int64_t numel = 2 * g.n() + 1;
+  const int64_t k = shardChunk(numel, g.n());
+  std::vector<int64_t> shard64(k, 0);
+  std::vector<uint16_t> shard16(k, 0);
+  for (int64_t j = 0; j < shardValid(numel, g.n(), g.me); ++j) {
+    int64_t e = g.me * k + j;
+    shard64[j] = (int64_t(1) << 40) + e;
+    shard16[j] = static_cast<uint16_t>(0x7fc1 + e);
+  }
+  std::vector<int64_t> full64(numel + 1, -1);
+  asrt_all_gather_shards(&ctx, ASRT_DTYPE_I64, shard64.data(), full64.data(),
+                         numel, g.mask);
+  for (asrt_dtype dtype : {ASRT_DTYPE_BF16, ASRT_DTYPE_F16, ASRT_DTYPE_U16}) {
+    std::vector<uint16_t> full16(numel + 1, 0xdead);
+    asrt_all_gather_shards(&ctx, dtype, shard16.data(), full16.data(), numel,
+                           g.mask);
+    for (int64_t e = 0; e < numel; ++e)
+      EXPECT_EQ(full16[e], 0x7fc1 + e) << dtypeName(dtype) << " e " << e;
+    EXPECT_EQ(full16[numel], 0xdead) << dtypeName(dtype);
+  }
+  for (int64_t e = 0; e < numel; ++e)
+    EXPECT_EQ(full64[e], (int64_t(1) << 40) + e) << e;
+  EXPECT_EQ(full64[numel], -1);
+  return ringBytes(false, numel, g.n(), 8) +
+         3 * ringBytes(false, numel, g.n(), 2);
+}
+
+/// asrt_reduce_scatter_shards of f32, i32 and i64 with every reduction:
+/// this rank's block of the reduction, zero padding (over garbage), nothing
+/// written past k. Member r contributes r * 100 + e at element e.
+int64_t checkReduceScatterShards(asrt_context &ctx, const ShardGroup &g,
+                                 int rank) {
+  int64_t bytes = 0;
+  int64_t rankSum = 0, rankMax = 0, rankMin = g.members[0];
+  for (int r : g.members) {
+    rankSum += r;
+    rankMax = std::max<int64_t>(rankMax, r);
+    rankMin = std::min<int64_t>(rankMin, r);
+  }
+  for (int64_t numel : shardSizes(g.n())) {
+    int64_t k = shardChunk(numel, g.n());
+    std::vector<float> full(numel);
+    std::vector<int32_t> full32(numel);
+    std::vector<int64_t> full64(numel);
+    for (int64_t e = 0; e < numel; ++e) {
+      full[e] = rank * 100.0f + e;
+      full32[e] = static_cast<int32_t>(rank * 100 + e);
+      full64[e] = (int64_t(rank) << 33) + e;
+    }
+    struct Case {
+      asrt_reduce_op op;
+      double (*expected)(int64_t sum, int64_t max, int64_t min, int64_t n,
+                         int64_t e);
+    };
+    const Case cases[] = {
+        {ASRT_REDUCE_SUM, [](int64_t s, int64_t, int64_t, int64_t n,
+                             int64_t e) { return 100.0 * s + n * e; }},
+        {ASRT_REDUCE_AVG, [](int64_t s, int64_t, int64_t, int64_t n,
+                             int64_t e) { return (100.0 * s + n * e) / n; }},
+        {ASRT_REDUCE_MAX, [](int64_t, int64_t mx, int64_t, int64_t,
+                             int64_t e) { return 100.0 * mx + e; }},
+        {ASRT_REDUCE_MIN, [](int64_t, int64_t, int64_t mn, int64_t,
+                             int64_t e) { return 100.0 * mn + e; }},
+    };
+    for (const Case &c : cases) {
+      std::vector<float> shard(k + 1, 9.5f);
+      asrt_reduce_scatter_shards(&ctx, ASRT_DTYPE_F32, full.data(),
+                                 shard.data(), numel, c.op, g.mask);
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t e = g.me * k + j;
+        float want = e < numel ? static_cast<float>(c.expected(
+                                     rankSum, rankMax, rankMin, g.n(), e))
+                               : 0.0f;
+        EXPECT_FLOAT_EQ(shard[j], want)
+            << reduceOpName(c.op) << " numel " << numel << " j " << j
+            << " mask " << g.mask;
+      }
+      EXPECT_EQ(shard[k], 9.5f) << "written past k, numel " << numel;
+      bytes += ringBytes(false, numel, g.n(), 4);
+      if (c.op == ASRT_REDUCE_AVG)
+        continue; // integer averages are rejected: they would truncate
+      std::vector<int32_t> shard32(k + 1, -7);
+      asrt_reduce_scatter_shards(&ctx, ASRT_DTYPE_I32, full32.data(),
+                                 shard32.data(), numel, c.op, g.mask);
+      std::vector<int64_t> shard64(k + 1, -7);
+      asrt_reduce_scatter_shards(&ctx, ASRT_DTYPE_I64, full64.data(),
+                                 shard64.data(), numel, c.op, g.mask);
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t e = g.me * k + j;
+        int64_t want32 = e < numel ? static_cast<int64_t>(c.expected(
+                                         rankSum, rankMax, rankMin, g.n(), e))
+                                   : 0;
+        EXPECT_EQ(shard32[j], want32) << reduceOpName(c.op) << " j " << j;
+        int64_t s = rankSum, mx = rankMax, mn = rankMin;
+        int64_t want64 = c.op == ASRT_REDUCE_SUM   ? (s << 33) + g.n() * e
+                         : c.op == ASRT_REDUCE_MAX ? (mx << 33) + e
+                                                   : (mn << 33) + e;
+        EXPECT_EQ(shard64[j], e < numel ? want64 : 0)
+            << reduceOpName(c.op) << " j " << j;
+      }
+      EXPECT_EQ(shard32[k], -7);
+      EXPECT_EQ(shard64[k], -7);
+      bytes +=
+          ringBytes(false, numel, g.n(), 4) + ringBytes(false, numel, g.n(), 8);
+    }
+  }
+  return bytes;
+}
+
+/// bf16 sums and averages combine in float (1 + 1 is 2, not a raw-word
+/// sum) and pad with bf16 zeros.
+int64_t checkReduceScatterShardsBf16(asrt_context &ctx, const ShardGroup &g,
+                                     int rank) {
+  const int64_t numel = 2 * g.n() + 1;
+  const int64_t k = shardChunk(numel, g.n());
+  std::vector<uint16_t> full(numel);
+  for (int64_t e = 0; e < numel; ++e)
+    full[e] = floatToBf16(static_cast<float>(rank + 1 + e % 3));
+  float rankSum = 0;
+  for (int r : g.members)
+    rankSum += static_cast<float>(r);
+  for (asrt_reduce_op op : {ASRT_REDUCE_SUM, ASRT_REDUCE_AVG}) {
+    std::vector<uint16_t> shard(k + 1, floatToBf16(3.25f));
+    asrt_reduce_scatter_shards(&ctx, ASRT_DTYPE_BF16, full.data(), shard.data(),
+                               numel, op, g.mask);
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t e = g.me * k + j;
+      float sum = rankSum + g.n() * static_cast<float>(1 + e % 3);
+      float want = e >= numel              ? 0.0f
+                   : op == ASRT_REDUCE_SUM ? sum
+                                           : sum / g.n();
+      EXPECT_EQ(bf16ToFloat(shard[j]), want)
+          << reduceOpName(op) << " j " << j << " mask " << g.mask;
+      if (e >= numel)
+        EXPECT_EQ(shard[j], 0) << "padding is +0.0";
+    }
+    EXPECT_EQ(bf16ToFloat(shard[k]), 3.25f);
+  }
+  return 2 * ringBytes(false, numel, g.n(), 2);
+}
+
+/// reduce_scatter_shards then all_gather_shards is an all-reduce; both
+/// also work in place (the shard at its own place in full).
+int64_t checkShardRoundTripAndInPlace(asrt_context &ctx, const ShardGroup &g,
+                                      int rank) {
+  int64_t bytes = 0;
+  const int64_t numel = 3 * g.n() + 2;
+  const int64_t k = shardChunk(numel, g.n());
+  std::vector<float> x(numel), reduced(numel);
+  for (int64_t e = 0; e < numel; ++e)
+    x[e] = 0.25f * (rank + 1) * e;
+  asrt_all_reduce(&ctx, x.data(), reduced.data(), numel, ASRT_DTYPE_F32,
+                  ASRT_REDUCE_SUM, g.mask);
+  std::vector<float> shard(k), back(numel);
+  asrt_reduce_scatter_shards(&ctx, ASRT_DTYPE_F32, x.data(), shard.data(),
+                             numel, ASRT_REDUCE_SUM, g.mask);
+  asrt_all_gather_shards(&ctx, ASRT_DTYPE_F32, shard.data(), back.data(), numel,
+                         g.mask);
+  EXPECT_EQ(back, reduced);
+  bytes +=
+      ringBytes(true, numel, g.n(), 4) + 2 * ringBytes(false, numel, g.n(), 4);
+
+  // In place: the result lands at the start of full, the padding after it
+  // is zeroed.
+  std::vector<float> inPlace = x;
+  asrt_reduce_scatter_shards(&ctx, ASRT_DTYPE_F32, inPlace.data(),
+                             inPlace.data(), numel, ASRT_REDUCE_SUM, g.mask);
+  for (int64_t j = 0; j < k; ++j) {
+    int64_t e = g.me * k + j;
+    EXPECT_EQ(inPlace[j], e < numel ? reduced[e] : 0.0f) << "in place " << j;
+  }
+  bytes += ringBytes(false, numel, g.n(), 4);
+
+  // A divisible tensor, so that every shard fits inside full.
+  const int64_t even = 3 * g.n();
+  std::vector<float> gathered(even, kGuard);
+  for (int64_t j = 0; j < 3; ++j)
+    gathered[g.me * 3 + j] = static_cast<float>(g.members[g.me] * 10 + j);
+  asrt_all_gather_shards(&ctx, ASRT_DTYPE_F32, gathered.data() + g.me * 3,
+                         gathered.data(), even, g.mask);
+  for (int64_t e = 0; e < even; ++e)
+    EXPECT_EQ(gathered[e], g.members[e / 3] * 10.0f + e % 3) << e;
+  bytes += ringBytes(false, even, g.n(), 4);
+  return bytes;
+}
+
+/// Every flat-shard check on one group; the collective byte counters must
+/// grow by exactly what the checks expect.
+void checkFlatShardGroup(asrt_context &ctx, const ShardGroup &g, int rank) {
+  auto counted = [&](CollectiveKind kind) {
+    return ctx.stats->snapshot().collectives[static_cast<int>(kind)].bytesSent;
+  };
+  int64_t gather0 = counted(CollectiveKind::AllGather);
+  int64_t scatter0 = counted(CollectiveKind::ReduceScatter);
+  int64_t reduce0 = counted(CollectiveKind::AllReduce);
+
+  checkShardOf(ctx, g);
+  EXPECT_EQ(counted(CollectiveKind::AllGather), gather0) << "shard_of sends";
+  EXPECT_EQ(counted(CollectiveKind::ReduceScatter), scatter0);
+
+  int64_t gathered = checkAllGatherShards(ctx, g);
+  gathered += checkAllGatherShardsDtypes(ctx, g);
+  EXPECT_EQ(counted(CollectiveKind::AllGather) - gather0, gathered);
+  int64_t scattered = checkReduceScatterShards(ctx, g, rank);
+  scattered += checkReduceScatterShardsBf16(ctx, g, rank);
+  EXPECT_EQ(counted(CollectiveKind::ReduceScatter) - scatter0, scattered);
+
+  gather0 = counted(CollectiveKind::AllGather);
+  scatter0 = counted(CollectiveKind::ReduceScatter);
+  int64_t mixed = checkShardRoundTripAndInPlace(ctx, g, rank);
+  EXPECT_EQ(counted(CollectiveKind::AllGather) - gather0 +
+                counted(CollectiveKind::ReduceScatter) - scatter0 +
+                counted(CollectiveKind::AllReduce) - reduce0,
+            mixed);
+}
+
 // ---- The grid (pure) --------------------------------------------------------
 
 TEST(GridTest, CoordinatesAreRowMajor) {
@@ -60,6 +379,27 @@ TEST(GridTest, GroupsVaryOnlyTheMaskedAxes) {
   EXPECT_EQ(gridGroupSize(g232, 0b101), 4);
   EXPECT_EQ(gridGroupSize(g232, 0b010), 3);
   EXPECT_EQ(gridGroup(7, g232, 0b010), (std::vector<int>{7, 9, 11}));
+}
+
+TEST(GridTest, GroupIndexIsThePositionInTheGroup) {
+  for (const std::vector<int64_t> &grid :
+       {std::vector<int64_t>{4}, {2, 2}, {2, 3, 2}}) {
+    int64_t world = 1;
+    for (int64_t d : grid)
+      world *= d;
+    int32_t masks = (1 << grid.size()) - 1;
+    for (int32_t mask = 0; mask <= masks; ++mask) {
+      for (int rank = 0; rank < world; ++rank) {
+        std::vector<int> group = gridGroup(rank, grid, mask);
+        int64_t index = gridGroupIndex(rank, grid, mask);
+        ASSERT_LT(index, static_cast<int64_t>(group.size()));
+        EXPECT_EQ(group[index], rank) << "mask " << mask;
+      }
+    }
+  }
+  // 2x3x2, rank 7 = (1, 0, 1): along axes 0 and 2 it is (1, 1) -> 3.
+  EXPECT_EQ(gridGroupIndex(7, {2, 3, 2}, 0b101), 3);
+  EXPECT_EQ(gridGroupIndex(7, {2, 3, 2}, 0b010), 0);
 }
 
 TEST(GridTest, MasksNamingMissingAxesAreRejected) {
@@ -93,6 +433,35 @@ TEST(NoCommTest, CollectivesCopy) {
   EXPECT_EQ(s.collectives[0].calls, 2);
   EXPECT_EQ(s.collectives[0].bytesSent, 0);
   EXPECT_EQ(s.ops.at("all_reduce").calls, 2);
+}
+
+TEST(NoCommTest, FlatShardsAreAGroupOfOne) {
+  asrt_context ctx;
+  float full[5] = {1, 2, 3, 4, 5};
+  float shard[6], back[6];
+  std::fill(shard, shard + 6, kGuard);
+  std::fill(back, back + 6, kGuard);
+  asrt_shard_of(&ctx, ASRT_DTYPE_F32, full, shard, 5, 1);
+  EXPECT_EQ(std::vector<float>(shard, shard + 6),
+            (std::vector<float>{1, 2, 3, 4, 5, kGuard}));
+  asrt_all_gather_shards(&ctx, ASRT_DTYPE_F32, shard, back, 5, 1);
+  EXPECT_EQ(std::vector<float>(back, back + 6),
+            (std::vector<float>{1, 2, 3, 4, 5, kGuard}));
+  std::fill(shard, shard + 6, kGuard);
+  asrt_reduce_scatter_shards(&ctx, ASRT_DTYPE_F32, full, shard, 5,
+                             ASRT_REDUCE_AVG, 1);
+  EXPECT_EQ(std::vector<float>(shard, shard + 6),
+            (std::vector<float>{1, 2, 3, 4, 5, kGuard}));
+  // An empty tensor is nothing to do, even with null buffers.
+  asrt_all_gather_shards(&ctx, ASRT_DTYPE_F32, nullptr, nullptr, 0, 1);
+  Stats::Snapshot s = ctx.stats->snapshot();
+  EXPECT_EQ(s.collectives[int(CollectiveKind::AllGather)].calls, 2);
+  EXPECT_EQ(s.collectives[int(CollectiveKind::AllGather)].bytesSent, 0);
+  EXPECT_EQ(s.collectives[int(CollectiveKind::ReduceScatter)].calls, 1);
+  EXPECT_EQ(s.collectives[int(CollectiveKind::ReduceScatter)].bytesSent, 0);
+  EXPECT_EQ(s.ops.at("shard_of").calls, 1);
+  EXPECT_EQ(s.ops.at("all_gather_shards").calls, 2);
+  EXPECT_EQ(s.ops.at("reduce_scatter_shards").calls, 1);
 }
 
 // ---- On the world
@@ -276,6 +645,27 @@ TEST_F(WorldTest, ReduceScatterBf16AndInPlace) {
   EXPECT_EQ(data[0], int64_t(rank) * 1000 * n + n * (n - 1) / 2);
 }
 
+TEST_F(WorldTest, FlatShards) {
+  ShardGroup g;
+  g.mask = 1;
+  for (int r = 0; r < n; ++r)
+    g.members.push_back(r);
+  g.me = rank;
+  EXPECT_EQ(comm->groupIndex(1), rank);
+  checkFlatShardGroup(ctx, g, rank);
+}
+
+TEST_F(WorldTest, FlatShardsOverMaskZeroAreLocal) {
+  // Mask 0: every rank is its own group and holds the whole tensor.
+  float full[3] = {1, 2, static_cast<float>(rank)}, shard[3] = {0, 0, 0};
+  asrt_reduce_scatter_shards(&ctx, ASRT_DTYPE_F32, full, shard, 3,
+                             ASRT_REDUCE_SUM, 0);
+  EXPECT_EQ(shard[2], static_cast<float>(rank));
+  asrt_shard_of(&ctx, ASRT_DTYPE_F32, full, shard, 3, 0);
+  EXPECT_EQ(shard[1], 2.0f);
+  EXPECT_EQ(bytes(CollectiveKind::ReduceScatter), 0);
+}
+
 TEST_F(WorldTest, MaskZeroIsAGroupOfOne) {
   float in = static_cast<float>(rank), out = -1;
   asrt_all_reduce(&ctx, &in, &out, 1, ASRT_DTYPE_F32, ASRT_REDUCE_SUM, 0);
@@ -344,6 +734,24 @@ TEST_F(Grid2x2Test, ReduceScatterWithinAGroup) {
     EXPECT_FLOAT_EQ(recv[j], (a + b) / 2) << j;
   }
   EXPECT_EQ(bytes(CollectiveKind::ReduceScatter), ringBytes(false, 6, 2, 4));
+}
+
+TEST_F(Grid2x2Test, FlatShardsWithinAGroup) {
+  for (int32_t mask : {1, 2}) {
+    ShardGroup g;
+    g.mask = mask;
+    g.members = comm->groupRanks(mask);
+    // Mask 1 (axis 0): index c0; mask 2 (axis 1): index c1.
+    g.me = mask == 1 ? rank / 2 : rank % 2;
+    EXPECT_EQ(comm->groupIndex(mask), g.me) << "mask " << mask;
+    checkFlatShardGroup(ctx, g, rank);
+  }
+  // The whole grid: four shards, in rank order.
+  ShardGroup all;
+  all.mask = 3;
+  all.members = {0, 1, 2, 3};
+  all.me = rank;
+  checkFlatShardGroup(ctx, all, rank);
 }
 
 /// Prints failures of ranks other than 0, whose normal output is silenced,

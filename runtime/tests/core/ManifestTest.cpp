@@ -11,7 +11,7 @@ namespace {
 
 // docs/RuntimeABI.md's example, plus the momentum result it implies.
 const char *kGood = "autoshard-manifest 1\n"
-                    "abi 2\n"
+                    "abi 3\n"
                     "step train_step\n"
                     "strategy ddp\n"
                     "grid 2\n"
@@ -29,7 +29,7 @@ const char *kGood = "autoshard-manifest 1\n"
 // exposed gradient.
 const char *kAdamWithGrad =
     "autoshard-manifest 1\n"
-    "abi 2\n"
+    "abi 3\n"
     "step train_step\n"
     "strategy ddp\n"
     "grid 2\n"
@@ -42,6 +42,26 @@ const char *kAdamWithGrad =
     "result 1 opt_state w.exp_avg f32 4x8 updates=1\n"
     "result 2 opt_state step i32 scalar updates=2\n"
     "result 3 grad w.grad f32 4x8 of=0\n"
+    "result 4 loss loss f32 scalar\n"
+    "end\n";
+
+// Flat shards over one or both axes of a 2x2 grid, a sharded scalar, and a
+// replicated gradient of a sharded param.
+const char *kSharded =
+    "autoshard-manifest 1\n"
+    "abi 3\n"
+    "step train_step\n"
+    "strategy zero3\n"
+    "grid 2x2\n"
+    "arg 0 param w f32 8 init=normal:0.1 full=5x3 shard_axes=2\n"
+    "arg 1 opt_state w.exp_avg f32 4 init=zeros full=5x3 shard_axes=3\n"
+    "arg 2 param b f32 1 init=ones full=3 shard_axes=3\n"
+    "arg 3 param scale f32 1 init=ones full=scalar shard_axes=1\n"
+    "arg 4 input x f32 4x3 batch_dim=0 global=16\n"
+    "result 0 param w f32 8 updates=0 full=5x3 shard_axes=2\n"
+    "result 1 opt_state w.exp_avg f32 4 full=5x3 shard_axes=3 updates=1\n"
+    "result 2 grad w.grad f32 8 of=0 full=5x3 shard_axes=2\n"
+    "result 3 grad b.grad f32 3 of=2\n"
     "result 4 loss loss f32 scalar\n"
     "end\n";
 
@@ -154,6 +174,62 @@ TEST(ManifestTest, ParsesGradResultsAndAnIntegerStepCounter) {
   EXPECT_EQ(bf16->results[3].dtype, ASRT_DTYPE_BF16);
 }
 
+TEST(ManifestTest, ParsesTheDocumentedShardedExample) {
+  const char *doc =
+      "autoshard-manifest 1\n"
+      "abi 3\n"
+      "step train_step\n"
+      "strategy zero3\n"
+      "grid 2x2\n"
+      "arg 0 param w f32 4 init=normal:0.1 full=5x3 shard_axes=3\n"
+      "arg 1 param b f32 1 init=zeros full=3 shard_axes=3\n"
+      "arg 2 opt_state w.momentum f32 4 init=zeros full=5x3 shard_axes=3\n"
+      "arg 3 opt_state b.momentum f32 1 init=zeros full=3 shard_axes=3\n"
+      "arg 4 input x f32 4x3 batch_dim=0 global=16\n"
+      "arg 5 label y i32 4 batch_dim=0 global=16 classes=5\n"
+      "result 0 param w f32 4 updates=0 full=5x3 shard_axes=3\n"
+      "result 1 param b f32 1 updates=1 full=3 shard_axes=3\n"
+      "result 2 opt_state w.momentum f32 4 updates=2 full=5x3 shard_axes=3\n"
+      "result 3 opt_state b.momentum f32 1 updates=3 full=3 shard_axes=3\n"
+      "result 4 grad w.grad f32 4 of=0 full=5x3 shard_axes=3\n"
+      "result 5 loss loss f32 scalar\n"
+      "end\n";
+  Expected<Manifest> parsed = parseManifest(doc);
+  ASSERT_TRUE(parsed.ok()) << parsed.message();
+  EXPECT_EQ(parsed->args[0].globalElements(), 15);
+  EXPECT_EQ(parsed->groupSize(parsed->args[0].shardAxes), 4);
+}
+
+TEST(ManifestTest, ParsesShardedTensors) {
+  Expected<Manifest> parsed = parseManifest(kSharded);
+  ASSERT_TRUE(parsed.ok()) << parsed.message();
+  const Manifest &m = *parsed;
+  const TensorSpec &w = m.args[0];
+  EXPECT_TRUE(w.isSharded());
+  EXPECT_EQ(w.shardAxes, 2);
+  EXPECT_EQ(w.fullShape, (std::vector<int64_t>{5, 3}));
+  EXPECT_EQ(w.globalShape(), (std::vector<int64_t>{5, 3}));
+  EXPECT_EQ(w.globalElements(), 15);
+  EXPECT_EQ(w.shape, std::vector<int64_t>{8}) << "ceil(15 / 2)";
+  EXPECT_EQ(w.numElements(), 8);
+  EXPECT_EQ(w.numBytes(), 32) << "a rank allocates its shard";
+  EXPECT_EQ(m.groupSize(w.shardAxes), 2);
+  EXPECT_EQ(m.args[1].shape, std::vector<int64_t>{4}) << "ceil(15 / 4)";
+  EXPECT_EQ(m.groupSize(m.args[1].shardAxes), 4);
+  // Fewer elements than ranks: one element per shard, some all padding.
+  EXPECT_EQ(m.args[2].shape, std::vector<int64_t>{1});
+  const TensorSpec &scale = m.args[3];
+  EXPECT_TRUE(scale.isSharded());
+  EXPECT_TRUE(scale.globalShape().empty());
+  EXPECT_EQ(scale.globalElements(), 1);
+  EXPECT_FALSE(m.args[4].isSharded());
+  EXPECT_EQ(m.args[4].globalShape(), m.args[4].shape);
+  EXPECT_EQ(m.results[0].fullShape, w.fullShape);
+  EXPECT_EQ(m.results[2].shardAxes, 2);
+  EXPECT_FALSE(m.results[3].isSharded());
+  EXPECT_EQ(m.results[3].gradOf, 2);
+}
+
 TEST(ManifestTest, AcceptsCrLfBlankLinesAndAnyBatchDim) {
   std::string text = withLine(6, "\narg 0 param fc1.weight f32 64x16 "
                                  "init=uniform:0.5\r");
@@ -260,7 +336,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "manifest line 2: ABI version 'x' is not an integer"},
         BadCase{"AbiMismatch", withLine(2, "abi 1"),
                 "manifest line 2: the step was generated for runtime ABI "
-                "version 1 but this runtime implements version 2"},
+                "version 1 but this runtime implements version 3"},
         BadCase{"BadGrid", withLine(5, "grid 2x0"),
                 "manifest line 5: bad grid '2x0'"},
         BadCase{"HugeGrid", withLine(5, "grid 65536x65536"),
@@ -453,7 +529,97 @@ INSTANTIATE_TEST_SUITE_P(
                          "result 5 loss loss f32 scalar",
                          kAdamWithGrad),
                 "manifest line 15: the gradient of arg 0 (param w) is already "
-                "exposed by the result on line 14"}),
+                "exposed by the result on line 14"},
+        // Sharded tensors (kSharded).
+        BadCase{
+            "FullWithoutShardAxes",
+            withLine(6, "arg 0 param w f32 8 init=zeros full=5x3", kSharded),
+            "manifest line 6: arg 0 (param w) has full= but no "
+            "shard_axes=MASK; a sharded tensor needs both, a replicated "
+            "one neither"},
+        BadCase{"ShardAxesWithoutFull",
+                withLine(11, "result 0 param w f32 8 updates=0 shard_axes=2",
+                         kSharded),
+                "manifest line 11: result 0 (param w) has shard_axes= but no "
+                "full=SHAPE"},
+        BadCase{"BadFullShape",
+                withLine(6,
+                         "arg 0 param w f32 8 init=zeros full=5x "
+                         "shard_axes=2",
+                         kSharded),
+                "manifest line 6: bad full shape '5x'; expected the global "
+                "shape"},
+        BadCase{"ShardAxesZero",
+                withLine(6,
+                         "arg 0 param w f32 15 init=zeros full=5x3 "
+                         "shard_axes=0",
+                         kSharded),
+                "manifest line 6: shard_axes=0 is not a grid axis mask; "
+                "expected a mask >= 1"},
+        BadCase{"ShardAxesNotInteger",
+                withLine(6,
+                         "arg 0 param w f32 8 init=zeros full=5x3 "
+                         "shard_axes=x",
+                         kSharded),
+                "manifest line 6: shard_axes=x is not an integer"},
+        BadCase{"ShardAxesOutsideTheGrid",
+                withLine(6,
+                         "arg 0 param w f32 8 init=zeros full=5x3 "
+                         "shard_axes=4",
+                         kSharded),
+                "manifest line 6: arg 0 (param w) has shard_axes=4, which "
+                "names an axis the grid 2x2 does not have; valid masks are "
+                "1..3"},
+        BadCase{"WrongShardSize",
+                withLine(6,
+                         "arg 0 param w f32 7 init=zeros full=5x3 "
+                         "shard_axes=2",
+                         kSharded),
+                "manifest line 6: arg 0 (param w) has full=5x3 (15 elements) "
+                "sharded over 2 ranks (shard_axes=2 of grid 2x2), so its "
+                "shape must be the flat shard 8 = ceil(15 / 2), found 7"},
+        BadCase{"ShardNotFlat",
+                withLine(12,
+                         "result 1 opt_state w.exp_avg f32 2x2 updates=1 "
+                         "full=5x3 shard_axes=3",
+                         kSharded),
+                "manifest line 12: result 1 (opt_state w.exp_avg) has "
+                "full=5x3 (15 elements) sharded over 4 ranks (shard_axes=3 "
+                "of grid 2x2), so its shape must be the flat shard 4 = "
+                "ceil(15 / 4), found 2x2"},
+        BadCase{"ShardedInput",
+                withLine(10,
+                         "arg 4 input x f32 4x3 batch_dim=0 global=16 "
+                         "full=16x3",
+                         kSharded),
+                "manifest line 10: key 'full' is not valid for input args; "
+                "valid keys: batch_dim, global, classes"},
+        BadCase{"ShardedHyper",
+                withLine(11,
+                         "arg 5 hyper lr f32 scalar init=ones "
+                         "full=scalar shard_axes=1",
+                         kGood),
+                "manifest line 11: key 'full' is not valid for hyper args; "
+                "valid keys: init"},
+        BadCase{"UpdatesShardingMismatch",
+                withLine(11, "result 0 param w f32 8 updates=0", kSharded),
+                "manifest line 11: result 0 (param w) is f32 8 but updates "
+                "arg 0 (param w), which is param f32 8 full=5x3 "
+                "shard_axes=2; a result must match the argument it "
+                "replaces"},
+        BadCase{"GradFullShapeMismatch",
+                withLine(13,
+                         "result 2 grad w.grad f32 8 of=0 full=3x5 "
+                         "shard_axes=2",
+                         kSharded),
+                "manifest line 13: result 2 (grad w.grad) has full shape 3x5 "
+                "(sharded) but arg 0 (param w) has full shape 5x3 (sharded); "
+                "a gradient has the shape of its param (the full shape where "
+                "either is sharded)"},
+        BadCase{"ReplicatedGradOfShardedParamShape",
+                withLine(13, "result 2 grad w.grad f32 8 of=0", kSharded),
+                "manifest line 13: result 2 (grad w.grad) has shape 8 but "
+                "arg 0 (param w) has full shape 5x3 (sharded)"}),
     [](const ::testing::TestParamInfo<BadCase> &info) {
       return std::string(info.param.label);
     });

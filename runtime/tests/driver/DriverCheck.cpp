@@ -6,6 +6,8 @@
 //   driver_check loss-below LOG X      last "step" loss below X
 //   driver_check same-first-loss A B   the first "step" lines of two logs
 //                                      print the same loss
+//   driver_check same-losses A B TOL   both logs print the same number of
+//                                      losses, pairwise within TOL
 //   driver_check write-asdata FILE ROWS [bad-label]
 //                                      data for FakeStep (x f32 8, y i32 < 4)
 //   driver_check write-tokens FILE COUNT [odd|bad-token]
@@ -145,6 +147,29 @@ int sameFirstLoss(const std::string &a, const std::string &b) {
   return 0;
 }
 
+int sameLosses(const std::string &a, const std::string &b, double tolerance) {
+  std::vector<std::string> la, lb;
+  if (!readLosses(a, la) || la.empty())
+    return fail("no step lines in " + a);
+  if (!readLosses(b, lb) || lb.empty())
+    return fail("no step lines in " + b);
+  if (la.size() != lb.size())
+    return fail(std::to_string(la.size()) + " losses in " + a + " but " +
+                std::to_string(lb.size()) + " in " + b);
+  double worst = 0;
+  for (size_t i = 0; i < la.size(); ++i) {
+    double x = std::stod(la[i]), y = std::stod(lb[i]);
+    double diff = std::fabs(x - y) / std::fmax(1.0, std::fabs(x));
+    worst = std::fmax(worst, diff);
+    if (!(diff <= tolerance))
+      return fail("loss " + std::to_string(i + 1) + ": " + la[i] + " vs " +
+                  lb[i]);
+  }
+  std::printf("%zu losses agree (largest relative difference %g)\n", la.size(),
+              worst);
+  return 0;
+}
+
 /// A Markov chain over 16 tokens that FakeLmStep's bigram model can learn:
 /// v is followed by (5 v + 3) mod 16 nine times in ten.
 int writeTokens(const std::string &path, int64_t count,
@@ -202,6 +227,8 @@ int main(int argc, char **argv) {
     return lossBelow(args[1], std::stod(args[2]));
   if (args.size() == 3 && args[0] == "same-first-loss")
     return sameFirstLoss(args[1], args[2]);
+  if (args.size() == 4 && args[0] == "same-losses")
+    return sameLosses(args[1], args[2], std::stod(args[3]));
   if ((args.size() == 3 || args.size() == 4) && args[0] == "write-tokens")
     return writeTokens(args[1], std::stoll(args[2]),
                        args.size() == 4 ? args[3] : "");

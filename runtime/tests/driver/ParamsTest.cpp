@@ -15,7 +15,7 @@ using namespace autoshard::rt;
 namespace {
 
 const char *kManifest = "autoshard-manifest 1\n"
-                        "abi 2\n"
+                        "abi 3\n"
                         "step train\n"
                         "strategy none\n"
                         "grid 1\n"
@@ -61,7 +61,7 @@ protected:
             {"emb", ASRT_DTYPE_BF16, {4}, emb}};
   }
   std::string loadError() {
-    Expected<LoadedParams> loaded = loadParams(path, manifest, args);
+    Expected<LoadedParams> loaded = loadParams(path, manifest, args, 0);
     EXPECT_FALSE(loaded.ok());
     return loaded.ok() ? std::string() : loaded.message();
   }
@@ -90,7 +90,7 @@ TEST_F(ParamsTest, LoadsParamsAndOptStates) {
   tensors.push_back({"w.exp_avg", ASRT_DTYPE_F32, {2, 3}, expAvg});
   tensors.push_back({"step", ASRT_DTYPE_I32, {}, &step});
   write(tensors);
-  Expected<LoadedParams> loaded = loadParams(path, manifest, args);
+  Expected<LoadedParams> loaded = loadParams(path, manifest, args, 0);
   ASSERT_TRUE(loaded.ok()) << loaded.message();
   EXPECT_EQ(loaded->params, 2);
   EXPECT_EQ(loaded->optStates, 2);
@@ -105,7 +105,7 @@ TEST_F(ParamsTest, LoadsParamsAndOptStates) {
 
 TEST_F(ParamsTest, OptStatesMayBeAbsent) {
   write(params());
-  Expected<LoadedParams> loaded = loadParams(path, manifest, args);
+  Expected<LoadedParams> loaded = loadParams(path, manifest, args, 0);
   ASSERT_TRUE(loaded.ok()) << loaded.message();
   EXPECT_EQ(loaded->params, 2);
   EXPECT_EQ(loaded->optStates, 0);
@@ -122,7 +122,7 @@ TEST_F(ParamsTest, SaveThenLoadRestoresTheParams) {
   EXPECT_EQ(file->metadata.at("steps"), "3");
   std::memset(args[0], 0, sizeof w);
   std::memset(args[1], 0, sizeof emb);
-  ASSERT_TRUE(loadParams(path, manifest, args).ok());
+  ASSERT_TRUE(loadParams(path, manifest, args, 0).ok());
   EXPECT_EQ(std::memcmp(args[0], w, sizeof w), 0);
   EXPECT_EQ(std::memcmp(args[1], emb, sizeof emb), 0);
 }
@@ -236,7 +236,7 @@ TEST_F(ParamsTest, SavesGradsUnderTheirNames) {
 
 TEST_F(ParamsTest, SaveGradsNeedsExposedGradients) {
   EXPECT_TRUE(checkSaveGrads(manifest).ok());
-  Manifest none = parse("autoshard-manifest 1\nabi 2\nstep plain\n"
+  Manifest none = parse("autoshard-manifest 1\nabi 3\nstep plain\n"
                         "strategy none\ngrid 1\n"
                         "arg 0 param w f32 2 init=zeros\n"
                         "result 0 param w f32 2 updates=0\n"
@@ -260,6 +260,180 @@ TEST_F(ParamsTest, SaveErrorsNameTheFlag) {
                 .message()
                 .rfind("--save-params: cannot create", 0),
             0u);
+}
+
+// ---- Sharded arguments
+// -------------------------------------------------------
+
+// A 2x2 grid: w sharded over both axes (4 shards of 4, the last with one
+// element of padding), b over axis 1 (2 shards of 2), w.exp_avg over axis 0
+// (2 shards of 8), c replicated.
+const char *kShardedManifest =
+    "autoshard-manifest 1\n"
+    "abi 3\n"
+    "step zero\n"
+    "strategy zero3\n"
+    "grid 2x2\n"
+    "arg 0 param w f32 4 init=zeros full=5x3 shard_axes=3\n"
+    "arg 1 param b bf16 2 init=zeros full=3 shard_axes=2\n"
+    "arg 2 opt_state w.exp_avg f32 8 init=zeros full=5x3 shard_axes=1\n"
+    "arg 3 param c f32 2 init=zeros\n"
+    "result 0 param w f32 4 updates=0 full=5x3 shard_axes=3\n"
+    "result 1 grad w.grad f32 4 of=0 full=5x3 shard_axes=3\n"
+    "result 2 grad b.grad bf16 3 of=1\n"
+    "result 3 loss loss f32 scalar\n"
+    "end\n";
+
+class ShardedParamsTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    manifest = parse(kShardedManifest);
+    path = ::testing::TempDir() + "sharded_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+           ".safetensors";
+    for (int i = 0; i < 15; ++i) {
+      w[i] = 1.0f + i;
+      expAvg[i] = -0.5f * i;
+    }
+  }
+  void TearDown() override { std::remove(path.c_str()); }
+
+  /// Buffers of each argument's local size, filled with a pattern that is
+  /// not zero, so that unwritten padding shows.
+  void fillArgs() {
+    storage.clear();
+    args.clear();
+    for (const TensorSpec &arg : manifest.args)
+      storage.emplace_back(static_cast<size_t>(arg.numBytes()), char(0x5a));
+    for (auto &s : storage)
+      args.push_back(s.data());
+  }
+  std::vector<float> floats(int arg) const {
+    std::vector<float> out(storage[arg].size() / 4);
+    std::memcpy(out.data(), storage[arg].data(), storage[arg].size());
+    return out;
+  }
+  std::vector<uint16_t> words(int arg) const {
+    std::vector<uint16_t> out(storage[arg].size() / 2);
+    std::memcpy(out.data(), storage[arg].data(), storage[arg].size());
+    return out;
+  }
+
+  Manifest manifest;
+  std::string path;
+  std::vector<std::vector<char>> storage;
+  std::vector<void *> args;
+  float w[15];
+  float expAvg[15];
+  uint16_t b[3] = {floatToBf16(1), floatToBf16(2), floatToBf16(3)};
+  float c[2] = {7, 8};
+};
+
+TEST_F(ShardedParamsTest, LocalBlocks) {
+  // w over all four ranks: k = 4, rank 3 holds 12..14 and one pad.
+  for (int rank = 0; rank < 4; ++rank) {
+    LocalBlock block = localBlock(manifest, manifest.args[0], rank);
+    EXPECT_EQ(block.begin, 4 * rank);
+    EXPECT_EQ(block.valid, rank < 3 ? 4 : 3);
+    EXPECT_EQ(block.chunk, 4);
+  }
+  // b over axis 1: ranks 1 and 3 (c1 = 1) hold element 2 and one pad.
+  LocalBlock b3 = localBlock(manifest, manifest.args[1], 3);
+  EXPECT_EQ(b3.begin, 2);
+  EXPECT_EQ(b3.valid, 1);
+  EXPECT_EQ(b3.chunk, 2);
+  EXPECT_EQ(localBlock(manifest, manifest.args[1], 2).begin, 0);
+  // w.exp_avg over axis 0: ranks 2 and 3 (c0 = 1) hold 8..14.
+  LocalBlock e1 = localBlock(manifest, manifest.args[2], 1);
+  EXPECT_EQ(e1.begin, 0);
+  EXPECT_EQ(e1.valid, 8);
+  LocalBlock e2 = localBlock(manifest, manifest.args[2], 2);
+  EXPECT_EQ(e2.begin, 8);
+  EXPECT_EQ(e2.valid, 7);
+  // Replicated: the whole tensor, no padding.
+  LocalBlock whole = localBlock(manifest, manifest.args[3], 3);
+  EXPECT_EQ(whole.begin, 0);
+  EXPECT_EQ(whole.valid, 2);
+  EXPECT_EQ(whole.chunk, 2);
+}
+
+TEST_F(ShardedParamsTest, EachRankLoadsItsBlockWithZeroPadding) {
+  Status written =
+      writeSafetensors(path, {{"w", ASRT_DTYPE_F32, {5, 3}, w},
+                              {"b", ASRT_DTYPE_BF16, {3}, b},
+                              {"w.exp_avg", ASRT_DTYPE_F32, {5, 3}, expAvg},
+                              {"c", ASRT_DTYPE_F32, {2}, c}});
+  ASSERT_TRUE(written.ok()) << written.message();
+  for (int rank = 0; rank < 4; ++rank) {
+    fillArgs();
+    Expected<LoadedParams> loaded = loadParams(path, manifest, args, rank);
+    ASSERT_TRUE(loaded.ok()) << loaded.message();
+    EXPECT_EQ(loaded->params, 3);
+    EXPECT_EQ(loaded->optStates, 1);
+    std::vector<float> wShard = floats(0);
+    for (int j = 0; j < 4; ++j) {
+      int e = 4 * rank + j;
+      EXPECT_EQ(wShard[j], e < 15 ? w[e] : 0.0f) << "rank " << rank;
+    }
+    std::vector<uint16_t> bShard = words(1);
+    int bIndex = rank % 2;
+    EXPECT_EQ(bShard[0], b[2 * bIndex]) << "rank " << rank;
+    EXPECT_EQ(bShard[1], bIndex == 0 ? b[1] : 0) << "rank " << rank;
+    std::vector<float> eShard = floats(2);
+    int eIndex = rank / 2;
+    for (int j = 0; j < 8; ++j) {
+      int e = 8 * eIndex + j;
+      EXPECT_EQ(eShard[j], e < 15 ? expAvg[e] : 0.0f) << "rank " << rank;
+    }
+    EXPECT_EQ(floats(3), (std::vector<float>{7, 8}));
+  }
+}
+
+TEST_F(ShardedParamsTest, FilesHoldFullTensors) {
+  fillArgs();
+  // A file holding rank 0's shard instead of the full tensor.
+  ASSERT_TRUE(writeSafetensors(path, {{"w", ASRT_DTYPE_F32, {4}, w},
+                                      {"b", ASRT_DTYPE_BF16, {3}, b},
+                                      {"c", ASRT_DTYPE_F32, {2}, c}})
+                  .ok());
+  Expected<LoadedParams> loaded = loadParams(path, manifest, args, 0);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.message(),
+            "--load-params: tensor 'w' of '" + path +
+                "' is F32 4 but arg 0 (param w) is F32 5x3 (sharded; files "
+                "hold full tensors); dtype and shape must match exactly");
+  for (const auto &s : storage)
+    for (char ch : s)
+      ASSERT_EQ(ch, 0x5a) << "nothing is replaced unless the file passes";
+}
+
+TEST_F(ShardedParamsTest, SavesFullShapes) {
+  fillArgs();
+  // What the driver passes after gathering: the global tensors.
+  std::vector<void *> global = args;
+  global[0] = w;
+  global[1] = b;
+  ASSERT_TRUE(saveParams(path, manifest, global, 1, 0).ok());
+  Expected<SafetensorsFile> file = readSafetensors(path);
+  ASSERT_TRUE(file.ok()) << file.message();
+  EXPECT_EQ(file->tensors.size(), 3u);
+  EXPECT_EQ(file->tensors.at("w").shape, (std::vector<int64_t>{5, 3}));
+  EXPECT_EQ(std::memcmp(file->bytes("w"), w, sizeof w), 0);
+  EXPECT_EQ(file->tensors.at("b").shape, (std::vector<int64_t>{3}));
+  EXPECT_EQ(file->tensors.at("c").shape, (std::vector<int64_t>{2}));
+
+  float wGrad[15] = {};
+  wGrad[14] = 3;
+  uint16_t bGrad[3] = {1, 2, 3};
+  float loss = 0;
+  ASSERT_TRUE(
+      saveGrads(path, manifest, {args[0], wGrad, bGrad, &loss}, 1, 0).ok());
+  file = readSafetensors(path);
+  ASSERT_TRUE(file.ok()) << file.message();
+  EXPECT_EQ(file->tensors.at("w.grad").shape, (std::vector<int64_t>{5, 3}));
+  EXPECT_EQ(std::memcmp(file->bytes("w.grad"), wGrad, sizeof wGrad), 0);
+  EXPECT_EQ(file->tensors.at("b.grad").shape, (std::vector<int64_t>{3}));
+  EXPECT_EQ(file->metadata.at("w.grad.of"), "w");
 }
 
 } // namespace

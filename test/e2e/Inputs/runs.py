@@ -3,15 +3,22 @@
 
   runs.py losses A.log B.log --rtol R --steps N
       both logs have steps 1..N and their losses agree within relative R
-  runs.py params A.safetensors B.safetensors --rtol R
+  runs.py params A.safetensors B.safetensors --rtol R [--norm max|frobenius]
       both files hold the same tensors (names, dtypes, shapes) whose
-      values agree within relative R (max |a-b| / max(|a|, tiny))
+      values agree within relative R, per tensor: max |a-b| / max |a|, or
+      ||a-b|| / ||a|| (AdamW turns the reassociation noise of near-zero
+      gradient elements into lr-sized steps; the norm is robust to that)
   runs.py falls A.log --window W --factor F
       the mean loss of the last W logged steps is below F times the mean of
       the first W
   runs.py below A.log --entropy-log T.log --margin M --window W
       the mean loss of the last W logged steps is at least M nats below
       the unigram entropy that scripts/tokenize.py printed into T.log
+  runs.py traffic A.log --manifest M --strategy S --world W [--shard-group G]
+          [--clip] [--forward-only NAME ...] [--keep-gathered]
+      the bytes rank 0 sent per step, per collective kind, equal the
+      strategy's formula (docs/Strategies.md) for the parameters the
+      manifest (the binary's --print-manifest) lists
   runs.py asdata OUT --rows N --features D --classes C --seed S
       writes a learnable classification data set in the asdata format
 
@@ -94,8 +101,12 @@ def cmd_params(args):
         (da, sa, va), (db, sb, vb) = a[name], b[name]
         if (da, sa) != (db, sb):
             sys.exit(f"{name}: {da}{list(sa)} vs {db}{list(sb)}")
-        scale = max(max(abs(x) for x in va), 1e-30)
-        d = max(abs(x - y) for x, y in zip(va, vb)) / scale
+        if args.norm == "frobenius":
+            d = (math.sqrt(sum((x - y) ** 2 for x, y in zip(va, vb))) /
+                 max(math.sqrt(sum(x * x for x in va)), 1e-30))
+        else:
+            scale = max(max(abs(x) for x in va), 1e-30)
+            d = max(abs(x - y) for x, y in zip(va, vb)) / scale
         if not all(math.isfinite(x) for x in va + vb):
             sys.exit(f"{name}: non-finite values")
         if d >= worst:
@@ -135,6 +146,70 @@ def cmd_below(args):
                  f"unigram entropy {entropy:.4f}")
 
 
+BYTES_LINE = re.compile(r"bytes sent per step by rank 0: all_reduce (\d+), "
+                        r"all_gather (\d+), reduce_scatter (\d+)")
+DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "i32": 4, "i64": 8, "u16": 2}
+
+
+def shape_elements(text):
+    if text == "scalar":
+        return 1
+    n = 1
+    for d in text.split("x"):
+        n *= int(d)
+    return n
+
+
+def ceil_div(a, b):
+    return -(-a // b)
+
+
+def cmd_traffic(args):
+    with open(args.a) as f:
+        m = BYTES_LINE.search(f.read())
+    if not m:
+        sys.exit(f"{args.a}: no 'bytes sent per step' line")
+    measured = dict(zip(("all_reduce", "all_gather", "reduce_scatter"),
+                        map(int, m.groups())))
+    params = []  # (name, full elements, bytes per element)
+    with open(args.manifest) as f:
+        for line in f:
+            fields = line.split()
+            if fields[:1] != ["arg"] or fields[2] != "param":
+                continue
+            keys = dict(kv.split("=", 1) for kv in fields[6:] if "=" in kv)
+            numel = shape_elements(keys.get("full", fields[5]))
+            params.append((fields[3], numel, DTYPE_BYTES[fields[4]]))
+    if not params:
+        sys.exit(f"{args.manifest}: no param arguments")
+    world = args.world
+    n = args.shard_group or world          # ranks in a shard group
+    replicas = world // n
+    ring = lambda size, elements, b: 2 * (size - 1) * ceil_div(elements, size) * b
+    # The loss is averaged over the world; the clipping norm over a shard
+    # group (both one f32 each).
+    expected = {"all_reduce": ring(world, 1, 4), "all_gather": 0,
+                "reduce_scatter": 0}
+    gathered_twice = [p for p in params if p[0] not in args.forward_only]
+    if args.strategy == "ddp":
+        expected["all_reduce"] += sum(ring(world, e, b) for _, e, b in params)
+    else:
+        if args.clip:
+            expected["all_reduce"] += ring(n, 1, 4)
+        shards = sum((n - 1) * ceil_div(e, n) * b for _, e, b in params)
+        expected["reduce_scatter"] = shards
+        expected["all_reduce"] += sum(ring(replicas, ceil_div(e, n), b)
+                                      for _, e, b in params)
+        if args.strategy in ("zero1", "zero2") or args.keep_gathered:
+            expected["all_gather"] = shards
+        else:
+            expected["all_gather"] = shards + sum(
+                (n - 1) * ceil_div(e, n) * b for _, e, b in gathered_twice)
+    print(f"traffic: measured {measured}, formula {expected}")
+    if measured != expected:
+        sys.exit("bytes on the wire differ from the formula")
+
+
 def cmd_asdata(args):
     rng = random.Random(args.seed)
     teacher = [[rng.gauss(0, 1) for _ in range(args.features)]
@@ -171,6 +246,9 @@ def main():
     p.add_argument("a")
     p.add_argument("b")
     p.add_argument("--rtol", type=float, required=True)
+    p.add_argument("--norm", choices=["max", "frobenius"], default="max",
+                   help="per tensor: max |a-b| / max |a|, or "
+                        "||a-b|| / ||a||")
     p = sub.add_parser("falls")
     p.add_argument("a")
     p.add_argument("--window", type=int, default=5)
@@ -180,6 +258,17 @@ def main():
     p.add_argument("--entropy-log", required=True)
     p.add_argument("--margin", type=float, required=True)
     p.add_argument("--window", type=int, default=5)
+    p = sub.add_parser("traffic")
+    p.add_argument("a")
+    p.add_argument("--manifest", required=True)
+    p.add_argument("--strategy", required=True,
+                   choices=["ddp", "zero1", "zero2", "zero3", "fsdp",
+                            "hybrid"])
+    p.add_argument("--world", type=int, required=True)
+    p.add_argument("--shard-group", type=int, default=0)
+    p.add_argument("--clip", action="store_true")
+    p.add_argument("--forward-only", nargs="*", default=[])
+    p.add_argument("--keep-gathered", action="store_true")
     p = sub.add_parser("asdata")
     p.add_argument("out")
     p.add_argument("--rows", type=int, required=True)
@@ -188,7 +277,8 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     {"losses": cmd_losses, "params": cmd_params, "falls": cmd_falls,
-     "below": cmd_below, "asdata": cmd_asdata}[args.cmd](args)
+     "below": cmd_below, "traffic": cmd_traffic,
+     "asdata": cmd_asdata}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/RegionUtils.h"
 
 namespace autoshard::train {
 #define GEN_PASS_DEF_AUTODIFFPASS
@@ -371,6 +372,11 @@ LogicalResult Autodiff::run() {
   b.setInsertionPoint(terminator);
   func::ReturnOp::create(b, terminator->getLoc(), out.results);
   terminator->erase();
+  // Gradients nobody reads (the f32 cast of a bf16 gradient the optimizer
+  // reads directly) would otherwise reach later passes.
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+    if (isOpTriviallyDead(&op))
+      op.erase();
   step.setType(FunctionType::get(ctx, out.argTypes,
                                  ValueRange(out.results).getTypes()));
   step.setAllArgAttrs(out.argAttrs);
