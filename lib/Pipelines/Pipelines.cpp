@@ -32,6 +32,7 @@ void autoshard::buildStrategyPipeline(OpPassManager &pm,
   plan.bucketCapMb = options.bucketCapMb;
   pm.addPass(train::createPlanPass(plan));
   pm.addPass(train::createPartitionPass());
+  pm.addPass(train::createGroupCollectivesPass());
 }
 
 void autoshard::buildLowerToLLVMPipeline(OpPassManager &pm) {

@@ -9,9 +9,12 @@
 // CHECK-NOT: func.
 // CHECK-DAG: llvm.mlir.global external constant @autoshard_manifest
 // CHECK-DAG: llvm.func @asrt_linear_fwd(!llvm.ptr, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64)
-// CHECK-DAG: llvm.func @asrt_all_reduce(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i32, i32, i32)
+// CHECK-DAG: llvm.func @asrt_bucket_begin(!llvm.ptr, i32, i32, i32, i32)
+// CHECK-DAG: llvm.func @asrt_bucket_add(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64)
 // CHECK: llvm.func @autoshard_step(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr)
-// Six gradients and the loss are averaged.
-// CHECK-COUNT-7: llvm.call @asrt_all_reduce(
-// CHECK-NOT: llvm.call @asrt_all_reduce(
+// The loss and the six gradients are averaged in one bucket.
+// CHECK: llvm.call @asrt_bucket_begin(
+// CHECK-COUNT-7: llvm.call @asrt_bucket_add(
+// CHECK-NEXT: llvm.call @asrt_bucket_end(
+// CHECK-NOT: asrt_all_reduce
 // CHECK: llvm.return

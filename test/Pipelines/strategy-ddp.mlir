@@ -1,6 +1,7 @@
-// RUN: shard-opt --strategy=ddp --world-size=4 %examples/mlp.mlir | FileCheck %s
+// RUN: shard-opt %examples/mlp.mlir --pass-pipeline='builtin.module(autoshard-autodiff,autoshard-plan{strategy=ddp world-size=4},autoshard-partition)' | FileCheck %s
+// RUN: shard-opt --strategy=ddp --world-size=4 %examples/mlp.mlir | FileCheck %s --check-prefix=GROUPED
 // The printed IR is valid input again and survives a second round trip.
-// RUN: shard-opt --strategy=ddp --world-size=4 %examples/mlp.mlir | shard-opt | FileCheck %s
+// RUN: shard-opt --strategy=ddp --world-size=4 %examples/mlp.mlir | shard-opt | FileCheck %s --check-prefix=GROUPED
 // The named pipeline is the same as the --strategy sugar.
 // RUN: shard-opt --pass-pipeline='builtin.module(autoshard-strategy{strategy=ddp world-size=4})' %examples/mlp.mlir > %t.pipeline
 // RUN: shard-opt --strategy=ddp --world-size=4 %examples/mlp.mlir > %t.sugar
@@ -38,3 +39,10 @@
 // CHECK-NEXT: train.sgd %{{.*}}, %[[DW3_AVG]],
 // CHECK-NEXT: train.sgd %{{.*}}, %[[DB3_AVG]],
 // CHECK: return {{.*}}, %[[LOSS_AVG]] :
+
+// The full strategy pipeline then groups the reductions into one bucket
+// (25 MiB cap): the loss and the six gradients, issued once the last
+// gradient exists.
+// GROUPED-NOT: all_reduce
+// GROUPED: train.all_reduce_bucket %{{.*}} on @world grid_axes = [0] reduction = average : tensor<f32>, tensor<10x64xf32>, tensor<10xf32>, tensor<64x64xf32>, tensor<64xf32>, tensor<64x32xf32>, tensor<64xf32> ->
+// GROUPED-NOT: all_reduce

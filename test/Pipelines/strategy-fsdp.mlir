@@ -1,4 +1,5 @@
-// RUN: shard-opt --strategy=fsdp --world-size=4 %S/Inputs/two-layer-step.mlir | FileCheck %s
+// RUN: shard-opt %S/Inputs/two-layer-step.mlir --pass-pipeline='builtin.module(autoshard-autodiff,autoshard-plan{strategy=fsdp world-size=4},autoshard-partition)' | FileCheck %s
+// RUN: shard-opt --strategy=fsdp --world-size=4 %S/Inputs/two-layer-step.mlir | FileCheck %s --check-prefix=GROUPED
 // RUN: shard-opt --strategy=fsdp --world-size=4 %S/Inputs/two-layer-step.mlir | shard-opt > /dev/null
 
 // FSDP: as ZeRO-3, but a transformer block's parameters (h.0.*) are gathered
@@ -18,3 +19,6 @@
 // CHECK: train.softmax_cross_entropy_grad
 // CHECK-NEXT: %[[G1:.*]] = train.all_gather_shards %[[W1]]
 // CHECK-NEXT: train.linear_grad_input %{{.*}}, %[[G1]]
+
+// Grouped: block h.0's parameters arrive in one collective.
+// GROUPED: train.all_gather_shards %{{.*}}, %{{.*}} on @world grid_axes = [0] : tensor<5xf32>, tensor<3xf32> -> tensor<4x5xf32>, tensor<3x4xf32>

@@ -1,4 +1,5 @@
-// RUN: shard-opt --strategy=hybrid --world-size=4 --shard-group-size=2 %S/Inputs/two-layer-step.mlir | FileCheck %s
+// RUN: shard-opt %S/Inputs/two-layer-step.mlir --pass-pipeline='builtin.module(autoshard-autodiff,autoshard-plan{strategy=hybrid world-size=4 shard-group-size=2},autoshard-partition)' | FileCheck %s
+// RUN: shard-opt --strategy=hybrid --world-size=4 --shard-group-size=2 %S/Inputs/two-layer-step.mlir | FileCheck %s --check-prefix=GROUPED
 // RUN: shard-opt --strategy=hybrid --world-size=4 --shard-group-size=2 %S/Inputs/two-layer-step.mlir | shard-opt > /dev/null
 
 // Hybrid sharding on a 2x2 grid: FSDP within each group of 2 ranks (axis 1),
@@ -15,6 +16,11 @@
 // CHECK: train.all_gather_shards %{{.*}} on @world grid_axes = [1] : tensor<10xf32> -> tensor<4x5xf32>
 // CHECK: shard.all_reduce %{{.*}} on @world grid_axes = [0, 1] reduction = average : tensor<f32>
 // CHECK: %[[GS:.*]] = train.reduce_scatter_shards %{{.*}} on @world grid_axes = [1] reduction = average : tensor<3x4xf32> -> tensor<6xf32>
-// CHECK-NEXT: shard.all_reduce %[[GS]] on @world grid_axes = [0] reduction = average : tensor<6xf32>
+// CHECK: shard.all_reduce %[[GS]] on @world grid_axes = [0] reduction = average : tensor<6xf32>
 // CHECK: %[[SS:.*]] = train.sum_of_squares
 // CHECK-NEXT: shard.all_reduce %[[SS]] on @world grid_axes = [1] : tensor<f32>
+
+// Grouped: the reduce-scatters within a group form one bucket, and so do
+// the averages of the shards across groups.
+// GROUPED: train.reduce_scatter_shards %{{.*}}, %{{.*}}, %{{.*}} on @world grid_axes = [1] reduction = average
+// GROUPED: train.all_reduce_bucket %{{.*}}, %{{.*}}, %{{.*}} on @world grid_axes = [0] reduction = average

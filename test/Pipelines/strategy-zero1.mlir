@@ -1,4 +1,5 @@
-// RUN: shard-opt --strategy=zero1 --world-size=2 %S/Inputs/two-layer-step.mlir | FileCheck %s
+// RUN: shard-opt %S/Inputs/two-layer-step.mlir --pass-pipeline='builtin.module(autoshard-autodiff,autoshard-plan{strategy=zero1 world-size=2},autoshard-partition)' | FileCheck %s
+// RUN: shard-opt --strategy=zero1 --world-size=2 %S/Inputs/two-layer-step.mlir | FileCheck %s --check-prefix=GROUPED
 // RUN: shard-opt --strategy=zero1 --world-size=2 %S/Inputs/two-layer-step.mlir | shard-opt > /dev/null
 
 // ZeRO-1: the optimizer states are flat shards (ceil(20/2) = 10, 6 and 2
@@ -24,3 +25,9 @@
 // CHECK-NEXT: %[[NP0:[^,]*]], {{.*}} = train.adamw %[[PS0]], %[[GS0]], %[[M0]],
 // CHECK-NEXT: %[[NW0:.*]] = train.all_gather_shards %[[NP0]] on @world grid_axes = [0] : tensor<10xf32> -> tensor<4x5xf32>
 // CHECK: return %[[NW0]],
+
+// Grouped: one bucket reduce-scatters the three gradients, one bucket
+// gathers the three updated parameters.
+// GROUPED: train.reduce_scatter_shards %{{.*}}, %{{.*}}, %{{.*}} on @world grid_axes = [0] reduction = average : tensor<4x5xf32>, tensor<3x4xf32>, tensor<3xf32> -> tensor<10xf32>, tensor<6xf32>, tensor<2xf32>
+// GROUPED: train.all_gather_shards %{{.*}}, %{{.*}}, %{{.*}} on @world grid_axes = [0] : tensor<10xf32>, tensor<6xf32>, tensor<2xf32> -> tensor<4x5xf32>, tensor<3x4xf32>, tensor<3xf32>
+// GROUPED-NEXT: return

@@ -1,4 +1,5 @@
-// RUN: shard-opt --strategy=zero2 --world-size=2 %S/Inputs/two-layer-step.mlir | FileCheck %s
+// RUN: shard-opt %S/Inputs/two-layer-step.mlir --pass-pipeline='builtin.module(autoshard-autodiff,autoshard-plan{strategy=zero2 world-size=2},autoshard-partition)' | FileCheck %s
+// RUN: shard-opt --strategy=zero2 --world-size=2 %S/Inputs/two-layer-step.mlir | FileCheck %s --check-prefix=GROUPED
 // RUN: shard-opt --strategy=zero2 --world-size=2 %S/Inputs/two-layer-step.mlir | shard-opt > /dev/null
 
 // ZeRO-2: as ZeRO-1, but each gradient is reduce-scattered as soon as the
@@ -15,3 +16,8 @@
 // CHECK: train.shard_of
 // CHECK-NEXT: train.adamw
 // CHECK-NEXT: train.all_gather_shards {{.*}} : tensor<10xf32> -> tensor<4x5xf32>
+
+// Grouped: the three reduce-scatters wait for the last gradient and run as
+// one bucket, in the order the backward pass computed the gradients.
+// GROUPED: train.linear_grad_weight {{.*}} -> tensor<4x5xf32>
+// GROUPED-NEXT: train.reduce_scatter_shards %{{.*}}, %{{.*}}, %{{.*}} {{.*}} : tensor<3x4xf32>, tensor<3xf32>, tensor<4x5xf32> -> tensor<6xf32>, tensor<2xf32>, tensor<10xf32>

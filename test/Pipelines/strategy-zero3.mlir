@@ -1,6 +1,7 @@
-// RUN: shard-opt --strategy=zero3 --world-size=2 %S/Inputs/two-layer-step.mlir | FileCheck %s
+// RUN: shard-opt %S/Inputs/two-layer-step.mlir --pass-pipeline='builtin.module(autoshard-autodiff,autoshard-plan{strategy=zero3 world-size=2},autoshard-partition)' | FileCheck %s
+// RUN: shard-opt --strategy=zero3 --world-size=2 %S/Inputs/two-layer-step.mlir | FileCheck %s --check-prefix=GROUPED
 // RUN: shard-opt --strategy=zero3 --world-size=2 %S/Inputs/two-layer-step.mlir | shard-opt > /dev/null
-// RUN: shard-opt --strategy=zero3 --world-size=2 --reshard-after-forward=false %S/Inputs/two-layer-step.mlir | FileCheck %s --check-prefix=KEEP
+// RUN: shard-opt %S/Inputs/two-layer-step.mlir --pass-pipeline='builtin.module(autoshard-autodiff,autoshard-plan{strategy=zero3 world-size=2 reshard-after-forward=false},autoshard-partition)' | FileCheck %s --check-prefix=KEEP
 
 // ZeRO-3: parameters, gradients and states are shards. Each parameter is
 // gathered right before its first reader in the forward pass, released
@@ -30,3 +31,10 @@
 // KEEP-LABEL: func.func @step
 // KEEP-COUNT-3: train.all_gather_shards
 // KEEP-NOT: train.all_gather_shards
+
+// Grouped: the second layer's weight and bias, gathered at the same point,
+// form one bucket; the backward pass's single gather stays alone.
+// GROUPED: train.all_gather_shards %{{.*}} : tensor<10xf32> -> tensor<4x5xf32>
+// GROUPED: train.all_gather_shards %{{.*}}, %{{.*}} on @world grid_axes = [0] : tensor<6xf32>, tensor<2xf32> -> tensor<3x4xf32>, tensor<3xf32>
+// GROUPED: train.softmax_cross_entropy_grad
+// GROUPED-NEXT: train.all_gather_shards %{{.*}} : tensor<6xf32> -> tensor<3x4xf32>

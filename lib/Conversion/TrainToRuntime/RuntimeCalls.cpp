@@ -600,20 +600,67 @@ LogicalResult emitShardOf(Operation *op, StepEmitter &e) {
   return success();
 }
 
+// asrt_bucket_kind values.
+constexpr int32_t kBucketAllReduce = 0;
+constexpr int32_t kBucketAllGatherShards = 1;
+constexpr int32_t kBucketReduceScatterShards = 2;
+
+/// A collective over the members (send, result) of a group: one call for a
+/// single member, one bucket for several, aliases for a group of one rank
+/// (every such collective is then the identity). `fullOf(i)` is the tensor
+/// whose element count the runtime needs for member i.
+LogicalResult emitMembers(Operation *op, StepEmitter &e, const Group &group,
+                          ValueRange sends, ValueRange results,
+                          function_ref<Value(unsigned)> fullOf,
+                          function_ref<void(Value send, Value out)> single,
+                          int32_t bucketKind,
+                          std::optional<int32_t> reduction) {
+  if (group.size == 1) {
+    for (auto [send, result] : llvm::zip(sends, results))
+      e.alias(result, send);
+    return success();
+  }
+  Value dtype = dtypeOf(e, sends.front());
+  for (Value send : sends.drop_front())
+    if (tensorType(send).getElementType() !=
+        tensorType(sends.front()).getElementType())
+      return op->emitOpError() << "mixes element types in one bucket; the "
+                                  "runtime packs one type per bucket";
+  if (sends.size() == 1) {
+    single(sends.front(), e.output(results.front()));
+    return success();
+  }
+  e.call("asrt_bucket_begin", {e.i32(bucketKind), dtype,
+                               e.i32(reduction.value_or(0)),
+                               e.i32(group.axesMask)});
+  for (auto [i, pair] : llvm::enumerate(llvm::zip(sends, results))) {
+    auto [send, result] = pair;
+    Value out = e.output(result);
+    e.call("asrt_bucket_add",
+           {e.buffer(send), out, e.i64(numElements(fullOf(i)))});
+  }
+  e.call("asrt_bucket_end", {});
+  return success();
+}
+
+/// asrt_reduce_op of a train reduction: sum 0, average 1.
+int32_t runtimeReduction(train::Reduction reduction) {
+  return reduction == train::Reduction::Average ? 1 : 0;
+}
+
 LogicalResult emitAllGatherShards(Operation *op, StepEmitter &e) {
   auto gather = cast<train::AllGatherShardsOp>(op);
   FailureOr<Group> group = shardGroup(gather);
   if (failed(group))
     return failure();
-  if (group->size == 1) {
-    e.alias(gather.getResult(), gather.getInput());
-    return success();
-  }
-  Value out = e.output(gather.getResult());
-  e.call("asrt_all_gather_shards",
-         {dtypeOf(e, gather.getInput()), e.buffer(gather.getInput()), out,
-          e.i64(numElements(gather.getResult())), e.i32(group->axesMask)});
-  return success();
+  auto fullOf = [&](unsigned i) { return gather.getResult(i); };
+  auto single = [&](Value send, Value out) {
+    e.call("asrt_all_gather_shards",
+           {dtypeOf(e, send), e.buffer(send), out,
+            e.i64(numElements(fullOf(0))), e.i32(group->axesMask)});
+  };
+  return emitMembers(op, e, *group, gather.getInputs(), gather.getResults(),
+                     fullOf, single, kBucketAllGatherShards, std::nullopt);
 }
 
 LogicalResult emitReduceScatterShards(Operation *op, StepEmitter &e) {
@@ -621,20 +668,31 @@ LogicalResult emitReduceScatterShards(Operation *op, StepEmitter &e) {
   FailureOr<Group> group = shardGroup(scatter);
   if (failed(group))
     return failure();
-  // Any reduction over one rank is the identity.
-  if (group->size == 1) {
-    e.alias(scatter.getResult(), scatter.getInput());
-    return success();
-  }
-  Value out = e.output(scatter.getResult());
-  // asrt_reduce_op values: sum 0, average 1.
-  int32_t reduction =
-      scatter.getReduction() == train::Reduction::Average ? 1 : 0;
-  e.call("asrt_reduce_scatter_shards",
-         {dtypeOf(e, scatter.getInput()), e.buffer(scatter.getInput()), out,
-          e.i64(numElements(scatter.getInput())), e.i32(reduction),
-          e.i32(group->axesMask)});
-  return success();
+  int32_t reduction = runtimeReduction(scatter.getReduction());
+  auto fullOf = [&](unsigned i) { return scatter.getInputs()[i]; };
+  auto single = [&](Value send, Value out) {
+    e.call("asrt_reduce_scatter_shards",
+           {dtypeOf(e, send), e.buffer(send), out, e.i64(numElements(send)),
+            e.i32(reduction), e.i32(group->axesMask)});
+  };
+  return emitMembers(op, e, *group, scatter.getInputs(), scatter.getResults(),
+                     fullOf, single, kBucketReduceScatterShards, reduction);
+}
+
+LogicalResult emitAllReduceBucket(Operation *op, StepEmitter &e) {
+  auto bucket = cast<train::AllReduceBucketOp>(op);
+  FailureOr<Group> group = shardGroup(bucket);
+  if (failed(group))
+    return failure();
+  int32_t reduction = runtimeReduction(bucket.getReduction());
+  auto fullOf = [&](unsigned i) { return bucket.getInputs()[i]; };
+  auto single = [&](Value send, Value out) {
+    e.call("asrt_all_reduce",
+           {e.buffer(send), out, e.i64(numElements(send)),
+            dtypeOf(e, send), e.i32(reduction), e.i32(group->axesMask)});
+  };
+  return emitMembers(op, e, *group, bucket.getInputs(), bucket.getResults(),
+                     fullOf, single, kBucketAllReduce, reduction);
 }
 
 using Rule = LogicalResult (*)(Operation *, StepEmitter &);
@@ -697,6 +755,7 @@ const llvm::StringMap<Rule> &rules() {
       {train::AllGatherShardsOp::getOperationName(), emitAllGatherShards},
       {train::ReduceScatterShardsOp::getOperationName(),
        emitReduceScatterShards},
+      {train::AllReduceBucketOp::getOperationName(), emitAllReduceBucket},
   };
   return table;
 }

@@ -4,6 +4,7 @@
 #include "autoshard/rt/abi.h"
 #include "core/Expected.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -85,10 +86,19 @@ public:
   /// Waits for every rank of the world.
   virtual void barrier() = 0;
 
+  /// At least `bytes` bytes for packing a bucket (asrt_bucket_end), valid
+  /// until the next call. Grow-only: buckets repeat every step, so after the
+  /// first step packing allocates nothing. One bucket runs at a time per
+  /// Comm (its context holds one open bucket; callers sharing a Comm across
+  /// threads must not run buckets concurrently).
+  void *packBuffer(int64_t bytes);
+
 private:
   int worldRank;
   int worldSize;
   std::vector<int64_t> gridDims;
+  // max_align_t elements: the packed buffer is read as float and int64.
+  std::vector<std::max_align_t> packScratch;
 };
 
 /// Makes runtime errors end the whole MPI job: MPI calls on the world

@@ -1,5 +1,6 @@
 // asrt_context, fatal errors, op timing and the ABI's memory functions.
 #include "core/Context.h"
+#include "core/Bucket.h"
 #include "core/Stats.h"
 
 #include <atomic>
@@ -75,7 +76,8 @@ using autoshard::rt::kAlignment;
 
 asrt_context::asrt_context()
     : stats(std::make_unique<autoshard::rt::Stats>()),
-      allocations(std::make_unique<AllocationTable>()) {}
+      allocations(std::make_unique<AllocationTable>()),
+      bucket(std::make_unique<autoshard::rt::OpenBucket>()) {}
 
 asrt_context::~asrt_context() {
   // Buffers the owner forgot are released here so a context never leaks.

@@ -13,6 +13,7 @@ namespace autoshard::rt {
 class Comm;
 struct Stats;
 struct AllocationTable;
+class OpenBucket;
 
 /// Prints "autoshard runtime error (rank R): <message>" to stderr and ends
 /// the process (and, under MPI, every rank) with a non-zero exit status.
@@ -57,4 +58,7 @@ struct asrt_context {
   /// Live asrt_alloc buffers and their sizes, for asrt_free's accounting and
   /// its check that a pointer came from asrt_alloc.
   std::unique_ptr<autoshard::rt::AllocationTable> allocations;
+  /// asrt_bucket_*'s open bucket. Here rather than in the Comm because a
+  /// context without one still runs buckets, as a group of one.
+  std::unique_ptr<autoshard::rt::OpenBucket> bucket;
 };

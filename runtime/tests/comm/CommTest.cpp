@@ -1,6 +1,7 @@
 // The ABI collectives over MPI on the world and on 2x2 grid groups.
 // Run under mpirun with 1, 2 and 4 ranks; every rank runs every test.
 #include "comm/Comm.h"
+#include "core/Bucket.h"
 #include "core/Context.h"
 #include "core/Dtype.h"
 #include "core/Stats.h"
@@ -11,7 +12,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
+#include <string>
 
 using namespace autoshard::rt;
 
@@ -356,6 +359,232 @@ void checkFlatShardGroup(asrt_context &ctx, const ShardGroup &g, int rank) {
             mixed);
 }
 
+// ---- Buckets: every kind against its single-tensor function ---------------
+
+/// A tensor of any dtype, as bytes, read and written through doubles.
+struct Tensor {
+  asrt_dtype dtype;
+  std::vector<unsigned char> bytes;
+
+  Tensor(asrt_dtype dtype, int64_t count, double fill)
+      : dtype(dtype), bytes(static_cast<size_t>(count * dtypeSize(dtype))) {
+    for (int64_t i = 0; i < count; ++i)
+      set(i, fill);
+  }
+  int64_t size() const {
+    return static_cast<int64_t>(bytes.size()) / dtypeSize(dtype);
+  }
+  void *data() { return bytes.data(); }
+  void set(int64_t i, double v) { storeElement(bytes.data(), dtype, i, v); }
+  double get(int64_t i) const { return loadElement(bytes.data(), dtype, i); }
+};
+
+/// Bit for bit (a -0.0 for +0.0 padding would show), naming the element.
+void expectSameElements(const Tensor &got, const Tensor &want,
+                        const std::string &what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int64_t b = dtypeSize(got.dtype);
+  for (int64_t i = 0; i < got.size(); ++i)
+    EXPECT_TRUE(std::memcmp(&got.bytes[i * b], &want.bytes[i * b], b) == 0)
+        << what << ": element " << i << " is " << got.get(i) << ", expected "
+        << want.get(i);
+}
+
+/// Small integers: sums over up to four ranks and their averages are exact
+/// in bf16 and f32 whatever order MPI combines them in, so bucketed and
+/// single-tensor results can be compared exactly. The value changes with
+/// the rank, the member and the element, so a block taken from the wrong
+/// place shows.
+double bucketValue(int rank, int64_t member, int64_t e) {
+  return 1 + rank + (e * 7 + member * 3) % 29;
+}
+
+/// Member sizes for a group of n: one member, or three of different sizes,
+/// one not divisible by n, one smaller than n (when n > 1) and one
+/// divisible.
+std::vector<std::vector<int64_t>> bucketSizes(int64_t n) {
+  return {{2 * n + 1}, {3 * n + 1, std::max<int64_t>(1, n - 1), 4 * n}};
+}
+
+/// The collective counters, for before-and-after differences.
+struct Counted {
+  int64_t bytes = 0, calls = 0, timed = 0;
+};
+Counted counted(asrt_context &ctx, CollectiveKind kind, const char *timer) {
+  Stats::Snapshot s = ctx.stats->snapshot();
+  Counted c;
+  c.bytes = s.collectives[static_cast<int>(kind)].bytesSent;
+  c.calls = s.collectives[static_cast<int>(kind)].calls;
+  auto it = s.ops.find(timer);
+  c.timed = it == s.ops.end() ? 0 : it->second.calls;
+  return c;
+}
+
+/// Checks the counters of one bucket against the members' single-tensor
+/// calls: the same bytes (and the formula's), one collective call instead
+/// of one per member, and one timed bucket op.
+void expectBucketCounted(const Counted &before, const Counted &singles,
+                         const Counted &bucketed, int64_t expectedBytes,
+                         size_t members, const std::string &what) {
+  EXPECT_EQ(singles.bytes - before.bytes, expectedBytes) << what;
+  EXPECT_EQ(bucketed.bytes - singles.bytes, singles.bytes - before.bytes)
+      << what << ": a bucket sends what its members would";
+  EXPECT_EQ(singles.calls - before.calls, static_cast<int64_t>(members))
+      << what;
+  EXPECT_EQ(bucketed.calls - singles.calls, 1) << what;
+  EXPECT_EQ(bucketed.timed - singles.timed, 1) << what;
+}
+
+std::string bucketCaseName(const char *kind, asrt_dtype dtype,
+                           asrt_reduce_op op, const std::vector<int64_t> &sizes,
+                           int32_t mask) {
+  std::string name = std::string(kind) + " " + dtypeName(dtype) + " " +
+                     reduceOpName(op) + " mask " + std::to_string(mask) +
+                     " sizes";
+  for (int64_t s : sizes)
+    name += " " + std::to_string(s);
+  return name;
+}
+
+/// ALL_REDUCE: equal to asrt_all_reduce per member, out of place and in
+/// place, writing nothing past numel.
+void checkAllReduceBucket(asrt_context &ctx, const ShardGroup &g, int rank,
+                          asrt_dtype dtype, asrt_reduce_op op,
+                          const std::vector<int64_t> &sizes) {
+  std::string what = bucketCaseName("all_reduce", dtype, op, sizes, g.mask);
+  std::vector<Tensor> send, want, got, inPlace;
+  for (size_t m = 0; m < sizes.size(); ++m) {
+    send.emplace_back(dtype, sizes[m], 0.0);
+    for (int64_t e = 0; e < sizes[m]; ++e)
+      send[m].set(e, bucketValue(rank, m, e));
+    want.emplace_back(dtype, sizes[m] + 1, kGuard);
+    got.emplace_back(dtype, sizes[m] + 1, kGuard);
+    inPlace.push_back(send[m]);
+    inPlace[m].bytes.resize((sizes[m] + 1) * dtypeSize(dtype));
+    inPlace[m].set(sizes[m], kGuard);
+  }
+  const char *timer = "bucket_all_reduce";
+  Counted before = counted(ctx, CollectiveKind::AllReduce, timer);
+  int64_t expectedBytes = 0;
+  for (size_t m = 0; m < sizes.size(); ++m) {
+    asrt_all_reduce(&ctx, send[m].data(), want[m].data(), sizes[m], dtype, op,
+                    g.mask);
+    expectedBytes += ringBytes(true, sizes[m], g.n(), dtypeSize(dtype));
+  }
+  Counted singles = counted(ctx, CollectiveKind::AllReduce, timer);
+  asrt_bucket_begin(&ctx, ASRT_BUCKET_ALL_REDUCE, dtype, op, g.mask);
+  for (size_t m = 0; m < sizes.size(); ++m)
+    asrt_bucket_add(&ctx, send[m].data(), got[m].data(), sizes[m]);
+  asrt_bucket_end(&ctx);
+  Counted bucketed = counted(ctx, CollectiveKind::AllReduce, timer);
+  expectBucketCounted(before, singles, bucketed, expectedBytes, sizes.size(),
+                      what);
+
+  asrt_bucket_begin(&ctx, ASRT_BUCKET_ALL_REDUCE, dtype, op, g.mask);
+  for (size_t m = 0; m < sizes.size(); ++m)
+    asrt_bucket_add(&ctx, inPlace[m].data(), inPlace[m].data(), sizes[m]);
+  asrt_bucket_end(&ctx);
+  for (size_t m = 0; m < sizes.size(); ++m) {
+    expectSameElements(got[m], want[m], what + " member " + std::to_string(m));
+    expectSameElements(inPlace[m], want[m],
+                       what + " in place, member " + std::to_string(m));
+  }
+}
+
+/// REDUCE_SCATTER_SHARDS: equal to asrt_reduce_scatter_shards per member
+/// (over the same garbage in recv, so the zero padding is checked), writing
+/// nothing past k.
+void checkReduceScatterBucket(asrt_context &ctx, const ShardGroup &g, int rank,
+                              asrt_dtype dtype, asrt_reduce_op op,
+                              const std::vector<int64_t> &sizes) {
+  std::string what =
+      bucketCaseName("reduce_scatter_shards", dtype, op, sizes, g.mask);
+  std::vector<Tensor> send, want, got;
+  for (size_t m = 0; m < sizes.size(); ++m) {
+    int64_t k = shardChunk(sizes[m], g.n());
+    send.emplace_back(dtype, sizes[m], 0.0);
+    for (int64_t e = 0; e < sizes[m]; ++e)
+      send[m].set(e, bucketValue(rank, m, e));
+    want.emplace_back(dtype, k + 1, kGuard);
+    got.emplace_back(dtype, k + 1, kGuard);
+  }
+  const char *timer = "bucket_reduce_scatter_shards";
+  Counted before = counted(ctx, CollectiveKind::ReduceScatter, timer);
+  int64_t expectedBytes = 0;
+  for (size_t m = 0; m < sizes.size(); ++m) {
+    asrt_reduce_scatter_shards(&ctx, dtype, send[m].data(), want[m].data(),
+                               sizes[m], op, g.mask);
+    expectedBytes += ringBytes(false, sizes[m], g.n(), dtypeSize(dtype));
+  }
+  Counted singles = counted(ctx, CollectiveKind::ReduceScatter, timer);
+  asrt_bucket_begin(&ctx, ASRT_BUCKET_REDUCE_SCATTER_SHARDS, dtype, op, g.mask);
+  for (size_t m = 0; m < sizes.size(); ++m)
+    asrt_bucket_add(&ctx, send[m].data(), got[m].data(), sizes[m]);
+  asrt_bucket_end(&ctx);
+  Counted bucketed = counted(ctx, CollectiveKind::ReduceScatter, timer);
+  expectBucketCounted(before, singles, bucketed, expectedBytes, sizes.size(),
+                      what);
+  for (size_t m = 0; m < sizes.size(); ++m)
+    expectSameElements(got[m], want[m], what + " member " + std::to_string(m));
+}
+
+/// ALL_GATHER_SHARDS: equal to asrt_all_gather_shards per member, from
+/// shards whose padding holds garbage that must not arrive, writing
+/// nothing past numel. The reduce_op is ignored (it is AVG here).
+void checkAllGatherBucket(asrt_context &ctx, const ShardGroup &g,
+                          asrt_dtype dtype, const std::vector<int64_t> &sizes) {
+  std::string what = bucketCaseName("all_gather_shards", dtype, ASRT_REDUCE_AVG,
+                                    sizes, g.mask);
+  std::vector<Tensor> shard, want, got;
+  for (size_t m = 0; m < sizes.size(); ++m) {
+    int64_t k = shardChunk(sizes[m], g.n());
+    shard.emplace_back(dtype, k, 77.0);
+    for (int64_t j = 0; j < shardValid(sizes[m], g.n(), g.me); ++j)
+      shard[m].set(j, bucketValue(g.members[g.me], m, g.me * k + j));
+    want.emplace_back(dtype, sizes[m] + 1, kGuard);
+    got.emplace_back(dtype, sizes[m] + 1, kGuard);
+  }
+  const char *timer = "bucket_all_gather_shards";
+  Counted before = counted(ctx, CollectiveKind::AllGather, timer);
+  int64_t expectedBytes = 0;
+  for (size_t m = 0; m < sizes.size(); ++m) {
+    asrt_all_gather_shards(&ctx, dtype, shard[m].data(), want[m].data(),
+                           sizes[m], g.mask);
+    expectedBytes += ringBytes(false, sizes[m], g.n(), dtypeSize(dtype));
+  }
+  Counted singles = counted(ctx, CollectiveKind::AllGather, timer);
+  asrt_bucket_begin(&ctx, ASRT_BUCKET_ALL_GATHER_SHARDS, dtype, ASRT_REDUCE_AVG,
+                    g.mask);
+  for (size_t m = 0; m < sizes.size(); ++m)
+    asrt_bucket_add(&ctx, shard[m].data(), got[m].data(), sizes[m]);
+  asrt_bucket_end(&ctx);
+  Counted bucketed = counted(ctx, CollectiveKind::AllGather, timer);
+  expectBucketCounted(before, singles, bucketed, expectedBytes, sizes.size(),
+                      what);
+  for (size_t m = 0; m < sizes.size(); ++m) {
+    expectSameElements(got[m], want[m], what + " member " + std::to_string(m));
+    // Independently of the single-tensor function: member r's elements.
+    int64_t k = shardChunk(sizes[m], g.n());
+    for (int64_t e = 0; e < sizes[m]; ++e)
+      EXPECT_EQ(got[m].get(e), bucketValue(g.members[e / k], m, e))
+          << what << " member " << m << " e " << e;
+  }
+}
+
+/// Every bucket kind on one group: f32 and bf16, SUM and AVG, one member
+/// and three.
+void checkBucketsOnGroup(asrt_context &ctx, const ShardGroup &g, int rank) {
+  for (asrt_dtype dtype : {ASRT_DTYPE_F32, ASRT_DTYPE_BF16}) {
+    for (const std::vector<int64_t> &sizes : bucketSizes(g.n())) {
+      for (asrt_reduce_op op : {ASRT_REDUCE_SUM, ASRT_REDUCE_AVG}) {
+        checkAllReduceBucket(ctx, g, rank, dtype, op, sizes);
+        checkReduceScatterBucket(ctx, g, rank, dtype, op, sizes);
+      }
+      checkAllGatherBucket(ctx, g, dtype, sizes);
+    }
+  }
+}
+
 // ---- The grid (pure) --------------------------------------------------------
 
 TEST(GridTest, CoordinatesAreRowMajor) {
@@ -412,6 +641,107 @@ TEST(GridTest, MasksNamingMissingAxesAreRejected) {
   EXPECT_FALSE(checkGridMask(-1, {4}).ok());
 }
 
+// ---- Buckets: bookkeeping (pure) -------------------------------------------
+
+TEST(OpenBucketTest, MembersKeepTheirShardBoundaries) {
+  OpenBucket b;
+  float x[16];
+  ASSERT_TRUE(b.begin(ASRT_BUCKET_REDUCE_SCATTER_SHARDS, ASRT_DTYPE_BF16,
+                      ASRT_REDUCE_AVG, 1, 4)
+                  .ok());
+  // 13 elements over 4 ranks: k = 4; 3: k = 1 (one rank holds padding
+  // only); 16: k = 4; an empty member takes no room.
+  for (int64_t numel : {13, 3, 16, 0})
+    ASSERT_TRUE(b.add(x, x, numel).ok());
+  ASSERT_EQ(b.members().size(), 4u);
+  const int64_t chunks[] = {4, 1, 4, 0}, offsets[] = {0, 4, 5, 9};
+  for (size_t m = 0; m < 4; ++m) {
+    EXPECT_EQ(b.members()[m].chunk, chunks[m]) << m;
+    EXPECT_EQ(b.members()[m].chunkOffset, offsets[m]) << m;
+  }
+  EXPECT_EQ(b.totalChunk(), 9);
+  ASSERT_TRUE(b.close().ok());
+  // Closed, the members stay readable for the collective.
+  EXPECT_FALSE(b.isOpen());
+  EXPECT_EQ(b.kind(), ASRT_BUCKET_REDUCE_SCATTER_SHARDS);
+  EXPECT_EQ(b.dtype(), ASRT_DTYPE_BF16);
+  EXPECT_EQ(b.reduceOp(), ASRT_REDUCE_AVG);
+  EXPECT_EQ(b.groupSize(), 4);
+  EXPECT_EQ(b.members().size(), 4u);
+  // The next bucket starts empty, on its own group.
+  ASSERT_TRUE(
+      b.begin(ASRT_BUCKET_ALL_REDUCE, ASRT_DTYPE_F32, ASRT_REDUCE_SUM, 0, 1)
+          .ok());
+  EXPECT_TRUE(b.members().empty());
+  EXPECT_EQ(b.totalChunk(), 0);
+  ASSERT_TRUE(b.add(x, x, 13).ok());
+  EXPECT_EQ(b.members()[0].chunk, 13);
+  EXPECT_EQ(b.totalChunk(), 13);
+}
+
+TEST(OpenBucketTest, GatherIgnoresTheReduction) {
+  // asrt_all_gather_shards has no reduce_op, so any value passes, and f16
+  // moves as raw words.
+  OpenBucket b;
+  EXPECT_TRUE(
+      b.begin(ASRT_BUCKET_ALL_GATHER_SHARDS, ASRT_DTYPE_F16, 42, 1, 2).ok());
+}
+
+TEST(OpenBucketTest, MisuseIsAnError) {
+  float x = 0;
+  auto message = [](const Status &s) { return s.ok() ? "ok" : s.message(); };
+  OpenBucket b;
+  EXPECT_EQ(message(b.add(&x, &x, 1)),
+            "no bucket is open; call asrt_bucket_begin before adding tensors");
+  EXPECT_EQ(message(b.close()), "no bucket is open; asrt_bucket_end closes "
+                                "the bucket asrt_bucket_begin opened");
+  EXPECT_EQ(message(b.begin(3, ASRT_DTYPE_F32, ASRT_REDUCE_SUM, 1, 2)),
+            "kind 3 is not an asrt_bucket_kind; expected 0 (all_reduce), 1 "
+            "(all_gather_shards) or 2 (reduce_scatter_shards)");
+  EXPECT_EQ(message(b.begin(ASRT_BUCKET_ALL_GATHER_SHARDS, 9, 0, 1, 2)),
+            "dtype 9 is not an asrt_dtype; expected 0..5 (f32, i32, bf16, "
+            "f16, i64, u16)");
+  EXPECT_EQ(message(b.begin(ASRT_BUCKET_ALL_REDUCE, ASRT_DTYPE_I32,
+                            ASRT_REDUCE_AVG, 1, 2)),
+            "all_reduce bucket: avg of i32 would truncate; average only f32 "
+            "or bf16 (or use sum)");
+  EXPECT_EQ(message(b.begin(ASRT_BUCKET_REDUCE_SCATTER_SHARDS, ASRT_DTYPE_F16,
+                            ASRT_REDUCE_SUM, 1, 2)),
+            "reduce_scatter_shards bucket: reductions of f16 are not "
+            "supported; reduce f32, i32, i64 or bf16");
+  EXPECT_EQ(message(b.begin(ASRT_BUCKET_ALL_REDUCE, ASRT_DTYPE_F32, 7, 1, 2)),
+            "all_reduce bucket: reduce_op 7 is not an asrt_reduce_op; "
+            "expected 0 (sum), 1 (avg), 2 (max) or 3 (min)");
+  EXPECT_FALSE(b.isOpen()) << "a refused begin opens nothing";
+
+  ASSERT_TRUE(
+      b.begin(ASRT_BUCKET_ALL_REDUCE, ASRT_DTYPE_BF16, ASRT_REDUCE_SUM, 1, 2)
+          .ok());
+  EXPECT_EQ(message(b.close()),
+            "the open all_reduce bucket (bf16 over grid_axes_mask 1, 0 "
+            "members) is empty; add at least one tensor with asrt_bucket_add "
+            "before asrt_bucket_end");
+  EXPECT_TRUE(b.isOpen()) << "a refused close leaves the bucket open";
+  EXPECT_EQ(message(b.add(&x, &x, -2)),
+            "member 0 of the open all_reduce bucket (bf16 over grid_axes_mask "
+            "1, 0 members): numel -2 is negative; expected 0 or more "
+            "elements");
+  EXPECT_EQ(message(b.add(&x, nullptr, 5)),
+            "member 0 of the open all_reduce bucket (bf16 over grid_axes_mask "
+            "1, 0 members): receive buffer is null for 5 elements");
+  EXPECT_TRUE(b.add(nullptr, nullptr, 0).ok()) << "empty members need no "
+                                                  "buffers";
+  EXPECT_EQ(message(b.add(nullptr, &x, 1)),
+            "member 1 of the open all_reduce bucket (bf16 over grid_axes_mask "
+            "1, 1 member): send buffer is null for 1 elements");
+  EXPECT_EQ(message(b.begin(ASRT_BUCKET_ALL_GATHER_SHARDS, ASRT_DTYPE_F32,
+                            ASRT_REDUCE_SUM, 2, 2)),
+            "a bucket is already open: the open all_reduce bucket (bf16 over "
+            "grid_axes_mask 1, 1 member); end it with asrt_bucket_end before "
+            "beginning another");
+  EXPECT_EQ(b.kind(), ASRT_BUCKET_ALL_REDUCE) << "the open bucket survives";
+}
+
 // ---- Without a Comm: a group of one
 // -------------------------------------------
 
@@ -462,6 +792,99 @@ TEST(NoCommTest, FlatShardsAreAGroupOfOne) {
   EXPECT_EQ(s.ops.at("shard_of").calls, 1);
   EXPECT_EQ(s.ops.at("all_gather_shards").calls, 2);
   EXPECT_EQ(s.ops.at("reduce_scatter_shards").calls, 1);
+}
+
+TEST(NoCommTest, BucketsCopy) {
+  // Without a Comm every group is this rank alone: each member's result is
+  // its input, the counters count one call of 0 bytes per bucket.
+  asrt_context ctx;
+  float a[3] = {1, 2, 3}, b[1] = {4};
+  float ra[4] = {0, 0, 0, kGuard}, rb[2] = {0, kGuard};
+  for (int32_t kind : {ASRT_BUCKET_ALL_REDUCE, ASRT_BUCKET_ALL_GATHER_SHARDS,
+                       ASRT_BUCKET_REDUCE_SCATTER_SHARDS}) {
+    std::fill(ra, ra + 3, 0.0f);
+    rb[0] = 0;
+    asrt_bucket_begin(&ctx, kind, ASRT_DTYPE_F32, ASRT_REDUCE_AVG, 1);
+    asrt_bucket_add(&ctx, a, ra, 3);
+    asrt_bucket_add(&ctx, nullptr, nullptr, 0);
+    asrt_bucket_add(&ctx, b, rb, 1);
+    asrt_bucket_end(&ctx);
+    EXPECT_EQ(std::vector<float>(ra, ra + 4),
+              (std::vector<float>{1, 2, 3, kGuard}))
+        << bucketKindName(kind);
+    EXPECT_EQ(std::vector<float>(rb, rb + 2), (std::vector<float>{4, kGuard}))
+        << bucketKindName(kind);
+  }
+  // In place.
+  asrt_bucket_begin(&ctx, ASRT_BUCKET_ALL_REDUCE, ASRT_DTYPE_F32,
+                    ASRT_REDUCE_SUM, 1);
+  asrt_bucket_add(&ctx, a, a, 3);
+  asrt_bucket_end(&ctx);
+  EXPECT_EQ(a[2], 3.0f);
+  Stats::Snapshot s = ctx.stats->snapshot();
+  EXPECT_EQ(s.collectives[int(CollectiveKind::AllReduce)].calls, 2);
+  EXPECT_EQ(s.collectives[int(CollectiveKind::AllGather)].calls, 1);
+  EXPECT_EQ(s.collectives[int(CollectiveKind::ReduceScatter)].calls, 1);
+  for (const CollectiveStats &c : s.collectives)
+    EXPECT_EQ(c.bytesSent, 0);
+  EXPECT_EQ(s.ops.at("bucket_all_reduce").calls, 2);
+  EXPECT_EQ(s.ops.at("bucket_all_gather_shards").calls, 1);
+  EXPECT_EQ(s.ops.at("bucket_reduce_scatter_shards").calls, 1);
+}
+
+/// Runs `misuse` in a forked child that must die with `message`. Death
+/// tests and MPI mix only this way: "fast" (fork) style, since the
+/// "threadsafe" style re-executes the binary, whose MPI_Init would join the
+/// job as a second copy of this rank; and without the MPI abort hook in
+/// the child, whose MPI_Abort would end the whole job instead of the
+/// child. The child touches no MPI.
+#define EXPECT_FATAL_WITHOUT_MPI(misuse, message)                              \
+  do {                                                                         \
+    GTEST_FLAG_SET(death_test_style, "fast");                                  \
+    EXPECT_DEATH(                                                              \
+        {                                                                      \
+          setFatalAbortHook(nullptr);                                          \
+          misuse;                                                              \
+        },                                                                     \
+        message);                                                              \
+  } while (0)
+
+TEST(NoCommDeathTest, BucketMisuseIsFatal) {
+  asrt_context ctx;
+  float x = 0;
+  EXPECT_FATAL_WITHOUT_MPI(asrt_bucket_add(&ctx, &x, &x, 1),
+                           "asrt_bucket_add: no bucket is open");
+  EXPECT_FATAL_WITHOUT_MPI(asrt_bucket_end(&ctx),
+                           "asrt_bucket_end: no bucket is open");
+  EXPECT_FATAL_WITHOUT_MPI(
+      {
+        asrt_bucket_begin(&ctx, ASRT_BUCKET_ALL_REDUCE, ASRT_DTYPE_F32,
+                          ASRT_REDUCE_SUM, 1);
+        asrt_bucket_begin(&ctx, ASRT_BUCKET_ALL_REDUCE, ASRT_DTYPE_F32,
+                          ASRT_REDUCE_SUM, 1);
+      },
+      "asrt_bucket_begin: a bucket is already open");
+  EXPECT_FATAL_WITHOUT_MPI(
+      {
+        asrt_bucket_begin(&ctx, ASRT_BUCKET_ALL_GATHER_SHARDS, ASRT_DTYPE_F32,
+                          ASRT_REDUCE_SUM, 1);
+        asrt_bucket_end(&ctx);
+      },
+      "asrt_bucket_end: the open all_gather_shards bucket .* is empty");
+  EXPECT_FATAL_WITHOUT_MPI(
+      asrt_bucket_begin(&ctx, ASRT_BUCKET_REDUCE_SCATTER_SHARDS, ASRT_DTYPE_I64,
+                        ASRT_REDUCE_AVG, 1),
+      "asrt_bucket_begin: reduce_scatter_shards bucket: avg of i64 would "
+      "truncate");
+  EXPECT_FATAL_WITHOUT_MPI(
+      asrt_bucket_begin(&ctx, 5, ASRT_DTYPE_F32, ASRT_REDUCE_SUM, 1),
+      "asrt_bucket_begin: kind 5 is not an asrt_bucket_kind");
+  EXPECT_FATAL_WITHOUT_MPI(
+      asrt_bucket_begin(nullptr, 0, ASRT_DTYPE_F32, ASRT_REDUCE_SUM, 1),
+      "asrt_bucket_begin: context is null");
+  // The parent's context never opened a bucket: the misuse stayed in the
+  // children.
+  EXPECT_FALSE(ctx.bucket->isOpen());
 }
 
 // ---- On the world
@@ -674,6 +1097,60 @@ TEST_F(WorldTest, MaskZeroIsAGroupOfOne) {
   EXPECT_EQ(comm->groupRanks(0), std::vector<int>{rank});
 }
 
+TEST_F(WorldTest, Buckets) {
+  ShardGroup g;
+  g.mask = 1;
+  for (int r = 0; r < n; ++r)
+    g.members.push_back(r);
+  g.me = rank;
+  checkBucketsOnGroup(ctx, g, rank);
+}
+
+TEST_F(WorldTest, BucketOverMaskZeroCopies) {
+  float a[2] = {1, static_cast<float>(rank)}, ra[2] = {0, 0};
+  asrt_bucket_begin(&ctx, ASRT_BUCKET_REDUCE_SCATTER_SHARDS, ASRT_DTYPE_F32,
+                    ASRT_REDUCE_SUM, 0);
+  asrt_bucket_add(&ctx, a, ra, 2);
+  asrt_bucket_end(&ctx);
+  EXPECT_EQ(ra[1], static_cast<float>(rank));
+  EXPECT_EQ(bytes(CollectiveKind::ReduceScatter), 0);
+}
+
+TEST_F(WorldTest, BucketOfEmptyMembersSendsNothing) {
+  // Every rank adds the same empty members and skips the collective.
+  asrt_bucket_begin(&ctx, ASRT_BUCKET_ALL_GATHER_SHARDS, ASRT_DTYPE_F32,
+                    ASRT_REDUCE_SUM, 1);
+  asrt_bucket_add(&ctx, nullptr, nullptr, 0);
+  asrt_bucket_end(&ctx);
+  EXPECT_EQ(bytes(CollectiveKind::AllGather), 0);
+  EXPECT_EQ(
+      ctx.stats->snapshot().collectives[int(CollectiveKind::AllGather)].calls,
+      1);
+}
+
+TEST_F(WorldTest, PackBufferOnlyGrows) {
+  // Steady-state steps reuse the buffer: a request no larger than the
+  // largest so far returns the same memory.
+  void *first = comm->packBuffer(1000);
+  EXPECT_EQ(comm->packBuffer(10), first);
+  EXPECT_EQ(comm->packBuffer(1000), first);
+  void *larger = comm->packBuffer(100000);
+  EXPECT_EQ(comm->packBuffer(1000), larger);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(larger) % alignof(std::max_align_t),
+            0u);
+}
+
+// gtest runs *DeathTest suites first; the fixture is WorldTest's.
+using WorldDeathTest = WorldTest;
+
+TEST_F(WorldDeathTest, BucketMaskOutsideTheGridIsFatal) {
+  EXPECT_FATAL_WITHOUT_MPI(asrt_bucket_begin(&ctx, ASRT_BUCKET_ALL_REDUCE,
+                                             ASRT_DTYPE_F32, ASRT_REDUCE_SUM,
+                                             2),
+                           "asrt_bucket_begin: grid_axes_mask 2 names an axis "
+                           "the grid");
+}
+
 // ---- On a 2x2 grid
 // --------------------------------------------------------------
 
@@ -752,6 +1229,16 @@ TEST_F(Grid2x2Test, FlatShardsWithinAGroup) {
   all.members = {0, 1, 2, 3};
   all.me = rank;
   checkFlatShardGroup(ctx, all, rank);
+}
+
+TEST_F(Grid2x2Test, BucketsWithinAGroup) {
+  for (int32_t mask : {1, 2}) {
+    ShardGroup g;
+    g.mask = mask;
+    g.members = comm->groupRanks(mask);
+    g.me = mask == 1 ? rank / 2 : rank % 2;
+    checkBucketsOnGroup(ctx, g, rank);
+  }
 }
 
 /// Prints failures of ranks other than 0, whose normal output is silenced,

@@ -852,3 +852,39 @@ func.func @f(%x: tensor<3x5xf32>) {
   %s = train.shard_of %x on @grid grid_axes = [0] : tensor<3x5xf32> -> tensor<8xf32>
   return
 }
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @f(%a: tensor<4xf32>, %b: tensor<2xbf16>) {
+  // expected-error@+1 {{operand #1 has element type 'bf16' but operand #0 has 'f32'; one collective moves one element type}}
+  %x, %y = train.all_reduce_bucket %a, %b on @world grid_axes = [0] reduction = sum : tensor<4xf32>, tensor<2xbf16> -> tensor<4xf32>, tensor<2xbf16>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @f(%a: tensor<4xf32>) {
+  // expected-error@+1 {{needs at least one operand and a result of each operand's type}}
+  %x = train.all_reduce_bucket %a on @world grid_axes = [0] reduction = sum : tensor<4xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @f(%a: tensor<4xf32>, %b: tensor<2xbf16>) {
+  // expected-error@+1 {{operand #1 has element type 'bf16' but operand #0 has 'f32'; one collective moves one element type}}
+  %x, %y = train.reduce_scatter_shards %a, %b on @world grid_axes = [0] reduction = sum : tensor<4xf32>, tensor<2xbf16> -> tensor<2xf32>, tensor<1xbf16>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @f(%a: tensor<2xf32>) {
+  // expected-error@+1 {{needs one result per operand, and at least one of each; got 1 and 2}}
+  %x, %y = train.all_gather_shards %a on @world grid_axes = [0] : tensor<2xf32> -> tensor<4xf32>, tensor<4xf32>
+  return
+}

@@ -164,3 +164,18 @@ func.func @accumulation_ops(%x: tensor<8x64xi32>, %l: tensor<f32>) {
 func.func private @accumulating_step() -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
     attributes {train.step, train.micro_batches = 4 : i64,
                 train.optimizer = #train.sgd<lr = 0.1, momentum = 0.0, weight_decay = 0.0>}
+
+shard.grid @grid4(shape = 4)
+
+// CHECK-LABEL: func.func @collectives
+func.func @collectives(%w: tensor<3x5xf32>, %b: tensor<3xf32>, %s: tensor<4xf32>, %t: tensor<1xf32>) {
+  // CHECK: train.shard_of %{{.*}} on @grid4 grid_axes = [0] : tensor<3x5xf32> -> tensor<4xf32>
+  %ws = train.shard_of %w on @grid4 grid_axes = [0] : tensor<3x5xf32> -> tensor<4xf32>
+  // CHECK: train.all_gather_shards %{{.*}}, %{{.*}} on @grid4 grid_axes = [0] : tensor<4xf32>, tensor<1xf32> -> tensor<3x5xf32>, tensor<3xf32>
+  %wf, %bf = train.all_gather_shards %s, %t on @grid4 grid_axes = [0] : tensor<4xf32>, tensor<1xf32> -> tensor<3x5xf32>, tensor<3xf32>
+  // CHECK: train.reduce_scatter_shards %{{.*}}, %{{.*}} on @grid4 grid_axes = [0] reduction = average : tensor<3x5xf32>, tensor<3xf32> -> tensor<4xf32>, tensor<1xf32>
+  %gs, %gt = train.reduce_scatter_shards %w, %b on @grid4 grid_axes = [0] reduction = average : tensor<3x5xf32>, tensor<3xf32> -> tensor<4xf32>, tensor<1xf32>
+  // CHECK: train.all_reduce_bucket %{{.*}}, %{{.*}} on @grid4 grid_axes = [0] reduction = sum : tensor<3x5xf32>, tensor<3xf32> -> tensor<3x5xf32>, tensor<3xf32>
+  %rw, %rb = train.all_reduce_bucket %w, %b on @grid4 grid_axes = [0] reduction = sum : tensor<3x5xf32>, tensor<3xf32> -> tensor<3x5xf32>, tensor<3xf32>
+  return
+}

@@ -774,21 +774,44 @@ static LogicalResult checkShardPair(Operation *op, RankedTensorType full,
   return success();
 }
 
+/// The group a flat-shard collective spans, checked against its grid.
 template <typename OpT>
-static LogicalResult verifyShardOp(OpT op, SymbolTableCollection &symbols,
-                                   bool inputIsFull) {
+static FailureOr<int64_t> verifyGroup(OpT op, SymbolTableCollection &symbols) {
   auto grid = symbols.lookupNearestSymbolFrom<shard::GridOp>(
       op, op.getGridAttr());
   if (!grid)
     return op.emitOpError() << "refers to " << op.getGridAttr()
                             << ", which is not a shard.grid";
-  FailureOr<int64_t> n = groupSize(op, grid, op.getGridAxes());
-  if (failed(n))
-    return failure();
-  auto input = cast<RankedTensorType>(op.getInput().getType());
-  auto result = cast<RankedTensorType>(op.getResult().getType());
-  return inputIsFull ? checkShardPair(op, input, result, *n)
-                     : checkShardPair(op, result, input, *n);
+  return groupSize(op, grid, op.getGridAxes());
+}
+
+/// Checks each (full, shard) pair of a bucket: `fulls[i]` against
+/// `shards[i]`.
+/// A bucket is one collective of one element type.
+static LogicalResult checkOneElementType(Operation *op, TypeRange types) {
+  Type first = cast<RankedTensorType>(types.front()).getElementType();
+  for (auto [i, type] : llvm::enumerate(types))
+    if (cast<RankedTensorType>(type).getElementType() != first)
+      return op->emitOpError()
+             << "operand #" << i << " has element type "
+             << cast<RankedTensorType>(type).getElementType()
+             << " but operand #0 has " << first
+             << "; one collective moves one element type";
+  return success();
+}
+
+static LogicalResult checkShardPairs(Operation *op, TypeRange fulls,
+                                     TypeRange shards, int64_t n) {
+  if (fulls.empty() || fulls.size() != shards.size())
+    return op->emitOpError() << "needs one result per operand, and at least "
+                                "one of each; got "
+                             << op->getNumOperands() << " and "
+                             << op->getNumResults();
+  for (auto [full, shard] : llvm::zip(fulls, shards))
+    if (failed(checkShardPair(op, cast<RankedTensorType>(full),
+                              cast<RankedTensorType>(shard), n)))
+      return failure();
+  return checkOneElementType(op, shards);
 }
 
 template <typename OpT>
@@ -802,30 +825,49 @@ static int64_t groupSizeOf(OpT op) {
 }
 
 LogicalResult ShardOfOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  return verifyShardOp(*this, symbols, /*inputIsFull=*/true);
+  FailureOr<int64_t> n = verifyGroup(*this, symbols);
+  if (failed(n))
+    return failure();
+  return checkShardPair(*this, getInput().getType(), getResult().getType(),
+                        *n);
 }
 int64_t ShardOfOp::getGroupSize() { return groupSizeOf(*this); }
-int64_t ShardOfOp::getShardSize() {
-  return getResult().getType().getDimSize(0);
-}
 
 LogicalResult
 AllGatherShardsOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  return verifyShardOp(*this, symbols, /*inputIsFull=*/false);
+  FailureOr<int64_t> n = verifyGroup(*this, symbols);
+  if (failed(n))
+    return failure();
+  return checkShardPairs(*this, getResultTypes(), getInputs().getTypes(), *n);
 }
 int64_t AllGatherShardsOp::getGroupSize() { return groupSizeOf(*this); }
-int64_t AllGatherShardsOp::getShardSize() {
-  return getInput().getType().getDimSize(0);
-}
 
 LogicalResult
 ReduceScatterShardsOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  return verifyShardOp(*this, symbols, /*inputIsFull=*/true);
+  FailureOr<int64_t> n = verifyGroup(*this, symbols);
+  if (failed(n))
+    return failure();
+  return checkShardPairs(*this, getInputs().getTypes(), getResultTypes(), *n);
 }
 int64_t ReduceScatterShardsOp::getGroupSize() { return groupSizeOf(*this); }
-int64_t ReduceScatterShardsOp::getShardSize() {
-  return getResult().getType().getDimSize(0);
+
+void AllReduceBucketOp::build(OpBuilder &b, OperationState &state,
+                              ValueRange inputs, StringRef grid,
+                              ArrayRef<int16_t> gridAxes,
+                              Reduction reduction) {
+  build(b, state, inputs.getTypes(), inputs, grid, gridAxes, reduction);
 }
+
+LogicalResult
+AllReduceBucketOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  if (failed(verifyGroup(*this, symbols)))
+    return failure();
+  if (getInputs().empty() || getInputs().getTypes() != getResultTypes())
+    return emitOpError() << "needs at least one operand and a result of each "
+                            "operand's type";
+  return checkOneElementType(*this, getInputs().getTypes());
+}
+int64_t AllReduceBucketOp::getGroupSize() { return groupSizeOf(*this); }
 
 //===----------------------------------------------------------------------===//
 // Optimizers

@@ -208,13 +208,19 @@ Partitioner::reduceGradients(ArrayRef<OptimizerOpInterface> optimizers) {
       reduction = reduced.getDefiningOp();
     } else {
       auto scatter = ReduceScatterShardsOp::create(
-          b, grad.getLoc(), shardType(grad.getType(), grid.shardGroupSize),
-          grad, gridName(), shardAxesAttr(), Reduction::Average);
+          b, grad.getLoc(),
+          TypeRange{shardType(grad.getType(), grid.shardGroupSize)},
+          ValueRange{grad}, gridName(), shardAxesAttr(), Reduction::Average);
       reduction = scatter;
-      reduced = scatter.getResult();
-      if (!grid.replicateAxes.empty())
+      reduced = scatter.getResult(0);
+      // Across replicas the shards are averaged just before they are read,
+      // so grouping can bucket the reduce-scatters of the backward pass
+      // and, separately, these averages.
+      if (!grid.replicateAxes.empty()) {
+        b.setInsertionPoint(firstReader);
         reduced = allReduce(reduced, grid.replicateAxes,
                             shard::ReductionKind::Average);
+      }
     }
     grad.replaceAllUsesExcept(reduced, reduction);
   }
@@ -272,10 +278,10 @@ LogicalResult Partitioner::shardOptimizer(OptimizerOpInterface optimizer) {
     // The first result is the new parameter (OptimizerOpInterface order).
     Value newShard = op->getResult(0);
     b.setInsertionPointAfter(op);
-    auto gather = AllGatherShardsOp::create(b, op->getLoc(), before[0],
-                                            newShard, gridName(),
-                                            shardAxesAttr());
-    newShard.replaceAllUsesExcept(gather.getResult(), gather);
+    auto gather = AllGatherShardsOp::create(
+        b, op->getLoc(), TypeRange{before[0]}, ValueRange{newShard},
+        gridName(), shardAxesAttr());
+    newShard.replaceAllUsesExcept(gather.getResult(0), gather);
   }
   return success();
 }
@@ -362,9 +368,11 @@ LogicalResult Partitioner::gatherParameters() {
       if (!full) {
         Operation *at = firstReader.at({unit, phase});
         b.setInsertionPoint(at);
-        full = AllGatherShardsOp::create(b, at->getLoc(), source.full,
-                                         source.shard, gridName(),
-                                         shardAxesAttr());
+        full = AllGatherShardsOp::create(b, at->getLoc(),
+                                         TypeRange{source.full},
+                                         ValueRange{source.shard}, gridName(),
+                                         shardAxesAttr())
+                   .getResult(0);
       }
       use->set(full);
     }

@@ -274,7 +274,8 @@ void asrt_reduce_scatter(asrt_context *ctx, const void *send, void *recv,
  * that differ only in the grid axes of grid_axes_mask): flattened, zero-
  * padded to n * k elements with k = ceil(numel / n); the rank with index i
  * in the group holds elements [i*k, (i+1)*k). The runtime counts the bytes
- * of these collectives with the padded chunk k. */
+ * of these collectives with the padded chunk k. Send and receive buffers
+ * may be the same buffer (in place); numel 0 does nothing. */
 
 /* shard = this rank's block of full (numel elements), zero where the block
  * runs past numel. No communication. */
@@ -290,6 +291,31 @@ void asrt_all_gather_shards(asrt_context *ctx, int32_t dtype,
 void asrt_reduce_scatter_shards(asrt_context *ctx, int32_t dtype,
                                 const void *full, void *shard, int64_t numel,
                                 int32_t reduce_op, int32_t grid_axes_mask);
+
+/* ---- Buckets: one collective over several tensors ----------------------
+ * asrt_bucket_begin opens a bucket for one collective of `kind` over the
+ * group of grid_axes_mask; each asrt_bucket_add adds one tensor of `numel`
+ * elements; asrt_bucket_end runs the collective once over the packed
+ * tensors (one MPI call) and unpacks the results. Members keep the meaning
+ * of the single-tensor functions:
+ *   ASRT_BUCKET_ALL_REDUCE              send numel -> recv numel (may alias)
+ *   ASRT_BUCKET_ALL_GATHER_SHARDS       send k (a shard) -> recv numel
+ *   ASRT_BUCKET_REDUCE_SCATTER_SHARDS   send numel -> recv k (zero-padded)
+ * with k = ceil(numel / n) for the group size n. Each member is padded to
+ * n * k in the packed layout, so the bytes counted are the sum of the
+ * members' single-tensor counts. One bucket is open at a time; begin while
+ * one is open, add or end without one, or an empty bucket, are fatal. */
+typedef enum asrt_bucket_kind {
+  ASRT_BUCKET_ALL_REDUCE = 0,
+  ASRT_BUCKET_ALL_GATHER_SHARDS = 1,
+  ASRT_BUCKET_REDUCE_SCATTER_SHARDS = 2,
+} asrt_bucket_kind;
+
+void asrt_bucket_begin(asrt_context *ctx, int32_t kind, int32_t dtype,
+                       int32_t reduce_op, int32_t grid_axes_mask);
+void asrt_bucket_add(asrt_context *ctx, const void *send, void *recv,
+                     int64_t numel);
+void asrt_bucket_end(asrt_context *ctx);
 
 /* ---- Symbols the generated object defines ----------------------------- */
 

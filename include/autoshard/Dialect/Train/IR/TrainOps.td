@@ -645,8 +645,6 @@ class Train_ShardOp<string mnemonic, list<Trait> traits = []>
   let extraClassDeclaration = [{
     /// The ranks in the group: the product of the grid's masked dims.
     int64_t getGroupSize();
-    /// Elements per shard, ceil(numel / group size).
-    int64_t getShardSize();
   }];
 }
 
@@ -675,47 +673,93 @@ def Train_ShardOfOp : Train_ShardOp<"shard_of", [Pure]> {
 }
 
 def Train_AllGatherShardsOp : Train_ShardOp<"all_gather_shards"> {
-  let summary = "the full tensor from every rank's flat shard";
+  let summary = "full tensors from every rank's flat shards";
   let description = [{
     ```
     rank 0: [a b]   rank 1: [c 0]   ->   both: [a b c]
     ```
 
+    Several operands form one bucket: one collective for all of them
+    (FSDP gathers a transformer block's parameters together).
+
     ```mlir
     %w = train.all_gather_shards %s on @world grid_axes = [0]
         : tensor<2xf32> -> tensor<3xf32>
+    %a, %b = train.all_gather_shards %sa, %sb on @world grid_axes = [0]
+        : tensor<2xf32>, tensor<6xf32> -> tensor<3xf32>, tensor<3x4xf32>
     ```
+
+    Result i is operand i's full tensor; operand i is its flat shard.
   }];
-  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$grid,
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs,
+                       FlatSymbolRefAttr:$grid,
                        DenseI16ArrayAttr:$grid_axes);
-  let results = (outs AnyRankedTensor:$result);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
   let assemblyFormat = [{
-    $input `on` $grid `grid_axes` `=` $grid_axes attr-dict `:`
-    type($input) `->` type($result)
+    $inputs `on` $grid `grid_axes` `=` $grid_axes attr-dict `:`
+    type($inputs) `->` type($results)
   }];
 }
 
 def Train_ReduceScatterShardsOp : Train_ShardOp<"reduce_scatter_shards"> {
-  let summary = "this rank's flat shard of the reduction of every rank's tensor";
+  let summary = "this rank's flat shards of the reduction of every rank's tensors";
   let description = [{
     ```
     rank 0: [a b c]   rank 1: [d e f]   (average)
       rank 0: [(a+d)/2 (b+e)/2]   rank 1: [(c+f)/2 0]
     ```
 
+    Several operands form one bucket (ZeRO-2/3's bucketed gradient
+    reduction).
+
     ```mlir
     %gs = train.reduce_scatter_shards %g on @world grid_axes = [0]
         reduction = average : tensor<3xf32> -> tensor<2xf32>
     ```
+
+    Result i is operand i's flat shard.
   }];
-  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$grid,
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs,
+                       FlatSymbolRefAttr:$grid,
                        DenseI16ArrayAttr:$grid_axes,
                        Train_Reduction:$reduction);
-  let results = (outs AnyRankedTensor:$result);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
   let assemblyFormat = [{
-    $input `on` $grid `grid_axes` `=` $grid_axes `reduction` `=` $reduction
-    attr-dict `:` type($input) `->` type($result)
+    $inputs `on` $grid `grid_axes` `=` $grid_axes `reduction` `=` $reduction
+    attr-dict `:` type($inputs) `->` type($results)
   }];
+}
+
+def Train_AllReduceBucketOp : Train_ShardOp<"all_reduce_bucket"> {
+  let summary = "one all-reduce over several tensors (a DDP gradient bucket)";
+  let description = [{
+    Reduces every operand over the group as `shard.all_reduce` would, in one
+    collective: PyTorch DDP's gradient buckets. `autoshard-group-collectives`
+    forms them from the all-reduces of gradients, up to the plan's bucket
+    cap.
+
+    ```mlir
+    %a, %b = train.all_reduce_bucket %ga, %gb on @world grid_axes = [0]
+        reduction = average : tensor<4x5xf32>, tensor<3xf32>
+                           -> tensor<4x5xf32>, tensor<3xf32>
+    ```
+
+    Result i has operand i's type.
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs,
+                       FlatSymbolRefAttr:$grid,
+                       DenseI16ArrayAttr:$grid_axes,
+                       Train_Reduction:$reduction);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = [{
+    $inputs `on` $grid `grid_axes` `=` $grid_axes `reduction` `=` $reduction
+    attr-dict `:` type($inputs) `->` type($results)
+  }];
+  let builders = [
+    OpBuilder<(ins "::mlir::ValueRange":$inputs, "::llvm::StringRef":$grid,
+                   "::llvm::ArrayRef<int16_t>":$gridAxes,
+                   "::autoshard::train::Reduction":$reduction)>
+  ];
 }
 
 //===----------------------------------------------------------------------===//

@@ -129,4 +129,34 @@ def PartitionPass : Pass<"autoshard-partition", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def GroupCollectivesPass : Pass<"autoshard-group-collectives",
+                                "mlir::ModuleOp"> {
+  let summary = "Merge neighbouring collectives into buckets";
+  let description = [{
+    Walks the partitioned step in program order and merges collectives of
+    one kind (all-reduce, reduce-scatter of flat shards, all-gather of flat
+    shards) over the same grid axes, reduction and element type into one
+    bucket op, as long as the bucket stays under the plan's `bucket_cap_mb`
+    and no op in between reads a member's result. The bucket goes where its
+    last member was, so it starts when its last input is ready: PyTorch
+    DDP's gradient buckets, bucketed reduce-scatter for ZeRO-2/3, and FSDP's
+    one gather per transformer block. Bytes on the wire do not change (the
+    runtime pads each member as it would alone); the number of collectives
+    does.
+
+    ```mlir
+    // Before: two gradients reduced where they are computed.
+    %a = shard.all_reduce %ga on @world grid_axes = [0] reduction = average : ...
+    %gb = train.bias_grad %dy : ...
+    %b = shard.all_reduce %gb on @world grid_axes = [0] reduction = average : ...
+    // After: one bucket once both exist.
+    %gb = train.bias_grad %dy : ...
+    %a, %b = train.all_reduce_bucket %ga, %gb on @world grid_axes = [0]
+        reduction = average : ... -> ...
+    ```
+
+    A step without a plan is left unchanged.
+  }];
+}
+
 #endif // AUTOSHARD_DIALECT_TRAIN_TRANSFORMS_PASSES_TD

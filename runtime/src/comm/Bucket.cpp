@@ -1,0 +1,204 @@
+// The ABI's buckets: several tensors packed into one collective on ctx->comm.
+#include "core/Bucket.h"
+#include "comm/Comm.h"
+#include "core/Context.h"
+#include "core/Dtype.h"
+#include "core/FlatShard.h"
+#include "core/Stats.h"
+
+#include <cstring>
+
+using namespace autoshard::rt;
+
+namespace {
+
+OpenBucket &bucketOf(asrt_context *ctx, const char *fn) {
+  if (!ctx)
+    fatal("%s: context is null", fn);
+  return *ctx->bucket;
+}
+
+/// Copies `count` elements of `elementBytes`; a count of 0 touches neither
+/// pointer, which may then be null (an empty member).
+void copyElements(void *dst, const void *src, int64_t count,
+                  int64_t elementBytes) {
+  if (count > 0)
+    std::memcpy(dst, src, static_cast<size_t>(count * elementBytes));
+}
+
+void zeroElements(void *dst, int64_t count, int64_t elementBytes) {
+  if (count > 0)
+    std::memset(dst, 0, static_cast<size_t>(count * elementBytes));
+}
+
+/// The counter a bucket's bytes go to: the single-tensor function's, so
+/// that a step's traffic reads the same bucketed or not.
+CollectiveKind statsKind(asrt_bucket_kind kind) {
+  switch (kind) {
+  case ASRT_BUCKET_ALL_REDUCE:
+    return CollectiveKind::AllReduce;
+  case ASRT_BUCKET_ALL_GATHER_SHARDS:
+    return CollectiveKind::AllGather;
+  case ASRT_BUCKET_REDUCE_SCATTER_SHARDS:
+    return CollectiveKind::ReduceScatter;
+  }
+  fatal("bucket kind %d has no collective", static_cast<int>(kind));
+}
+
+/// The per-op timer's name: apart from the single-tensor functions', so a
+/// profile shows how much of the time went to buckets.
+const char *timerName(asrt_bucket_kind kind) {
+  switch (kind) {
+  case ASRT_BUCKET_ALL_REDUCE:
+    return "bucket_all_reduce";
+  case ASRT_BUCKET_ALL_GATHER_SHARDS:
+    return "bucket_all_gather_shards";
+  case ASRT_BUCKET_REDUCE_SCATTER_SHARDS:
+    return "bucket_reduce_scatter_shards";
+  }
+  return "bucket";
+}
+
+char *at(void *base, int64_t element, int64_t elementBytes) {
+  return static_cast<char *>(base) + element * elementBytes;
+}
+const char *at(const void *base, int64_t element, int64_t elementBytes) {
+  return static_cast<const char *>(base) + element * elementBytes;
+}
+
+/// Packed: the members one after the other, each zero-padded to n * k. The
+/// packed count is then n * K, and a ring over it sends 2 (n-1) K b bytes:
+/// exactly the members' single-tensor counts, as the stats record.
+void allReduceBucket(Comm &comm, const OpenBucket &b) {
+  const int64_t n = b.groupSize(), eb = dtypeSize(b.dtype());
+  const int64_t count = n * b.totalChunk();
+  void *packed = comm.packBuffer(count * eb);
+  for (const BucketMember &m : b.members()) {
+    char *place = at(packed, n * m.chunkOffset, eb);
+    copyElements(place, m.send, m.numel, eb);
+    // Zero, not stale scratch: the padding is dropped when unpacking, but
+    // old bytes (NaNs, denormals) could slow the reduction down and would
+    // make the packed buffer differ from the padded tensors it stands for.
+    zeroElements(place + m.numel * eb, n * m.chunk - m.numel, eb);
+  }
+  comm.allReduce(packed, packed, count, b.dtype(), b.reduceOp(), b.mask());
+  // Every send was read into the packed buffer before any recv is written,
+  // so a recv may alias its send (or any other member's).
+  for (const BucketMember &m : b.members())
+    copyElements(m.recv, at(packed, n * m.chunkOffset, eb), m.numel, eb);
+}
+
+/// Packed rank-major: block r holds every member's chunk r, zero past its
+/// numel. One reduce-scatter of totalChunk elements per rank then leaves
+/// this rank's block, which holds every member's shard.
+void reduceScatterBucket(Comm &comm, const OpenBucket &b) {
+  const int64_t n = b.groupSize(), eb = dtypeSize(b.dtype());
+  const int64_t block = b.totalChunk();
+  void *packed = comm.packBuffer(n * block * eb);
+  for (const BucketMember &m : b.members()) {
+    FlatShardLayout layout{m.numel, n};
+    for (int64_t r = 0; r < n; ++r) {
+      char *place = at(packed, r * block + m.chunkOffset, eb);
+      int64_t valid = layout.validCount(r);
+      copyElements(place, at(m.send, layout.begin(r), eb), valid, eb);
+      zeroElements(place + valid * eb, m.chunk - valid, eb);
+    }
+  }
+  // In place: this rank's reduced block lands at the start of the buffer.
+  comm.reduceScatter(packed, packed, block, b.dtype(), b.reduceOp(), b.mask());
+  // The padding arrives as the reduction of zeros, which is zero for every
+  // reduction and stays zero under AVG's division: the shards come out
+  // zero-padded, as asrt_reduce_scatter_shards leaves them.
+  for (const BucketMember &m : b.members())
+    copyElements(m.recv, at(packed, m.chunkOffset, eb), m.chunk, eb);
+}
+
+/// Packed rank-major as the reduce-scatter: this rank contributes block
+/// `me`, its members' shards whole (their padding travels and is dropped
+/// when unpacking, as the single-tensor gather never writes it).
+void allGatherBucket(Comm &comm, const OpenBucket &b) {
+  const int64_t n = b.groupSize(), eb = dtypeSize(b.dtype());
+  const int64_t block = b.totalChunk();
+  void *packed = comm.packBuffer(n * block * eb);
+  const int64_t me = comm.groupIndex(b.mask());
+  char *own = at(packed, me * block, eb);
+  for (const BucketMember &m : b.members())
+    copyElements(own + m.chunkOffset * eb, m.send, m.chunk, eb);
+  // In place: the send is this rank's own block of the packed buffer.
+  comm.allGather(own, packed, block, b.dtype(), b.mask());
+  for (const BucketMember &m : b.members()) {
+    FlatShardLayout layout{m.numel, n};
+    for (int64_t r = 0; r < n; ++r)
+      copyElements(at(m.recv, layout.begin(r), eb),
+                   at(packed, r * block + m.chunkOffset, eb),
+                   layout.validCount(r), eb);
+  }
+}
+
+/// asrt_bucket_end's work once the bucket has closed: count, then
+/// communicate once (or copy, on a group of one).
+void runBucket(asrt_context *ctx, const OpenBucket &b) {
+  OpTimer timer(ctx, timerName(b.kind()));
+  const int64_t n = b.groupSize(), eb = dtypeSize(b.dtype());
+  CollectiveKind kind = statsKind(b.kind());
+  // Each member's single-tensor count; with every member padded to n * k
+  // the packed ring sends exactly their sum.
+  int64_t bytes = 0;
+  for (const BucketMember &m : b.members())
+    bytes += ringBytesSent(kind, m.numel, n, eb);
+  ctx->stats->recordCollective(kind, bytes);
+
+  if (n == 1) {
+    // A group of one: each result is its input (k = numel, no padding).
+    for (const BucketMember &m : b.members())
+      if (m.recv != m.send)
+        copyElements(m.recv, m.send, m.numel, eb);
+    return;
+  }
+  // Only empty members: nothing to send. Every rank adds the same members
+  // (SPMD), so every rank skips the collective together.
+  if (b.totalChunk() == 0)
+    return;
+  switch (b.kind()) {
+  case ASRT_BUCKET_ALL_REDUCE:
+    return allReduceBucket(*ctx->comm, b);
+  case ASRT_BUCKET_ALL_GATHER_SHARDS:
+    return allGatherBucket(*ctx->comm, b);
+  case ASRT_BUCKET_REDUCE_SCATTER_SHARDS:
+    return reduceScatterBucket(*ctx->comm, b);
+  }
+}
+
+} // namespace
+
+extern "C" void asrt_bucket_begin(asrt_context *ctx, int32_t kind,
+                                  int32_t dtype, int32_t reduce_op,
+                                  int32_t grid_axes_mask) {
+  const char *fn = "asrt_bucket_begin";
+  OpenBucket &bucket = bucketOf(ctx, fn);
+  // Without a Comm every group is this rank alone, as for the
+  // single-tensor collectives.
+  int64_t n = 1;
+  if (ctx->comm) {
+    if (Status s = checkGridMask(grid_axes_mask, ctx->comm->grid()); !s)
+      fatal("%s: %s", fn, s.message().c_str());
+    n = ctx->comm->groupSize(grid_axes_mask);
+  }
+  if (Status s = bucket.begin(kind, dtype, reduce_op, grid_axes_mask, n); !s)
+    fatal("%s: %s", fn, s.message().c_str());
+}
+
+extern "C" void asrt_bucket_add(asrt_context *ctx, const void *send, void *recv,
+                                int64_t numel) {
+  const char *fn = "asrt_bucket_add";
+  if (Status s = bucketOf(ctx, fn).add(send, recv, numel); !s)
+    fatal("%s: %s", fn, s.message().c_str());
+}
+
+extern "C" void asrt_bucket_end(asrt_context *ctx) {
+  const char *fn = "asrt_bucket_end";
+  OpenBucket &bucket = bucketOf(ctx, fn);
+  if (Status s = bucket.close(); !s)
+    fatal("%s: %s", fn, s.message().c_str());
+  runBucket(ctx, bucket);
+}
