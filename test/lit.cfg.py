@@ -24,6 +24,8 @@ llvm_config.add_tool_substitutions(
 
 config.substitutions.append(("%examples", os.path.join(config.autoshard_src_root, "examples")))
 config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%bench", os.path.join(config.autoshard_src_root, "bench")))
+config.substitutions.append(("%autoshard_bin", config.autoshard_tools_dir))
 config.substitutions.append(
     ("%mpirun", "{} {}".format(config.mpiexec, config.mpiexec_flags)))
 

@@ -104,6 +104,12 @@ int main(int argc, char **argv) {
   autoshard::registerObjectFileTranslations(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // Diagnostics name a location and a cause; printing the whole step (tens
+  // of thousands of lines for a real model) needs the explicit flag.
+  if (llvm::none_of(llvm::ArrayRef(argv, argc), [](llvm::StringRef arg) {
+        return arg.ltrim('-').starts_with("mlir-print-op-on-diagnostic");
+      }))
+    context.printOpOnDiagnostic(false);
 
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);

@@ -31,17 +31,19 @@ static StepValue decode(unsigned index, Type type, DictionaryAttr attrs) {
 }
 
 StepSignature::StepSignature(FunctionOpInterface func) {
-  for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
+  for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
     args.push_back(decode(i, type, func.getArgAttrDict(i)));
+    argIndexByName.try_emplace(args.back().name, i);
+  }
   for (auto [i, type] : llvm::enumerate(func.getResultTypes()))
     results.push_back(decode(i, type, func.getResultAttrDict(i)));
 }
 
 std::optional<unsigned> StepSignature::getArgIndex(StringRef name) const {
-  for (const StepValue &arg : args)
-    if (arg.name == name)
-      return arg.index;
-  return std::nullopt;
+  auto it = argIndexByName.find(name);
+  if (it == argIndexByName.end())
+    return std::nullopt;
+  return it->second;
 }
 
 std::optional<unsigned>

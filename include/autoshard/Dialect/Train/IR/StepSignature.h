@@ -6,6 +6,7 @@
 #include "autoshard/Dialect/Train/IR/TrainDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <optional>
 
@@ -42,6 +43,9 @@ public:
 private:
   llvm::SmallVector<StepValue> args;
   llvm::SmallVector<StepValue> results;
+  /// The first argument of each name: lookups stay O(1) for steps with tens
+  /// of thousands of arguments.
+  llvm::StringMap<unsigned> argIndexByName;
 };
 
 /// Checks the signature rules of a `train.step` function (roles, names,
