@@ -30,6 +30,7 @@ void autoshard::buildStrategyPipeline(OpPassManager &pm,
   plan.shardGroupSize = options.shardGroupSize;
   plan.reshardAfterForward = options.reshardAfterForward;
   plan.bucketCapMb = options.bucketCapMb;
+  plan.reduceDtype = options.reduceDtype;
   pm.addPass(train::createPlanPass(plan));
   pm.addPass(train::createPartitionPass());
   pm.addPass(train::createGroupCollectivesPass());
@@ -75,6 +76,10 @@ struct StrategyPipelineOptions
       *this, "bucket-cap-mb",
       llvm::cl::desc("Largest bucket of merged collectives, in MiB"),
       llvm::cl::init(25)};
+  Option<std::string> reduceDtype{
+      *this, "reduce-dtype",
+      llvm::cl::desc("Element type gradients are reduced in (gradient, f32)"),
+      llvm::cl::init("gradient")};
 };
 } // namespace
 
@@ -91,7 +96,8 @@ void autoshard::registerAutoshardPasses() {
       [](OpPassManager &pm, const StrategyPipelineOptions &cl) {
         buildStrategyPipeline(pm, {cl.strategy, cl.worldSize,
                                    cl.exposeGradients, cl.shardGroupSize,
-                                   cl.reshardAfterForward, cl.bucketCapMb});
+                                   cl.reshardAfterForward, cl.bucketCapMb,
+                                   cl.reduceDtype});
       });
   PassPipelineRegistration<>(
       "autoshard-lower-to-llvm",

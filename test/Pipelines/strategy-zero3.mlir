@@ -38,3 +38,11 @@
 // GROUPED: train.all_gather_shards %{{.*}}, %{{.*}} on @world grid_axes = [0] : tensor<6xf32>, tensor<2xf32> -> tensor<3x4xf32>, tensor<3xf32>
 // GROUPED: train.softmax_cross_entropy_grad
 // GROUPED-NEXT: train.all_gather_shards %{{.*}} : tensor<6xf32> -> tensor<3x4xf32>
+
+// On one rank a 1-D shard has the full tensor's type; the result that
+// updates a sharded argument is still marked as a shard, so its manifest
+// entry matches the argument's.
+// RUN: shard-opt --strategy=zero3 --world-size=1 %S/Inputs/two-layer-step.mlir | FileCheck %s --check-prefix=ONE
+// ONE: -> (
+// ONE-SAME: tensor<3xf32> {train.name = "out.bias", train.role = #train.role<param>, train.shard = #train.flat_shard<shape = [3], grid_axes = [0]>}
+// ONE-SAME: tensor<3xf32> {train.name = "out.bias.exp_avg", train.role = #train.role<opt_state>, train.shard = #train.flat_shard<shape = [3], grid_axes = [0]>}

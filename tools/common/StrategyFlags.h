@@ -23,10 +23,15 @@ inline llvm::cl::OptionCategory &strategyCategory() {
   return category;
 }
 
+/// The help text of --strategy; cl::desc keeps only a pointer to it.
+inline const std::string &strategyHelp() {
+  static const std::string help =
+      "Distribution strategy (" + autoshard::train::listStrategyNames() + ")";
+  return help;
+}
+
 inline llvm::cl::opt<std::string> strategyFlag(
-    "strategy",
-    llvm::cl::desc("Distribution strategy (" +
-                   autoshard::train::listStrategyNames() + ")"),
+    "strategy", llvm::cl::desc(strategyHelp()),
     llvm::cl::value_desc("name"), llvm::cl::cat(strategyCategory()));
 inline llvm::cl::opt<int64_t>
     worldSizeFlag("world-size", llvm::cl::desc("Number of ranks (default 1)"),
@@ -48,6 +53,13 @@ inline llvm::cl::opt<int64_t> bucketCapMbFlag(
                    "25, as PyTorch DDP)"),
     llvm::cl::init(25), llvm::cl::cat(strategyCategory()));
 
+inline llvm::cl::opt<std::string> reduceDtypeFlag(
+    "reduce-dtype",
+    llvm::cl::desc("Element type gradients are reduced in: gradient (their "
+                   "own, the default) or f32 (bf16 gradients cast up before "
+                   "the reduction; parameters still gathered in bf16)"),
+    llvm::cl::init("gradient"), llvm::cl::cat(strategyCategory()));
+
 /// An error message for flags that make no valid plan, naming the bad value
 /// and the valid ones.
 inline std::optional<std::string> validateStrategyFlags() {
@@ -60,6 +72,9 @@ inline std::optional<std::string> validateStrategyFlags() {
   if (bucketCapMbFlag < 1)
     return "--bucket-cap-mb must be at least 1, got " +
            std::to_string(bucketCapMbFlag.getValue());
+  if (reduceDtypeFlag != "gradient" && reduceDtypeFlag != "f32")
+    return "unknown --reduce-dtype '" + reduceDtypeFlag.getValue() +
+           "'; valid: gradient, f32";
   bool hybrid = strategyFlag == "hybrid";
   if (hybrid && (shardGroupSizeFlag < 1 ||
                  worldSizeFlag % shardGroupSizeFlag != 0))
@@ -81,6 +96,7 @@ inline StrategyOptions strategyOptionsFromFlags(bool exposeGradients) {
   options.shardGroupSize = shardGroupSizeFlag;
   options.reshardAfterForward = reshardAfterForwardFlag;
   options.bucketCapMb = bucketCapMbFlag;
+  options.reduceDtype = reduceDtypeFlag;
   return options;
 }
 
@@ -92,6 +108,7 @@ inline std::string strategyPipelineText(const StrategyOptions &options) {
          " reshard-after-forward=" +
          (options.reshardAfterForward ? "true" : "false") +
          " bucket-cap-mb=" + std::to_string(options.bucketCapMb) +
+         " reduce-dtype=" + options.reduceDtype +
          " expose-gradients=" + (options.exposeGradients ? "true" : "false") +
          "}";
 }

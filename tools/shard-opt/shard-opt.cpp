@@ -13,6 +13,8 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
+#include <vector>
+
 using namespace mlir;
 
 static int fail(const llvm::Twine &message) {
@@ -26,8 +28,19 @@ int main(int argc, char **argv) {
   autoshard::registerAutoshardDialects(registry);
   autoshard::registerAutoshardPasses();
 
+  // A training step of a real model is tens of thousands of lines; a
+  // diagnostic prints its location and message, not the whole step, unless
+  // asked with --mlir-print-op-on-diagnostic.
+  std::vector<char *> args(argv, argv + argc);
+  bool printOpGiven = llvm::any_of(args, [](llvm::StringRef arg) {
+    return arg.ltrim('-').starts_with("mlir-print-op-on-diagnostic");
+  });
+  static char quietDiagnostics[] = "--mlir-print-op-on-diagnostic=false";
+  if (!printOpGiven)
+    args.insert(args.begin() + 1, quietDiagnostics);
   auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
-      argc, argv, "autoshard optimizer driver\n", registry);
+      static_cast<int>(args.size()), args.data(),
+      "autoshard optimizer driver\n", registry);
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
 
   using namespace autoshard::tools;
@@ -35,9 +48,10 @@ int main(int argc, char **argv) {
   if (!strategyGiven &&
       (worldSizeFlag.getNumOccurrences() || shardGroupSizeFlag.getNumOccurrences() ||
        reshardAfterForwardFlag.getNumOccurrences() ||
-       bucketCapMbFlag.getNumOccurrences()))
-    return fail("--world-size, --shard-group-size, --reshard-after-forward "
-                "and --bucket-cap-mb need --strategy");
+       bucketCapMbFlag.getNumOccurrences() ||
+       reduceDtypeFlag.getNumOccurrences()))
+    return fail("--world-size, --shard-group-size, --reshard-after-forward, "
+                "--bucket-cap-mb and --reduce-dtype need --strategy");
   if (strategyGiven) {
     if (std::optional<std::string> error = validateStrategyFlags())
       return fail(*error);

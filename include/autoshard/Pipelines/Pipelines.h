@@ -24,6 +24,8 @@ struct StrategyOptions {
   bool reshardAfterForward = true;
   /// Largest bucket grouping merges, in MiB.
   int64_t bucketCapMb = 25;
+  /// Element type gradients are reduced in: "gradient" or "f32".
+  std::string reduceDtype = "gradient";
 };
 
 /// Derives the backward pass and optimizer when the step has only a forward

@@ -16,9 +16,12 @@
       the unigram entropy that scripts/tokenize.py printed into T.log
   runs.py traffic A.log --manifest M --strategy S --world W [--shard-group G]
           [--clip] [--forward-only NAME ...] [--keep-gathered]
+          [--reduce-bytes B] [--gather-bytes B]
       the bytes rank 0 sent per step, per collective kind, equal the
       strategy's formula (docs/Strategies.md) for the parameters the
-      manifest (the binary's --print-manifest) lists
+      manifest (the binary's --print-manifest) lists; gradients are
+      reduced and parameters gathered with B bytes per element (default:
+      the parameter's own, f32 for mixed precision's master weights)
   runs.py asdata OUT --rows N --features D --classes C --seed S
       writes a learnable classification data set in the asdata format
 
@@ -186,25 +189,27 @@ def cmd_traffic(args):
     n = args.shard_group or world          # ranks in a shard group
     replicas = world // n
     ring = lambda size, elements, b: 2 * (size - 1) * ceil_div(elements, size) * b
+    red = lambda b: args.reduce_bytes or b  # bytes of a reduced gradient
+    gat = lambda b: args.gather_bytes or b  # bytes of a gathered parameter
     # The loss is averaged over the world; the clipping norm over a shard
     # group (both one f32 each).
     expected = {"all_reduce": ring(world, 1, 4), "all_gather": 0,
                 "reduce_scatter": 0}
     gathered_twice = [p for p in params if p[0] not in args.forward_only]
     if args.strategy == "ddp":
-        expected["all_reduce"] += sum(ring(world, e, b) for _, e, b in params)
+        expected["all_reduce"] += sum(ring(world, e, red(b))
+                                      for _, e, b in params)
     else:
         if args.clip:
             expected["all_reduce"] += ring(n, 1, 4)
-        shards = sum((n - 1) * ceil_div(e, n) * b for _, e, b in params)
-        expected["reduce_scatter"] = shards
-        expected["all_reduce"] += sum(ring(replicas, ceil_div(e, n), b)
+        shard = lambda e, b: (n - 1) * ceil_div(e, n) * b
+        expected["reduce_scatter"] = sum(shard(e, red(b)) for _, e, b in params)
+        expected["all_reduce"] += sum(ring(replicas, ceil_div(e, n), red(b))
                                       for _, e, b in params)
-        if args.strategy in ("zero1", "zero2") or args.keep_gathered:
-            expected["all_gather"] = shards
-        else:
-            expected["all_gather"] = shards + sum(
-                (n - 1) * ceil_div(e, n) * b for _, e, b in gathered_twice)
+        expected["all_gather"] = sum(shard(e, gat(b)) for _, e, b in params)
+        if args.strategy not in ("zero1", "zero2") and not args.keep_gathered:
+            expected["all_gather"] += sum(shard(e, gat(b))
+                                          for _, e, b in gathered_twice)
     print(f"traffic: measured {measured}, formula {expected}")
     if measured != expected:
         sys.exit("bytes on the wire differ from the formula")
@@ -269,6 +274,8 @@ def main():
     p.add_argument("--clip", action="store_true")
     p.add_argument("--forward-only", nargs="*", default=[])
     p.add_argument("--keep-gathered", action="store_true")
+    p.add_argument("--reduce-bytes", type=int, default=0)
+    p.add_argument("--gather-bytes", type=int, default=0)
     p = sub.add_parser("asdata")
     p.add_argument("out")
     p.add_argument("--rows", type=int, required=True)

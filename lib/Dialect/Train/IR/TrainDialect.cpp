@@ -169,7 +169,8 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                Placement optimizerStates, Placement gradients,
                                Placement parameters,
                                ArrayRef<int16_t> shardAxes, Unit unit,
-                               Reshard reshard, int64_t bucketCapMb) {
+                               Reshard reshard, int64_t bucketCapMb,
+                               ReduceDtype reduceDtype) {
   // Sharding a class of state needs the classes it feeds sharded too: a
   // sharded gradient updates only a shard of the optimizer state, and a
   // sharded parameter is updated from a sharded gradient.

@@ -201,16 +201,24 @@ Partitioner::reduceGradients(ArrayRef<OptimizerOpInterface> optimizers) {
       b.setInsertionPoint(firstReader);
     else
       b.setInsertionPointAfterValue(grad);
+    // With reduce_dtype = f32, a bf16 gradient is cast up and reduced in
+    // f32; the optimizer and clipping read the f32 result.
+    Value input = grad;
+    auto gradType = cast<RankedTensorType>(grad.getType());
+    if (plan.getReduceDtype() == ReduceDtype::F32 &&
+        !gradType.getElementType().isF32())
+      input = CastOp::create(b, grad.getLoc(),
+                             gradType.clone(b.getF32Type()), grad);
     Value reduced;
     Operation *reduction;
     if (!toShards) {
-      reduced = allReduce(grad, grid.allAxes, shard::ReductionKind::Average);
+      reduced = allReduce(input, grid.allAxes, shard::ReductionKind::Average);
       reduction = reduced.getDefiningOp();
     } else {
       auto scatter = ReduceScatterShardsOp::create(
           b, grad.getLoc(),
-          TypeRange{shardType(grad.getType(), grid.shardGroupSize)},
-          ValueRange{grad}, gridName(), shardAxesAttr(), Reduction::Average);
+          TypeRange{shardType(input.getType(), grid.shardGroupSize)},
+          ValueRange{input}, gridName(), shardAxesAttr(), Reduction::Average);
       reduction = scatter;
       reduced = scatter.getResult(0);
       // Across replicas the shards are averaged just before they are read,
@@ -222,7 +230,31 @@ Partitioner::reduceGradients(ArrayRef<OptimizerOpInterface> optimizers) {
                             shard::ReductionKind::Average);
       }
     }
-    grad.replaceAllUsesExcept(reduced, reduction);
+    if (input == grad) {
+      grad.replaceAllUsesExcept(reduced, reduction);
+      continue;
+    }
+    // The optimizer and clipping take an f32 gradient; any other reader (an
+    // exposed gradient result) keeps the gradient's type.
+    Value castBack;
+    for (OpOperand &use : llvm::make_early_inc_range(grad.getUses())) {
+      Operation *user = use.getOwner();
+      if (user == input.getDefiningOp())
+        continue;
+      if (isa<OptimizerOpInterface, SumOfSquaresOp>(user)) {
+        use.set(reduced);
+        continue;
+      }
+      if (!castBack) {
+        b.setInsertionPointAfterValue(reduced);
+        castBack = CastOp::create(
+            b, grad.getLoc(),
+            cast<RankedTensorType>(reduced.getType())
+                .clone(gradType.getElementType()),
+            reduced);
+      }
+      use.set(castBack);
+    }
   }
 
   if (toShards) {
@@ -403,25 +435,39 @@ LogicalResult Partitioner::finishSignature() {
                 "loss, whose types do not depend on the batch";
   }
   step.setType(FunctionType::get(step.getContext(), argTypes, resultTypes));
+  // The attributes are set all at once: setting them one by one rebuilds
+  // the function's attribute array each time, quadratic in the arguments.
+  MLIRContext *ctx = step.getContext();
+  auto withShard = [&](DictionaryAttr attrs, ArrayRef<int64_t> fullShape) {
+    NamedAttrList list(attrs);
+    list.set(TrainDialect::kShardAttrName,
+             FlatShardAttr::get(ctx, fullShape, grid.shardAxes));
+    return list.getDictionary(ctx);
+  };
+  SmallVector<DictionaryAttr> argAttrs;
+  step.getAllArgAttrs(argAttrs);
   for (auto &[index, full] : shardedArgs)
-    step.setArgAttr(index, TrainDialect::kShardAttrName,
-                    FlatShardAttr::get(step.getContext(),
-                                       cast<RankedTensorType>(full).getShape(),
-                                       grid.shardAxes));
+    argAttrs[index] =
+        withShard(argAttrs[index], cast<RankedTensorType>(full).getShape());
+  step.setAllArgAttrs(argAttrs);
   // Results: the new value of a sharded argument, and exposed gradients of
   // sharded parameters, are shards of the same full shape.
+  SmallVector<DictionaryAttr> resultAttrs;
+  step.getAllResultAttrs(resultAttrs);
   for (const StepValue &result : sig.getResults()) {
     std::optional<unsigned> of = sig.getUpdatedArg(result.index);
     if (!of)
       of = sig.getGradientOf(result.index);
+    // A shard may have the full tensor's type (a 1-D tensor on one rank, or
+    // of one element): what decides is that the result has the shard type.
     if (!of || !shardedArgs.contains(*of) ||
-        resultTypes[result.index] == sig.getArgs()[*of].type)
+        resultTypes[result.index] !=
+            shardType(result.type, grid.shardGroupSize))
       continue;
-    step.setResultAttr(
-        result.index, TrainDialect::kShardAttrName,
-        FlatShardAttr::get(step.getContext(), result.type.getShape(),
-                           grid.shardAxes));
+    resultAttrs[result.index] =
+        withShard(resultAttrs[result.index], result.type.getShape());
   }
+  step.setAllResultAttrs(resultAttrs);
   return success();
 }
 

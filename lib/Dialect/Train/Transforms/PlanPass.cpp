@@ -38,6 +38,12 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
                          << static_cast<int64_t>(bucketCapMb);
       return signalPassFailure();
     }
+    std::optional<ReduceDtype> reduce = symbolizeReduceDtype(reduceDtype);
+    if (!reduce) {
+      module.emitError() << "unknown reduce dtype '" << reduceDtype
+                         << "'; valid: gradient, f32";
+      return signalPassFailure();
+    }
     SmallVector<int64_t> gridShape{worldSize};
     SmallVector<int16_t> shardAxes{0};
     if (preset->hybrid) {
@@ -79,7 +85,7 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
         FlatSymbolRefAttr::get(grid.getSymNameAttr()), preset->optimizerStates,
         preset->gradients, preset->parameters, shardAxes, preset->unit,
         reshardAfterForward ? Reshard::AfterForward : Reshard::AfterBackward,
-        bucketCapMb);
+        bucketCapMb, *reduce);
     (*step)->setAttr(TrainDialect::kPlanAttrName, plan);
   }
 };

@@ -127,6 +127,15 @@ def Train_Reshard : I32EnumAttr<"Reshard",
   let cppNamespace = "::autoshard::train";
 }
 
+def Train_ReduceDtype : I32EnumAttr<"ReduceDtype",
+    "the element type gradients are reduced in", [
+  I32EnumAttrCase<"Gradient", 0, "gradient">,
+  I32EnumAttrCase<"F32", 1, "f32">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::autoshard::train";
+}
+
 //===----------------------------------------------------------------------===//
 // Attributes
 //===----------------------------------------------------------------------===//
@@ -198,6 +207,10 @@ def Train_PlanAttr : Train_Attr<"Plan", "plan"> {
     released after the forward pass (and gathered again for the backward
     pass) or kept until the backward pass (FSDP's SHARD_GRAD_OP).
     `bucket_cap_mb` bounds the collectives that grouping merges.
+    `reduce_dtype` is the element type gradients are reduced in: their own
+    (`gradient`, the default, omitted when printed) or `f32`, which casts
+    bf16 gradients up before the reduction while parameters are still
+    gathered in bf16 (FSDP's `MixedPrecision(reduce_dtype=torch.float32)`).
 
     ```mlir
     shard.grid @world(shape = 4)
@@ -219,7 +232,10 @@ def Train_PlanAttr : Train_Attr<"Plan", "plan"> {
     ArrayRefParameter<"int16_t">:$shard_axes,
     "::autoshard::train::Unit":$unit,
     "::autoshard::train::Reshard":$reshard,
-    "int64_t":$bucket_cap_mb);
+    "int64_t":$bucket_cap_mb,
+    DefaultValuedParameter<"::autoshard::train::ReduceDtype",
+                           "::autoshard::train::ReduceDtype::Gradient">
+        :$reduce_dtype);
   let assemblyFormat = [{
     `<` `strategy` `=` $strategy `,` `grid` `=` $grid `,`
         `optimizer_states` `=` $optimizer_states `,`
@@ -227,7 +243,8 @@ def Train_PlanAttr : Train_Attr<"Plan", "plan"> {
         `parameters` `=` $parameters `,`
         `shard_axes` `=` `[` $shard_axes `]` `,`
         `unit` `=` $unit `,` `reshard` `=` $reshard `,`
-        `bucket_cap_mb` `=` $bucket_cap_mb `>`
+        `bucket_cap_mb` `=` $bucket_cap_mb
+        (`,` `reduce_dtype` `=` $reduce_dtype^)? `>`
   }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

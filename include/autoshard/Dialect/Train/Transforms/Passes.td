@@ -92,6 +92,10 @@ def PlanPass : Pass<"autoshard-plan", "mlir::ModuleOp"> {
     Option<"bucketCapMb", "bucket-cap-mb", "int64_t", /*default=*/"25",
            "Largest bucket of collectives grouping merges, in MiB (25: "
            "PyTorch DDP's default)">,
+    Option<"reduceDtype", "reduce-dtype", "std::string",
+           /*default=*/"\"gradient\"",
+           "Element type gradients are reduced in: gradient (their own) or "
+           "f32 (bf16 gradients cast up before the reduction)">,
   ];
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
