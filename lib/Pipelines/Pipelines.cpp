@@ -31,6 +31,9 @@ void autoshard::buildStrategyPipeline(OpPassManager &pm,
   plan.reshardAfterForward = options.reshardAfterForward;
   plan.bucketCapMb = options.bucketCapMb;
   plan.reduceDtype = options.reduceDtype;
+  plan.paramGroups.assign(options.paramGroups.begin(),
+                          options.paramGroups.end());
+  plan.persistenceThreshold = options.persistenceThreshold;
   pm.addPass(train::createPlanPass(plan));
   pm.addPass(train::createPartitionPass());
   pm.addPass(train::createGroupCollectivesPass());
@@ -80,6 +83,14 @@ struct StrategyPipelineOptions
       *this, "reduce-dtype",
       llvm::cl::desc("Element type gradients are reduced in (gradient, f32)"),
       llvm::cl::init("gradient")};
+  ListOption<std::string> paramGroups{
+      *this, "param-groups",
+      llvm::cl::desc("Parameter groups with their own placements, "
+                     "PRESET=REGEX")};
+  Option<int64_t> persistenceThreshold{
+      *this, "persistence-threshold",
+      llvm::cl::desc("Keep parameters of at most this many elements whole"),
+      llvm::cl::init(0)};
 };
 } // namespace
 
@@ -97,7 +108,11 @@ void autoshard::registerAutoshardPasses() {
         buildStrategyPipeline(pm, {cl.strategy, cl.worldSize,
                                    cl.exposeGradients, cl.shardGroupSize,
                                    cl.reshardAfterForward, cl.bucketCapMb,
-                                   cl.reduceDtype});
+                                   cl.reduceDtype,
+                                   std::vector<std::string>(
+                                       cl.paramGroups.begin(),
+                                       cl.paramGroups.end()),
+                                   cl.persistenceThreshold});
       });
   PassPipelineRegistration<>(
       "autoshard-lower-to-llvm",

@@ -60,6 +60,20 @@ inline llvm::cl::opt<std::string> reduceDtypeFlag(
                    "the reduction; parameters still gathered in bf16)"),
     llvm::cl::init("gradient"), llvm::cl::cat(strategyCategory()));
 
+inline llvm::cl::list<std::string> paramGroupFlag(
+    "param-group",
+    llvm::cl::desc("Give the parameters whose whole name matches REGEX the "
+                   "placements of PRESET (e.g. ddp='wte|wpe' keeps the "
+                   "embeddings replicated under zero3); repeatable, the "
+                   "first match decides"),
+    llvm::cl::value_desc("PRESET=REGEX"), llvm::cl::cat(strategyCategory()));
+inline llvm::cl::opt<int64_t> persistenceThresholdFlag(
+    "persistence-threshold",
+    llvm::cl::desc("Keep parameters of at most this many elements whole, "
+                   "with sharded gradients and states (DeepSpeed's "
+                   "stage3_param_persistence_threshold; default 0: none)"),
+    llvm::cl::init(0), llvm::cl::cat(strategyCategory()));
+
 /// An error message for flags that make no valid plan, naming the bad value
 /// and the valid ones.
 inline std::optional<std::string> validateStrategyFlags() {
@@ -97,7 +111,20 @@ inline StrategyOptions strategyOptionsFromFlags(bool exposeGradients) {
   options.reshardAfterForward = reshardAfterForwardFlag;
   options.bucketCapMb = bucketCapMbFlag;
   options.reduceDtype = reduceDtypeFlag;
+  options.paramGroups.assign(paramGroupFlag.begin(), paramGroupFlag.end());
+  options.persistenceThreshold = persistenceThresholdFlag;
   return options;
+}
+
+/// ` param-groups={"a","b"}` (each group quoted in braces: a regular
+/// expression may hold the pipeline syntax's commas), or nothing.
+inline std::string paramGroupsText(const std::vector<std::string> &groups) {
+  if (groups.empty())
+    return "";
+  std::string text = " param-groups={";
+  for (size_t i = 0; i < groups.size(); ++i)
+    text += (i ? ",\"" : "\"") + groups[i] + "\"";
+  return text + "}";
 }
 
 /// The options as the textual `autoshard-strategy{...}` pipeline.
@@ -109,6 +136,9 @@ inline std::string strategyPipelineText(const StrategyOptions &options) {
          (options.reshardAfterForward ? "true" : "false") +
          " bucket-cap-mb=" + std::to_string(options.bucketCapMb) +
          " reduce-dtype=" + options.reduceDtype +
+         paramGroupsText(options.paramGroups) +
+         " persistence-threshold=" +
+         std::to_string(options.persistenceThreshold) +
          " expose-gradients=" + (options.exposeGradients ? "true" : "false") +
          "}";
 }

@@ -49,9 +49,12 @@ int main(int argc, char **argv) {
       (worldSizeFlag.getNumOccurrences() || shardGroupSizeFlag.getNumOccurrences() ||
        reshardAfterForwardFlag.getNumOccurrences() ||
        bucketCapMbFlag.getNumOccurrences() ||
-       reduceDtypeFlag.getNumOccurrences()))
+       reduceDtypeFlag.getNumOccurrences() ||
+       paramGroupFlag.getNumOccurrences() ||
+       persistenceThresholdFlag.getNumOccurrences()))
     return fail("--world-size, --shard-group-size, --reshard-after-forward, "
-                "--bucket-cap-mb and --reduce-dtype need --strategy");
+                "--bucket-cap-mb, --reduce-dtype, --param-group and "
+                "--persistence-threshold need --strategy");
   if (strategyGiven) {
     if (std::optional<std::string> error = validateStrategyFlags())
       return fail(*error);

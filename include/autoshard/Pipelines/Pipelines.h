@@ -7,6 +7,7 @@
 #include "mlir/Pass/PassManager.h"
 
 #include <string>
+#include <vector>
 
 namespace autoshard {
 
@@ -26,6 +27,10 @@ struct StrategyOptions {
   int64_t bucketCapMb = 25;
   /// Element type gradients are reduced in: "gradient" or "f32".
   std::string reduceDtype = "gradient";
+  /// Parameter groups, PRESET=REGEX, first match first.
+  std::vector<std::string> paramGroups;
+  /// Parameters of at most this many elements stay whole (0: none).
+  int64_t persistenceThreshold = 0;
 };
 
 /// Derives the backward pass and optimizer when the step has only a forward

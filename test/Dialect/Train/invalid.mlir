@@ -888,3 +888,39 @@ func.func @f(%a: tensor<2xf32>) {
   %x, %y = train.all_gather_shards %a on @world grid_axes = [0] : tensor<2xf32> -> tensor<4xf32>, tensor<4xf32>
   return
 }
+
+// -----
+
+// expected-error@+1 {{param_group names "h.(" is not a valid regular expression}}
+func.func private @f() attributes {p = #train.param_group<names = "h.(", optimizer_states = sharded, gradients = sharded, parameters = sharded, unit = param>}
+
+// -----
+
+// expected-error@+1 {{param_group max_elements must be at least 0 (0: any size), got -5}}
+func.func private @f() attributes {p = #train.param_group<max_elements = -5, optimizer_states = sharded, gradients = sharded, parameters = sharded, unit = param>}
+
+// -----
+
+// expected-error@+1 {{sharded parameters need sharded gradients}}
+func.func private @f() attributes {p = #train.param_group<names = "w", optimizer_states = sharded, gradients = replicated, parameters = sharded, unit = param>}
+
+// -----
+
+// expected-error@+1 {{shard_axes must be distinct, ascending grid axes}}
+func.func private @f() attributes {p = #train.param_group<names = "w", optimizer_states = sharded, gradients = sharded, parameters = sharded, unit = param, shard_axes = [1, 0]>}
+
+// -----
+
+shard.grid @world(shape = 2)
+// expected-error@+1 {{plan shards over axis 1 of @world, which has 1 axis}}
+func.func private @f() attributes {train.step, train.plan = #train.plan<strategy = "x", grid = @world, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25, groups = [<names = "w", optimizer_states = sharded, gradients = sharded, parameters = sharded, unit = param, shard_axes = [1]>]>}
+
+// -----
+
+// expected-error@+1 {{expected 'reduce_dtype' or 'groups' (each at most once), got 'reduce'}}
+func.func private @f() attributes {p = #train.plan<strategy = "x", grid = @world, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25, reduce = f32>}
+
+// -----
+
+// expected-error@+1 {{unknown reduce_dtype 'f16'; valid: gradient, f32}}
+func.func private @f() attributes {p = #train.plan<strategy = "x", grid = @world, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25, reduce_dtype = f16>}

@@ -179,3 +179,9 @@ func.func @collectives(%w: tensor<3x5xf32>, %b: tensor<3xf32>, %s: tensor<4xf32>
   %rw, %rb = train.all_reduce_bucket %w, %b on @grid4 grid_axes = [0] reduction = sum : tensor<3x5xf32>, tensor<3xf32> -> tensor<3x5xf32>, tensor<3xf32>
   return
 }
+
+// CHECK-LABEL: func.func private @grouped_plan
+// CHECK-SAME: bucket_cap_mb = 25, reduce_dtype = f32, groups = [<names = "wte|wpe", optimizer_states = replicated, gradients = replicated, parameters = replicated, unit = param>, <max_elements = 100000, optimizer_states = sharded, gradients = sharded, parameters = replicated, unit = block, shard_axes = [0]>]>
+shard.grid @grid2(shape = 2)
+func.func private @grouped_plan() -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.plan = #train.plan<strategy = "zero3", grid = @grid2, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25, reduce_dtype = f32, groups = [#train.param_group<names = "wte|wpe", optimizer_states = replicated, gradients = replicated, parameters = replicated, unit = param>, <max_elements = 100000, optimizer_states = sharded, gradients = sharded, parameters = replicated, unit = block, shard_axes = [0]>]>}

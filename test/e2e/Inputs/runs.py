@@ -19,7 +19,9 @@
           [--reduce-bytes B] [--gather-bytes B]
       the bytes rank 0 sent per step, per collective kind, equal the
       strategy's formula (docs/Strategies.md) for the parameters the
-      manifest (the binary's --print-manifest) lists; gradients are
+      manifest (the binary's --print-manifest) lists (--strategy mixed:
+      each parameter as the manifest places it, for plans with parameter
+      groups); gradients are
       reduced and parameters gathered with B bytes per element (default:
       the parameter's own, f32 for mixed precision's master weights)
   runs.py asdata OUT --rows N --features D --classes C --seed S
@@ -167,6 +169,40 @@ def ceil_div(a, b):
     return -(-a // b)
 
 
+def read_placements(manifest):
+    """(name, full elements, bytes per element, placement, group) per
+    parameter, read off the manifest. The placement is "params" when the
+    parameter is a shard, "states" when only its optimizer states are,
+    "none" otherwise; the group is the number of ranks its shards span
+    (the product of the grid axes in their shard_axes mask)."""
+    params, sharded_states, grid = [], {}, []
+    with open(manifest) as f:
+        for line in f:
+            fields = line.split()
+            if fields[:1] == ["grid"]:
+                grid = [int(d) for d in fields[1].split("x")]
+            if fields[:1] != ["arg"]:
+                continue
+            keys = dict(kv.split("=", 1) for kv in fields[6:] if "=" in kv)
+            mask = int(keys.get("shard_axes", "0"))
+            if fields[2] == "param":
+                numel = shape_elements(keys.get("full", fields[5]))
+                params.append((fields[3], numel, DTYPE_BYTES[fields[4]],
+                               "params" if "full" in keys else "none", mask))
+            elif fields[2] == "opt_state" and "full" in keys:
+                sharded_states[fields[3]] = mask
+    group = lambda mask: math.prod(d for i, d in enumerate(grid)
+                                   if mask >> i & 1)
+    placed = []
+    for name, numel, b, placement, mask in params:
+        if placement == "none":
+            for state, state_mask in sharded_states.items():
+                if state.startswith(name + "."):
+                    placement, mask = "states", state_mask
+        placed.append((name, numel, b, placement, group(mask)))
+    return placed
+
+
 def cmd_traffic(args):
     with open(args.a) as f:
         m = BYTES_LINE.search(f.read())
@@ -174,42 +210,38 @@ def cmd_traffic(args):
         sys.exit(f"{args.a}: no 'bytes sent per step' line")
     measured = dict(zip(("all_reduce", "all_gather", "reduce_scatter"),
                         map(int, m.groups())))
-    params = []  # (name, full elements, bytes per element)
-    with open(args.manifest) as f:
-        for line in f:
-            fields = line.split()
-            if fields[:1] != ["arg"] or fields[2] != "param":
-                continue
-            keys = dict(kv.split("=", 1) for kv in fields[6:] if "=" in kv)
-            numel = shape_elements(keys.get("full", fields[5]))
-            params.append((fields[3], numel, DTYPE_BYTES[fields[4]]))
+    params = read_placements(args.manifest)
     if not params:
         sys.exit(f"{args.manifest}: no param arguments")
     world = args.world
-    n = args.shard_group or world          # ranks in a shard group
-    replicas = world // n
+    if args.strategy != "mixed":
+        # A named strategy places every parameter alike, over the shard
+        # group --shard-group (hybrid) or the world.
+        placement = {"ddp": "none", "zero1": "states",
+                     "zero2": "states"}.get(args.strategy, "params")
+        params = [(name, e, b, placement, args.shard_group or world)
+                  for name, e, b, _, _ in params]
     ring = lambda size, elements, b: 2 * (size - 1) * ceil_div(elements, size) * b
+    shard = lambda n, e, b: (n - 1) * ceil_div(e, n) * b
     red = lambda b: args.reduce_bytes or b  # bytes of a reduced gradient
     gat = lambda b: args.gather_bytes or b  # bytes of a gathered parameter
-    # The loss is averaged over the world; the clipping norm over a shard
-    # group (both one f32 each).
+    # The loss is averaged over the world; the clipping norm over each
+    # shard group size the gradients use (one f32 each).
     expected = {"all_reduce": ring(world, 1, 4), "all_gather": 0,
                 "reduce_scatter": 0}
-    gathered_twice = [p for p in params if p[0] not in args.forward_only]
-    if args.strategy == "ddp":
-        expected["all_reduce"] += sum(ring(world, e, red(b))
-                                      for _, e, b in params)
-    else:
-        if args.clip:
+    if args.clip:
+        for n in sorted({p[4] for p in params if p[3] != "none"}):
             expected["all_reduce"] += ring(n, 1, 4)
-        shard = lambda e, b: (n - 1) * ceil_div(e, n) * b
-        expected["reduce_scatter"] = sum(shard(e, red(b)) for _, e, b in params)
-        expected["all_reduce"] += sum(ring(replicas, ceil_div(e, n), red(b))
-                                      for _, e, b in params)
-        expected["all_gather"] = sum(shard(e, gat(b)) for _, e, b in params)
-        if args.strategy not in ("zero1", "zero2") and not args.keep_gathered:
-            expected["all_gather"] += sum(shard(e, gat(b))
-                                          for _, e, b in gathered_twice)
+    for name, e, b, placement, n in params:
+        if placement == "none":
+            expected["all_reduce"] += ring(world, e, red(b))
+            continue
+        expected["reduce_scatter"] += shard(n, e, red(b))
+        expected["all_reduce"] += ring(world // n, ceil_div(e, n), red(b))
+        expected["all_gather"] += shard(n, e, gat(b))
+        if (placement == "params" and not args.keep_gathered and
+                name not in args.forward_only):
+            expected["all_gather"] += shard(n, e, gat(b))
     print(f"traffic: measured {measured}, formula {expected}")
     if measured != expected:
         sys.exit("bytes on the wire differ from the formula")
@@ -268,7 +300,7 @@ def main():
     p.add_argument("--manifest", required=True)
     p.add_argument("--strategy", required=True,
                    choices=["ddp", "zero1", "zero2", "zero3", "fsdp",
-                            "hybrid"])
+                            "hybrid", "mixed"])
     p.add_argument("--world", type=int, required=True)
     p.add_argument("--shard-group", type=int, default=0)
     p.add_argument("--clip", action="store_true")

@@ -9,6 +9,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Regex.h"
 
 #include <cmath>
 #include <cstdio>
@@ -18,6 +19,67 @@ using namespace autoshard::train;
 
 #include "autoshard/Dialect/Train/IR/TrainDialect.cpp.inc"
 #include "autoshard/Dialect/Train/IR/TrainEnums.cpp.inc"
+
+/// The plan's optional trailing fields, `, reduce_dtype = f32` and
+/// `, groups = [...]`, each printed only when it differs from its default.
+static ParseResult
+parsePlanOptionalFields(AsmParser &parser, ReduceDtype &reduce,
+                        SmallVector<ParamGroupAttr> &groups) {
+  reduce = ReduceDtype::Gradient;
+  groups.clear();
+  bool seenReduce = false, seenGroups = false;
+  while (succeeded(parser.parseOptionalComma())) {
+    SMLoc loc = parser.getCurrentLocation();
+    StringRef keyword;
+    if (parser.parseKeyword(&keyword) || parser.parseEqual())
+      return failure();
+    if (keyword == "reduce_dtype" && !seenReduce) {
+      seenReduce = true;
+      StringRef value;
+      SMLoc valueLoc = parser.getCurrentLocation();
+      if (parser.parseKeyword(&value))
+        return failure();
+      std::optional<ReduceDtype> parsed = symbolizeReduceDtype(value);
+      if (!parsed)
+        return parser.emitError(valueLoc)
+               << "unknown reduce_dtype '" << value
+               << "'; valid: gradient, f32";
+      reduce = *parsed;
+      continue;
+    }
+    if (keyword == "groups" && !seenGroups) {
+      seenGroups = true;
+      if (parser.parseCommaSeparatedList(
+              AsmParser::Delimiter::Square, [&]() -> ParseResult {
+                FailureOr<ParamGroupAttr> group =
+                    FieldParser<ParamGroupAttr>::parse(parser);
+                if (failed(group))
+                  return failure();
+                groups.push_back(*group);
+                return success();
+              }))
+        return failure();
+      continue;
+    }
+    return parser.emitError(loc)
+           << "expected 'reduce_dtype' or 'groups' (each at most once), got '"
+           << keyword << "'";
+  }
+  return success();
+}
+
+static void printPlanOptionalFields(AsmPrinter &printer, ReduceDtype reduce,
+                                    ArrayRef<ParamGroupAttr> groups) {
+  if (reduce != ReduceDtype::Gradient)
+    printer << ", reduce_dtype = " << stringifyReduceDtype(reduce);
+  if (groups.empty())
+    return;
+  printer << ", groups = [";
+  llvm::interleaveComma(groups, printer, [&](ParamGroupAttr group) {
+    printer.printStrippedAttrOrType(group);
+  });
+  printer << "]";
+}
 
 #define GET_ATTRDEF_CLASSES
 #include "autoshard/Dialect/Train/IR/TrainAttrs.cpp.inc"
@@ -164,29 +226,90 @@ SgdConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 // PlanAttr
 //===----------------------------------------------------------------------===//
 
+/// The rules every placement triple obeys: a sharded gradient updates only
+/// a shard of the optimizer state, and a sharded parameter is updated from
+/// a sharded gradient.
+static LogicalResult
+verifyPlacements(function_ref<InFlightDiagnostic()> emitError,
+                 Placement optimizerStates, Placement gradients,
+                 Placement parameters) {
+  if (gradients == Placement::Sharded &&
+      optimizerStates != Placement::Sharded)
+    return emitError() << "sharded gradients need sharded optimizer states";
+  if (parameters == Placement::Sharded && gradients != Placement::Sharded)
+    return emitError() << "sharded parameters need sharded gradients";
+  return success();
+}
+
+static LogicalResult
+verifyShardAxes(function_ref<InFlightDiagnostic()> emitError,
+                ArrayRef<int16_t> shardAxes) {
+  for (auto [i, axis] : llvm::enumerate(shardAxes))
+    if (axis < 0 || (i > 0 && axis <= shardAxes[i - 1]))
+      return emitError() << "shard_axes must be distinct, ascending grid "
+                            "axes";
+  return success();
+}
+
+/// `names` as an anchored regular expression: it must match the whole name.
+static llvm::Regex anchoredRegex(StringRef names) {
+  return llvm::Regex(("^(" + names + ")$").str());
+}
+
+LogicalResult
+ParamGroupAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                       StringAttr names, int64_t maxElements,
+                       Placement optimizerStates, Placement gradients,
+                       Placement parameters, Unit unit,
+                       ArrayRef<int16_t> shardAxes) {
+  if (names) {
+    std::string error;
+    if (names.getValue().empty() ||
+        !anchoredRegex(names.getValue()).isValid(error))
+      return emitError() << "param_group names \"" << names.getValue()
+                         << "\" is not a valid regular expression"
+                         << (error.empty() ? "" : ": " + error);
+  }
+  if (maxElements < 0)
+    return emitError() << "param_group max_elements must be at least 0 (0: "
+                          "any size), got "
+                       << maxElements;
+  if (failed(verifyPlacements(emitError, optimizerStates, gradients,
+                              parameters)) ||
+      failed(verifyShardAxes(emitError, shardAxes)))
+    return failure();
+  return success();
+}
+
+bool ParamGroupAttr::selects(StringRef name, int64_t elements) const {
+  if (getMaxElements() > 0 && elements > getMaxElements())
+    return false;
+  return !getNames() || anchoredRegex(getNames().getValue()).match(name);
+}
+
 LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                StringAttr strategy, FlatSymbolRefAttr grid,
                                Placement optimizerStates, Placement gradients,
                                Placement parameters,
                                ArrayRef<int16_t> shardAxes, Unit unit,
                                Reshard reshard, int64_t bucketCapMb,
-                               ReduceDtype reduceDtype) {
-  // Sharding a class of state needs the classes it feeds sharded too: a
-  // sharded gradient updates only a shard of the optimizer state, and a
-  // sharded parameter is updated from a sharded gradient.
-  if (gradients == Placement::Sharded &&
-      optimizerStates != Placement::Sharded)
-    return emitError() << "sharded gradients need sharded optimizer states";
-  if (parameters == Placement::Sharded && gradients != Placement::Sharded)
-    return emitError() << "sharded parameters need sharded gradients";
-  for (auto [i, axis] : llvm::enumerate(shardAxes))
-    if (axis < 0 || (i > 0 && axis <= shardAxes[i - 1]))
-      return emitError() << "shard_axes must be distinct, ascending grid "
-                            "axes";
+                               ReduceDtype reduceDtype,
+                               ArrayRef<ParamGroupAttr> groups) {
+  if (failed(verifyPlacements(emitError, optimizerStates, gradients,
+                              parameters)) ||
+      failed(verifyShardAxes(emitError, shardAxes)))
+    return failure();
   if (bucketCapMb < 1)
     return emitError() << "bucket_cap_mb must be at least 1, got "
                        << bucketCapMb;
   return success();
+}
+
+ParamGroupAttr PlanAttr::groupOf(StringRef name, int64_t elements) const {
+  for (ParamGroupAttr group : getGroups())
+    if (group.selects(name, elements))
+      return group;
+  return {};
 }
 
 //===----------------------------------------------------------------------===//
@@ -219,13 +342,18 @@ LogicalResult TrainDialect::verifyOperationAttribute(Operation *op,
     if (!gridSymbol)
       return op->emitError() << "plan refers to grid " << plan.getGrid()
                              << ", which is not defined";
-    if (auto grid = dyn_cast<shard::GridOp>(gridSymbol))
-      for (int16_t axis : plan.getShardAxes())
-        if (axis >= grid.getRank())
-          return op->emitError()
-                 << "plan shards over axis " << axis << " of "
-                 << plan.getGrid() << ", which has " << grid.getRank()
-                 << (grid.getRank() == 1 ? " axis" : " axes");
+    if (auto grid = dyn_cast<shard::GridOp>(gridSymbol)) {
+      SmallVector<ArrayRef<int16_t>> axisSets{plan.getShardAxes()};
+      for (ParamGroupAttr group : plan.getGroups())
+        axisSets.push_back(group.getShardAxes());
+      for (ArrayRef<int16_t> axes : axisSets)
+        for (int16_t axis : axes)
+          if (axis >= grid.getRank())
+            return op->emitError()
+                   << "plan shards over axis " << axis << " of "
+                   << plan.getGrid() << ", which has " << grid.getRank()
+                   << (grid.getRank() == 1 ? " axis" : " axes");
+    }
     return success();
   }
   if (attr.getName() == kOptimizerAttrName) {

@@ -5,6 +5,9 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+
+#include <map>
 
 namespace autoshard::train {
 #define GEN_PASS_DEF_GROUPCOLLECTIVESPASS
@@ -77,54 +80,86 @@ std::optional<std::pair<Key, int64_t>> describe(Operation *op) {
   return std::nullopt;
 }
 
+/// Keys are compared field by field; a short string names them in a map.
+std::string keyString(const Key &key) {
+  std::string text = key.kind.str() + "/" + std::to_string(key.reduction) + "/";
+  for (int16_t axis : key.axes)
+    text += std::to_string(axis) + ",";
+  llvm::raw_string_ostream os(text);
+  os << "/" << key.elementType;
+  return text;
+}
+
+/// One open bucket per key: collectives of other kinds in between do not
+/// close it (they do not depend on it), a reader of one of its members
+/// does.
 class Grouper {
 public:
   Grouper(StringRef grid, int64_t capBytes) : grid(grid), capBytes(capBytes) {}
 
   void run(Block &body) {
     for (Operation &op : llvm::make_early_inc_range(body)) {
+      // A reader of a member's result (in this op or a region nested in
+      // it) needs that bucket done before it.
+      for (std::string &name : bucketsReadBy(&op))
+        flush(name);
       std::optional<std::pair<Key, int64_t>> described = describe(&op);
-      if (!described) {
-        // A reader of a member's result (in this op or a region nested in
-        // it) needs the bucket done before it.
-        if (!members.empty() && readsMember(&op))
-          flush();
+      if (!described)
         continue;
-      }
       auto &[key, bytes] = *described;
-      if (!members.empty() && !(key == bucketKey))
-        flush();
-      bucketKey = key;
-      members.push_back(&op);
-      memberResults.insert(op.result_begin(), op.result_end());
-      bucketBytes += bytes;
-      if (bucketBytes >= capBytes)
-        flush();
+      std::string name = keyString(key);
+      Bucket &bucket = open[name];
+      bucket.key = key;
+      bucket.members.push_back(&op);
+      for (Value result : op.getResults())
+        owner[result] = name;
+      bucket.bytes += bytes;
+      if (bucket.bytes >= capBytes)
+        flush(name);
     }
-    flush();
+    while (!open.empty())
+      flush(open.begin()->first);
   }
 
 private:
-  bool readsMember(Operation *op) const {
-    WalkResult result = op->walk([&](Operation *nested) {
-      for (Value v : nested->getOperands())
-        if (memberResults.contains(v))
-          return WalkResult::interrupt();
-      return WalkResult::advance();
+  struct Bucket {
+    Key key;
+    SmallVector<Operation *> members;
+    int64_t bytes = 0;
+  };
+
+  /// The open buckets a member of which `op` reads.
+  SmallVector<std::string> bucketsReadBy(Operation *op) const {
+    SmallVector<std::string> names;
+    if (owner.empty())
+      return names;
+    op->walk([&](Operation *nested) {
+      for (Value v : nested->getOperands()) {
+        auto it = owner.find(v);
+        if (it != owner.end() && !llvm::is_contained(names, it->second))
+          names.push_back(it->second);
+      }
     });
-    return result.wasInterrupted();
+    return names;
   }
 
-  void flush() {
-    if (members.size() > 1)
-      merge();
-    members.clear();
-    memberResults.clear();
-    bucketBytes = 0;
+  void flush(const std::string &name) {
+    auto it = open.find(name);
+    if (it == open.end())
+      return;
+    Bucket bucket = std::move(it->second);
+    open.erase(it);
+    for (Operation *member : bucket.members)
+      for (Value result : member->getResults())
+        owner.erase(result);
+    if (bucket.members.size() > 1)
+      merge(bucket);
   }
 
   /// One op for every member, where the last member was.
-  void merge() {
+  void merge(const Bucket &bucket) {
+    ArrayRef<Operation *> members = bucket.members;
+    const Key &key = bucket.key;
     Operation *last = members.back();
     OpBuilder b(last->getContext());
     b.setInsertionPointAfter(last);
@@ -137,32 +172,32 @@ private:
     }
     Location loc = b.getFusedLoc(llvm::to_vector(
         llvm::map_range(members, [](Operation *op) { return op->getLoc(); })));
-    Operation *bucket;
-    if (bucketKey.kind == "all_reduce")
-      bucket = AllReduceBucketOp::create(
-          b, loc, inputs, grid, bucketKey.axes,
-          bucketKey.reduction == 1 ? Reduction::Average : Reduction::Sum);
-    else if (bucketKey.kind == "reduce_scatter")
-      bucket = ReduceScatterShardsOp::create(
-          b, loc, resultTypes, inputs, grid, bucketKey.axes,
-          static_cast<Reduction>(bucketKey.reduction));
+    Operation *merged;
+    if (key.kind == "all_reduce")
+      merged = AllReduceBucketOp::create(
+          b, loc, inputs, grid, key.axes,
+          key.reduction == 1 ? Reduction::Average : Reduction::Sum);
+    else if (key.kind == "reduce_scatter")
+      merged = ReduceScatterShardsOp::create(
+          b, loc, resultTypes, inputs, grid, key.axes,
+          static_cast<Reduction>(key.reduction));
     else
-      bucket = AllGatherShardsOp::create(b, loc, resultTypes, inputs, grid,
-                                         bucketKey.axes);
+      merged = AllGatherShardsOp::create(b, loc, resultTypes, inputs, grid,
+                                         key.axes);
     unsigned next = 0;
     for (Operation *member : members) {
       for (Value result : member->getResults())
-        result.replaceAllUsesWith(bucket->getResult(next++));
+        result.replaceAllUsesWith(merged->getResult(next++));
       member->erase();
     }
   }
 
   StringRef grid;
   int64_t capBytes;
-  SmallVector<Operation *> members;
-  DenseSet<Value> memberResults;
-  Key bucketKey;
-  int64_t bucketBytes = 0;
+  /// Open buckets by key, in the order they opened.
+  llvm::MapVector<std::string, Bucket, std::map<std::string, unsigned>> open;
+  /// The open bucket each member result belongs to.
+  DenseMap<Value, std::string> owner;
 };
 
 struct GroupCollectivesPass

@@ -29,15 +29,21 @@ using namespace autoshard::train;
 
 namespace {
 
-/// The plan's grid, resolved: its symbol, static shape and axis groups.
+/// The ranks a class of state is sharded over: the grid axes its shards
+/// live on, the group they form, and the axes across which the group is
+/// replicated.
+struct Layout {
+  SmallVector<shard::GridAxis> shardAxes;
+  SmallVector<shard::GridAxis> replicateAxes;
+  /// Ranks in one shard group.
+  int64_t groupSize = 1;
+};
+
+/// The plan's grid, resolved: its symbol and static shape.
 struct Grid {
   shard::GridOp op;
   int64_t size = 1;
   SmallVector<shard::GridAxis> allAxes;
-  SmallVector<shard::GridAxis> shardAxes;
-  SmallVector<shard::GridAxis> replicateAxes;
-  /// Ranks in one shard group.
-  int64_t shardGroupSize = 1;
 };
 
 FailureOr<Grid> resolveGrid(FunctionOpInterface step, PlanAttr plan) {
@@ -58,15 +64,34 @@ FailureOr<Grid> resolveGrid(FunctionOpInterface step, PlanAttr plan) {
     }
     grid.size *= dim;
     grid.allAxes.push_back(static_cast<shard::GridAxis>(axis));
-    if (llvm::is_contained(plan.getShardAxes(), axis)) {
-      grid.shardAxes.push_back(static_cast<shard::GridAxis>(axis));
-      grid.shardGroupSize *= dim;
-    } else {
-      grid.replicateAxes.push_back(static_cast<shard::GridAxis>(axis));
-    }
   }
   return grid;
 }
+
+Layout layoutOf(Grid grid, ArrayRef<int16_t> shardAxes) {
+  Layout layout;
+  for (auto [axis, dim] : llvm::enumerate(grid.op.getShape())) {
+    if (llvm::is_contained(shardAxes, axis)) {
+      layout.shardAxes.push_back(static_cast<shard::GridAxis>(axis));
+      layout.groupSize *= dim;
+    } else {
+      layout.replicateAxes.push_back(static_cast<shard::GridAxis>(axis));
+    }
+  }
+  return layout;
+}
+
+/// Where one parameter, its gradient and its optimizer states live: the
+/// plan's placements, or those of the first group that selects it.
+struct Policy {
+  Placement states = Placement::Replicated;
+  Placement grads = Placement::Replicated;
+  Placement params = Placement::Replicated;
+  Unit unit = Unit::Param;
+  const Layout *layout = nullptr;
+};
+
+bool sharded(Placement placement) { return placement == Placement::Sharded; }
 
 /// Splits every batch argument along dimension 0 into `grid.size` rows each.
 LogicalResult splitBatch(FunctionOpInterface step, const Grid &grid) {
@@ -141,9 +166,6 @@ public:
   LogicalResult run();
 
 private:
-  bool sharded(Placement placement) const {
-    return placement == Placement::Sharded;
-  }
   Value allReduce(Value value, ArrayRef<shard::GridAxis> axes,
                   shard::ReductionKind kind) {
     return shard::AllReduceOp::create(b, value.getLoc(), value.getType(),
@@ -151,12 +173,19 @@ private:
         .getResult();
   }
   StringRef gridName() { return grid.op.getSymName(); }
-  DenseI16ArrayAttr shardAxesAttr() {
-    return b.getDenseI16ArrayAttr(grid.shardAxes);
+  DenseI16ArrayAttr axesAttr(const Layout &layout) {
+    return b.getDenseI16ArrayAttr(layout.shardAxes);
   }
-  void markSharded(BlockArgument arg, Type fullType);
+  const Layout &layoutFor(ArrayRef<int16_t> axes);
+  void assignPolicies();
+  /// The policy of the parameter an optimizer updates (all its parameters
+  /// share one), or an error.
+  FailureOr<const Policy *> policyOf(OptimizerOpInterface optimizer);
+  void markSharded(BlockArgument arg, Type fullType, const Layout &layout);
   LogicalResult reduceGradients(ArrayRef<OptimizerOpInterface> optimizers);
-  LogicalResult shardOptimizer(OptimizerOpInterface optimizer);
+  void reduceClippingNorms();
+  LogicalResult shardOptimizer(OptimizerOpInterface optimizer,
+                               const Policy &policy);
   LogicalResult gatherParameters();
   LogicalResult finishSignature();
 
@@ -166,38 +195,111 @@ private:
   Block &body;
   OpBuilder b;
   StepSignature sig;
-  /// Full types of the arguments this pass turned into flat shards.
-  DenseMap<unsigned, Type> shardedArgs;
+  /// One layout per distinct set of shard axes.
+  std::map<SmallVector<int16_t>, Layout> layouts;
+  /// The policy of every parameter argument.
+  DenseMap<unsigned, Policy> policies;
+  /// The arguments this pass turned into flat shards: full type and layout.
+  DenseMap<unsigned, std::pair<Type, const Layout *>> shardedArgs;
   /// Sharded parameter arguments, in argument order.
   SmallVector<unsigned> shardedParams;
+  /// Reduced gradient shards, for clipping: the layout each is a shard of.
+  DenseMap<Value, const Layout *> gradientShards;
 };
 
-void Partitioner::markSharded(BlockArgument arg, Type fullType) {
-  shardedArgs[arg.getArgNumber()] = fullType;
-  arg.setType(shardType(fullType, grid.shardGroupSize));
+const Layout &Partitioner::layoutFor(ArrayRef<int16_t> axes) {
+  SmallVector<int16_t> key(axes);
+  auto it = layouts.find(key);
+  if (it == layouts.end())
+    it = layouts.emplace(key, layoutOf(grid, axes)).first;
+  return it->second;
 }
 
-/// Gradients are partial sums over a rank's rows. Replicated (DDP): average
-/// them over the grid where they are computed. Otherwise reduce-scatter them
-/// into this rank's shard: where they are computed when gradients are
-/// sharded (ZeRO-2/3), at their first reader when they are not (ZeRO-1);
-/// then average the shards across replicas (hybrid). Every reader of a
-/// gradient reads the result; clipping sums the shards' squares over the
-/// shard group.
+void Partitioner::assignPolicies() {
+  Policy base{plan.getOptimizerStates(), plan.getGradients(),
+              plan.getParameters(), plan.getUnit(),
+              &layoutFor(plan.getShardAxes())};
+  for (const StepValue &arg : sig.getArgs()) {
+    if (arg.role != Role::Param)
+      continue;
+    Policy policy = base;
+    if (ParamGroupAttr group =
+            plan.groupOf(arg.name, arg.type.getNumElements())) {
+      policy = {group.getOptimizerStates(), group.getGradients(),
+                group.getParameters(), group.getUnit(),
+                group.getShardAxes().empty()
+                    ? base.layout
+                    : &layoutFor(group.getShardAxes())};
+    }
+    policies[arg.index] = policy;
+  }
+}
+
+FailureOr<const Policy *>
+Partitioner::policyOf(OptimizerOpInterface optimizer) {
+  const Policy *found = nullptr;
+  for (OpOperand &param : optimizer.getParamOperands()) {
+    auto arg = dyn_cast<BlockArgument>(param.get());
+    auto it = arg && arg.getOwner() == &body
+                  ? policies.find(arg.getArgNumber())
+                  : policies.end();
+    if (it == policies.end())
+      return optimizer->emitOpError()
+             << "updates a value that is not a parameter argument of the "
+                "step";
+    if (found && (found->states != it->second.states ||
+                  found->grads != it->second.grads ||
+                  found->params != it->second.params ||
+                  found->layout != it->second.layout))
+      return optimizer->emitOpError()
+             << "updates parameters that the plan places differently; put "
+                "them in one parameter group";
+    found = &it->second;
+  }
+  if (!found)
+    return optimizer->emitOpError() << "updates no parameter";
+  return found;
+}
+
+void Partitioner::markSharded(BlockArgument arg, Type fullType,
+                              const Layout &layout) {
+  shardedArgs[arg.getArgNumber()] = {fullType, &layout};
+  arg.setType(shardType(fullType, layout.groupSize));
+}
+
+/// Gradients are partial sums over a rank's rows. Replicated states (DDP):
+/// average them over the grid where they are computed. Otherwise reduce-
+/// scatter them into this rank's shard: where they are computed when
+/// gradients are sharded (ZeRO-2/3), at their first reader when they are
+/// not (ZeRO-1); then average the shards across replicas (hybrid). Every
+/// reader of a gradient reads the result. Each gradient follows the policy
+/// of the parameter it updates.
 LogicalResult
 Partitioner::reduceGradients(ArrayRef<OptimizerOpInterface> optimizers) {
-  llvm::SetVector<Value> gradients;
-  for (OptimizerOpInterface optimizer : optimizers)
-    for (OpOperand &grad : optimizer.getGradientOperands())
-      gradients.insert(grad.get());
+  llvm::MapVector<Value, const Policy *> gradients;
+  for (OptimizerOpInterface optimizer : optimizers) {
+    FailureOr<const Policy *> policy = policyOf(optimizer);
+    if (failed(policy))
+      return failure();
+    for (OpOperand &grad : optimizer.getGradientOperands()) {
+      auto [it, inserted] = gradients.try_emplace(grad.get(), *policy);
+      if (!inserted && it->second != *policy &&
+          (it->second->states != (*policy)->states ||
+           it->second->layout != (*policy)->layout))
+        return optimizer->emitOpError()
+               << "reads a gradient that also updates a parameter the plan "
+                  "places differently; put both in one parameter group";
+    }
+  }
 
-  bool toShards = sharded(plan.getOptimizerStates());
-  for (Value grad : gradients) {
+  for (auto [grad, policy] : gradients) {
+    bool toShards = sharded(policy->states);
+    const Layout &layout = *policy->layout;
     Operation *firstReader = nullptr;
     for (Operation *user : grad.getUsers())
       if (!firstReader || user->isBeforeInBlock(firstReader))
         firstReader = user;
-    if (toShards && !sharded(plan.getGradients()))
+    if (toShards && !sharded(policy->grads))
       b.setInsertionPoint(firstReader);
     else
       b.setInsertionPointAfterValue(grad);
@@ -217,18 +319,19 @@ Partitioner::reduceGradients(ArrayRef<OptimizerOpInterface> optimizers) {
     } else {
       auto scatter = ReduceScatterShardsOp::create(
           b, grad.getLoc(),
-          TypeRange{shardType(input.getType(), grid.shardGroupSize)},
-          ValueRange{input}, gridName(), shardAxesAttr(), Reduction::Average);
+          TypeRange{shardType(input.getType(), layout.groupSize)},
+          ValueRange{input}, gridName(), axesAttr(layout), Reduction::Average);
       reduction = scatter;
       reduced = scatter.getResult(0);
       // Across replicas the shards are averaged just before they are read,
       // so grouping can bucket the reduce-scatters of the backward pass
       // and, separately, these averages.
-      if (!grid.replicateAxes.empty()) {
+      if (!layout.replicateAxes.empty()) {
         b.setInsertionPoint(firstReader);
-        reduced = allReduce(reduced, grid.replicateAxes,
+        reduced = allReduce(reduced, layout.replicateAxes,
                             shard::ReductionKind::Average);
       }
+      gradientShards[reduced] = &layout;
     }
     if (input == grad) {
       grad.replaceAllUsesExcept(reduced, reduction);
@@ -256,27 +359,53 @@ Partitioner::reduceGradients(ArrayRef<OptimizerOpInterface> optimizers) {
       use.set(castBack);
     }
   }
-
-  if (toShards) {
-    // Each rank's shards hold a disjoint part of every gradient.
-    SmallVector<SumOfSquaresOp> sums;
-    step.walk([&](SumOfSquaresOp sum) { sums.push_back(sum); });
-    for (SumOfSquaresOp sum : sums) {
-      b.setInsertionPointAfter(sum);
-      Value total =
-          allReduce(sum.getResult(), grid.shardAxes, shard::ReductionKind::Sum);
-      sum.getResult().replaceAllUsesExcept(total, total.getDefiningOp());
-    }
-  }
+  reduceClippingNorms();
   return success();
+}
+
+/// Global-norm clipping sums the squares of every gradient. A whole
+/// gradient is the same on every rank; the shards of a sharded one are
+/// disjoint, so their squares are summed over the shard axes. A sum over
+/// both kinds is split by layout and added back up.
+void Partitioner::reduceClippingNorms() {
+  SmallVector<SumOfSquaresOp> sums;
+  step.walk([&](SumOfSquaresOp sum) { sums.push_back(sum); });
+  for (SumOfSquaresOp sum : sums) {
+    // Operands by the layout they are shards of (null: whole), in order.
+    llvm::MapVector<const Layout *, SmallVector<Value>> parts;
+    for (Value operand : sum->getOperands())
+      parts[gradientShards.lookup(operand)].push_back(operand);
+    if (parts.size() == 1 && parts.begin()->first == nullptr)
+      continue;
+    b.setInsertionPointAfter(sum);
+    Value total;
+    for (auto &[layout, operands] : parts) {
+      Value part = parts.size() == 1
+                       ? sum.getResult()
+                       : SumOfSquaresOp::create(b, sum.getLoc(), operands)
+                             .getResult();
+      if (layout)
+        part = allReduce(part, layout->shardAxes, shard::ReductionKind::Sum);
+      total = total ? AddOp::create(b, sum.getLoc(), total, part).getResult()
+                    : part;
+    }
+    if (parts.size() == 1) {
+      sum.getResult().replaceAllUsesExcept(total, total.getDefiningOp());
+      continue;
+    }
+    sum.getResult().replaceAllUsesWith(total);
+    sum.erase();
+  }
 }
 
 /// The optimizer updates this rank's shard: sharded states become flat shard
 /// arguments; a replicated parameter is sliced for the update and its new
 /// value gathered back (ZeRO-1/2), a sharded one is a shard argument
 /// updated in place (ZeRO-3, FSDP).
-LogicalResult Partitioner::shardOptimizer(OptimizerOpInterface optimizer) {
+LogicalResult Partitioner::shardOptimizer(OptimizerOpInterface optimizer,
+                                          const Policy &policy) {
   Operation *op = optimizer.getOperation();
+  const Layout &layout = *policy.layout;
   for (OpOperand *state : optimizer.getStateOperands()) {
     auto arg = dyn_cast<BlockArgument>(state->get());
     if (!arg || arg.getOwner() != &body)
@@ -284,40 +413,36 @@ LogicalResult Partitioner::shardOptimizer(OptimizerOpInterface optimizer) {
              << "has an optimizer state that is not an argument of the step; "
                 "a plan shards states the step carries";
     if (!shardedArgs.contains(arg.getArgNumber()))
-      markSharded(arg, arg.getType());
+      markSharded(arg, arg.getType(), layout);
   }
   for (OpOperand &param : optimizer.getParamOperands()) {
-    auto arg = dyn_cast<BlockArgument>(param.get());
-    if (!arg || arg.getOwner() != &body)
-      return op->emitOpError() << "updates a value that is not a parameter "
-                                  "argument of the step";
-    if (sharded(plan.getParameters())) {
+    auto arg = cast<BlockArgument>(param.get());
+    if (sharded(policy.params)) {
       if (!shardedArgs.contains(arg.getArgNumber())) {
-        markSharded(arg, arg.getType());
+        markSharded(arg, arg.getType(), layout);
         shardedParams.push_back(arg.getArgNumber());
       }
       continue;
     }
     b.setInsertionPoint(op);
-    param.set(ShardOfOp::create(
-        b, op->getLoc(), shardType(arg.getType(), grid.shardGroupSize), arg,
-        gridName(), shardAxesAttr()));
+    param.set(ShardOfOp::create(b, op->getLoc(),
+                                shardType(arg.getType(), layout.groupSize),
+                                arg, gridName(), axesAttr(layout)));
   }
   SmallVector<Type> before(op->getResultTypes());
-  if (failed(rederiveResultTypes(op, grid.shardGroupSize)))
+  if (failed(rederiveResultTypes(op, layout.groupSize)))
     return failure();
-  if (!sharded(plan.getParameters())) {
+  if (!sharded(policy.params)) {
     // The first result is the new parameter (OptimizerOpInterface order).
     Value newShard = op->getResult(0);
     b.setInsertionPointAfter(op);
     auto gather = AllGatherShardsOp::create(
         b, op->getLoc(), TypeRange{before[0]}, ValueRange{newShard},
-        gridName(), shardAxesAttr());
+        gridName(), axesAttr(layout));
     newShard.replaceAllUsesExcept(gather.getResult(0), gather);
   }
   return success();
 }
-
 /// Sharded parameters are gathered for their readers. A parameter read only
 /// through a cast (mixed precision) is cast while sharded, so the gather
 /// moves bf16. Readers are grouped into phases, separated by each micro-
@@ -345,13 +470,15 @@ LogicalResult Partitioner::gatherParameters() {
     unsigned arg;
     Value shard;                      // what is gathered
     Type full;                        // the gathered type
+    const Layout *layout;             // what it is a shard of
     SmallVector<OpOperand *> readers; // uses of the gathered value
   };
   SmallVector<Source> sources;
   SmallVector<Operation *> deadCasts;
   for (unsigned index : shardedParams) {
     BlockArgument arg = body.getArgument(index);
-    Source source{index, arg, shardedArgs.lookup(index), {}};
+    const Layout &layout = *shardedArgs.lookup(index).second;
+    Source source{index, arg, shardedArgs.lookup(index).first, &layout, {}};
     SmallVector<OpOperand *> computeUses;
     for (OpOperand &use : arg.getUses())
       if (!isa<OptimizerOpInterface>(use.getOwner()))
@@ -363,7 +490,7 @@ LogicalResult Partitioner::gatherParameters() {
       b.setInsertionPoint(castOp);
       source.full = castOp.getResult().getType();
       source.shard = CastOp::create(
-          b, castOp.getLoc(), shardType(source.full, grid.shardGroupSize),
+          b, castOp.getLoc(), shardType(source.full, layout.groupSize),
           arg);
       for (OpOperand &use : castOp.getResult().getUses())
         source.readers.push_back(&use);
@@ -377,7 +504,7 @@ LogicalResult Partitioner::gatherParameters() {
   // The first reader of each (unit, phase): where every gather of that unit
   // and phase goes.
   auto unitKey = [&](const Source &source) -> std::string {
-    if (plan.getUnit() == Unit::Param)
+    if (policies.lookup(source.arg).unit == Unit::Param)
       return std::to_string(source.arg);
     return unitOf(sig.getArgs()[source.arg].name).str();
   };
@@ -403,7 +530,7 @@ LogicalResult Partitioner::gatherParameters() {
         full = AllGatherShardsOp::create(b, at->getLoc(),
                                          TypeRange{source.full},
                                          ValueRange{source.shard}, gridName(),
-                                         shardAxesAttr())
+                                         axesAttr(*source.layout))
                    .getResult(0);
       }
       use->set(full);
@@ -438,17 +565,22 @@ LogicalResult Partitioner::finishSignature() {
   // The attributes are set all at once: setting them one by one rebuilds
   // the function's attribute array each time, quadratic in the arguments.
   MLIRContext *ctx = step.getContext();
-  auto withShard = [&](DictionaryAttr attrs, ArrayRef<int64_t> fullShape) {
+  auto withShard = [&](DictionaryAttr attrs, ArrayRef<int64_t> fullShape,
+                       const Layout &layout) {
+    SmallVector<int16_t> axes(layout.shardAxes.begin(),
+                              layout.shardAxes.end());
     NamedAttrList list(attrs);
     list.set(TrainDialect::kShardAttrName,
-             FlatShardAttr::get(ctx, fullShape, grid.shardAxes));
+             FlatShardAttr::get(ctx, fullShape, axes));
     return list.getDictionary(ctx);
   };
   SmallVector<DictionaryAttr> argAttrs;
   step.getAllArgAttrs(argAttrs);
-  for (auto &[index, full] : shardedArgs)
+  for (auto &[index, sharding] : shardedArgs)
     argAttrs[index] =
-        withShard(argAttrs[index], cast<RankedTensorType>(full).getShape());
+        withShard(argAttrs[index],
+                  cast<RankedTensorType>(sharding.first).getShape(),
+                  *sharding.second);
   step.setAllArgAttrs(argAttrs);
   // Results: the new value of a sharded argument, and exposed gradients of
   // sharded parameters, are shards of the same full shape.
@@ -460,12 +592,13 @@ LogicalResult Partitioner::finishSignature() {
       of = sig.getGradientOf(result.index);
     // A shard may have the full tensor's type (a 1-D tensor on one rank, or
     // of one element): what decides is that the result has the shard type.
-    if (!of || !shardedArgs.contains(*of) ||
-        resultTypes[result.index] !=
-            shardType(result.type, grid.shardGroupSize))
+    if (!of || !shardedArgs.contains(*of))
+      continue;
+    const Layout &layout = *shardedArgs.lookup(*of).second;
+    if (resultTypes[result.index] != shardType(result.type, layout.groupSize))
       continue;
     resultAttrs[result.index] =
-        withShard(resultAttrs[result.index], result.type.getShape());
+        withShard(resultAttrs[result.index], result.type.getShape(), layout);
   }
   step.setAllResultAttrs(resultAttrs);
   return success();
@@ -476,15 +609,18 @@ LogicalResult Partitioner::run() {
       failed(reinferTypes(body, grid.size)))
     return failure();
 
+  assignPolicies();
   SmallVector<OptimizerOpInterface> optimizers;
   step.walk([&](OptimizerOpInterface op) { optimizers.push_back(op); });
   if (failed(reduceGradients(optimizers)))
     return failure();
-  if (sharded(plan.getOptimizerStates()))
-    for (OptimizerOpInterface optimizer : optimizers)
-      if (failed(shardOptimizer(optimizer)))
-        return failure();
-  if (sharded(plan.getParameters()) && failed(gatherParameters()))
+  for (OptimizerOpInterface optimizer : optimizers) {
+    const Policy *policy = *policyOf(optimizer);
+    if (sharded(policy->states) &&
+        failed(shardOptimizer(optimizer, *policy)))
+      return failure();
+  }
+  if (!shardedParams.empty() && failed(gatherParameters()))
     return failure();
 
   // Every rank reports the loss of the global batch.

@@ -20,6 +20,67 @@ namespace {
 struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
   using PlanPassBase::PlanPassBase;
 
+  /// The groups of --param-group (PRESET=REGEX, in order) and then of
+  /// --persistence-threshold. A group takes its preset's placements and
+  /// unit; on a hybrid plan, a group of a non-hybrid sharded preset shards
+  /// over every grid axis.
+  FailureOr<SmallVector<ParamGroupAttr>>
+  buildGroups(ModuleOp module, const StrategyPreset &plan,
+              ArrayRef<int16_t> planAxes, int64_t gridRank) {
+    MLIRContext *ctx = &getContext();
+    auto emitError = [&] { return module.emitError(); };
+    SmallVector<ParamGroupAttr> groups;
+    for (const std::string &entry : paramGroups) {
+      auto [name, regex] = StringRef(entry).split('=');
+      std::optional<StrategyPreset> preset = lookupStrategy(name);
+      if (!preset || regex.empty()) {
+        module.emitError()
+            << "parameter group '" << entry
+            << "' must be PRESET=REGEX with PRESET one of "
+            << listStrategyNames();
+        return failure();
+      }
+      SmallVector<int16_t> axes;
+      if (preset->hybrid && !plan.hybrid) {
+        module.emitError() << "parameter group '" << entry
+                           << "': a hybrid group needs the hybrid strategy's "
+                              "2-D grid";
+        return failure();
+      }
+      if (plan.hybrid && !preset->hybrid)
+        for (int64_t axis = 0; axis < gridRank; ++axis)
+          axes.push_back(static_cast<int16_t>(axis));
+      ParamGroupAttr group = ParamGroupAttr::getChecked(
+          emitError, ctx, StringAttr::get(ctx, regex), /*maxElements=*/int64_t{0},
+          preset->optimizerStates, preset->gradients, preset->parameters,
+          preset->unit, ArrayRef<int16_t>(axes));
+      if (!group)
+        return failure();
+      groups.push_back(group);
+    }
+    if (persistenceThreshold < 0) {
+      module.emitError() << "persistence threshold must be at least 0, got "
+                         << static_cast<int64_t>(persistenceThreshold);
+      return failure();
+    }
+    if (persistenceThreshold > 0) {
+      if (plan.parameters != Placement::Sharded) {
+        module.emitError()
+            << "a persistence threshold keeps small parameters whole under "
+               "a strategy that shards parameters (zero3, fsdp, hybrid); '"
+            << plan.name << "' does not shard them";
+        return failure();
+      }
+      // Small parameters stay whole; their gradients and states stay
+      // sharded (DeepSpeed's persistent parameters).
+      groups.push_back(ParamGroupAttr::get(
+          ctx, StringAttr(), static_cast<int64_t>(persistenceThreshold),
+          plan.optimizerStates, plan.gradients, Placement::Replicated,
+          plan.unit, planAxes));
+    }
+    return groups;
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     std::optional<StrategyPreset> preset = lookupStrategy(strategy);
@@ -80,12 +141,18 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
                                       gridShape);
     symbols.insert(grid, module.getBody()->begin());
 
+    FailureOr<SmallVector<ParamGroupAttr>> groups =
+        buildGroups(module, *preset, shardAxes,
+                    static_cast<int64_t>(gridShape.size()));
+    if (failed(groups))
+      return signalPassFailure();
+
     auto plan = PlanAttr::get(
         &getContext(), StringAttr::get(&getContext(), preset->name),
         FlatSymbolRefAttr::get(grid.getSymNameAttr()), preset->optimizerStates,
         preset->gradients, preset->parameters, shardAxes, preset->unit,
         reshardAfterForward ? Reshard::AfterForward : Reshard::AfterBackward,
-        bucketCapMb, *reduce);
+        bucketCapMb, *reduce, *groups);
     (*step)->setAttr(TrainDialect::kPlanAttrName, plan);
   }
 };

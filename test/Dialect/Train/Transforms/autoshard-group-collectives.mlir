@@ -138,3 +138,29 @@ func.func @no_plan(%l: tensor<f32> {train.role = #train.role<hyper>, train.name 
   %r1 = shard.all_reduce %l on @world grid_axes = [0] reduction = average : tensor<f32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Each kind has its own open bucket: an all-reduce between two
+// reduce-scatters does not close theirs, and a collective that reads a
+// member (the replica average of a shard) closes only that member's bucket.
+shard.grid @grid(shape = 2x2)
+// CHECK-LABEL: func.func @interleaved
+// CHECK: %[[AR:.*]] = shard.all_reduce %{{.*}} on @grid grid_axes = [0, 1] reduction = average : tensor<3xf32>
+// CHECK-NEXT: %[[S:.*]]:2 = train.reduce_scatter_shards %{{.*}}, %{{.*}} on @grid grid_axes = [1] reduction = average : tensor<4x2xf32>, tensor<6xf32> -> tensor<4xf32>, tensor<3xf32>
+// CHECK-NEXT: %[[R:.*]]:2 = train.all_reduce_bucket %[[S]]#0, %[[S]]#1 on @grid grid_axes = [0] reduction = average
+// CHECK-NEXT: "test.use"(%[[AR]], %[[R]]#0, %[[R]]#1)
+func.func @interleaved(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.plan = #train.plan<strategy = "hybrid", grid = @grid, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [1], unit = block, reshard = after_forward, bucket_cap_mb = 25>} {
+  %a = "test.src"() : () -> tensor<4x2xf32>
+  %b = "test.src"() : () -> tensor<3xf32>
+  %c = "test.src"() : () -> tensor<6xf32>
+  %sa = train.reduce_scatter_shards %a on @grid grid_axes = [1] reduction = average : tensor<4x2xf32> -> tensor<4xf32>
+  %rb = shard.all_reduce %b on @grid grid_axes = [0, 1] reduction = average : tensor<3xf32> -> tensor<3xf32>
+  %sc = train.reduce_scatter_shards %c on @grid grid_axes = [1] reduction = average : tensor<6xf32> -> tensor<3xf32>
+  %ra = shard.all_reduce %sa on @grid grid_axes = [0] reduction = average : tensor<4xf32> -> tensor<4xf32>
+  %rc = shard.all_reduce %sc on @grid grid_axes = [0] reduction = average : tensor<3xf32> -> tensor<3xf32>
+  "test.use"(%rb, %ra, %rc) : (tensor<3xf32>, tensor<4xf32>, tensor<3xf32>) -> ()
+  return %l : tensor<f32>
+}

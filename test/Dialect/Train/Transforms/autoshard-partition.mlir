@@ -218,3 +218,24 @@ func.func @step(%w: tensor<4xf32> {train.role = #train.role<param>, train.name =
   %w1 = train.sgd %v, %g, %lr : (tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
   return %w1, %lr : tensor<4xf32>, tensor<f32>
 }
+
+// -----
+
+// One gradient cannot be both reduced whole and reduce-scattered: the two
+// parameters it updates must share a placement.
+shard.grid @world(shape = 2)
+func.func @shared_gradient_split(
+    %a: tensor<4xf32> {train.role = #train.role<param>, train.name = "a", train.init = #train.init<zeros>},
+    %b: tensor<4xf32> {train.role = #train.role<param>, train.name = "b", train.init = #train.init<zeros>},
+    %g: tensor<2x4xf32> {train.role = #train.role<input>, train.name = "g"},
+    %lr: tensor<f32> {train.role = #train.role<hyper>, train.name = "lr", train.init = #train.init<constant, value = 0.1>})
+    -> (tensor<4xf32> {train.role = #train.role<param>, train.name = "a"},
+        tensor<4xf32> {train.role = #train.role<param>, train.name = "b"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.plan = #train.plan<strategy = "zero2", grid = @world, optimizer_states = sharded, gradients = sharded, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25, groups = [<names = "b", optimizer_states = replicated, gradients = replicated, parameters = replicated, unit = param>]>} {
+  %d = train.bias_grad %g : (tensor<2x4xf32>) -> tensor<4xf32>
+  %a1 = train.sgd %a, %d, %lr : (tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  // expected-error@+1 {{reads a gradient that also updates a parameter the plan places differently; put both in one parameter group}}
+  %b1 = train.sgd %b, %d, %lr : (tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  return %a1, %b1, %lr : tensor<4xf32>, tensor<4xf32>, tensor<f32>
+}

@@ -180,6 +180,52 @@ def Train_InitAttr : Train_Attr<"Init", "init"> {
   }];
 }
 
+def Train_ParamGroupAttr : Train_Attr<"ParamGroup", "param_group"> {
+  let summary = "the placement of the parameters a plan's group selects";
+  let description = [{
+    A plan's `groups` override its placements for the parameters they
+    select, together with those parameters' gradients and optimizer states.
+    A group selects the parameters whose name matches `names` (a POSIX
+    extended regular expression matched against the whole name), and
+    whose element count is at most `max_elements` (DeepSpeed's
+    `stage3_param_persistence_threshold`). An omitted selector does not
+    filter. The first group that selects a parameter decides its placement;
+    a parameter no group selects follows the plan. `shard_axes` defaults to
+    the plan's.
+
+    ```mlir
+    // ZeRO-3, except embeddings (replicated) and small tensors (ZeRO-2).
+    groups = [
+      #train.param_group<names = "wte|wpe", optimizer_states = replicated,
+                         gradients = replicated, parameters = replicated,
+                         unit = param>,
+      #train.param_group<max_elements = 100000, optimizer_states = sharded,
+                         gradients = sharded, parameters = replicated,
+                         unit = param>]
+    ```
+  }];
+  let parameters = (ins
+    OptionalParameter<"::mlir::StringAttr">:$names,
+    DefaultValuedParameter<"int64_t", "0">:$max_elements,
+    "::autoshard::train::Placement":$optimizer_states,
+    "::autoshard::train::Placement":$gradients,
+    "::autoshard::train::Placement":$parameters,
+    "::autoshard::train::Unit":$unit,
+    OptionalArrayRefParameter<"int16_t">:$shard_axes);
+  let assemblyFormat = [{
+    `<` (`names` `=` $names^ `,` ` `)?
+        (`max_elements` `=` $max_elements^ `,` ` `)?
+        `optimizer_states` `=` $optimizer_states `,`
+        `gradients` `=` $gradients `,` `parameters` `=` $parameters `,`
+        `unit` `=` $unit (`,` `shard_axes` `=` `[` $shard_axes^ `]`)? `>`
+  }];
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Whether this group selects a parameter of this name and size.
+    bool selects(::llvm::StringRef name, int64_t elements) const;
+  }];
+}
+
 def Train_PlanAttr : Train_Attr<"Plan", "plan"> {
   let summary = "how a training step is distributed over a device grid";
   let description = [{
@@ -207,6 +253,8 @@ def Train_PlanAttr : Train_Attr<"Plan", "plan"> {
     released after the forward pass (and gathered again for the backward
     pass) or kept until the backward pass (FSDP's SHARD_GRAD_OP).
     `bucket_cap_mb` bounds the collectives that grouping merges.
+    `groups` (`#train.param_group`) give selected parameters their own
+    placements, unit and shard axes.
     `reduce_dtype` is the element type gradients are reduced in: their own
     (`gradient`, the default, omitted when printed) or `f32`, which casts
     bf16 gradients up before the reduction while parameters are still
@@ -235,7 +283,8 @@ def Train_PlanAttr : Train_Attr<"Plan", "plan"> {
     "int64_t":$bucket_cap_mb,
     DefaultValuedParameter<"::autoshard::train::ReduceDtype",
                            "::autoshard::train::ReduceDtype::Gradient">
-        :$reduce_dtype);
+        :$reduce_dtype,
+    OptionalArrayRefParameter<"::autoshard::train::ParamGroupAttr">:$groups);
   let assemblyFormat = [{
     `<` `strategy` `=` $strategy `,` `grid` `=` $grid `,`
         `optimizer_states` `=` $optimizer_states `,`
@@ -243,17 +292,14 @@ def Train_PlanAttr : Train_Attr<"Plan", "plan"> {
         `parameters` `=` $parameters `,`
         `shard_axes` `=` `[` $shard_axes `]` `,`
         `unit` `=` $unit `,` `reshard` `=` $reshard `,`
-        `bucket_cap_mb` `=` $bucket_cap_mb
-        (`,` `reduce_dtype` `=` $reduce_dtype^)? `>`
+        `bucket_cap_mb` `=` $bucket_cap_mb ``
+        custom<PlanOptionalFields>($reduce_dtype, $groups) `>`
   }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
-    /// Whether anything is sharded (the ZeRO stages, FSDP, hybrid).
-    bool shardsAnything() const {
-      return getOptimizerStates() == Placement::Sharded ||
-             getGradients() == Placement::Sharded ||
-             getParameters() == Placement::Sharded;
-    }
+    /// The first group that selects this parameter, or null: the plan's
+    /// own placements apply.
+    ParamGroupAttr groupOf(::llvm::StringRef name, int64_t elements) const;
   }];
 }
 

@@ -92,6 +92,15 @@ def PlanPass : Pass<"autoshard-plan", "mlir::ModuleOp"> {
     Option<"bucketCapMb", "bucket-cap-mb", "int64_t", /*default=*/"25",
            "Largest bucket of collectives grouping merges, in MiB (25: "
            "PyTorch DDP's default)">,
+    ListOption<"paramGroups", "param-groups", "std::string",
+               "Parameter groups with their own placements, PRESET=REGEX "
+               "(zero2=.*bias: parameters whose whole name matches REGEX are "
+               "placed as PRESET places them); the first match decides">,
+    Option<"persistenceThreshold", "persistence-threshold", "int64_t",
+           /*default=*/"0",
+           "Keep parameters of at most this many elements whole, with "
+           "sharded gradients and states (DeepSpeed's "
+           "stage3_param_persistence_threshold); 0: none">,
     Option<"reduceDtype", "reduce-dtype", "std::string",
            /*default=*/"\"gradient\"",
            "Element type gradients are reduced in: gradient (their own) or "
@@ -141,7 +150,8 @@ def GroupCollectivesPass : Pass<"autoshard-group-collectives",
     one kind (all-reduce, reduce-scatter of flat shards, all-gather of flat
     shards) over the same grid axes, reduction and element type into one
     bucket op, as long as the bucket stays under the plan's `bucket_cap_mb`
-    and no op in between reads a member's result. The bucket goes where its
+    and no op in between reads a member's result. Each key has its own
+    open bucket: collectives of other keys in between do not close it. The bucket goes where its
     last member was, so it starts when its last input is ready: PyTorch
     DDP's gradient buckets, bucketed reduce-scatter for ZeRO-2/3, and FSDP's
     one gather per transformer block. Bytes on the wire do not change (the
