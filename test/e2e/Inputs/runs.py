@@ -16,14 +16,15 @@
       the unigram entropy that scripts/tokenize.py printed into T.log
   runs.py traffic A.log --manifest M --strategy S --world W [--shard-group G]
           [--clip] [--forward-only NAME ...] [--keep-gathered]
-          [--reduce-bytes B] [--gather-bytes B]
+          [--reduce-bytes B] [--gather-bytes B] [--micro-batches K]
       the bytes rank 0 sent per step, per collective kind, equal the
       strategy's formula (docs/Strategies.md) for the parameters the
       manifest (the binary's --print-manifest) lists (--strategy mixed:
       each parameter as the manifest places it, for plans with parameter
       groups); gradients are
       reduced and parameters gathered with B bytes per element (default:
-      the parameter's own, f32 for mixed precision's master weights)
+      the parameter's own, f32 for mixed precision's master weights);
+      with K micro-batches, sharded parameters are gathered in each
   runs.py asdata OUT --rows N --features D --classes C --seed S
       writes a learnable classification data set in the asdata format
 
@@ -238,10 +239,13 @@ def cmd_traffic(args):
             continue
         expected["reduce_scatter"] += shard(n, e, red(b))
         expected["all_reduce"] += ring(world // n, ceil_div(e, n), red(b))
-        expected["all_gather"] += shard(n, e, gat(b))
-        if (placement == "params" and not args.keep_gathered and
-                name not in args.forward_only):
+        if placement == "states":
             expected["all_gather"] += shard(n, e, gat(b))
+            continue
+        # Sharded parameters are gathered in every micro-batch.
+        gathers = 1 if args.keep_gathered or name in args.forward_only else 2
+        expected["all_gather"] += (args.micro_batches * gathers *
+                                   shard(n, e, gat(b)))
     print(f"traffic: measured {measured}, formula {expected}")
     if measured != expected:
         sys.exit("bytes on the wire differ from the formula")
@@ -306,6 +310,7 @@ def main():
     p.add_argument("--clip", action="store_true")
     p.add_argument("--forward-only", nargs="*", default=[])
     p.add_argument("--keep-gathered", action="store_true")
+    p.add_argument("--micro-batches", type=int, default=1)
     p.add_argument("--reduce-bytes", type=int, default=0)
     p.add_argument("--gather-bytes", type=int, default=0)
     p = sub.add_parser("asdata")
