@@ -1,9 +1,12 @@
-// The ABI's buckets: several tensors packed into one collective on ctx->comm.
+// The ABI's buckets: several tensors packed into one collective on ctx->comm,
+// blocking (asrt_bucket_end) or asynchronous (asrt_bucket_start, asrt_wait).
 #include "core/Bucket.h"
 #include "comm/Comm.h"
+#include "core/CommStream.h"
 #include "core/Context.h"
 #include "core/Dtype.h"
 #include "core/FlatShard.h"
+#include "core/InFlightBuckets.h"
 #include "core/Stats.h"
 
 #include <cstring>
@@ -69,10 +72,9 @@ const char *at(const void *base, int64_t element, int64_t elementBytes) {
 /// Packed: the members one after the other, each zero-padded to n * k. The
 /// packed count is then n * K, and a ring over it sends 2 (n-1) K b bytes:
 /// exactly the members' single-tensor counts, as the stats record.
-void allReduceBucket(Comm &comm, const OpenBucket &b) {
+void allReduceBucket(Comm &comm, const OpenBucket &b, void *packed) {
   const int64_t n = b.groupSize(), eb = dtypeSize(b.dtype());
   const int64_t count = n * b.totalChunk();
-  void *packed = comm.packBuffer(count * eb);
   for (const BucketMember &m : b.members()) {
     char *place = at(packed, n * m.chunkOffset, eb);
     copyElements(place, m.send, m.numel, eb);
@@ -91,10 +93,9 @@ void allReduceBucket(Comm &comm, const OpenBucket &b) {
 /// Packed rank-major: block r holds every member's chunk r, zero past its
 /// numel. One reduce-scatter of totalChunk elements per rank then leaves
 /// this rank's block, which holds every member's shard.
-void reduceScatterBucket(Comm &comm, const OpenBucket &b) {
+void reduceScatterBucket(Comm &comm, const OpenBucket &b, void *packed) {
   const int64_t n = b.groupSize(), eb = dtypeSize(b.dtype());
   const int64_t block = b.totalChunk();
-  void *packed = comm.packBuffer(n * block * eb);
   for (const BucketMember &m : b.members()) {
     FlatShardLayout layout{m.numel, n};
     for (int64_t r = 0; r < n; ++r) {
@@ -116,10 +117,9 @@ void reduceScatterBucket(Comm &comm, const OpenBucket &b) {
 /// Packed rank-major as the reduce-scatter: this rank contributes block
 /// `me`, its members' shards whole (their padding travels and is dropped
 /// when unpacking, as the single-tensor gather never writes it).
-void allGatherBucket(Comm &comm, const OpenBucket &b) {
+void allGatherBucket(Comm &comm, const OpenBucket &b, void *packed) {
   const int64_t n = b.groupSize(), eb = dtypeSize(b.dtype());
   const int64_t block = b.totalChunk();
-  void *packed = comm.packBuffer(n * block * eb);
   const int64_t me = comm.groupIndex(b.mask());
   char *own = at(packed, me * block, eb);
   for (const BucketMember &m : b.members())
@@ -135,38 +135,71 @@ void allGatherBucket(Comm &comm, const OpenBucket &b) {
   }
 }
 
-/// asrt_bucket_end's work once the bucket has closed: count, then
-/// communicate once (or copy, on a group of one).
-void runBucket(asrt_context *ctx, const OpenBucket &b) {
-  OpTimer timer(ctx, timerName(b.kind()));
+/// The packed buffer of every kind: n * K elements.
+int64_t packedBytes(const OpenBucket &b) {
+  return b.groupSize() * b.totalChunk() * dtypeSize(b.dtype());
+}
+
+/// Whether the bucket needs the communicator: a group of two or more and
+/// something to send. Every rank adds the same members (SPMD), so every
+/// rank skips the collective together.
+bool communicates(const OpenBucket &b) {
+  return b.groupSize() > 1 && b.totalChunk() > 0;
+}
+
+/// Counts a closed bucket's bytes under its single-tensor kind and returns
+/// them: each member's single-tensor count; with every member padded to
+/// n * k the packed ring sends exactly their sum.
+int64_t countBucket(asrt_context *ctx, const OpenBucket &b) {
   const int64_t n = b.groupSize(), eb = dtypeSize(b.dtype());
   CollectiveKind kind = statsKind(b.kind());
-  // Each member's single-tensor count; with every member padded to n * k
-  // the packed ring sends exactly their sum.
   int64_t bytes = 0;
   for (const BucketMember &m : b.members())
     bytes += ringBytesSent(kind, m.numel, n, eb);
   ctx->stats->recordCollective(kind, bytes);
+  return bytes;
+}
 
-  if (n == 1) {
+StreamOpInfo streamInfo(const OpenBucket &b, int64_t bytes, int64_t handle) {
+  StreamOpInfo info;
+  info.name = timerName(b.kind());
+  info.dtype = b.dtype();
+  info.mask = b.mask();
+  info.groupSize = b.groupSize();
+  info.bytes = bytes;
+  info.members = static_cast<int64_t>(b.members().size());
+  info.handle = handle;
+  return info;
+}
+
+/// The bucket's collective, on a closed bucket: one MPI call over `packed`
+/// (packedBytes(b) bytes of scratch), or copies on a group of one.
+void runBucket(Comm *comm, const OpenBucket &b, void *packed) {
+  if (b.groupSize() == 1) {
     // A group of one: each result is its input (k = numel, no padding).
+    const int64_t eb = dtypeSize(b.dtype());
     for (const BucketMember &m : b.members())
       if (m.recv != m.send)
         copyElements(m.recv, m.send, m.numel, eb);
     return;
   }
-  // Only empty members: nothing to send. Every rank adds the same members
-  // (SPMD), so every rank skips the collective together.
-  if (b.totalChunk() == 0)
+  if (!communicates(b))
     return;
   switch (b.kind()) {
   case ASRT_BUCKET_ALL_REDUCE:
-    return allReduceBucket(*ctx->comm, b);
+    return allReduceBucket(*comm, b, packed);
   case ASRT_BUCKET_ALL_GATHER_SHARDS:
-    return allGatherBucket(*ctx->comm, b);
+    return allGatherBucket(*comm, b, packed);
   case ASRT_BUCKET_REDUCE_SCATTER_SHARDS:
-    return reduceScatterBucket(*ctx->comm, b);
+    return reduceScatterBucket(*comm, b, packed);
   }
+}
+
+/// The communication thread's work for an asrt_bucket_start bucket.
+void runInFlight(void *arg) {
+  auto *slot = static_cast<InFlightBucket *>(arg);
+  runBucket(slot->ctx->comm, slot->bucket,
+            communicates(slot->bucket) ? slot->pack.data() : nullptr);
 }
 
 } // namespace
@@ -198,7 +231,55 @@ extern "C" void asrt_bucket_add(asrt_context *ctx, const void *send, void *recv,
 extern "C" void asrt_bucket_end(asrt_context *ctx) {
   const char *fn = "asrt_bucket_end";
   OpenBucket &bucket = bucketOf(ctx, fn);
-  if (Status s = bucket.close(); !s)
+  if (Status s = bucket.close(fn); !s)
     fatal("%s: %s", fn, s.message().c_str());
-  runBucket(ctx, bucket);
+  OpTimer timer(ctx, timerName(bucket.kind()), "collective");
+  StreamOpInfo info = streamInfo(bucket, countBucket(ctx, bucket), 0);
+  if (!communicates(bucket)) {
+    // Copies (or nothing) on this thread, after the collectives in flight.
+    ctx->stream->drain(fn, info);
+    return runBucket(ctx->comm, bucket, nullptr);
+  }
+  // The communication thread runs it, behind the buckets in flight; the
+  // communicator's scratch is that thread's alone.
+  Comm *comm = ctx->comm;
+  timer.setStreamOp(ctx->stream->runBlocking(fn, info, [&] {
+    runBucket(comm, bucket, comm->packBuffer(packedBytes(bucket)));
+  }));
+}
+
+extern "C" int64_t asrt_bucket_start(asrt_context *ctx) {
+  const char *fn = "asrt_bucket_start";
+  OpenBucket &bucket = bucketOf(ctx, fn);
+  OpTimer timer(ctx, "bucket_start", "issue");
+  if (Status s = bucket.close(fn); !s)
+    fatal("%s: %s", fn, s.message().c_str());
+  // Counted when issued, as blocking buckets are: the same bytes either way.
+  int64_t bytes = countBucket(ctx, bucket);
+  // The slot takes the bucket's members; the context's bucket gets the
+  // slot's old (empty-to-be, grown) member list for the next begin.
+  InFlightBucket &slot = ctx->inflight->issue(bucket);
+  slot.ctx = ctx;
+  slot.info = streamInfo(slot.bucket, bytes, slot.handle);
+  // Sized here, on the issuing thread: the communication thread only
+  // packs into it.
+  if (communicates(slot.bucket))
+    slot.packBuffer(packedBytes(slot.bucket));
+  slot.seq = ctx->stream->issue(&runInFlight, &slot, slot.info);
+  timer.setStreamOp(slot.seq, slot.handle);
+  return slot.handle;
+}
+
+extern "C" void asrt_wait(asrt_context *ctx, int64_t handle) {
+  const char *fn = "asrt_wait";
+  if (!ctx)
+    fatal("%s: context is null", fn);
+  OpTimer timer(ctx, "wait", "wait");
+  Expected<InFlightBucket *> found = ctx->inflight->find(handle);
+  if (!found)
+    fatal("%s: %s", fn, found.message().c_str());
+  InFlightBucket &slot = **found;
+  ctx->stream->wait(slot.seq, fn, slot.info);
+  timer.setStreamOp(slot.seq, slot.handle);
+  ctx->inflight->release(slot);
 }

@@ -1,5 +1,7 @@
-// The ABI's collectives: validate, count ring bytes, then run on ctx->comm.
+// The ABI's collectives: validate, count ring bytes, then run on ctx->comm
+// from the communication thread.
 #include "comm/Comm.h"
+#include "core/CommStream.h"
 #include "core/Context.h"
 #include "core/Dtype.h"
 #include "core/FlatShard.h"
@@ -45,6 +47,36 @@ void copyLocal(void *recv, const void *send, int64_t count, int32_t dtype) {
     std::memmove(recv, send, static_cast<size_t>(count * dtypeSize(dtype)));
 }
 
+StreamOpInfo streamInfo(const char *name, int32_t dtype, int32_t mask,
+                        int64_t groupSize, int64_t bytes) {
+  StreamOpInfo info;
+  info.name = name;
+  info.dtype = static_cast<asrt_dtype>(dtype);
+  info.mask = mask;
+  info.groupSize = groupSize;
+  info.bytes = bytes;
+  return info;
+}
+
+/// Runs `collective` (a call on ctx->comm) on the communication thread,
+/// after the asynchronous collectives in flight, and waits for it within
+/// the collective timeout. Every collective goes through here, so that
+/// they run in issue order on every rank.
+template <typename Fn>
+void runOnStream(asrt_context *ctx, OpTimer &timer, const char *op,
+                 const StreamOpInfo &info, Fn &&collective) {
+  timer.setStreamOp(ctx->stream->runBlocking(op, info, collective));
+}
+
+/// A group of one copies on the calling thread, after the collectives in
+/// flight, whose order it must keep.
+void copyLocalInOrder(asrt_context *ctx, const char *op,
+                      const StreamOpInfo &info, void *recv, const void *send,
+                      int64_t count, int32_t dtype) {
+  ctx->stream->drain(op, info);
+  copyLocal(recv, send, count, dtype);
+}
+
 /// Where this rank stands in a flat-shard collective: the layout over the
 /// group and the index of the shard it holds.
 struct ShardPlace {
@@ -81,52 +113,61 @@ void zeroPadding(void *shard, const ShardPlace &place, int32_t dtype) {
 extern "C" void asrt_all_reduce(asrt_context *ctx, const void *send, void *recv,
                                 int64_t count, int32_t dtype, int32_t reduce_op,
                                 int32_t grid_axes_mask) {
-  OpTimer timer(ctx, "all_reduce");
+  OpTimer timer(ctx, "all_reduce", "collective");
   const char *op = "asrt_all_reduce";
   int n = prepare(ctx, op, send, recv, count, dtype, grid_axes_mask);
   checkReduceOp(op, dtype, reduce_op);
-  ctx->stats->recordCollective(
-      CollectiveKind::AllReduce,
-      ringBytesSent(CollectiveKind::AllReduce, count, n, dtypeSize(dtype)));
+  int64_t bytes =
+      ringBytesSent(CollectiveKind::AllReduce, count, n, dtypeSize(dtype));
+  ctx->stats->recordCollective(CollectiveKind::AllReduce, bytes);
+  StreamOpInfo info = streamInfo("all_reduce", dtype, grid_axes_mask, n, bytes);
   if (n == 1)
-    return copyLocal(recv, send, count, dtype);
-  ctx->comm->allReduce(send, recv, count, static_cast<asrt_dtype>(dtype),
-                       static_cast<asrt_reduce_op>(reduce_op), grid_axes_mask);
+    return copyLocalInOrder(ctx, op, info, recv, send, count, dtype);
+  runOnStream(ctx, timer, op, info, [&] {
+    ctx->comm->allReduce(send, recv, count, static_cast<asrt_dtype>(dtype),
+                         static_cast<asrt_reduce_op>(reduce_op),
+                         grid_axes_mask);
+  });
 }
 
 extern "C" void asrt_all_gather(asrt_context *ctx, const void *send, void *recv,
                                 int64_t send_count, int32_t dtype,
                                 int32_t grid_axes_mask) {
-  OpTimer timer(ctx, "all_gather");
-  int n = prepare(ctx, "asrt_all_gather", send, recv, send_count, dtype,
-                  grid_axes_mask);
-  ctx->stats->recordCollective(CollectiveKind::AllGather,
-                               ringBytesSent(CollectiveKind::AllGather,
-                                             n * send_count, n,
-                                             dtypeSize(dtype)));
+  OpTimer timer(ctx, "all_gather", "collective");
+  const char *op = "asrt_all_gather";
+  int n = prepare(ctx, op, send, recv, send_count, dtype, grid_axes_mask);
+  int64_t bytes = ringBytesSent(CollectiveKind::AllGather, n * send_count, n,
+                                dtypeSize(dtype));
+  ctx->stats->recordCollective(CollectiveKind::AllGather, bytes);
+  StreamOpInfo info = streamInfo("all_gather", dtype, grid_axes_mask, n, bytes);
   if (n == 1)
-    return copyLocal(recv, send, send_count, dtype);
-  ctx->comm->allGather(send, recv, send_count, static_cast<asrt_dtype>(dtype),
-                       grid_axes_mask);
+    return copyLocalInOrder(ctx, op, info, recv, send, send_count, dtype);
+  runOnStream(ctx, timer, op, info, [&] {
+    ctx->comm->allGather(send, recv, send_count, static_cast<asrt_dtype>(dtype),
+                         grid_axes_mask);
+  });
 }
 
 extern "C" void asrt_reduce_scatter(asrt_context *ctx, const void *send,
                                     void *recv, int64_t recv_count,
                                     int32_t dtype, int32_t reduce_op,
                                     int32_t grid_axes_mask) {
-  OpTimer timer(ctx, "reduce_scatter");
+  OpTimer timer(ctx, "reduce_scatter", "collective");
   const char *op = "asrt_reduce_scatter";
   int n = prepare(ctx, op, send, recv, recv_count, dtype, grid_axes_mask);
   checkReduceOp(op, dtype, reduce_op);
-  ctx->stats->recordCollective(CollectiveKind::ReduceScatter,
-                               ringBytesSent(CollectiveKind::ReduceScatter,
-                                             n * recv_count, n,
-                                             dtypeSize(dtype)));
+  int64_t bytes = ringBytesSent(CollectiveKind::ReduceScatter, n * recv_count,
+                                n, dtypeSize(dtype));
+  ctx->stats->recordCollective(CollectiveKind::ReduceScatter, bytes);
+  StreamOpInfo info =
+      streamInfo("reduce_scatter", dtype, grid_axes_mask, n, bytes);
   if (n == 1)
-    return copyLocal(recv, send, recv_count, dtype);
-  ctx->comm->reduceScatter(
-      send, recv, recv_count, static_cast<asrt_dtype>(dtype),
-      static_cast<asrt_reduce_op>(reduce_op), grid_axes_mask);
+    return copyLocalInOrder(ctx, op, info, recv, send, recv_count, dtype);
+  runOnStream(ctx, timer, op, info, [&] {
+    ctx->comm->reduceScatter(
+        send, recv, recv_count, static_cast<asrt_dtype>(dtype),
+        static_cast<asrt_reduce_op>(reduce_op), grid_axes_mask);
+  });
 }
 
 extern "C" void asrt_shard_of(asrt_context *ctx, int32_t dtype,
@@ -147,42 +188,51 @@ extern "C" void asrt_shard_of(asrt_context *ctx, int32_t dtype,
 extern "C" void asrt_all_gather_shards(asrt_context *ctx, int32_t dtype,
                                        const void *shard, void *full,
                                        int64_t numel, int32_t grid_axes_mask) {
-  OpTimer timer(ctx, "all_gather_shards");
-  ShardPlace place = prepareShards(ctx, "asrt_all_gather_shards", shard, full,
-                                   numel, dtype, grid_axes_mask);
+  OpTimer timer(ctx, "all_gather_shards", "collective");
+  const char *op = "asrt_all_gather_shards";
+  ShardPlace place =
+      prepareShards(ctx, op, shard, full, numel, dtype, grid_axes_mask);
   int64_t n = place.layout.groupSize;
   // The ring moves padded chunks of k elements, as for asrt_all_gather of
   // the padded tensor.
-  ctx->stats->recordCollective(
-      CollectiveKind::AllGather,
-      ringBytesSent(CollectiveKind::AllGather, numel, n, dtypeSize(dtype)));
+  int64_t bytes =
+      ringBytesSent(CollectiveKind::AllGather, numel, n, dtypeSize(dtype));
+  ctx->stats->recordCollective(CollectiveKind::AllGather, bytes);
   if (numel == 0)
     return;
+  StreamOpInfo info =
+      streamInfo("all_gather_shards", dtype, grid_axes_mask, n, bytes);
   if (n == 1)
-    return copyLocal(full, shard, numel, dtype);
-  ctx->comm->allGatherShards(shard, full, numel, static_cast<asrt_dtype>(dtype),
-                             grid_axes_mask);
+    return copyLocalInOrder(ctx, op, info, full, shard, numel, dtype);
+  runOnStream(ctx, timer, op, info, [&] {
+    ctx->comm->allGatherShards(shard, full, numel,
+                               static_cast<asrt_dtype>(dtype), grid_axes_mask);
+  });
 }
 
 extern "C" void asrt_reduce_scatter_shards(asrt_context *ctx, int32_t dtype,
                                            const void *full, void *shard,
                                            int64_t numel, int32_t reduce_op,
                                            int32_t grid_axes_mask) {
-  OpTimer timer(ctx, "reduce_scatter_shards");
+  OpTimer timer(ctx, "reduce_scatter_shards", "collective");
   const char *op = "asrt_reduce_scatter_shards";
   ShardPlace place =
       prepareShards(ctx, op, full, shard, numel, dtype, grid_axes_mask);
   checkReduceOp(op, dtype, reduce_op);
   int64_t n = place.layout.groupSize;
-  ctx->stats->recordCollective(
-      CollectiveKind::ReduceScatter,
-      ringBytesSent(CollectiveKind::ReduceScatter, numel, n, dtypeSize(dtype)));
+  int64_t bytes =
+      ringBytesSent(CollectiveKind::ReduceScatter, numel, n, dtypeSize(dtype));
+  ctx->stats->recordCollective(CollectiveKind::ReduceScatter, bytes);
   if (numel == 0)
     return;
+  StreamOpInfo info =
+      streamInfo("reduce_scatter_shards", dtype, grid_axes_mask, n, bytes);
   if (n == 1)
-    return copyLocal(shard, full, numel, dtype);
-  ctx->comm->reduceScatterShards(
-      full, shard, numel, static_cast<asrt_dtype>(dtype),
-      static_cast<asrt_reduce_op>(reduce_op), grid_axes_mask);
+    return copyLocalInOrder(ctx, op, info, shard, full, numel, dtype);
+  runOnStream(ctx, timer, op, info, [&] {
+    ctx->comm->reduceScatterShards(
+        full, shard, numel, static_cast<asrt_dtype>(dtype),
+        static_cast<asrt_reduce_op>(reduce_op), grid_axes_mask);
+  });
   zeroPadding(shard, place, dtype);
 }

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace autoshard::rt {
@@ -86,11 +87,12 @@ public:
   /// Waits for every rank of the world.
   virtual void barrier() = 0;
 
-  /// At least `bytes` bytes for packing a bucket (asrt_bucket_end), valid
-  /// until the next call. Grow-only: buckets repeat every step, so after the
-  /// first step packing allocates nothing. One bucket runs at a time per
-  /// Comm (its context holds one open bucket; callers sharing a Comm across
-  /// threads must not run buckets concurrently).
+  /// At least `bytes` bytes for packing a blocking bucket
+  /// (asrt_bucket_end), valid until the next call. Grow-only: buckets
+  /// repeat every step, so after the first step packing allocates nothing.
+  /// Only the context's communication thread, which runs one collective at
+  /// a time, calls it; asrt_bucket_start's buckets have buffers of their
+  /// own (InFlightBucket).
   void *packBuffer(int64_t bytes);
 
 private:
@@ -107,9 +109,16 @@ private:
 /// MPI_Abort. Needs MPI initialised; idempotent.
 void installMpiFatalHandler();
 
-/// A Comm over MPI_COMM_WORLD arranged as `grid`. Needs MPI initialised and
-/// the product of `grid` equal to the world size (fatal otherwise; the
-/// driver checks first and explains). Destroy it before MPI_Finalize.
+/// A Comm over MPI_COMM_WORLD arranged as `grid`. Needs MPI initialised
+/// with MPI_THREAD_MULTIPLE and the product of `grid` equal to the world
+/// size (fatal otherwise; the driver checks first and explains). Destroy it
+/// before MPI_Finalize, and after the contexts that use it.
 std::unique_ptr<Comm> createMpiComm(const std::vector<int64_t> &grid);
+
+/// Empty when MPI's thread level `provided` (MPI_Query_thread) suffices:
+/// MPI_THREAD_MULTIPLE, since collectives run on a communication thread
+/// while the main thread may call MPI too (MPI_Abort on a timeout).
+/// Otherwise the error, naming the level found.
+std::string mpiThreadLevelError(int provided);
 
 } // namespace autoshard::rt

@@ -6,11 +6,14 @@
 #include "core/FlatShard.h"
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <string>
 
 namespace autoshard::rt {
 
@@ -26,7 +29,17 @@ void checkMpi(int code, const char *call, const char *file, int line) {
 
 namespace {
 
+/// Seconds MPI_Abort gets to end the job before this rank leaves anyway.
+constexpr unsigned kAbortGraceSeconds = 30;
+
+void exitAfterGrace(int) { _exit(1); }
+
 void abortMpiJob(int exitCode) {
+  // MPI_Abort ends every rank of the job. Should it hang instead (a
+  // launcher that lost track of a dead or stopped rank), the alarm still
+  // ends this one: a failing rank never hangs.
+  std::signal(SIGALRM, &exitAfterGrace);
+  alarm(kAbortGraceSeconds);
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -269,8 +282,38 @@ void installMpiFatalHandler() {
   CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 }
 
+const char *mpiThreadLevelName(int level) {
+  switch (level) {
+  case MPI_THREAD_SINGLE:
+    return "MPI_THREAD_SINGLE";
+  case MPI_THREAD_FUNNELED:
+    return "MPI_THREAD_FUNNELED";
+  case MPI_THREAD_SERIALIZED:
+    return "MPI_THREAD_SERIALIZED";
+  case MPI_THREAD_MULTIPLE:
+    return "MPI_THREAD_MULTIPLE";
+  }
+  return "an unknown thread level";
+}
+
+std::string mpiThreadLevelError(int provided) {
+  if (provided >= MPI_THREAD_MULTIPLE)
+    return "";
+  return std::string("the MPI library provides only ") +
+         mpiThreadLevelName(provided) +
+         "; the runtime needs MPI_THREAD_MULTIPLE (its communication thread "
+         "runs the collectives while the main thread computes, and the main "
+         "thread ends a hung job with MPI_Abort): initialise MPI with "
+         "MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) and use an MPI "
+         "built with thread support";
+}
+
 std::unique_ptr<Comm> createMpiComm(const std::vector<int64_t> &grid) {
   installMpiFatalHandler();
+  int provided = MPI_THREAD_SINGLE;
+  CHECK_MPI(MPI_Query_thread(&provided));
+  if (std::string error = mpiThreadLevelError(provided); !error.empty())
+    fatal("%s", error.c_str());
   int rank = 0, size = 0;
   CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));

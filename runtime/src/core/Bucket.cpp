@@ -36,7 +36,8 @@ Status OpenBucket::begin(int32_t kind, int32_t dtype, int32_t reduceOp,
                          int32_t mask, int64_t groupSize) {
   if (open)
     return Error("a bucket is already open: " + describe(*this) +
-                 "; end it with asrt_bucket_end before beginning another");
+                 "; end it with asrt_bucket_end (or issue it with "
+                 "asrt_bucket_start) before beginning another");
   if (kind < ASRT_BUCKET_ALL_REDUCE || kind > ASRT_BUCKET_REDUCE_SCATTER_SHARDS)
     return Error("kind " + std::to_string(kind) +
                  " is not an asrt_bucket_kind; expected 0 (all_reduce), 1 "
@@ -93,14 +94,15 @@ Status OpenBucket::add(const void *send, void *recv, int64_t numel) {
   return Status::success();
 }
 
-Status OpenBucket::close() {
+Status OpenBucket::close(const char *closer) {
   if (!open)
-    return Error("no bucket is open; asrt_bucket_end closes the bucket "
-                 "asrt_bucket_begin opened");
+    return Error(std::string("no bucket is open; ") + closer +
+                 " closes the bucket asrt_bucket_begin opened");
   if (memberList.empty())
     return Error(describe(*this) +
                  " is empty; add at least one tensor with asrt_bucket_add "
-                 "before asrt_bucket_end");
+                 "before " +
+                 closer);
   open = false;
   return Status::success();
 }

@@ -51,8 +51,8 @@ public:
   Status add(const void *send, void *recv, int64_t numel);
   /// Closes the bucket; the members stay readable until the next begin.
   /// Fails when no bucket is open or it has no members, and then stays as
-  /// it was.
-  Status close();
+  /// it was. `closer` is the ABI call closing it, named in the errors.
+  Status close(const char *closer = "asrt_bucket_end");
 
   bool isOpen() const { return open; }
   asrt_bucket_kind kind() const { return bucketKind; }

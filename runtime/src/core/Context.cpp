@@ -1,7 +1,10 @@
 // asrt_context, fatal errors, op timing and the ABI's memory functions.
 #include "core/Context.h"
 #include "core/Bucket.h"
+#include "core/CommStream.h"
+#include "core/InFlightBuckets.h"
 #include "core/Stats.h"
+#include "core/Trace.h"
 
 #include <atomic>
 #include <cinttypes>
@@ -56,16 +59,36 @@ void fatal(const char *fmt, ...) {
   std::_Exit(1);
 }
 
-OpTimer::OpTimer(asrt_context *ctx, const char *op)
-    : ctx(ctx), op(op), start(std::chrono::steady_clock::now()) {}
+OpTimer::OpTimer(asrt_context *ctx, const char *op, const char *category)
+    : ctx(ctx), op(op), category(category),
+      start(std::chrono::steady_clock::now()) {}
 
 OpTimer::~OpTimer() {
   if (!ctx || !ctx->stats)
     return;
-  auto elapsed = std::chrono::steady_clock::now() - start;
+  auto end = std::chrono::steady_clock::now();
   ctx->stats->recordOp(
-      op,
-      std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
+      op, std::chrono::duration_cast<std::chrono::nanoseconds>(end - start)
+              .count());
+  // The one test tracing costs when it is off.
+  if (Trace *trace = ctx->trace) {
+    auto ns = [](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(
+                 t.time_since_epoch())
+          .count();
+    };
+    TraceEvent e;
+    e.name = op;
+    e.category = category;
+    e.track = TraceTrack::Main;
+    e.startNs = ns(start);
+    e.endNs = ns(end);
+    if (streamSeq > 0)
+      e.seq = static_cast<int64_t>(streamSeq);
+    if (streamHandle > 0)
+      e.handle = streamHandle;
+    trace->record(e);
+  }
 }
 
 } // namespace autoshard::rt
@@ -77,12 +100,22 @@ using autoshard::rt::kAlignment;
 asrt_context::asrt_context()
     : stats(std::make_unique<autoshard::rt::Stats>()),
       allocations(std::make_unique<AllocationTable>()),
-      bucket(std::make_unique<autoshard::rt::OpenBucket>()) {}
+      bucket(std::make_unique<autoshard::rt::OpenBucket>()),
+      stream(std::make_unique<autoshard::rt::CommStream>(*stats)),
+      inflight(std::make_unique<autoshard::rt::InFlightBuckets>()) {}
 
 asrt_context::~asrt_context() {
+  // The communication thread first: it may still be writing into buckets'
+  // buffers (it runs what is queued, then stops).
+  stream.reset();
   // Buffers the owner forgot are released here so a context never leaks.
   for (auto &[ptr, bytes] : allocations->live)
     std::free(ptr);
+}
+
+void asrt_context::setTrace(autoshard::rt::Trace *t) {
+  stream->setTrace(t);
+  trace = t;
 }
 
 extern "C" void *asrt_alloc(asrt_context *ctx, int64_t bytes) {

@@ -14,6 +14,9 @@ class Comm;
 struct Stats;
 struct AllocationTable;
 class OpenBucket;
+class CommStream;
+class InFlightBuckets;
+class Trace;
 
 /// Prints "autoshard runtime error (rank R): <message>" to stderr and ends
 /// the process (and, under MPI, every rank) with a non-zero exit status.
@@ -29,17 +32,31 @@ void setFatalAbortHook(FatalAbortHook hook);
 /// The rank fatal() names in its message (0 until set).
 void setFatalRank(int rank);
 
-/// Times one ABI call and adds it to the context's per-op statistics.
+/// Times one ABI call and adds it to the context's per-op statistics and,
+/// while the context traces, records it as an event on the main thread's
+/// track. `op` and `category` are string literals; the categories are
+/// Trace's ("compute", "collective", "issue", "wait").
 class OpTimer {
 public:
-  OpTimer(asrt_context *ctx, const char *op);
+  OpTimer(asrt_context *ctx, const char *op, const char *category = "compute");
   ~OpTimer();
   OpTimer(const OpTimer &) = delete;
   OpTimer &operator=(const OpTimer &) = delete;
 
+  /// Ties the call's trace event to the collective it issued or waited for
+  /// on the communication stream (its sequence number, and
+  /// asrt_bucket_start's handle when there is one).
+  void setStreamOp(uint64_t seq, int64_t handle = 0) {
+    streamSeq = seq;
+    streamHandle = handle;
+  }
+
 private:
   asrt_context *ctx;
   const char *op;
+  const char *category;
+  uint64_t streamSeq = 0;
+  int64_t streamHandle = 0;
   std::chrono::steady_clock::time_point start;
 };
 
@@ -61,4 +78,19 @@ struct asrt_context {
   /// asrt_bucket_*'s open bucket. Here rather than in the Comm because a
   /// context without one still runs buckets, as a group of one.
   std::unique_ptr<autoshard::rt::OpenBucket> bucket;
+  /// The communication thread every collective runs on (its thread starts
+  /// at the first collective), and the buckets asrt_bucket_start issued to
+  /// it that asrt_wait has not waited yet. Declared after `stats`, which
+  /// the stream records into, so that the stream is joined first.
+  std::unique_ptr<autoshard::rt::CommStream> stream;
+  std::unique_ptr<autoshard::rt::InFlightBuckets> inflight;
+  /// The trace being recorded; null (the usual case) when not tracing.
+  /// Owned by whoever enables it (the driver's --trace); change it only
+  /// with setTrace, between steps.
+  autoshard::rt::Trace *trace = nullptr;
+
+  /// Starts (non-null) or stops (null) recording a trace of the calls on
+  /// this context and of its communication thread. Nothing may be in
+  /// flight.
+  void setTrace(autoshard::rt::Trace *t);
 };

@@ -397,6 +397,10 @@ AsdataFile::open(const std::string &path) {
   const char *bytes = file->mapping->data();
   HeaderReader in(path, bytes, mappingBytes);
   char magic[8];
+  if (mappingBytes == 0)
+    return Error("data file " + quoted(path) +
+                 " is empty; an asdata file starts with the 8-byte magic "
+                 "'ASDATA01'");
   if (mappingBytes < sizeof magic)
     return Error("data file " + quoted(path) + " is truncated: it has " +
                  std::to_string(mappingBytes) +

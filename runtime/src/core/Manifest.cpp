@@ -258,12 +258,34 @@ Status Parser::parseRecord(int line,
   if (keyword == "abi" || keyword == "step" || keyword == "strategy" ||
       keyword == "grid")
     return parseSingleton(line, fields);
+  if (keyword == "memory") {
+    if (auto it = singletonLines.find(keyword); it != singletonLines.end())
+      return lineError(line, "duplicate 'memory' record (first on line " +
+                                 std::to_string(it->second) + ")");
+    singletonLines.emplace(std::string(keyword), line);
+    for (std::string_view field : std::vector<std::string_view>(
+             fields.begin() + 1, fields.end())) {
+      size_t eq = field.find('=');
+      int64_t bytes;
+      if (eq == std::string_view::npos || eq == 0 ||
+          !parseInt(field.substr(eq + 1), bytes) || bytes < 0)
+        return lineError(line, "memory field " + quoted(field) +
+                                   " is not KEY=BYTES with BYTES >= 0");
+      std::string key(field.substr(0, eq));
+      for (const auto &[existing, value] : manifest.memory)
+        if (existing == key)
+          return lineError(line, "memory field " + quoted(key) +
+                                     " appears twice");
+      manifest.memory.emplace_back(std::move(key), bytes);
+    }
+    return Status::success();
+  }
   if (keyword == "autoshard-manifest")
     return lineError(line, "duplicate 'autoshard-manifest' record (it is only "
                            "valid on the first line)");
   return lineError(line, "unknown record " + quoted(keyword) +
                              "; expected one of abi, step, strategy, grid, "
-                             "arg, result, end");
+                             "memory, arg, result, end");
 }
 
 Status Parser::parseSingleton(int line,
@@ -791,6 +813,13 @@ std::vector<int64_t> TensorSpec::rowShape() const {
   std::vector<int64_t> row = shape;
   row.erase(row.begin() + batchDim);
   return row;
+}
+
+int64_t Manifest::plannedBytes(std::string_view key) const {
+  for (const auto &[name, bytes] : memory)
+    if (name == key)
+      return bytes;
+  return -1;
 }
 
 int64_t Manifest::worldSize() const {

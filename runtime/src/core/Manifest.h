@@ -97,6 +97,13 @@ struct Manifest {
   std::vector<int64_t> grid;
   std::vector<TensorSpec> args;
   std::vector<TensorSpec> results;
+  /// The compiler's memory plan (the `memory` record), in bytes by key:
+  /// peak (what the runtime measures: persistent plus the step's own
+  /// buffers), persistent, step, communication, and the bytes at the peak
+  /// by category. Empty when the manifest has none.
+  std::vector<std::pair<std::string, int64_t>> memory;
+  /// The plan's value of `key`, or -1.
+  int64_t plannedBytes(std::string_view key) const;
 
   /// The product of the grid dimensions.
   int64_t worldSize() const;

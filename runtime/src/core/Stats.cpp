@@ -56,6 +56,23 @@ void Stats::recordFree(int64_t bytes) {
   counters.currentBytes -= bytes;
 }
 
+void Stats::recordCommThread(bool async, int64_t ns) {
+  std::lock_guard<std::mutex> lock(mutex);
+  CommTimeStats &c = counters.comm;
+  c.commThreadNs += ns;
+  if (async) {
+    c.asyncCalls += 1;
+    c.asyncCommNs += ns;
+  }
+}
+
+void Stats::recordCommWait(bool async, int64_t ns) {
+  std::lock_guard<std::mutex> lock(mutex);
+  CommTimeStats &c = counters.comm;
+  (async ? c.asyncWaits : c.blockingCalls) += 1;
+  (async ? c.asyncWaitNs : c.blockingWaitNs) += ns;
+}
+
 Stats::Snapshot Stats::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex);
   return counters;
@@ -65,6 +82,7 @@ void Stats::resetCounters() {
   std::lock_guard<std::mutex> lock(mutex);
   counters.ops.clear();
   counters.collectives = {};
+  counters.comm = {};
 }
 
 namespace {
@@ -95,6 +113,12 @@ int64_t perStep(int64_t total, int64_t steps) {
   return steps > 0 ? total / steps : 0;
 }
 
+double toMs(int64_t ns) { return static_cast<double>(ns) / 1e6; }
+
+double msPerStep(int64_t ns, int64_t steps) {
+  return steps > 0 ? toMs(ns) / static_cast<double>(steps) : 0.0;
+}
+
 } // namespace
 
 void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
@@ -112,6 +136,16 @@ void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
        << " " << perStep(stats.collectives[k].bytesSent, run.steps);
   }
   os << "\n";
+  const CommTimeStats &c = stats.comm;
+  std::snprintf(line, sizeof line,
+                "summary: communication per step on rank %d: exposed %.3f ms "
+                "(blocking %.3f ms, waiting %.3f ms), asynchronous %.3f ms on "
+                "the communication thread\n",
+                run.rank, msPerStep(c.exposedNs(), run.steps),
+                msPerStep(c.blockingWaitNs, run.steps),
+                msPerStep(c.asyncWaitNs, run.steps),
+                msPerStep(c.asyncCommNs, run.steps));
+  os << line;
 }
 
 void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
@@ -136,6 +170,20 @@ void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
        << "}";
   }
   os << "\n  },\n";
+  const CommTimeStats &c = stats.comm;
+  os << "  \"communication\": {\"exposed_ms\": "
+     << formatDouble(toMs(c.exposedNs())) << ", \"exposed_ms_per_step\": "
+     << formatDouble(msPerStep(c.exposedNs(), run.steps))
+     << ", \"blocking_calls\": " << c.blockingCalls
+     << ", \"blocking_wait_ms\": " << formatDouble(toMs(c.blockingWaitNs))
+     << ", \"async_calls\": " << c.asyncCalls
+     << ", \"async_comm_ms\": " << formatDouble(toMs(c.asyncCommNs))
+     << ", \"async_comm_ms_per_step\": "
+     << formatDouble(msPerStep(c.asyncCommNs, run.steps))
+     << ", \"async_waits\": " << c.asyncWaits
+     << ", \"async_wait_ms\": " << formatDouble(toMs(c.asyncWaitNs))
+     << ", \"comm_thread_ms\": " << formatDouble(toMs(c.commThreadNs))
+     << "},\n";
   os << "  \"ops\": {";
   bool first = true;
   for (const auto &[name, op] : stats.ops) {

@@ -37,6 +37,30 @@ struct CollectiveStats {
   int64_t bytesSent = 0;
 };
 
+/// Where communication time went. Every collective runs on the context's
+/// communication thread (CommStream); the main thread computes meanwhile
+/// and blocks only in blocking collectives and in asrt_wait. The time it
+/// spends blocked there is the *exposed* communication, what overlap
+/// hides is the rest of the communication thread's time.
+struct CommTimeStats {
+  /// Blocking collectives that waited for the communication thread, and
+  /// the main thread's time blocked in them (exposed).
+  int64_t blockingCalls = 0;
+  int64_t blockingWaitNs = 0;
+  /// asrt_bucket_start collectives that ran, and their time on the
+  /// communication thread (packing, the MPI call, unpacking).
+  int64_t asyncCalls = 0;
+  int64_t asyncCommNs = 0;
+  /// asrt_wait calls, and the main thread's time blocked in them
+  /// (exposed): 0 for a collective that finished during the compute.
+  int64_t asyncWaits = 0;
+  int64_t asyncWaitNs = 0;
+  /// The communication thread's time running collectives of either kind.
+  int64_t commThreadNs = 0;
+
+  int64_t exposedNs() const { return blockingWaitNs + asyncWaitNs; }
+};
+
 /// One context's counters. Thread-safe: kernels may run on worker threads
 /// and collectives on a communication thread.
 struct Stats {
@@ -44,10 +68,17 @@ struct Stats {
   void recordCollective(CollectiveKind kind, int64_t bytesSent);
   void recordAlloc(int64_t bytes);
   void recordFree(int64_t bytes);
+  /// A collective the communication thread ran for `ns`; `async` when
+  /// asrt_bucket_start issued it.
+  void recordCommThread(bool async, int64_t ns);
+  /// The main thread blocked `ns` on the communication thread: in a
+  /// blocking collective, or in asrt_wait when `async`.
+  void recordCommWait(bool async, int64_t ns);
 
   struct Snapshot {
     std::map<std::string, OpStats, std::less<>> ops;
     std::array<CollectiveStats, kNumCollectiveKinds> collectives{};
+    CommTimeStats comm;
     int64_t currentBytes = 0;
     int64_t peakBytes = 0;
   };
@@ -75,7 +106,8 @@ struct RunInfo {
 };
 
 /// A few human-readable lines: steps, mean time per step, peak memory, bytes
-/// sent per step for each collective kind.
+/// sent per step for each collective kind, exposed and asynchronous
+/// communication time per step.
 void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
                   const RunInfo &run);
 /// The same and the per-op times, as one JSON object.

@@ -3,6 +3,7 @@
 #include "core/Dtype.h"
 #include "core/Philox.h"
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <utility>
@@ -223,6 +224,26 @@ Status TokenFile::checkRange(int64_t vocab, const std::string &forWhat) const {
   return Status::success();
 }
 
+Status TokenFile::checkWidth() const {
+  int64_t probe = std::min(numTokens, kWidthProbeTokens);
+  if (probe < kMinWidthProbeTokens)
+    return Status::success();
+  bool evenNonZero = false, oddNonZero = false;
+  for (int64_t i = 0; i < probe; ++i)
+    if (token(i) != 0)
+      (i % 2 == 0 ? evenNonZero : oddNonZero) = true;
+  if (evenNonZero == oddNonZero)
+    return Status::success();
+  return Error("token file " + quoted(path()) +
+               " does not hold uint16 token ids: " + "among its first " +
+               std::to_string(probe) + " 2-byte values, every one at an " +
+               (evenNonZero ? "odd" : "even") + " offset is 0, which is how " +
+               (evenNonZero ? "little-endian 32- or 64-bit integers"
+                            : "32-bit floats or big-endian integers") +
+               " look; write the ids as little-endian uint16 (numpy: "
+               "ids.astype(np.uint16).tofile(path))");
+}
+
 int64_t tokenWindowOffset(uint64_t seed, int64_t step, int64_t globalRow,
                           int64_t windows) {
   PhiloxStream stream(
@@ -246,12 +267,19 @@ Expected<std::unique_ptr<BatchSource>> openTokenFile(const std::string &path,
   if (!file)
     return Error(file.message());
   int64_t t = batch->seqLen();
+  if ((*file)->size() == 0)
+    return Error(
+        "token file " + quoted(path) + " is empty; it needs at least T + 1 = " +
+        std::to_string(t + 1) + " uint16 token ids (T = " + std::to_string(t) +
+        ", the sequence length of " + batch->input->describe() + ")");
   if ((*file)->size() < t + 1)
     return Error("token file " + quoted(path) + " holds " +
                  std::to_string((*file)->size()) +
                  " tokens, fewer than the T + 1 = " + std::to_string(t + 1) +
                  " that one window needs (T = " + std::to_string(t) +
                  ", the sequence length of " + batch->input->describe() + ")");
+  if (Status s = (*file)->checkWidth(); !s)
+    return Error(s.message());
   if (Status s = (*file)->checkRange(batch->vocab(), batch->input->describe());
       !s)
     return Error(s.message());

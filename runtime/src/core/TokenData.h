@@ -67,6 +67,16 @@ public:
   /// Checks every token id against `vocab` once; the error names the first
   /// offending offset (in tokens) and its value.
   Status checkRange(int64_t vocab, const std::string &forWhat) const;
+  /// Recognises a file of 4- or 8-byte values written where uint16 ids
+  /// belong (numpy's default int64 or int32, float32 ids): among the first
+  /// kWidthProbeTokens ids, those at odd offsets are all zero while some at
+  /// even offsets are not (little-endian integers), or the other way round
+  /// (floats, big-endian integers). Such files would otherwise pass the
+  /// range check and train on every other "token" being 0. Files shorter
+  /// than kMinWidthProbeTokens ids are not judged.
+  Status checkWidth() const;
+  static constexpr int64_t kWidthProbeTokens = 1 << 16;
+  static constexpr int64_t kMinWidthProbeTokens = 64;
 
 private:
   TokenFile() = default;

@@ -1,12 +1,16 @@
 // The training binary's flow: MPI, manifest, buffers, steps, reports.
 #include "driver/Driver.h"
+#include "ckpt/Checkpointer.h"
 #include "comm/Comm.h"
 #include "comm/MpiCheck.h"
+#include "core/CommStream.h"
 #include "core/Context.h"
 #include "core/Data.h"
 #include "core/Dtype.h"
+#include "core/InFlightBuckets.h"
 #include "core/Init.h"
 #include "core/Stats.h"
+#include "core/Trace.h"
 #include "driver/Options.h"
 #include "driver/Params.h"
 
@@ -14,6 +18,7 @@
 
 #include <chrono>
 #include <cinttypes>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -73,6 +78,7 @@ public:
       owned = true;
     }
     installMpiFatalHandler();
+    CHECK_MPI(MPI_Query_thread(&threadLevel));
     CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
   }
@@ -148,7 +154,7 @@ std::vector<void *> allocateArgs(asrt_context &ctx, const Manifest &manifest,
     void *buffer = asrt_alloc(&ctx, arg.numBytes());
     args.push_back(buffer);
     if (arg.init) {
-      LocalBlock block = localBlock(manifest, arg, rank);
+      HeldBlock block = heldBlock(manifest, arg, rank);
       if (Status s = fillInit(buffer, arg.dtype, block.valid, *arg.init,
                               options.seed, arg.name, block.begin);
           !s)
@@ -222,6 +228,82 @@ Status writeStatsFile(const std::string &path, const Stats::Snapshot &stats,
   return Status::success();
 }
 
+/// Fatal when the step returned with asynchronous collectives in flight:
+/// their buffers would change under the communication thread.
+void checkStepWaited(const asrt_context &ctx, int64_t step) {
+  if (ctx.inflight->inFlight() == 0)
+    return;
+  Status s = ctx.inflight->checkAllWaited("step " + std::to_string(step) +
+                                          " returned");
+  fatal("%s", s.message().c_str());
+}
+
+void traceStep(Trace &trace, int64_t step,
+               std::chrono::steady_clock::time_point start,
+               std::chrono::steady_clock::time_point end) {
+  auto ns = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               t.time_since_epoch())
+        .count();
+  };
+  TraceEvent e;
+  e.name = "step";
+  e.category = "step";
+  e.startNs = ns(start);
+  e.endNs = ns(end);
+  e.step = step;
+  trace.record(e);
+}
+
+Status checkTraceFileWritable(const std::string &path) {
+  std::ofstream out(path);
+  if (!out)
+    return Error("--trace: cannot create '" + path + "'");
+  return Status::success();
+}
+
+/// --trace: rank 0 gathers every rank's events and writes one file, each
+/// rank a process (pid = rank). Collective; every rank returns the same
+/// verdict on the sizes, rank 0 alone on the file.
+Status writeTrace(const std::string &path, const Trace &trace,
+                  const MpiSession &mpi) {
+  std::string mine = trace.jsonEvents(mpi.rank);
+  int64_t length = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> lengths(mpi.size);
+  CHECK_MPI(MPI_Allgather(&length, 1, MPI_INT64_T, lengths.data(), 1,
+                          MPI_INT64_T, MPI_COMM_WORLD));
+  int64_t total = 0;
+  for (int64_t l : lengths)
+    total += l;
+  if (total > INT_MAX)
+    return Error("--trace: the ranks' events take " + std::to_string(total) +
+                 " bytes, more than one MPI gather moves (" +
+                 std::to_string(INT_MAX) + "); trace fewer steps");
+  std::vector<int> counts, displacements;
+  for (int64_t l : lengths) {
+    displacements.push_back(
+        counts.empty() ? 0 : displacements.back() + counts.back());
+    counts.push_back(static_cast<int>(l));
+  }
+  std::string all(mpi.rank == 0 ? static_cast<size_t>(total) : 0, '\0');
+  CHECK_MPI(MPI_Gatherv(mine.data(), static_cast<int>(length), MPI_CHAR,
+                        all.data(), counts.data(), displacements.data(),
+                        MPI_CHAR, 0, MPI_COMM_WORLD));
+  if (mpi.rank != 0)
+    return Status::success();
+  std::vector<std::string> ranks;
+  for (int r = 0; r < mpi.size; ++r)
+    ranks.push_back(all.substr(displacements[r], counts[r]));
+  std::ofstream out(path);
+  if (!out)
+    return Error("--trace: cannot create '" + path + "'");
+  writeTraceFile(out, ranks);
+  out.close();
+  if (!out)
+    return Error("--trace: cannot write '" + path + "'");
+  return Status::success();
+}
+
 std::string programName(int argc, char **argv) {
   if (argc < 1 || !argv[0])
     return "train";
@@ -288,9 +370,16 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
           : defaultThreads(std::thread::hardware_concurrency(), node.localSize);
   backend.localRank = node.localRank;
 
+  // Collectives run on a communication thread while this one computes.
+  if (std::string error = mpiThreadLevelError(mpi.threadLevel);
+      !error.empty()) {
+    printErrorOnRankZero(mpi, error);
+    return 1;
+  }
   std::unique_ptr<Comm> comm = createMpiComm(manifest->grid);
   asrt_context ctx;
   ctx.comm = comm.get();
+  ctx.stream->setTimeout(options.collectiveTimeout);
   hooks.initBackend(&ctx, backend);
 
   std::vector<void *> args = allocateArgs(ctx, *manifest, options, mpi.rank);
@@ -331,17 +420,51 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     std::fflush(stdout);
   }
 
+  // Sharded checkpoints (docs/Reliability.md): --resume replaces the
+  // initial state by the newest complete checkpoint's, resharded to this
+  // binary's plan, and the run continues after its step.
+  Expected<std::string> dataSource = describeDataSource(options.dataFile);
+  if (!allRanksOk(dataSource.status(), mpi))
+    return 1;
+  CheckpointOptions checkpointOptions;
+  checkpointOptions.dir = options.checkpointDir;
+  checkpointOptions.every = options.checkpointEvery;
+  checkpointOptions.keep = options.keepCheckpoints;
+  checkpointOptions.resume = options.resume;
+  checkpointOptions.exitDuringSave = options.exitDuringCheckpoint;
+  Checkpointer checkpointer(checkpointOptions, *manifest, hooks.manifest,
+                            options.seed, *dataSource, mpi.rank, mpi.size);
+  Expected<int64_t> firstStep = checkpointer.start(args, options.steps);
+  if (!allRanksOk(firstStep.status(), mpi))
+    return 1;
+
+  // --trace records the steps. The ranks take their time origin together,
+  // after a barrier, so that their tracks line up.
+  std::unique_ptr<Trace> trace;
+  if (!options.traceFile.empty()) {
+    Status writable = mpi.rank == 0 ? checkTraceFileWritable(options.traceFile)
+                                    : Status::success();
+    if (!allRanksOk(writable, mpi))
+      return 1;
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    trace = std::make_unique<Trace>(steadyClockNs());
+    ctx.setTrace(trace.get());
+  }
+
   const int lossIndex = manifest->lossResult();
   double totalMs = 0;
-  for (int64_t step = 0; step < options.steps; ++step) {
+  int64_t stepsRun = 0;
+  for (int64_t step = *firstStep; step < options.steps; ++step) {
     (*batches)->fill(step, args.data());
     // Only the step itself is timed: that is what the compiler's cost model
     // predicts, and batch synthesis is not part of training.
     auto start = std::chrono::steady_clock::now();
     hooks.step(&ctx, args.data(), results.data());
-    double ms = std::chrono::duration<double, std::milli>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
+    auto end = std::chrono::steady_clock::now();
+    double ms = std::chrono::duration<double, std::milli>(end - start).count();
+    checkStepWaited(ctx, step + 1);
+    if (trace)
+      traceStep(*trace, step + 1, start, end);
     totalMs += ms;
     int64_t oneBased = step + 1;
     if (oneBased % options.logEvery == 0 || oneBased == options.steps) {
@@ -353,6 +476,23 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
         std::fflush(stdout);
       }
     }
+    ++stepsRun;
+    // Test hook: a job that dies between checkpoints (MPI_Abort, as when
+    // the launcher kills it; it also ends mpirun at once).
+    if (oneBased == options.exitAfterStep) {
+      std::fflush(stdout);
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    if (checkpointer.due(oneBased, options.steps))
+      if (!allRanksOk(checkpointer.save(oneBased, args), mpi))
+        return 1;
+  }
+
+  if (trace) {
+    ctx.setTrace(nullptr);
+    if (!allRanksOk(writeTrace(options.traceFile, *trace, mpi), mpi))
+      return 1;
   }
 
   Stats::Snapshot stats = ctx.stats->snapshot();
@@ -363,8 +503,8 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   run.backend = hooks.backendName();
   run.worldSize = mpi.size;
   run.rank = mpi.rank;
-  run.steps = options.steps;
-  run.meanStepMs = totalMs / static_cast<double>(options.steps);
+  run.steps = stepsRun;
+  run.meanStepMs = stepsRun > 0 ? totalMs / static_cast<double>(stepsRun) : 0;
 
   // Files hold full tensors, comparable with an unsharded run's: sharded
   // params and gradients are gathered (on every rank, after the statistics

@@ -24,8 +24,9 @@ struct DriverHooks {
 /// Runs the training binary: initialises MPI (MPI_THREAD_MULTIPLE), parses
 /// the command line and the manifest, checks the world size against the
 /// compiled grid, allocates and initialises every argument (init=, then
-/// --load-params), runs the steps and reports (--save-params, --save-grads,
-/// --stats-json). Returns the exit status: 0, 1 for a runtime problem (every
+/// --load-params or --resume's checkpoint), runs the steps (with sharded
+/// checkpoints under --checkpoint-dir) and reports (--save-params,
+/// --save-grads, --stats-json, --trace). Returns the exit status: 0, 1 for a runtime problem (every
 /// rank returns it), 2 for a bad command line.
 int runDriver(int argc, char **argv, const DriverHooks &hooks);
 

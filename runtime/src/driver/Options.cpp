@@ -27,6 +27,8 @@ template <typename Int> bool parseInteger(std::string_view text, Int &value) {
 
 Expected<Options> parseOptions(const std::vector<std::string> &args) {
   Options options;
+  // Checkpoint flags that need --checkpoint-dir, for the check at the end.
+  std::string needsCheckpointDir;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string_view arg = args[i];
     if (arg.size() < 3 || arg.substr(0, 2) != "--") {
@@ -44,26 +46,38 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
       inlineValue = arg.substr(eq + 1);
     }
 
-    if (flag == "--help" || flag == "--print-manifest") {
+    if (flag == "--help" || flag == "--print-manifest" || flag == "--resume") {
       if (inlineValue)
         return Error(std::string(flag) + " takes no value");
-      (flag == "--help" ? options.help : options.printManifest) = true;
+      (flag == "--help"             ? options.help
+       : flag == "--print-manifest" ? options.printManifest
+                                    : options.resume) = true;
+      if (flag == "--resume")
+        needsCheckpointDir = "--resume";
       continue;
     }
 
     const char *expected = nullptr;
-    if (flag == "--steps" || flag == "--log-every" || flag == "--threads")
+    if (flag == "--steps" || flag == "--log-every" || flag == "--threads" ||
+        flag == "--checkpoint-every" || flag == "--keep-checkpoints" ||
+        flag == "--exit-after-step" || flag == "--exit-during-checkpoint")
       expected = "an integer >= 1";
     else if (flag == "--seed")
       expected = "an integer in 0..18446744073709551615";
     else if (flag == "--lr")
       expected = "a finite number >= 0";
+    else if (flag == "--collective-timeout")
+      expected = "a number of seconds >= 0 (0 waits forever)";
+    else if (flag == "--trace")
+      expected = "a file name";
     else if (flag == "--data-format")
       expected = "auto, asdata or tokens";
     else if (flag == "--data" || flag == "--load-params" ||
              flag == "--save-params" || flag == "--save-grads" ||
              flag == "--stats-json")
       expected = "a file name";
+    else if (flag == "--checkpoint-dir")
+      expected = "a directory name";
     else
       return Error("unknown option '" + std::string(flag) +
                    "'; run with --help to see the options");
@@ -85,6 +99,27 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
       if (!parseInteger(value, n) || n < 1)
         return Error(invalid(flag, value, expected));
       (flag == "--steps" ? options.steps : options.logEvery) = n;
+    } else if (flag == "--checkpoint-every" || flag == "--exit-after-step" ||
+               flag == "--exit-during-checkpoint") {
+      int64_t n;
+      if (!parseInteger(value, n) || n < 1)
+        return Error(invalid(flag, value, expected));
+      (flag == "--checkpoint-every"  ? options.checkpointEvery
+       : flag == "--exit-after-step" ? options.exitAfterStep
+                                     : options.exitDuringCheckpoint) = n;
+      if (flag != "--exit-after-step")
+        needsCheckpointDir = std::string(flag);
+    } else if (flag == "--keep-checkpoints") {
+      int n;
+      if (!parseInteger(value, n) || n < 1)
+        return Error(invalid(flag, value,
+                             "an integer in 1.." + std::to_string(INT_MAX)));
+      options.keepCheckpoints = n;
+      needsCheckpointDir = "--keep-checkpoints";
+    } else if (flag == "--checkpoint-dir") {
+      if (value.empty())
+        return Error("--checkpoint-dir needs a value: a directory name");
+      options.checkpointDir = std::string(value);
     } else if (flag == "--threads") {
       int n;
       if (!parseInteger(value, n) || n < 1)
@@ -96,14 +131,21 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
       if (!parseInteger(value, seed))
         return Error(invalid(flag, value, expected));
       options.seed = seed;
-    } else if (flag == "--lr") {
-      double lr;
+    } else if (flag == "--lr" || flag == "--collective-timeout") {
+      double number;
       const char *end = value.data() + value.size();
-      auto [ptr, ec] = std::from_chars(value.data(), end, lr);
+      auto [ptr, ec] = std::from_chars(value.data(), end, number);
       if (value.empty() || ec != std::errc() || ptr != end ||
-          !std::isfinite(lr) || lr < 0)
+          !std::isfinite(number) || number < 0)
         return Error(invalid(flag, value, expected));
-      options.lr = lr;
+      if (flag == "--lr")
+        options.lr = number;
+      else
+        options.collectiveTimeout = number;
+    } else if (flag == "--trace") {
+      if (value.empty())
+        return Error("--trace needs a value: a file name");
+      options.traceFile = std::string(value);
     } else if (flag == "--data-format") {
       if (value == "auto")
         options.dataFormat = DataFormat::Auto;
@@ -124,6 +166,14 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
       target = std::string(value);
     }
   }
+  if (!needsCheckpointDir.empty() && options.checkpointDir.empty())
+    return Error(needsCheckpointDir +
+                 " applies to --checkpoint-dir DIR, which is not given");
+  // Either could set the initial parameters; neither silently wins.
+  if (options.resume && !options.loadParamsFile.empty())
+    return Error("--resume and --load-params both set the initial state; "
+                 "use one (a consolidated checkpoint loads with "
+                 "--load-params, a sharded one with --resume)");
   // Synthetic batches have no format; ignoring the flag would hide a
   // forgotten --data.
   if (options.dataFormat != DataFormat::Auto && options.dataFile.empty())
@@ -166,9 +216,30 @@ std::string usageText(std::string_view program) {
          "safetensors (needs a\n"
          "                       step compiled with exposed gradients)\n"
          "  --stats-json FILE    write the runtime's statistics as JSON\n"
+         "  --checkpoint-dir DIR write sharded checkpoints into DIR (after "
+         "the last step,\n"
+         "                       and every K steps with --checkpoint-every)\n"
+         "  --checkpoint-every K write a checkpoint after every K-th step\n"
+         "  --keep-checkpoints N keep the newest N complete checkpoints "
+         "(default 2)\n"
+         "  --resume             continue from the newest complete checkpoint "
+         "in\n"
+         "                       --checkpoint-dir (any world size or "
+         "strategy of the\n"
+         "                       same model); --steps counts the steps before "
+         "it too\n"
          "  --threads N          kernel threads per rank (default: the "
          "node's cores\n"
          "                       divided among its ranks)\n"
+         "  --collective-timeout S\n"
+         "                       fail the run when a collective does not "
+         "complete within\n"
+         "                       S seconds, as when a rank died or hangs "
+         "(default 300;\n"
+         "                       0 waits forever)\n"
+         "  --trace FILE         write a Chrome/Perfetto trace of the steps "
+         "(every rank's\n"
+         "                       compute, collectives and waits) to FILE\n"
          "  --print-manifest     print the compiled step's manifest and exit\n"
          "  --help               print this help and exit\n";
 }

@@ -30,6 +30,24 @@ struct Options {
   std::string statsJsonFile;
   /// Kernel threads per rank; 0 means "choose" (defaultThreads).
   int threads = 0;
+  /// Seconds a wait for a collective (asrt_wait, a blocking collective)
+  /// may block before the run fails as hung; 0 waits forever.
+  double collectiveTimeout = 300.0;
+  /// Where to write a Chrome/Perfetto trace of the steps; empty: no trace.
+  std::string traceFile;
+  /// Sharded checkpoints (docs/Reliability.md): the directory (empty: none),
+  /// a checkpoint every K steps (0: after the last step only), how many
+  /// complete ones to keep, and whether to continue from the newest.
+  std::string checkpointDir;
+  int64_t checkpointEvery = 0;
+  int keepCheckpoints = 2;
+  bool resume = false;
+  /// Hidden test hooks (not in --help): end the job abruptly (MPI_Abort,
+  /// status 3) right after step K, before its checkpoint; or while saving
+  /// step K's checkpoint, after the shard files and before the MANIFEST.
+  /// 0: never.
+  int64_t exitAfterStep = 0;
+  int64_t exitDuringCheckpoint = 0;
   bool printManifest = false;
   bool help = false;
 };

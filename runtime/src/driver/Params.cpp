@@ -52,18 +52,6 @@ std::string fileSpelling(const TensorSpec &arg) {
 
 } // namespace
 
-LocalBlock localBlock(const Manifest &manifest, const TensorSpec &spec,
-                      int rank) {
-  if (!spec.isSharded()) {
-    int64_t numel = spec.numElements();
-    return {0, numel, numel};
-  }
-  FlatShardLayout layout{spec.globalElements(),
-                         manifest.groupSize(spec.shardAxes)};
-  int64_t index = gridGroupIndex(rank, manifest.grid, spec.shardAxes);
-  return {layout.begin(index), layout.validCount(index), layout.chunk()};
-}
-
 Expected<LoadedParams> loadParams(const std::string &path,
                                   const Manifest &manifest,
                                   const std::vector<void *> &args, int rank) {
@@ -120,7 +108,7 @@ Expected<LoadedParams> loadParams(const std::string &path,
   LoadedParams loaded;
   for (const auto &[name, entry] : file->tensors) {
     const TensorSpec &arg = *manifest.findArg(name);
-    LocalBlock block = localBlock(manifest, arg, rank);
+    HeldBlock block = heldBlock(manifest, arg, rank);
     int64_t elementBytes = dtypeSize(arg.dtype);
     auto *dst = static_cast<char *>(args[arg.index]);
     std::memcpy(dst, file->bytes(name) + block.begin * elementBytes,

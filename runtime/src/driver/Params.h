@@ -1,6 +1,7 @@
 // Parameters and gradients as safetensors files: loading and saving them.
 #pragma once
 
+#include "ckpt/Layout.h"
 #include "core/Expected.h"
 #include "core/Manifest.h"
 
@@ -9,23 +10,6 @@
 #include <vector>
 
 namespace autoshard::rt {
-
-/// The part of an argument or result that one rank holds, in the tensor's
-/// global (flat, row-major) elements: for a sharded tensor its flat shard
-/// (abi.h): `valid` elements from `begin`, then `chunk - valid` elements of
-/// zero padding; for a replicated one the whole tensor (begin 0, no
-/// padding).
-struct LocalBlock {
-  int64_t begin = 0;
-  int64_t valid = 0;
-  int64_t chunk = 0;
-};
-
-/// The block world rank `rank` holds of `spec` under `manifest`'s grid: for
-/// a sharded tensor, the shard whose index is the rank's position in the
-/// group of spec.shardAxes.
-LocalBlock localBlock(const Manifest &manifest, const TensorSpec &spec,
-                      int rank);
 
 /// What --load-params replaced.
 struct LoadedParams {

@@ -4,6 +4,7 @@
 #include "core/Bucket.h"
 #include "core/Context.h"
 #include "core/Dtype.h"
+#include "core/InFlightBuckets.h"
 #include "core/Stats.h"
 
 #include <gtest/gtest.h>
@@ -435,6 +436,24 @@ void expectBucketCounted(const Counted &before, const Counted &singles,
   EXPECT_EQ(bucketed.timed - singles.timed, 1) << what;
 }
 
+/// How a check closes its buckets: asrt_bucket_end, or asrt_bucket_start
+/// and an immediate asrt_wait. Both must give the single-tensor results.
+enum class BucketMode { Blocking, Async };
+
+void endBucket(asrt_context &ctx, BucketMode mode) {
+  if (mode == BucketMode::Blocking)
+    return asrt_bucket_end(&ctx);
+  int64_t handle = asrt_bucket_start(&ctx);
+  EXPECT_GT(handle, 0);
+  asrt_wait(&ctx, handle);
+}
+
+/// The op timer that counts one bucket of `mode`: the blocking call's, or
+/// the issue of an asynchronous one.
+const char *bucketTimer(const char *blockingTimer, BucketMode mode) {
+  return mode == BucketMode::Blocking ? blockingTimer : "bucket_start";
+}
+
 std::string bucketCaseName(const char *kind, asrt_dtype dtype,
                            asrt_reduce_op op, const std::vector<int64_t> &sizes,
                            int32_t mask) {
@@ -450,7 +469,7 @@ std::string bucketCaseName(const char *kind, asrt_dtype dtype,
 /// place, writing nothing past numel.
 void checkAllReduceBucket(asrt_context &ctx, const ShardGroup &g, int rank,
                           asrt_dtype dtype, asrt_reduce_op op,
-                          const std::vector<int64_t> &sizes) {
+                          const std::vector<int64_t> &sizes, BucketMode mode) {
   std::string what = bucketCaseName("all_reduce", dtype, op, sizes, g.mask);
   std::vector<Tensor> send, want, got, inPlace;
   for (size_t m = 0; m < sizes.size(); ++m) {
@@ -463,7 +482,7 @@ void checkAllReduceBucket(asrt_context &ctx, const ShardGroup &g, int rank,
     inPlace[m].bytes.resize((sizes[m] + 1) * dtypeSize(dtype));
     inPlace[m].set(sizes[m], kGuard);
   }
-  const char *timer = "bucket_all_reduce";
+  const char *timer = bucketTimer("bucket_all_reduce", mode);
   Counted before = counted(ctx, CollectiveKind::AllReduce, timer);
   int64_t expectedBytes = 0;
   for (size_t m = 0; m < sizes.size(); ++m) {
@@ -475,7 +494,7 @@ void checkAllReduceBucket(asrt_context &ctx, const ShardGroup &g, int rank,
   asrt_bucket_begin(&ctx, ASRT_BUCKET_ALL_REDUCE, dtype, op, g.mask);
   for (size_t m = 0; m < sizes.size(); ++m)
     asrt_bucket_add(&ctx, send[m].data(), got[m].data(), sizes[m]);
-  asrt_bucket_end(&ctx);
+  endBucket(ctx, mode);
   Counted bucketed = counted(ctx, CollectiveKind::AllReduce, timer);
   expectBucketCounted(before, singles, bucketed, expectedBytes, sizes.size(),
                       what);
@@ -483,7 +502,7 @@ void checkAllReduceBucket(asrt_context &ctx, const ShardGroup &g, int rank,
   asrt_bucket_begin(&ctx, ASRT_BUCKET_ALL_REDUCE, dtype, op, g.mask);
   for (size_t m = 0; m < sizes.size(); ++m)
     asrt_bucket_add(&ctx, inPlace[m].data(), inPlace[m].data(), sizes[m]);
-  asrt_bucket_end(&ctx);
+  endBucket(ctx, mode);
   for (size_t m = 0; m < sizes.size(); ++m) {
     expectSameElements(got[m], want[m], what + " member " + std::to_string(m));
     expectSameElements(inPlace[m], want[m],
@@ -496,7 +515,8 @@ void checkAllReduceBucket(asrt_context &ctx, const ShardGroup &g, int rank,
 /// nothing past k.
 void checkReduceScatterBucket(asrt_context &ctx, const ShardGroup &g, int rank,
                               asrt_dtype dtype, asrt_reduce_op op,
-                              const std::vector<int64_t> &sizes) {
+                              const std::vector<int64_t> &sizes,
+                              BucketMode mode) {
   std::string what =
       bucketCaseName("reduce_scatter_shards", dtype, op, sizes, g.mask);
   std::vector<Tensor> send, want, got;
@@ -508,7 +528,7 @@ void checkReduceScatterBucket(asrt_context &ctx, const ShardGroup &g, int rank,
     want.emplace_back(dtype, k + 1, kGuard);
     got.emplace_back(dtype, k + 1, kGuard);
   }
-  const char *timer = "bucket_reduce_scatter_shards";
+  const char *timer = bucketTimer("bucket_reduce_scatter_shards", mode);
   Counted before = counted(ctx, CollectiveKind::ReduceScatter, timer);
   int64_t expectedBytes = 0;
   for (size_t m = 0; m < sizes.size(); ++m) {
@@ -520,7 +540,7 @@ void checkReduceScatterBucket(asrt_context &ctx, const ShardGroup &g, int rank,
   asrt_bucket_begin(&ctx, ASRT_BUCKET_REDUCE_SCATTER_SHARDS, dtype, op, g.mask);
   for (size_t m = 0; m < sizes.size(); ++m)
     asrt_bucket_add(&ctx, send[m].data(), got[m].data(), sizes[m]);
-  asrt_bucket_end(&ctx);
+  endBucket(ctx, mode);
   Counted bucketed = counted(ctx, CollectiveKind::ReduceScatter, timer);
   expectBucketCounted(before, singles, bucketed, expectedBytes, sizes.size(),
                       what);
@@ -532,7 +552,8 @@ void checkReduceScatterBucket(asrt_context &ctx, const ShardGroup &g, int rank,
 /// shards whose padding holds garbage that must not arrive, writing
 /// nothing past numel. The reduce_op is ignored (it is AVG here).
 void checkAllGatherBucket(asrt_context &ctx, const ShardGroup &g,
-                          asrt_dtype dtype, const std::vector<int64_t> &sizes) {
+                          asrt_dtype dtype, const std::vector<int64_t> &sizes,
+                          BucketMode mode) {
   std::string what = bucketCaseName("all_gather_shards", dtype, ASRT_REDUCE_AVG,
                                     sizes, g.mask);
   std::vector<Tensor> shard, want, got;
@@ -544,7 +565,7 @@ void checkAllGatherBucket(asrt_context &ctx, const ShardGroup &g,
     want.emplace_back(dtype, sizes[m] + 1, kGuard);
     got.emplace_back(dtype, sizes[m] + 1, kGuard);
   }
-  const char *timer = "bucket_all_gather_shards";
+  const char *timer = bucketTimer("bucket_all_gather_shards", mode);
   Counted before = counted(ctx, CollectiveKind::AllGather, timer);
   int64_t expectedBytes = 0;
   for (size_t m = 0; m < sizes.size(); ++m) {
@@ -557,7 +578,7 @@ void checkAllGatherBucket(asrt_context &ctx, const ShardGroup &g,
                     g.mask);
   for (size_t m = 0; m < sizes.size(); ++m)
     asrt_bucket_add(&ctx, shard[m].data(), got[m].data(), sizes[m]);
-  asrt_bucket_end(&ctx);
+  endBucket(ctx, mode);
   Counted bucketed = counted(ctx, CollectiveKind::AllGather, timer);
   expectBucketCounted(before, singles, bucketed, expectedBytes, sizes.size(),
                       what);
@@ -573,16 +594,177 @@ void checkAllGatherBucket(asrt_context &ctx, const ShardGroup &g,
 
 /// Every bucket kind on one group: f32 and bf16, SUM and AVG, one member
 /// and three.
-void checkBucketsOnGroup(asrt_context &ctx, const ShardGroup &g, int rank) {
+void checkBucketsOnGroup(asrt_context &ctx, const ShardGroup &g, int rank,
+                         BucketMode mode = BucketMode::Blocking) {
   for (asrt_dtype dtype : {ASRT_DTYPE_F32, ASRT_DTYPE_BF16}) {
     for (const std::vector<int64_t> &sizes : bucketSizes(g.n())) {
       for (asrt_reduce_op op : {ASRT_REDUCE_SUM, ASRT_REDUCE_AVG}) {
-        checkAllReduceBucket(ctx, g, rank, dtype, op, sizes);
-        checkReduceScatterBucket(ctx, g, rank, dtype, op, sizes);
+        checkAllReduceBucket(ctx, g, rank, dtype, op, sizes, mode);
+        checkReduceScatterBucket(ctx, g, rank, dtype, op, sizes, mode);
       }
-      checkAllGatherBucket(ctx, g, dtype, sizes);
+      checkAllGatherBucket(ctx, g, dtype, sizes, mode);
     }
   }
+}
+
+// ---- Asynchronous buckets: several in flight at once ------------------------
+
+/// One bucket of checkSeveralInFlight: its collective and group, this
+/// rank's inputs, and the results of the blocking run (want) and of the
+/// asynchronous one (got), each with a guard element past its end.
+struct FlightBucket {
+  asrt_bucket_kind kind = ASRT_BUCKET_ALL_REDUCE;
+  asrt_dtype dtype = ASRT_DTYPE_F32;
+  asrt_reduce_op op = ASRT_REDUCE_SUM;
+  ShardGroup group;
+  std::vector<int64_t> sizes;
+  /// Member 0 of an all-reduce is in place: its recv is its send.
+  bool firstInPlace = false;
+  std::vector<Tensor> send, want, got;
+};
+
+FlightBucket flightBucket(asrt_bucket_kind kind, asrt_dtype dtype,
+                          asrt_reduce_op op, const ShardGroup &g,
+                          std::vector<int64_t> sizes, int rank,
+                          bool firstInPlace = false) {
+  FlightBucket b;
+  b.kind = kind;
+  b.dtype = dtype;
+  b.op = op;
+  b.group = g;
+  b.sizes = std::move(sizes);
+  b.firstInPlace = firstInPlace;
+  for (size_t m = 0; m < b.sizes.size(); ++m) {
+    int64_t numel = b.sizes[m], k = shardChunk(numel, g.n());
+    if (kind == ASRT_BUCKET_ALL_GATHER_SHARDS) {
+      // A shard whose padding holds garbage that must not arrive.
+      b.send.emplace_back(dtype, k, 77.0);
+      for (int64_t j = 0; j < shardValid(numel, g.n(), g.me); ++j)
+        b.send[m].set(j, bucketValue(g.members[g.me], m, g.me * k + j));
+    } else {
+      b.send.emplace_back(dtype, numel, 0.0);
+      for (int64_t e = 0; e < numel; ++e)
+        b.send[m].set(e, bucketValue(rank, m, e));
+    }
+    int64_t out = kind == ASRT_BUCKET_REDUCE_SCATTER_SHARDS ? k : numel;
+    if (m == 0 && firstInPlace) {
+      Tensor inPlace = b.send[m];
+      inPlace.bytes.resize((out + 1) * dtypeSize(dtype));
+      inPlace.set(out, kGuard);
+      b.want.push_back(inPlace);
+    } else {
+      b.want.emplace_back(dtype, out + 1, kGuard);
+    }
+  }
+  b.got = b.want;
+  return b;
+}
+
+/// Opens `b`'s bucket and adds its members, receiving into `recv`.
+void addFlightBucket(asrt_context &ctx, FlightBucket &b,
+                     std::vector<Tensor> &recv) {
+  asrt_bucket_begin(&ctx, b.kind, b.dtype, b.op, b.group.mask);
+  for (size_t m = 0; m < b.sizes.size(); ++m) {
+    void *out = recv[m].data();
+    const void *in = m == 0 && b.firstInPlace ? out : b.send[m].data();
+    asrt_bucket_add(&ctx, in, out, b.sizes[m]);
+  }
+}
+
+int64_t opCalls(const Stats::Snapshot &s, const char *op) {
+  auto it = s.ops.find(op);
+  return it == s.ops.end() ? 0 : it->second.calls;
+}
+
+/// Four buckets of every kind, three dtypes and `groups`' masks in flight
+/// at once, with a blocking collective issued among them, waited in
+/// another order than issued, twice (two "steps"): each gives the blocking
+/// bucket's results bit for bit and counts the same bytes.
+void checkSeveralInFlight(asrt_context &ctx,
+                          const std::vector<ShardGroup> &groups, int rank) {
+  const ShardGroup &g0 = groups[0];
+  const ShardGroup &g1 = groups[1 % groups.size()];
+  const ShardGroup &g2 = groups[2 % groups.size()];
+  std::vector<FlightBucket> buckets;
+  buckets.push_back(flightBucket(
+      ASRT_BUCKET_ALL_REDUCE, ASRT_DTYPE_F32, ASRT_REDUCE_SUM, g0,
+      {2 * g0.n() + 1, std::max<int64_t>(1, g0.n() - 1), 4 * g0.n()}, rank,
+      /*firstInPlace=*/true));
+  buckets.push_back(flightBucket(ASRT_BUCKET_REDUCE_SCATTER_SHARDS,
+                                 ASRT_DTYPE_BF16, ASRT_REDUCE_AVG, g1,
+                                 {3 * g1.n() + 1, 4 * g1.n()}, rank));
+  buckets.push_back(flightBucket(ASRT_BUCKET_ALL_GATHER_SHARDS, ASRT_DTYPE_I32,
+                                 ASRT_REDUCE_SUM, g2, {2 * g2.n() + 1, 1},
+                                 rank));
+  buckets.push_back(flightBucket(ASRT_BUCKET_ALL_REDUCE, ASRT_DTYPE_I64,
+                                 ASRT_REDUCE_MAX, g0, {5}, rank));
+
+  Stats::Snapshot before = ctx.stats->snapshot();
+  for (FlightBucket &b : buckets) {
+    addFlightBucket(ctx, b, b.want);
+    asrt_bucket_end(&ctx);
+  }
+  Stats::Snapshot blocking = ctx.stats->snapshot();
+  const std::vector<FlightBucket> fresh = buckets;
+
+  for (int step = 1; step <= 2; ++step) {
+    for (size_t i = 0; i < buckets.size(); ++i)
+      buckets[i].got = fresh[i].got;
+    Stats::Snapshot start = ctx.stats->snapshot();
+    int64_t handles[4];
+    addFlightBucket(ctx, buckets[0], buckets[0].got);
+    handles[0] = asrt_bucket_start(&ctx);
+    addFlightBucket(ctx, buckets[1], buckets[1].got);
+    handles[1] = asrt_bucket_start(&ctx);
+    // A blocking collective among them runs after the two in flight, on
+    // every rank, so that MPI matches the same collectives everywhere.
+    int32_t one = 1, ranks = 0;
+    asrt_all_reduce(&ctx, &one, &ranks, 1, ASRT_DTYPE_I32, ASRT_REDUCE_SUM,
+                    g0.mask);
+    EXPECT_EQ(ranks, g0.n());
+    addFlightBucket(ctx, buckets[2], buckets[2].got);
+    handles[2] = asrt_bucket_start(&ctx);
+    addFlightBucket(ctx, buckets[3], buckets[3].got);
+    handles[3] = asrt_bucket_start(&ctx);
+    EXPECT_GT(handles[0], 0);
+    for (int i = 1; i < 4; ++i)
+      EXPECT_EQ(handles[i], handles[i - 1] + 1) << "handles in issue order";
+    EXPECT_EQ(ctx.inflight->inFlight(), 4u);
+    for (int i : {2, 0, 3, 1})
+      asrt_wait(&ctx, handles[i]);
+    EXPECT_EQ(ctx.inflight->inFlight(), 0u);
+
+    for (size_t i = 0; i < buckets.size(); ++i)
+      for (size_t m = 0; m < buckets[i].sizes.size(); ++m)
+        expectSameElements(buckets[i].got[m], buckets[i].want[m],
+                           "step " + std::to_string(step) + ", bucket " +
+                               std::to_string(i) + " (" +
+                               bucketKindName(buckets[i].kind) + "), member " +
+                               std::to_string(m));
+
+    // The same bytes and calls as the blocking buckets, plus the blocking
+    // all-reduce of one i32.
+    Stats::Snapshot end = ctx.stats->snapshot();
+    for (int k = 0; k < kNumCollectiveKinds; ++k) {
+      bool allReduce = k == static_cast<int>(CollectiveKind::AllReduce);
+      EXPECT_EQ(end.collectives[k].bytesSent - start.collectives[k].bytesSent,
+                blocking.collectives[k].bytesSent -
+                    before.collectives[k].bytesSent +
+                    (allReduce ? ringBytes(true, 1, g0.n(), 4) : 0))
+          << collectiveKindName(static_cast<CollectiveKind>(k)) << " step "
+          << step;
+      EXPECT_EQ(end.collectives[k].calls - start.collectives[k].calls,
+                blocking.collectives[k].calls - before.collectives[k].calls +
+                    (allReduce ? 1 : 0))
+          << collectiveKindName(static_cast<CollectiveKind>(k));
+    }
+    EXPECT_EQ(end.comm.asyncCalls - start.comm.asyncCalls, 4);
+    EXPECT_EQ(end.comm.asyncWaits - start.comm.asyncWaits, 4);
+    EXPECT_EQ(opCalls(end, "bucket_start") - opCalls(start, "bucket_start"), 4);
+    EXPECT_EQ(opCalls(end, "wait") - opCalls(start, "wait"), 4);
+  }
+  // Four slots, one per bucket in flight, served both steps.
+  EXPECT_EQ(ctx.inflight->slots(), 4u);
 }
 
 // ---- The grid (pure) --------------------------------------------------------
@@ -639,6 +821,19 @@ TEST(GridTest, MasksNamingMissingAxesAreRejected) {
   EXPECT_EQ(bad.message(), "grid_axes_mask 4 names an axis the grid 2x2 does "
                            "not have; valid masks are 0..3");
   EXPECT_FALSE(checkGridMask(-1, {4}).ok());
+}
+
+TEST(MpiThreadLevelTest, OnlyMultipleWillDo) {
+  EXPECT_EQ(mpiThreadLevelError(MPI_THREAD_MULTIPLE), "");
+  EXPECT_EQ(mpiThreadLevelError(MPI_THREAD_SERIALIZED),
+            "the MPI library provides only MPI_THREAD_SERIALIZED; the runtime "
+            "needs MPI_THREAD_MULTIPLE (its communication thread runs the "
+            "collectives while the main thread computes, and the main thread "
+            "ends a hung job with MPI_Abort): initialise MPI with "
+            "MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) and use an MPI "
+            "built with thread support");
+  EXPECT_NE(mpiThreadLevelError(MPI_THREAD_SINGLE).find("MPI_THREAD_SINGLE"),
+            std::string::npos);
 }
 
 // ---- Buckets: bookkeeping (pure) -------------------------------------------
@@ -737,8 +932,8 @@ TEST(OpenBucketTest, MisuseIsAnError) {
   EXPECT_EQ(message(b.begin(ASRT_BUCKET_ALL_GATHER_SHARDS, ASRT_DTYPE_F32,
                             ASRT_REDUCE_SUM, 2, 2)),
             "a bucket is already open: the open all_reduce bucket (bf16 over "
-            "grid_axes_mask 1, 1 member); end it with asrt_bucket_end before "
-            "beginning another");
+            "grid_axes_mask 1, 1 member); end it with asrt_bucket_end (or "
+            "issue it with asrt_bucket_start) before beginning another");
   EXPECT_EQ(b.kind(), ASRT_BUCKET_ALL_REDUCE) << "the open bucket survives";
 }
 
@@ -832,6 +1027,42 @@ TEST(NoCommTest, BucketsCopy) {
   EXPECT_EQ(s.ops.at("bucket_reduce_scatter_shards").calls, 1);
 }
 
+TEST(NoCommTest, AsyncBucketsCopy) {
+  // A group of one: asynchronous buckets copy too, on the communication
+  // thread, and count what blocking ones count.
+  asrt_context ctx;
+  float a[3] = {1, 2, 3}, b[2] = {4, 5};
+  float ra[4] = {0, 0, 0, kGuard}, rb[3] = {0, 0, kGuard};
+  asrt_bucket_begin(&ctx, ASRT_BUCKET_REDUCE_SCATTER_SHARDS, ASRT_DTYPE_F32,
+                    ASRT_REDUCE_AVG, 1);
+  asrt_bucket_add(&ctx, a, ra, 3);
+  int64_t first = asrt_bucket_start(&ctx);
+  asrt_bucket_begin(&ctx, ASRT_BUCKET_ALL_REDUCE, ASRT_DTYPE_F32,
+                    ASRT_REDUCE_SUM, 1);
+  asrt_bucket_add(&ctx, b, b, 2); // in place
+  asrt_bucket_add(&ctx, nullptr, nullptr, 0);
+  asrt_bucket_add(&ctx, b, rb, 2);
+  int64_t second = asrt_bucket_start(&ctx);
+  EXPECT_EQ(first, 1);
+  EXPECT_EQ(second, 2);
+  asrt_wait(&ctx, second);
+  asrt_wait(&ctx, first);
+  EXPECT_EQ(std::vector<float>(ra, ra + 4),
+            (std::vector<float>{1, 2, 3, kGuard}));
+  EXPECT_EQ(std::vector<float>(b, b + 2), (std::vector<float>{4, 5}));
+  EXPECT_EQ(std::vector<float>(rb, rb + 3), (std::vector<float>{4, 5, kGuard}));
+  Stats::Snapshot s = ctx.stats->snapshot();
+  EXPECT_EQ(s.collectives[int(CollectiveKind::AllReduce)].calls, 1);
+  EXPECT_EQ(s.collectives[int(CollectiveKind::ReduceScatter)].calls, 1);
+  for (const CollectiveStats &c : s.collectives)
+    EXPECT_EQ(c.bytesSent, 0);
+  EXPECT_EQ(s.ops.at("bucket_start").calls, 2);
+  EXPECT_EQ(s.ops.at("wait").calls, 2);
+  EXPECT_EQ(s.comm.asyncCalls, 2);
+  EXPECT_EQ(s.comm.asyncWaits, 2);
+  EXPECT_EQ(ctx.inflight->inFlight(), 0u);
+}
+
 /// Runs `misuse` in a forked child that must die with `message`. Death
 /// tests and MPI mix only this way: "fast" (fork) style, since the
 /// "threadsafe" style re-executes the binary, whose MPI_Init would join the
@@ -885,6 +1116,59 @@ TEST(NoCommDeathTest, BucketMisuseIsFatal) {
   // The parent's context never opened a bucket: the misuse stayed in the
   // children.
   EXPECT_FALSE(ctx.bucket->isOpen());
+}
+
+TEST(NoCommDeathTest, AsyncMisuseIsFatal) {
+  // Each child makes its own context: a communication thread started in
+  // the parent would not exist in a forked child.
+  float x[2] = {1, 2};
+  EXPECT_FATAL_WITHOUT_MPI(
+      {
+        asrt_context ctx;
+        asrt_wait(&ctx, 5);
+      },
+      "asrt_wait: handle 5 was not returned by asrt_bucket_start on this "
+      "context \\(it has issued none\\)");
+  EXPECT_FATAL_WITHOUT_MPI(
+      {
+        asrt_context ctx;
+        asrt_bucket_begin(&ctx, ASRT_BUCKET_ALL_REDUCE, ASRT_DTYPE_F32,
+                          ASRT_REDUCE_SUM, 1);
+        asrt_bucket_add(&ctx, x, x, 2);
+        int64_t handle = asrt_bucket_start(&ctx);
+        asrt_wait(&ctx, handle);
+        asrt_wait(&ctx, handle);
+      },
+      "asrt_wait: handle 1 was already waited; wait each handle exactly once");
+  EXPECT_FATAL_WITHOUT_MPI(
+      {
+        asrt_context ctx;
+        asrt_bucket_begin(&ctx, ASRT_BUCKET_ALL_REDUCE, ASRT_DTYPE_F32,
+                          ASRT_REDUCE_SUM, 1);
+        asrt_bucket_add(&ctx, x, x, 2);
+        asrt_wait(&ctx, asrt_bucket_start(&ctx) + 1);
+      },
+      "asrt_wait: handle 2 was not returned by asrt_bucket_start on this "
+      "context \\(its handles are 1..1\\)");
+  EXPECT_FATAL_WITHOUT_MPI(
+      {
+        asrt_context ctx;
+        asrt_bucket_start(&ctx);
+      },
+      "asrt_bucket_start: no bucket is open; asrt_bucket_start closes the "
+      "bucket asrt_bucket_begin opened");
+  EXPECT_FATAL_WITHOUT_MPI(
+      {
+        asrt_context ctx;
+        asrt_bucket_begin(&ctx, ASRT_BUCKET_REDUCE_SCATTER_SHARDS,
+                          ASRT_DTYPE_F32, ASRT_REDUCE_SUM, 1);
+        asrt_bucket_start(&ctx);
+      },
+      "asrt_bucket_start: the open reduce_scatter_shards bucket .* is empty; "
+      "add at least one tensor with asrt_bucket_add before asrt_bucket_start");
+  EXPECT_FATAL_WITHOUT_MPI(asrt_bucket_start(nullptr),
+                           "asrt_bucket_start: context is null");
+  EXPECT_FATAL_WITHOUT_MPI(asrt_wait(nullptr, 1), "asrt_wait: context is null");
 }
 
 // ---- On the world
@@ -1106,6 +1390,28 @@ TEST_F(WorldTest, Buckets) {
   checkBucketsOnGroup(ctx, g, rank);
 }
 
+TEST_F(WorldTest, AsyncBuckets) {
+  ShardGroup g;
+  g.mask = 1;
+  for (int r = 0; r < n; ++r)
+    g.members.push_back(r);
+  g.me = rank;
+  checkBucketsOnGroup(ctx, g, rank, BucketMode::Async);
+}
+
+TEST_F(WorldTest, SeveralAsyncBucketsInFlight) {
+  ShardGroup world;
+  world.mask = 1;
+  for (int r = 0; r < n; ++r)
+    world.members.push_back(r);
+  world.me = rank;
+  ShardGroup self;
+  self.mask = 0;
+  self.members = {rank};
+  // The world and a group of one, interleaved.
+  checkSeveralInFlight(ctx, {world, self, world}, rank);
+}
+
 TEST_F(WorldTest, BucketOverMaskZeroCopies) {
   float a[2] = {1, static_cast<float>(rank)}, ra[2] = {0, 0};
   asrt_bucket_begin(&ctx, ASRT_BUCKET_REDUCE_SCATTER_SHARDS, ASRT_DTYPE_F32,
@@ -1239,6 +1545,29 @@ TEST_F(Grid2x2Test, BucketsWithinAGroup) {
     g.me = mask == 1 ? rank / 2 : rank % 2;
     checkBucketsOnGroup(ctx, g, rank);
   }
+}
+
+TEST_F(Grid2x2Test, AsyncBucketsWithinAGroup) {
+  for (int32_t mask : {1, 2}) {
+    ShardGroup g;
+    g.mask = mask;
+    g.members = comm->groupRanks(mask);
+    g.me = mask == 1 ? rank / 2 : rank % 2;
+    checkBucketsOnGroup(ctx, g, rank, BucketMode::Async);
+  }
+}
+
+TEST_F(Grid2x2Test, AsyncBucketsOfDifferentGroupsInFlight) {
+  // Buckets over axis 0, axis 1 and the whole grid in flight together.
+  std::vector<ShardGroup> groups;
+  for (int32_t mask : {1, 2, 3}) {
+    ShardGroup g;
+    g.mask = mask;
+    g.members = comm->groupRanks(mask);
+    g.me = comm->groupIndex(mask);
+    groups.push_back(g);
+  }
+  checkSeveralInFlight(ctx, groups, rank);
 }
 
 /// Prints failures of ranks other than 0, whose normal output is silenced,

@@ -342,6 +342,15 @@ TEST_F(AsdataTest, TooShortForMagic) {
             std::string::npos);
 }
 
+TEST_F(AsdataTest, EmptyFile) {
+  setBytes("");
+  EXPECT_EQ(openError().rfind("data file '" + path +
+                                  "' is empty; an asdata file starts with the "
+                                  "8-byte magic 'ASDATA01'",
+                              0),
+            0u);
+}
+
 TEST_F(AsdataTest, TruncatedHeader) {
   write(fields());
   setBytes(bytes().substr(0, 22));

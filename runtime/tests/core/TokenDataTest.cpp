@@ -317,7 +317,56 @@ TEST_F(TokenFileTest, TooShort) {
                              "that one window needs (T = 8, the sequence "
                              "length of arg 1 (input idx))");
   writeTokens({});
-  EXPECT_NE(openError().find("holds 0 tokens"), std::string::npos);
+  EXPECT_EQ(openError(), "token file '" + path +
+                             "' is empty; it needs at least T + 1 = 9 uint16 "
+                             "token ids (T = 8, the sequence length of arg 1 "
+                             "(input idx))");
+}
+
+// ids.astype(np.int32).tofile(path) instead of uint16: every second 2-byte
+// value is the zero high half. The range check alone would accept it.
+TEST_F(TokenFileTest, WiderIntegersAreNotTokenIds) {
+  std::vector<uint16_t> tokens;
+  for (uint16_t id : counting(100)) {
+    tokens.push_back(static_cast<uint16_t>(id | 1));
+    tokens.push_back(0);
+  }
+  writeTokens(tokens);
+  EXPECT_EQ(openError(), "token file '" + path +
+                             "' does not hold uint16 token ids: among its "
+                             "first 200 2-byte values, every one at an odd "
+                             "offset is 0, which is how little-endian 32- or "
+                             "64-bit integers look; write the ids as "
+                             "little-endian uint16 (numpy: "
+                             "ids.astype(np.uint16).tofile(path))");
+}
+
+TEST_F(TokenFileTest, FloatIdsAreNotTokenIds) {
+  // float32 3.0 is 0x40400000: a zero low half, then 0x4040.
+  std::vector<uint16_t> tokens;
+  for (int i = 0; i < 100; ++i) {
+    tokens.push_back(0);
+    tokens.push_back(0x4040);
+  }
+  writeTokens(tokens);
+  EXPECT_NE(openError().find("every one at an even offset is 0, which is how "
+                             "32-bit floats or big-endian integers look"),
+            std::string::npos);
+}
+
+TEST_F(TokenFileTest, ShortOrZeroFilesAreNotJudgedByWidth) {
+  // Below the probe's minimum the pattern proves nothing.
+  std::vector<uint16_t> shortFile;
+  for (int i = 0; i < 20; ++i) {
+    shortFile.push_back(static_cast<uint16_t>(1 + i % 15));
+    shortFile.push_back(0);
+  }
+  writeTokens(shortFile);
+  Manifest m = parse(lmManifest(1));
+  EXPECT_TRUE(openDataFile(path, m, 0, 1, DataFormat::Tokens, 0).ok());
+  // All zeros is a (dull) valid file: neither half stands out.
+  writeTokens(std::vector<uint16_t>(200, 0));
+  EXPECT_TRUE(openDataFile(path, m, 0, 1, DataFormat::Tokens, 0).ok());
 }
 
 TEST_F(TokenFileTest, OddByteSize) {

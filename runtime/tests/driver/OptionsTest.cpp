@@ -175,6 +175,80 @@ TEST(OptionsTest, UsageListsEveryFlag) {
   EXPECT_EQ(usage.rfind("usage: train", 0), 0u);
 }
 
+TEST(OptionsTest, CollectiveTimeoutAndTrace) {
+  Options defaults = parse({});
+  EXPECT_EQ(defaults.collectiveTimeout, 300.0);
+  EXPECT_TRUE(defaults.traceFile.empty());
+  Options o = parse({"--collective-timeout", "2.5", "--trace", "t.json"});
+  EXPECT_EQ(o.collectiveTimeout, 2.5);
+  EXPECT_EQ(o.traceFile, "t.json");
+  EXPECT_EQ(parse({"--collective-timeout=0"}).collectiveTimeout, 0.0)
+      << "0 waits forever";
+  for (const char *bad : {"-1", "soon", "inf", "nan", "1s"})
+    EXPECT_EQ(errorOf({"--collective-timeout", bad}),
+              std::string("--collective-timeout: '") + bad +
+                  "' is not valid; expected a number of seconds >= 0 (0 "
+                  "waits forever)");
+  EXPECT_EQ(errorOf({"--trace="}), "--trace needs a value: a file name");
+  EXPECT_EQ(errorOf({"--collective-timeout"}),
+            "--collective-timeout needs a value: a number of seconds >= 0 (0 "
+            "waits forever)");
+  std::string usage = usageText("train");
+  for (const char *flag : {"--collective-timeout S", "--trace FILE"})
+    EXPECT_NE(usage.find(flag), std::string::npos) << flag;
+}
+
+TEST(OptionsTest, Checkpoints) {
+  Options none = parse({});
+  EXPECT_TRUE(none.checkpointDir.empty());
+  EXPECT_EQ(none.checkpointEvery, 0);
+  EXPECT_EQ(none.keepCheckpoints, 2);
+  EXPECT_FALSE(none.resume);
+  EXPECT_EQ(none.exitAfterStep, 0);
+  EXPECT_EQ(none.exitDuringCheckpoint, 0);
+
+  Options o = parse({"--checkpoint-dir", "ck", "--checkpoint-every=5",
+                     "--keep-checkpoints", "3", "--resume", "--exit-after-step",
+                     "7", "--exit-during-checkpoint=10"});
+  EXPECT_EQ(o.checkpointDir, "ck");
+  EXPECT_EQ(o.checkpointEvery, 5);
+  EXPECT_EQ(o.keepCheckpoints, 3);
+  EXPECT_TRUE(o.resume);
+  EXPECT_EQ(o.exitAfterStep, 7);
+  EXPECT_EQ(o.exitDuringCheckpoint, 10);
+  // The crash hook between checkpoints needs no directory.
+  EXPECT_EQ(parse({"--exit-after-step", "2"}).exitAfterStep, 2);
+
+  EXPECT_EQ(errorOf({"--resume"}),
+            "--resume applies to --checkpoint-dir DIR, which is not given");
+  EXPECT_EQ(errorOf({"--checkpoint-every", "5"}),
+            "--checkpoint-every applies to --checkpoint-dir DIR, which is not "
+            "given");
+  EXPECT_EQ(errorOf({"--keep-checkpoints", "1"}),
+            "--keep-checkpoints applies to --checkpoint-dir DIR, which is not "
+            "given");
+  EXPECT_EQ(errorOf({"--checkpoint-dir", "ck", "--checkpoint-every", "0"}),
+            "--checkpoint-every: '0' is not valid; expected an integer >= 1");
+  EXPECT_EQ(errorOf({"--checkpoint-dir", "ck", "--keep-checkpoints", "0"}),
+            "--keep-checkpoints: '0' is not valid; expected an integer in "
+            "1..2147483647");
+  EXPECT_EQ(errorOf({"--checkpoint-dir="}),
+            "--checkpoint-dir needs a value: a directory name");
+  EXPECT_EQ(errorOf({"--resume=yes", "--checkpoint-dir", "ck"}),
+            "--resume takes no value");
+  EXPECT_EQ(errorOf({"--checkpoint-dir", "ck", "--resume", "--load-params",
+                     "p.safetensors"}),
+            "--resume and --load-params both set the initial state; use one "
+            "(a consolidated checkpoint loads with --load-params, a sharded "
+            "one with --resume)");
+  std::string usage = usageText("train");
+  for (const char *flag : {"--checkpoint-dir DIR", "--checkpoint-every K",
+                           "--keep-checkpoints N", "--resume"})
+    EXPECT_NE(usage.find(flag), std::string::npos) << flag;
+  // Test hooks stay out of the help.
+  EXPECT_EQ(usage.find("--exit-"), std::string::npos);
+}
+
 TEST(DriverMessagesTest, StepLine) {
   EXPECT_EQ(formatStepLine(3, 0.693147182, 1.25),
             "step 3 loss 0.69314718 ms 1.250");

@@ -332,26 +332,26 @@ protected:
 TEST_F(ShardedParamsTest, LocalBlocks) {
   // w over all four ranks: k = 4, rank 3 holds 12..14 and one pad.
   for (int rank = 0; rank < 4; ++rank) {
-    LocalBlock block = localBlock(manifest, manifest.args[0], rank);
+    HeldBlock block = heldBlock(manifest, manifest.args[0], rank);
     EXPECT_EQ(block.begin, 4 * rank);
     EXPECT_EQ(block.valid, rank < 3 ? 4 : 3);
     EXPECT_EQ(block.chunk, 4);
   }
   // b over axis 1: ranks 1 and 3 (c1 = 1) hold element 2 and one pad.
-  LocalBlock b3 = localBlock(manifest, manifest.args[1], 3);
+  HeldBlock b3 = heldBlock(manifest, manifest.args[1], 3);
   EXPECT_EQ(b3.begin, 2);
   EXPECT_EQ(b3.valid, 1);
   EXPECT_EQ(b3.chunk, 2);
-  EXPECT_EQ(localBlock(manifest, manifest.args[1], 2).begin, 0);
+  EXPECT_EQ(heldBlock(manifest, manifest.args[1], 2).begin, 0);
   // w.exp_avg over axis 0: ranks 2 and 3 (c0 = 1) hold 8..14.
-  LocalBlock e1 = localBlock(manifest, manifest.args[2], 1);
+  HeldBlock e1 = heldBlock(manifest, manifest.args[2], 1);
   EXPECT_EQ(e1.begin, 0);
   EXPECT_EQ(e1.valid, 8);
-  LocalBlock e2 = localBlock(manifest, manifest.args[2], 2);
+  HeldBlock e2 = heldBlock(manifest, manifest.args[2], 2);
   EXPECT_EQ(e2.begin, 8);
   EXPECT_EQ(e2.valid, 7);
   // Replicated: the whole tensor, no padding.
-  LocalBlock whole = localBlock(manifest, manifest.args[3], 3);
+  HeldBlock whole = heldBlock(manifest, manifest.args[3], 3);
   EXPECT_EQ(whole.begin, 0);
   EXPECT_EQ(whole.valid, 2);
   EXPECT_EQ(whole.chunk, 2);

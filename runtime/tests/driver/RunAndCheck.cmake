@@ -1,7 +1,9 @@
 # Runs a command for a ctest test and checks its exit status and output.
 # Lists use "@@" between items (ctest would split on ';').
 #   CMD          the command
-#   EXPECT_RC    its expected exit status (default 0)
+#   EXPECT_RC    its expected exit status (default 0), or "nonzero"
+#   CMD_TIMEOUT  seconds it may run before it is killed and the test fails
+#                (default: no limit but ctest's)
 #   EXPECT       regexes its stdout + stderr must match
 #   REJECT       regexes its stdout + stderr must not match
 #   OUTPUT_FILE  where to save its stdout + stderr
@@ -58,7 +60,11 @@ endif()
 run_required(BEFORE "${BEFORE}" "${BEFORE_OUTPUT_FILE}")
 
 split(command "${CMD}")
-execute_process(COMMAND ${command} RESULT_VARIABLE rc
+set(limit "")
+if(CMD_TIMEOUT)
+  set(limit TIMEOUT ${CMD_TIMEOUT})
+endif()
+execute_process(COMMAND ${command} RESULT_VARIABLE rc ${limit}
                 OUTPUT_VARIABLE out ERROR_VARIABLE err)
 set(all "${out}${err}")
 message("command: ${command}\nstatus: ${rc}\n--- output ---\n${all}--------------")
@@ -67,7 +73,12 @@ if(OUTPUT_FILE)
 endif()
 
 set(failures "")
-if(NOT rc STREQUAL EXPECT_RC)
+if(EXPECT_RC STREQUAL "nonzero")
+  # A number: a timeout leaves a message in rc instead.
+  if(NOT rc MATCHES "^[0-9]+$" OR rc EQUAL 0)
+    string(APPEND failures "exit status ${rc}, expected a failure\n")
+  endif()
+elseif(NOT rc STREQUAL EXPECT_RC)
   string(APPEND failures "exit status ${rc}, expected ${EXPECT_RC}\n")
 endif()
 split(expected "${EXPECT}")

@@ -25,8 +25,25 @@
       reduced and parameters gathered with B bytes per element (default:
       the parameter's own, f32 for mixed precision's master weights);
       with K micro-batches, sharded parameters are gathered in each
+  runs.py peak A.log --manifest M
+      the peak memory rank 0 measured equals the peak of the compiler's
+      memory plan (the manifest's memory record)
   runs.py asdata OUT --rows N --features D --classes C --seed S
       writes a learnable classification data set in the asdata format
+  runs.py continues FULL.log PART.log --from C --steps N --rtol R
+      PART logs exactly steps C+1..N (a run resumed from step C, or with
+      C = 0 one killed after step N), each loss within relative R of
+      FULL's (R = 0: the same printed value)
+  runs.py same-tensors A.safetensors B.safetensors
+      every tensor of A is in B with the same dtype, shape and bytes
+  runs.py damage FILE (--flip-byte OFFSET | --truncate-by N)
+      flips the low bit of one byte (OFFSET < 0 counts from the end) or
+      cuts N bytes off the end: a corrupt or truncated checkpoint file
+  runs.py tokens OUT --count N --vocab V [--seed S]
+          [--dtype uint16|int32|float32] [--bad-id OFFSET=VALUE] [--odd]
+      writes a token file of N ids of a Markov chain over [0, V), as
+      little-endian uint16 (nanoGPT's train.bin) or the wrong width; with
+      --bad-id one id replaced, with --odd one stray byte appended
 
 Standard library only, so the tests need nothing beyond python3.
 """
@@ -251,6 +268,29 @@ def cmd_traffic(args):
         sys.exit("bytes on the wire differ from the formula")
 
 
+PEAK_LINE = re.compile(r"peak memory (\d+) bytes")
+
+
+def cmd_peak(args):
+    with open(args.a) as f:
+        m = PEAK_LINE.search(f.read())
+    if not m:
+        sys.exit(f"{args.a}: no 'peak memory' summary line")
+    measured = int(m.group(1))
+    planned = None
+    with open(args.manifest) as f:
+        for line in f:
+            fields = line.split()
+            if fields[:1] == ["memory"]:
+                keys = dict(kv.split("=", 1) for kv in fields[1:])
+                planned = int(keys["peak"])
+    if planned is None:
+        sys.exit(f"{args.manifest}: no memory record")
+    print(f"peak: measured {measured}, planned {planned}")
+    if measured != planned:
+        sys.exit("the measured peak differs from the compiler's plan")
+
+
 def cmd_asdata(args):
     rng = random.Random(args.seed)
     teacher = [[rng.gauss(0, 1) for _ in range(args.features)]
@@ -273,6 +313,117 @@ def cmd_asdata(args):
         f.write(field("y", 1, []))               # i32 (asrt_dtype 1)
         f.write(struct.pack(f"<{len(xs)}f", *xs))
         f.write(struct.pack(f"<{len(ys)}i", *ys))
+
+
+def cmd_continues(args):
+    full, part = read_losses(args.a), read_losses(args.b)
+    expected = list(range(args.start + 1, args.steps + 1))
+    if sorted(part) != expected:
+        sys.exit(f"{args.b}: logs steps {sorted(part)}, expected "
+                 f"{args.start + 1}..{args.steps}")
+    missing = [s for s in expected if s not in full]
+    if missing:
+        sys.exit(f"{args.a}: steps {missing} missing")
+    worst = max(expected, key=lambda s: rel_diff(full[s], part[s]))
+    d = rel_diff(full[worst], part[worst])
+    print(f"continues: steps {expected[0]}..{expected[-1]}, worst relative "
+          f"difference {d:.3g} at step {worst} ({full[worst]!r} vs "
+          f"{part[worst]!r})")
+    if d > args.rtol:
+        sys.exit(f"losses differ by {d:.3g} > {args.rtol}")
+
+
+def read_raw_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack_from("<Q", data, 0)
+    header = json.loads(data[8:8 + n])
+    body = data[8 + n:]
+    return {name: (info["dtype"], tuple(info["shape"]),
+                   body[info["data_offsets"][0]:info["data_offsets"][1]])
+            for name, info in header.items() if name != "__metadata__"}
+
+
+def cmd_same_tensors(args):
+    a, b = read_raw_safetensors(args.a), read_raw_safetensors(args.b)
+    if not a:
+        sys.exit(f"{args.a}: no tensors")
+    for name, (dtype, shape, data) in sorted(a.items()):
+        if name not in b:
+            sys.exit(f"{name}: in {args.a} but not in {args.b}")
+        if b[name][:2] != (dtype, shape):
+            sys.exit(f"{name}: {dtype}{list(shape)} vs "
+                     f"{b[name][0]}{list(b[name][1])}")
+        if b[name][2] != data:
+            first = next(i for i, (x, y) in enumerate(zip(data, b[name][2]))
+                         if x != y)
+            sys.exit(f"{name}: bytes differ from byte {first}")
+    print(f"same-tensors: {len(a)} tensors of {args.a} are bit-identical in "
+          f"{args.b}")
+
+
+def cmd_damage(args):
+    with open(args.a, "r+b") as f:
+        size = f.seek(0, 2)
+        if args.truncate_by is not None:
+            f.truncate(size - args.truncate_by)
+            return
+        offset = args.flip_byte % size
+        f.seek(offset)
+        byte = f.read(1)[0]
+        f.seek(offset)
+        f.write(bytes([byte ^ 1]))
+
+
+def cmd_tokens(args):
+    rng = random.Random(args.seed)
+    follow = list(range(args.vocab))
+    rng.shuffle(follow)
+    ids = [rng.randrange(args.vocab)]
+    while len(ids) < args.count:
+        ids.append(follow[ids[-1]] if rng.random() < 0.9
+                   else rng.randrange(args.vocab))
+    for spec in args.bad_id:
+        offset, value = map(int, spec.split("="))
+        ids[offset] = value
+    fmt = {"uint16": "H", "int32": "i", "float32": "f"}[args.dtype]
+    with open(args.out, "wb") as f:
+        f.write(struct.pack(f"<{len(ids)}{fmt}", *ids))
+        if args.odd:
+            f.write(b"\0")
+
+
+# Checkpoint and data-file commands (test/e2e/checkpoint-*.test,
+# bad-data.test).
+CHECKPOINT_COMMANDS = {"continues": cmd_continues,
+                       "same-tensors": cmd_same_tensors,
+                       "damage": cmd_damage, "tokens": cmd_tokens}
+
+
+def add_checkpoint_commands(sub):
+    p = sub.add_parser("continues")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--from", dest="start", type=int, required=True)
+    p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--rtol", type=float, required=True)
+    p = sub.add_parser("same-tensors")
+    p.add_argument("a")
+    p.add_argument("b")
+    p = sub.add_parser("damage")
+    p.add_argument("a")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--flip-byte", type=int)
+    g.add_argument("--truncate-by", type=int)
+    p = sub.add_parser("tokens")
+    p.add_argument("out")
+    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--vocab", type=int, required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dtype", choices=["uint16", "int32", "float32"],
+                   default="uint16")
+    p.add_argument("--bad-id", action="append", default=[])
+    p.add_argument("--odd", action="store_true")
 
 
 def main():
@@ -313,15 +464,21 @@ def main():
     p.add_argument("--micro-batches", type=int, default=1)
     p.add_argument("--reduce-bytes", type=int, default=0)
     p.add_argument("--gather-bytes", type=int, default=0)
+    p = sub.add_parser("peak")
+    p.add_argument("a")
+    p.add_argument("--manifest", required=True)
     p = sub.add_parser("asdata")
     p.add_argument("out")
     p.add_argument("--rows", type=int, required=True)
     p.add_argument("--features", type=int, required=True)
     p.add_argument("--classes", type=int, required=True)
     p.add_argument("--seed", type=int, default=0)
+    add_checkpoint_commands(sub)
     args = parser.parse_args()
+    if args.cmd in CHECKPOINT_COMMANDS:
+        return CHECKPOINT_COMMANDS[args.cmd](args)
     {"losses": cmd_losses, "params": cmd_params, "falls": cmd_falls,
-     "below": cmd_below, "traffic": cmd_traffic,
+     "below": cmd_below, "traffic": cmd_traffic, "peak": cmd_peak,
      "asdata": cmd_asdata}[args.cmd](args)
 
 

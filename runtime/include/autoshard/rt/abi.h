@@ -317,6 +317,29 @@ void asrt_bucket_add(asrt_context *ctx, const void *send, void *recv,
                      int64_t numel);
 void asrt_bucket_end(asrt_context *ctx);
 
+/* ---- Asynchronous collectives -------------------------------------------
+ * asrt_bucket_start closes the open bucket like asrt_bucket_end, but only
+ * issues its collective and returns a handle (> 0) at once. Collectives run
+ * in the order they are issued (the same order on every rank), on the
+ * runtime's communication thread, while the caller goes on computing. Until
+ * asrt_wait(ctx, handle) returns, the bucket's send buffers must not change
+ * and its recv buffers must not be read or written; after it returns the
+ * recv buffers hold the results, as asrt_bucket_end would have left them.
+ * Every handle is waited exactly once. A wait that does not complete within
+ * the collective timeout (the binary's --collective-timeout) is fatal, with
+ * a message naming the collective and its group: a rank that died or hangs
+ * ends the job instead of hanging it. A blocking collective issued while
+ * asynchronous ones are in flight runs after them.
+ * Handles count 1, 2, 3, ... per context; waits may come in any order, but
+ * all before the step returns (the driver checks). Waiting a handle never
+ * returned or already waited, and asrt_bucket_start without an open bucket
+ * or of an empty one, are fatal. Blocking collectives run on the
+ * communication thread too, and their callers wait within the same timeout.
+ * docs/RuntimeABI.md ("Asynchronous collectives", "Threading model") has the
+ * details. */
+int64_t asrt_bucket_start(asrt_context *ctx);
+void asrt_wait(asrt_context *ctx, int64_t handle);
+
 /* ---- Symbols the generated object defines ----------------------------- */
 
 /* The manifest of the compiled step: a NUL-terminated text describing the

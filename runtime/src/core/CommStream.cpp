@@ -1,0 +1,244 @@
+// The communication thread: collectives run on it in issue order.
+#include "core/CommStream.h"
+#include "core/Context.h"
+#include "core/Dtype.h"
+#include "core/Stats.h"
+#include "core/Trace.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <system_error>
+
+namespace autoshard::rt {
+
+namespace {
+
+/// How long each side polls before it sleeps on a condition variable: the
+/// main thread for the operation it waits for, the communication thread
+/// for the next operation. A sleep and a wake-up cost a few microseconds
+/// each way, which would double or triple the latency of a small blocking
+/// collective; polling (with yields, so that ranks sharing cores still
+/// run) for this long catches the back-to-back case and costs little CPU.
+constexpr auto kPollBeforeSleeping = std::chrono::microseconds(50);
+
+/// Polls `ready` (yielding) for up to kPollBeforeSleeping; whether it held.
+template <typename Ready> bool pollFor(Ready ready) {
+  auto until = std::chrono::steady_clock::now() + kPollBeforeSleeping;
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() >= until)
+      return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+} // namespace
+
+int64_t steadyClockNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string describeStreamOp(const StreamOpInfo &info) {
+  std::string text = info.name;
+  if (info.async())
+    text += " of handle " + std::to_string(info.handle);
+  text += std::string(" (") + dtypeName(info.dtype);
+  if (info.members > 0)
+    text += ", " + std::to_string(info.members) +
+            (info.members == 1 ? " member" : " members");
+  text += ", sending " + std::to_string(info.bytes) +
+          " bytes over grid_axes_mask " + std::to_string(info.mask) + ", a " +
+          "group of " + std::to_string(info.groupSize) +
+          (info.groupSize == 1 ? " rank)" : " ranks)");
+  return text;
+}
+
+CommStream::CommStream(Stats &stats, StreamClock clock)
+    : stats(stats), clock(clock) {}
+
+CommStream::~CommStream() {
+  if (!thread.joinable())
+    return;
+  // Whatever is still queued runs first (a context may be destroyed right
+  // after its last blocking collective issued more work), within the
+  // timeout like any wait.
+  if (!isComplete(issuedSeq))
+    wait(issuedSeq, "destroying the runtime context", StreamOpInfo());
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stopping = true;
+  }
+  workReady.notify_all();
+  thread.join();
+}
+
+void CommStream::setTimeout(double seconds) {
+  if (!(seconds >= 0) || !std::isfinite(seconds))
+    fatal("collective timeout %g s is not a number of seconds >= 0 (0 waits "
+          "forever)",
+          seconds);
+  timeoutSeconds = seconds;
+}
+
+void CommStream::setTrace(Trace *t) {
+  if (!isComplete(issuedSeq))
+    fatal("the trace changed while %" PRIu64
+          " collectives were in flight; set it between steps",
+          issuedSeq - completedSeq.load());
+  trace.store(t, std::memory_order_release);
+}
+
+uint64_t CommStream::issue(void (*run)(void *), void *arg,
+                           const StreamOpInfo &info) {
+  std::unique_lock<std::mutex> lock(mutex);
+  if (!thread.joinable()) {
+    try {
+      thread = std::thread([this] { threadMain(); });
+    } catch (const std::system_error &e) {
+      fatal("cannot start the communication thread: %s", e.what());
+    }
+  }
+  if (queued == ring.size()) {
+    // Grow, keeping the queue's order; rare (the deepest queue so far).
+    std::vector<Item> larger(ring.empty() ? 16 : 2 * ring.size());
+    for (size_t i = 0; i < queued; ++i)
+      larger[i] = ring[(head + i) % ring.size()];
+    ring.swap(larger);
+    head = 0;
+  }
+  Item &item = ring[(head + queued) % ring.size()];
+  item.seq = ++issuedSeq;
+  item.run = run;
+  item.arg = arg;
+  item.info = info;
+  ++queued;
+  uint64_t seq = item.seq;
+  publishedSeq.store(seq, std::memory_order_release);
+  lock.unlock();
+  workReady.notify_one();
+  return seq;
+}
+
+void CommStream::threadMain() {
+  pthread_setname_np(pthread_self(), "asrt-comm");
+  std::unique_lock<std::mutex> lock(mutex);
+  while (true) {
+    workReady.wait(lock, [&] { return queued > 0 || stopping; });
+    if (queued == 0)
+      return; // stopping, and everything issued has run
+    Item item = ring[head];
+    head = (head + 1) % ring.size();
+    --queued;
+    current = item;
+    running = true;
+    currentStart = std::chrono::steady_clock::now();
+    lock.unlock();
+
+    int64_t start = clock();
+    item.run(item.arg);
+    int64_t end = clock();
+    stats.recordCommThread(item.info.async(), end - start);
+    if (Trace *t = trace.load(std::memory_order_acquire)) {
+      TraceEvent e;
+      e.name = item.info.name;
+      e.category = "comm";
+      e.track = TraceTrack::Comm;
+      e.startNs = start;
+      e.endNs = end;
+      e.seq = static_cast<int64_t>(item.seq);
+      if (item.info.async())
+        e.handle = item.info.handle;
+      e.bytes = item.info.bytes;
+      e.mask = item.info.mask;
+      e.dtype = dtypeName(item.info.dtype);
+      t->record(e);
+    }
+
+    lock.lock();
+    running = false;
+    completedSeq.store(item.seq, std::memory_order_release);
+    workDone.notify_all();
+    if (queued == 0) {
+      lock.unlock();
+      pollFor([&] {
+        return publishedSeq.load(std::memory_order_acquire) > item.seq;
+      });
+      lock.lock();
+    }
+  }
+}
+
+void CommStream::wait(uint64_t seq, const char *caller,
+                      const StreamOpInfo &waited) {
+  if (seq == 0 || seq > issuedSeq)
+    fatal("%s: operation %" PRIu64 " was never issued to the communication "
+          "stream (it issued %" PRIu64 ")",
+          caller, seq, issuedSeq);
+  int64_t start = clock();
+  if (!isComplete(seq) && !pollFor([&] { return isComplete(seq); })) {
+    std::unique_lock<std::mutex> lock(mutex);
+    blockedCount.fetch_add(1, std::memory_order_acq_rel);
+    auto done = [&] { return isComplete(seq); };
+    if (timeoutSeconds == 0) {
+      workDone.wait(lock, done);
+    } else {
+      auto begin = std::chrono::steady_clock::now();
+      // Beyond ~30 years the deadline would overflow the clock; that is
+      // forever too.
+      auto limit = std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::duration<double>(std::min(timeoutSeconds, 1e9)));
+      if (!workDone.wait_until(lock, begin + limit, done))
+        timedOut(lock, seq, caller, waited,
+                 std::chrono::duration<double>(
+                     std::chrono::steady_clock::now() - begin)
+                     .count());
+    }
+    blockedCount.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  int64_t end = clock();
+  // The destructor's wait is not part of any step.
+  if (waited.name[0] != '\0')
+    stats.recordCommWait(waited.async(), end - start);
+}
+
+void CommStream::drain(const char *caller, const StreamOpInfo &info) {
+  if (!isComplete(issuedSeq))
+    wait(issuedSeq, caller, info);
+}
+
+void CommStream::timedOut(std::unique_lock<std::mutex> &lock, uint64_t seq,
+                          const char *caller, const StreamOpInfo &waited,
+                          double waitedSeconds) {
+  std::string what = waited.name[0] != '\0' ? describeStreamOp(waited)
+                                            : "the collectives in flight";
+  std::string where;
+  if (running) {
+    double runningFor = std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - currentStart)
+                            .count();
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.1f s", runningFor);
+    if (current.seq == seq)
+      where = std::string("it has been running on the communication thread "
+                          "for ") +
+              seconds;
+    else
+      where = "the communication thread is still running " +
+              describeStreamOp(current.info) + ", issued before it, after " +
+              seconds;
+  } else {
+    where = "the communication thread has not started it";
+  }
+  lock.unlock();
+  fatal("%s: %s did not complete within the collective timeout of %g s "
+        "(waited %.1f s); %s. A rank of the group has probably died or hung; "
+        "--collective-timeout sets the limit (0 waits forever)",
+        caller, what.c_str(), timeoutSeconds, waitedSeconds, where.c_str());
+}
+
+} // namespace autoshard::rt

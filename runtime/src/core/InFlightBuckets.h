@@ -1,0 +1,69 @@
+// The buckets asrt_bucket_start issued and asrt_wait has not yet waited.
+#pragma once
+
+#include "core/Bucket.h"
+#include "core/CommStream.h"
+#include "core/Expected.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace autoshard::rt {
+
+/// One issued bucket: its own members and its own pack buffer, which stay
+/// untouched by later buckets until it is waited, and the stream operation
+/// that runs it.
+struct InFlightBucket {
+  OpenBucket bucket;
+  /// Grow-only packing scratch of this slot (max_align_t elements: it is
+  /// read as float and int64).
+  std::vector<std::max_align_t> pack;
+  StreamOpInfo info;
+  uint64_t seq = 0;
+  /// asrt_bucket_start's handle; 0 while the slot is free.
+  int64_t handle = 0;
+  /// The context, for the communication thread's use.
+  asrt_context *ctx = nullptr;
+
+  /// At least `bytes` bytes of this slot's pack buffer.
+  void *packBuffer(int64_t bytes);
+};
+
+/// Bookkeeping of asrt_bucket_start / asrt_wait: handles, and slots reused
+/// across steps. Pure, no communication. The slot of a waited bucket goes
+/// back to a free list and serves a later bucket with its grown member list
+/// and pack buffer, so a step that issues the same buckets every step stops
+/// allocating once every slot has served its largest bucket.
+class InFlightBuckets {
+public:
+  /// Takes the closed bucket `closed` into a free slot (swapping member
+  /// lists, so `closed` keeps a reusable one) and gives it the next handle:
+  /// 1, 2, 3, ... in issue order.
+  InFlightBucket &issue(OpenBucket &closed);
+  /// The in-flight bucket of `handle`. Fails, saying why, for a handle that
+  /// was never issued or was already waited.
+  Expected<InFlightBucket *> find(int64_t handle) const;
+  /// Frees the slot of a waited bucket.
+  void release(InFlightBucket &slot);
+
+  size_t inFlight() const { return active.size(); }
+  int64_t lastHandle() const { return nextHandle - 1; }
+  /// Slots created so far (in flight or free): the most buckets that were
+  /// ever in flight at once.
+  size_t slots() const { return storage.size(); }
+  /// Success when nothing is in flight; otherwise an error listing the
+  /// buckets not waited, for `when` ("step 3 returned with ...").
+  Status checkAllWaited(const std::string &when) const;
+
+private:
+  std::vector<std::unique_ptr<InFlightBucket>> storage;
+  std::vector<InFlightBucket *> freeSlots;
+  /// In issue order.
+  std::vector<InFlightBucket *> active;
+  int64_t nextHandle = 1;
+};
+
+} // namespace autoshard::rt

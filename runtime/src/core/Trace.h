@@ -1,0 +1,72 @@
+// A Chrome/Perfetto trace of one rank: its ops, collectives and waits.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace autoshard::rt {
+
+/// The tracks (Chrome "tid"s) of a rank's trace.
+enum class TraceTrack : int {
+  /// The thread that calls the ABI: steps, compute ops, the main thread's
+  /// side of collectives (blocking calls, asrt_bucket_start, asrt_wait).
+  Main = 1,
+  /// The communication thread: each collective from start to end.
+  Comm = 2,
+};
+
+/// One complete ("X") event. Names and categories are string literals (op
+/// names), so that recording one copies no string.
+struct TraceEvent {
+  const char *name = "";
+  /// "step", "compute", "collective" (a blocking call), "issue"
+  /// (asrt_bucket_start), "wait" (asrt_wait) or "comm" (the communication
+  /// thread).
+  const char *category = "";
+  TraceTrack track = TraceTrack::Main;
+  int64_t startNs = 0;
+  int64_t endNs = 0;
+  /// Arguments shown in the viewer; each only when set (>= 0 or non-null).
+  /// seq: the collective's place in the stream's issue order, which ties a
+  /// main-thread event to its "comm" event; handle: asrt_bucket_start's.
+  int64_t step = -1;
+  int64_t seq = -1;
+  int64_t handle = -1;
+  int64_t bytes = -1;
+  int32_t mask = -1;
+  const char *dtype = nullptr;
+};
+
+/// The events of one rank, recorded while tracing is on. Thread-safe: the
+/// main and communication threads record into it concurrently. Costs
+/// nothing when off: the context then holds no Trace and the recorders
+/// test one pointer.
+class Trace {
+public:
+  /// Timestamps are written relative to `originNs` (the clock of the
+  /// events), so that ranks that took their origin together line up.
+  explicit Trace(int64_t originNs);
+
+  void record(const TraceEvent &event);
+  size_t size() const;
+
+  /// This rank's events as JSON objects separated by ",\n", without the
+  /// enclosing array: the metadata naming process `rank` ("rank R") and
+  /// its two tracks, then every event with pid = rank, ts and dur in
+  /// microseconds with three decimals (nanosecond precision).
+  std::string jsonEvents(int rank) const;
+
+private:
+  int64_t origin;
+  mutable std::mutex mutex;
+  std::vector<TraceEvent> events;
+};
+
+/// A whole trace file, {"displayTimeUnit": "ms", "traceEvents": [...]},
+/// from the ranks' jsonEvents() (empty ones are skipped).
+void writeTraceFile(std::ostream &os, const std::vector<std::string> &ranks);
+
+} // namespace autoshard::rt

@@ -1,0 +1,77 @@
+// The Chrome/Perfetto trace: events, their JSON, and the file around them.
+#include "core/Trace.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+using namespace autoshard::rt;
+
+namespace {
+
+bool contains(const std::string &text, const std::string &part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(TraceTest, EventsAreCompleteEventsInMicroseconds) {
+  Trace trace(/*originNs=*/1000);
+  TraceEvent compute;
+  compute.name = "linear_fwd";
+  compute.category = "compute";
+  compute.startNs = 2500;
+  compute.endNs = 3750;
+  trace.record(compute);
+  TraceEvent comm;
+  comm.name = "bucket_all_reduce";
+  comm.category = "comm";
+  comm.track = TraceTrack::Comm;
+  comm.startNs = 500; // before the origin: a negative timestamp
+  comm.endNs = 1001500;
+  comm.seq = 4;
+  comm.handle = 2;
+  comm.bytes = 4096;
+  comm.mask = 1;
+  comm.dtype = "bf16";
+  trace.record(comm);
+  EXPECT_EQ(trace.size(), 2u);
+
+  std::string json = trace.jsonEvents(3);
+  for (const char *expected :
+       {"{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 3, \"tid\": 0, "
+        "\"args\": {\"name\": \"rank 3\"}}",
+        "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 3, \"tid\": 1, "
+        "\"args\": {\"name\": \"main thread (compute)\"}}",
+        "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 3, \"tid\": 2, "
+        "\"args\": {\"name\": \"communication thread\"}}",
+        "{\"name\": \"linear_fwd\", \"cat\": \"compute\", \"ph\": \"X\", "
+        "\"pid\": 3, \"tid\": 1, \"ts\": 1.500, \"dur\": 1.250, \"args\": {}}",
+        "{\"name\": \"bucket_all_reduce\", \"cat\": \"comm\", \"ph\": \"X\", "
+        "\"pid\": 3, \"tid\": 2, \"ts\": -0.500, \"dur\": 1001.000, \"args\": "
+        "{\"seq\": 4, \"handle\": 2, \"bytes\": 4096, \"grid_axes_mask\": 1, "
+        "\"dtype\": \"bf16\"}}"})
+    EXPECT_TRUE(contains(json, expected)) << "missing " << expected << " in\n"
+                                          << json;
+  EXPECT_EQ(json.back(), '}') << "no trailing separator";
+}
+
+TEST(TraceTest, TheFileJoinsTheRanks) {
+  Trace zero(0), one(0);
+  TraceEvent step;
+  step.name = "step";
+  step.category = "step";
+  step.step = 1;
+  step.endNs = 10;
+  zero.record(step);
+  one.record(step);
+  std::ostringstream file;
+  writeTraceFile(file, {zero.jsonEvents(0), "", one.jsonEvents(1)});
+  std::string text = file.str();
+  EXPECT_EQ(text.rfind("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", 0),
+            0u);
+  EXPECT_TRUE(contains(text, "\"args\": {\"step\": 1}},\n{\"name\": "
+                             "\"process_name\", \"ph\": \"M\", \"pid\": 1"))
+      << text;
+  EXPECT_EQ(text.substr(text.size() - 4), "\n]}\n");
+}
+
+} // namespace

@@ -1,0 +1,479 @@
+// Checks a --trace file: valid JSON, the tracks, and how a step's events nest.
+//
+//   trace_check FILE RANKS STEPS ASYNC_PER_STEP
+//
+// FILE must be a JSON object whose "traceEvents" hold, for each rank r <
+// RANKS, a process (pid r) named "rank r" with the threads 1 ("main thread
+// (compute)") and 2 ("communication thread"), and complete ("X") events:
+//   - on the main thread, STEPS "step" events, in order and disjoint, every
+//     other event inside one of them, events properly nested, and compute
+//     ops in every step;
+//   - on the communication thread, "comm" events one after the other in
+//     issue order (seq), each inside a step;
+//   - for each asynchronous collective (a "comm" event with a handle; there
+//     are ASYNC_PER_STEP per step): its asrt_bucket_start ("issue") before
+//     it starts, its asrt_wait ("wait") after the issue and ending after it,
+//     all three in the same step;
+//   - for each blocking collective on the main thread ("collective" with a
+//     seq): its "comm" event inside it.
+// Times are compared in integer nanoseconds (the file has microseconds with
+// three decimals), so the checks are exact.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+// ---- A small JSON reader ----------------------------------------------------
+
+struct Json {
+  enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
+  bool boolean = false;
+  double number = 0;
+  std::string text; // a string's value, or a number's spelling
+  std::vector<Json> items;
+  std::vector<std::pair<std::string, Json>> members;
+
+  const Json *get(const std::string &key) const {
+    for (const auto &[k, v] : members)
+      if (k == key)
+        return &v;
+    return nullptr;
+  }
+};
+
+class Parser {
+public:
+  explicit Parser(const std::string &text) : s(text) {}
+
+  bool parse(Json &out) {
+    if (!value(out))
+      return false;
+    space();
+    if (at != s.size())
+      return fail("trailing characters");
+    return true;
+  }
+  std::string error;
+
+private:
+  bool fail(const std::string &what) {
+    if (error.empty())
+      error = what + " at offset " + std::to_string(at);
+    return false;
+  }
+  void space() {
+    while (at < s.size() && std::isspace(static_cast<unsigned char>(s[at])))
+      ++at;
+  }
+  bool literal(const char *word) {
+    size_t n = std::char_traits<char>::length(word);
+    if (s.compare(at, n, word) != 0)
+      return fail(std::string("expected ") + word);
+    at += n;
+    return true;
+  }
+  bool string(std::string &out) {
+    if (at >= s.size() || s[at] != '"')
+      return fail("expected a string");
+    ++at;
+    while (at < s.size() && s[at] != '"') {
+      char c = s[at++];
+      if (static_cast<unsigned char>(c) < 0x20)
+        return fail("control character in a string");
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (at >= s.size())
+        return fail("unterminated escape");
+      char e = s[at++];
+      switch (e) {
+      case '"':
+      case '\\':
+      case '/':
+        out += e;
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'u':
+        if (at + 4 > s.size())
+          return fail("short \\u escape");
+        out += '?'; // the checks never compare escaped characters
+        at += 4;
+        break;
+      default:
+        return fail("bad escape");
+      }
+    }
+    if (at >= s.size())
+      return fail("unterminated string");
+    ++at;
+    return true;
+  }
+  bool value(Json &out) {
+    space();
+    if (at >= s.size())
+      return fail("unexpected end");
+    char c = s[at];
+    if (c == '{') {
+      out.kind = Json::Object;
+      ++at;
+      space();
+      if (at < s.size() && s[at] == '}')
+        return ++at, true;
+      while (true) {
+        space();
+        std::string key;
+        if (!string(key))
+          return false;
+        space();
+        if (at >= s.size() || s[at] != ':')
+          return fail("expected ':'");
+        ++at;
+        Json v;
+        if (!value(v))
+          return false;
+        out.members.emplace_back(std::move(key), std::move(v));
+        space();
+        if (at < s.size() && s[at] == ',') {
+          ++at;
+          continue;
+        }
+        if (at < s.size() && s[at] == '}')
+          return ++at, true;
+        return fail("expected ',' or '}'");
+      }
+    }
+    if (c == '[') {
+      out.kind = Json::Array;
+      ++at;
+      space();
+      if (at < s.size() && s[at] == ']')
+        return ++at, true;
+      while (true) {
+        Json v;
+        if (!value(v))
+          return false;
+        out.items.push_back(std::move(v));
+        space();
+        if (at < s.size() && s[at] == ',') {
+          ++at;
+          continue;
+        }
+        if (at < s.size() && s[at] == ']')
+          return ++at, true;
+        return fail("expected ',' or ']'");
+      }
+    }
+    if (c == '"') {
+      out.kind = Json::String;
+      return string(out.text);
+    }
+    if (c == 't' || c == 'f') {
+      out.kind = Json::Bool;
+      out.boolean = c == 't';
+      return literal(c == 't' ? "true" : "false");
+    }
+    if (c == 'n')
+      return literal("null");
+    size_t begin = at;
+    if (s[at] == '-')
+      ++at;
+    while (at < s.size() &&
+           (std::isdigit(static_cast<unsigned char>(s[at])) || s[at] == '.' ||
+            s[at] == 'e' || s[at] == 'E' || s[at] == '+' || s[at] == '-'))
+      ++at;
+    if (at == begin)
+      return fail("unexpected character");
+    out.kind = Json::Number;
+    out.text = s.substr(begin, at - begin);
+    char *end = nullptr;
+    out.number = std::strtod(out.text.c_str(), &end);
+    if (!end || *end != '\0')
+      return fail("bad number '" + out.text + "'");
+    return true;
+  }
+
+  const std::string &s;
+  size_t at = 0;
+};
+
+// ---- The checks -------------------------------------------------------------
+
+struct Event {
+  std::string name, cat;
+  int pid = -1, tid = -1;
+  int64_t start = 0, end = 0; // ns
+  int64_t step = -1, seq = -1, handle = -1;
+};
+
+int failures = 0;
+void fail(const std::string &message) {
+  std::fprintf(stderr, "trace_check: %s\n", message.c_str());
+  ++failures;
+}
+
+std::string describe(const Event &e) {
+  return "'" + e.name + "' (" + e.cat + ", pid " + std::to_string(e.pid) +
+         ", tid " + std::to_string(e.tid) + ", " + std::to_string(e.start) +
+         ".." + std::to_string(e.end) + " ns" +
+         (e.seq >= 0 ? ", seq " + std::to_string(e.seq) : "") +
+         (e.handle >= 0 ? ", handle " + std::to_string(e.handle) : "") + ")";
+}
+
+int64_t nanos(const Json *v) {
+  return v && v->kind == Json::Number ? std::llround(v->number * 1000.0) : -1;
+}
+int64_t integerArg(const Json &e, const char *key) {
+  const Json *args = e.get("args");
+  const Json *v = args ? args->get(key) : nullptr;
+  return v && v->kind == Json::Number ? static_cast<int64_t>(v->number) : -1;
+}
+bool inside(const Event &inner, const Event &outer) {
+  return outer.start <= inner.start && inner.end <= outer.end;
+}
+
+/// The step (index into `steps`) that holds `e`, or -1.
+int stepOf(const Event &e, const std::vector<Event> &steps) {
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (inside(e, steps[i]))
+      return static_cast<int>(i);
+  return -1;
+}
+
+void checkRank(int pid, const std::vector<Event> &events, int64_t steps,
+               int64_t asyncPerStep) {
+  std::string rank = "rank " + std::to_string(pid) + ": ";
+  std::vector<Event> main, comm, stepEvents;
+  for (const Event &e : events) {
+    if (e.tid == 1)
+      main.push_back(e);
+    else if (e.tid == 2)
+      comm.push_back(e);
+    else
+      fail(rank + "event on an unknown track: " + describe(e));
+  }
+  auto byStart = [](const Event &a, const Event &b) {
+    return a.start != b.start ? a.start < b.start : a.end > b.end;
+  };
+  std::sort(main.begin(), main.end(), byStart);
+  std::sort(comm.begin(), comm.end(), byStart);
+
+  for (const Event &e : main)
+    if (e.name == "step")
+      stepEvents.push_back(e);
+  if (static_cast<int64_t>(stepEvents.size()) != steps)
+    fail(rank + std::to_string(stepEvents.size()) + " step events, expected " +
+         std::to_string(steps));
+  for (size_t i = 0; i < stepEvents.size(); ++i) {
+    if (stepEvents[i].step != static_cast<int64_t>(i) + 1)
+      fail(rank + "step event " + std::to_string(i) + " has step " +
+           std::to_string(stepEvents[i].step));
+    if (i > 0 && stepEvents[i].start < stepEvents[i - 1].end)
+      fail(rank + "steps overlap: " + describe(stepEvents[i]));
+  }
+
+  // The main thread: nested events, each inside a step, compute in each.
+  std::vector<const Event *> open;
+  std::vector<int> computePerStep(stepEvents.size(), 0);
+  for (const Event &e : main) {
+    while (!open.empty() && open.back()->end <= e.start)
+      open.pop_back();
+    if (!open.empty() && !inside(e, *open.back()))
+      fail(rank + describe(e) + " overlaps " + describe(*open.back()) +
+           " without nesting in it");
+    open.push_back(&e);
+    if (e.name == "step")
+      continue;
+    int s = stepOf(e, stepEvents);
+    if (s < 0)
+      fail(rank + describe(e) + " lies outside every step");
+    else if (e.cat == "compute")
+      ++computePerStep[s];
+  }
+  for (size_t s = 0; s < computePerStep.size(); ++s)
+    if (computePerStep[s] == 0)
+      fail(rank + "step " + std::to_string(s + 1) + " has no compute op");
+
+  // The communication thread: one at a time, in issue order, in steps.
+  int64_t asyncCount = 0;
+  for (size_t i = 0; i < comm.size(); ++i) {
+    const Event &c = comm[i];
+    if (c.cat != "comm")
+      fail(rank + "the communication thread has " + describe(c));
+    if (i > 0 && c.start < comm[i - 1].end)
+      fail(rank + describe(c) + " overlaps " + describe(comm[i - 1]));
+    if (i > 0 && c.seq <= comm[i - 1].seq)
+      fail(rank + describe(c) + " ran after " + describe(comm[i - 1]) +
+           ", issued later");
+    int s = stepOf(c, stepEvents);
+    if (s < 0)
+      fail(rank + describe(c) + " lies outside every step");
+    if (c.handle < 0)
+      continue;
+    ++asyncCount;
+    const Event *issue = nullptr, *wait = nullptr;
+    for (const Event &e : main) {
+      if (e.handle != c.handle)
+        continue;
+      if (e.cat == "issue")
+        issue = &e;
+      else if (e.cat == "wait")
+        wait = &e;
+    }
+    if (!issue || !wait) {
+      fail(rank + describe(c) + " has no " + (issue ? "wait" : "issue") +
+           " event on the main thread");
+      continue;
+    }
+    if (issue->seq != c.seq)
+      fail(rank + describe(*issue) + " issued seq " +
+           std::to_string(issue->seq));
+    if (issue->start > c.start)
+      fail(rank + describe(c) + " started before its issue " +
+           describe(*issue));
+    if (wait->start < issue->end)
+      fail(rank + describe(*wait) + " began before its issue ended");
+    if (wait->end < c.end)
+      fail(rank + describe(*wait) + " ended before its collective " +
+           describe(c));
+    if (stepOf(*issue, stepEvents) != s || stepOf(*wait, stepEvents) != s)
+      fail(rank + describe(c) + ": its issue and wait are in other steps");
+  }
+  if (asyncCount != asyncPerStep * steps)
+    fail(rank + std::to_string(asyncCount) +
+         " asynchronous collectives, expected " +
+         std::to_string(asyncPerStep * steps));
+
+  // Blocking collectives: their run on the communication thread lies
+  // inside the call.
+  for (const Event &e : main) {
+    if (e.cat != "collective" || e.seq < 0)
+      continue;
+    auto it = std::find_if(comm.begin(), comm.end(),
+                           [&](const Event &c) { return c.seq == e.seq; });
+    if (it == comm.end())
+      fail(rank + describe(e) + " has no communication-thread event");
+    else if (!inside(*it, e))
+      fail(rank + describe(*it) + " is not inside its blocking call " +
+           describe(e));
+  }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc != 5) {
+    std::fprintf(stderr,
+                 "usage: trace_check FILE RANKS STEPS ASYNC_PER_STEP\n");
+    return 2;
+  }
+  std::ifstream in(argv[1]);
+  if (!in) {
+    std::fprintf(stderr, "trace_check: cannot open %s\n", argv[1]);
+    return 1;
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string text = buffer.str();
+  int ranks = std::atoi(argv[2]);
+  int64_t steps = std::atoll(argv[3]);
+  int64_t asyncPerStep = std::atoll(argv[4]);
+
+  Json root;
+  Parser parser(text);
+  if (!parser.parse(root)) {
+    std::fprintf(stderr, "trace_check: %s is not valid JSON: %s\n", argv[1],
+                 parser.error.c_str());
+    return 1;
+  }
+  const Json *list = root.get("traceEvents");
+  if (root.kind != Json::Object || !list || list->kind != Json::Array) {
+    std::fprintf(stderr, "trace_check: no \"traceEvents\" array\n");
+    return 1;
+  }
+
+  std::map<int, std::vector<Event>> perRank;
+  std::map<int, std::string> processNames;
+  std::map<std::pair<int, int>, std::string> threadNames;
+  for (const Json &j : list->items) {
+    const Json *ph = j.get("ph"), *name = j.get("name"), *pid = j.get("pid"),
+               *tid = j.get("tid");
+    if (!ph || !name || !pid || !tid) {
+      fail("an event lacks ph, name, pid or tid");
+      continue;
+    }
+    int p = static_cast<int>(pid->number), t = static_cast<int>(tid->number);
+    const Json *args = j.get("args");
+    const Json *argName = args ? args->get("name") : nullptr;
+    if (ph->text == "M") {
+      if (name->text == "process_name" && argName)
+        processNames[p] = argName->text;
+      if (name->text == "thread_name" && argName)
+        threadNames[{p, t}] = argName->text;
+      continue;
+    }
+    if (ph->text != "X") {
+      fail("unexpected phase '" + ph->text + "'");
+      continue;
+    }
+    Event e;
+    e.name = name->text;
+    const Json *cat = j.get("cat");
+    e.cat = cat ? cat->text : "";
+    e.pid = p;
+    e.tid = t;
+    e.start = nanos(j.get("ts"));
+    int64_t dur = nanos(j.get("dur"));
+    if (dur < 0)
+      fail("negative or missing dur: " + describe(e));
+    e.end = e.start + dur;
+    e.step = integerArg(j, "step");
+    e.seq = integerArg(j, "seq");
+    e.handle = integerArg(j, "handle");
+    if (p < 0 || p >= ranks)
+      fail("pid outside 0.." + std::to_string(ranks - 1) + ": " + describe(e));
+    perRank[p].push_back(e);
+  }
+  for (int r = 0; r < ranks; ++r) {
+    std::string want = "rank " + std::to_string(r);
+    if (processNames[r] != want)
+      fail("process " + std::to_string(r) + " is named '" + processNames[r] +
+           "', expected '" + want + "'");
+    if (threadNames[{r, 1}] != "main thread (compute)")
+      fail("rank " + std::to_string(r) + " has no main-thread track");
+    if (threadNames[{r, 2}] != "communication thread")
+      fail("rank " + std::to_string(r) + " has no communication-thread track");
+    checkRank(r, perRank[r], steps, asyncPerStep);
+  }
+  if (failures)
+    return 1;
+  size_t count = 0;
+  for (const auto &[pid, events] : perRank)
+    count += events.size();
+  std::printf("trace_check: %s: %zu events of %d ranks nest as expected\n",
+              argv[1], count, ranks);
+  return 0;
+}

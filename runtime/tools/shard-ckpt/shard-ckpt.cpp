@@ -1,0 +1,326 @@
+// shard-ckpt: sharded checkpoints to one safetensors file and back.
+#include "ckpt/AtomicFile.h"
+#include "ckpt/CheckpointDir.h"
+#include "ckpt/CheckpointReader.h"
+#include "ckpt/CheckpointWriter.h"
+#include "ckpt/Layout.h"
+#include "ckpt/ShardFile.h"
+#include "core/Dtype.h"
+#include "core/Philox.h"
+#include "driver/Safetensors.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <string>
+#include <sys/stat.h>
+#include <vector>
+
+using namespace autoshard::rt;
+
+namespace {
+
+const char *const kUsage =
+    "usage: shard-ckpt consolidate CHECKPOINT OUT.safetensors\n"
+    "       shard-ckpt shard IN.safetensors --manifest STEP_MANIFEST "
+    "--out DIR\n"
+    "                  [--step N] [--seed S] [--data FILE]\n"
+    "       shard-ckpt verify CHECKPOINT\n"
+    "\n"
+    "CHECKPOINT is one checkpoint directory (DIR/step-N) or a training\n"
+    "binary's --checkpoint-dir, meaning its newest complete checkpoint.\n"
+    "\n"
+    "consolidate  checks every file's CRC-32 and writes every param and\n"
+    "             opt_state as one full tensor, named as in the manifest;\n"
+    "             the file loads with --load-params. Its __metadata__ keeps\n"
+    "             the checkpoint's step, seed and data source.\n"
+    "shard        writes DIR/step-N, the sharded checkpoint the binary whose\n"
+    "             manifest STEP_MANIFEST is ('./train --print-manifest >\n"
+    "             FILE') would have written: every param and opt_state of\n"
+    "             the step must be in IN with its dtype and global shape.\n"
+    "             Step, seed and data source come from IN's metadata (a\n"
+    "             consolidated checkpoint) or --step, --seed, --data.\n"
+    "             Resume with 'mpirun -np W ./train --checkpoint-dir DIR\n"
+    "             --resume'.\n"
+    "verify       checks the MANIFEST, every file's size and CRC-32 and\n"
+    "             every block's CRC-32.\n";
+
+std::string quoted(const std::string &text) { return "'" + text + "'"; }
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "shard-ckpt: error: %s\n", message.c_str());
+  return 1;
+}
+
+int usageError(const std::string &message) {
+  std::fprintf(stderr, "shard-ckpt: error: %s\n%s", message.c_str(), kUsage);
+  return 2;
+}
+
+/// A checkpoint directory, or the newest complete one of a checkpoint root.
+Expected<CheckpointReader> openCheckpoint(const std::string &path) {
+  struct stat info;
+  if (::stat((path + "/" + kCheckpointManifestName).c_str(), &info) == 0)
+    return CheckpointReader::open(path);
+  Expected<std::vector<CheckpointEntry>> entries = listCheckpoints(path);
+  if (!entries)
+    return Error(entries.message());
+  for (auto it = entries->rbegin(); it != entries->rend(); ++it)
+    if (it->complete)
+      return CheckpointReader::open(it->path);
+  if (::stat(path.c_str(), &info) != 0)
+    return Error("no checkpoint at " + quoted(path) + ": it does not exist");
+  return Error(quoted(path) + " is neither a checkpoint (no " +
+               kCheckpointManifestName +
+               ") nor a checkpoint directory holding a complete one");
+}
+
+/// Every file's size and CRC-32, and every block's CRC-32 (by reading each
+/// tensor whole): what a resume would refuse, found before it is needed.
+Status verifyAll(const CheckpointReader &reader,
+                 std::map<std::string, std::vector<char>> *tensors) {
+  if (Status s = reader.checkFiles(); !s)
+    return s;
+  for (const CheckpointFile &file : reader.manifest().files)
+    if (Status s = reader.verifyFile(file.name); !s)
+      return s;
+  for (const CheckpointTensor &t : reader.manifest().tensors) {
+    std::vector<char> bytes(
+        static_cast<size_t>(t.numElements() * dtypeSize(t.dtype)));
+    if (Status s = reader.readRange(t.name, 0, t.numElements(), bytes.data());
+        !s)
+      return s;
+    if (tensors)
+      (*tensors)[t.name] = std::move(bytes);
+  }
+  return Status::success();
+}
+
+int verify(const std::vector<std::string> &args) {
+  if (args.size() != 1)
+    return usageError("verify takes one CHECKPOINT");
+  Expected<CheckpointReader> reader = openCheckpoint(args[0]);
+  if (!reader)
+    return fail(reader.message());
+  if (Status s = verifyAll(*reader, nullptr); !s)
+    return fail(s.message());
+  const CheckpointManifest &m = reader->manifest();
+  std::printf("shard-ckpt: %s is complete and intact: step %lld, strategy "
+              "%s, grid %s, %zu files, %zu tensors\n",
+              quoted(reader->directory()).c_str(),
+              static_cast<long long>(m.step), m.strategy.c_str(),
+              m.grid.c_str(), m.files.size(), m.tensors.size());
+  return 0;
+}
+
+int consolidate(const std::vector<std::string> &args) {
+  if (args.size() != 2)
+    return usageError("consolidate takes CHECKPOINT and OUT.safetensors");
+  Expected<CheckpointReader> reader = openCheckpoint(args[0]);
+  if (!reader)
+    return fail(reader.message());
+  std::map<std::string, std::vector<char>> tensors;
+  if (Status s = verifyAll(*reader, &tensors); !s)
+    return fail(s.message());
+  const CheckpointManifest &m = reader->manifest();
+  std::vector<TensorView> views;
+  uint64_t bytes = 0;
+  for (const CheckpointTensor &t : m.tensors) {
+    views.push_back({t.name, t.dtype, t.shape, tensors[t.name].data()});
+    bytes += tensors[t.name].size();
+  }
+  std::map<std::string, std::string> metadata = {
+      {"format", "pt"},
+      {"checkpoint_step", std::to_string(m.step)},
+      {"checkpoint_seed", std::to_string(m.seed)},
+      {"checkpoint_data", m.data},
+      {"checkpoint_strategy", m.strategy},
+      {"checkpoint_grid", m.grid}};
+  // Written like a checkpoint file: a crash leaves no half-written output.
+  std::string temp = args[1] + ".tmp";
+  Status written = writeSafetensors(temp, views, metadata);
+  if (written)
+    written = syncAndRename(temp, args[1]);
+  if (!written) {
+    std::remove(temp.c_str());
+    return fail(written.message());
+  }
+  std::printf("shard-ckpt: consolidated %zu tensors (%llu bytes) of %s "
+              "(step %lld, strategy %s, grid %s) into %s\n",
+              m.tensors.size(), static_cast<unsigned long long>(bytes),
+              quoted(reader->directory()).c_str(),
+              static_cast<long long>(m.step), m.strategy.c_str(),
+              m.grid.c_str(), quoted(args[1]).c_str());
+  return 0;
+}
+
+template <typename Int> bool parseNumber(const std::string &text, Int &value) {
+  auto [ptr, ec] =
+      std::from_chars(text.data(), text.data() + text.size(), value);
+  return !text.empty() && ec == std::errc() && ptr == text.data() + text.size();
+}
+
+int shard(const std::vector<std::string> &args) {
+  std::string input, manifestPath, out, stepText, seedText, dataFile;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &arg = args[i];
+    std::string *target = arg == "--manifest" ? &manifestPath
+                          : arg == "--out"    ? &out
+                          : arg == "--step"   ? &stepText
+                          : arg == "--seed"   ? &seedText
+                          : arg == "--data"   ? &dataFile
+                                              : nullptr;
+    if (target) {
+      if (i + 1 >= args.size())
+        return usageError(arg + " needs a value");
+      *target = args[++i];
+    } else if (arg.rfind("--", 0) == 0) {
+      return usageError("unknown option " + quoted(arg));
+    } else if (input.empty()) {
+      input = arg;
+    } else {
+      return usageError("shard takes one IN.safetensors; " + quoted(arg) +
+                        " is a second");
+    }
+  }
+  if (input.empty() || manifestPath.empty() || out.empty())
+    return usageError("shard needs IN.safetensors, --manifest and --out");
+
+  Expected<std::string> manifestText = readWholeFile(manifestPath);
+  if (!manifestText)
+    return fail("--manifest: " + manifestText.message());
+  Expected<Manifest> manifest = parseManifest(*manifestText);
+  if (!manifest)
+    return fail("--manifest " + quoted(manifestPath) +
+                " is not a step manifest (the output of './train "
+                "--print-manifest'): " +
+                manifest.message());
+  Expected<SafetensorsFile> file = readSafetensors(input);
+  if (!file)
+    return fail(file.message());
+
+  // The file must hold exactly the step's params and opt_states.
+  std::vector<CheckpointTensor> wanted = modelSignature(*manifest);
+  std::string missing, wrong, extra;
+  for (const CheckpointTensor &t : wanted) {
+    auto it = file->tensors.find(t.name);
+    if (it == file->tensors.end())
+      missing += (missing.empty() ? "" : ", ") + t.name;
+    else if (it->second.dtype != dtypeSafetensorsName(t.dtype) ||
+             it->second.shape != t.shape)
+      wrong += (wrong.empty() ? "" : "; ") + t.name + " is " +
+               it->second.dtype + " " + formatShape(it->second.shape) +
+               " but the step's " + t.describe() + " needs " +
+               dtypeSafetensorsName(t.dtype) + " " + formatShape(t.shape);
+  }
+  for (const auto &[name, entry] : file->tensors)
+    if (!manifest->findArg(name) ||
+        (manifest->findArg(name)->role != Role::Param &&
+         manifest->findArg(name)->role != Role::OptState))
+      extra += (extra.empty() ? "" : ", ") + name;
+  if (!missing.empty() || !wrong.empty() || !extra.empty())
+    return fail(quoted(input) + " does not hold the state of step '" +
+                manifest->step + "'" +
+                (missing.empty() ? "" : "; it lacks " + missing) +
+                (wrong.empty() ? "" : "; " + wrong) +
+                (extra.empty() ? ""
+                               : "; it holds tensors that are no param or "
+                                 "opt_state of the step: " +
+                                     extra) +
+                " (a checkpoint needs every param and opt_state)");
+
+  CheckpointHeader header;
+  header.planHash = fnv1a64(*manifestText);
+  auto meta = [&](const char *key) -> std::optional<std::string> {
+    auto it = file->metadata.find(key);
+    if (it == file->metadata.end())
+      return std::nullopt;
+    return it->second;
+  };
+  if (stepText.empty())
+    stepText = meta("checkpoint_step").value_or("");
+  if (seedText.empty())
+    seedText = meta("checkpoint_seed").value_or("");
+  if (stepText.empty() || !parseNumber(stepText, header.step) ||
+      header.step < 0)
+    return usageError(stepText.empty()
+                          ? quoted(input) + " records no checkpoint_step; "
+                                            "give --step N"
+                          : "--step: " + quoted(stepText) +
+                                " is not a step count");
+  if (seedText.empty() || !parseNumber(seedText, header.seed))
+    return usageError(seedText.empty()
+                          ? quoted(input) + " records no checkpoint_seed; "
+                                            "give --seed S"
+                          : "--seed: " + quoted(seedText) + " is not a seed");
+  if (!dataFile.empty()) {
+    Expected<std::string> data = describeDataSource(dataFile);
+    if (!data)
+      return fail("--data: " + data.message());
+    header.data = *data;
+  } else {
+    header.data = meta("checkpoint_data").value_or("synthetic");
+  }
+
+  Expected<std::string> staging = beginCheckpoint(out, header.step);
+  if (!staging)
+    return fail(staging.message());
+  std::vector<BlockAssignment> assignments = assignCheckpointBlocks(*manifest);
+  auto world = static_cast<int>(manifest->worldSize());
+  std::vector<std::optional<WrittenShardFile>> files(
+      static_cast<size_t>(world));
+  for (int rank = 0; rank < world; ++rank) {
+    std::vector<ShardBlock> blocks = shardBlocksOfRank(
+        *manifest, assignments, rank,
+        [&](const TensorSpec &arg, int64_t begin) -> const void * {
+          return file->bytes(arg.name) + begin * dtypeSize(arg.dtype);
+        });
+    if (blocks.empty())
+      continue;
+    Expected<WrittenShardFile> written = writeShardFile(
+        *staging, shardFileName(rank), rank, header.step, blocks);
+    if (!written)
+      return fail(written.message());
+    files[static_cast<size_t>(rank)] = std::move(*written);
+  }
+  std::string text = formatCheckpointManifest(
+      describeCheckpoint(*manifest, assignments, files, header));
+  if (Expected<CheckpointManifest> check =
+          parseCheckpointManifest(text, *staging + "/MANIFEST");
+      !check)
+    return fail("internal error: the MANIFEST does not parse: " +
+                check.message());
+  if (Status s = commitCheckpoint(out, header.step, text); !s)
+    return fail(s.message());
+  std::printf("shard-ckpt: wrote %s: step %lld for strategy %s, grid %s "
+              "(%zu files)\n",
+              quoted(out + "/" + checkpointDirName(header.step)).c_str(),
+              static_cast<long long>(header.step), manifest->strategy.c_str(),
+              manifest->gridString().c_str(),
+              static_cast<size_t>(
+                  std::count_if(files.begin(), files.end(),
+                                [](const auto &f) { return f.has_value(); })));
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  std::string command = args[0];
+  args.erase(args.begin());
+  if (command == "consolidate")
+    return consolidate(args);
+  if (command == "shard")
+    return shard(args);
+  if (command == "verify")
+    return verify(args);
+  return usageError("unknown command " + quoted(command) +
+                    "; expected consolidate, shard or verify");
+}
