@@ -37,6 +37,16 @@ void autoshard::buildStrategyPipeline(OpPassManager &pm,
   pm.addPass(train::createPlanPass(plan));
   pm.addPass(train::createPartitionPass());
   pm.addPass(train::createGroupCollectivesPass());
+  if (options.overlap) {
+    train::ScheduleCollectivesPassOptions schedule;
+    schedule.prefetchDepth = options.prefetchDepth;
+    pm.addPass(train::createScheduleCollectivesPass(schedule));
+  }
+  if (!options.memoryBudget.empty()) {
+    PlanMemoryPassOptions memory;
+    memory.budget = options.memoryBudget;
+    pm.addPass(createPlanMemoryPass(memory));
+  }
 }
 
 void autoshard::buildLowerToLLVMPipeline(OpPassManager &pm) {
@@ -91,6 +101,18 @@ struct StrategyPipelineOptions
       *this, "persistence-threshold",
       llvm::cl::desc("Keep parameters of at most this many elements whole"),
       llvm::cl::init(0)};
+  Option<bool> overlap{
+      *this, "overlap",
+      llvm::cl::desc("Overlap collectives with compute (start/wait pairs)"),
+      llvm::cl::init(true)};
+  Option<int64_t> prefetchDepth{
+      *this, "prefetch-depth",
+      llvm::cl::desc("Parameter gathers in flight ahead of the one in use"),
+      llvm::cl::init(1)};
+  Option<std::string> memoryBudget{
+      *this, "memory-budget",
+      llvm::cl::desc("Plan memory and fail above this budget per rank"),
+      llvm::cl::init("")};
 };
 } // namespace
 
@@ -112,7 +134,8 @@ void autoshard::registerAutoshardPasses() {
                                    std::vector<std::string>(
                                        cl.paramGroups.begin(),
                                        cl.paramGroups.end()),
-                                   cl.persistenceThreshold});
+                                   cl.persistenceThreshold, cl.overlap,
+                                   cl.prefetchDepth, cl.memoryBudget});
       });
   PassPipelineRegistration<>(
       "autoshard-lower-to-llvm",

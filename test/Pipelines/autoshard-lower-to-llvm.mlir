@@ -1,5 +1,7 @@
 // RUN: shard-opt --strategy=ddp --world-size=2 \
 // RUN:   --pass-pipeline='builtin.module(autoshard-lower-to-llvm)' %examples/mlp.mlir | FileCheck %s
+// RUN: shard-opt --strategy=ddp --world-size=2 --overlap=false \
+// RUN:   --pass-pipeline='builtin.module(autoshard-lower-to-llvm)' %examples/mlp.mlir | FileCheck %s --check-prefix=SYNC
 
 // The lowering pipeline leaves only the LLVM dialect: the manifest global,
 // declarations of the runtime's functions and the step itself.
@@ -12,9 +14,17 @@
 // CHECK-DAG: llvm.func @asrt_bucket_begin(!llvm.ptr, i32, i32, i32, i32)
 // CHECK-DAG: llvm.func @asrt_bucket_add(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64)
 // CHECK: llvm.func @autoshard_step(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr)
-// The loss and the six gradients are averaged in one bucket.
+// The loss and the six gradients are averaged in one bucket, started
+// asynchronously and waited before the clipping norm reads it.
 // CHECK: llvm.call @asrt_bucket_begin(
 // CHECK-COUNT-7: llvm.call @asrt_bucket_add(
-// CHECK-NEXT: llvm.call @asrt_bucket_end(
+// CHECK-NEXT: %[[H:.*]] = llvm.call @asrt_bucket_start(%{{.*}}) : (!llvm.ptr) -> i64
+// CHECK-NEXT: llvm.call @asrt_wait(%{{.*}}, %[[H]]) : (!llvm.ptr, i64) -> ()
 // CHECK-NOT: asrt_all_reduce
 // CHECK: llvm.return
+
+// Without overlap the bucket runs where it is issued.
+// SYNC: llvm.call @asrt_bucket_begin(
+// SYNC-COUNT-7: llvm.call @asrt_bucket_add(
+// SYNC-NEXT: llvm.call @asrt_bucket_end(
+// SYNC-NOT: asrt_bucket_start

@@ -1,10 +1,10 @@
 // RUN: shard-opt %examples/mlp.mlir --pass-pipeline='builtin.module(autoshard-autodiff,autoshard-plan{strategy=ddp world-size=4},autoshard-partition)' | FileCheck %s
-// RUN: shard-opt --strategy=ddp --world-size=4 %examples/mlp.mlir | FileCheck %s --check-prefix=GROUPED
+// RUN: shard-opt --strategy=ddp --overlap=false --world-size=4 %examples/mlp.mlir | FileCheck %s --check-prefix=GROUPED
 // The printed IR is valid input again and survives a second round trip.
-// RUN: shard-opt --strategy=ddp --world-size=4 %examples/mlp.mlir | shard-opt | FileCheck %s --check-prefix=GROUPED
+// RUN: shard-opt --strategy=ddp --overlap=false --world-size=4 %examples/mlp.mlir | shard-opt | FileCheck %s --check-prefix=GROUPED
 // The named pipeline is the same as the --strategy sugar.
-// RUN: shard-opt --pass-pipeline='builtin.module(autoshard-strategy{strategy=ddp world-size=4})' %examples/mlp.mlir > %t.pipeline
-// RUN: shard-opt --strategy=ddp --world-size=4 %examples/mlp.mlir > %t.sugar
+// RUN: shard-opt --pass-pipeline='builtin.module(autoshard-strategy{strategy=ddp world-size=4 overlap=false})' %examples/mlp.mlir > %t.pipeline
+// RUN: shard-opt --strategy=ddp --overlap=false --world-size=4 %examples/mlp.mlir > %t.sugar
 // RUN: diff %t.pipeline %t.sugar
 
 // DDP on 4 ranks: the global batch of 64 rows becomes 16 per rank, the

@@ -1,6 +1,6 @@
 // RUN: shard-opt %S/Inputs/two-layer-step.mlir --pass-pipeline='builtin.module(autoshard-autodiff,autoshard-plan{strategy=fsdp world-size=4},autoshard-partition)' | FileCheck %s
-// RUN: shard-opt --strategy=fsdp --world-size=4 %S/Inputs/two-layer-step.mlir | FileCheck %s --check-prefix=GROUPED
-// RUN: shard-opt --strategy=fsdp --world-size=4 %S/Inputs/two-layer-step.mlir | shard-opt > /dev/null
+// RUN: shard-opt --strategy=fsdp --overlap=false --world-size=4 %S/Inputs/two-layer-step.mlir | FileCheck %s --check-prefix=GROUPED
+// RUN: shard-opt --strategy=fsdp --overlap=false --world-size=4 %S/Inputs/two-layer-step.mlir | shard-opt > /dev/null
 
 // FSDP: as ZeRO-3, but a transformer block's parameters (h.0.*) are gathered
 // together before the block's first reader; the root unit's (out.bias)

@@ -1,6 +1,6 @@
 // RUN: shard-opt %S/Inputs/two-layer-step.mlir --pass-pipeline='builtin.module(autoshard-autodiff,autoshard-plan{strategy=hybrid world-size=4 shard-group-size=2},autoshard-partition)' | FileCheck %s
-// RUN: shard-opt --strategy=hybrid --world-size=4 --shard-group-size=2 %S/Inputs/two-layer-step.mlir | FileCheck %s --check-prefix=GROUPED
-// RUN: shard-opt --strategy=hybrid --world-size=4 --shard-group-size=2 %S/Inputs/two-layer-step.mlir | shard-opt > /dev/null
+// RUN: shard-opt --strategy=hybrid --overlap=false --world-size=4 --shard-group-size=2 %S/Inputs/two-layer-step.mlir | FileCheck %s --check-prefix=GROUPED
+// RUN: shard-opt --strategy=hybrid --overlap=false --world-size=4 --shard-group-size=2 %S/Inputs/two-layer-step.mlir | shard-opt > /dev/null
 
 // Hybrid sharding on a 2x2 grid: FSDP within each group of 2 ranks (axis 1),
 // replicated across the 2 groups (axis 0). The batch splits over all 4

@@ -1,6 +1,6 @@
 // RUN: shard-opt %S/Inputs/two-layer-step.mlir --pass-pipeline='builtin.module(autoshard-autodiff,autoshard-plan{strategy=zero3 world-size=2},autoshard-partition)' | FileCheck %s
-// RUN: shard-opt --strategy=zero3 --world-size=2 %S/Inputs/two-layer-step.mlir | FileCheck %s --check-prefix=GROUPED
-// RUN: shard-opt --strategy=zero3 --world-size=2 %S/Inputs/two-layer-step.mlir | shard-opt > /dev/null
+// RUN: shard-opt --strategy=zero3 --overlap=false --world-size=2 %S/Inputs/two-layer-step.mlir | FileCheck %s --check-prefix=GROUPED
+// RUN: shard-opt --strategy=zero3 --overlap=false --world-size=2 %S/Inputs/two-layer-step.mlir | shard-opt > /dev/null
 // RUN: shard-opt %S/Inputs/two-layer-step.mlir --pass-pipeline='builtin.module(autoshard-autodiff,autoshard-plan{strategy=zero3 world-size=2 reshard-after-forward=false},autoshard-partition)' | FileCheck %s --check-prefix=KEEP
 
 // ZeRO-3: parameters, gradients and states are shards. Each parameter is
@@ -42,7 +42,7 @@
 // On one rank a 1-D shard has the full tensor's type; the result that
 // updates a sharded argument is still marked as a shard, so its manifest
 // entry matches the argument's.
-// RUN: shard-opt --strategy=zero3 --world-size=1 %S/Inputs/two-layer-step.mlir | FileCheck %s --check-prefix=ONE
+// RUN: shard-opt --strategy=zero3 --overlap=false --world-size=1 %S/Inputs/two-layer-step.mlir | FileCheck %s --check-prefix=ONE
 // ONE: -> (
 // ONE-SAME: tensor<3xf32> {train.name = "out.bias", train.role = #train.role<param>, train.shard = #train.flat_shard<shape = [3], grid_axes = [0]>}
 // ONE-SAME: tensor<3xf32> {train.name = "out.bias.exp_avg", train.role = #train.role<opt_state>, train.shard = #train.flat_shard<shape = [3], grid_axes = [0]>}

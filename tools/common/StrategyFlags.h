@@ -8,6 +8,7 @@
 #ifndef AUTOSHARD_TOOLS_COMMON_STRATEGYFLAGS_H
 #define AUTOSHARD_TOOLS_COMMON_STRATEGYFLAGS_H
 
+#include "autoshard/Conversion/MemoryPlan.h"
 #include "autoshard/Dialect/Train/Transforms/Strategies.h"
 #include "autoshard/Pipelines/Pipelines.h"
 
@@ -74,6 +75,24 @@ inline llvm::cl::opt<int64_t> persistenceThresholdFlag(
                    "stage3_param_persistence_threshold; default 0: none)"),
     llvm::cl::init(0), llvm::cl::cat(strategyCategory()));
 
+inline llvm::cl::opt<bool> overlapFlag(
+    "overlap",
+    llvm::cl::desc("Run collectives asynchronously, overlapped with compute: "
+                   "reductions start as soon as their inputs exist, "
+                   "parameter gathers are prefetched (default true)"),
+    llvm::cl::init(true), llvm::cl::cat(strategyCategory()));
+inline llvm::cl::opt<int64_t> prefetchDepthFlag(
+    "prefetch-depth",
+    llvm::cl::desc("Parameter gathers in flight ahead of the one in use: "
+                   "the rate limit on gathered units (default 1; 0: none)"),
+    llvm::cl::init(1), llvm::cl::cat(strategyCategory()));
+
+inline llvm::cl::opt<std::string> memoryBudgetFlag(
+    "memory-budget",
+    llvm::cl::desc("Plan each rank's memory and fail at compile time if it "
+                   "exceeds this size (bytes, or 80GiB, 1.5GB, ...)"),
+    llvm::cl::value_desc("size"), llvm::cl::cat(strategyCategory()));
+
 /// An error message for flags that make no valid plan, naming the bad value
 /// and the valid ones.
 inline std::optional<std::string> validateStrategyFlags() {
@@ -86,6 +105,17 @@ inline std::optional<std::string> validateStrategyFlags() {
   if (bucketCapMbFlag < 1)
     return "--bucket-cap-mb must be at least 1, got " +
            std::to_string(bucketCapMbFlag.getValue());
+  if (!memoryBudgetFlag.empty()) {
+    mlir::FailureOr<int64_t> budget =
+        autoshard::parseByteSize(memoryBudgetFlag.getValue());
+    if (mlir::failed(budget) || *budget <= 0)
+      return "--memory-budget '" + memoryBudgetFlag.getValue() +
+             "' is not a positive size; write bytes or a size with a unit, "
+             "such as 80GiB or 1.5GB";
+  }
+  if (prefetchDepthFlag < 0)
+    return "--prefetch-depth must be at least 0, got " +
+           std::to_string(prefetchDepthFlag.getValue());
   if (reduceDtypeFlag != "gradient" && reduceDtypeFlag != "f32")
     return "unknown --reduce-dtype '" + reduceDtypeFlag.getValue() +
            "'; valid: gradient, f32";
@@ -113,6 +143,9 @@ inline StrategyOptions strategyOptionsFromFlags(bool exposeGradients) {
   options.reduceDtype = reduceDtypeFlag;
   options.paramGroups.assign(paramGroupFlag.begin(), paramGroupFlag.end());
   options.persistenceThreshold = persistenceThresholdFlag;
+  options.overlap = overlapFlag;
+  options.prefetchDepth = prefetchDepthFlag;
+  options.memoryBudget = memoryBudgetFlag;
   return options;
 }
 
@@ -139,6 +172,11 @@ inline std::string strategyPipelineText(const StrategyOptions &options) {
          paramGroupsText(options.paramGroups) +
          " persistence-threshold=" +
          std::to_string(options.persistenceThreshold) +
+         " overlap=" + (options.overlap ? "true" : "false") +
+         " prefetch-depth=" + std::to_string(options.prefetchDepth) +
+         (options.memoryBudget.empty()
+              ? std::string()
+              : " memory-budget=" + options.memoryBudget) +
          " expose-gradients=" + (options.exposeGradients ? "true" : "false") +
          "}";
 }

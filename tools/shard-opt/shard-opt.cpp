@@ -51,10 +51,14 @@ int main(int argc, char **argv) {
        bucketCapMbFlag.getNumOccurrences() ||
        reduceDtypeFlag.getNumOccurrences() ||
        paramGroupFlag.getNumOccurrences() ||
-       persistenceThresholdFlag.getNumOccurrences()))
+       persistenceThresholdFlag.getNumOccurrences() ||
+       overlapFlag.getNumOccurrences() ||
+       prefetchDepthFlag.getNumOccurrences() ||
+       memoryBudgetFlag.getNumOccurrences()))
     return fail("--world-size, --shard-group-size, --reshard-after-forward, "
-                "--bucket-cap-mb, --reduce-dtype, --param-group and "
-                "--persistence-threshold need --strategy");
+                "--bucket-cap-mb, --reduce-dtype, --param-group, "
+                "--persistence-threshold, --overlap, --prefetch-depth and "
+                "--memory-budget need --strategy");
   if (strategyGiven) {
     if (std::optional<std::string> error = validateStrategyFlags())
       return fail(*error);

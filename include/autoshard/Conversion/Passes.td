@@ -45,4 +45,35 @@ def LowerToRuntimePass : Pass<"autoshard-lower-to-runtime", "mlir::ModuleOp"> {
   ];
 }
 
+def PlanMemoryPass : Pass<"autoshard-plan-memory", "mlir::ModuleOp"> {
+  let summary = "Plan each rank's memory before launch; enforce a budget";
+  let description = [{
+    Computes what one rank of the (partitioned) step holds in memory from
+    the buffers `autoshard-lower-to-runtime` gives its tensors: the
+    persistent state the driver allocates (every argument, and the results
+    that update none), the peak of the step's own buffers in program
+    order, and the runtime's communication buffers (the packed bytes of
+    the buckets and asynchronous collectives in flight). It records the
+    plan on the step as `train.memory_plan`, a dictionary of bytes: `peak`
+    (persistent plus step: what the runtime measures), `persistent`,
+    `step`, `communication`, and the bytes at the peak by category
+    (`parameters`, `gradients`, `optimizer_states`, `activations`,
+    `gathered`, `batch`, `other`).
+
+    With `budget` (bytes, or a size such as `80GiB`), a plan whose peak
+    plus communication buffers exceeds it is an error naming both, the
+    categories at the peak and the largest tensors then.
+  }];
+  let options = [
+    Option<"budget", "budget", "std::string", /*default=*/"\"\"",
+           "Largest memory a rank may use (bytes, or 80GiB, 1.5GB, ...)">,
+  ];
+  // It lowers a copy of the step to see its buffers.
+  let dependentDialects = [
+    "mlir::arith::ArithDialect",
+    "mlir::func::FuncDialect",
+    "mlir::LLVM::LLVMDialect",
+  ];
+}
+
 #endif // AUTOSHARD_CONVERSION_PASSES_TD

@@ -31,6 +31,12 @@ struct StrategyOptions {
   std::vector<std::string> paramGroups;
   /// Parameters of at most this many elements stay whole (0: none).
   int64_t persistenceThreshold = 0;
+  /// Split collectives into start/wait pairs that overlap with compute.
+  bool overlap = true;
+  /// Parameter gathers in flight ahead of the one in use.
+  int64_t prefetchDepth = 1;
+  /// Plan memory and fail above this budget ("80GiB"); empty: no check.
+  std::string memoryBudget;
 };
 
 /// Derives the backward pass and optimizer when the step has only a forward

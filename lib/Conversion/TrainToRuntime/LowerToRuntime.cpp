@@ -8,6 +8,7 @@
 
 #include "StepEmitter.h"
 
+#include "autoshard/Conversion/MemoryPlan.h"
 #include "autoshard/Conversion/Passes.h"
 #include "autoshard/Dialect/Train/IR/StepSignature.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -38,6 +39,9 @@ public:
 
   LogicalResult run();
 
+  /// The memory plan of the emitted step (valid after run()).
+  const MemoryPlan &memoryPlan() const { return plan; }
+
   Value buffer(Value tensor) override {
     Value ptr = bufferOf.lookup(tensor);
     assert(ptr && "tensor used before it has a buffer");
@@ -62,6 +66,14 @@ public:
   }
   void reuse(Value result, Value input) override {
     map(result, buffer(input));
+  }
+  void bindHandle(Value pending, Value handle) override {
+    handles[pending] = handle;
+  }
+  Value handle(Value pending) override {
+    Value h = handles.lookup(pending);
+    assert(h && "a collective is waited before it starts");
+    return h;
   }
   Value context() override { return ctx; }
   OpBuilder &builder() override { return b; }
@@ -89,6 +101,11 @@ private:
   Value emitLoad(Value array, unsigned index);
   void emitFrees(ArrayRef<Operation *> markers);
   LogicalResult emitResultCopies();
+  /// An asrt_alloc of the buffer of `tensor`, recorded for the memory plan.
+  Value allocate(Value tensor);
+  void classifyTensors();
+  std::pair<MemoryCategory, std::string> describe(Value tensor);
+  void computeMemoryPlan(func::FuncOp func);
 
   ModuleOp mod;
   FunctionOpInterface step;
@@ -116,6 +133,22 @@ private:
   llvm::SetVector<Value> temporaries;
   /// Result indices already written in place.
   llvm::SmallDenseSet<unsigned> writtenResults;
+  /// The runtime handle of each started collective.
+  DenseMap<Value, Value> handles;
+  /// The op being lowered.
+  Operation *currentOp = nullptr;
+
+  /// Memory plan inputs: each allocation's bytes, category and what it
+  /// holds; the gradient and gathered-parameter tensors of the step and
+  /// the parameter each belongs to.
+  struct Allocation {
+    int64_t bytes;
+    MemoryCategory category;
+    std::string what;
+  };
+  DenseMap<Value, Allocation> allocations;
+  DenseMap<Value, StringRef> gradientOf, gatheredParam;
+  MemoryPlan plan;
 };
 
 Value StepLowering::emitLoad(Value array, unsigned index) {
@@ -136,7 +169,9 @@ Value StepLowering::output(Value result, int mayAliasOperand) {
     bool safe = true;
     if (std::optional<unsigned> updated = sig.getUpdatedArg(slot)) {
       Value argPtr = argBuffers[*updated];
-      Operation *op = result.getDefiningOp();
+      // The op being lowered writes the result: for a started collective
+      // that is the start, not the wait that defines the result.
+      Operation *op = currentOp;
       safe = lastUseOf[argPtr] <= position;
       for (OpOperand &operand : op->getOpOperands())
         if (bufferOf.lookup(operand.get()) == argPtr &&
@@ -149,9 +184,16 @@ Value StepLowering::output(Value result, int mayAliasOperand) {
       return resultBuffers[slot];
     }
   }
-  Value ptr = callReturningPtr("asrt_alloc", {i64(byteSize(result))});
+  Value ptr = allocate(result);
   temporaries.insert(ptr);
   map(result, ptr);
+  return ptr;
+}
+
+Value StepLowering::allocate(Value tensor) {
+  Value ptr = callReturningPtr("asrt_alloc", {i64(byteSize(tensor))});
+  auto [category, what] = describe(tensor);
+  allocations[ptr] = {byteSize(tensor), category, what};
   return ptr;
 }
 
@@ -169,7 +211,7 @@ LogicalResult StepLowering::emitResultCopies() {
     std::optional<unsigned> updated = sig.getUpdatedArg(slot);
     if (argIt != argBuffers.end() &&
         (!updated || argBuffers[*updated] != source)) {
-      Value staged = callReturningPtr("asrt_alloc", {i64(byteSize(value))});
+      Value staged = allocate(value);
       call("asrt_copy", {staged, source, i64(byteSize(value))});
       temporaries.insert(staged);
       lastUseOf[staged] = position;
@@ -189,6 +231,224 @@ void StepLowering::emitFrees(ArrayRef<Operation *> markers) {
     b.setInsertionPointAfter(marker);
     currentLoc = marker->getLoc();
     call("asrt_free", {ptr});
+  }
+}
+
+/// The parameter name of a value that is a parameter argument, its bf16
+/// copy, or this rank's shard of it.
+static std::optional<StringRef> paramNameOf(Value v, const StepSignature &sig) {
+  if (auto cast = v.getDefiningOp<CastOp>())
+    v = cast.getInput();
+  if (auto shard = v.getDefiningOp<ShardOfOp>())
+    v = shard.getInput();
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg || sig.getArgs()[arg.getArgNumber()].role != Role::Param)
+    return std::nullopt;
+  return StringRef(sig.getArgs()[arg.getArgNumber()].name);
+}
+
+/// The packed bytes of a collective over a group of `n` ranks whose
+/// members have the full tensors `fulls`: each is padded to n * ceil(k/n).
+static int64_t packedBytes(int64_t n, ValueRange fulls) {
+  int64_t bytes = 0;
+  for (Value full : fulls) {
+    auto type = cast<RankedTensorType>(full.getType());
+    bytes += n * llvm::divideCeil(type.getNumElements(), n) *
+             llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+  }
+  return bytes;
+}
+
+/// For the memory plan: which tensors are gradients (of which parameter)
+/// and which are gathered parameters. A gradient is what an optimizer
+/// reads as one, and what flows into it through reductions, casts, sums
+/// and scales.
+void StepLowering::classifyTensors() {
+  SmallVector<std::pair<Value, StringRef>> worklist;
+  body.walk([&](OptimizerOpInterface optimizer) {
+    for (auto [param, grad] : llvm::zip(optimizer.getParamOperands(),
+                                        optimizer.getGradientOperands()))
+      if (std::optional<StringRef> name = paramNameOf(param.get(), sig))
+        worklist.push_back({grad.get(), *name});
+  });
+  while (!worklist.empty()) {
+    auto [value, name] = worklist.pop_back_val();
+    if (!gradientOf.try_emplace(value, name).second)
+      continue;
+    Operation *def = value.getDefiningOp();
+    if (!def)
+      continue;
+    unsigned index = cast<OpResult>(value).getResultNumber();
+    if (auto wait = dyn_cast<CollectiveWaitOp>(def)) {
+      auto start = wait.getHandle().getDefiningOp<CollectiveStartOp>();
+      worklist.push_back({start.getInputs()[index], name});
+    } else if (isa<shard::AllReduceOp, AllReduceBucketOp,
+                   ReduceScatterShardsOp>(def)) {
+      worklist.push_back({def->getOperand(index), name});
+    } else if (isa<CastOp, AddOp, ScaleOp>(def)) {
+      for (Value operand : def->getOperands())
+        worklist.push_back({operand, name});
+    }
+  }
+  auto noteGathered = [&](ValueRange inputs, ValueRange results) {
+    for (auto [input, result] : llvm::zip(inputs, results))
+      if (std::optional<StringRef> name = paramNameOf(input, sig))
+        gatheredParam[result] = *name;
+  };
+  for (Operation &op : body) {
+    if (auto gather = dyn_cast<AllGatherShardsOp>(op))
+      noteGathered(gather.getInputs(), gather.getResults());
+    if (auto wait = dyn_cast<CollectiveWaitOp>(op)) {
+      auto start = wait.getHandle().getDefiningOp<CollectiveStartOp>();
+      if (start.getKind() == CollectiveKind::AllGatherShards)
+        noteGathered(start.getInputs(), wait.getResults());
+    }
+  }
+}
+
+std::pair<MemoryCategory, std::string> StepLowering::describe(Value tensor) {
+  if (auto it = gatheredParam.find(tensor); it != gatheredParam.end())
+    return {MemoryCategory::Gathered, ("gathered " + it->second).str()};
+  if (auto it = gradientOf.find(tensor); it != gradientOf.end())
+    return {MemoryCategory::Gradients, ("gradient of " + it->second).str()};
+  if (auto arg = dyn_cast<BlockArgument>(tensor))
+    return {MemoryCategory::Other,
+            ("copy of " + sig.getArgs()[arg.getArgNumber()].name).str()};
+  Operation *def = tensor.getDefiningOp();
+  unsigned index = cast<OpResult>(tensor).getResultNumber();
+  if (auto optimizer = dyn_cast<OptimizerOpInterface>(def)) {
+    std::string name =
+        paramNameOf(optimizer.getParamOperands()[0].get(), sig)
+            .value_or("a parameter")
+            .str();
+    if (index == 0)
+      return {MemoryCategory::Parameters, "update of " + name};
+    return {MemoryCategory::OptimizerStates, "state update of " + name};
+  }
+  // ZeRO-1/2 gather the updated shards of replicated parameters.
+  Value source;
+  if (auto gather = dyn_cast<AllGatherShardsOp>(def))
+    source = gather.getInputs()[index];
+  if (auto wait = dyn_cast<CollectiveWaitOp>(def))
+    source =
+        wait.getHandle().getDefiningOp<CollectiveStartOp>().getInputs()[index];
+  if (source && source.getDefiningOp<OptimizerOpInterface>())
+    return {MemoryCategory::Parameters, "gathered update"};
+  return {MemoryCategory::Activations,
+          ("result of " + def->getName().getStringRef()).str()};
+}
+
+/// The plan of the emitted step: its allocations and frees in program
+/// order on top of the persistent state, and the collectives' packed
+/// bytes in flight on the tensor program.
+void StepLowering::computeMemoryPlan(func::FuncOp func) {
+  plan = MemoryPlan();
+  auto persistentCategory = [](Role role) {
+    switch (role) {
+    case Role::Param:
+      return MemoryCategory::Parameters;
+    case Role::OptState:
+      return MemoryCategory::OptimizerStates;
+    case Role::Input:
+    case Role::Label:
+      return MemoryCategory::Batch;
+    case Role::Grad:
+      return MemoryCategory::Gradients;
+    default:
+      return MemoryCategory::Other;
+    }
+  };
+  std::array<int64_t, kNumMemoryCategories> persistentBy{};
+  SmallVector<std::pair<std::string, int64_t>> largest;
+  auto addPersistent = [&](const StepValue &value, Type type) {
+    auto tensor = cast<RankedTensorType>(type);
+    int64_t bytes = tensor.getNumElements() *
+                    llvm::divideCeil(tensor.getElementTypeBitWidth(), 8);
+    plan.persistent += bytes;
+    persistentBy[static_cast<int>(persistentCategory(value.role))] += bytes;
+    largest.push_back(
+        {(stringifyRole(value.role) + " " + value.name).str(), bytes});
+  };
+  for (const StepValue &arg : sig.getArgs())
+    addPersistent(arg, step.getArgumentTypes()[arg.index]);
+  for (const StepValue &result : sig.getResults())
+    if (!sig.getUpdatedArg(result.index))
+      addPersistent(result, step.getResultTypes()[result.index]);
+
+  // The step's allocations and frees in the order the code runs them.
+  SmallVector<std::pair<Value, bool>> events; // (buffer, allocated)
+  func.walk([&](func::CallOp call) {
+    if (call.getCallee() == "asrt_alloc" &&
+        allocations.contains(call.getResult(0)))
+      events.push_back({call.getResult(0), true});
+    else if (call.getCallee() == "asrt_free" &&
+             allocations.contains(call.getOperand(1)))
+      events.push_back({call.getOperand(1), false});
+  });
+  int64_t live = 0;
+  size_t peakEvents = 0;
+  for (auto [i, event] : llvm::enumerate(events)) {
+    int64_t bytes = allocations.find(event.first)->second.bytes;
+    live += event.second ? bytes : -bytes;
+    if (live > plan.stepPeak) {
+      plan.stepPeak = live;
+      peakEvents = i + 1;
+    }
+  }
+  plan.atPeak = persistentBy;
+  llvm::MapVector<Value, const Allocation *> liveAtPeak;
+  for (auto [ptr, allocated] : ArrayRef(events).take_front(peakEvents)) {
+    if (allocated)
+      liveAtPeak[ptr] = &allocations.find(ptr)->second;
+    else
+      liveAtPeak.erase(ptr);
+  }
+  for (auto &[ptr, a] : liveAtPeak) {
+    plan.atPeak[static_cast<int>(a->category)] += a->bytes;
+    largest.push_back({a->what, a->bytes});
+  }
+  llvm::sort(largest, [](const auto &x, const auto &y) {
+    return x.second != y.second ? x.second > y.second : x.first < y.first;
+  });
+  largest.truncate(std::min<size_t>(largest.size(), 5));
+  plan.largestAtPeak.assign(largest.begin(), largest.end());
+
+  // The runtime packs every bucket, and every asynchronous collective,
+  // into a buffer of its own from its issue to its completion.
+  int64_t inFlight = 0;
+  DenseMap<Operation *, int64_t> waitBytes;
+  for (Operation &op : body) {
+    if (auto start = dyn_cast<CollectiveStartOp>(op)) {
+      auto wait = cast<CollectiveWaitOp>(*start.getHandle().user_begin());
+      int64_t n = start.getGroupSize();
+      int64_t bytes =
+          n == 1 ? 0
+                 : packedBytes(n, start.getKind() ==
+                                          CollectiveKind::AllGatherShards
+                                      ? ValueRange(wait.getResults())
+                                      : start.getInputs());
+      waitBytes[wait] = bytes;
+      inFlight += bytes;
+    } else if (auto wait = dyn_cast<CollectiveWaitOp>(op)) {
+      inFlight -= waitBytes.lookup(wait);
+    } else if (op.getNumOperands() > 1 &&
+               isa<AllReduceBucketOp, AllGatherShardsOp,
+                   ReduceScatterShardsOp>(op)) {
+      int64_t n = 1;
+      if (auto bucket = dyn_cast<AllReduceBucketOp>(op))
+        n = bucket.getGroupSize();
+      else if (auto gather = dyn_cast<AllGatherShardsOp>(op))
+        n = gather.getGroupSize();
+      else
+        n = cast<ReduceScatterShardsOp>(op).getGroupSize();
+      if (n > 1)
+        plan.communication = std::max(
+            plan.communication,
+            inFlight + packedBytes(n, isa<AllGatherShardsOp>(op)
+                                          ? ValueRange(op.getResults())
+                                          : ValueRange(op.getOperands())));
+    }
+    plan.communication = std::max(plan.communication, inFlight);
   }
 }
 
@@ -217,6 +477,14 @@ LogicalResult StepLowering::run() {
        llvm::enumerate(body.getTerminator()->getOperands()))
     if (isa<OpResult>(value))
       firstReturnSlot.try_emplace(value, slot);
+  // A started collective reads its inputs until its wait.
+  for (auto start : body.getOps<CollectiveStartOp>()) {
+    int wait = positionOf[*start.getHandle().user_begin()];
+    for (Value input : start.getInputs())
+      lastUse[input] = std::max(lastUse[input], wait);
+  }
+
+  classifyTensors();
 
   // void autoshard_step(asrt_context *ctx, void *const *args,
   //                     void *const *results)
@@ -246,6 +514,7 @@ LogicalResult StepLowering::run() {
   for (Operation &op : body.without_terminator()) {
     position = positionOf[&op];
     currentLoc = op.getLoc();
+    currentOp = &op;
     if (failed(emitRuntimeCall(&op, *this)))
       return failure();
     if (!entry->empty())
@@ -264,7 +533,23 @@ LogicalResult StepLowering::run() {
 
   b.setInsertionPointToEnd(entry);
   func::ReturnOp::create(b, body.getTerminator()->getLoc());
+  computeMemoryPlan(func);
   return success();
+}
+
+/// The manifest with the plan's `memory` record before its `end`.
+std::string withMemoryRecord(StringRef manifest, const MemoryPlan &plan) {
+  std::string record = "memory peak=" + std::to_string(plan.peak()) +
+                       " persistent=" + std::to_string(plan.persistent) +
+                       " step=" + std::to_string(plan.stepPeak) +
+                       " communication=" + std::to_string(plan.communication);
+  for (int c = 0; c < kNumMemoryCategories; ++c)
+    record += " " + memoryCategoryName(static_cast<MemoryCategory>(c)).str() +
+              "=" + std::to_string(plan.atPeak[c]);
+  size_t end = manifest.rfind("end\n");
+  assert(end != StringRef::npos && "a manifest ends with its end record");
+  return (manifest.take_front(end) + record + "\n" + manifest.drop_front(end))
+      .str();
 }
 
 struct LowerToRuntimePass
@@ -297,7 +582,7 @@ struct LowerToRuntimePass
 
     OpBuilder b(&getContext());
     b.setInsertionPointToStart(module.getBody());
-    std::string text = *manifest;
+    std::string text = withMemoryRecord(*manifest, lowering.memoryPlan());
     text.push_back('\0');
     auto arrayType =
         LLVM::LLVMArrayType::get(b.getIntegerType(8), text.size());
@@ -313,3 +598,19 @@ struct LowerToRuntimePass
 };
 
 } // namespace
+
+FailureOr<MemoryPlan> autoshard::planStepMemory(ModuleOp module) {
+  OwningOpRef<ModuleOp> copy(module.clone());
+  FailureOr<FunctionOpInterface> step = findStepFunction(*copy);
+  if (failed(step))
+    return failure();
+  if ((*step)->hasAttr(TrainDialect::kPlanAttrName) &&
+      !(*step)->hasAttr(TrainDialect::kPartitionedAttrName))
+    return (*step).emitOpError()
+           << "has a plan but is not partitioned; its memory is planned "
+              "after autoshard-partition";
+  StepLowering lowering(*copy, *step);
+  if (failed(lowering.run()))
+    return failure();
+  return lowering.memoryPlan();
+}

@@ -68,6 +68,14 @@ Value StepEmitter::callReturningPtr(StringRef callee, ValueRange args) {
   return func::CallOp::create(builder(), loc(), decl, operands).getResult(0);
 }
 
+Value StepEmitter::callReturningI64(StringRef callee, ValueRange args) {
+  SmallVector<Value> operands{context()};
+  operands.append(args.begin(), args.end());
+  func::FuncOp decl = declare(callee, ValueRange(operands).getTypes(),
+                              builder().getI64Type());
+  return func::CallOp::create(builder(), loc(), decl, operands).getResult(0);
+}
+
 std::optional<int32_t> autoshard::getRuntimeDType(Type type) {
   // asrt_dtype values.
   if (type.isF32())
@@ -695,6 +703,60 @@ LogicalResult emitAllReduceBucket(Operation *op, StepEmitter &e) {
                      fullOf, single, kBucketAllReduce, reduction);
 }
 
+/// A started collective: the bucket of its members, issued with
+/// asrt_bucket_start; the wait's results get their buffers here, where the
+/// runtime is told to write them. A group of one rank needs no call: the
+/// results alias the inputs and the handle is 0.
+LogicalResult emitCollectiveStart(Operation *op, StepEmitter &e) {
+  auto start = cast<train::CollectiveStartOp>(op);
+  FailureOr<Group> group = shardGroup(start);
+  if (failed(group))
+    return failure();
+  auto wait = cast<train::CollectiveWaitOp>(*start.getHandle().user_begin());
+  ValueRange sends = start.getInputs();
+  ValueRange results = wait.getResults();
+  if (group->size == 1) {
+    for (auto [send, result] : llvm::zip(sends, results))
+      e.alias(result, send);
+    e.bindHandle(start.getHandle(), e.i64(0));
+    return success();
+  }
+  int32_t kind = kBucketAllReduce;
+  auto fullOf = [&](unsigned i) { return sends[i]; };
+  std::function<Value(unsigned)> full = fullOf;
+  if (start.getKind() == train::CollectiveKind::AllGatherShards) {
+    kind = kBucketAllGatherShards;
+    full = [&](unsigned i) { return results[i]; };
+  } else if (start.getKind() == train::CollectiveKind::ReduceScatterShards) {
+    kind = kBucketReduceScatterShards;
+  }
+  int32_t reduction =
+      start.getReduction() ? runtimeReduction(*start.getReduction()) : 0;
+  e.call("asrt_bucket_begin", {e.i32(kind), dtypeOf(e, sends.front()),
+                               e.i32(reduction), e.i32(group->axesMask)});
+  for (auto [i, pair] : llvm::enumerate(llvm::zip(sends, results))) {
+    auto [send, result] = pair;
+    Value out = e.output(result);
+    e.call("asrt_bucket_add",
+           {e.buffer(send), out, e.i64(numElements(full(i)))});
+  }
+  e.bindHandle(start.getHandle(), e.callReturningI64("asrt_bucket_start", {}));
+  return success();
+}
+
+/// Its results already have buffers (the start chose them); the runtime
+/// writes them by the time asrt_wait returns.
+LogicalResult emitCollectiveWait(Operation *op, StepEmitter &e) {
+  auto wait = cast<train::CollectiveWaitOp>(op);
+  auto start = wait.getHandle().getDefiningOp<train::CollectiveStartOp>();
+  FailureOr<Group> group = shardGroup(start);
+  if (failed(group))
+    return failure();
+  if (group->size > 1)
+    e.call("asrt_wait", {e.handle(wait.getHandle())});
+  return success();
+}
+
 using Rule = LogicalResult (*)(Operation *, StepEmitter &);
 
 const llvm::StringMap<Rule> &rules() {
@@ -756,6 +818,8 @@ const llvm::StringMap<Rule> &rules() {
       {train::ReduceScatterShardsOp::getOperationName(),
        emitReduceScatterShards},
       {train::AllReduceBucketOp::getOperationName(), emitAllReduceBucket},
+      {train::CollectiveStartOp::getOperationName(), emitCollectiveStart},
+      {train::CollectiveWaitOp::getOperationName(), emitCollectiveWait},
   };
   return table;
 }

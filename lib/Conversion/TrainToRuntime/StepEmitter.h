@@ -35,6 +35,11 @@ public:
   /// Makes `result` live in `input`'s buffer, written by the op.
   virtual void reuse(mlir::Value result, mlir::Value input) = 0;
 
+  /// The runtime handle (an i64, 0 for a collective that needed no call)
+  /// of a started collective's `!train.pending` value.
+  virtual void bindHandle(mlir::Value pending, mlir::Value handle) = 0;
+  virtual mlir::Value handle(mlir::Value pending) = 0;
+
   /// The runtime context argument.
   virtual mlir::Value context() = 0;
   virtual mlir::OpBuilder &builder() = 0;
@@ -49,6 +54,8 @@ public:
   void call(llvm::StringRef callee, mlir::ValueRange args);
   /// Like call, returning the callee's pointer result.
   mlir::Value callReturningPtr(llvm::StringRef callee, mlir::ValueRange args);
+  /// Like call, returning the callee's i64 result.
+  mlir::Value callReturningI64(llvm::StringRef callee, mlir::ValueRange args);
 
   virtual mlir::ModuleOp module() = 0;
 

@@ -15,7 +15,11 @@ shard.grid @world(shape = 2)
 // CHECK-SAME: arg 2 label y i32 4 batch_dim=0 global=8 classes=4\0A
 // CHECK-SAME: arg 3 hyper lr f32 scalar init=constant:0.1\0A
 // CHECK-SAME: result 0 param w f32 4x16 updates=0\0A
-// CHECK-SAME: result 1 loss loss f32 scalar\0Aend\0A\00")
+// CHECK-SAME: result 1 loss loss f32 scalar\0A
+// The memory plan: w (256 bytes) and the batch (4x16 f32 and 4 i32, 272
+// bytes), lr and the loss (8) persist; the step holds w's gradient (256)
+// and the logits (4x4 f32, 64) at its peak.
+// CHECK-SAME: memory peak=856 persistent=536 step=320 communication=0 parameters=256 gradients=256 optimizer_states=0 activations=64 gathered=0 batch=272 other=8\0Aend\0A\00")
 // CHECK-NOT: shard.grid
 // CHECK-LABEL: func.func @autoshard_step(
 // CHECK-SAME: %[[CTX:.*]]: !llvm.ptr, %[[ARGS:.*]]: !llvm.ptr, %[[RESULTS:.*]]: !llvm.ptr)

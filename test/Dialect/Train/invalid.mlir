@@ -924,3 +924,70 @@ func.func private @f() attributes {p = #train.plan<strategy = "x", grid = @world
 
 // expected-error@+1 {{unknown reduce_dtype 'f16'; valid: gradient, f32}}
 func.func private @f() attributes {p = #train.plan<strategy = "x", grid = @world, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25, reduce_dtype = f16>}
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @f(%s: tensor<2xf32>) {
+  // expected-error@+1 {{all_gather_shards takes no reduction}}
+  %h = train.collective_start all_gather_shards %s on @world grid_axes = [0] reduction = sum : tensor<2xf32> -> !train.pending<tensor<4xf32>>
+  %w = train.collective_wait %h : !train.pending<tensor<4xf32>>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @f(%s: tensor<4xf32>) {
+  // expected-error@+1 {{reduce_scatter_shards needs a reduction}}
+  %h = train.collective_start reduce_scatter_shards %s on @world grid_axes = [0] : tensor<4xf32> -> !train.pending<tensor<2xf32>>
+  %w = train.collective_wait %h : !train.pending<tensor<2xf32>>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @f(%s: tensor<4xf32>) {
+  // expected-error@+1 {{needs exactly one train.collective_wait of its handle}}
+  %h = train.collective_start all_reduce %s on @world grid_axes = [0] reduction = sum : tensor<4xf32> -> !train.pending<tensor<4xf32>>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @f(%s: tensor<4xf32>) {
+  // expected-error@+1 {{needs at least one operand and one pending result per operand; got 1 and 2}}
+  %h = train.collective_start all_reduce %s on @world grid_axes = [0] reduction = sum : tensor<4xf32> -> !train.pending<tensor<4xf32>, tensor<4xf32>>
+  %a, %b = train.collective_wait %h : !train.pending<tensor<4xf32>, tensor<4xf32>>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @f(%s: tensor<4xf32>) {
+  // expected-error@+1 {{all_reduce yields its operands' types; got 'tensor<2xf32>' for 'tensor<4xf32>'}}
+  %h = train.collective_start all_reduce %s on @world grid_axes = [0] reduction = sum : tensor<4xf32> -> !train.pending<tensor<2xf32>>
+  %w = train.collective_wait %h : !train.pending<tensor<2xf32>>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @f(%s: tensor<3xf32>) {
+  // expected-error@+1 {{a flat shard of 'tensor<3xf32>' over 2 ranks is 'tensor<2xf32>', got 'tensor<3xf32>'}}
+  %h = train.collective_start all_gather_shards %s on @world grid_axes = [0] : tensor<3xf32> -> !train.pending<tensor<3xf32>>
+  %w = train.collective_wait %h : !train.pending<tensor<3xf32>>
+  return
+}
+
+// -----
+
+func.func @f(%h: !train.pending<tensor<4xf32>>) {
+  // expected-error@+1 {{waits a handle that no train.collective_start returned}}
+  %w = train.collective_wait %h : !train.pending<tensor<4xf32>>
+  return
+}

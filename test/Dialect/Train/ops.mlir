@@ -185,3 +185,18 @@ func.func @collectives(%w: tensor<3x5xf32>, %b: tensor<3xf32>, %s: tensor<4xf32>
 shard.grid @grid2(shape = 2)
 func.func private @grouped_plan() -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
     attributes {train.step, train.plan = #train.plan<strategy = "zero3", grid = @grid2, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25, reduce_dtype = f32, groups = [#train.param_group<names = "wte|wpe", optimizer_states = replicated, gradients = replicated, parameters = replicated, unit = param>, <max_elements = 100000, optimizer_states = sharded, gradients = sharded, parameters = replicated, unit = block, shard_axes = [0]>]>}
+
+// CHECK-LABEL: func.func @async_collectives
+func.func @async_collectives(%s0: tensor<6xf32>, %s1: tensor<2xf32>, %g: tensor<3x4xf32>) {
+  // CHECK: %[[H:.*]] = train.collective_start all_gather_shards %{{.*}}, %{{.*}} on @grid2 grid_axes = [0] : tensor<6xf32>, tensor<2xf32> -> !train.pending<tensor<3x4xf32>, tensor<3xf32>>
+  %h = train.collective_start all_gather_shards %s0, %s1 on @grid2 grid_axes = [0] : tensor<6xf32>, tensor<2xf32> -> !train.pending<tensor<3x4xf32>, tensor<3xf32>>
+  // CHECK: train.collective_start reduce_scatter_shards %{{.*}} on @grid2 grid_axes = [0] reduction = average : tensor<3x4xf32> -> !train.pending<tensor<6xf32>>
+  %r = train.collective_start reduce_scatter_shards %g on @grid2 grid_axes = [0] reduction = average : tensor<3x4xf32> -> !train.pending<tensor<6xf32>>
+  // CHECK: train.collective_start all_reduce %{{.*}} on @grid2 grid_axes = [0] reduction = sum : tensor<3x4xf32> -> !train.pending<tensor<3x4xf32>>
+  %a = train.collective_start all_reduce %g on @grid2 grid_axes = [0] reduction = sum : tensor<3x4xf32> -> !train.pending<tensor<3x4xf32>>
+  // CHECK: train.collective_wait %[[H]] : !train.pending<tensor<3x4xf32>, tensor<3xf32>>
+  %w, %b = train.collective_wait %h : !train.pending<tensor<3x4xf32>, tensor<3xf32>>
+  %rs = train.collective_wait %r : !train.pending<tensor<6xf32>>
+  %ar = train.collective_wait %a : !train.pending<tensor<3x4xf32>>
+  return
+}

@@ -84,6 +84,9 @@ static void printPlanOptionalFields(AsmPrinter &printer, ReduceDtype reduce,
 #define GET_ATTRDEF_CLASSES
 #include "autoshard/Dialect/Train/IR/TrainAttrs.cpp.inc"
 
+#define GET_TYPEDEF_CLASSES
+#include "autoshard/Dialect/Train/IR/TrainTypes.cpp.inc"
+
 void TrainDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
@@ -92,6 +95,10 @@ void TrainDialect::initialize() {
   addAttributes<
 #define GET_ATTRDEF_LIST
 #include "autoshard/Dialect/Train/IR/TrainAttrs.cpp.inc"
+      >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "autoshard/Dialect/Train/IR/TrainTypes.cpp.inc"
       >();
 }
 
@@ -395,6 +402,19 @@ LogicalResult TrainDialect::verifyOperationAttribute(Operation *op,
       return op->emitError() << "'" << kPartitionedAttrName
                              << "' is a unit attribute of a function with a '"
                              << kPlanAttrName << "'";
+    return success();
+  }
+  if (attr.getName() == kMemoryPlanAttrName) {
+    auto plan = dyn_cast<DictionaryAttr>(attr.getValue());
+    if (!plan || !op->hasAttr(kStepAttrName) ||
+        llvm::any_of(plan, [](NamedAttribute field) {
+          auto bytes = dyn_cast<IntegerAttr>(field.getValue());
+          return !bytes || bytes.getInt() < 0;
+        }))
+      return op->emitError() << "'" << kMemoryPlanAttrName
+                             << "' is a dictionary of byte counts (integers "
+                                ">= 0) on a '"
+                             << kStepAttrName << "' function";
     return success();
   }
   return op->emitError() << "unknown attribute '"

@@ -869,6 +869,65 @@ AllReduceBucketOp::verifySymbolUses(SymbolTableCollection &symbols) {
 }
 int64_t AllReduceBucketOp::getGroupSize() { return groupSizeOf(*this); }
 
+LogicalResult CollectiveStartOp::verify() {
+  ArrayRef<Type> pending = getHandle().getType().getTypes();
+  if (getInputs().empty() || pending.size() != getInputs().size())
+    return emitOpError() << "needs at least one operand and one pending "
+                            "result per operand; got "
+                         << getInputs().size() << " and " << pending.size();
+  bool reduces = getKind() != CollectiveKind::AllGatherShards;
+  if (reduces != getReduction().has_value())
+    return emitOpError() << stringifyCollectiveKind(getKind())
+                         << (reduces ? " needs a reduction"
+                                     : " takes no reduction");
+  if (!getHandle().hasOneUse() ||
+      !isa<CollectiveWaitOp>(*getHandle().getUsers().begin()))
+    return emitOpError() << "needs exactly one train.collective_wait of its "
+                            "handle";
+  return checkOneElementType(*this, getInputs().getTypes());
+}
+
+LogicalResult
+CollectiveStartOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  FailureOr<int64_t> n = verifyGroup(*this, symbols);
+  if (failed(n))
+    return failure();
+  TypeRange inputs = getInputs().getTypes();
+  TypeRange pending(getHandle().getType().getTypes());
+  switch (getKind()) {
+  case CollectiveKind::AllReduce:
+    if (inputs != pending)
+      return emitOpError() << "all_reduce yields its operands' types; got "
+                           << pending << " for " << inputs;
+    return success();
+  case CollectiveKind::AllGatherShards:
+    return checkShardPairs(*this, pending, inputs, *n);
+  case CollectiveKind::ReduceScatterShards:
+    return checkShardPairs(*this, inputs, pending, *n);
+  }
+  llvm_unreachable("unknown collective kind");
+}
+int64_t CollectiveStartOp::getGroupSize() { return groupSizeOf(*this); }
+
+LogicalResult CollectiveWaitOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr, OpaqueProperties, RegionRange,
+    SmallVectorImpl<Type> &results) {
+  auto pending = dyn_cast<PendingType>(operands[0].getType());
+  if (!pending)
+    return emitOptionalError(loc, "'train.collective_wait' needs a "
+                                  "!train.pending handle");
+  llvm::append_range(results, pending.getTypes());
+  return success();
+}
+
+LogicalResult CollectiveWaitOp::verify() {
+  if (!getHandle().getDefiningOp<CollectiveStartOp>())
+    return emitOpError() << "waits a handle that no train.collective_start "
+                            "returned";
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Optimizers
 //===----------------------------------------------------------------------===//

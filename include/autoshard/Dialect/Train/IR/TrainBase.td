@@ -10,6 +10,7 @@ include "mlir/IR/OpBase.td"
 def Train_Dialect : Dialect {
   let name = "train";
   let cppNamespace = "::autoshard::train";
+  let useDefaultTypePrinterParser = 1;
   let summary = "Training-step graphs: layers, losses, gradients, optimizers";
   let description = [{
     The `train` dialect expresses one training step of a neural network as a
@@ -54,6 +55,8 @@ def Train_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kPlanAttrName = "train.plan";
     static constexpr ::llvm::StringLiteral kPartitionedAttrName =
         "train.partitioned";
+    static constexpr ::llvm::StringLiteral kMemoryPlanAttrName =
+        "train.memory_plan";
     static constexpr ::llvm::StringLiteral kOptimizerAttrName =
         "train.optimizer";
     static constexpr ::llvm::StringLiteral kMaxGradNormAttrName =
@@ -134,6 +137,34 @@ def Train_ReduceDtype : I32EnumAttr<"ReduceDtype",
 ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::autoshard::train";
+}
+
+def Train_CollectiveKind : I32EnumAttr<"CollectiveKind",
+    "which collective an asynchronous start issues", [
+  I32EnumAttrCase<"AllReduce", 0, "all_reduce">,
+  I32EnumAttrCase<"AllGatherShards", 1, "all_gather_shards">,
+  I32EnumAttrCase<"ReduceScatterShards", 2, "reduce_scatter_shards">
+]> {
+  let cppNamespace = "::autoshard::train";
+}
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+def Train_PendingType : TypeDef<Train_Dialect, "Pending"> {
+  let mnemonic = "pending";
+  let summary = "the handle of a collective in flight, and what it will yield";
+  let description = [{
+    `train.collective_start` returns it; `train.collective_wait` consumes it
+    and yields tensors of the listed types.
+
+    ```mlir
+    !train.pending<tensor<3x4xf32>, tensor<3xf32>>
+    ```
+  }];
+  let parameters = (ins ArrayRefParameter<"::mlir::Type">:$types);
+  let assemblyFormat = "`<` $types `>`";
 }
 
 //===----------------------------------------------------------------------===//

@@ -17,6 +17,9 @@
 #define GET_ATTRDEF_CLASSES
 #include "autoshard/Dialect/Train/IR/TrainAttrs.h.inc"
 
+#define GET_TYPEDEF_CLASSES
+#include "autoshard/Dialect/Train/IR/TrainTypes.h.inc"
+
 #include "autoshard/Dialect/Train/IR/TrainInterfaces.h.inc"
 
 #define GET_OP_CLASSES

@@ -762,6 +762,62 @@ def Train_AllReduceBucketOp : Train_ShardOp<"all_reduce_bucket"> {
   ];
 }
 
+def Train_CollectiveStartOp : Train_ShardOp<"collective_start", [
+    MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "issue a collective; its results arrive at the matching wait";
+  let description = [{
+    Issues the collective `kind` (as `shard.all_reduce`/`all_reduce_bucket`,
+    `train.all_gather_shards` or `train.reduce_scatter_shards` would run it,
+    with the same operands and attributes) and returns at once; the
+    collective runs while the ops between the start and its
+    `train.collective_wait` compute. The inputs must not change before the
+    wait (they are SSA values, so they cannot); the handle's types are the
+    results the wait yields. `autoshard-schedule-collectives` turns
+    collectives into start/wait pairs and moves them apart.
+
+    ```mlir
+    %h = train.collective_start all_gather_shards %s0, %s1 on @world
+        grid_axes = [0] : tensor<6xf32>, tensor<2xf32>
+        -> !train.pending<tensor<3x4xf32>, tensor<3xf32>>
+    ...                                    // computes while it gathers
+    %w, %b = train.collective_wait %h : !train.pending<tensor<3x4xf32>, tensor<3xf32>>
+    ```
+
+    Every start has exactly one wait; collectives run in the order they
+    start, which is the same on every rank.
+  }];
+  let arguments = (ins Train_CollectiveKind:$kind,
+                       Variadic<AnyRankedTensor>:$inputs,
+                       FlatSymbolRefAttr:$grid,
+                       DenseI16ArrayAttr:$grid_axes,
+                       OptionalAttr<Train_Reduction>:$reduction);
+  let results = (outs Train_PendingType:$handle);
+  let assemblyFormat = [{
+    $kind $inputs `on` $grid `grid_axes` `=` $grid_axes
+    (`reduction` `=` $reduction^)? attr-dict `:` type($inputs) `->`
+    qualified(type($handle))
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_CollectiveWaitOp : Train_Op<"collective_wait", [
+    MemoryEffects<[MemRead, MemWrite]>,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "the results of a started collective, once it completes";
+  let description = [{
+    Blocks until the collective of `handle` completes and yields its
+    results, one per type of the handle.
+
+    ```mlir
+    %g = train.collective_wait %h : !train.pending<tensor<3x4xf32>>
+    ```
+  }];
+  let arguments = (ins Train_PendingType:$handle);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = "$handle attr-dict `:` qualified(type($handle))";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Optimizers
 //===----------------------------------------------------------------------===//

@@ -173,4 +173,53 @@ def GroupCollectivesPass : Pass<"autoshard-group-collectives",
   }];
 }
 
+def ScheduleCollectivesPass : Pass<"autoshard-schedule-collectives",
+                                   "mlir::ModuleOp"> {
+  let summary = "Overlap collectives with compute: start/wait pairs";
+  let description = [{
+    Splits every collective of the partitioned step (all-reduces and their
+    buckets, flat-shard gathers and reduce-scatters) into a
+    `train.collective_start` and a `train.collective_wait`, and moves them
+    apart:
+
+    - every wait sits right before the first reader of its results;
+    - a reduction (a gradient bucket, the loss, a replica average) and a
+      gather of computed values (ZeRO-1/2's updated shards) start as soon as
+      their last input is computed, and at most `prefetch-depth` of them are
+      in flight: each is waited, at the latest, when the one `depth` later
+      starts, so a bucket's full gradients are freed while the backward pass
+      computes the next ones;
+    - gathers of parameters (ZeRO-3, FSDP) are prefetched: the k-th starts
+      when the (k - prefetch-depth)-th is waited, so at most
+      `prefetch-depth` gathers run ahead of the unit in use (FSDP's forward
+      and backward prefetch, and its rate limit on gathers in flight);
+      depth 0 starts each right before its wait.
+
+    Collectives run in the order they start, the same on every rank.
+
+    ```mlir
+    // Before (FSDP, two blocks):
+    %b0 = train.all_gather_shards %s0 ...
+    %y0 = train.linear %x, %b0
+    %b1 = train.all_gather_shards %s1 ...
+    %y1 = train.linear %y0, %b1
+    // After, prefetch-depth=1:
+    %h0 = train.collective_start all_gather_shards %s0 ...
+    %b0 = train.collective_wait %h0
+    %h1 = train.collective_start all_gather_shards %s1 ...   // gathers ...
+    %y0 = train.linear %x, %b0                               // ... during this
+    %b1 = train.collective_wait %h1
+    %y1 = train.linear %y0, %b1
+    ```
+
+    A step that is not partitioned is left unchanged.
+  }];
+  let options = [
+    Option<"prefetchDepth", "prefetch-depth", "int64_t", /*default=*/"1",
+           "Parameter gathers in flight ahead of the one in use, and "
+           "reductions in flight at once (0: none, collectives run where "
+           "they were)">,
+  ];
+}
+
 #endif // AUTOSHARD_DIALECT_TRAIN_TRANSFORMS_PASSES_TD

@@ -1,0 +1,72 @@
+//===- MemoryPlan.h - what a rank's training step holds in memory -*- C++ -*-===//
+//
+// The lowering places every tensor of the per-rank step in a buffer and
+// knows when each is allocated and freed; the memory plan is that
+// knowledge, summed: the persistent state the driver allocates (arguments
+// and the results that do not update one) and the peak of the step's own
+// buffers, by category, plus the runtime's communication buffers.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOSHARD_CONVERSION_MEMORYPLAN_H
+#define AUTOSHARD_CONVERSION_MEMORYPLAN_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LLVM.h"
+
+#include <array>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace autoshard {
+
+enum class MemoryCategory {
+  Parameters,
+  Gradients,
+  OptimizerStates,
+  Activations,
+  Gathered,
+  Batch,
+  Other,
+};
+constexpr int kNumMemoryCategories = 7;
+
+/// "parameters", "gradients", ...: the manifest's and the report's names.
+llvm::StringRef memoryCategoryName(MemoryCategory category);
+
+struct MemoryPlan {
+  /// Bytes the driver allocates before the first step: every argument and
+  /// every result that does not update an argument.
+  int64_t persistent = 0;
+  /// The largest number of bytes the step's own buffers hold at once.
+  int64_t stepPeak = 0;
+  /// Persistent plus step bytes by category, at the moment of the peak.
+  std::array<int64_t, kNumMemoryCategories> atPeak{};
+  /// The largest packed bytes of the collectives in flight at once: the
+  /// runtime's communication buffers, which it allocates itself.
+  int64_t communication = 0;
+  /// The largest tensors live at the peak, largest first: what each is
+  /// and its bytes.
+  std::vector<std::pair<std::string, int64_t>> largestAtPeak;
+
+  /// What the runtime measures: persistent plus step peak.
+  int64_t peak() const { return persistent + stepPeak; }
+  /// What the rank needs: the peak plus the communication buffers.
+  int64_t total() const { return peak() + communication; }
+};
+
+/// The memory plan of the module's (partitioned or unplanned) training step,
+/// from lowering a copy of it. Fails with the lowering's diagnostic.
+mlir::FailureOr<MemoryPlan> planStepMemory(mlir::ModuleOp module);
+
+/// "1.50 GiB (1610612736 bytes)".
+std::string formatBytes(int64_t bytes);
+
+/// Parses "80GiB", "1.5GB", "4096", "512MiB", "2T" (binary and decimal
+/// units, case-insensitive, optional "B"); fails on anything else.
+mlir::FailureOr<int64_t> parseByteSize(llvm::StringRef text);
+
+} // namespace autoshard
+
+#endif // AUTOSHARD_CONVERSION_MEMORYPLAN_H

@@ -1,0 +1,166 @@
+//===- MemoryPlan.cpp - the memory plan pass, byte sizes ------------------===//
+
+#include "autoshard/Conversion/MemoryPlan.h"
+#include "autoshard/Conversion/Passes.h"
+#include "autoshard/Dialect/Train/IR/StepSignature.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace autoshard {
+#define GEN_PASS_DEF_PLANMEMORYPASS
+#include "autoshard/Conversion/Passes.h.inc"
+} // namespace autoshard
+
+using namespace mlir;
+using namespace autoshard;
+
+StringRef autoshard::memoryCategoryName(MemoryCategory category) {
+  switch (category) {
+  case MemoryCategory::Parameters:
+    return "parameters";
+  case MemoryCategory::Gradients:
+    return "gradients";
+  case MemoryCategory::OptimizerStates:
+    return "optimizer_states";
+  case MemoryCategory::Activations:
+    return "activations";
+  case MemoryCategory::Gathered:
+    return "gathered";
+  case MemoryCategory::Batch:
+    return "batch";
+  case MemoryCategory::Other:
+    return "other";
+  }
+  llvm_unreachable("unknown memory category");
+}
+
+std::string autoshard::formatBytes(int64_t bytes) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 5) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[64];
+  if (unit == 0)
+    std::snprintf(text, sizeof(text), "%lld B", static_cast<long long>(bytes));
+  else
+    std::snprintf(text, sizeof(text), "%.2f %s (%lld bytes)", value,
+                  units[unit], static_cast<long long>(bytes));
+  return text;
+}
+
+FailureOr<int64_t> autoshard::parseByteSize(StringRef text) {
+  StringRef rest = text.trim();
+  size_t digits = 0;
+  while (digits < rest.size() &&
+         (llvm::isDigit(rest[digits]) || rest[digits] == '.'))
+    ++digits;
+  double number;
+  if (digits == 0 || rest.take_front(digits).getAsDouble(number))
+    return failure();
+  std::string unit = rest.drop_front(digits).trim().lower();
+  if (!unit.empty() && unit.back() == 'b')
+    unit.pop_back();
+  double scale;
+  bool binary = !unit.empty() && unit.back() == 'i';
+  if (binary)
+    unit.pop_back();
+  double base = binary ? 1024.0 : 1000.0;
+  if (unit.empty() && !binary)
+    scale = 1;
+  else if (unit == "k")
+    scale = base;
+  else if (unit == "m")
+    scale = base * base;
+  else if (unit == "g")
+    scale = base * base * base;
+  else if (unit == "t")
+    scale = base * base * base * base;
+  else
+    return failure();
+  double bytes = number * scale;
+  if (!(bytes >= 0) || bytes > 9.0e18)
+    return failure();
+  return static_cast<int64_t>(std::llround(bytes));
+}
+
+namespace {
+
+struct PlanMemoryPass
+    : autoshard::impl::PlanMemoryPassBase<PlanMemoryPass> {
+  using PlanMemoryPassBase::PlanMemoryPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::optional<int64_t> budgetBytes;
+    if (!budget.empty()) {
+      FailureOr<int64_t> parsed = parseByteSize(budget);
+      if (failed(parsed) || *parsed <= 0) {
+        module.emitError() << "memory budget '" << budget
+                           << "' is not a positive size; write bytes or a "
+                              "size with a unit, such as 80GiB or 1.5GB";
+        return signalPassFailure();
+      }
+      budgetBytes = *parsed;
+    }
+    FailureOr<FunctionOpInterface> step = train::findStepFunction(module);
+    if (failed(step))
+      return signalPassFailure();
+    FailureOr<MemoryPlan> plan = planStepMemory(module);
+    if (failed(plan))
+      return signalPassFailure();
+
+    MLIRContext *ctx = &getContext();
+    Builder b(ctx);
+    SmallVector<NamedAttribute> fields{
+        b.getNamedAttr("peak", b.getI64IntegerAttr(plan->peak())),
+        b.getNamedAttr("persistent", b.getI64IntegerAttr(plan->persistent)),
+        b.getNamedAttr("step", b.getI64IntegerAttr(plan->stepPeak)),
+        b.getNamedAttr("communication",
+                       b.getI64IntegerAttr(plan->communication))};
+    for (int c = 0; c < kNumMemoryCategories; ++c)
+      fields.push_back(b.getNamedAttr(
+          memoryCategoryName(static_cast<MemoryCategory>(c)),
+          b.getI64IntegerAttr(plan->atPeak[c])));
+    (*step)->setAttr(train::TrainDialect::kMemoryPlanAttrName,
+                     b.getDictionaryAttr(fields));
+
+    if (!budgetBytes || plan->total() <= *budgetBytes)
+      return;
+    InFlightDiagnostic diag =
+        step->emitOpError()
+        << "needs " << formatBytes(plan->total()) << " per rank ("
+        << formatBytes(plan->peak()) << " of buffers at the peak and "
+        << formatBytes(plan->communication)
+        << " of communication buffers), over the memory budget of "
+        << formatBytes(*budgetBytes);
+    SmallVector<std::pair<int64_t, int>> byCategory;
+    for (int c = 0; c < kNumMemoryCategories; ++c)
+      if (plan->atPeak[c])
+        byCategory.push_back({plan->atPeak[c], c});
+    llvm::sort(byCategory, std::greater<>());
+    std::string categories;
+    for (auto [bytes, c] : byCategory)
+      categories += (categories.empty() ? "" : ", ") +
+                    memoryCategoryName(static_cast<MemoryCategory>(c)).str() +
+                    " " + formatBytes(bytes);
+    diag.attachNote() << "at the peak: " << categories;
+    std::string tensors;
+    for (auto &[what, bytes] : plan->largestAtPeak)
+      tensors += (tensors.empty() ? "" : ", ") + what + " " +
+                 formatBytes(bytes);
+    diag.attachNote() << "largest tensors at the peak: " << tensors;
+    diag.attachNote() << "to fit: shard more (a strategy that shards "
+                         "parameters, more ranks), a smaller micro-batch, "
+                         "or a larger budget";
+    signalPassFailure();
+  }
+};
+
+} // namespace

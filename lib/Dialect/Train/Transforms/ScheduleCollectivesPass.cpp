@@ -1,0 +1,242 @@
+//===- ScheduleCollectivesPass.cpp - overlap collectives with compute -----===//
+//
+// Splits every collective into a start and a wait and moves them apart: a
+// reduction starts as soon as its inputs exist, a parameter gather starts
+// `prefetch-depth` gathers ahead of its use, and every wait sits right
+// before the first reader of its results.
+//
+//===----------------------------------------------------------------------===//
+
+#include "autoshard/Dialect/Train/IR/StepSignature.h"
+#include "autoshard/Dialect/Train/Transforms/Passes.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace autoshard::train {
+#define GEN_PASS_DEF_SCHEDULECOLLECTIVESPASS
+#include "autoshard/Dialect/Train/Transforms/Passes.h.inc"
+} // namespace autoshard::train
+
+using namespace mlir;
+using namespace autoshard::train;
+
+namespace {
+
+/// What a collective op issues, if it can run asynchronously.
+struct Issue {
+  CollectiveKind kind;
+  std::optional<Reduction> reduction;
+  StringRef grid;
+  SmallVector<int16_t> axes;
+};
+
+std::optional<Issue> describe(Operation *op) {
+  if (auto allReduce = dyn_cast<shard::AllReduceOp>(op)) {
+    shard::ReductionKind kind = allReduce.getReduction();
+    if ((kind != shard::ReductionKind::Sum &&
+         kind != shard::ReductionKind::Average) ||
+        allReduce.getInput().getType() != allReduce.getResult().getType())
+      return std::nullopt;
+    return Issue{CollectiveKind::AllReduce,
+                 kind == shard::ReductionKind::Average ? Reduction::Average
+                                                       : Reduction::Sum,
+                 allReduce.getGrid(),
+                 SmallVector<int16_t>(allReduce.getGridAxes().begin(),
+                                      allReduce.getGridAxes().end())};
+  }
+  if (auto bucket = dyn_cast<AllReduceBucketOp>(op))
+    return Issue{CollectiveKind::AllReduce, bucket.getReduction(),
+                 bucket.getGrid(), SmallVector<int16_t>(bucket.getGridAxes())};
+  if (auto gather = dyn_cast<AllGatherShardsOp>(op))
+    return Issue{CollectiveKind::AllGatherShards, std::nullopt,
+                 gather.getGrid(), SmallVector<int16_t>(gather.getGridAxes())};
+  if (auto scatter = dyn_cast<ReduceScatterShardsOp>(op))
+    return Issue{CollectiveKind::ReduceScatterShards, scatter.getReduction(),
+                 scatter.getGrid(),
+                 SmallVector<int16_t>(scatter.getGridAxes())};
+  return std::nullopt;
+}
+
+/// The op of `block` that is or contains `op`.
+Operation *inBlock(Block &block, Operation *op) {
+  return block.findAncestorOpInBlock(*op);
+}
+
+/// A value the step has from its start: an argument, or a cast of one (a
+/// sharded master weight's bf16 compute copy), which can move to any point.
+bool isStepState(Value v, Block &body) {
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    return arg.getOwner() == &body;
+  auto cast = v.getDefiningOp<CastOp>();
+  return cast && isa<BlockArgument>(cast.getInput()) &&
+         cast->getBlock() == &body;
+}
+
+struct Pair {
+  CollectiveStartOp start;
+  CollectiveWaitOp wait;
+  /// A gather of step state (parameters), started ahead of its use.
+  bool prefetch;
+};
+
+class Scheduler {
+public:
+  Scheduler(Block &body, int64_t depth) : body(body), depth(depth) {}
+
+  void run() {
+    split();
+    issueReductionsEarly();
+    limitReductionsInFlight();
+    prefetchGathers();
+  }
+
+private:
+  /// Every collective becomes a start where it was and a wait right before
+  /// the first reader of its results.
+  void split() {
+    for (Operation &op : llvm::make_early_inc_range(body)) {
+      std::optional<Issue> issue = describe(&op);
+      if (!issue)
+        continue;
+      Operation *firstReader = body.getTerminator();
+      for (Value result : op.getResults())
+        for (Operation *user : result.getUsers()) {
+          Operation *reader = inBlock(body, user);
+          if (reader && reader->isBeforeInBlock(firstReader))
+            firstReader = reader;
+        }
+      OpBuilder b(&op);
+      auto pending = PendingType::get(op.getContext(),
+                                      llvm::to_vector(op.getResultTypes()));
+      ReductionAttr reduction =
+          issue->reduction ? ReductionAttr::get(op.getContext(),
+                                                *issue->reduction)
+                           : ReductionAttr();
+      auto start = CollectiveStartOp::create(
+          b, op.getLoc(), pending, issue->kind, op.getOperands(), issue->grid,
+          issue->axes, reduction);
+      b.setInsertionPoint(firstReader);
+      auto wait = CollectiveWaitOp::create(b, op.getLoc(), start.getHandle());
+      op.replaceAllUsesWith(wait.getResults());
+      bool prefetch =
+          issue->kind == CollectiveKind::AllGatherShards &&
+          llvm::all_of(start.getInputs(),
+                       [&](Value v) { return isStepState(v, body); });
+      pairs.push_back({start, wait, prefetch});
+      op.erase();
+    }
+  }
+
+  /// A reduction (and a gather of computed values) starts as soon as the
+  /// last of its inputs is computed.
+  void issueReductionsEarly() {
+    for (Pair &pair : pairs) {
+      if (pair.prefetch)
+        continue;
+      Operation *latest = nullptr;
+      for (Value input : pair.start.getInputs())
+        if (Operation *def = input.getDefiningOp())
+          if (!latest || latest->isBeforeInBlock(def))
+            latest = def;
+      if (latest)
+        pair.start->moveAfter(latest);
+      else
+        moveToFront(pair.start);
+    }
+  }
+
+  /// At most `depth` reductions are in flight: the k-th is waited, at the
+  /// latest, when the (k + depth)-th starts. A gradient bucket's full
+  /// gradients live until its wait, so this bounds their memory to a few
+  /// buckets while each still runs during the backward compute that
+  /// produces the next.
+  void limitReductionsInFlight() {
+    SmallVector<Pair *> reductions;
+    for (Pair &pair : pairs)
+      if (!pair.prefetch)
+        reductions.push_back(&pair);
+    llvm::sort(reductions, [](Pair *a, Pair *b) {
+      return a->start->isBeforeInBlock(b->start);
+    });
+    for (auto [i, pair] : llvm::enumerate(reductions)) {
+      Operation *wait = pair->wait;
+      if (depth == 0) {
+        wait->moveAfter(pair->start);
+        continue;
+      }
+      if (i + depth >= reductions.size())
+        continue;
+      Operation *next = reductions[i + depth]->start;
+      if (next->isBeforeInBlock(wait))
+        wait->moveBefore(next);
+    }
+  }
+
+  /// Moves `op` to the start of the step, after the ops already moved
+  /// there, so that collectives keep their issue order.
+  void moveToFront(Operation *op) {
+    if (front)
+      op->moveAfter(front);
+    else
+      op->moveBefore(&body.front());
+    front = op;
+  }
+
+  /// The k-th gather of parameters starts when the (k - depth)-th is
+  /// waited, so at most `depth` gathers are in flight ahead of the one in
+  /// use; depth 0 starts each right before its wait.
+  void prefetchGathers() {
+    SmallVector<Pair *> gathers;
+    for (Pair &pair : pairs)
+      if (pair.prefetch)
+        gathers.push_back(&pair);
+    llvm::sort(gathers, [](Pair *a, Pair *b) {
+      return a->wait->isBeforeInBlock(b->wait);
+    });
+    for (auto [i, pair] : llvm::enumerate(gathers)) {
+      Operation *start = pair->start;
+      if (depth == 0)
+        start->moveBefore(pair->wait);
+      else if (static_cast<int64_t>(i) >= depth)
+        start->moveAfter(gathers[i - depth]->wait);
+      else
+        moveToFront(start);
+      // A bf16 copy of a sharded master weight is cast just before its
+      // gather starts.
+      for (Value input : pair->start.getInputs())
+        if (auto cast = input.getDefiningOp<CastOp>())
+          if (start->isBeforeInBlock(cast))
+            cast->moveBefore(start);
+    }
+  }
+
+  Block &body;
+  int64_t depth;
+  SmallVector<Pair> pairs;
+  /// The last op moved to the start of the step.
+  Operation *front = nullptr;
+};
+
+struct ScheduleCollectivesPass
+    : autoshard::train::impl::ScheduleCollectivesPassBase<
+          ScheduleCollectivesPass> {
+  using ScheduleCollectivesPassBase::ScheduleCollectivesPassBase;
+
+  void runOnOperation() override {
+    if (prefetchDepth < 0) {
+      getOperation().emitError()
+          << "prefetch depth must be at least 0, got "
+          << static_cast<int64_t>(prefetchDepth);
+      return signalPassFailure();
+    }
+    FailureOr<FunctionOpInterface> step = findStepFunction(getOperation());
+    if (failed(step))
+      return signalPassFailure();
+    if (!(*step)->hasAttr(TrainDialect::kPartitionedAttrName))
+      return;
+    Scheduler(step->getFunctionBody().front(), prefetchDepth).run();
+  }
+};
+
+} // namespace

@@ -1,0 +1,40 @@
+// RUN: shard-opt %examples/mlp.mlir --autoshard-autodiff --autoshard-plan-memory | FileCheck %s --check-prefix=ONE
+// RUN: shard-opt --strategy=zero3 --world-size=2 --overlap=false %examples/mlp.mlir --autoshard-plan-memory | FileCheck %s --check-prefix=ZERO3
+// RUN: shard-opt --strategy=ddp --world-size=2 %examples/mlp.mlir --autoshard-plan-memory | shard-opt > /dev/null
+// RUN: not shard-opt --strategy=ddp --world-size=2 %examples/mlp.mlir --autoshard-plan-memory='budget=100KiB' 2>&1 | FileCheck %s --check-prefix=BUDGET
+// RUN: not shard-opt --strategy=ddp --world-size=2 %examples/mlp.mlir --autoshard-plan-memory='budget=lots' 2>&1 | FileCheck %s --check-prefix=BADBUDGET
+// RUN: not shard-opt --strategy=ddp --world-size=2 --memory-budget=100KiB %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=BUDGET
+// RUN: not shard-opt %examples/mlp.mlir --pass-pipeline='builtin.module(autoshard-autodiff,autoshard-plan{strategy=ddp world-size=2},autoshard-plan-memory)' 2>&1 | FileCheck %s --check-prefix=UNPARTITIONED
+
+// The example MLP: 6922 parameters (fc1 64x32+64, fc2 64x64+64, fc3 10x64+10)
+// in f32 are 27688 bytes, and SGD's momentum buffers as many; the global
+// batch is 64 rows of 32 f32 features and 64 i32 labels, 8448 bytes; the lr
+// hyperparameter and the loss result 4 bytes each. On one rank all of it
+// persists; the step's own buffers (activations, the gradients) come on top.
+// ONE: train.memory_plan = {
+// ONE-SAME: batch = 8448
+// ONE-SAME: optimizer_states = 27688
+// ONE-SAME: other = 8
+// ONE-SAME: parameters = 27688
+// ONE-SAME: peak = 148352
+// ONE-SAME: persistent = 63832
+// ONE-SAME: step = 84520
+
+// ZeRO-3 on 2 ranks: parameters and momentum are flat shards, 1024+32+2048+
+// 32+320+5 = 3461 elements (13844 bytes) each; half the batch (4224 bytes).
+// The gathered parameters appear among the step's buffers.
+// ZERO3: train.memory_plan = {
+// ZERO3-SAME: batch = 4224
+// ZERO3-SAME: gathered = {{[1-9][0-9]*}}
+// ZERO3-SAME: optimizer_states = 13844
+// ZERO3-SAME: parameters = 13844
+// ZERO3-SAME: persistent = 31920
+
+// BUDGET: error: 'func.func' op needs 139.34 KiB (142684 bytes) per rank (112.29 KiB (114988 bytes) of buffers at the peak and 27.05 KiB (27696 bytes) of communication buffers), over the memory budget of 100.00 KiB (102400 bytes)
+// BUDGET: note: at the peak: gradients
+// BUDGET: note: largest tensors at the peak: gradient of fc2.weight 16.00 KiB (16384 bytes)
+// BUDGET: note: to fit: shard more
+
+// BADBUDGET: error: memory budget 'lots' is not a positive size; write bytes or a size with a unit, such as 80GiB or 1.5GB
+
+// UNPARTITIONED: error: 'func.func' op has a plan but is not partitioned; its memory is planned after autoshard-partition

@@ -1,0 +1,84 @@
+// The MLP under ZeRO-3 on 2 ranks, partitioned and grouped without overlap,
+// then scheduled at prefetch depths 0, 1 and 2.
+// RUN: shard-opt --strategy=zero3 --overlap=false --world-size=2 %examples/mlp.mlir > %t.sync.mlir
+// RUN: shard-opt %t.sync.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=1})' | FileCheck %s --check-prefix=DEPTH1
+// RUN: shard-opt %t.sync.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=2})' | FileCheck %s --check-prefix=DEPTH2
+// RUN: shard-opt %t.sync.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=0})' | FileCheck %s --check-prefix=DEPTH0
+// RUN: shard-opt %t.sync.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives)' | shard-opt > /dev/null
+// RUN: not shard-opt %t.sync.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=-1})' 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// A step that is not partitioned is left alone.
+// RUN: shard-opt %examples/mlp.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives)' | FileCheck %s --check-prefix=UNPARTITIONED
+
+// Depth 1: fc1's gather starts first and is waited at once (nothing to
+// overlap it with); fc2's starts as fc1's is waited and runs during fc1's
+// compute; fc3's during fc2's. The backward pass gathers fc3 and fc2 again,
+// each started as the previous gather is waited. The loss average starts
+// when the loss exists and runs during the backward pass; with one
+// reduction in flight it is waited when the next, the gradients'
+// reduce-scatter, starts after the last gradient.
+// DEPTH1: %[[H1:.*]] = train.collective_start all_gather_shards %arg0, %arg1 on @world grid_axes = [0]
+// DEPTH1-NEXT: %[[W1:.*]]:2 = train.collective_wait %[[H1]]
+// DEPTH1-NEXT: %[[H2:.*]] = train.collective_start all_gather_shards %arg2, %arg3
+// DEPTH1-NEXT: train.linear %{{.*}}, %[[W1]]#0, %[[W1]]#1
+// DEPTH1-NEXT: train.gelu
+// DEPTH1-NEXT: %[[W2:.*]]:2 = train.collective_wait %[[H2]]
+// DEPTH1-NEXT: %[[H3:.*]] = train.collective_start all_gather_shards %arg4, %arg5
+// DEPTH1-NEXT: train.linear %{{.*}}, %[[W2]]#0, %[[W2]]#1
+// DEPTH1-NEXT: train.relu
+// DEPTH1-NEXT: %[[W3:.*]]:2 = train.collective_wait %[[H3]]
+// DEPTH1-NEXT: %[[H4:.*]] = train.collective_start all_gather_shards %arg4 on
+// DEPTH1-NEXT: train.linear %{{.*}}, %[[W3]]#0, %[[W3]]#1
+// DEPTH1-NEXT: %[[LOSS:.*]] = train.softmax_cross_entropy
+// DEPTH1-NEXT: %[[HL:.*]] = train.collective_start all_reduce %[[LOSS]] on @world grid_axes = [0] reduction = average
+// DEPTH1: %[[W4:.*]] = train.collective_wait %[[H4]]
+// DEPTH1-NEXT: %[[H5:.*]] = train.collective_start all_gather_shards %arg2 on
+// DEPTH1-NEXT: train.linear_grad_input %{{.*}}, %[[W4]]
+// DEPTH1: %[[W5:.*]] = train.collective_wait %[[H5]]
+// DEPTH1-NEXT: train.linear_grad_input %{{.*}}, %[[W5]]
+// DEPTH1: %[[WL:.*]] = train.collective_wait %[[HL]]
+// DEPTH1-NEXT: %[[HG:.*]] = train.collective_start reduce_scatter_shards
+// DEPTH1-NEXT: train.collective_wait %[[HG]]
+// DEPTH1: return {{.*}}, %[[WL]] :
+
+// Depth 2: two gathers are in flight before the first is waited.
+// DEPTH2: %[[H1:.*]] = train.collective_start all_gather_shards %arg0, %arg1
+// DEPTH2-NEXT: %[[H2:.*]] = train.collective_start all_gather_shards %arg2, %arg3
+// DEPTH2-NEXT: train.collective_wait %[[H1]]
+// DEPTH2-NEXT: train.collective_start all_gather_shards %arg4, %arg5
+// DEPTH2-NEXT: train.linear
+
+// Depth 0: each gather starts right before its wait.
+// DEPTH0: %[[H1:.*]] = train.collective_start all_gather_shards %arg0, %arg1
+// DEPTH0-NEXT: train.collective_wait %[[H1]]
+// DEPTH0-NEXT: train.linear
+// DEPTH0-NEXT: train.gelu
+// DEPTH0-NEXT: %[[H2:.*]] = train.collective_start all_gather_shards %arg2, %arg3
+// DEPTH0-NEXT: train.collective_wait %[[H2]]
+
+// NEGATIVE: error: prefetch depth must be at least 0, got -1
+
+// UNPARTITIONED-NOT: train.collective_start
+
+// Reductions in flight: each starts when its gradient exists; at depth 1
+// the previous one is waited when the next starts, at depth 2 one later,
+// and the last ones before their reader.
+// RUN: shard-opt -allow-unregistered-dialect %S/Inputs/three-reductions.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=1})' | FileCheck %s --check-prefix=REDUCE1
+// RUN: shard-opt -allow-unregistered-dialect %S/Inputs/three-reductions.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=2})' | FileCheck %s --check-prefix=REDUCE2
+// REDUCE1: %[[G0:.*]] = "test.grad"
+// REDUCE1-NEXT: %[[H0:.*]] = train.collective_start all_reduce %[[G0]]
+// REDUCE1-NEXT: %[[G1:.*]] = "test.grad"
+// REDUCE1-NEXT: %[[R0:.*]] = train.collective_wait %[[H0]]
+// REDUCE1-NEXT: %[[H1:.*]] = train.collective_start all_reduce %[[G1]]
+// REDUCE1-NEXT: %[[G2:.*]] = "test.grad"
+// REDUCE1-NEXT: %[[R1:.*]] = train.collective_wait %[[H1]]
+// REDUCE1-NEXT: %[[H2:.*]] = train.collective_start all_reduce %[[G2]]
+// REDUCE1-NEXT: %[[R2:.*]] = train.collective_wait %[[H2]]
+// REDUCE1-NEXT: "test.update"(%[[R0]], %[[R1]], %[[R2]])
+// REDUCE2: %[[H0:.*]] = train.collective_start all_reduce
+// REDUCE2-NEXT: "test.grad"
+// REDUCE2-NEXT: %[[H1:.*]] = train.collective_start all_reduce
+// REDUCE2-NEXT: "test.grad"
+// REDUCE2-NEXT: train.collective_wait %[[H0]]
+// REDUCE2-NEXT: %[[H2:.*]] = train.collective_start all_reduce
+// REDUCE2-NEXT: train.collective_wait %[[H1]]
+// REDUCE2-NEXT: train.collective_wait %[[H2]]
