@@ -24,6 +24,11 @@ void autoshard::buildStrategyPipeline(OpPassManager &pm,
   train::AutodiffPassOptions autodiff;
   autodiff.exposeGradients = options.exposeGradients;
   pm.addPass(train::createAutodiffPass(autodiff));
+  if (options.activationCheckpointing != "none") {
+    train::CheckpointActivationsPassOptions checkpoint;
+    checkpoint.mode = options.activationCheckpointing;
+    pm.addPass(train::createCheckpointActivationsPass(checkpoint));
+  }
   train::PlanPassOptions plan;
   plan.strategy = options.strategy;
   plan.worldSize = options.worldSize;
@@ -109,6 +114,11 @@ struct StrategyPipelineOptions
       *this, "prefetch-depth",
       llvm::cl::desc("Parameter gathers in flight ahead of the one in use"),
       llvm::cl::init(1)};
+  Option<std::string> activationCheckpointing{
+      *this, "activation-checkpointing",
+      llvm::cl::desc("Recompute activations in backward: none, blocks, "
+                     "selective"),
+      llvm::cl::init("none")};
   Option<std::string> memoryBudget{
       *this, "memory-budget",
       llvm::cl::desc("Plan memory and fail above this budget per rank"),
@@ -135,7 +145,9 @@ void autoshard::registerAutoshardPasses() {
                                        cl.paramGroups.begin(),
                                        cl.paramGroups.end()),
                                    cl.persistenceThreshold, cl.overlap,
-                                   cl.prefetchDepth, cl.memoryBudget});
+                                   cl.prefetchDepth,
+                                   cl.activationCheckpointing,
+                                   cl.memoryBudget});
       });
   PassPipelineRegistration<>(
       "autoshard-lower-to-llvm",

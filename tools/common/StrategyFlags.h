@@ -87,6 +87,12 @@ inline llvm::cl::opt<int64_t> prefetchDepthFlag(
                    "the rate limit on gathered units (default 1; 0: none)"),
     llvm::cl::init(1), llvm::cl::cat(strategyCategory()));
 
+inline llvm::cl::opt<std::string> activationCheckpointingFlag(
+    "activation-checkpointing",
+    llvm::cl::desc("Recompute activations in the backward pass: none (the "
+                   "default), blocks (every op of each transformer block) "
+                   "or selective (all but matrix products and attention)"),
+    llvm::cl::init("none"), llvm::cl::cat(strategyCategory()));
 inline llvm::cl::opt<std::string> memoryBudgetFlag(
     "memory-budget",
     llvm::cl::desc("Plan each rank's memory and fail at compile time if it "
@@ -113,6 +119,12 @@ inline std::optional<std::string> validateStrategyFlags() {
              "' is not a positive size; write bytes or a size with a unit, "
              "such as 80GiB or 1.5GB";
   }
+  if (activationCheckpointingFlag != "none" &&
+      activationCheckpointingFlag != "blocks" &&
+      activationCheckpointingFlag != "selective")
+    return "unknown --activation-checkpointing '" +
+           activationCheckpointingFlag.getValue() +
+           "'; valid: none, blocks, selective";
   if (prefetchDepthFlag < 0)
     return "--prefetch-depth must be at least 0, got " +
            std::to_string(prefetchDepthFlag.getValue());
@@ -146,6 +158,7 @@ inline StrategyOptions strategyOptionsFromFlags(bool exposeGradients) {
   options.overlap = overlapFlag;
   options.prefetchDepth = prefetchDepthFlag;
   options.memoryBudget = memoryBudgetFlag;
+  options.activationCheckpointing = activationCheckpointingFlag;
   return options;
 }
 
@@ -174,6 +187,7 @@ inline std::string strategyPipelineText(const StrategyOptions &options) {
          std::to_string(options.persistenceThreshold) +
          " overlap=" + (options.overlap ? "true" : "false") +
          " prefetch-depth=" + std::to_string(options.prefetchDepth) +
+         " activation-checkpointing=" + options.activationCheckpointing +
          (options.memoryBudget.empty()
               ? std::string()
               : " memory-budget=" + options.memoryBudget) +

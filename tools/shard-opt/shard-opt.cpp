@@ -54,11 +54,13 @@ int main(int argc, char **argv) {
        persistenceThresholdFlag.getNumOccurrences() ||
        overlapFlag.getNumOccurrences() ||
        prefetchDepthFlag.getNumOccurrences() ||
-       memoryBudgetFlag.getNumOccurrences()))
+       memoryBudgetFlag.getNumOccurrences() ||
+       activationCheckpointingFlag.getNumOccurrences()))
     return fail("--world-size, --shard-group-size, --reshard-after-forward, "
                 "--bucket-cap-mb, --reduce-dtype, --param-group, "
-                "--persistence-threshold, --overlap, --prefetch-depth and "
-                "--memory-budget need --strategy");
+                "--persistence-threshold, --overlap, --prefetch-depth, "
+                "--memory-budget and --activation-checkpointing need "
+                "--strategy");
   if (strategyGiven) {
     if (std::optional<std::string> error = validateStrategyFlags())
       return fail(*error);

@@ -35,6 +35,8 @@ struct StrategyOptions {
   bool overlap = true;
   /// Parameter gathers in flight ahead of the one in use.
   int64_t prefetchDepth = 1;
+  /// Activation checkpointing: "none", "blocks" or "selective".
+  std::string activationCheckpointing = "none";
   /// Plan memory and fail above this budget ("80GiB"); empty: no check.
   std::string memoryBudget;
 };

@@ -12,6 +12,8 @@
 #include "autoshard/Conversion/Passes.h"
 #include "autoshard/Dialect/Train/IR/StepSignature.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 
 namespace autoshard {
 #define GEN_PASS_DEF_LOWERTORUNTIMEPASS
@@ -601,6 +603,12 @@ struct LowerToRuntimePass
 
 FailureOr<MemoryPlan> autoshard::planStepMemory(ModuleOp module) {
   OwningOpRef<ModuleOp> copy(module.clone());
+  // The lowering pipeline cleans up before lowering; so does the plan.
+  PassManager cleanup(module.getContext());
+  cleanup.addPass(createCSEPass());
+  cleanup.addPass(createCanonicalizerPass());
+  if (failed(cleanup.run(*copy)))
+    return failure();
   FailureOr<FunctionOpInterface> step = findStepFunction(*copy);
   if (failed(step))
     return failure();

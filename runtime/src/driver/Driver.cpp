@@ -477,12 +477,15 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
       }
     }
     ++stepsRun;
-    // Test hook: a job that dies between checkpoints (MPI_Abort, as when
-    // the launcher kills it; it also ends mpirun at once).
+    // Test hook: a job that dies between checkpoints. Every rank exits at
+    // once without finalizing, as when the launcher kills the job; the
+    // barrier first lets the launcher forward the step lines already
+    // printed (MPI_Abort could end the job before they reach its output).
     if (oneBased == options.exitAfterStep) {
       std::fflush(stdout);
       std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, 3);
+      MPI_Barrier(MPI_COMM_WORLD);
+      std::_Exit(3);
     }
     if (checkpointer.due(oneBased, options.steps))
       if (!allRanksOk(checkpointer.save(oneBased, args), mpi))

@@ -28,6 +28,8 @@
   runs.py peak A.log --manifest M
       the peak memory rank 0 measured equals the peak of the compiler's
       memory plan (the manifest's memory record)
+  runs.py peak-below A.manifest B.manifest
+      A's planned peak memory is below B's
   runs.py asdata OUT --rows N --features D --classes C --seed S
       writes a learnable classification data set in the asdata format
   runs.py continues FULL.log PART.log --from C --steps N --rtol R
@@ -291,6 +293,22 @@ def cmd_peak(args):
         sys.exit("the measured peak differs from the compiler's plan")
 
 
+def planned_peak(manifest):
+    with open(manifest) as f:
+        for line in f:
+            fields = line.split()
+            if fields[:1] == ["memory"]:
+                return int(dict(kv.split("=", 1) for kv in fields[1:])["peak"])
+    sys.exit(f"{manifest}: no memory record")
+
+
+def cmd_peak_below(args):
+    a, b = planned_peak(args.a), planned_peak(args.b)
+    print(f"planned peaks: {a} and {b}")
+    if a >= b:
+        sys.exit(f"{args.a}'s planned peak {a} is not below {args.b}'s {b}")
+
+
 def cmd_asdata(args):
     rng = random.Random(args.seed)
     teacher = [[rng.gauss(0, 1) for _ in range(args.features)]
@@ -467,6 +485,9 @@ def main():
     p = sub.add_parser("peak")
     p.add_argument("a")
     p.add_argument("--manifest", required=True)
+    p = sub.add_parser("peak-below")
+    p.add_argument("a")
+    p.add_argument("b")
     p = sub.add_parser("asdata")
     p.add_argument("out")
     p.add_argument("--rows", type=int, required=True)
@@ -479,6 +500,7 @@ def main():
         return CHECKPOINT_COMMANDS[args.cmd](args)
     {"losses": cmd_losses, "params": cmd_params, "falls": cmd_falls,
      "below": cmd_below, "traffic": cmd_traffic, "peak": cmd_peak,
+     "peak-below": cmd_peak_below,
      "asdata": cmd_asdata}[args.cmd](args)
 
 

@@ -404,6 +404,13 @@ LogicalResult TrainDialect::verifyOperationAttribute(Operation *op,
                              << kPlanAttrName << "'";
     return success();
   }
+  if (attr.getName() == kRecomputeAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()) ||
+        !isa_and_nonnull<TrainDialect>(op->getDialect()))
+      return op->emitError() << "'" << kRecomputeAttrName
+                             << "' is a unit attribute of a train op";
+    return success();
+  }
   if (attr.getName() == kMemoryPlanAttrName) {
     auto plan = dyn_cast<DictionaryAttr>(attr.getValue());
     if (!plan || !op->hasAttr(kStepAttrName) ||

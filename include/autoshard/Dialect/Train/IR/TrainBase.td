@@ -57,6 +57,11 @@ def Train_Dialect : Dialect {
         "train.partitioned";
     static constexpr ::llvm::StringLiteral kMemoryPlanAttrName =
         "train.memory_plan";
+    // Marks an op that recomputes a forward value in the backward pass, so
+    // that common-subexpression elimination does not merge it with the
+    // original and undo the checkpointing.
+    static constexpr ::llvm::StringLiteral kRecomputeAttrName =
+        "train.recompute";
     static constexpr ::llvm::StringLiteral kOptimizerAttrName =
         "train.optimizer";
     static constexpr ::llvm::StringLiteral kMaxGradNormAttrName =

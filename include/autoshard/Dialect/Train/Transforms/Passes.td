@@ -173,6 +173,40 @@ def GroupCollectivesPass : Pass<"autoshard-group-collectives",
   }];
 }
 
+def CheckpointActivationsPass : Pass<"autoshard-checkpoint-activations",
+                                     "mlir::ModuleOp"> {
+  let summary = "Recompute transformer blocks' activations in the backward pass";
+  let description = [{
+    Activation checkpointing on the whole step, after `autoshard-autodiff`
+    and before partitioning. A transformer block is the set of forward ops
+    that read its parameters (named `h.<i>.*`, `model.layers.<i>.*`) and
+    the ops after them up to the next block. Per micro-batch and block, the
+    block's forward ops are cloned right before the first backward op that
+    reads one of their results, and every backward reader reads the clones:
+    the forward values then die in the forward pass, and only the block's
+    input (the previous block's output) lives on to the backward pass.
+
+    - `mode=blocks` recomputes every op of the block (PyTorch's
+      `checkpoint` around each transformer block).
+    - `mode=selective` recomputes only the cheap ops (norms, activations,
+      residual adds, reshapes) and keeps the outputs of the matrix products
+      and of attention (Megatron's selective recomputation).
+    - `mode=none` leaves the step unchanged.
+
+    The recomputation runs with the same kernels on the same inputs, so
+    the gradients are bit-identical. Under FSDP it is part of the backward
+    pass: the partitioner gathers a block's parameters once for the
+    recomputation and the block's backward together, never twice.
+    Parameter casts (bf16 compute copies) are not recomputed. The clones
+    carry `train.recompute`, so that common-subexpression elimination does
+    not merge them with the originals.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"blocks\"",
+           "What to recompute: none, blocks, selective">,
+  ];
+}
+
 def ScheduleCollectivesPass : Pass<"autoshard-schedule-collectives",
                                    "mlir::ModuleOp"> {
   let summary = "Overlap collectives with compute: start/wait pairs";
