@@ -39,9 +39,14 @@ struct MemoryPlan {
   /// Bytes the driver allocates before the first step: every argument and
   /// every result that does not update an argument.
   int64_t persistent = 0;
-  /// The largest number of bytes the step's own buffers hold at once.
+  /// The step's own buffers: the arena the driver allocates, in which the
+  /// lowering placed every intermediate tensor at a fixed offset.
   int64_t stepPeak = 0;
-  /// Persistent plus step bytes by category, at the moment of the peak.
+  /// The most bytes those tensors hold at once (the arena is larger by its
+  /// alignment and fragmentation).
+  int64_t stepLive = 0;
+  /// Persistent bytes, and the step's tensors alive at the live peak, by
+  /// category.
   std::array<int64_t, kNumMemoryCategories> atPeak{};
   /// The largest packed bytes of the collectives in flight at once: the
   /// runtime's communication buffers, which it allocates itself.

@@ -101,7 +101,7 @@ private:
     return firstReturnSlot.contains(result);
   }
   Value emitLoad(Value array, unsigned index);
-  void emitFrees(ArrayRef<Operation *> markers);
+  void placeInArena();
   LogicalResult emitResultCopies();
   /// An asrt_alloc of the buffer of `tensor`, recorded for the memory plan.
   Value allocate(Value tensor);
@@ -144,10 +144,19 @@ private:
   /// holds; the gradient and gathered-parameter tensors of the step and
   /// the parameter each belongs to.
   struct Allocation {
-    int64_t bytes;
-    MemoryCategory category;
+    int64_t bytes = 0;
+    MemoryCategory category = MemoryCategory::Other;
     std::string what;
+    /// Program positions of the allocation and of the last use.
+    int firstUse = 0, lastUse = 0;
+    /// The constant offset of the buffer in the arena.
+    arith::ConstantOp offset;
   };
+  /// The arena's base pointer (asrt_arena, called once at the top of the
+  /// step when it has temporaries), where the call goes, and its size.
+  Value arena;
+  Operation *arenaPoint = nullptr;
+  int64_t arenaBytes = 0;
   DenseMap<Value, Allocation> allocations;
   DenseMap<Value, StringRef> gradientOf, gatheredParam;
   MemoryPlan plan;
@@ -192,10 +201,28 @@ Value StepLowering::output(Value result, int mayAliasOperand) {
   return ptr;
 }
 
+/// Buffers in the arena start at multiples of this, as asrt_alloc's do.
+constexpr int64_t kArenaAlignment = 64;
+
+/// A buffer at a fixed offset of the step's arena: the offset is a
+/// constant the lowering sets once every lifetime is known.
 Value StepLowering::allocate(Value tensor) {
-  Value ptr = callReturningPtr("asrt_alloc", {i64(byteSize(tensor))});
+  if (!arena) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfter(arenaPoint);
+    arena = callReturningPtr("asrt_arena", {});
+  }
+  auto offset = arith::ConstantOp::create(b, currentLoc, b.getI64IntegerAttr(0));
+  auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
+  Value ptr = LLVM::GEPOp::create(b, currentLoc, ptrType, b.getI8Type(), arena,
+                                  ValueRange{offset.getResult()});
   auto [category, what] = describe(tensor);
-  allocations[ptr] = {byteSize(tensor), category, what};
+  Allocation &a = allocations[ptr];
+  a.bytes = byteSize(tensor);
+  a.category = category;
+  a.what = what;
+  a.firstUse = position;
+  a.offset = offset;
   return ptr;
 }
 
@@ -227,13 +254,124 @@ LogicalResult StepLowering::emitResultCopies() {
   return success();
 }
 
-void StepLowering::emitFrees(ArrayRef<Operation *> markers) {
+/// Above this many buffers the arena is packed in program order (linear
+/// time); below, by decreasing size (quadratic, tighter).
+constexpr size_t kGreedyBySizeLimit = 40000;
+
+/// Places every temporary in the arena so that buffers alive at the same
+/// position never overlap; the arena is the high-water mark.
+///
+/// Up to kGreedyBySizeLimit buffers, the largest is placed first, each at
+/// the lowest offset free for its whole lifetime ("greedy by size", as
+/// TensorFlow Lite's arena planner does): close to the live peak. Beyond
+/// that, buffers are placed in program order at the lowest free range when
+/// they are allocated, and give it back after their last use (first fit).
+void StepLowering::placeInArena() {
+  struct Item {
+    int64_t size;
+    int first, last;
+    size_t order;
+    Allocation *a;
+    int64_t offset = 0;
+  };
+  SmallVector<Item> items;
   for (Value ptr : temporaries) {
-    Operation *marker = markers[lastUseOf[ptr]];
-    b.setInsertionPointAfter(marker);
-    currentLoc = marker->getLoc();
-    call("asrt_free", {ptr});
+    Allocation &a = allocations.find(ptr)->second;
+    a.lastUse = lastUseOf[ptr];
+    items.push_back({std::max<int64_t>(llvm::alignTo(a.bytes, kArenaAlignment),
+                                       kArenaAlignment),
+                     a.firstUse, a.lastUse, items.size(), &a});
   }
+  int64_t top = 0;
+  if (items.size() <= kGreedyBySizeLimit) {
+    SmallVector<Item *> bySize;
+    for (Item &item : items)
+      bySize.push_back(&item);
+    llvm::sort(bySize, [](const Item *x, const Item *y) {
+      return x->size != y->size ? x->size > y->size : x->order < y->order;
+    });
+    // Placed items by offset; each new one scans those alive with it.
+    std::multimap<int64_t, Item *> placed;
+    for (Item *item : bySize) {
+      int64_t offset = 0;
+      for (auto &[at, other] : placed) {
+        if (other->last < item->first || item->last < other->first)
+          continue;
+        if (offset + item->size <= at)
+          break;
+        offset = std::max(offset, at + other->size);
+      }
+      item->offset = offset;
+      placed.emplace(offset, item);
+      top = std::max(top, offset + item->size);
+    }
+  } else {
+    // At one position, allocations come first: an op's outputs are written
+    // while its inputs are still read.
+    struct Event {
+      int position;
+      bool allocated;
+      Item *item;
+    };
+    SmallVector<Event> events;
+    for (Item &item : items) {
+      events.push_back({item.first, true, &item});
+      events.push_back({item.last, false, &item});
+    }
+    llvm::sort(events, [](const Event &x, const Event &y) {
+      if (x.position != y.position)
+        return x.position < y.position;
+      if (x.allocated != y.allocated)
+        return x.allocated;
+      return x.item->order < y.item->order;
+    });
+    std::map<int64_t, int64_t> free; // offset -> size, coalesced
+    for (const Event &event : events) {
+      Item &item = *event.item;
+      if (event.allocated) {
+        int64_t offset = -1;
+        for (auto it = free.begin(); it != free.end(); ++it)
+          if (it->second >= item.size) {
+            offset = it->first;
+            if (it->second > item.size)
+              free[offset + item.size] = it->second - item.size;
+            free.erase(it);
+            break;
+          }
+        if (offset < 0) {
+          offset = top;
+          if (!free.empty()) {
+            auto last = std::prev(free.end());
+            if (last->first + last->second == top) {
+              offset = last->first;
+              free.erase(last);
+            }
+          }
+          top = offset + item.size;
+        }
+        item.offset = offset;
+        continue;
+      }
+      int64_t begin = item.offset, length = item.size;
+      auto next = free.lower_bound(begin);
+      if (next != free.end() && next->first == begin + length) {
+        length += next->second;
+        next = free.erase(next);
+      }
+      if (next != free.begin()) {
+        auto prev = std::prev(next);
+        if (prev->first + prev->second == begin) {
+          begin = prev->first;
+          length += prev->second;
+          free.erase(prev);
+        }
+      }
+      free[begin] = length;
+    }
+  }
+  for (Item &item : items)
+    item.a->offset.setValueAttr(b.getI64IntegerAttr(item.offset));
+  arenaBytes = top;
 }
 
 /// The parameter name of a value that is a parameter argument, its bf16
@@ -377,35 +515,29 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
     if (!sig.getUpdatedArg(result.index))
       addPersistent(result, step.getResultTypes()[result.index]);
 
-  // The step's allocations and frees in the order the code runs them.
-  SmallVector<std::pair<Value, bool>> events; // (buffer, allocated)
-  func.walk([&](func::CallOp call) {
-    if (call.getCallee() == "asrt_alloc" &&
-        allocations.contains(call.getResult(0)))
-      events.push_back({call.getResult(0), true});
-    else if (call.getCallee() == "asrt_free" &&
-             allocations.contains(call.getOperand(1)))
-      events.push_back({call.getOperand(1), false});
-  });
-  int64_t live = 0;
-  size_t peakEvents = 0;
-  for (auto [i, event] : llvm::enumerate(events)) {
-    int64_t bytes = allocations.find(event.first)->second.bytes;
-    live += event.second ? bytes : -bytes;
-    if (live > plan.stepPeak) {
-      plan.stepPeak = live;
-      peakEvents = i + 1;
+  // The step's buffers are the arena; the most they hold at once (each
+  // alive from its op to its last use) is its live peak.
+  plan.stepPeak = arenaBytes;
+  SmallVector<int64_t> liveAt(positionOf.size() + 1, 0);
+  for (Value ptr : temporaries) {
+    const Allocation &a = allocations.find(ptr)->second;
+    for (int p = a.firstUse; p <= a.lastUse; ++p)
+      liveAt[p] += a.bytes;
+  }
+  int peakPosition = 0;
+  for (auto [p, bytes] : llvm::enumerate(liveAt))
+    if (bytes > plan.stepLive) {
+      plan.stepLive = bytes;
+      peakPosition = static_cast<int>(p);
     }
-  }
   plan.atPeak = persistentBy;
-  llvm::MapVector<Value, const Allocation *> liveAtPeak;
-  for (auto [ptr, allocated] : ArrayRef(events).take_front(peakEvents)) {
-    if (allocated)
-      liveAtPeak[ptr] = &allocations.find(ptr)->second;
-    else
-      liveAtPeak.erase(ptr);
+  SmallVector<const Allocation *> liveAtPeak;
+  for (Value ptr : temporaries) {
+    const Allocation &a = allocations.find(ptr)->second;
+    if (a.firstUse <= peakPosition && peakPosition <= a.lastUse)
+      liveAtPeak.push_back(&a);
   }
-  for (auto &[ptr, a] : liveAtPeak) {
+  for (const Allocation *a : liveAtPeak) {
     plan.atPeak[static_cast<int>(a->category)] += a->bytes;
     largest.push_back({a->what, a->bytes});
   }
@@ -507,11 +639,8 @@ LogicalResult StepLowering::run() {
   }
   for (unsigned i = 0, e = step.getNumResults(); i < e; ++i)
     resultBuffers.push_back(emitLoad(resultPtrs, i));
+  arenaPoint = &entry->back();
 
-  // The op at each position leaves the builder after its last emitted op;
-  // frees go there once every lifetime is known.
-  SmallVector<Operation *> markers(end + 1, nullptr);
-  Operation *lastEmitted = &entry->back();
   position = 0;
   for (Operation &op : body.without_terminator()) {
     position = positionOf[&op];
@@ -519,19 +648,12 @@ LogicalResult StepLowering::run() {
     currentOp = &op;
     if (failed(emitRuntimeCall(&op, *this)))
       return failure();
-    if (!entry->empty())
-      lastEmitted = &entry->back();
-    markers[position] = lastEmitted;
   }
   position = end;
   if (failed(emitResultCopies()))
     return failure();
-  markers[end] = &entry->back();
-  // A marker stays null only for the (empty) positions of block arguments.
-  for (int p = 0; p <= end; ++p)
-    if (!markers[p])
-      markers[p] = p ? markers[p - 1] : &entry->front();
-  emitFrees(markers);
+  // Every lifetime is known: the temporaries get their arena offsets.
+  placeInArena();
 
   b.setInsertionPointToEnd(entry);
   func::ReturnOp::create(b, body.getTerminator()->getLoc());
@@ -543,7 +665,8 @@ LogicalResult StepLowering::run() {
 std::string withMemoryRecord(StringRef manifest, const MemoryPlan &plan) {
   std::string record = "memory peak=" + std::to_string(plan.peak()) +
                        " persistent=" + std::to_string(plan.persistent) +
-                       " step=" + std::to_string(plan.stepPeak) +
+                       " arena=" + std::to_string(plan.stepPeak) +
+                       " live=" + std::to_string(plan.stepLive) +
                        " communication=" + std::to_string(plan.communication);
   for (int c = 0; c < kNumMemoryCategories; ++c)
     record += " " + memoryCategoryName(static_cast<MemoryCategory>(c)).str() +

@@ -121,7 +121,8 @@ struct PlanMemoryPass
     SmallVector<NamedAttribute> fields{
         b.getNamedAttr("peak", b.getI64IntegerAttr(plan->peak())),
         b.getNamedAttr("persistent", b.getI64IntegerAttr(plan->persistent)),
-        b.getNamedAttr("step", b.getI64IntegerAttr(plan->stepPeak)),
+        b.getNamedAttr("arena", b.getI64IntegerAttr(plan->stepPeak)),
+        b.getNamedAttr("live", b.getI64IntegerAttr(plan->stepLive)),
         b.getNamedAttr("communication",
                        b.getI64IntegerAttr(plan->communication))};
     for (int c = 0; c < kNumMemoryCategories; ++c)

@@ -147,6 +147,15 @@ extern "C" void *asrt_alloc(asrt_context *ctx, int64_t bytes) {
   return ptr;
 }
 
+extern "C" void *asrt_arena(asrt_context *ctx) {
+  if (!ctx)
+    fatal("asrt_arena: context is null");
+  if (!ctx->arena)
+    fatal("asrt_arena: this context has no arena; the driver allocates the "
+          "one the step's manifest asks for (memory record, arena=BYTES)");
+  return ctx->arena;
+}
+
 extern "C" void asrt_free(asrt_context *ctx, void *ptr) {
   if (!ptr)
     return;

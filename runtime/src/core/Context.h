@@ -88,6 +88,9 @@ struct asrt_context {
   /// Owned by whoever enables it (the driver's --trace); change it only
   /// with setTrace, between steps.
   autoshard::rt::Trace *trace = nullptr;
+  /// The step's arena (asrt_arena), allocated by the driver with
+  /// asrt_alloc; null when the step has none.
+  void *arena = nullptr;
 
   /// Starts (non-null) or stops (null) recording a trace of the calls on
   /// this context and of its communication thread. Nothing may be in

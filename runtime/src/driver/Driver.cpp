@@ -386,6 +386,9 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   std::vector<void *> ownedResults;
   std::vector<void *> results =
       allocateResults(ctx, *manifest, args, ownedResults);
+  // The step's intermediate tensors live at fixed offsets in one arena.
+  if (int64_t arena = manifest->plannedBytes("arena"); arena > 0)
+    ctx.arena = asrt_alloc(&ctx, arena);
 
   // Every rank reads the file and keeps what it holds: a replicated
   // argument whole, a sharded one its block.
@@ -549,6 +552,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
 
   for (void *buffer : ownedResults)
     asrt_free(&ctx, buffer);
+  asrt_free(&ctx, ctx.arena);
   for (void *buffer : args)
     asrt_free(&ctx, buffer);
   return 0;

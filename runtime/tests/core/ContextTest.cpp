@@ -84,4 +84,19 @@ TEST(ContextDeathTest, BadMemoryCallsAreFatal) {
               "out of memory allocating");
 }
 
+TEST(ContextTest, ArenaIsTheDriversBuffer) {
+  asrt_context ctx;
+  ctx.arena = asrt_alloc(&ctx, 256);
+  EXPECT_EQ(asrt_arena(&ctx), ctx.arena);
+  asrt_free(&ctx, ctx.arena);
+}
+
+TEST(ContextDeathTest, ArenaWithoutOneIsFatal) {
+  asrt_context ctx;
+  EXPECT_EXIT(asrt_arena(&ctx), ::testing::ExitedWithCode(1),
+              "asrt_arena: this context has no arena");
+  EXPECT_EXIT(asrt_arena(nullptr), ::testing::ExitedWithCode(1),
+              "asrt_arena: context is null");
+}
+
 } // namespace

@@ -3,9 +3,10 @@
 
 // A partitioned step on 2 ranks becomes autoshard_step(ctx, args, results):
 // argument and result buffers come from the two pointer arrays, every
-// intermediate tensor from asrt_alloc, freed after its last use; results are
-// written straight into the caller's buffers where that is safe; a collective
-// whose input dies with it runs in place.
+// intermediate tensor from a fixed offset of the step's arena (asrt_arena),
+// where a buffer's range is free again after its last use; results are
+// written straight into the caller's buffers where that is safe; a
+// collective whose input dies with it runs in place.
 
 shard.grid @world(shape = 2)
 
@@ -18,8 +19,10 @@ shard.grid @world(shape = 2)
 // CHECK-SAME: result 1 loss loss f32 scalar\0A
 // The memory plan: w (256 bytes) and the batch (4x16 f32 and 4 i32, 272
 // bytes), lr and the loss (8) persist; the step holds w's gradient (256)
-// and the logits (4x4 f32, 64) at its peak.
-// CHECK-SAME: memory peak=856 persistent=536 step=320 communication=0 parameters=256 gradients=256 optimizer_states=0 activations=64 gathered=0 batch=272 other=8\0Aend\0A\00")
+// and the logits (4x4 f32, 64) at its live peak. Its arena holds exactly
+// that, largest first: the gradient at 0, where the logits were (they
+// are dead by then), the loss at 64 and the logits' gradient at 256.
+// CHECK-SAME: memory peak=856 persistent=536 arena=320 live=320 communication=0 parameters=256 gradients=256 optimizer_states=0 activations=64 gathered=0 batch=272 other=8\0Aend\0A\00")
 // CHECK-NOT: shard.grid
 // CHECK-LABEL: func.func @autoshard_step(
 // CHECK-SAME: %[[CTX:.*]]: !llvm.ptr, %[[ARGS:.*]]: !llvm.ptr, %[[RESULTS:.*]]: !llvm.ptr)
@@ -32,21 +35,21 @@ shard.grid @world(shape = 2)
 // CHECK: %[[W_OUT:.*]] = llvm.load %[[W_OUT_SLOT]]
 // CHECK: %[[LOSS_OUT_SLOT:.*]] = llvm.getelementptr %[[RESULTS]][1]
 // CHECK: %[[LOSS_OUT:.*]] = llvm.load %[[LOSS_OUT_SLOT]]
-// 4x4 f32 logits: 64 bytes.
-// CHECK: %[[C64:.*]] = arith.constant 64 : i64
-// CHECK: %[[LOGITS:.*]] = call @asrt_alloc(%[[CTX]], %[[C64]])
+// CHECK: %[[ARENA:.*]] = call @asrt_arena(%[[CTX]]) : (!llvm.ptr) -> !llvm.ptr
+// CHECK-NEXT: %[[OFF0:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: %[[LOGITS:.*]] = llvm.getelementptr %[[ARENA]][%[[OFF0]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
 // CHECK: call @asrt_linear_fwd(%[[CTX]], %{{[^,]*}}, %[[X]], %[[W]], %[[NULL:.*]], %[[LOGITS]], %{{.*}}, %{{.*}}, %{{.*}})
-// CHECK: %[[LOSS:.*]] = call @asrt_alloc
+// CHECK: %[[OFF64:.*]] = arith.constant 64 : i64
+// CHECK-NEXT: %[[LOSS:.*]] = llvm.getelementptr %[[ARENA]][%[[OFF64]]]
 // CHECK: call @asrt_softmax_xent_fwd(%[[CTX]], %{{[^,]*}}, %[[LOGITS]], %[[Y]], %[[LOSS]],
 // The averaged loss goes straight to the caller's loss buffer.
 // CHECK: call @asrt_all_reduce(%[[CTX]], %[[LOSS]], %[[LOSS_OUT]],
-// CHECK-NEXT: call @asrt_free(%[[CTX]], %[[LOSS]])
-// CHECK: %[[DLOGITS:.*]] = call @asrt_alloc
+// CHECK: %[[OFF256:.*]] = arith.constant 256 : i64
+// CHECK-NEXT: %[[DLOGITS:.*]] = llvm.getelementptr %[[ARENA]][%[[OFF256]]]
 // CHECK: call @asrt_softmax_xent_grad(%[[CTX]], %{{[^,]*}}, %[[LOGITS]], %[[Y]], %{{.*}}, %[[DLOGITS]],
-// CHECK-NEXT: call @asrt_free(%[[CTX]], %[[LOGITS]])
-// CHECK: %[[DW:.*]] = call @asrt_alloc
+// CHECK: %[[OFF0B:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: %[[DW:.*]] = llvm.getelementptr %[[ARENA]][%[[OFF0B]]]
 // CHECK: call @asrt_linear_grad_weight(%[[CTX]], %{{[^,]*}}, %[[DLOGITS]], %[[X]], %[[DW]],
-// CHECK-NEXT: call @asrt_free(%[[CTX]], %[[DLOGITS]])
 // In place: dw dies in the all-reduce. 64 elements, f32 (0), average (1), axis 0 (mask 1).
 // CHECK-DAG: %[[N:.*]] = arith.constant 64 : i64
 // CHECK-DAG: %[[F32:.*]] = arith.constant 0 : i32
@@ -55,8 +58,9 @@ shard.grid @world(shape = 2)
 // The new parameter is written into the result buffer, which may be the
 // parameter's own: nothing reads w after the update.
 // CHECK: call @asrt_sgd_update(%[[CTX]], %{{[^,]*}}, %[[W]], %[[DW]], %[[LR]], %{{.*}}, %[[W_OUT]], %{{.*}}
-// CHECK-NEXT: call @asrt_free(%[[CTX]], %[[DW]])
 // CHECK-NOT: asrt_copy
+// CHECK-NOT: asrt_alloc
+// CHECK-NOT: asrt_free
 // CHECK: return
 func.func @step(
     %w: tensor<4x16xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.02>},
@@ -106,11 +110,11 @@ func.func @step(%x: tensor<2x4xf32> {train.role = #train.role<input>, train.name
 // CHECK-NEXT: %[[W:.*]] = llvm.load %[[W_SLOT]]
 // CHECK: %[[W_OUT_SLOT:.*]] = llvm.getelementptr %[[RESULTS]][0]
 // CHECK-NEXT: %[[W_OUT:.*]] = llvm.load %[[W_OUT_SLOT]]
-// CHECK: %[[TMP:.*]] = call @asrt_alloc
+// CHECK: %[[ARENA:.*]] = call @asrt_arena(%[[CTX]])
+// CHECK: %[[TMP:.*]] = llvm.getelementptr %[[ARENA]][
 // CHECK: call @asrt_sgd_update(%[[CTX]], %{{[^,]*}}, %[[W]], %{{.*}}, %{{.*}}, %{{.*}}, %[[TMP]],
 // CHECK: call @asrt_linear_fwd(%[[CTX]], %{{[^,]*}}, %{{.*}}, %[[W]],
 // CHECK: call @asrt_copy(%[[CTX]], %[[W_OUT]], %[[TMP]],
-// CHECK-NEXT: call @asrt_free(%[[CTX]], %[[TMP]])
 func.func @step(
     %w: tensor<4x4xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
     %g: tensor<4x4xf32> {train.role = #train.role<input>, train.name = "g"},
@@ -139,9 +143,9 @@ func.func @step(
 // CHECK-NEXT: %[[A_OUT:.*]] = llvm.load
 // CHECK: llvm.getelementptr %[[RESULTS]][1]
 // CHECK-NEXT: %[[B_OUT:.*]] = llvm.load
-// CHECK: %[[STAGE_B:.*]] = call @asrt_alloc
+// CHECK: %[[STAGE_B:.*]] = llvm.getelementptr %{{.*}}[%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, i8
 // CHECK: call @asrt_copy(%{{.*}}, %[[STAGE_B]], %[[B]],
-// CHECK: %[[STAGE_A:.*]] = call @asrt_alloc
+// CHECK: %[[STAGE_A:.*]] = llvm.getelementptr %{{.*}}[%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, i8
 // CHECK: call @asrt_copy(%{{.*}}, %[[STAGE_A]], %[[A]],
 // CHECK: call @asrt_copy(%{{.*}}, %[[A_OUT]], %[[STAGE_B]],
 // CHECK: call @asrt_copy(%{{.*}}, %[[B_OUT]], %[[STAGE_A]],

@@ -60,6 +60,11 @@ typedef enum asrt_reduce_op {
  * statistics. Never returns null: exhaustion is fatal and reported. */
 void *asrt_alloc(asrt_context *ctx, int64_t bytes);
 void asrt_free(asrt_context *ctx, void *ptr);
+/* The step's arena: one 64-byte aligned buffer of the size the manifest's
+ * memory record gives as `arena`, allocated by the driver before the first
+ * step, in which the compiler's memory plan placed the step's intermediate
+ * tensors at fixed offsets. Fatal when the step has no arena. */
+void *asrt_arena(asrt_context *ctx);
 void asrt_copy(asrt_context *ctx, void *dst, const void *src, int64_t bytes);
 
 /* ---- Compute ----------------------------------------------------------
