@@ -1,0 +1,85 @@
+//===- Memory.h - per-rank memory of a plan, by category --------*- C++ -*-===//
+//
+// Model states (parameters, gradients, optimizer states) are exact: they
+// follow from the placements and the ceil(k/n) shards. Activations come from
+// the compiler's memory plan when it measured them, otherwise from an
+// estimate; gathered parameters, pending gradients, communication buffers
+// and offload staging follow from the schedule's settings and are estimates.
+// docs/CostModel.md, "Memory", has every term.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOSHARD_COSTMODEL_MEMORY_H
+#define AUTOSHARD_COSTMODEL_MEMORY_H
+
+#include "autoshard/CostModel/Hardware.h"
+#include "autoshard/CostModel/Model.h"
+#include "autoshard/CostModel/Plan.h"
+
+#include <cstdint>
+
+namespace autoshard::cost {
+
+/// Device bytes per rank.
+struct MemoryBreakdown {
+  /// The parameters the step holds: f32 masters where they are the
+  /// parameter (autoshard's layout), plus the bf16 compute copy.
+  int64_t parameters = 0;
+  /// Gradients held until the optimizer: whole, or this rank's shards.
+  int64_t gradients = 0;
+  /// Optimizer states, and the f32 master weights where they live with them.
+  int64_t optimizerStates = 0;
+  int64_t activations = 0;
+  /// Full parameters gathered from shards (ZeRO-3, FSDP).
+  int64_t gatheredParameters = 0;
+  /// Full gradients waiting for their bucket's reduce-scatter.
+  int64_t pendingGradients = 0;
+  /// Packed buffers of the collectives in flight.
+  int64_t communicationBuffers = 0;
+  /// Device buffers of transfers to and from host memory or NVMe.
+  int64_t offloadStaging = 0;
+
+  int64_t modelStates() const {
+    return parameters + gradients + optimizerStates;
+  }
+  /// Every category at once: an upper bound of the peak (activations peak
+  /// before the gradients do).
+  int64_t total() const {
+    return modelStates() + activations + gatheredParameters + pendingGradients +
+           communicationBuffers + offloadStaging;
+  }
+};
+
+/// Bytes per rank outside the device.
+struct HostFootprint {
+  /// Offloaded states and parameters in host memory (a GPU's share of the
+  /// node's memory).
+  int64_t hostBytes = 0;
+  /// Pinned host buffers that stage NVMe transfers.
+  int64_t pinnedStagingBytes = 0;
+  int64_t nvmeBytes = 0;
+};
+
+struct MemoryEstimate {
+  MemoryBreakdown device;
+  HostFootprint host;
+  /// Whether `activations` is an estimate rather than the memory plan's.
+  bool activationsEstimated = false;
+  /// Whether no activation figure could be had (no measurement, no shape):
+  /// `activations` is then 0.
+  bool activationsUnknown = false;
+};
+
+/// The activation bytes per rank: the measurement for this world size and
+/// checkpointing mode if there is one, else the transformer estimate.
+int64_t activationBytesPerRank(const ModelDescription &model, const Plan &plan,
+                               int64_t worldSize, bool *estimated,
+                               bool *unknown);
+
+/// The memory of `plan` per rank. Requires a plan verifyPlan accepts.
+MemoryEstimate estimateMemory(const ModelDescription &model, const Plan &plan,
+                              const ClusterSpec &cluster);
+
+} // namespace autoshard::cost
+
+#endif // AUTOSHARD_COSTMODEL_MEMORY_H

@@ -1,0 +1,135 @@
+//===- Plan.h - the plans the cost model scores -----------------*- C++ -*-===//
+//
+// A mirror of `#train.plan` (docs/Strategies.md) in plain C++, plus the axes
+// the compiler does not build yet (offload) and the ones that live in other
+// passes (prefetch depth, overlap, activation checkpointing), so that one
+// struct names everything a candidate plan decides.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOSHARD_COSTMODEL_PLAN_H
+#define AUTOSHARD_COSTMODEL_PLAN_H
+
+#include "autoshard/CostModel/Hardware.h"
+#include "autoshard/CostModel/Model.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace autoshard::cost {
+
+enum class Placement { Replicated, Sharded };
+enum class GatherUnit { Parameter, Block };
+enum class Reshard { AfterForward, AfterBackward };
+enum class ReduceDtype { Gradient, F32 };
+enum class Offload { None, Cpu, Nvme };
+
+/// Where the f32 master weights of a bf16 step live.
+enum class MasterWeights {
+  /// autoshard today: the master weight is the parameter argument, placed as
+  /// the parameters are; ZeRO-1/2 gather the updated f32 masters (b_m = 4).
+  WithParameters,
+  /// ZeRO's and DeepSpeed's layout: the master is part of the optimizer
+  /// states and sharded with them; the parameters are the bf16 compute copy,
+  /// and ZeRO-1/2 gather the updated bf16 copy. Same as WithParameters in
+  /// f32, where the parameter is the master.
+  WithOptimizerStates,
+};
+
+/// How one parameter, its gradient and its optimizer states are placed.
+struct Layout {
+  Placement optimizerStates = Placement::Replicated;
+  Placement gradients = Placement::Replicated;
+  Placement parameters = Placement::Replicated;
+  /// Ranks one shard group spans (`n`); the replicas are worldSize / n.
+  /// Ignored when everything is replicated.
+  int64_t shardGroupSize = 1;
+  GatherUnit unit = GatherUnit::Parameter;
+};
+
+struct Plan {
+  /// The preset it came from ("ddp", "zero3", "hybrid", ...) or "custom".
+  std::string name = "custom";
+  Layout layout;
+  /// Parameters placed otherwise than `layout` (`#train.param_group`s after
+  /// the compiler resolved their regular expressions), by name.
+  std::map<std::string, Layout> parameterLayouts;
+
+  Reshard reshard = Reshard::AfterForward;
+  ReduceDtype reduceDtype = ReduceDtype::Gradient;
+  /// Grouping closes a bucket once it holds this many bytes.
+  int64_t bucketCapBytes = int64_t(25) << 20;
+  /// Gathers in flight ahead of the one in use, reductions in flight at once
+  /// (`autoshard-schedule-collectives`); 0 runs collectives where they are.
+  int64_t prefetchDepth = 1;
+  /// Whether collectives overlap compute at all (`--overlap`).
+  bool overlap = true;
+
+  Offload optimizerOffload = Offload::None;
+  Offload parameterOffload = Offload::None;
+  ActivationCheckpointing checkpointing = ActivationCheckpointing::None;
+  MasterWeights masterWeights = MasterWeights::WithParameters;
+
+  const Layout &layoutOf(const ParameterTensor &parameter) const;
+};
+
+/// The named strategies of `shard-opt --strategy`, in help order: ddp, zero1,
+/// zero2, zero3, fsdp, hybrid.
+const std::vector<std::string> &presetNames();
+
+/// The plan a preset means on `worldSize` ranks, with the compiler's
+/// defaults for every other field. `hybrid` shards within groups of
+/// `shardGroupSize` ranks; the other presets ignore it. Empty for an unknown
+/// name.
+std::optional<Plan> presetPlan(const std::string &name, int64_t worldSize,
+                               int64_t shardGroupSize = 0);
+
+/// "" when `plan` is valid for `model` on `cluster`, else every rule it
+/// breaks, naming what would be valid: group sizes that divide the world,
+/// sharded gradients only with sharded states, sharded parameters only with
+/// sharded gradients, parameter offload only of sharded parameters and with
+/// the optimizer offloaded, offload only on a device with a host link.
+std::string verifyPlan(const Plan &plan, const ModelDescription &model,
+                       const ClusterSpec &cluster);
+
+/// The axes candidate plans vary along.
+struct CandidateSpace {
+  std::vector<std::string> presets = presetNames();
+  /// Shard group sizes of `hybrid`; empty: the ranks of one node, when that
+  /// is more than one rank and fewer than the world.
+  std::vector<int64_t> hybridGroupSizes;
+  std::vector<Reshard> reshards = {Reshard::AfterForward,
+                                   Reshard::AfterBackward};
+  std::vector<int64_t> bucketCapsBytes = {int64_t(25) << 20};
+  std::vector<int64_t> prefetchDepths = {1};
+  std::vector<ActivationCheckpointing> checkpointing = {
+      ActivationCheckpointing::None, ActivationCheckpointing::Selective,
+      ActivationCheckpointing::Blocks};
+  /// Add offload variants: optimizer states to CPU or NVMe, and with them
+  /// the sharded parameters to the same tier.
+  bool offload = true;
+  ReduceDtype reduceDtype = ReduceDtype::Gradient;
+  MasterWeights masterWeights = MasterWeights::WithParameters;
+};
+
+/// Every valid plan of the space, presets in order, then the variants.
+/// Reshard varies only where parameters are sharded.
+std::vector<Plan> enumerateCandidatePlans(const ModelDescription &model,
+                                          const ClusterSpec &cluster,
+                                          const CandidateSpace &space = {});
+
+const char *stringify(Placement placement);
+const char *stringify(Reshard reshard);
+const char *stringify(Offload offload);
+const char *stringify(ActivationCheckpointing mode);
+
+/// One line naming the plan's choices: "fsdp reshard=after_forward
+/// bucket=25MiB prefetch=1 offload=none/none checkpoint=none".
+std::string describePlan(const Plan &plan);
+
+} // namespace autoshard::cost
+
+#endif // AUTOSHARD_COSTMODEL_PLAN_H

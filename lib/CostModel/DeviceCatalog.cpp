@@ -1,0 +1,269 @@
+//===- DeviceCatalog.cpp - device data files ------------------------------===//
+
+#include "autoshard/CostModel/DeviceCatalog.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace autoshard::cost;
+using llvm::StringRef;
+
+#ifndef AUTOSHARD_DEVICE_DATA_DIR
+#define AUTOSHARD_DEVICE_DATA_DIR "data/devices"
+#endif
+
+static constexpr StringRef kSchema = "autoshard-device/1";
+
+std::string autoshard::cost::getDefaultDeviceDirectory() {
+  return AUTOSHARD_DEVICE_DATA_DIR;
+}
+
+static llvm::Error error(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+namespace {
+
+/// How a figure may be used: needed by every device, by GPUs only (host
+/// link, host memory, NVMe), or optional (the network of a one-node CPU).
+enum class Need { All, GPUOnly, Optional };
+
+struct FigureField {
+  const char *key;
+  Need need;
+  bool integer;
+  double DeviceSpec::*real = nullptr;
+  int64_t DeviceSpec::*whole = nullptr;
+};
+
+const FigureField kFields[] = {
+    {"devices_per_node", Need::All, true, nullptr, &DeviceSpec::devicesPerNode},
+    {"memory_bytes", Need::All, true, nullptr, &DeviceSpec::memoryBytes},
+    {"peak_bf16_flop_per_s", Need::All, false, &DeviceSpec::peakFlopsBF16},
+    {"peak_f32_flop_per_s", Need::All, false, &DeviceSpec::peakFlopsF32},
+    {"memory_bandwidth_bytes_per_s", Need::All, false,
+     &DeviceSpec::memoryBandwidth},
+    {"intra_node_bandwidth_bytes_per_s", Need::All, false,
+     &DeviceSpec::intraNodeBandwidth},
+    {"inter_node_bandwidth_bytes_per_s", Need::Optional, false,
+     &DeviceSpec::interNodeBandwidth},
+    {"collective_launch_latency_s", Need::All, false,
+     &DeviceSpec::collectiveLaunchLatency},
+    {"ring_step_latency_intra_node_s", Need::All, false,
+     &DeviceSpec::ringStepLatencyIntraNode},
+    {"ring_step_latency_inter_node_s", Need::Optional, false,
+     &DeviceSpec::ringStepLatencyInterNode},
+    {"tree_step_latency_intra_node_s", Need::All, false,
+     &DeviceSpec::treeStepLatencyIntraNode},
+    {"tree_step_latency_inter_node_s", Need::Optional, false,
+     &DeviceSpec::treeStepLatencyInterNode},
+    {"host_link_bandwidth_bytes_per_s", Need::GPUOnly, false,
+     &DeviceSpec::hostLinkBandwidth},
+    {"host_memory_bytes", Need::GPUOnly, true, nullptr,
+     &DeviceSpec::hostMemoryBytes},
+    {"host_memory_bandwidth_bytes_per_s", Need::GPUOnly, false,
+     &DeviceSpec::hostMemoryBandwidth},
+    {"nvme_bandwidth_bytes_per_s", Need::GPUOnly, false,
+     &DeviceSpec::nvmeBandwidth},
+    {"nvme_bytes", Need::GPUOnly, true, nullptr, &DeviceSpec::nvmeBytes},
+};
+
+std::string knownFigures() {
+  std::string text;
+  for (const FigureField &field : kFields)
+    text += (text.empty() ? "" : ", ") + std::string(field.key);
+  return text;
+}
+
+bool validName(StringRef name) {
+  return !name.empty() && llvm::all_of(name, [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
+} // namespace
+
+llvm::Expected<DeviceSpec> autoshard::cost::parseDeviceSpec(StringRef json,
+                                                            StringRef origin) {
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
+  if (!parsed)
+    return error(origin +
+                 ": not valid JSON: " + llvm::toString(parsed.takeError()));
+  const llvm::json::Object *root = parsed->getAsObject();
+  if (!root)
+    return error(origin + ": the top level must be a JSON object");
+
+  std::optional<StringRef> schema = root->getString("schema");
+  if (!schema || *schema != kSchema)
+    return error(origin + ": \"schema\" must be \"" + kSchema + "\"");
+  for (const auto &entry : *root) {
+    StringRef key = entry.first;
+    if (key != "schema" && key != "name" && key != "description" &&
+        key != "kind" && key != "figures" && key != "notes")
+      return error(origin + ": unknown key \"" + key +
+                   "\" (expected schema, name, description, kind, figures, "
+                   "notes)");
+  }
+
+  DeviceSpec device;
+  std::optional<StringRef> name = root->getString("name");
+  if (!name || !validName(*name))
+    return error(origin + ": \"name\" must be a non-empty string of "
+                          "lower-case letters, digits and '-'");
+  device.name = name->str();
+  if (std::optional<StringRef> description = root->getString("description"))
+    device.description = description->str();
+  std::optional<StringRef> kind = root->getString("kind");
+  if (kind && *kind == "gpu")
+    device.kind = DeviceKind::GPU;
+  else if (kind && *kind == "cpu")
+    device.kind = DeviceKind::CPU;
+  else
+    return error(origin + ": \"kind\" must be \"gpu\" or \"cpu\"");
+
+  const llvm::json::Object *figures = root->getObject("figures");
+  if (!figures)
+    return error(origin + ": \"figures\" must be an object of figures");
+  for (const auto &entry : *figures) {
+    StringRef key = entry.first;
+    if (!llvm::any_of(kFields, [&](const FigureField &field) {
+          return key == field.key;
+        }))
+      return error(origin + ": unknown figure \"" + key +
+                   "\" (known: " + knownFigures() + ")");
+  }
+  bool gpu = device.kind == DeviceKind::GPU;
+  for (const FigureField &field : kFields) {
+    const llvm::json::Value *value = figures->get(field.key);
+    if (!value) {
+      if (field.need == Need::All || (field.need == Need::GPUOnly && gpu))
+        return error(origin + ": figure \"" + field.key + "\" is missing");
+      continue;
+    }
+    if (field.need == Need::GPUOnly && !gpu)
+      return error(origin + ": figure \"" + field.key +
+                   "\" describes a GPU's host; a cpu device's memory is its "
+                   "host memory and it does not offload");
+    const llvm::json::Object *figure = value->getAsObject();
+    if (!figure)
+      return error(origin + ": figure \"" + field.key +
+                   "\" must be an object with \"value\" and \"source\"");
+    for (const auto &part : *figure) {
+      StringRef partKey = part.first;
+      if (partKey != "value" && partKey != "source" && partKey != "published" &&
+          partKey != "assumption")
+        return error(origin + ": figure \"" + field.key +
+                     "\" has unknown "
+                     "key \"" +
+                     partKey +
+                     "\" (expected value, source, published, assumption)");
+    }
+    std::optional<StringRef> source = figure->getString("source");
+    if (!source || source->trim().empty())
+      return error(origin + ": figure \"" + field.key +
+                   "\" has no \"source\": every figure names where it comes "
+                   "from");
+    std::optional<double> number = figure->getNumber("value");
+    if (!number || !std::isfinite(*number) || *number <= 0)
+      return error(origin + ": figure \"" + field.key +
+                   "\" needs a positive number as \"value\"");
+    if (field.integer) {
+      if (*number != std::floor(*number) || *number > 9.0e18)
+        return error(origin + ": figure \"" + field.key +
+                     "\" must be a whole number");
+      device.*field.whole = int64_t(*number);
+    } else {
+      device.*field.real = *number;
+    }
+  }
+  bool network = figures->get("inter_node_bandwidth_bytes_per_s");
+  bool ringInter = figures->get("ring_step_latency_inter_node_s");
+  bool treeInter = figures->get("tree_step_latency_inter_node_s");
+  if (network != ringInter || network != treeInter)
+    return error(origin + ": inter_node_bandwidth_bytes_per_s, "
+                          "ring_step_latency_inter_node_s and "
+                          "tree_step_latency_inter_node_s come together: "
+                          "give all three or none");
+  if (gpu && !network)
+    return error(origin + ": figure \"inter_node_bandwidth_bytes_per_s\" is "
+                          "missing (a GPU node has a network)");
+  if (device.kind == DeviceKind::CPU && device.devicesPerNode != 1)
+    return error(origin + ": a cpu device is one node: devices_per_node must "
+                          "be 1");
+  if (device.peakFlopsBF16 < device.peakFlopsF32 && gpu)
+    return error(origin + ": peak_bf16_flop_per_s is below "
+                          "peak_f32_flop_per_s; tensor cores run bf16 faster");
+  return device;
+}
+
+llvm::Expected<DeviceSpec> autoshard::cost::loadDeviceFile(StringRef path) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer)
+    return error("cannot read device file '" + path +
+                 "': " + buffer.getError().message());
+  llvm::Expected<DeviceSpec> device =
+      parseDeviceSpec((*buffer)->getBuffer(), path);
+  if (!device)
+    return device.takeError();
+  StringRef stem = llvm::sys::path::stem(path);
+  if (device->name != stem)
+    return error(path + ": the device is named '" + device->name +
+                 "' but the file is '" + stem +
+                 ".json'; name the file after "
+                 "the device");
+  return device;
+}
+
+llvm::Expected<std::vector<DeviceSpec>>
+autoshard::cost::loadDeviceDirectory(StringRef directory) {
+  std::error_code ec;
+  std::vector<std::string> paths;
+  for (llvm::sys::fs::directory_iterator it(directory, ec), end;
+       it != end && !ec; it.increment(ec))
+    if (llvm::sys::path::extension(it->path()) == ".json")
+      paths.push_back(it->path());
+  if (ec)
+    return error("cannot read the device directory '" + directory +
+                 "': " + ec.message());
+  if (paths.empty())
+    return error("the device directory '" + directory +
+                 "' has no *.json device files");
+  std::sort(paths.begin(), paths.end());
+  std::vector<DeviceSpec> devices;
+  for (const std::string &path : paths) {
+    llvm::Expected<DeviceSpec> device = loadDeviceFile(path);
+    if (!device)
+      return device.takeError();
+    devices.push_back(std::move(*device));
+  }
+  std::sort(
+      devices.begin(), devices.end(),
+      [](const DeviceSpec &a, const DeviceSpec &b) { return a.name < b.name; });
+  return devices;
+}
+
+llvm::Expected<DeviceSpec> autoshard::cost::lookupDevice(StringRef name,
+                                                         StringRef directory) {
+  std::string dir =
+      directory.empty() ? getDefaultDeviceDirectory() : directory.str();
+  llvm::Expected<std::vector<DeviceSpec>> devices = loadDeviceDirectory(dir);
+  if (!devices)
+    return devices.takeError();
+  std::string known;
+  for (DeviceSpec &device : *devices) {
+    if (device.name == name)
+      return std::move(device);
+    known += (known.empty() ? "" : ", ") + device.name;
+  }
+  return error("unknown device '" + name + "'; known devices: " + known +
+               " (from " + dir + ")");
+}

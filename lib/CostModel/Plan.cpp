@@ -1,0 +1,254 @@
+//===- Plan.cpp - presets, plan checks and candidate plans ----------------===//
+
+#include "autoshard/CostModel/Plan.h"
+
+#include <algorithm>
+#include <set>
+
+using namespace autoshard::cost;
+
+const Layout &Plan::layoutOf(const ParameterTensor &parameter) const {
+  auto it = parameterLayouts.find(parameter.name);
+  return it == parameterLayouts.end() ? layout : it->second;
+}
+
+const std::vector<std::string> &autoshard::cost::presetNames() {
+  static const std::vector<std::string> names = {"ddp",   "zero1", "zero2",
+                                                 "zero3", "fsdp",  "hybrid"};
+  return names;
+}
+
+std::optional<Plan> autoshard::cost::presetPlan(const std::string &name,
+                                                int64_t worldSize,
+                                                int64_t shardGroupSize) {
+  const Placement R = Placement::Replicated, S = Placement::Sharded;
+  // The rows of lib/Dialect/Train/Transforms/Strategies.cpp.
+  struct Row {
+    const char *name;
+    Placement states, gradients, parameters;
+    GatherUnit unit;
+  };
+  static const Row rows[] = {
+      {"ddp", R, R, R, GatherUnit::Parameter},
+      {"zero1", S, R, R, GatherUnit::Parameter},
+      {"zero2", S, S, R, GatherUnit::Parameter},
+      {"zero3", S, S, S, GatherUnit::Parameter},
+      {"fsdp", S, S, S, GatherUnit::Block},
+      {"hybrid", S, S, S, GatherUnit::Block},
+  };
+  for (const Row &row : rows) {
+    if (name != row.name)
+      continue;
+    Plan plan;
+    plan.name = row.name;
+    plan.layout.optimizerStates = row.states;
+    plan.layout.gradients = row.gradients;
+    plan.layout.parameters = row.parameters;
+    plan.layout.unit = row.unit;
+    plan.layout.shardGroupSize =
+        name == "hybrid" ? shardGroupSize : std::max<int64_t>(worldSize, 1);
+    return plan;
+  }
+  return std::nullopt;
+}
+
+static std::string divisorsOf(int64_t n) {
+  std::string text;
+  for (int64_t d = 1; d <= n; ++d)
+    if (n % d == 0)
+      text += (text.empty() ? "" : ", ") + std::to_string(d);
+  return text;
+}
+
+static void verifyLayout(const Layout &layout, const std::string &what,
+                         int64_t worldSize, std::vector<std::string> &errors) {
+  if (layout.gradients == Placement::Sharded &&
+      layout.optimizerStates == Placement::Replicated)
+    errors.push_back(what +
+                     ": sharded gradients need sharded optimizer states");
+  if (layout.parameters == Placement::Sharded &&
+      layout.gradients == Placement::Replicated)
+    errors.push_back(what + ": sharded parameters need sharded gradients");
+  bool sharded = layout.optimizerStates == Placement::Sharded ||
+                 layout.gradients == Placement::Sharded ||
+                 layout.parameters == Placement::Sharded;
+  if (sharded &&
+      (layout.shardGroupSize < 1 || worldSize % layout.shardGroupSize != 0))
+    errors.push_back(
+        what + ": shard group size " + std::to_string(layout.shardGroupSize) +
+        " does not divide the world size " + std::to_string(worldSize) +
+        " (valid: " + divisorsOf(worldSize) + ")");
+}
+
+std::string autoshard::cost::verifyPlan(const Plan &plan,
+                                        const ModelDescription &model,
+                                        const ClusterSpec &cluster) {
+  std::vector<std::string> errors;
+  int64_t worldSize = cluster.worldSize();
+  verifyLayout(plan.layout, "the plan", worldSize, errors);
+  for (const auto &entry : plan.parameterLayouts) {
+    const std::string &name = entry.first;
+    bool known =
+        std::any_of(model.parameters.begin(), model.parameters.end(),
+                    [&](const ParameterTensor &p) { return p.name == name; });
+    if (!known)
+      errors.push_back("parameter layout for '" + name +
+                       "', which the model does not have");
+    verifyLayout(entry.second, "parameter '" + name + "'", worldSize, errors);
+  }
+  if (plan.bucketCapBytes < 1)
+    errors.push_back("bucket cap " + std::to_string(plan.bucketCapBytes) +
+                     " bytes: it must be at least 1");
+  if (plan.prefetchDepth < 0)
+    errors.push_back("prefetch depth " + std::to_string(plan.prefetchDepth) +
+                     ": it must be at least 0");
+  bool offload = plan.optimizerOffload != Offload::None ||
+                 plan.parameterOffload != Offload::None;
+  if (offload && !cluster.device.canOffload())
+    errors.push_back("'" + cluster.device.name +
+                     "' cannot offload: offload moves state from a GPU to "
+                     "its host's memory or NVMe (use offload none)");
+  if (plan.parameterOffload != Offload::None) {
+    bool allSharded = plan.layout.parameters == Placement::Sharded;
+    for (const auto &[name, layout] : plan.parameterLayouts)
+      allSharded &= layout.parameters == Placement::Sharded;
+    if (!allSharded)
+      errors.push_back("parameter offload moves parameter shards: it needs "
+                       "sharded parameters for every parameter (zero3, "
+                       "fsdp, hybrid)");
+    if (plan.optimizerOffload == Offload::None)
+      errors.push_back("parameter offload needs the optimizer offloaded too: "
+                       "the update runs where the master weights are");
+  }
+  bool toNvme = plan.optimizerOffload == Offload::Nvme ||
+                plan.parameterOffload == Offload::Nvme;
+  if (offload && cluster.device.canOffload() &&
+      (cluster.device.hostMemoryBytes <= 0 ||
+       (toNvme && cluster.device.nvmeBytes <= 0)))
+    errors.push_back("'" + cluster.device.name +
+                     "' has no host memory or NVMe figures to offload to");
+  std::string text;
+  for (const std::string &error : errors)
+    text += (text.empty() ? "" : "; ") + error;
+  return text;
+}
+
+static bool shardsParameters(const Plan &plan) {
+  if (plan.layout.parameters == Placement::Sharded)
+    return true;
+  for (const auto &[name, layout] : plan.parameterLayouts)
+    if (layout.parameters == Placement::Sharded)
+      return true;
+  return false;
+}
+
+std::vector<Plan>
+autoshard::cost::enumerateCandidatePlans(const ModelDescription &model,
+                                         const ClusterSpec &cluster,
+                                         const CandidateSpace &space) {
+  int64_t worldSize = cluster.worldSize();
+  std::vector<Plan> bases;
+  for (const std::string &preset : space.presets) {
+    if (preset != "hybrid") {
+      if (std::optional<Plan> plan = presetPlan(preset, worldSize))
+        bases.push_back(*plan);
+      continue;
+    }
+    std::vector<int64_t> groups = space.hybridGroupSizes;
+    if (groups.empty() && cluster.ranksPerNode > 1 &&
+        cluster.ranksPerNode < worldSize)
+      groups.push_back(cluster.ranksPerNode);
+    for (int64_t group : groups)
+      if (std::optional<Plan> plan = presetPlan(preset, worldSize, group))
+        bases.push_back(*plan);
+  }
+
+  const Offload tiers[] = {Offload::None, Offload::Cpu, Offload::Nvme};
+  std::vector<Plan> plans;
+  for (const Plan &base : bases) {
+    bool sharded = shardsParameters(base);
+    std::vector<Reshard> reshards =
+        sharded ? space.reshards : std::vector<Reshard>{Reshard::AfterForward};
+    for (Reshard reshard : reshards)
+      for (int64_t cap : space.bucketCapsBytes)
+        for (int64_t depth : space.prefetchDepths)
+          for (ActivationCheckpointing mode : space.checkpointing)
+            for (Offload optimizer : tiers)
+              for (Offload parameters : tiers) {
+                bool offloads =
+                    optimizer != Offload::None || parameters != Offload::None;
+                if (offloads && !space.offload)
+                  continue;
+                Plan plan = base;
+                plan.reshard = reshard;
+                plan.bucketCapBytes = cap;
+                plan.prefetchDepth = depth;
+                plan.checkpointing = mode;
+                plan.optimizerOffload = optimizer;
+                plan.parameterOffload = parameters;
+                plan.reduceDtype = space.reduceDtype;
+                plan.masterWeights = space.masterWeights;
+                if (verifyPlan(plan, model, cluster).empty())
+                  plans.push_back(std::move(plan));
+              }
+  }
+  return plans;
+}
+
+const char *autoshard::cost::stringify(Placement placement) {
+  return placement == Placement::Sharded ? "sharded" : "replicated";
+}
+
+const char *autoshard::cost::stringify(Reshard reshard) {
+  return reshard == Reshard::AfterForward ? "after_forward" : "after_backward";
+}
+
+const char *autoshard::cost::stringify(Offload offload) {
+  switch (offload) {
+  case Offload::None:
+    return "none";
+  case Offload::Cpu:
+    return "cpu";
+  case Offload::Nvme:
+    return "nvme";
+  }
+  return "none";
+}
+
+const char *autoshard::cost::stringify(ActivationCheckpointing mode) {
+  switch (mode) {
+  case ActivationCheckpointing::None:
+    return "none";
+  case ActivationCheckpointing::Selective:
+    return "selective";
+  case ActivationCheckpointing::Blocks:
+    return "blocks";
+  }
+  return "none";
+}
+
+static std::string formatCap(int64_t bytes) {
+  if (bytes % (int64_t(1) << 20) == 0)
+    return std::to_string(bytes >> 20) + "MiB";
+  return std::to_string(bytes) + "B";
+}
+
+std::string autoshard::cost::describePlan(const Plan &plan) {
+  std::string text = plan.name;
+  if (plan.name == "hybrid")
+    text += "(G=" + std::to_string(plan.layout.shardGroupSize) + ")";
+  if (!plan.parameterLayouts.empty())
+    text += "+" + std::to_string(plan.parameterLayouts.size()) + " groups";
+  if (shardsParameters(plan))
+    text += std::string(" reshard=") + stringify(plan.reshard);
+  text += " bucket=" + formatCap(plan.bucketCapBytes);
+  text += " prefetch=" + std::to_string(plan.prefetchDepth);
+  if (!plan.overlap)
+    text += " overlap=false";
+  if (plan.reduceDtype == ReduceDtype::F32)
+    text += " reduce=f32";
+  text += std::string(" offload=") + stringify(plan.optimizerOffload) + "/" +
+          stringify(plan.parameterOffload);
+  text += std::string(" checkpoint=") + stringify(plan.checkpointing);
+  return text;
+}

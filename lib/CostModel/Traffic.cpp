@@ -1,0 +1,320 @@
+//===- Traffic.cpp - exact bytes per step and the collective calls --------===//
+
+#include "autoshard/CostModel/Traffic.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+using namespace autoshard::cost;
+
+const char *autoshard::cost::stringify(CollectiveKind kind) {
+  switch (kind) {
+  case CollectiveKind::AllReduce:
+    return "all_reduce";
+  case CollectiveKind::AllGather:
+    return "all_gather";
+  case CollectiveKind::ReduceScatter:
+    return "reduce_scatter";
+  }
+  return "all_reduce";
+}
+
+int64_t autoshard::cost::ringBytesPerRank(CollectiveKind kind, int64_t elements,
+                                          int64_t groupSize,
+                                          int64_t elementBytes) {
+  if (groupSize <= 1 || elements <= 0)
+    return 0;
+  int64_t perStep = ceilDiv(elements, groupSize) * elementBytes;
+  int64_t steps = groupSize - 1;
+  return kind == CollectiveKind::AllReduce ? 2 * steps * perStep
+                                           : steps * perStep;
+}
+
+int64_t &Traffic::operator[](CollectiveKind kind) {
+  switch (kind) {
+  case CollectiveKind::AllReduce:
+    return allReduce;
+  case CollectiveKind::AllGather:
+    return allGather;
+  case CollectiveKind::ReduceScatter:
+    return reduceScatter;
+  }
+  return allReduce;
+}
+
+ElementSizes autoshard::cost::elementSizes(const ModelDescription &model,
+                                           const Plan &plan) {
+  ElementSizes sizes;
+  sizes.compute = computeElementBytes(model.precision);
+  sizes.gradient = plan.reduceDtype == ReduceDtype::F32 ? 4 : sizes.compute;
+  sizes.updatedParameter =
+      model.precision == Precision::BF16 &&
+              plan.masterWeights == MasterWeights::WithOptimizerStates
+          ? sizes.compute
+          : 4;
+  return sizes;
+}
+
+/// How many times a sharded parameter is gathered per micro-batch: for the
+/// forward pass, and again for the backward pass if it reads the parameter
+/// and the forward's copy was released.
+static int64_t gathersPerMicroBatch(const ParameterTensor &p,
+                                    const Plan &plan) {
+  bool again = plan.reshard == Reshard::AfterForward && p.readByBackward;
+  return again ? 2 : 1;
+}
+
+Traffic autoshard::cost::stepTraffic(const ModelDescription &model,
+                                     const Plan &plan, int64_t worldSize) {
+  const int64_t N = worldSize;
+  ElementSizes b = elementSizes(model, plan);
+  Traffic traffic;
+  // L: the loss, one f32 averaged over the world.
+  traffic.allReduce += ringBytesPerRank(CollectiveKind::AllReduce, 1, N, 4);
+  std::set<int64_t> clipGroups;
+  for (const ParameterTensor &p : model.parameters) {
+    const Layout &layout = plan.layoutOf(p);
+    const int64_t k = p.elements;
+    if (layout.optimizerStates == Placement::Replicated) {
+      traffic.allReduce +=
+          ringBytesPerRank(CollectiveKind::AllReduce, k, N, b.gradient);
+      continue;
+    }
+    const int64_t n = layout.shardGroupSize, R = N / n;
+    clipGroups.insert(n);
+    traffic.reduceScatter +=
+        ringBytesPerRank(CollectiveKind::ReduceScatter, k, n, b.gradient);
+    // The replicas of a hybrid shard average it across the shard groups.
+    traffic.allReduce += ringBytesPerRank(CollectiveKind::AllReduce,
+                                          ceilDiv(k, n), R, b.gradient);
+    if (layout.parameters == Placement::Replicated) {
+      traffic.allGather +=
+          ringBytesPerRank(CollectiveKind::AllGather, k, n, b.updatedParameter);
+      continue;
+    }
+    traffic.allGather +=
+        model.microBatches * gathersPerMicroBatch(p, plan) *
+        ringBytesPerRank(CollectiveKind::AllGather, k, n, b.compute);
+  }
+  // C: the clipping norm, one f32 summed over each shard group size.
+  if (model.clipGradients)
+    for (int64_t n : clipGroups)
+      traffic.allReduce += ringBytesPerRank(CollectiveKind::AllReduce, 1, n, 4);
+  return traffic;
+}
+
+int64_t CollectiveCall::wireBytes() const {
+  int64_t bytes = 0;
+  for (int64_t k : memberElements)
+    bytes += ringBytesPerRank(kind, k, groupSize, elementBytes);
+  return bytes;
+}
+
+int64_t CollectiveCall::packedBytes() const {
+  int64_t bytes = 0;
+  for (int64_t k : memberElements)
+    bytes +=
+        groupSize * ceilDiv(k, std::max<int64_t>(groupSize, 1)) * elementBytes;
+  return bytes;
+}
+
+int64_t CollectiveCall::payloadBytes() const {
+  int64_t bytes = 0;
+  for (int64_t k : memberElements)
+    bytes += k * elementBytes;
+  return bytes;
+}
+
+namespace {
+
+/// Merges collectives of one key into buckets the way
+/// autoshard-group-collectives does: one open bucket per key, closed once it
+/// holds the cap, placed where its last member was.
+class Bucketer {
+public:
+  Bucketer(std::vector<CollectiveCall> &calls, int64_t capBytes)
+      : calls(calls), capBytes(capBytes) {}
+
+  void add(CollectiveKind kind, Phase phase, int64_t groupSize,
+           int64_t groupStride, int64_t elementBytes, int64_t elements,
+           bool releasesFullGradients = false) {
+    if (groupSize <= 1)
+      return;
+    Key key{int(kind),   int(phase),   groupSize,
+            groupStride, elementBytes, releasesFullGradients};
+    Open &open = buckets[key];
+    if (open.call.memberElements.empty()) {
+      open.call.kind = kind;
+      open.call.phase = phase;
+      open.call.groupSize = groupSize;
+      open.call.groupStride = groupStride;
+      open.call.elementBytes = elementBytes;
+      open.call.releasesFullGradients = releasesFullGradients;
+    }
+    open.call.memberElements.push_back(elements);
+    open.bytes += elements * elementBytes;
+    open.lastMember = ++clock;
+    if (open.bytes >= capBytes)
+      close(key);
+  }
+
+  /// Closes every open bucket, in the order of their last members.
+  void closeAll() {
+    std::vector<std::pair<int64_t, Key>> order;
+    for (const auto &[key, open] : buckets)
+      order.push_back({open.lastMember, key});
+    std::sort(order.begin(), order.end());
+    for (const auto &[position, key] : order)
+      close(key);
+  }
+
+private:
+  using Key = std::tuple<int, int, int64_t, int64_t, int64_t, bool>;
+  struct Open {
+    CollectiveCall call;
+    int64_t bytes = 0;
+    int64_t lastMember = 0;
+  };
+
+  void close(const Key &key) {
+    auto it = buckets.find(key);
+    if (it == buckets.end())
+      return;
+    calls.push_back(std::move(it->second.call));
+    buckets.erase(it);
+  }
+
+  std::vector<CollectiveCall> &calls;
+  int64_t capBytes;
+  std::map<Key, Open> buckets;
+  int64_t clock = 0;
+};
+
+/// The gather unit of a sharded parameter: its block under `block` units,
+/// else the parameter alone.
+std::tuple<int64_t, int64_t, int64_t>
+unitKey(const ParameterTensor &p, size_t index, const Layout &layout) {
+  if (layout.unit == GatherUnit::Block && p.block >= 0)
+    return {0, p.block, layout.shardGroupSize};
+  return {1, int64_t(index), layout.shardGroupSize};
+}
+
+/// One gather per unit, members in the given order of parameters.
+void addUnitGathers(const ModelDescription &model, const Plan &plan,
+                    const std::vector<size_t> &order, Phase phase,
+                    int64_t elementBytes, std::vector<CollectiveCall> &calls) {
+  std::map<std::tuple<int64_t, int64_t, int64_t>, size_t> unitCall;
+  for (size_t i : order) {
+    const ParameterTensor &p = model.parameters[i];
+    const Layout &layout = plan.layoutOf(p);
+    if (layout.shardGroupSize <= 1)
+      continue;
+    auto key = unitKey(p, i, layout);
+    auto it = unitCall.find(key);
+    if (it == unitCall.end()) {
+      CollectiveCall call;
+      call.kind = CollectiveKind::AllGather;
+      call.phase = phase;
+      call.groupSize = layout.shardGroupSize;
+      call.elementBytes = elementBytes;
+      call.repeat = model.microBatches;
+      it = unitCall.insert({key, calls.size()}).first;
+      calls.push_back(std::move(call));
+    }
+    calls[it->second].memberElements.push_back(p.elements);
+  }
+}
+
+} // namespace
+
+std::vector<CollectiveCall>
+autoshard::cost::planCollectives(const ModelDescription &model,
+                                 const Plan &plan, int64_t worldSize) {
+  const int64_t N = worldSize;
+  ElementSizes b = elementSizes(model, plan);
+  std::vector<CollectiveCall> calls;
+  const size_t count = model.parameters.size();
+  auto shardedParameters = [&](size_t i) {
+    return plan.layoutOf(model.parameters[i]).parameters == Placement::Sharded;
+  };
+
+  // Forward: each unit of sharded parameters before its first reader.
+  std::vector<size_t> forward;
+  for (size_t i = 0; i < count; ++i)
+    if (shardedParameters(i))
+      forward.push_back(i);
+  addUnitGathers(model, plan, forward, Phase::Forward, b.compute, calls);
+
+  // Backward: the loss, then in reverse parameter order the gathers of the
+  // parameters the backward pass reads, and the gradient reductions.
+  if (N > 1) {
+    CollectiveCall loss;
+    loss.kind = CollectiveKind::AllReduce;
+    loss.phase = Phase::Backward;
+    loss.groupSize = N;
+    loss.elementBytes = 4;
+    loss.memberElements = {1};
+    calls.push_back(loss);
+  }
+  std::vector<size_t> backwardGathers;
+  if (plan.reshard == Reshard::AfterForward)
+    for (size_t i = count; i-- > 0;)
+      if (shardedParameters(i) && model.parameters[i].readByBackward)
+        backwardGathers.push_back(i);
+  addUnitGathers(model, plan, backwardGathers, Phase::Backward, b.compute,
+                 calls);
+
+  Bucketer reductions(calls, plan.bucketCapBytes);
+  for (size_t i = count; i-- > 0;) {
+    const ParameterTensor &p = model.parameters[i];
+    const Layout &layout = plan.layoutOf(p);
+    if (layout.optimizerStates == Placement::Replicated) {
+      reductions.add(CollectiveKind::AllReduce, Phase::Backward, N, 1,
+                     b.gradient, p.elements);
+      continue;
+    }
+    const int64_t n = layout.shardGroupSize, R = N / n;
+    reductions.add(CollectiveKind::ReduceScatter, Phase::Backward, n, 1,
+                   b.gradient, p.elements,
+                   layout.gradients == Placement::Sharded);
+    reductions.add(CollectiveKind::AllReduce, Phase::Backward, R, n, b.gradient,
+                   ceilDiv(p.elements, n));
+  }
+  reductions.closeAll();
+
+  // After the backward pass: the clipping norm over each shard group size.
+  if (model.clipGradients) {
+    std::set<int64_t> groups;
+    for (const ParameterTensor &p : model.parameters) {
+      const Layout &layout = plan.layoutOf(p);
+      if (layout.optimizerStates == Placement::Sharded &&
+          layout.shardGroupSize > 1)
+        groups.insert(layout.shardGroupSize);
+    }
+    for (int64_t n : groups) {
+      CollectiveCall clip;
+      clip.kind = CollectiveKind::AllReduce;
+      clip.phase = Phase::AfterBackward;
+      clip.groupSize = n;
+      clip.elementBytes = 4;
+      clip.memberElements = {1};
+      calls.push_back(clip);
+    }
+  }
+
+  // The optimizer: ZeRO-1/2 gather the updated shards of replicated
+  // parameters, in bucket-sized groups.
+  Bucketer updates(calls, plan.bucketCapBytes);
+  for (size_t i = 0; i < count; ++i) {
+    const ParameterTensor &p = model.parameters[i];
+    const Layout &layout = plan.layoutOf(p);
+    if (layout.optimizerStates == Placement::Sharded &&
+        layout.parameters == Placement::Replicated)
+      updates.add(CollectiveKind::AllGather, Phase::Optimizer,
+                  layout.shardGroupSize, 1, b.updatedParameter, p.elements);
+  }
+  updates.closeAll();
+  return calls;
+}

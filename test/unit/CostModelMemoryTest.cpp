@@ -1,0 +1,281 @@
+// Per-rank memory: model states against the ZeRO paper's per-stage formulas
+// (arXiv:1910.02054, section 5), autoshard's own layout, padding, offload
+// footprints and activations.
+#include "autoshard/CostModel/Memory.h"
+
+#include <gtest/gtest.h>
+
+using namespace autoshard::cost;
+
+namespace {
+
+DeviceSpec testGpu() {
+  DeviceSpec device;
+  device.name = "test-gpu";
+  device.kind = DeviceKind::GPU;
+  device.devicesPerNode = 8;
+  device.memoryBytes = int64_t(80) << 30;
+  device.peakFlopsBF16 = 1e15;
+  device.peakFlopsF32 = 1e14;
+  device.memoryBandwidth = 3e12;
+  device.intraNodeBandwidth = 4.5e11;
+  device.interNodeBandwidth = 5e10;
+  device.hostLinkBandwidth = 6.4e10;
+  device.hostMemoryBytes = int64_t(2) << 40;
+  device.hostMemoryBandwidth = 5e11;
+  device.nvmeBandwidth = 6e10;
+  device.nvmeBytes = int64_t(30) << 40;
+  return device;
+}
+
+ClusterSpec cluster(int64_t world) { return makeCluster(testGpu(), world); }
+
+Plan preset(const std::string &name, int64_t world, int64_t group = 0) {
+  std::optional<Plan> plan = presetPlan(name, world, group);
+  EXPECT_TRUE(plan.has_value()) << name;
+  return plan.value_or(Plan());
+}
+
+/// A model whose tensors every N up to 64 divides: no padding.
+ModelDescription evenModel(Precision precision, Optimizer optimizer) {
+  ModelDescription model;
+  model.parameters = {{"a", 4096 * 64, true, 0},
+                      {"b", 1024 * 64, false, 0},
+                      {"c", 64, true, -1}};
+  model.precision = precision;
+  model.optimizer = optimizer;
+  return model;
+}
+
+int64_t modelStates(const ModelDescription &model, const Plan &plan,
+                    int64_t world) {
+  return estimateMemory(model, plan, cluster(world)).device.modelStates();
+}
+
+// ZeRO (Rajbhandari et al. 2020), section 5, mixed-precision Adam with K =
+// 12: DDP 16 Psi, P_os 4 Psi + 12 Psi/N, P_os+g 2 Psi + 14 Psi/N, P_os+g+p
+// 16 Psi/N bytes per rank; exact when N divides every tensor. In ZeRO's
+// layout the f32 master weights live with the optimizer states.
+TEST(CostModelMemory, MixedPrecisionAdamMatchesTheZeroPaper) {
+  ModelDescription model = evenModel(Precision::BF16, Optimizer::AdamW);
+  const int64_t psi = model.parameterCount();
+  for (int64_t N : {1, 2, 4, 8, 16, 64}) {
+    SCOPED_TRACE("N = " + std::to_string(N));
+    auto states = [&](const char *name) {
+      Plan plan = preset(name, N);
+      plan.masterWeights = MasterWeights::WithOptimizerStates;
+      return modelStates(model, plan, N);
+    };
+    EXPECT_EQ(states("ddp"), 16 * psi);
+    EXPECT_EQ(states("zero1"), 4 * psi + 12 * psi / N);
+    EXPECT_EQ(states("zero2"), 2 * psi + 14 * psi / N);
+    EXPECT_EQ(states("zero3"), 16 * psi / N);
+    EXPECT_EQ(states("fsdp"), 16 * psi / N);
+  }
+}
+
+TEST(CostModelMemory, ShardGenModelsMatchTheZeroPaper) {
+  // GPT-2 small and Llama 2 7B as shard-gen builds them: every tensor is a
+  // multiple of 256 elements, so the formulas hold exactly up to 256 ranks.
+  TransformerShape gpt2{
+      TransformerShape::Family::GPT2, 12, 768, 12, 12, 3072, 50257, 1024, true};
+  TransformerShape llama{TransformerShape::Family::Llama,
+                         32,
+                         4096,
+                         32,
+                         32,
+                         11008,
+                         32000,
+                         0,
+                         false};
+  for (const TransformerShape &shape : {gpt2, llama}) {
+    ModelDescription model = describeTransformer(
+        "m", shape, 256, 1024, 1, Optimizer::AdamW, Precision::BF16, true);
+    const int64_t psi = model.parameterCount();
+    for (int64_t N : {1, 8, 64, 256}) {
+      auto states = [&](const char *name) {
+        Plan plan = preset(name, N);
+        plan.masterWeights = MasterWeights::WithOptimizerStates;
+        return modelStates(model, plan, N);
+      };
+      EXPECT_EQ(states("ddp"), 16 * psi);
+      EXPECT_EQ(states("zero1"), 4 * psi + 12 * psi / N);
+      EXPECT_EQ(states("zero2"), 2 * psi + 14 * psi / N);
+      EXPECT_EQ(states("zero3"), 16 * psi / N);
+    }
+  }
+}
+
+TEST(CostModelMemory, AutoshardKeepsTheMasterWithTheParameters) {
+  // autoshard's partitioner keeps the f32 master as the parameter argument,
+  // replicated under ZeRO-1/2 (docs/Strategies.md, "Known gaps"): DDP and
+  // ZeRO-3 match ZeRO; ZeRO-1/2 hold 4 Psi (N-1)/N more.
+  ModelDescription model = evenModel(Precision::BF16, Optimizer::AdamW);
+  const int64_t psi = model.parameterCount();
+  for (int64_t N : {1, 2, 8, 64}) {
+    EXPECT_EQ(modelStates(model, preset("ddp", N), N), 16 * psi);
+    EXPECT_EQ(modelStates(model, preset("zero1", N), N), 8 * psi + 8 * psi / N);
+    EXPECT_EQ(modelStates(model, preset("zero2", N), N),
+              6 * psi + 10 * psi / N);
+    EXPECT_EQ(modelStates(model, preset("zero3", N), N), 16 * psi / N);
+  }
+}
+
+TEST(CostModelMemory, F32AndOtherOptimizers) {
+  // f32: 4 bytes of parameter, 4 of gradient, 4 per optimizer state.
+  const int64_t N = 8;
+  ModelDescription adam = evenModel(Precision::F32, Optimizer::AdamW);
+  const int64_t psi = adam.parameterCount();
+  EXPECT_EQ(modelStates(adam, preset("ddp", N), N), 16 * psi);
+  EXPECT_EQ(modelStates(adam, preset("zero1", N), N), 8 * psi + 8 * psi / N);
+  EXPECT_EQ(modelStates(adam, preset("zero2", N), N), 4 * psi + 12 * psi / N);
+  EXPECT_EQ(modelStates(adam, preset("zero3", N), N), 16 * psi / N);
+  ModelDescription momentum = evenModel(Precision::F32, Optimizer::SGDMomentum);
+  EXPECT_EQ(modelStates(momentum, preset("ddp", N), N), 12 * psi);
+  EXPECT_EQ(modelStates(momentum, preset("zero3", N), N), 12 * psi / N);
+  ModelDescription sgd = evenModel(Precision::F32, Optimizer::SGD);
+  EXPECT_EQ(modelStates(sgd, preset("zero1", N), N), 8 * psi);
+}
+
+TEST(CostModelMemory, ShardsArePaddedPerTensor) {
+  // A 10-element tensor on 4 ranks: each rank holds ceil(10/4) = 3.
+  ModelDescription model;
+  model.parameters = {{"bias", 10, false, -1}};
+  model.precision = Precision::F32;
+  MemoryBreakdown zero3 =
+      estimateMemory(model, preset("zero3", 4), cluster(4)).device;
+  EXPECT_EQ(zero3.parameters, 4 * 3);
+  EXPECT_EQ(zero3.gradients, 4 * 3);
+  EXPECT_EQ(zero3.optimizerStates, 8 * 3);
+  // Hybrid: shards of ceil(10/2) = 5 within groups of 2.
+  MemoryBreakdown hybrid =
+      estimateMemory(model, preset("hybrid", 4, 2), cluster(4)).device;
+  EXPECT_EQ(hybrid.modelStates(), 16 * 5);
+}
+
+TEST(CostModelMemory, ParameterGroupsKeepTheirOwnPlacement) {
+  ModelDescription model = evenModel(Precision::F32, Optimizer::AdamW);
+  Plan plan = preset("zero3", 8);
+  plan.parameterLayouts["c"] = Layout(); // replicated, as ddp
+  int64_t expected = 16 * (4096 * 64 + 1024 * 64) / 8 + 16 * 64;
+  EXPECT_EQ(modelStates(model, plan, 8), expected);
+}
+
+TEST(CostModelMemory, GatheredParametersFollowTheUnitsAndPrefetch) {
+  // Two blocks of 1000 + 500 elements and a root tensor of 300, bf16.
+  ModelDescription model;
+  model.parameters = {{"h.0.w", 1000, true, 0},
+                      {"h.0.b", 500, false, 0},
+                      {"h.1.w", 1000, true, 1},
+                      {"h.1.b", 500, false, 1},
+                      {"head", 300, true, -1}};
+  model.precision = Precision::BF16;
+  Plan fsdp = preset("fsdp", 4);
+  fsdp.prefetchDepth = 1;
+  // The block in use and the one prefetched: 2 * 1500 elements of 2 bytes.
+  EXPECT_EQ(estimateMemory(model, fsdp, cluster(4)).device.gatheredParameters,
+            2 * 1500 * 2);
+  fsdp.prefetchDepth = 0;
+  EXPECT_EQ(estimateMemory(model, fsdp, cluster(4)).device.gatheredParameters,
+            1500 * 2);
+  // ZeRO-3 gathers per parameter: the two largest, 1000 and 1000.
+  Plan zero3 = preset("zero3", 4);
+  EXPECT_EQ(estimateMemory(model, zero3, cluster(4)).device.gatheredParameters,
+            2 * 1000 * 2);
+  // Kept through the backward pass: every parameter it reads (2300) plus
+  // the unit in use.
+  fsdp.prefetchDepth = 1;
+  fsdp.reshard = Reshard::AfterBackward;
+  EXPECT_EQ(estimateMemory(model, fsdp, cluster(4)).device.gatheredParameters,
+            (2300 + 1500) * 2);
+  // Replicated parameters gather nothing.
+  EXPECT_EQ(estimateMemory(model, preset("zero2", 4), cluster(4))
+                .device.gatheredParameters,
+            0);
+}
+
+TEST(CostModelMemory, PendingGradientsAreTheBucketsInFlight) {
+  // ZeRO-2, f32, a 4000-byte cap: buckets of 1000 elements (one tensor
+  // each). With one reduction in flight beside the open bucket, two
+  // buckets of full gradients wait: 8000 bytes.
+  ModelDescription model;
+  for (int i = 0; i < 6; ++i)
+    model.parameters.push_back({"p" + std::to_string(i), 1000, true, -1});
+  Plan plan = preset("zero2", 4);
+  plan.bucketCapBytes = 4000;
+  EXPECT_EQ(estimateMemory(model, plan, cluster(4)).device.pendingGradients,
+            8000);
+  plan.prefetchDepth = 0;
+  EXPECT_EQ(estimateMemory(model, plan, cluster(4)).device.pendingGradients,
+            4000);
+  // DDP's and ZeRO-1's gradients are whole anyway, counted as gradients.
+  for (const char *name : {"ddp", "zero1"}) {
+    MemoryBreakdown memory =
+        estimateMemory(model, preset(name, 4), cluster(4)).device;
+    EXPECT_EQ(memory.pendingGradients, 0) << name;
+    EXPECT_EQ(memory.gradients, 6 * 4000) << name;
+  }
+}
+
+TEST(CostModelMemory, OptimizerOffloadMovesStatesToTheHost) {
+  // ZeRO-Offload (arXiv:2101.06840, section 4.1): the host keeps f32 states,
+  // an f32 master and the f32 gradient of the rank's shard: 16 bytes per
+  // element for AdamW. The device keeps the parameters.
+  ModelDescription model = evenModel(Precision::BF16, Optimizer::AdamW);
+  const int64_t psi = model.parameterCount(), N = 8;
+  Plan plan = preset("zero2", N);
+  plan.optimizerOffload = Offload::Cpu;
+  MemoryEstimate memory = estimateMemory(model, plan, cluster(N));
+  EXPECT_EQ(memory.host.hostBytes, 16 * psi / N);
+  EXPECT_EQ(memory.host.nvmeBytes, 0);
+  EXPECT_EQ(memory.device.optimizerStates, 0);
+  EXPECT_EQ(memory.device.gradients, 0);
+  EXPECT_EQ(memory.device.parameters, 6 * psi); // f32 master + bf16 copy
+  // NVMe: states and master there (12 bytes), the gradient in host memory.
+  plan.optimizerOffload = Offload::Nvme;
+  memory = estimateMemory(model, plan, cluster(N));
+  EXPECT_EQ(memory.host.nvmeBytes, 12 * psi / N);
+  EXPECT_EQ(memory.host.hostBytes, 4 * psi / N);
+  EXPECT_GT(memory.host.pinnedStagingBytes, 0);
+}
+
+TEST(CostModelMemory, ParameterOffloadEmptiesTheDevice) {
+  ModelDescription model = evenModel(Precision::BF16, Optimizer::AdamW);
+  const int64_t psi = model.parameterCount(), N = 8;
+  Plan plan = preset("zero3", N);
+  plan.optimizerOffload = Offload::Cpu;
+  plan.parameterOffload = Offload::Nvme;
+  MemoryEstimate memory = estimateMemory(model, plan, cluster(N));
+  EXPECT_EQ(memory.device.modelStates(), 0);
+  EXPECT_EQ(memory.host.hostBytes, 16 * psi / N);
+  EXPECT_EQ(memory.host.nvmeBytes, 2 * psi / N); // the bf16 shards
+  EXPECT_GT(memory.device.offloadStaging, 0);
+  EXPECT_GT(memory.device.gatheredParameters, 0);
+}
+
+TEST(CostModelMemory, MeasuredActivationsWinOverTheEstimate) {
+  TransformerShape shape{
+      TransformerShape::Family::GPT2, 2, 64, 4, 4, 256, 256, 128, true};
+  ModelDescription model = describeTransformer(
+      "tiny", shape, 8, 64, 1, Optimizer::AdamW, Precision::F32, false);
+  Plan plan = preset("ddp", 4);
+  MemoryEstimate estimated = estimateMemory(model, plan, cluster(4));
+  EXPECT_TRUE(estimated.activationsEstimated);
+  // 8 rows over 4 ranks: 2 rows of 64 tokens per rank.
+  EXPECT_EQ(estimated.device.activations,
+            estimateTransformerActivationBytes(shape, 2, 64, Precision::F32,
+                                               ActivationCheckpointing::None));
+  model.activationMeasurements.push_back(
+      {4, ActivationCheckpointing::None, 123456});
+  MemoryEstimate measured = estimateMemory(model, plan, cluster(4));
+  EXPECT_FALSE(measured.activationsEstimated);
+  EXPECT_EQ(measured.device.activations, 123456);
+  // A measurement for another world size or mode does not apply.
+  plan.checkpointing = ActivationCheckpointing::Blocks;
+  EXPECT_TRUE(estimateMemory(model, plan, cluster(4)).activationsEstimated);
+  // Without a shape or a measurement the activations are unknown.
+  model.transformer.reset();
+  EXPECT_TRUE(estimateMemory(model, plan, cluster(4)).activationsUnknown);
+}
+
+} // namespace
