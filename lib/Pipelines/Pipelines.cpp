@@ -1,6 +1,7 @@
 //===- Pipelines.cpp - the strategy and compile pipelines -----------------===//
 
 #include "autoshard/Pipelines/Pipelines.h"
+#include "autoshard/Pipelines/AutoStrategy.h"
 
 #include "autoshard/Conversion/Passes.h"
 #include "autoshard/Dialect/Train/Transforms/Passes.h"
@@ -21,6 +22,8 @@ using namespace mlir;
 
 void autoshard::buildStrategyPipeline(OpPassManager &pm,
                                       const StrategyOptions &options) {
+  if (options.strategy == "auto")
+    return buildAutoStrategyPipeline(pm, options);
   train::AutodiffPassOptions autodiff;
   autodiff.exposeGradients = options.exposeGradients;
   pm.addPass(train::createAutodiffPass(autodiff));
@@ -119,6 +122,24 @@ struct StrategyPipelineOptions
       llvm::cl::desc("Recompute activations in backward: none, blocks, "
                      "selective"),
       llvm::cl::init("none")};
+  Option<std::string> device{*this, "device",
+                             llvm::cl::desc("strategy=auto: the device"),
+                             llvm::cl::init("cpu-node")};
+  Option<int64_t> nodes{*this, "nodes",
+                        llvm::cl::desc("strategy=auto: nodes (0: derive)"),
+                        llvm::cl::init(0)};
+  Option<int64_t> ranksPerNode{
+      *this, "ranks-per-node",
+      llvm::cl::desc("strategy=auto: ranks per node (0: derive)"),
+      llvm::cl::init(0)};
+  Option<std::string> costReport{
+      *this, "cost-report",
+      llvm::cl::desc("strategy=auto: text or json report of the candidates"),
+      llvm::cl::init("")};
+  Option<std::string> costReportFile{
+      *this, "cost-report-file",
+      llvm::cl::desc("strategy=auto: the report's file (default stderr)"),
+      llvm::cl::init("")};
   Option<std::string> memoryBudget{
       *this, "memory-budget",
       llvm::cl::desc("Plan memory and fail above this budget per rank"),
@@ -128,6 +149,7 @@ struct StrategyPipelineOptions
 
 void autoshard::registerAutoshardPasses() {
   train::registerTrainPasses();
+  registerAutoStrategyPass();
   registerConversionPasses();
   // The upstream passes the pipelines use, so that a printed pipeline parses.
   registerTransformsPasses();
@@ -137,17 +159,27 @@ void autoshard::registerAutoshardPasses() {
       "autoshard-strategy",
       "Plan and partition a training step for a named strategy",
       [](OpPassManager &pm, const StrategyPipelineOptions &cl) {
-        buildStrategyPipeline(pm, {cl.strategy, cl.worldSize,
-                                   cl.exposeGradients, cl.shardGroupSize,
-                                   cl.reshardAfterForward, cl.bucketCapMb,
-                                   cl.reduceDtype,
-                                   std::vector<std::string>(
-                                       cl.paramGroups.begin(),
-                                       cl.paramGroups.end()),
-                                   cl.persistenceThreshold, cl.overlap,
-                                   cl.prefetchDepth,
-                                   cl.activationCheckpointing,
-                                   cl.memoryBudget});
+        StrategyOptions options;
+        options.strategy = cl.strategy;
+        options.worldSize = cl.worldSize;
+        options.exposeGradients = cl.exposeGradients;
+        options.shardGroupSize = cl.shardGroupSize;
+        options.reshardAfterForward = cl.reshardAfterForward;
+        options.bucketCapMb = cl.bucketCapMb;
+        options.reduceDtype = cl.reduceDtype;
+        options.paramGroups.assign(cl.paramGroups.begin(),
+                                   cl.paramGroups.end());
+        options.persistenceThreshold = cl.persistenceThreshold;
+        options.overlap = cl.overlap;
+        options.prefetchDepth = cl.prefetchDepth;
+        options.activationCheckpointing = cl.activationCheckpointing;
+        options.memoryBudget = cl.memoryBudget;
+        options.device = cl.device;
+        options.nodes = cl.nodes;
+        options.ranksPerNode = cl.ranksPerNode;
+        options.costReport = cl.costReport;
+        options.costReportFile = cl.costReportFile;
+        buildStrategyPipeline(pm, options);
       });
   PassPipelineRegistration<>(
       "autoshard-lower-to-llvm",

@@ -5,6 +5,7 @@
 #include "autoshard/Dialect/Train/IR/TrainDialect.h"
 #include "autoshard/Dialect/Train/Transforms/Passes.h"
 #include "autoshard/Models/ModelConfig.h"
+#include "ModelShapes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -16,30 +17,10 @@ using namespace autoshard;
 using namespace autoshard::cost;
 using models::ModelConfig;
 using mlir::isa;
+using autoshard::testing::named;
+using autoshard::testing::shapeOf;
 
 namespace {
-
-TransformerShape shapeOf(const ModelConfig &config) {
-  TransformerShape shape;
-  shape.family = config.family == models::ModelFamily::GPT2
-                     ? TransformerShape::Family::GPT2
-                     : TransformerShape::Family::Llama;
-  shape.layers = config.layers;
-  shape.hidden = config.hidden;
-  shape.heads = config.heads;
-  shape.kvHeads = config.kvHeads;
-  shape.ffn = config.ffn;
-  shape.vocab = config.vocab;
-  shape.maxPositions = config.maxPositions;
-  shape.tieEmbeddings = config.tieEmbeddings;
-  return shape;
-}
-
-ModelConfig named(llvm::StringRef name) {
-  std::optional<ModelConfig> config = models::lookupModelConfig(name);
-  EXPECT_TRUE(config.has_value()) << name.str();
-  return config.value_or(ModelConfig());
-}
 
 /// A parameter argument of the differentiated step: its name, elements and
 /// whether an op after the loss (the backward pass) reads it.

@@ -14,6 +14,7 @@
 
 #include "llvm/Support/CommandLine.h"
 
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -99,19 +100,69 @@ inline llvm::cl::opt<std::string> memoryBudgetFlag(
                    "exceeds this size (bytes, or 80GiB, 1.5GB, ...)"),
     llvm::cl::value_desc("size"), llvm::cl::cat(strategyCategory()));
 
+inline llvm::cl::opt<std::string> deviceFlag(
+    "device",
+    llvm::cl::desc("--strategy=auto: the device the ranks are, a file of "
+                   "data/devices (a100-80gb, h100-80gb, h200-141gb, "
+                   "cpu-node; default cpu-node)"),
+    llvm::cl::init("cpu-node"), llvm::cl::cat(strategyCategory()));
+inline llvm::cl::opt<int64_t> nodesFlag(
+    "nodes",
+    llvm::cl::desc("--strategy=auto: nodes (default: from the world size "
+                   "and the device's devices per node)"),
+    llvm::cl::init(0), llvm::cl::cat(strategyCategory()));
+inline llvm::cl::opt<int64_t> gpusPerNodeFlag(
+    "gpus-per-node",
+    llvm::cl::desc("--strategy=auto: ranks per node (default: from the "
+                   "world size and the device)"),
+    llvm::cl::init(0), llvm::cl::cat(strategyCategory()));
+inline llvm::cl::opt<std::string> costReportFlag(
+    "cost-report",
+    llvm::cl::desc("--strategy=auto: print every candidate plan's memory, "
+                   "traffic and estimated step time, and the choice "
+                   "(text, or json for tools)"),
+    llvm::cl::ValueOptional, llvm::cl::cat(strategyCategory()));
+inline llvm::cl::opt<std::string> costReportFileFlag(
+    "cost-report-file",
+    llvm::cl::desc("--strategy=auto: write the cost report here (default "
+                   "stderr)"),
+    llvm::cl::cat(strategyCategory()));
+
 /// An error message for flags that make no valid plan, naming the bad value
 /// and the valid ones.
 inline std::optional<std::string> validateStrategyFlags() {
-  if (!autoshard::train::lookupStrategy(strategyFlag))
+  bool automatic = strategyFlag == "auto";
+  if (!automatic && !autoshard::train::lookupStrategy(strategyFlag))
     return "unknown strategy '" + strategyFlag.getValue() +
-           "'; valid strategies: " + autoshard::train::listStrategyNames();
+           "'; valid strategies: " + autoshard::train::listStrategyNames() +
+           ", auto";
+  if (!automatic && (deviceFlag.getNumOccurrences() ||
+                     nodesFlag.getNumOccurrences() ||
+                     gpusPerNodeFlag.getNumOccurrences() ||
+                     costReportFlag.getNumOccurrences() ||
+                     costReportFileFlag.getNumOccurrences()))
+    return "--device, --nodes, --gpus-per-node, --cost-report and "
+           "--cost-report-file are for --strategy=auto";
+  if (costReportFlag.getNumOccurrences() && !costReportFlag.empty() &&
+      costReportFlag != "text" && costReportFlag != "json")
+    return "unknown --cost-report '" + costReportFlag.getValue() +
+           "'; valid: text, json";
+  if (nodesFlag < 0 || gpusPerNodeFlag < 0)
+    return "--nodes and --gpus-per-node must be at least 1";
   if (worldSizeFlag < 1)
     return "--world-size must be at least 1, got " +
            std::to_string(worldSizeFlag.getValue());
   if (bucketCapMbFlag < 1)
     return "--bucket-cap-mb must be at least 1, got " +
            std::to_string(bucketCapMbFlag.getValue());
-  if (!memoryBudgetFlag.empty()) {
+  // The passes count the cap in bytes, as an int64.
+  if (bucketCapMbFlag > std::numeric_limits<int64_t>::max() >> 20)
+    return "--bucket-cap-mb must be at most " +
+           std::to_string(std::numeric_limits<int64_t>::max() >> 20) +
+           " (8 EiB in bytes), got " +
+           std::to_string(bucketCapMbFlag.getValue());
+  // Given but empty is an error too, not "no budget".
+  if (memoryBudgetFlag.getNumOccurrences() > 0) {
     mlir::FailureOr<int64_t> budget =
         autoshard::parseByteSize(memoryBudgetFlag.getValue());
     if (mlir::failed(budget) || *budget <= 0)
@@ -159,6 +210,13 @@ inline StrategyOptions strategyOptionsFromFlags(bool exposeGradients) {
   options.prefetchDepth = prefetchDepthFlag;
   options.memoryBudget = memoryBudgetFlag;
   options.activationCheckpointing = activationCheckpointingFlag;
+  options.device = deviceFlag;
+  options.nodes = nodesFlag;
+  options.ranksPerNode = gpusPerNodeFlag;
+  if (costReportFlag.getNumOccurrences())
+    options.costReport =
+        costReportFlag.empty() ? "text" : costReportFlag.getValue();
+  options.costReportFile = costReportFileFlag;
   return options;
 }
 
@@ -192,6 +250,17 @@ inline std::string strategyPipelineText(const StrategyOptions &options) {
               ? std::string()
               : " memory-budget=" + options.memoryBudget) +
          " expose-gradients=" + (options.exposeGradients ? "true" : "false") +
+         (options.strategy == "auto"
+              ? " device=" + options.device +
+                    " nodes=" + std::to_string(options.nodes) +
+                    " ranks-per-node=" + std::to_string(options.ranksPerNode) +
+                    (options.costReport.empty()
+                         ? std::string()
+                         : " cost-report=" + options.costReport) +
+                    (options.costReportFile.empty()
+                         ? std::string()
+                         : " cost-report-file=" + options.costReportFile)
+              : std::string()) +
          "}";
 }
 

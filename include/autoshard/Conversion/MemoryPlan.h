@@ -48,11 +48,15 @@ struct MemoryPlan {
   /// Persistent bytes, and the step's tensors alive at the live peak, by
   /// category.
   std::array<int64_t, kNumMemoryCategories> atPeak{};
+  /// The most bytes of each category the step's tensors hold at once (at
+  /// different moments: activations peak at the end of the forward pass,
+  /// gradients in the backward pass).
+  std::array<int64_t, kNumMemoryCategories> stepMaxBy{};
   /// The largest packed bytes of the collectives in flight at once: the
   /// runtime's communication buffers, which it allocates itself.
   int64_t communication = 0;
-  /// The largest tensors live at the peak, largest first: what each is
-  /// and its bytes.
+  /// The step's largest tensors live at the peak, largest first: what each
+  /// is and its bytes (the persistent ones are summed in `atPeak`).
   std::vector<std::pair<std::string, int64_t>> largestAtPeak;
 
   /// What the runtime measures: persistent plus step peak.

@@ -37,6 +37,14 @@ struct StrategyOptions {
   int64_t prefetchDepth = 1;
   /// Activation checkpointing: "none", "blocks" or "selective".
   std::string activationCheckpointing = "none";
+  /// For strategy "auto": the device of data/devices the ranks are, nodes
+  /// and ranks per node (0: from the world size and the device), and the
+  /// cost report ("", "text", "json") and its file (empty: stderr).
+  std::string device = "cpu-node";
+  int64_t nodes = 0;
+  int64_t ranksPerNode = 0;
+  std::string costReport;
+  std::string costReportFile;
   /// Plan memory and fail above this budget ("80GiB"); empty: no check.
   std::string memoryBudget;
 };

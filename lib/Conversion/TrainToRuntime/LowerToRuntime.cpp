@@ -456,6 +456,11 @@ std::pair<MemoryCategory, std::string> StepLowering::describe(Value tensor) {
             ("copy of " + sig.getArgs()[arg.getArgNumber()].name).str()};
   Operation *def = tensor.getDefiningOp();
   unsigned index = cast<OpResult>(tensor).getResultNumber();
+  // A parameter's compute copy (bf16 under mixed precision), whole or this
+  // rank's shard of it before its gather.
+  if (isa<CastOp>(def))
+    if (std::optional<StringRef> name = paramNameOf(def->getOperand(0), sig))
+      return {MemoryCategory::Parameters, ("compute copy of " + *name).str()};
   if (auto optimizer = dyn_cast<OptimizerOpInterface>(def)) {
     std::string name =
         paramNameOf(optimizer.getParamOperands()[0].get(), sig)
@@ -506,8 +511,6 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
                     llvm::divideCeil(tensor.getElementTypeBitWidth(), 8);
     plan.persistent += bytes;
     persistentBy[static_cast<int>(persistentCategory(value.role))] += bytes;
-    largest.push_back(
-        {(stringifyRole(value.role) + " " + value.name).str(), bytes});
   };
   for (const StepValue &arg : sig.getArgs())
     addPersistent(arg, step.getArgumentTypes()[arg.index]);
@@ -519,11 +522,18 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
   // alive from its op to its last use) is its live peak.
   plan.stepPeak = arenaBytes;
   SmallVector<int64_t> liveAt(positionOf.size() + 1, 0);
+  SmallVector<std::array<int64_t, kNumMemoryCategories>> liveBy(
+      positionOf.size() + 1);
   for (Value ptr : temporaries) {
     const Allocation &a = allocations.find(ptr)->second;
-    for (int p = a.firstUse; p <= a.lastUse; ++p)
+    for (int p = a.firstUse; p <= a.lastUse; ++p) {
       liveAt[p] += a.bytes;
+      liveBy[p][static_cast<int>(a.category)] += a.bytes;
+    }
   }
+  for (const auto &by : liveBy)
+    for (int c = 0; c < kNumMemoryCategories; ++c)
+      plan.stepMaxBy[c] = std::max(plan.stepMaxBy[c], by[c]);
   int peakPosition = 0;
   for (auto [p, bytes] : llvm::enumerate(liveAt))
     if (bytes > plan.stepLive) {

@@ -156,7 +156,7 @@ struct PlanMemoryPass
     for (auto &[what, bytes] : plan->largestAtPeak)
       tensors += (tensors.empty() ? "" : ", ") + what + " " +
                  formatBytes(bytes);
-    diag.attachNote() << "largest tensors at the peak: " << tensors;
+    diag.attachNote() << "largest step tensors at the peak: " << tensors;
     diag.attachNote() << "to fit: shard more (a strategy that shards "
                          "parameters, more ranks), a smaller micro-batch, "
                          "or a larger budget";

@@ -35,7 +35,7 @@
 
 // BUDGET: error: 'func.func' op needs 139.45 KiB (142792 bytes) per rank (112.40 KiB (115096 bytes) of buffers at the peak and 27.05 KiB (27696 bytes) of communication buffers), over the memory budget of 100.00 KiB (102400 bytes)
 // BUDGET: note: at the peak: gradients
-// BUDGET: note: largest tensors at the peak: gradient of fc2.weight 16.00 KiB (16384 bytes)
+// BUDGET: note: largest step tensors at the peak: gradient of fc2.weight 16.00 KiB (16384 bytes)
 // BUDGET: note: to fit: shard more
 
 // BADBUDGET: error: memory budget 'lots' is not a positive size; write bytes or a size with a unit, such as 80GiB or 1.5GB

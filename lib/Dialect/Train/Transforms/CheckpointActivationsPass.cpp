@@ -104,19 +104,27 @@ private:
           llvm::any_of(op.getResults(),
                        [&](Value v) { return backwardValues.contains(v); }))
         continue;
+      // Casts of parameters (bf16 compute copies) are computed once: the
+      // partitioner casts a sharded parameter's shard before gathering it.
+      // They may come anywhere before their readers, so they decide no
+      // block either.
       bool paramCopy = op.getNumOperands() > 0 &&
                        llvm::all_of(op.getOperands(), [](Value v) {
                          return isa<BlockArgument>(v);
                        });
-      for (Value operand : op.getOperands())
+      if (paramCopy)
+        continue;
+      for (Value operand : op.getOperands()) {
+        if (auto cast = operand.getDefiningOp<CastOp>())
+          if (isa<BlockArgument>(cast.getInput()))
+            operand = cast.getInput();
         if (auto arg = dyn_cast<BlockArgument>(operand)) {
           const StepValue &value = sig.getArgs()[arg.getArgNumber()];
           if (value.role == Role::Param)
             current = blockOf(value.name);
         }
-      // Casts of parameters (bf16 compute copies) are computed once: the
-      // partitioner casts a sharded parameter's shard before gathering it.
-      if (current.empty() || paramCopy || isa<SliceRowsOp>(op))
+      }
+      if (current.empty() || isa<SliceRowsOp>(op))
         continue;
       Group &group = groups[{losses, current.str()}];
       group.all.push_back(&op);

@@ -1,0 +1,69 @@
+//===- AutoStrategy.h - choose the strategy from the cost model -*- C++ -*-===//
+//
+// --strategy=auto: describe the step for the cost model (parameters, which
+// the backward pass reads, FLOPs from the ops, activations from the memory
+// plan), estimate every plan the compiler can build on the cluster, choose,
+// and run the chosen strategy's pipeline.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOSHARD_PIPELINES_AUTOSTRATEGY_H
+#define AUTOSHARD_PIPELINES_AUTOSTRATEGY_H
+
+#include "autoshard/CostModel/CostModel.h"
+#include "autoshard/Pipelines/Pipelines.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+#include <vector>
+
+namespace autoshard {
+
+/// One candidate of the choice, and why it was or was not chosen.
+struct Candidate {
+  cost::CostEstimate estimate;
+  /// The strategy options that build it.
+  StrategyOptions options;
+  bool fits = false;
+  std::vector<std::string> overflows;
+};
+
+struct Choice {
+  std::vector<Candidate> candidates;
+  /// Index of the chosen candidate, or -1 when none fits.
+  int chosen = -1;
+  std::string reason;
+  cost::ClusterSpec cluster;
+  std::string model;
+};
+
+/// The model description of the module's training step, for the cost model:
+/// parameters (with the backward pass's reads and their blocks), optimizer,
+/// precision, clipping, batch, FLOPs summed over the step's ops, and the
+/// activations the memory plan finds for each checkpointing mode at
+/// `worldSize` ranks. The module is not changed.
+mlir::FailureOr<cost::ModelDescription>
+describeStep(mlir::ModuleOp module, int64_t worldSize);
+
+/// Estimates every plan the compiler can build and chooses: DDP when it
+/// fits; otherwise the fastest plan that fits, and among plans within 5% of
+/// its time the least sharded, then the one that sends the fewest bytes.
+Choice chooseStrategy(const cost::ModelDescription &model,
+                      const cost::ClusterSpec &cluster,
+                      const StrategyOptions &base);
+
+/// The cost report: one line (or JSON object) per candidate.
+std::string formatCostReport(const Choice &choice, bool json);
+
+/// Adds the pass that does all of this on the module and then runs the
+/// chosen strategy's pipeline (`autoshard-auto-strategy`); options.strategy
+/// is "auto", the other options hold for every candidate.
+void buildAutoStrategyPipeline(mlir::OpPassManager &pm,
+                               const StrategyOptions &options);
+
+void registerAutoStrategyPass();
+
+} // namespace autoshard
+
+#endif // AUTOSHARD_PIPELINES_AUTOSTRATEGY_H

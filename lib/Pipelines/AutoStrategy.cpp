@@ -1,0 +1,587 @@
+//===- AutoStrategy.cpp - --strategy=auto ---------------------------------===//
+
+#include "autoshard/Pipelines/AutoStrategy.h"
+
+#include "autoshard/Conversion/MemoryPlan.h"
+#include "autoshard/CostModel/DeviceCatalog.h"
+#include "autoshard/Dialect/Train/IR/StepSignature.h"
+#include "autoshard/Dialect/Train/Transforms/Passes.h"
+#include "autoshard/Dialect/Train/Transforms/Strategies.h"
+
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace autoshard;
+using namespace autoshard::train;
+
+namespace {
+
+/// The block index of a parameter name ("h.3.attn..." -> 3), or -1.
+int64_t blockIndex(StringRef name) {
+  SmallVector<StringRef> parts;
+  name.split(parts, '.');
+  for (StringRef part : parts) {
+    int64_t index;
+    if (!part.empty() && llvm::all_of(part, llvm::isDigit) &&
+        !part.getAsInteger(10, index))
+      return index;
+  }
+  return -1;
+}
+
+int64_t elementsOf(Type type) {
+  return cast<RankedTensorType>(type).getNumElements();
+}
+
+/// Multiply-add FLOPs (2 per multiply-add) of the ops that matter: matrix
+/// products and attention. `forwardBlocks` also collects the forward FLOPs
+/// of the ops reading a block's parameter or attending (what `blocks`
+/// checkpointing computes twice).
+void countFlops(Operation *op, double &total, double &forwardBlocks,
+                const StepSignature &sig) {
+  auto isBlockParam = [&](Value v) {
+    if (auto cast = v.getDefiningOp<CastOp>())
+      v = cast.getInput();
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg && blockIndex(sig.getArgs()[arg.getArgNumber()].name) >= 0;
+  };
+  auto matmul = [](Value out, Value weight) {
+    auto w = cast<RankedTensorType>(weight.getType());
+    // Every output element is a dot product over the weight's input dim.
+    return 2.0 * static_cast<double>(elementsOf(out.getType())) *
+           static_cast<double>(w.getDimSize(1));
+  };
+  if (auto linear = dyn_cast<LinearOp>(op)) {
+    double flops = matmul(linear.getResult(), linear.getWeight());
+    total += flops;
+    if (isBlockParam(linear.getWeight()))
+      forwardBlocks += flops;
+  } else if (auto grad = dyn_cast<LinearGradInputOp>(op)) {
+    // dx[M, K] = dy[M, N] . W[N, K]
+    auto w = cast<RankedTensorType>(grad.getWeight().getType());
+    total += 2.0 * static_cast<double>(elementsOf(grad.getResult().getType())) *
+             static_cast<double>(w.getDimSize(0));
+  } else if (auto grad = dyn_cast<LinearGradWeightOp>(op)) {
+    // dW[N, K] = dy^T . x, over every row.
+    auto dy = cast<RankedTensorType>(grad.getOperand(0).getType());
+    int64_t rows = dy.getNumElements() / dy.getShape().back();
+    total += 2.0 * static_cast<double>(elementsOf(grad.getResult().getType())) *
+             static_cast<double>(rows);
+  } else if (isa<CausalAttentionOp, CausalAttentionGradOp>(op)) {
+    // q: [B, T, H, D]: scores and values, 2 * 2 * B * H * T * T * D forward
+    // (the full score matrix, as model-FLOPs utilisation counts it); the
+    // backward pass twice that.
+    auto q = cast<RankedTensorType>(op->getOperand(isa<CausalAttentionOp>(op)
+                                                       ? 0
+                                                       : 1)
+                                        .getType());
+    if (q.getRank() != 4)
+      return;
+    double b = q.getDimSize(0), t = q.getDimSize(1), h = q.getDimSize(2),
+           d = q.getDimSize(3);
+    double forward = 4.0 * b * h * t * t * d;
+    if (isa<CausalAttentionOp>(op)) {
+      total += forward;
+      forwardBlocks += forward;
+    } else {
+      total += 2 * forward;
+    }
+  }
+}
+
+/// Runs `pipeline` on a copy of `module`; the copy, or failure.
+FailureOr<OwningOpRef<ModuleOp>>
+runOnCopy(ModuleOp module, function_ref<void(OpPassManager &)> pipeline) {
+  OwningOpRef<ModuleOp> copy(module.clone());
+  PassManager pm(module.getContext());
+  pipeline(pm);
+  if (failed(pm.run(*copy)))
+    return failure();
+  return copy;
+}
+
+int shardingRank(StringRef preset) {
+  return llvm::StringSwitch<int>(preset)
+      .Case("ddp", 0)
+      .Case("zero1", 1)
+      .Case("zero2", 2)
+      .Case("hybrid", 3)
+      .Case("zero3", 4)
+      .Case("fsdp", 4)
+      .Default(5);
+}
+
+double ms(double seconds) { return seconds * 1e3; }
+
+} // namespace
+
+FailureOr<cost::ModelDescription> autoshard::describeStep(ModuleOp module,
+                                                          int64_t worldSize) {
+  // The backward pass and the optimizer, as the strategy pipeline derives
+  // them; diagnostics of a bad step come out here.
+  FailureOr<OwningOpRef<ModuleOp>> derived = runOnCopy(
+      module, [](OpPassManager &pm) { pm.addPass(createAutodiffPass()); });
+  if (failed(derived))
+    return failure();
+  FailureOr<FunctionOpInterface> step = findStepFunction(**derived);
+  if (failed(step))
+    return failure();
+  StepSignature sig(*step);
+  Block &body = step->getFunctionBody().front();
+
+  // Backward values: results of gradient ops and everything computed from
+  // them (the checkpointing pass's rule).
+  DenseSet<Value> backward;
+  for (Operation &op : body)
+    if (op.getName().getStringRef().ends_with("_grad") ||
+        llvm::any_of(op.getOperands(),
+                     [&](Value v) { return backward.contains(v); }))
+      backward.insert(op.result_begin(), op.result_end());
+  auto isBackwardOp = [&](Operation *op) {
+    return !isa<OptimizerOpInterface>(op) &&
+           llvm::any_of(op->getResults(),
+                        [&](Value v) { return backward.contains(v); });
+  };
+
+  cost::ModelDescription model;
+  model.name = (*step).getName().str();
+  bool bf16 = false;
+  for (const StepValue &arg : sig.getArgs()) {
+    if (arg.role != Role::Param)
+      continue;
+    Value value = body.getArgument(arg.index);
+    SmallVector<Value> reads{value};
+    for (Operation *user : value.getUsers())
+      if (auto cast = dyn_cast<CastOp>(user)) {
+        reads.push_back(cast.getResult());
+        bf16 |= cast.getType().getElementType().isBF16();
+      }
+    bool readByBackward = llvm::any_of(reads, [&](Value v) {
+      return llvm::any_of(v.getUsers(), isBackwardOp);
+    });
+    cost::ParameterTensor parameter;
+    parameter.name = arg.name;
+    parameter.elements = elementsOf(arg.type);
+    parameter.readByBackward = readByBackward;
+    parameter.block = blockIndex(arg.name);
+    model.parameters.push_back(parameter);
+  }
+  model.precision = bf16 ? cost::Precision::BF16 : cost::Precision::F32;
+  model.optimizer = cost::Optimizer::SGD;
+  int64_t losses = 0;
+  double forwardBlocks = 0;
+  for (Operation &op : body) {
+    if (isa<AdamwOp>(op))
+      model.optimizer = cost::Optimizer::AdamW;
+    else if (auto sgd = dyn_cast<SgdOp>(op); sgd && sgd.getMomentumBuffer())
+      model.optimizer = cost::Optimizer::SGDMomentum;
+    model.clipGradients |= isa<ClipCoefficientOp>(op);
+    losses += isa<SoftmaxCrossEntropyOp>(op);
+    countFlops(&op, model.stepFlops, forwardBlocks, sig);
+  }
+  model.blockRecomputeFlops = forwardBlocks;
+  model.microBatches = std::max<int64_t>(losses, 1);
+  for (const StepValue &arg : sig.getArgs())
+    if (arg.role == Role::Input) {
+      model.batchRows = arg.type.getDimSize(0);
+      model.sequenceLength = arg.type.getRank() > 1 ? arg.type.getDimSize(1) : 1;
+      break;
+    }
+
+  // Activations per rank (the most the step holds at once) from the memory
+  // plan of each checkpointing mode,
+  // under data parallelism at this world size (what the plan would hold
+  // besides its model states); a mode that does not build is left to the
+  // cost model's estimate.
+  for (auto [mode, flag] :
+       {std::pair{cost::ActivationCheckpointing::None, "none"},
+        std::pair{cost::ActivationCheckpointing::Selective, "selective"},
+        std::pair{cost::ActivationCheckpointing::Blocks, "blocks"}}) {
+    StrategyOptions options;
+    options.strategy = "ddp";
+    options.worldSize = worldSize;
+    options.activationCheckpointing = flag;
+    options.overlap = false;
+    // Diagnostics of a configuration that does not build (a batch the
+    // ranks cannot split) belong to the choice, not to the user.
+    ScopedDiagnosticHandler quiet(module.getContext(),
+                                  [](Diagnostic &) { return success(); });
+    FailureOr<OwningOpRef<ModuleOp>> planned =
+        runOnCopy(module, [&](OpPassManager &pm) {
+          buildStrategyPipeline(pm, options);
+        });
+    if (failed(planned))
+      continue;
+    FailureOr<MemoryPlan> plan = planStepMemory(**planned);
+    if (failed(plan))
+      continue;
+    cost::ActivationMeasurement measured;
+    measured.worldSize = worldSize;
+    measured.checkpointing = mode;
+    measured.bytesPerRank =
+        plan->stepMaxBy[static_cast<int>(MemoryCategory::Activations)];
+    model.activationMeasurements.push_back(measured);
+  }
+  return model;
+}
+
+Choice autoshard::chooseStrategy(const cost::ModelDescription &model,
+                                 const cost::ClusterSpec &cluster,
+                                 const StrategyOptions &base) {
+  Choice choice;
+  choice.cluster = cluster;
+  choice.model = model.name;
+  int64_t budget = 0;
+  if (!base.memoryBudget.empty())
+    budget = parseByteSize(base.memoryBudget).value_or(0);
+
+  // What the compiler builds: every preset and checkpointing mode, both
+  // reshard points; no offload (not built yet).
+  cost::CandidateSpace space;
+  space.offload = false;
+  space.reduceDtype = base.reduceDtype == "f32" ? cost::ReduceDtype::F32
+                                                : cost::ReduceDtype::Gradient;
+  space.prefetchDepths = {base.prefetchDepth};
+  space.bucketCapsBytes = {base.bucketCapMb << 20};
+  for (const cost::Plan &plan :
+       cost::enumerateCandidatePlans(model, cluster, space)) {
+    if (!lookupStrategy(plan.name) ||
+        !cost::verifyPlan(plan, model, cluster).empty())
+      continue;
+    Candidate candidate;
+    candidate.estimate = cost::estimateCost(model, plan, cluster);
+    candidate.fits = candidate.estimate.fits(budget);
+    candidate.overflows = candidate.estimate.overflows(budget);
+    StrategyOptions &options = candidate.options;
+    options = base;
+    options.strategy = plan.name;
+    options.worldSize = cluster.worldSize();
+    options.shardGroupSize =
+        plan.name == "hybrid" ? plan.layout.shardGroupSize : 0;
+    options.reshardAfterForward = plan.reshard == cost::Reshard::AfterForward;
+    options.bucketCapMb = plan.bucketCapBytes >> 20;
+    options.prefetchDepth = plan.prefetchDepth;
+    options.activationCheckpointing = cost::stringify(plan.checkpointing);
+    choice.candidates.push_back(std::move(candidate));
+  }
+
+  // DDP when it fits: whole states, the fewest collectives and no gathers;
+  // what sharding would save shows in the report. Otherwise the fastest
+  // plan that fits; within 5% of it, the least sharded, the least
+  // recomputation, the fewest bytes on the wire.
+  double best = -1;
+  for (const Candidate &c : choice.candidates)
+    if (c.fits && (best < 0 || c.estimate.time.total() < best))
+      best = c.estimate.time.total();
+  if (best < 0) {
+    choice.reason = "no plan fits";
+    return choice;
+  }
+  auto key = [](const Candidate &c) {
+    return std::make_tuple(shardingRank(c.options.strategy),
+                           static_cast<int>(c.estimate.plan.checkpointing),
+                           c.estimate.traffic.total(),
+                           c.estimate.time.total());
+  };
+  bool ddpFits = llvm::any_of(choice.candidates, [](const Candidate &c) {
+    return c.fits && c.options.strategy == "ddp";
+  });
+  for (auto [i, c] : llvm::enumerate(choice.candidates)) {
+    bool eligible = ddpFits ? c.options.strategy == "ddp"
+                            : c.estimate.time.total() <= best * 1.05;
+    if (!c.fits || !eligible)
+      continue;
+    if (choice.chosen < 0 || key(c) < key(choice.candidates[choice.chosen]))
+      choice.chosen = static_cast<int>(i);
+  }
+  const Candidate &chosen = choice.candidates[choice.chosen];
+  choice.reason =
+      ddpFits ? llvm::formatv("{0}: DDP fits, estimated {1:f1} ms per step "
+                              "(the fastest plan that fits: {2:f1} ms)",
+                              cost::describePlan(chosen.estimate.plan),
+                              ms(chosen.estimate.time.total()), ms(best))
+                    .str()
+              : llvm::formatv("{0}: estimated {1:f1} ms per step, the least "
+                              "sharded of the plans that fit within 5% of "
+                              "the fastest ({2:f1} ms); DDP does not fit",
+                              cost::describePlan(chosen.estimate.plan),
+                              ms(chosen.estimate.time.total()), ms(best))
+                    .str();
+  return choice;
+}
+
+std::string autoshard::formatCostReport(const Choice &choice, bool json) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (json) {
+    llvm::json::Array candidates;
+    for (auto [i, c] : llvm::enumerate(choice.candidates)) {
+      const cost::MemoryBreakdown &m = c.estimate.memory.device;
+      const cost::StepTime &t = c.estimate.time;
+      candidates.push_back(llvm::json::Object{
+          {"plan", cost::describePlan(c.estimate.plan)},
+          {"strategy", c.options.strategy},
+          {"activation_checkpointing", c.options.activationCheckpointing},
+          {"chosen", static_cast<int>(i) == choice.chosen},
+          {"fits", c.fits},
+          {"overflows", llvm::json::Array(c.overflows)},
+          {"memory_bytes",
+           llvm::json::Object{
+               {"total", m.total()},
+               {"parameters", m.parameters},
+               {"gradients", m.gradients},
+               {"optimizer_states", m.optimizerStates},
+               {"activations", m.activations},
+               {"gathered_parameters", m.gatheredParameters},
+               {"pending_gradients", m.pendingGradients},
+               {"communication_buffers", m.communicationBuffers},
+               {"activations_estimated",
+                c.estimate.memory.activationsEstimated}}},
+          {"bytes_per_step",
+           llvm::json::Object{{"all_reduce", c.estimate.traffic.allReduce},
+                              {"all_gather", c.estimate.traffic.allGather},
+                              {"reduce_scatter",
+                               c.estimate.traffic.reduceScatter}}},
+          {"step_ms",
+           llvm::json::Object{
+               {"compute", ms(t.compute())},
+               {"communication", ms(t.communication)},
+               {"exposed_communication", ms(t.exposedCommunication)},
+               {"exposed_offload", ms(t.exposedOffload)},
+               {"total", ms(t.total())}}}});
+    }
+    os << llvm::formatv(
+        "{0:2}\n",
+        llvm::json::Value(llvm::json::Object{
+            {"model", choice.model},
+            {"device", choice.cluster.device.name},
+            {"nodes", choice.cluster.nodes},
+            {"ranks_per_node", choice.cluster.ranksPerNode},
+            {"chosen", choice.chosen},
+            {"reason", choice.reason},
+            {"candidates", std::move(candidates)}}));
+    return text;
+  }
+  os << llvm::formatv("cost report: {0} on {1} x {2} {3} ({4} ranks)\n",
+                      choice.model, choice.cluster.nodes,
+                      choice.cluster.ranksPerNode, choice.cluster.device.name,
+                      choice.cluster.worldSize());
+  os << llvm::formatv("  {0,-58} {1,10} {2,10} {3,10} {4,12} {5,9} {6,9} "
+                      "{7,9}\n",
+                      "plan", "memory", "states", "activ.", "bytes/step",
+                      "compute", "exposed", "step ms");
+  for (auto [i, c] : llvm::enumerate(choice.candidates)) {
+    const cost::MemoryBreakdown &m = c.estimate.memory.device;
+    const cost::StepTime &t = c.estimate.time;
+    auto gib = [](int64_t bytes) {
+      const char *units[] = {"B", "K", "M", "G", "T"};
+      double value = static_cast<double>(bytes);
+      int unit = 0;
+      while (value >= 1024 && unit < 4) {
+        value /= 1024;
+        ++unit;
+      }
+      return llvm::formatv("{0:f1}{1}", value, units[unit]).str();
+    };
+    os << llvm::formatv(
+        "{0} {1,-58} {2,10} {3,10} {4,10} {5,12} {6,9:f1} {7,9:f1} "
+        "{8,9:f1}{9}\n",
+        static_cast<int>(i) == choice.chosen ? "*" : " ",
+        cost::describePlan(c.estimate.plan), gib(m.total()),
+        gib(m.modelStates()), gib(m.activations),
+        c.estimate.traffic.total(), ms(t.compute()),
+        ms(t.exposedCommunication + t.exposedOffload), ms(t.total()),
+        c.fits ? "" : "  does not fit");
+  }
+  os << "chosen: " << choice.reason << "\n";
+  return text;
+}
+
+namespace {
+
+struct AutoStrategyPass
+    : public PassWrapper<AutoStrategyPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(AutoStrategyPass)
+
+  AutoStrategyPass() = default;
+  AutoStrategyPass(const AutoStrategyPass &other) : PassWrapper(other) {}
+  explicit AutoStrategyPass(const StrategyOptions &strategy) {
+    worldSize = strategy.worldSize;
+    device = strategy.device;
+    nodes = strategy.nodes;
+    ranksPerNode = strategy.ranksPerNode;
+    report = strategy.costReport;
+    reportFile = strategy.costReportFile;
+    memoryBudget = strategy.memoryBudget;
+    reduceDtype = strategy.reduceDtype;
+    exposeGradients = strategy.exposeGradients;
+    overlap = strategy.overlap;
+    prefetchDepth = strategy.prefetchDepth;
+    bucketCapMb = strategy.bucketCapMb;
+  }
+
+  StringRef getArgument() const final { return "autoshard-auto-strategy"; }
+  StringRef getDescription() const final {
+    return "Choose the strategy from the cost model and run its pipeline";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registerAutoshardDialects(registry);
+  }
+
+  Option<int64_t> worldSize{*this, "world-size",
+                            llvm::cl::desc("Number of ranks"),
+                            llvm::cl::init(1)};
+  Option<std::string> device{*this, "device",
+                             llvm::cl::desc("Device of data/devices"),
+                             llvm::cl::init("cpu-node")};
+  Option<int64_t> nodes{*this, "nodes", llvm::cl::desc("Nodes (0: derive)"),
+                        llvm::cl::init(0)};
+  Option<int64_t> ranksPerNode{*this, "ranks-per-node",
+                               llvm::cl::desc("Ranks per node (0: derive)"),
+                               llvm::cl::init(0)};
+  Option<std::string> report{*this, "cost-report",
+                             llvm::cl::desc("'', text or json"),
+                             llvm::cl::init("")};
+  Option<std::string> reportFile{*this, "cost-report-file",
+                                 llvm::cl::desc("Where the report goes "
+                                                "(default stderr)"),
+                                 llvm::cl::init("")};
+  Option<std::string> memoryBudget{*this, "memory-budget",
+                                   llvm::cl::desc("Per-rank memory budget"),
+                                   llvm::cl::init("")};
+  Option<std::string> reduceDtype{*this, "reduce-dtype",
+                                  llvm::cl::desc("gradient or f32"),
+                                  llvm::cl::init("gradient")};
+  Option<bool> exposeGradients{*this, "expose-gradients",
+                               llvm::cl::desc("Return the gradients"),
+                               llvm::cl::init(false)};
+  Option<bool> overlap{*this, "overlap", llvm::cl::desc("Overlap collectives"),
+                       llvm::cl::init(true)};
+  Option<int64_t> prefetchDepth{*this, "prefetch-depth",
+                                llvm::cl::desc("Prefetch depth"),
+                                llvm::cl::init(1)};
+  Option<int64_t> bucketCapMb{*this, "bucket-cap-mb",
+                              llvm::cl::desc("Bucket cap in MiB"),
+                              llvm::cl::init(25)};
+
+  void runOnOperation() override;
+};
+
+void AutoStrategyPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (report != "" && report != "text" && report != "json") {
+    module.emitError() << "unknown cost report '" << report
+                       << "'; valid: text, json";
+    return signalPassFailure();
+  }
+  llvm::Expected<cost::DeviceSpec> spec = cost::lookupDevice(device);
+  if (!spec) {
+    module.emitError() << llvm::toString(spec.takeError());
+    return signalPassFailure();
+  }
+  cost::ClusterSpec cluster = cost::makeCluster(*spec, worldSize);
+  for (auto [count, flag] : {std::pair<int64_t, const char *>{nodes, "nodes"},
+                             {ranksPerNode, "ranks per node"}})
+    if (count > 0 && worldSize % count != 0) {
+      module.emitError() << count << " " << flag
+                         << " do not divide the world size "
+                         << static_cast<int64_t>(worldSize);
+      return signalPassFailure();
+    }
+  if (nodes > 0 || ranksPerNode > 0) {
+    cluster.nodes = nodes > 0 ? nodes : worldSize / std::max<int64_t>(
+                                                        ranksPerNode, 1);
+    cluster.ranksPerNode =
+        ranksPerNode > 0 ? ranksPerNode : worldSize / std::max<int64_t>(
+                                                          nodes, 1);
+  }
+  if (cluster.worldSize() != worldSize) {
+    module.emitError() << cluster.nodes << " nodes of " << cluster.ranksPerNode
+                       << " ranks are " << cluster.worldSize()
+                       << " ranks, not the world size " << static_cast<int64_t>(worldSize);
+    return signalPassFailure();
+  }
+  if (std::string problem = cost::verifyCluster(cluster); !problem.empty()) {
+    module.emitError() << problem;
+    return signalPassFailure();
+  }
+
+  FailureOr<cost::ModelDescription> model = describeStep(module, worldSize);
+  if (failed(model))
+    return signalPassFailure();
+
+  StrategyOptions base;
+  base.worldSize = worldSize;
+  base.exposeGradients = exposeGradients;
+  base.reduceDtype = reduceDtype;
+  base.overlap = overlap;
+  base.prefetchDepth = prefetchDepth;
+  base.bucketCapMb = bucketCapMb;
+  base.memoryBudget = memoryBudget;
+  Choice choice = chooseStrategy(*model, cluster, base);
+
+  if (!report.empty()) {
+    std::string text = formatCostReport(choice, report == "json");
+    if (reportFile.empty()) {
+      llvm::errs() << text;
+    } else {
+      std::error_code error;
+      llvm::raw_fd_ostream out(reportFile, error);
+      if (error) {
+        module.emitError() << "cannot write the cost report to '"
+                           << reportFile << "': " << error.message();
+        return signalPassFailure();
+      }
+      out << text;
+    }
+  }
+
+  if (choice.chosen < 0) {
+    const Candidate *smallest = nullptr;
+    for (const Candidate &c : choice.candidates)
+      if (!smallest || c.estimate.memory.device.total() <
+                           smallest->estimate.memory.device.total())
+        smallest = &c;
+    InFlightDiagnostic diag = module.emitError()
+                              << "no strategy fits " << static_cast<int64_t>(worldSize) << " "
+                              << cluster.device.name << " ranks";
+    if (smallest) {
+      diag << ": the smallest plan, "
+           << cost::describePlan(smallest->estimate.plan) << ", needs "
+           << formatBytes(smallest->estimate.memory.device.total())
+           << " per rank";
+      for (const std::string &line : smallest->overflows)
+        diag.attachNote() << line;
+    }
+    diag.attachNote() << "to fit: more ranks, a smaller micro-batch, "
+                         "activation checkpointing, or (not built yet) "
+                         "offload";
+    return signalPassFailure();
+  }
+
+  // Run the chosen strategy on the step.
+  OpPassManager pm(ModuleOp::getOperationName());
+  buildStrategyPipeline(pm, choice.candidates[choice.chosen].options);
+  if (failed(runPipeline(pm, module)))
+    return signalPassFailure();
+}
+
+} // namespace
+
+void autoshard::buildAutoStrategyPipeline(OpPassManager &pm,
+                                          const StrategyOptions &options) {
+  pm.addPass(std::make_unique<AutoStrategyPass>(options));
+}
+
+void autoshard::registerAutoStrategyPass() {
+  PassRegistration<AutoStrategyPass>();
+}

@@ -1,0 +1,43 @@
+// --strategy=auto: the cost model estimates every plan the compiler builds
+// on the cluster and chooses; the chosen strategy's pipeline runs.
+
+// The example MLP on 2 CPU ranks: DDP fits, so DDP.
+// RUN: shard-opt --strategy=auto --world-size=2 --cost-report %examples/mlp.mlir 2>%t.report | FileCheck %s --check-prefix=MLP
+// RUN: FileCheck %s --check-prefix=REPORT < %t.report
+// MLP: train.plan = #train.plan<strategy = "ddp"
+// MLP: train.collective_start all_reduce
+// REPORT: cost report: train_step on 1 x 2 cpu-node (2 ranks)
+// REPORT: plan{{.*}}memory{{.*}}bytes/step{{.*}}step ms
+// REPORT: * ddp bucket=25MiB prefetch=1 offload=none/none checkpoint=none
+// REPORT: zero3 reshard=after_forward
+// REPORT: chosen: ddp {{.*}}: DDP fits, estimated
+
+// JSON, to a file: every candidate with its memory, traffic and time.
+// RUN: shard-opt --strategy=auto --world-size=2 --cost-report=json --cost-report-file=%t.json %examples/mlp.mlir > /dev/null
+// RUN: %python -c "import json,sys; d=json.load(open(sys.argv[1])); c=d['candidates'][d['chosen']]; print(c['strategy'], len(d['candidates']), sorted(c['bytes_per_step']))" %t.json | FileCheck %s --check-prefix=JSON
+// JSON: ddp 21 ['all_gather', 'all_reduce', 'reduce_scatter']
+
+// Llama 2 7B in bf16 on 64 H100s, one sequence of 4096 tokens each: DDP's
+// 16 bytes per parameter do not fit 80 GB; a sharded plan does.
+// RUN: shard-gen llama2-7b --micro-batch=64 --precision=bf16 2>/dev/null | shard-opt --strategy=auto --world-size=64 --device=h100-80gb --cost-report 2>%t.llama | FileCheck %s --check-prefix=LLAMA
+// RUN: FileCheck %s --check-prefix=LLAMAREPORT < %t.llama
+// LLAMA: train.plan = #train.plan<strategy = "{{zero1|zero2|zero3|fsdp|hybrid}}"
+// LLAMAREPORT: cost report: train_step on 8 x 8 h100-80gb (64 ranks)
+// LLAMAREPORT: ddp {{.*}} does not fit
+// LLAMAREPORT: chosen: {{.*}} DDP does not fit
+
+// GPT-3 on 8 H100s fits no plan: an error with what the smallest needs.
+// RUN: shard-gen gpt3-175b --micro-batch=8 --precision=bf16 2>/dev/null | not shard-opt --strategy=auto --world-size=8 --device=h100-80gb 2>&1 | FileCheck %s --check-prefix=NOFIT
+// NOFIT: error: no strategy fits 8 h100-80gb ranks: the smallest plan, zero3 {{.*}} checkpoint=blocks, needs {{.*}} GiB
+// NOFIT: note: device memory needs {{.*}} per rank, has 74.51 GiB
+// NOFIT: note: to fit: more ranks, a smaller micro-batch, activation checkpointing
+
+// Bad options name what would be valid.
+// RUN: not shard-opt --strategy=auto --world-size=2 --device=tpu %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=DEVICE
+// DEVICE: error: unknown device 'tpu'; known devices: a100-80gb, cpu-node, h100-80gb, h200-141gb
+// RUN: not shard-opt --strategy=auto --world-size=8 --nodes=3 --device=h100-80gb %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=NODES
+// NODES: error: 3 nodes do not divide the world size 8
+// RUN: not shard-opt --strategy=auto --cost-report=xml %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=REPORTKIND
+// REPORTKIND: shard-opt: error: unknown --cost-report 'xml'; valid: text, json
+// RUN: not shard-opt --strategy=zero3 --device=h100-80gb %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=NOTAUTO
+// NOTAUTO: shard-opt: error: --device, --nodes, --gpus-per-node, --cost-report and --cost-report-file are for --strategy=auto
