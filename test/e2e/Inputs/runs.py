@@ -30,6 +30,9 @@
       memory plan (the manifest's memory record)
   runs.py peak-below A.manifest B.manifest
       A's planned peak memory is below B's
+  runs.py predicted-bytes REPORT.json --strategy S --stats STATS.json
+      the bytes per step the cost report (--strategy=auto --cost-report=json)
+      predicts for strategy S equal those the run's --stats-json measured
   runs.py asdata OUT --rows N --features D --classes C --seed S
       writes a learnable classification data set in the asdata format
   runs.py continues FULL.log PART.log --from C --steps N --rtol R
@@ -309,6 +312,25 @@ def cmd_peak_below(args):
         sys.exit(f"{args.a}'s planned peak {a} is not below {args.b}'s {b}")
 
 
+def cmd_predicted_bytes(args):
+    with open(args.report) as f:
+        report = json.load(f)
+    plans = [c for c in report["candidates"]
+             if c["strategy"] == args.strategy and
+             c["activation_checkpointing"] == "none" and
+             "reshard=after_backward" not in c["plan"]]
+    if not plans:
+        sys.exit(f"{args.report}: no {args.strategy} candidate")
+    predicted = plans[0]["bytes_per_step"]
+    with open(args.stats) as f:
+        stats = json.load(f)
+    measured = {kind: c["bytes_sent_per_step"]
+                for kind, c in stats["collectives"].items()}
+    print(f"{args.strategy}: predicted {predicted}, measured {measured}")
+    if any(predicted[kind] != measured.get(kind, 0) for kind in predicted):
+        sys.exit("the cost model's bytes differ from the measured ones")
+
+
 def cmd_asdata(args):
     rng = random.Random(args.seed)
     teacher = [[rng.gauss(0, 1) for _ in range(args.features)]
@@ -488,6 +510,10 @@ def main():
     p = sub.add_parser("peak-below")
     p.add_argument("a")
     p.add_argument("b")
+    p = sub.add_parser("predicted-bytes")
+    p.add_argument("report")
+    p.add_argument("--strategy", required=True)
+    p.add_argument("--stats", required=True)
     p = sub.add_parser("asdata")
     p.add_argument("out")
     p.add_argument("--rows", type=int, required=True)
@@ -500,7 +526,7 @@ def main():
         return CHECKPOINT_COMMANDS[args.cmd](args)
     {"losses": cmd_losses, "params": cmd_params, "falls": cmd_falls,
      "below": cmd_below, "traffic": cmd_traffic, "peak": cmd_peak,
-     "peak-below": cmd_peak_below,
+     "peak-below": cmd_peak_below, "predicted-bytes": cmd_predicted_bytes,
      "asdata": cmd_asdata}[args.cmd](args)
 
 
