@@ -274,17 +274,23 @@ Choice autoshard::chooseStrategy(const cost::ModelDescription &model,
     choice.candidates.push_back(std::move(candidate));
   }
 
+  selectCandidate(choice);
+  return choice;
+}
+
+void autoshard::selectCandidate(Choice &choice) {
   // DDP when it fits: whole states, the fewest collectives and no gathers;
   // what sharding would save shows in the report. Otherwise the fastest
   // plan that fits; within 5% of it, the least sharded, the least
   // recomputation, the fewest bytes on the wire.
+  choice.chosen = -1;
   double best = -1;
   for (const Candidate &c : choice.candidates)
     if (c.fits && (best < 0 || c.estimate.time.total() < best))
       best = c.estimate.time.total();
   if (best < 0) {
     choice.reason = "no plan fits";
-    return choice;
+    return;
   }
   auto key = [](const Candidate &c) {
     return std::make_tuple(shardingRank(c.options.strategy),
@@ -316,7 +322,6 @@ Choice autoshard::chooseStrategy(const cost::ModelDescription &model,
                               cost::describePlan(chosen.estimate.plan),
                               ms(chosen.estimate.time.total()), ms(best))
                     .str();
-  return choice;
 }
 
 std::string autoshard::formatCostReport(const Choice &choice, bool json) {
@@ -333,6 +338,7 @@ std::string autoshard::formatCostReport(const Choice &choice, bool json) {
           {"activation_checkpointing", c.options.activationCheckpointing},
           {"chosen", static_cast<int>(i) == choice.chosen},
           {"fits", c.fits},
+          {"planned_bytes", c.plannedBytes},
           {"overflows", llvm::json::Array(c.overflows)},
           {"memory_bytes",
            llvm::json::Object{
@@ -394,12 +400,13 @@ std::string autoshard::formatCostReport(const Choice &choice, bool json) {
     };
     os << llvm::formatv(
         "{0} {1,-58} {2,10} {3,10} {4,10} {5,12} {6,9:f1} {7,9:f1} "
-        "{8,9:f1}{9}\n",
+        "{8,9:f1}{9}{10}\n",
         static_cast<int>(i) == choice.chosen ? "*" : " ",
         cost::describePlan(c.estimate.plan), gib(m.total()),
         gib(m.modelStates()), gib(m.activations),
         c.estimate.traffic.total(), ms(t.compute()),
         ms(t.exposedCommunication + t.exposedOffload), ms(t.total()),
+        c.plannedBytes >= 0 ? "  planned " + gib(c.plannedBytes) : "",
         c.fits ? "" : "  does not fit");
   }
   os << "chosen: " << choice.reason << "\n";
@@ -528,6 +535,67 @@ void AutoStrategyPass::runOnOperation() {
   base.bucketCapMb = bucketCapMb;
   base.memoryBudget = memoryBudget;
   Choice choice = chooseStrategy(*model, cluster, base);
+
+  // The estimate chose; the compiler's exact memory plan of the choice
+  // decides whether it fits. A choice that does not gives way to the next.
+  int64_t capacity = cost::rankMemoryBytes(cluster);
+  if (!base.memoryBudget.empty())
+    capacity = parseByteSize(base.memoryBudget).value_or(capacity);
+  auto plannedBytes = [&](Candidate &candidate) -> FailureOr<int64_t> {
+    if (candidate.plannedBytes >= 0)
+      return candidate.plannedBytes;
+    StrategyOptions options = candidate.options;
+    options.memoryBudget.clear();
+    FailureOr<OwningOpRef<ModuleOp>> built =
+        runOnCopy(module, [&](OpPassManager &copyPm) {
+          buildStrategyPipeline(copyPm, options);
+        });
+    if (failed(built))
+      return failure();
+    FailureOr<MemoryPlan> exact = planStepMemory(**built);
+    if (failed(exact))
+      return failure();
+    return candidate.plannedBytes = exact->total();
+  };
+  for (int attempt = 0; attempt < 4 && choice.chosen >= 0; ++attempt) {
+    Candidate &candidate = choice.candidates[choice.chosen];
+    FailureOr<int64_t> planned = plannedBytes(candidate);
+    if (failed(planned))
+      return signalPassFailure();
+    if (*planned <= capacity)
+      break;
+    candidate.fits = false;
+    candidate.overflows.push_back("the memory plan of the compiled step "
+                                  "needs " +
+                                  formatBytes(*planned) + " per rank, has " +
+                                  formatBytes(capacity));
+    selectCandidate(choice);
+  }
+  // The estimate is an upper bound: when it rejects every plan, the exact
+  // plans of the smallest estimates may still fit.
+  if (choice.chosen < 0) {
+    SmallVector<Candidate *> bySize;
+    for (Candidate &c : choice.candidates)
+      if (c.plannedBytes < 0)
+        bySize.push_back(&c);
+    llvm::sort(bySize, [](const Candidate *x, const Candidate *y) {
+      return x->estimate.memory.device.total() <
+             y->estimate.memory.device.total();
+    });
+    for (Candidate *c : ArrayRef(bySize).take_front(6)) {
+      FailureOr<int64_t> planned = plannedBytes(*c);
+      if (failed(planned))
+        return signalPassFailure();
+      if (*planned <= capacity) {
+        c->fits = true;
+        c->overflows.clear();
+      }
+    }
+    selectCandidate(choice);
+    if (choice.chosen >= 0)
+      choice.reason += " (by the compiler's memory plan: the estimate, an "
+                       "upper bound, fit no plan)";
+  }
 
   if (!report.empty()) {
     std::string text = formatCostReport(choice, report == "json");

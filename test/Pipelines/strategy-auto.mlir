@@ -17,6 +17,14 @@
 // RUN: %python -c "import json,sys; d=json.load(open(sys.argv[1])); c=d['candidates'][d['chosen']]; print(c['strategy'], len(d['candidates']), sorted(c['bytes_per_step']))" %t.json | FileCheck %s --check-prefix=JSON
 // JSON: ddp 21 ['all_gather', 'all_reduce', 'reduce_scatter']
 
+// A budget the estimates (upper bounds) all exceed: the compiler's exact
+// memory plans of the smallest candidates decide. DDP needs 139.4K per
+// rank, ZeRO-1 113.4K (peak plus communication buffers).
+// RUN: shard-opt --strategy=auto --world-size=2 --memory-budget=125KiB --cost-report %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=BUDGET
+// BUDGET: ddp bucket=25MiB {{.*}} planned 139.4K  does not fit
+// BUDGET: * zero1 bucket=25MiB {{.*}} checkpoint=none {{.*}} planned 113.4K
+// BUDGET: chosen: zero1 {{.*}} (by the compiler's memory plan: the estimate, an upper bound, fit no plan)
+
 // Llama 2 7B in bf16 on 64 H100s, one sequence of 4096 tokens each: DDP's
 // 16 bytes per parameter do not fit 80 GB; a sharded plan does.
 // RUN: shard-gen llama2-7b --micro-batch=64 --precision=bf16 2>/dev/null | shard-opt --strategy=auto --world-size=64 --device=h100-80gb --cost-report 2>%t.llama | FileCheck %s --check-prefix=LLAMA

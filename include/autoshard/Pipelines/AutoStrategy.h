@@ -27,6 +27,9 @@ struct Candidate {
   StrategyOptions options;
   bool fits = false;
   std::vector<std::string> overflows;
+  /// The compiler's exact memory plan (peak plus communication buffers) of
+  /// the candidate, once it has been built to verify the choice; -1 before.
+  int64_t plannedBytes = -1;
 };
 
 struct Choice {
@@ -52,6 +55,9 @@ describeStep(mlir::ModuleOp module, int64_t worldSize);
 Choice chooseStrategy(const cost::ModelDescription &model,
                       const cost::ClusterSpec &cluster,
                       const StrategyOptions &base);
+
+/// Chooses again among the candidates that (still) fit, by the same rule.
+void selectCandidate(Choice &choice);
 
 /// The cost report: one line (or JSON object) per candidate.
 std::string formatCostReport(const Choice &choice, bool json);
