@@ -49,3 +49,11 @@
 // REPORTKIND: shard-opt: error: unknown --cost-report 'xml'; valid: text, json
 // RUN: not shard-opt --strategy=zero3 --device=h100-80gb %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=NOTAUTO
 // NOTAUTO: shard-opt: error: --device, --nodes, --gpus-per-node, --cost-report and --cost-report-file are for --strategy=auto
+
+// The plot script draws the JSON report.
+// RUN: %python %S/../../scripts/cost_plot.py %t.json %t.svg
+// RUN: FileCheck %s --check-prefix=PLOT < %t.svg
+// PLOT: <svg
+// PLOT: train_step on 1 x 2 cpu-node: estimated memory per rank and step time
+// PLOT: memory per rank (GiB)
+// PLOT: step time (ms)

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Plots a --strategy=auto cost report: memory per rank and step time per plan.
+
+  shard-opt --strategy=auto ... --cost-report=json --cost-report-file=r.json
+  python3 scripts/cost_plot.py r.json out.svg [--checkpointing none]
+
+Two bar charts side by side, one bar per candidate plan (optionally only
+those with one checkpointing mode): estimated memory per rank stacked by
+category, with the device's memory as a line, and estimated step time
+stacked as compute and exposed communication. The chosen plan is outlined.
+Standard library only (SVG; no plotting library is needed).
+"""
+
+import argparse
+import json
+import sys
+
+MEMORY = [("parameters", "#4c72b0"), ("gradients", "#dd8452"),
+          ("optimizer_states", "#55a868"), ("activations", "#c44e52"),
+          ("gathered_parameters", "#8172b3"), ("pending_gradients", "#937860"),
+          ("communication_buffers", "#da8bc3")]
+TIME = [("compute", "#4c72b0"), ("exposed_communication", "#c44e52"),
+        ("exposed_offload", "#937860")]
+
+
+def bars(out, x0, y0, width, height, rows, parts, unit, scale, title, chosen,
+         limit=None):
+    out.append(f'<text x="{x0}" y="{y0 - 8}" font-size="13">{title}</text>')
+    top = max([sum(r[p] for p, _ in parts) for _, r in rows] +
+              ([limit] if limit else [])) or 1
+    bar = height / max(len(rows), 1)
+    for i, (label, r) in enumerate(rows):
+        y = y0 + i * bar
+        out.append(f'<text x="{x0 - 6}" y="{y + bar * 0.7:.1f}" '
+                   f'text-anchor="end" font-size="10">{label}</text>')
+        x = x0
+        for part, color in parts:
+            w = r[part] / top * width
+            if w > 0:
+                out.append(f'<rect x="{x:.1f}" y="{y + 2:.1f}" '
+                           f'width="{w:.1f}" height="{bar - 4:.1f}" '
+                           f'fill="{color}"/>')
+            x += w
+        total = sum(r[p] for p, _ in parts)
+        if i == chosen:
+            out.append(f'<rect x="{x0}" y="{y + 1:.1f}" '
+                       f'width="{total / top * width:.1f}" '
+                       f'height="{bar - 2:.1f}" fill="none" stroke="black" '
+                       f'stroke-width="2"/>')
+        out.append(f'<text x="{x + 4:.1f}" y="{y + bar * 0.7:.1f}" '
+                   f'font-size="10">{total / scale:.1f} {unit}</text>')
+    if limit:
+        x = x0 + limit / top * width
+        out.append(f'<line x1="{x:.1f}" y1="{y0}" x2="{x:.1f}" '
+                   f'y2="{y0 + height}" stroke="black" stroke-dasharray="4"/>')
+    y = y0 + height + 16
+    x = x0
+    for part, color in parts:
+        out.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" '
+                   f'fill="{color}"/><text x="{x + 13}" y="{y}" '
+                   f'font-size="10">{part.replace("_", " ")}</text>')
+        x += 20 + 6 * len(part)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("report")
+    parser.add_argument("out")
+    parser.add_argument("--checkpointing", default="",
+                        help="only the plans with this checkpointing mode")
+    parser.add_argument("--memory-limit", type=float, default=0,
+                        help="the device's memory per rank in bytes, drawn "
+                             "as a line")
+    args = parser.parse_args()
+    with open(args.report) as f:
+        report = json.load(f)
+    rows, chosen = [], -1
+    for i, c in enumerate(report["candidates"]):
+        if args.checkpointing and \
+                c["activation_checkpointing"] != args.checkpointing:
+            continue
+        if i == report["chosen"]:
+            chosen = len(rows)
+        label = c["plan"].split(" bucket=")[0] + \
+            f' ({c["activation_checkpointing"]})'
+        rows.append((label, dict(c["memory_bytes"], **c["step_ms"])))
+    if not rows:
+        sys.exit(f"error: {args.report} has no candidate to plot")
+    height = 14 * len(rows)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="1300" '
+           f'height="{height + 110}" font-family="sans-serif">',
+           '<rect width="100%" height="100%" fill="white"/>',
+           f'<text x="10" y="20" font-size="14">{report["model"]} on '
+           f'{report["nodes"]} x {report["ranks_per_node"]} '
+           f'{report["device"]}: estimated memory per rank and step time'
+           f'</text>']
+    bars(out, 330, 50, 300, height, [(l, r) for l, r in rows], MEMORY, "GiB",
+         2**30, "memory per rank (GiB)", chosen, args.memory_limit or None)
+    bars(out, 960, 50, 260, height, [(l, r) for l, r in rows], TIME, "ms",
+         1, "step time (ms)", chosen)
+    out.append("</svg>")
+    with open(args.out, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+if __name__ == "__main__":
+    main()
