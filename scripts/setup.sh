@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22
+  libclang-rt-22-dev
   ninja-build ccache cmake
   openmpi-bin libopenmpi-dev libopenblas-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev python3 python3-numpy

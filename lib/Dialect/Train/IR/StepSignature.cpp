@@ -1,10 +1,13 @@
-//===- StepSignature.cpp - roles and names of a training step -------------===//
+//===- StepSignature.cpp - the rules of a training step and its signature -===//
 
 #include "autoshard/Dialect/Train/IR/StepSignature.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace autoshard::train;
@@ -93,7 +96,161 @@ static LogicalResult verifyTagged(FunctionOpInterface func, StringRef what,
   return success();
 }
 
+/// The most bytes a step's tensors may hold, each and all together: 4 EiB.
+/// Byte counts are int64 everywhere (memory plan, flat shards, manifest);
+/// below this bound their sums and paddings cannot overflow.
+static constexpr int64_t kMaxStepBytes = int64_t{1} << 62;
+
+/// The element bytes the byte bounds count: int and float types by their
+/// width, anything else as 8.
+static int64_t elementBytes(Type element) {
+  return element.isIntOrFloat()
+             ? static_cast<int64_t>(
+                   llvm::divideCeil(element.getIntOrFloatBitWidth(), 8))
+             : 8;
+}
+
+/// The bytes of a statically shaped tensor type, or nothing when they
+/// exceed kMaxStepBytes. The shape is multiplied here with an overflow
+/// check: ShapedType::getNumElements would wrap.
+static std::optional<int64_t> boundedBytes(RankedTensorType type) {
+  int64_t bytes = elementBytes(type.getElementType());
+  for (int64_t dim : type.getShape())
+    if (llvm::MulOverflow(bytes, dim, bytes) || bytes > kMaxStepBytes)
+      return std::nullopt;
+  return bytes;
+}
+
+/// A collective of the step (an op with a `grid` symbol: shard.all_reduce,
+/// the train collectives) runs on a shard.grid whose every axis has a
+/// static size of at least 1; the lowering divides by the group's size.
+static LogicalResult verifyCollectiveGrid(Operation *op) {
+  auto gridRef = op->getAttrOfType<FlatSymbolRefAttr>("grid");
+  if (!gridRef)
+    return success();
+  auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, gridRef);
+  if (!grid)
+    return success(); // the op's own verifier names a missing grid
+  for (auto [axis, size] : llvm::enumerate(grid.getShape()))
+    if (size < 1) // also a dynamic size
+      return op->emitOpError()
+             << "runs on " << gridRef << ", whose axis " << axis << " has "
+             << (ShapedType::isDynamic(size) ? std::string("a dynamic size")
+                                             : "size " + std::to_string(size))
+             << "; a training step's grids have a static size of at least 1 "
+                "on every axis";
+  return success();
+}
+
+/// The `train.shard` of an argument or result (#train.flat_shard) describes
+/// a tensor the step may hold and axes of the plan's grid that the runtime
+/// can address (a mask of 31 bits), and the value is that tensor's flat
+/// shard over those axes: the rule the runtime's manifest parser applies,
+/// checked before the lowering prints it.
+static LogicalResult verifyFlatShard(FunctionOpInterface func, StringRef what,
+                                     unsigned index, Type type,
+                                     FlatShardAttr shard) {
+  auto fail = [&]() {
+    return func.emitOpError() << what << " #" << index << " has "
+                              << TrainDialect::kShardAttrName << " " << shard
+                              << ": ";
+  };
+  int64_t elements = 1;
+  for (int64_t dim : shard.getShape())
+    if (dim < 0 || llvm::MulOverflow(elements, dim, elements) ||
+        elements > kMaxStepBytes / 8)
+      return fail() << "its full shape must have dimensions >= 0 and hold at "
+                       "most 2^59 elements";
+  auto plan = func->getAttrOfType<PlanAttr>(TrainDialect::kPlanAttrName);
+  shard::GridOp grid =
+      plan ? SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+                 func, plan.getGrid())
+           : shard::GridOp();
+  if (!grid)
+    return fail() << "a flat shard lies on the grid of the step's "
+                  << TrainDialect::kPlanAttrName
+                  << ", and the step has no plan with a shard.grid";
+  ArrayRef<int16_t> axes = shard.getGridAxes();
+  int64_t ranks = 1;
+  for (auto [i, axis] : llvm::enumerate(axes)) {
+    if (axis < 0 || axis >= std::min<int64_t>(grid.getRank(), 31) ||
+        (i > 0 && axis <= axes[i - 1]))
+      return fail() << "grid_axes must be distinct, ascending axes of "
+                    << plan.getGrid() << " (rank " << grid.getRank()
+                    << ") below 31";
+    int64_t size = grid.getShape()[axis];
+    if (size < 1 || llvm::MulOverflow(ranks, size, ranks))
+      return fail() << "axis " << axis << " of " << plan.getGrid()
+                    << " has no static size of at least 1";
+  }
+  if (axes.empty())
+    return fail() << "a flat shard is sharded over at least one grid axis";
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  int64_t k = llvm::divideCeil(elements, ranks);
+  if (!tensor || tensor.getRank() != 1 || tensor.getDimSize(0) != k)
+    return fail() << "the flat shard of " << elements << " elements over "
+                  << ranks << (ranks == 1 ? " rank" : " ranks") << " is 1-D "
+                  << "with ceil(" << elements << " / " << ranks << ") = " << k
+                  << " elements, but the " << what << " is " << type;
+  return success();
+}
+
+/// Every tensor of the step, argument or op result, has a static shape, and
+/// none of them, nor all together, hold more than kMaxStepBytes: the passes
+/// size buffers, shards and collectives from these shapes. Names the first
+/// tensor that breaks a rule or tips the sum.
+static LogicalResult verifyStepTensors(FunctionOpInterface func) {
+  int64_t total = 0;
+  auto add = [&](Value value, auto emitError) -> LogicalResult {
+    auto tensor = dyn_cast<TensorType>(value.getType());
+    if (!tensor)
+      return success();
+    auto type = dyn_cast<RankedTensorType>(tensor);
+    if (!type || !type.hasStaticShape())
+      return emitError() << "of type " << tensor
+                         << " has no static shape; a training step's "
+                            "tensors are statically shaped";
+    std::optional<int64_t> bytes = boundedBytes(type);
+    if (!bytes)
+      return emitError() << "of type " << type
+                         << " holds more than 2^62 bytes (4 EiB), the most "
+                            "a training step's tensors may hold";
+    if (llvm::AddOverflow(total, *bytes, total) || total > kMaxStepBytes)
+      return emitError() << "of type " << type
+                         << " brings the step's tensors past 2^62 bytes "
+                            "(4 EiB), the most they may hold together";
+    return success();
+  };
+  Region &body = func.getFunctionBody();
+  for (BlockArgument arg : body.getArguments())
+    if (failed(add(arg, [&] {
+          return func.emitOpError() << "argument #" << arg.getArgNumber()
+                                    << " ";
+        })))
+      return failure();
+  WalkResult walk = body.walk([&](Operation *op) {
+    if (failed(verifyCollectiveGrid(op)))
+      return WalkResult::interrupt();
+    for (OpResult result : op->getResults())
+      if (failed(add(result, [&] {
+            return op->emitOpError() << "result #" << result.getResultNumber()
+                                     << " ";
+          })))
+        return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
+
 LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
+  // Every pass walks the step as one list of ops ending in the return of
+  // its results; a branch would leave them reading the wrong terminator.
+  Region &body = func.getFunctionBody();
+  if (!body.empty() && !body.hasOneBlock())
+    return func.emitOpError()
+           << "has " << body.getBlocks().size()
+           << " blocks; a training step is straight-line code in one block";
   for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
     if (failed(verifyTagged(func, "argument", i, type, func.getArgAttrDict(i))))
       return failure();
@@ -101,6 +258,17 @@ LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
     if (failed(verifyTagged(func, "result", i, type,
                             func.getResultAttrDict(i))))
       return failure();
+
+  for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
+    if (auto shard = func.getArgAttrOfType<FlatShardAttr>(
+            i, TrainDialect::kShardAttrName))
+      if (failed(verifyFlatShard(func, "argument", i, type, shard)))
+        return failure();
+  for (auto [i, type] : llvm::enumerate(func.getResultTypes()))
+    if (auto shard = func.getResultAttrOfType<FlatShardAttr>(
+            i, TrainDialect::kShardAttrName))
+      if (failed(verifyFlatShard(func, "result", i, type, shard)))
+        return failure();
 
   StepSignature sig(func);
   llvm::StringMap<unsigned> argNames;
@@ -209,7 +377,7 @@ LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
     return func.emitOpError() << "a train.step function returns exactly one "
                                  "loss result, found "
                               << losses;
-  return success();
+  return verifyStepTensors(func);
 }
 
 FailureOr<FunctionOpInterface>

@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 using namespace mlir;
 using namespace autoshard::train;
@@ -309,6 +310,11 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (bucketCapMb < 1)
     return emitError() << "bucket_cap_mb must be at least 1, got "
                        << bucketCapMb;
+  // Passes count the cap in bytes, as an int64.
+  constexpr int64_t maxBucketCapMb = std::numeric_limits<int64_t>::max() >> 20;
+  if (bucketCapMb > maxBucketCapMb)
+    return emitError() << "bucket_cap_mb must be at most " << maxBucketCapMb
+                       << " (8 EiB in bytes), got " << bucketCapMb;
   return success();
 }
 
@@ -350,6 +356,14 @@ LogicalResult TrainDialect::verifyOperationAttribute(Operation *op,
       return op->emitError() << "plan refers to grid " << plan.getGrid()
                              << ", which is not defined";
     if (auto grid = dyn_cast<shard::GridOp>(gridSymbol)) {
+      // Passes divide by the grid's size and its axes' sizes (a dynamic
+      // axis is autoshard-partition's error).
+      for (auto [axis, size] : llvm::enumerate(grid.getShape()))
+        if (!ShapedType::isDynamic(size) && size < 1)
+          return op->emitError()
+                 << "plan runs on " << plan.getGrid() << ", whose axis "
+                 << axis << " has size " << size
+                 << "; a training grid has at least 1 rank on every axis";
       SmallVector<ArrayRef<int16_t>> axisSets{plan.getShardAxes()};
       for (ParamGroupAttr group : plan.getGroups())
         axisSets.push_back(group.getShardAxes());

@@ -5,6 +5,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 #include <cstdio>
@@ -348,12 +349,18 @@ LogicalResult SliceRowsOp::verify() {
       input.getElementType() != result.getElementType())
     return emitOpError() << "result " << result
                          << " must be a block of whole rows of " << input;
-  if (static_cast<int64_t>(getOffset()) + result.getDimSize(0) >
-      input.getDimSize(0))
-    return emitOpError() << "rows [" << getOffset() << ", "
-                         << getOffset() + result.getDimSize(0)
-                         << ") lie outside the input's " << input.getDimSize(0)
-                         << " rows";
+  int64_t rows = input.getDimSize(0), taken = result.getDimSize(0);
+  if (ShapedType::isDynamic(rows) || ShapedType::isDynamic(taken))
+    return emitOpError() << "takes a static number of rows of a static "
+                            "batch, got "
+                         << result << " of " << input;
+  // offset and taken are both in [0, 2^63): their sum is exact in uint64,
+  // and the comparison is written so as not to overflow int64.
+  uint64_t offset = getOffset();
+  if (taken > rows || offset > static_cast<uint64_t>(rows - taken))
+    return emitOpError() << "rows [" << offset << ", "
+                         << offset + static_cast<uint64_t>(taken)
+                         << ") lie outside the input's " << rows << " rows";
   return success();
 }
 
@@ -612,6 +619,10 @@ checkAttentionOperands(std::optional<Location> loc, StringRef op, Value q,
                              "element type");
   }
   int64_t heads = query.getDimSize(2), kvHeads = key.getDimSize(2);
+  if (kvHeads < 1)
+    return emitOptionalError(loc, "'", op, "' key ", key,
+                             " has no heads; attention needs at least one "
+                             "key/value head");
   if (heads % kvHeads != 0) {
     return emitOptionalError(loc, "'", op, "' ", heads,
                              " query heads cannot share ", kvHeads,
@@ -756,7 +767,13 @@ static FailureOr<int64_t> groupSize(Operation *op, shard::GridOp grid,
     if (ShapedType::isDynamic(dim))
       return op->emitOpError() << "grid axis " << axis << " of "
                                << grid.getSymName() << " is dynamic";
-    size *= dim;
+    if (dim < 1)
+      return op->emitOpError() << "grid axis " << axis << " of "
+                               << grid.getSymName() << " has size " << dim
+                               << "; a group has at least one rank";
+    if (llvm::MulOverflow(size, dim, size))
+      return op->emitOpError() << "grid axes of " << grid.getSymName()
+                               << " span more than 2^63 ranks";
   }
   return size;
 }

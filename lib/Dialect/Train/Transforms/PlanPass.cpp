@@ -8,6 +8,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
 
+#include <limits>
+
 namespace autoshard::train {
 #define GEN_PASS_DEF_PLANPASS
 #include "autoshard/Dialect/Train/Transforms/Passes.h.inc"
@@ -96,6 +98,13 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
     }
     if (bucketCapMb < 1) {
       module.emitError() << "bucket cap must be at least 1 MiB, got "
+                         << static_cast<int64_t>(bucketCapMb);
+      return signalPassFailure();
+    }
+    if (bucketCapMb > std::numeric_limits<int64_t>::max() >> 20) {
+      module.emitError() << "bucket cap must be at most "
+                         << (std::numeric_limits<int64_t>::max() >> 20)
+                         << " MiB (8 EiB in bytes), got "
                          << static_cast<int64_t>(bucketCapMb);
       return signalPassFailure();
     }

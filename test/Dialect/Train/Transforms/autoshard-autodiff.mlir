@@ -177,7 +177,7 @@ func.func @step(%w: tensor<3x2xf32> {train.role = #train.role<param>, train.name
 
 // -----
 
-// expected-error@+1 {{has 2 blocks; autodiff handles straight-line steps}}
+// expected-error@+1 {{has 2 blocks; a training step is straight-line code in one block}}
 func.func @step(%w: tensor<3x2xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
                 %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
