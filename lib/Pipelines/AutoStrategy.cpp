@@ -245,9 +245,9 @@ Choice autoshard::chooseStrategy(const cost::ModelDescription &model,
     budget = parseByteSize(base.memoryBudget).value_or(0);
 
   // What the compiler builds: every preset and checkpointing mode, both
-  // reshard points; no offload (not built yet).
+  // reshard points, and offload of the optimizer (and of sharded
+  // parameters) to host memory or NVMe where the device has a host link.
   cost::CandidateSpace space;
-  space.offload = false;
   space.reduceDtype = base.reduceDtype == "f32" ? cost::ReduceDtype::F32
                                                 : cost::ReduceDtype::Gradient;
   space.prefetchDepths = {base.prefetchDepth};
@@ -271,6 +271,8 @@ Choice autoshard::chooseStrategy(const cost::ModelDescription &model,
     options.bucketCapMb = plan.bucketCapBytes >> 20;
     options.prefetchDepth = plan.prefetchDepth;
     options.activationCheckpointing = cost::stringify(plan.checkpointing);
+    options.offload = cost::stringify(plan.optimizerOffload);
+    options.offloadParams = cost::stringify(plan.parameterOffload);
     choice.candidates.push_back(std::move(candidate));
   }
 
@@ -279,10 +281,11 @@ Choice autoshard::chooseStrategy(const cost::ModelDescription &model,
 }
 
 void autoshard::selectCandidate(Choice &choice) {
-  // DDP when it fits: whole states, the fewest collectives and no gathers;
-  // what sharding would save shows in the report. Otherwise the fastest
-  // plan that fits; within 5% of it, the least sharded, the least
-  // recomputation, the fewest bytes on the wire.
+  // DDP when it fits on the device: whole states, the fewest collectives,
+  // no gathers and no offload; what sharding would save shows in the
+  // report. Otherwise the fastest plan that fits; within 5% of it, the
+  // least sharded, the least offloaded, the least recomputation, the fewest
+  // bytes on the wire.
   choice.chosen = -1;
   double best = -1;
   for (const Candidate &c : choice.candidates)
@@ -292,17 +295,24 @@ void autoshard::selectCandidate(Choice &choice) {
     choice.reason = "no plan fits";
     return;
   }
-  auto key = [](const Candidate &c) {
-    return std::make_tuple(shardingRank(c.options.strategy),
+  auto offloaded = [](const Candidate &c) {
+    return static_cast<int>(c.estimate.plan.optimizerOffload) +
+           static_cast<int>(c.estimate.plan.parameterOffload);
+  };
+  auto key = [&](const Candidate &c) {
+    return std::make_tuple(shardingRank(c.options.strategy), offloaded(c),
                            static_cast<int>(c.estimate.plan.checkpointing),
                            c.estimate.traffic.total(),
                            c.estimate.time.total());
   };
-  bool ddpFits = llvm::any_of(choice.candidates, [](const Candidate &c) {
-    return c.fits && c.options.strategy == "ddp";
+  auto plainDdp = [&](const Candidate &c) {
+    return c.options.strategy == "ddp" && offloaded(c) == 0;
+  };
+  bool ddpFits = llvm::any_of(choice.candidates, [&](const Candidate &c) {
+    return c.fits && plainDdp(c);
   });
   for (auto [i, c] : llvm::enumerate(choice.candidates)) {
-    bool eligible = ddpFits ? c.options.strategy == "ddp"
+    bool eligible = ddpFits ? plainDdp(c)
                             : c.estimate.time.total() <= best * 1.05;
     if (!c.fits || !eligible)
       continue;

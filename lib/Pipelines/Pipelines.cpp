@@ -45,6 +45,12 @@ void autoshard::buildStrategyPipeline(OpPassManager &pm,
   pm.addPass(train::createPlanPass(plan));
   pm.addPass(train::createPartitionPass());
   pm.addPass(train::createGroupCollectivesPass());
+  if (options.offload != "none" || options.offloadParams != "none") {
+    train::OffloadPassOptions offload;
+    offload.optimizer = options.offload;
+    offload.params = options.offloadParams;
+    pm.addPass(train::createOffloadPass(offload));
+  }
   if (options.overlap) {
     train::ScheduleCollectivesPassOptions schedule;
     schedule.prefetchDepth = options.prefetchDepth;
@@ -140,6 +146,15 @@ struct StrategyPipelineOptions
       *this, "cost-report-file",
       llvm::cl::desc("strategy=auto: the report's file (default stderr)"),
       llvm::cl::init("")};
+  Option<std::string> offload{
+      *this, "offload",
+      llvm::cl::desc("Optimizer states and fp32 master weights: none, cpu "
+                     "or nvme"),
+      llvm::cl::init("none")};
+  Option<std::string> offloadParams{
+      *this, "offload-params",
+      llvm::cl::desc("Sharded parameters: none, cpu or nvme"),
+      llvm::cl::init("none")};
   Option<std::string> memoryBudget{
       *this, "memory-budget",
       llvm::cl::desc("Plan memory and fail above this budget per rank"),
@@ -174,6 +189,8 @@ void autoshard::registerAutoshardPasses() {
         options.prefetchDepth = cl.prefetchDepth;
         options.activationCheckpointing = cl.activationCheckpointing;
         options.memoryBudget = cl.memoryBudget;
+        options.offload = cl.offload;
+        options.offloadParams = cl.offloadParams;
         options.device = cl.device;
         options.nodes = cl.nodes;
         options.ranksPerNode = cl.ranksPerNode;

@@ -34,10 +34,21 @@
 // LLAMAREPORT: ddp {{.*}} does not fit
 // LLAMAREPORT: chosen: {{.*}} DDP does not fit
 
-// GPT-3 on 8 H100s fits no plan: an error with what the smallest needs.
-// RUN: shard-gen gpt3-175b --micro-batch=8 --precision=bf16 2>/dev/null | not shard-opt --strategy=auto --world-size=8 --device=h100-80gb 2>&1 | FileCheck %s --check-prefix=NOFIT
-// NOFIT: error: no strategy fits 8 h100-80gb ranks: the smallest plan, zero3 {{.*}} checkpoint=blocks, needs {{.*}} GiB
-// NOFIT: note: device memory needs {{.*}} per rank, has 74.51 GiB
+// GPT-3 on 8 H100s: only ZeRO-Infinity fits, the Adam states and fp32
+// masters in NVMe files and the parameter shards in host memory, with
+// selective recomputation; the compiler's exact plan confirms the fit.
+// RUN: shard-gen gpt3-175b --micro-batch=8 --precision=bf16 2>/dev/null | shard-opt --strategy=auto --world-size=8 --device=h100-80gb --cost-report 2>%t.gpt3 | FileCheck %s --check-prefix=GPT3
+// RUN: FileCheck %s --check-prefix=GPT3REPORT < %t.gpt3
+// GPT3: train.memory = #train.memory<nvme>
+// GPT3: train.plan = #train.plan<strategy = "zero3"
+// GPT3REPORT: zero3 {{.*}} offload=none/none checkpoint=blocks {{.*}} does not fit
+// GPT3REPORT: chosen: zero3 {{.*}} offload=nvme/cpu checkpoint=selective: estimated
+
+// GPT-3 on 2 CPU nodes (no host link to offload over) fits no plan: an
+// error with what the smallest needs.
+// RUN: shard-gen gpt3-175b --micro-batch=8 --precision=bf16 2>/dev/null | not shard-opt --strategy=auto --world-size=2 --device=cpu-node 2>&1 | FileCheck %s --check-prefix=NOFIT
+// NOFIT: error: no strategy fits 2 cpu-node ranks: the smallest plan, zero3 {{.*}} checkpoint=blocks, needs {{.*}} TiB
+// NOFIT: note: device memory needs {{.*}} per rank, has 11.77 GiB
 // NOFIT: note: to fit: more ranks, a smaller micro-batch, activation checkpointing
 
 // Bad options name what would be valid.

@@ -100,6 +100,20 @@ inline llvm::cl::opt<std::string> memoryBudgetFlag(
                    "exceeds this size (bytes, or 80GiB, 1.5GB, ...)"),
     llvm::cl::value_desc("size"), llvm::cl::cat(strategyCategory()));
 
+inline llvm::cl::opt<std::string> offloadFlag(
+    "offload",
+    llvm::cl::desc("Where optimizer states and fp32 master weights live, "
+                   "with the optimizer step on the host for cpu and nvme: "
+                   "none (device, the default), cpu (host memory; "
+                   "ZeRO-Offload) or nvme (files of the binary's "
+                   "--offload-dir; ZeRO-Infinity)"),
+    llvm::cl::init("none"), llvm::cl::cat(strategyCategory()));
+inline llvm::cl::opt<std::string> offloadParamsFlag(
+    "offload-params",
+    llvm::cl::desc("Where sharded parameters live (zero3, fsdp, hybrid): "
+                   "none (the default), cpu or nvme"),
+    llvm::cl::init("none"), llvm::cl::cat(strategyCategory()));
+
 inline llvm::cl::opt<std::string> deviceFlag(
     "device",
     llvm::cl::desc("--strategy=auto: the device the ranks are, a file of "
@@ -176,6 +190,10 @@ inline std::optional<std::string> validateStrategyFlags() {
     return "unknown --activation-checkpointing '" +
            activationCheckpointingFlag.getValue() +
            "'; valid: none, blocks, selective";
+  for (auto *flag : {&offloadFlag, &offloadParamsFlag})
+    if (*flag != "none" && *flag != "cpu" && *flag != "nvme")
+      return "unknown --" + flag->ArgStr.str() + " '" + flag->getValue() +
+             "'; valid: none, cpu, nvme";
   if (prefetchDepthFlag < 0)
     return "--prefetch-depth must be at least 0, got " +
            std::to_string(prefetchDepthFlag.getValue());
@@ -210,6 +228,8 @@ inline StrategyOptions strategyOptionsFromFlags(bool exposeGradients) {
   options.prefetchDepth = prefetchDepthFlag;
   options.memoryBudget = memoryBudgetFlag;
   options.activationCheckpointing = activationCheckpointingFlag;
+  options.offload = offloadFlag;
+  options.offloadParams = offloadParamsFlag;
   options.device = deviceFlag;
   options.nodes = nodesFlag;
   options.ranksPerNode = gpusPerNodeFlag;
@@ -246,6 +266,8 @@ inline std::string strategyPipelineText(const StrategyOptions &options) {
          " overlap=" + (options.overlap ? "true" : "false") +
          " prefetch-depth=" + std::to_string(options.prefetchDepth) +
          " activation-checkpointing=" + options.activationCheckpointing +
+         " offload=" + options.offload +
+         " offload-params=" + options.offloadParams +
          (options.memoryBudget.empty()
               ? std::string()
               : " memory-budget=" + options.memoryBudget) +

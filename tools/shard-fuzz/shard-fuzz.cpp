@@ -36,9 +36,9 @@ using namespace mlir;
 namespace {
 
 /// The plans every valid input is compiled for: replicated state with
-/// blocking collectives, fully sharded state with prefetched gathers,
-/// selective recomputation and a memory plan, and a 2x2 hybrid grid with a
-/// parameter group and recomputed blocks.
+/// blocking collectives; fully sharded state with prefetched gathers,
+/// selective recomputation, offload and a memory plan; and a 2x2 hybrid
+/// grid with a parameter group and recomputed blocks.
 std::vector<autoshard::StrategyOptions> fuzzedPlans() {
   autoshard::StrategyOptions ddp;
   ddp.strategy = "ddp";
@@ -51,6 +51,8 @@ std::vector<autoshard::StrategyOptions> fuzzedPlans() {
   // A budget no step reaches: the memory plan runs and must not fail.
   zero3.memoryBudget = "1000T";
   zero3.activationCheckpointing = "selective";
+  zero3.offload = "nvme";
+  zero3.offloadParams = "cpu";
 
   autoshard::StrategyOptions hybrid;
   hybrid.strategy = "hybrid";
@@ -143,6 +145,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   });
   runOnCopy(*module, "checkpoint-activations", [](OpPassManager &pm) {
     pm.addPass(train::createCheckpointActivationsPass());
+  });
+  runOnCopy(*module, "offload", [](OpPassManager &pm) {
+    train::OffloadPassOptions offload;
+    offload.optimizer = "cpu";
+    pm.addPass(train::createOffloadPass(offload));
   });
   runOnCopy(*module, "group-collectives", [](OpPassManager &pm) {
     pm.addPass(train::createGroupCollectivesPass());

@@ -55,12 +55,14 @@ int main(int argc, char **argv) {
        overlapFlag.getNumOccurrences() ||
        prefetchDepthFlag.getNumOccurrences() ||
        memoryBudgetFlag.getNumOccurrences() ||
-       activationCheckpointingFlag.getNumOccurrences()))
+       activationCheckpointingFlag.getNumOccurrences() ||
+       offloadFlag.getNumOccurrences() ||
+       offloadParamsFlag.getNumOccurrences()))
     return fail("--world-size, --shard-group-size, --reshard-after-forward, "
                 "--bucket-cap-mb, --reduce-dtype, --param-group, "
                 "--persistence-threshold, --overlap, --prefetch-depth, "
-                "--memory-budget and --activation-checkpointing need "
-                "--strategy");
+                "--memory-budget, --activation-checkpointing, --offload and "
+                "--offload-params need --strategy");
   if (strategyGiven) {
     if (std::optional<std::string> error = validateStrategyFlags())
       return fail(*error);

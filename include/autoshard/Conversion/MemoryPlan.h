@@ -59,6 +59,16 @@ struct MemoryPlan {
   /// is and its bytes (the persistent ones are summed in `atPeak`).
   std::vector<std::pair<std::string, int64_t>> largestAtPeak;
 
+  /// Offload: bytes of the arguments kept in host memory, the host arena
+  /// of the step's host values, and bytes of the arguments kept in NVMe
+  /// files. None of them is in `persistent` or `stepPeak`, which count
+  /// device memory.
+  int64_t hostPersistent = 0;
+  int64_t hostArena = 0;
+  int64_t nvme = 0;
+
+  /// Host memory the rank needs for offloaded state and values.
+  int64_t hostPeak() const { return hostPersistent + hostArena; }
   /// What the runtime measures: persistent plus step peak.
   int64_t peak() const { return persistent + stepPeak; }
   /// What the rank needs: the peak plus the communication buffers.

@@ -45,6 +45,11 @@ struct StrategyOptions {
   int64_t ranksPerNode = 0;
   std::string costReport;
   std::string costReportFile;
+  /// Offload (autoshard-offload): where optimizer states and fp32 master
+  /// weights, and sharded parameters, live: "none" (device), "cpu" (host
+  /// memory) or "nvme" (files of the binary's --offload-dir).
+  std::string offload = "none";
+  std::string offloadParams = "none";
   /// Plan memory and fail above this budget ("80GiB"); empty: no check.
   std::string memoryBudget;
 };

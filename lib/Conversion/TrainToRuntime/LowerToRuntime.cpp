@@ -102,6 +102,8 @@ private:
   }
   Value emitLoad(Value array, unsigned index);
   void placeInArena();
+  /// Places the temporaries of one arena; returns its size.
+  int64_t packArena(bool host);
   LogicalResult emitResultCopies();
   /// An asrt_alloc of the buffer of `tensor`, recorded for the memory plan.
   Value allocate(Value tensor);
@@ -151,12 +153,14 @@ private:
     int firstUse = 0, lastUse = 0;
     /// The constant offset of the buffer in the arena.
     arith::ConstantOp offset;
+    /// In the host arena (offloaded values) rather than the device's.
+    bool host = false;
   };
   /// The arena's base pointer (asrt_arena, called once at the top of the
   /// step when it has temporaries), where the call goes, and its size.
-  Value arena;
+  Value arena, hostArena;
   Operation *arenaPoint = nullptr;
-  int64_t arenaBytes = 0;
+  int64_t arenaBytes = 0, hostArenaBytes = 0;
   DenseMap<Value, Allocation> allocations;
   DenseMap<Value, StringRef> gradientOf, gatheredParam;
   MemoryPlan plan;
@@ -207,14 +211,18 @@ constexpr int64_t kArenaAlignment = 64;
 /// A buffer at a fixed offset of the step's arena: the offset is a
 /// constant the lowering sets once every lifetime is known.
 Value StepLowering::allocate(Value tensor) {
-  if (!arena) {
+  // Offloaded values (host ops' results, copies to the host, NVMe reads)
+  // live in the host arena.
+  bool host = getMemorySpace(tensor) == MemorySpace::Host;
+  Value &base = host ? hostArena : arena;
+  if (!base) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointAfter(arenaPoint);
-    arena = callReturningPtr("asrt_arena", {});
+    base = callReturningPtr(host ? "asrt_host_arena" : "asrt_arena", {});
   }
   auto offset = arith::ConstantOp::create(b, currentLoc, b.getI64IntegerAttr(0));
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
-  Value ptr = LLVM::GEPOp::create(b, currentLoc, ptrType, b.getI8Type(), arena,
+  Value ptr = LLVM::GEPOp::create(b, currentLoc, ptrType, b.getI8Type(), base,
                                   ValueRange{offset.getResult()});
   auto [category, what] = describe(tensor);
   Allocation &a = allocations[ptr];
@@ -223,6 +231,7 @@ Value StepLowering::allocate(Value tensor) {
   a.what = what;
   a.firstUse = position;
   a.offset = offset;
+  a.host = host;
   return ptr;
 }
 
@@ -231,7 +240,9 @@ LogicalResult StepLowering::emitResultCopies() {
   currentLoc = terminator->getLoc();
   SmallVector<std::pair<unsigned, Value>> copies;
   for (auto [slot, value] : llvm::enumerate(terminator->getOperands())) {
-    if (writtenResults.contains(slot))
+    // An NVMe result went to its file (train.nvme_write).
+    if (writtenResults.contains(slot) ||
+        getResultMemorySpace(step, slot) == MemorySpace::Nvme)
       continue;
     Value source = buffer(value);
     // A result that returns another argument's buffer reads it before any
@@ -267,6 +278,13 @@ constexpr size_t kGreedyBySizeLimit = 40000;
 /// that, buffers are placed in program order at the lowest free range when
 /// they are allocated, and give it back after their last use (first fit).
 void StepLowering::placeInArena() {
+  for (Value ptr : temporaries)
+    allocations.find(ptr)->second.lastUse = lastUseOf[ptr];
+  arenaBytes = packArena(/*host=*/false);
+  hostArenaBytes = packArena(/*host=*/true);
+}
+
+int64_t StepLowering::packArena(bool host) {
   struct Item {
     int64_t size;
     int first, last;
@@ -277,7 +295,8 @@ void StepLowering::placeInArena() {
   SmallVector<Item> items;
   for (Value ptr : temporaries) {
     Allocation &a = allocations.find(ptr)->second;
-    a.lastUse = lastUseOf[ptr];
+    if (a.host != host)
+      continue;
     items.push_back({std::max<int64_t>(llvm::alignTo(a.bytes, kArenaAlignment),
                                        kArenaAlignment),
                      a.firstUse, a.lastUse, items.size(), &a});
@@ -371,16 +390,26 @@ void StepLowering::placeInArena() {
   }
   for (Item &item : items)
     item.a->offset.setValueAttr(b.getI64IntegerAttr(item.offset));
-  arenaBytes = top;
+  return top;
 }
 
 /// The parameter name of a value that is a parameter argument, its bf16
 /// copy, or this rank's shard of it.
 static std::optional<StringRef> paramNameOf(Value v, const StepSignature &sig) {
+  // Through the copies of offload, and an NVMe read of the argument.
+  auto throughTransfers = [](Value v) {
+    while (Operation *def = v.getDefiningOp()) {
+      if (!isa<ToHostOp, ToDeviceOp, NvmeReadOp>(def))
+        break;
+      v = def->getOperand(0);
+    }
+    return v;
+  };
+  v = throughTransfers(v);
   if (auto cast = v.getDefiningOp<CastOp>())
-    v = cast.getInput();
+    v = throughTransfers(cast.getInput());
   if (auto shard = v.getDefiningOp<ShardOfOp>())
-    v = shard.getInput();
+    v = throughTransfers(shard.getInput());
   auto arg = dyn_cast<BlockArgument>(v);
   if (!arg || sig.getArgs()[arg.getArgNumber()].role != Role::Param)
     return std::nullopt;
@@ -425,7 +454,7 @@ void StepLowering::classifyTensors() {
     } else if (isa<shard::AllReduceOp, AllReduceBucketOp,
                    ReduceScatterShardsOp>(def)) {
       worklist.push_back({def->getOperand(index), name});
-    } else if (isa<CastOp, AddOp, ScaleOp>(def)) {
+    } else if (isa<CastOp, AddOp, ScaleOp, ToHostOp>(def)) {
       for (Value operand : def->getOperands())
         worklist.push_back({operand, name});
     }
@@ -456,6 +485,24 @@ std::pair<MemoryCategory, std::string> StepLowering::describe(Value tensor) {
             ("copy of " + sig.getArgs()[arg.getArgNumber()].name).str()};
   Operation *def = tensor.getDefiningOp();
   unsigned index = cast<OpResult>(tensor).getResultNumber();
+  // Offload's copies and NVMe reads hold what they copy.
+  if (isa<ToHostOp, ToDeviceOp, NvmeReadOp>(def)) {
+    std::string how = isa<NvmeReadOp>(def) ? "NVMe read of "
+                      : isa<ToHostOp>(def) ? "host copy of "
+                                           : "device copy of ";
+    Value source = def->getOperand(0);
+    if (auto arg = dyn_cast<BlockArgument>(source)) {
+      const StepValue &value = sig.getArgs()[arg.getArgNumber()];
+      MemoryCategory category = value.role == Role::Param
+                                    ? MemoryCategory::Parameters
+                                : value.role == Role::OptState
+                                    ? MemoryCategory::OptimizerStates
+                                    : MemoryCategory::Other;
+      return {category, how + value.name.str()};
+    }
+    auto [category, what] = describe(source);
+    return {category, how + what};
+  }
   // A parameter's compute copy (bf16 under mixed precision), whole or this
   // rank's shard of it before its gather.
   if (isa<CastOp>(def))
@@ -505,15 +552,26 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
   };
   std::array<int64_t, kNumMemoryCategories> persistentBy{};
   SmallVector<std::pair<std::string, int64_t>> largest;
-  auto addPersistent = [&](const StepValue &value, Type type) {
+  auto addPersistent = [&](const StepValue &value, Type type,
+                           MemorySpace space = MemorySpace::Device) {
     auto tensor = cast<RankedTensorType>(type);
     int64_t bytes = tensor.getNumElements() *
                     llvm::divideCeil(tensor.getElementTypeBitWidth(), 8);
+    // Offloaded state is not device memory: the host's, or a file's.
+    if (space == MemorySpace::Host) {
+      plan.hostPersistent += bytes;
+      return;
+    }
+    if (space == MemorySpace::Nvme) {
+      plan.nvme += bytes;
+      return;
+    }
     plan.persistent += bytes;
     persistentBy[static_cast<int>(persistentCategory(value.role))] += bytes;
   };
   for (const StepValue &arg : sig.getArgs())
-    addPersistent(arg, step.getArgumentTypes()[arg.index]);
+    addPersistent(arg, step.getArgumentTypes()[arg.index],
+                  getArgMemorySpace(step, arg.index));
   for (const StepValue &result : sig.getResults())
     if (!sig.getUpdatedArg(result.index))
       addPersistent(result, step.getResultTypes()[result.index]);
@@ -521,11 +579,14 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
   // The step's buffers are the arena; the most they hold at once (each
   // alive from its op to its last use) is its live peak.
   plan.stepPeak = arenaBytes;
+  plan.hostArena = hostArenaBytes;
   SmallVector<int64_t> liveAt(positionOf.size() + 1, 0);
   SmallVector<std::array<int64_t, kNumMemoryCategories>> liveBy(
       positionOf.size() + 1);
   for (Value ptr : temporaries) {
     const Allocation &a = allocations.find(ptr)->second;
+    if (a.host)
+      continue;
     for (int p = a.firstUse; p <= a.lastUse; ++p) {
       liveAt[p] += a.bytes;
       liveBy[p][static_cast<int>(a.category)] += a.bytes;
@@ -544,7 +605,7 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
   SmallVector<const Allocation *> liveAtPeak;
   for (Value ptr : temporaries) {
     const Allocation &a = allocations.find(ptr)->second;
-    if (a.firstUse <= peakPosition && peakPosition <= a.lastUse)
+    if (!a.host && a.firstUse <= peakPosition && peakPosition <= a.lastUse)
       liveAtPeak.push_back(&a);
   }
   for (const Allocation *a : liveAtPeak) {
@@ -681,6 +742,12 @@ std::string withMemoryRecord(StringRef manifest, const MemoryPlan &plan) {
   for (int c = 0; c < kNumMemoryCategories; ++c)
     record += " " + memoryCategoryName(static_cast<MemoryCategory>(c)).str() +
               "=" + std::to_string(plan.atPeak[c]);
+  // Offload (docs/RuntimeABI.md, "Offload"): the host's share and the
+  // NVMe files'; the keys above count device memory only.
+  if (plan.hostPersistent || plan.hostArena || plan.nvme)
+    record += " host_persistent=" + std::to_string(plan.hostPersistent) +
+              " host_arena=" + std::to_string(plan.hostArena) +
+              " nvme=" + std::to_string(plan.nvme);
   size_t end = manifest.rfind("end\n");
   assert(end != StringRef::npos && "a manifest ends with its end record");
   return (manifest.take_front(end) + record + "\n" + manifest.drop_front(end))

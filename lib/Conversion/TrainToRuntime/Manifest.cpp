@@ -22,7 +22,7 @@ using namespace autoshard::train;
 namespace {
 
 // The ABI version of runtime/include/autoshard/rt/abi.h this lowering emits.
-constexpr int kAbiVersion = 3;
+constexpr int kAbiVersion = 4;
 constexpr int kManifestVersion = 1;
 
 std::optional<StringRef> dtypeName(Type type) {
@@ -135,6 +135,12 @@ FailureOr<std::string> autoshard::buildManifest(FunctionOpInterface step) {
     os << " shard_axes=" << mask;
   };
 
+  // Offloaded state (docs/RuntimeABI.md, "Offload"); device when absent.
+  auto describeMemory = [&](MemorySpace space) {
+    if (space != MemorySpace::Device)
+      os << " memory=" << stringifyMemorySpace(space);
+  };
+
   for (const StepValue &arg : sig.getArgs()) {
     FailureOr<std::string> line = describe("arg", arg);
     if (failed(line))
@@ -142,6 +148,7 @@ FailureOr<std::string> autoshard::buildManifest(FunctionOpInterface step) {
     os << *line;
     describeShard(step.getArgAttrOfType<FlatShardAttr>(
         arg.index, TrainDialect::kShardAttrName));
+    describeMemory(getArgMemorySpace(step, arg.index));
     if (arg.init)
       os << " init=" << initText(arg.init);
     else if (arg.role == Role::OptState)
@@ -168,6 +175,7 @@ FailureOr<std::string> autoshard::buildManifest(FunctionOpInterface step) {
     os << *line;
     describeShard(step.getResultAttrOfType<FlatShardAttr>(
         result.index, TrainDialect::kShardAttrName));
+    describeMemory(getResultMemorySpace(step, result.index));
     if (std::optional<unsigned> updated = sig.getUpdatedArg(result.index))
       os << " updates=" << *updated;
     if (std::optional<unsigned> param = sig.getGradientOf(result.index))

@@ -129,6 +129,15 @@ struct PlanMemoryPass
       fields.push_back(b.getNamedAttr(
           memoryCategoryName(static_cast<MemoryCategory>(c)),
           b.getI64IntegerAttr(plan->atPeak[c])));
+    // Offloaded state: host memory and NVMe files, outside the device
+    // peak above.
+    if (plan->hostPeak() || plan->nvme) {
+      fields.push_back(b.getNamedAttr(
+          "host_persistent", b.getI64IntegerAttr(plan->hostPersistent)));
+      fields.push_back(
+          b.getNamedAttr("host_arena", b.getI64IntegerAttr(plan->hostArena)));
+      fields.push_back(b.getNamedAttr("nvme", b.getI64IntegerAttr(plan->nvme)));
+    }
     (*step)->setAttr(train::TrainDialect::kMemoryPlanAttrName,
                      b.getDictionaryAttr(fields));
 
@@ -158,8 +167,9 @@ struct PlanMemoryPass
                  formatBytes(bytes);
     diag.attachNote() << "largest step tensors at the peak: " << tensors;
     diag.attachNote() << "to fit: shard more (a strategy that shards "
-                         "parameters, more ranks), a smaller micro-batch, "
-                         "or a larger budget";
+                         "parameters, more ranks), offload (--offload=cpu or "
+                         "nvme, --offload-params), activation checkpointing, "
+                         "a smaller micro-batch, or a larger budget";
     signalPassFailure();
   }
 };

@@ -103,6 +103,10 @@ RankedTensorType tensorType(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
 int64_t numElements(Value v) { return tensorType(v).getNumElements(); }
+int64_t byteSize(Value v) {
+  return numElements(v) *
+         llvm::divideCeil(tensorType(v).getElementTypeBitWidth(), 8);
+}
 int64_t lastDim(Value v) { return tensorType(v).getShape().back(); }
 /// Rows of a [..., features] tensor: the product of its leading dims.
 int64_t rows(Value v) { return numElements(v) / lastDim(v); }
@@ -759,6 +763,47 @@ LogicalResult emitCollectiveWait(Operation *op, StepEmitter &e) {
 
 using Rule = LogicalResult (*)(Operation *, StepEmitter &);
 
+
+// Offload: copies between device and host memory, and the NVMe files of
+// offloaded arguments. A copy never reuses its input's buffer: the two live
+// in different arenas.
+LogicalResult emitToHost(Operation *op, StepEmitter &e) {
+  auto copy = cast<train::ToHostOp>(op);
+  Value out = e.output(copy.getResult());
+  e.call("asrt_copy_to_host", {out, e.buffer(copy.getInput()),
+                               e.i64(byteSize(copy.getInput()))});
+  return success();
+}
+
+LogicalResult emitToDevice(Operation *op, StepEmitter &e) {
+  auto copy = cast<train::ToDeviceOp>(op);
+  Value out = e.output(copy.getResult());
+  e.call("asrt_copy_to_device", {out, e.buffer(copy.getInput()),
+                                 e.i64(byteSize(copy.getInput()))});
+  return success();
+}
+
+LogicalResult emitNvmeRead(Operation *op, StepEmitter &e) {
+  auto read = cast<train::NvmeReadOp>(op);
+  Value out = e.output(read.getResult());
+  auto arg = cast<BlockArgument>(read.getSource());
+  e.call("asrt_nvme_read", {e.i32(static_cast<int32_t>(arg.getArgNumber())),
+                            out, e.i64(byteSize(read.getSource()))});
+  return success();
+}
+
+LogicalResult emitNvmeWrite(Operation *op, StepEmitter &e) {
+  auto write = cast<train::NvmeWriteOp>(op);
+  auto arg = cast<BlockArgument>(write.getTarget());
+  e.call("asrt_nvme_write", {e.i32(static_cast<int32_t>(arg.getArgNumber())),
+                             e.buffer(write.getValue()),
+                             e.i64(byteSize(write.getValue()))});
+  // The step returns the result only to say where the new value went: the
+  // return copies nothing for it, so it has no buffer, and the value's
+  // host buffer is free after the write.
+  return success();
+}
+
 const llvm::StringMap<Rule> &rules() {
   static const llvm::StringMap<Rule> table = {
       {train::LinearOp::getOperationName(), emitLinear},
@@ -820,6 +865,10 @@ const llvm::StringMap<Rule> &rules() {
       {train::AllReduceBucketOp::getOperationName(), emitAllReduceBucket},
       {train::CollectiveStartOp::getOperationName(), emitCollectiveStart},
       {train::CollectiveWaitOp::getOperationName(), emitCollectiveWait},
+      {train::ToHostOp::getOperationName(), emitToHost},
+      {train::ToDeviceOp::getOperationName(), emitToDevice},
+      {train::NvmeReadOp::getOperationName(), emitNvmeRead},
+      {train::NvmeWriteOp::getOperationName(), emitNvmeWrite},
   };
   return table;
 }

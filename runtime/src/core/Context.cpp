@@ -4,6 +4,7 @@
 #include "core/CommStream.h"
 #include "core/InFlightBuckets.h"
 #include "core/Stats.h"
+#include "core/ThreadPool.h"
 #include "core/Trace.h"
 
 #include <atomic>
@@ -25,6 +26,7 @@ struct AllocationTable {
 
 namespace {
 std::atomic<FatalAbortHook> fatalAbortHook{nullptr};
+std::atomic<FatalCleanupHook> fatalCleanupHook{nullptr};
 std::atomic<int> fatalRank{0};
 
 // Every tensor is 64-byte aligned (abi.h): a cache line and an AVX-512
@@ -35,6 +37,10 @@ constexpr int64_t kAlignment = 64;
 void setFatalAbortHook(FatalAbortHook hook) { fatalAbortHook.store(hook); }
 
 void setFatalRank(int rank) { fatalRank.store(rank); }
+
+void setFatalCleanupHook(FatalCleanupHook hook) {
+  fatalCleanupHook.store(hook);
+}
 
 void fatal(const char *fmt, ...) {
   va_list args;
@@ -52,6 +58,9 @@ void fatal(const char *fmt, ...) {
   std::fprintf(stderr, "autoshard runtime error (rank %d): %s\n",
                fatalRank.load(), message.c_str());
   std::fflush(stderr);
+  // Once: a cleanup that fails fatally must not run itself again.
+  if (FatalCleanupHook cleanup = fatalCleanupHook.exchange(nullptr))
+    cleanup();
   if (FatalAbortHook hook = fatalAbortHook.load())
     hook(1);
   // _Exit, not exit: fatal() may run on a worker thread, where running
@@ -91,6 +100,73 @@ OpTimer::~OpTimer() {
   }
 }
 
+namespace {
+
+/// asrt_alloc and hostAlloc: an aligned buffer recorded in `table` (device
+/// or host memory, `host`). `what` names the caller in errors; the caller
+/// counts the bytes.
+void *allocateIn(asrt_context *ctx, AllocationTable &table, bool host,
+                 const char *what, int64_t bytes) {
+  if (bytes < 0)
+    fatal("%s: size %" PRId64 " bytes is negative", what, bytes);
+  // aligned_alloc wants a multiple of the alignment, and a zero-byte request
+  // still gets a distinct, freeable pointer.
+  int64_t rounded = bytes > INT64_MAX - kAlignment
+                        ? INT64_MAX / kAlignment * kAlignment
+                        : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (rounded == 0)
+    rounded = kAlignment;
+  void *ptr = std::aligned_alloc(kAlignment, static_cast<size_t>(rounded));
+  if (!ptr) {
+    Stats::Snapshot now = ctx->stats->snapshot();
+    fatal("%s: out of memory allocating %" PRId64 " bytes (%" PRId64
+          " bytes of %s memory already allocated by this rank)",
+          what, bytes, host ? now.hostCurrentBytes : now.currentBytes,
+          host ? "host" : "device");
+  }
+  std::lock_guard<std::mutex> lock(table.mutex);
+  table.live.emplace(ptr, bytes);
+  return ptr;
+}
+
+/// Removes `ptr` from `table` and frees it; returns its size.
+int64_t releaseFrom(AllocationTable &table, const char *what,
+                    const char *allocator, void *ptr) {
+  int64_t bytes;
+  {
+    std::lock_guard<std::mutex> lock(table.mutex);
+    auto it = table.live.find(ptr);
+    if (it == table.live.end())
+      fatal("%s: %p was not returned by %s on this context (or was already "
+            "freed)",
+            what, ptr, allocator);
+    bytes = it->second;
+    table.live.erase(it);
+  }
+  std::free(ptr);
+  return bytes;
+}
+
+} // namespace
+
+void *hostAlloc(asrt_context *ctx, int64_t bytes) {
+  if (!ctx)
+    fatal("hostAlloc: context is null");
+  void *ptr =
+      allocateIn(ctx, *ctx->hostAllocations, /*host=*/true, "hostAlloc", bytes);
+  ctx->stats->recordHostAlloc(bytes);
+  return ptr;
+}
+
+void hostFree(asrt_context *ctx, void *ptr) {
+  if (!ptr)
+    return;
+  if (!ctx)
+    fatal("hostFree: context is null");
+  ctx->stats->recordHostFree(
+      releaseFrom(*ctx->hostAllocations, "hostFree", "hostAlloc", ptr));
+}
+
 } // namespace autoshard::rt
 
 using autoshard::rt::AllocationTable;
@@ -102,7 +178,9 @@ asrt_context::asrt_context()
       allocations(std::make_unique<AllocationTable>()),
       bucket(std::make_unique<autoshard::rt::OpenBucket>()),
       stream(std::make_unique<autoshard::rt::CommStream>(*stats)),
-      inflight(std::make_unique<autoshard::rt::InFlightBuckets>()) {}
+      inflight(std::make_unique<autoshard::rt::InFlightBuckets>()),
+      optimizerPool(std::make_unique<autoshard::rt::ThreadPool>(1)),
+      hostAllocations(std::make_unique<AllocationTable>()) {}
 
 asrt_context::~asrt_context() {
   // The communication thread first: it may still be writing into buckets'
@@ -111,6 +189,8 @@ asrt_context::~asrt_context() {
   // Buffers the owner forgot are released here so a context never leaks.
   for (auto &[ptr, bytes] : allocations->live)
     std::free(ptr);
+  for (auto &[ptr, bytes] : hostAllocations->live)
+    std::free(ptr);
 }
 
 void asrt_context::setTrace(autoshard::rt::Trace *t) {
@@ -118,29 +198,19 @@ void asrt_context::setTrace(autoshard::rt::Trace *t) {
   trace = t;
 }
 
+void asrt_context::setOptimizerThreads(int threads) {
+  if (threads < 1)
+    fatal("optimizer threads: %d must be at least 1", threads);
+  // The old pool's workers are joined here, between steps.
+  if (threads != optimizerPool->threads())
+    optimizerPool = std::make_unique<autoshard::rt::ThreadPool>(threads);
+}
+
 extern "C" void *asrt_alloc(asrt_context *ctx, int64_t bytes) {
   if (!ctx)
     fatal("asrt_alloc: context is null");
-  if (bytes < 0)
-    fatal("asrt_alloc: size %" PRId64 " bytes is negative", bytes);
-  // aligned_alloc wants a multiple of the alignment, and a zero-byte request
-  // still gets a distinct, freeable pointer.
-  int64_t rounded = bytes > INT64_MAX - kAlignment
-                        ? INT64_MAX / kAlignment * kAlignment
-                        : (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  if (rounded == 0)
-    rounded = kAlignment;
-  void *ptr = std::aligned_alloc(kAlignment, static_cast<size_t>(rounded));
-  if (!ptr) {
-    auto current = ctx->stats->snapshot().currentBytes;
-    fatal("asrt_alloc: out of memory allocating %" PRId64 " bytes (%" PRId64
-          " bytes already allocated by this rank)",
-          bytes, current);
-  }
-  {
-    std::lock_guard<std::mutex> lock(ctx->allocations->mutex);
-    ctx->allocations->live.emplace(ptr, bytes);
-  }
+  void *ptr = autoshard::rt::allocateIn(ctx, *ctx->allocations, /*host=*/false,
+                                        "asrt_alloc", bytes);
   // Requested bytes, not rounded ones: that is what the compiler's memory
   // plan counts, so planned and measured peaks stay comparable.
   ctx->stats->recordAlloc(bytes);
@@ -161,19 +231,8 @@ extern "C" void asrt_free(asrt_context *ctx, void *ptr) {
     return;
   if (!ctx)
     fatal("asrt_free: context is null");
-  int64_t bytes;
-  {
-    std::lock_guard<std::mutex> lock(ctx->allocations->mutex);
-    auto it = ctx->allocations->live.find(ptr);
-    if (it == ctx->allocations->live.end())
-      fatal("asrt_free: %p was not returned by asrt_alloc on this context "
-            "(or was already freed)",
-            ptr);
-    bytes = it->second;
-    ctx->allocations->live.erase(it);
-  }
-  std::free(ptr);
-  ctx->stats->recordFree(bytes);
+  ctx->stats->recordFree(autoshard::rt::releaseFrom(
+      *ctx->allocations, "asrt_free", "asrt_alloc", ptr));
 }
 
 extern "C" void asrt_copy(asrt_context *ctx, void *dst, const void *src,

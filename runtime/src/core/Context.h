@@ -17,6 +17,8 @@ class OpenBucket;
 class CommStream;
 class InFlightBuckets;
 class Trace;
+class NvmeStore;
+class ThreadPool;
 
 /// Prints "autoshard runtime error (rank R): <message>" to stderr and ends
 /// the process (and, under MPI, every rank) with a non-zero exit status.
@@ -31,6 +33,20 @@ using FatalAbortHook = void (*)(int exitCode);
 void setFatalAbortHook(FatalAbortHook hook);
 /// The rank fatal() names in its message (0 until set).
 void setFatalRank(int rank);
+/// Best-effort cleanup fatal() runs after printing and before ending the
+/// job: the NVMe store removes its files, which may be large, even when a
+/// step fails. One slot; null clears it.
+using FatalCleanupHook = void (*)();
+void setFatalCleanupHook(FatalCleanupHook hook);
+
+/// Host memory: what memory=host arguments and the host arena live in
+/// (pinned host memory on a GPU backend; plain memory on the CPU backend).
+/// Like asrt_alloc (64-byte aligned, never null, exhaustion fatal) but
+/// counted apart from device memory (Stats' host bytes), so that the
+/// device peak the compiler plans excludes it. hostFree(null) does nothing;
+/// a pointer hostAlloc did not return is fatal.
+void *hostAlloc(asrt_context *ctx, int64_t bytes);
+void hostFree(asrt_context *ctx, void *ptr);
 
 /// Times one ABI call and adds it to the context's per-op statistics and,
 /// while the context traces, records it as an event on the main thread's
@@ -84,6 +100,12 @@ struct asrt_context {
   /// the stream records into, so that the stream is joined first.
   std::unique_ptr<autoshard::rt::CommStream> stream;
   std::unique_ptr<autoshard::rt::InFlightBuckets> inflight;
+  /// The threads of the CPU optimizer step (asrt_adamw_update,
+  /// asrt_sgd_update): the calling thread and threads - 1 workers, which
+  /// start at the first update large enough to split. One thread (the
+  /// default) keeps the step on the calling thread, since ranks usually
+  /// share a node's cores; change it only with setOptimizerThreads.
+  std::unique_ptr<autoshard::rt::ThreadPool> optimizerPool;
   /// The trace being recorded; null (the usual case) when not tracing.
   /// Owned by whoever enables it (the driver's --trace); change it only
   /// with setTrace, between steps.
@@ -91,9 +113,20 @@ struct asrt_context {
   /// The step's arena (asrt_arena), allocated by the driver with
   /// asrt_alloc; null when the step has none.
   void *arena = nullptr;
+  /// Live hostAlloc buffers, apart from `allocations` (device memory).
+  std::unique_ptr<autoshard::rt::AllocationTable> hostAllocations;
+  /// The step's host arena (asrt_host_arena), allocated by the driver with
+  /// hostAlloc; null when the step has none.
+  void *hostArena = nullptr;
+  /// The files of memory=nvme arguments (asrt_nvme_read, asrt_nvme_write);
+  /// owned by the driver, null when the step has none.
+  autoshard::rt::NvmeStore *nvme = nullptr;
 
   /// Starts (non-null) or stops (null) recording a trace of the calls on
   /// this context and of its communication thread. Nothing may be in
   /// flight.
   void setTrace(autoshard::rt::Trace *t);
+  /// Sizes optimizerPool (threads >= 1; the driver's --optimizer-threads).
+  /// Not while an ABI call runs on this context.
+  void setOptimizerThreads(int threads);
 };

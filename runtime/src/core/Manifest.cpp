@@ -31,6 +31,18 @@ const char *roleName(Role role) {
   return "?";
 }
 
+const char *memoryKindName(MemoryKind memory) {
+  switch (memory) {
+  case MemoryKind::Device:
+    return "device";
+  case MemoryKind::Host:
+    return "host";
+  case MemoryKind::Nvme:
+    return "nvme";
+  }
+  return "?";
+}
+
 namespace {
 
 bool parseInt(std::string_view text, int64_t &value) {
@@ -124,16 +136,20 @@ std::string globalShapeText(const TensorSpec &spec) {
 
 /// Keys each kind of record accepts, in the order diagnostics list them.
 std::vector<std::string_view> validKeys(bool isResult, Role role) {
-  // Params, optimizer states and gradients are what ZeRO and FSDP shard.
+  // Params, optimizer states and gradients are what ZeRO and FSDP shard;
+  // params and optimizer states are what ZeRO-Offload and ZeRO-Infinity
+  // move out of device memory.
   if (isResult) {
     if (role == Role::Loss)
       return {};
-    return {role == Role::Grad ? "of" : "updates", "full", "shard_axes"};
+    if (role == Role::Grad)
+      return {"of", "full", "shard_axes"};
+    return {"updates", "full", "shard_axes", "memory"};
   }
   switch (role) {
   case Role::Param:
   case Role::OptState:
-    return {"init", "full", "shard_axes"};
+    return {"init", "full", "shard_axes", "memory"};
   case Role::Hyper:
     return {"init"};
   case Role::Input:
@@ -425,7 +441,8 @@ Status Parser::parseTensor(int line,
       return lineError(line, "duplicate key " + quoted(key));
 
     int64_t number = 0;
-    if (key != "init" && key != "full" && !parseInt(value, number))
+    if (key != "init" && key != "full" && key != "memory" &&
+        !parseInt(value, number))
       return lineError(line, std::string(key) + "=" + std::string(value) +
                                  " is not an integer");
     if (key == "init") {
@@ -474,6 +491,17 @@ Status Parser::parseTensor(int line,
                                    "; expected the global shape: positive "
                                    "dims joined by 'x' (like 8x16) or "
                                    "'scalar', with at most 2^56 elements");
+    } else if (key == "memory") {
+      if (value == "device")
+        spec.memory = MemoryKind::Device;
+      else if (value == "host")
+        spec.memory = MemoryKind::Host;
+      else if (value == "nvme")
+        spec.memory = MemoryKind::Nvme;
+      else
+        return lineError(line, "memory=" + std::string(value) +
+                                   " is not valid; expected device, host "
+                                   "(ZeRO-Offload) or nvme (ZeRO-Infinity)");
     } else if (key == "shard_axes") {
       // Mask 0 would shard over a group of one: a replicated tensor, which
       // the manifest spells without full= and shard_axes=.
@@ -624,6 +652,16 @@ Status Parser::checkWhole(int lastLine) {
                            " " + dtypeName(arg.dtype) + " " +
                            formatShape(arg.shape) + shardingKeys(arg) +
                            "; a result must match the argument it replaces");
+    // The step writes an offloaded state where it read it from: the driver
+    // donates the argument's host buffer, or its NVMe file.
+    if (arg.memory != result.memory)
+      return lineError(result.line,
+                       result.describe() +
+                           " has memory=" + memoryKindName(result.memory) +
+                           " but updates " + arg.describe() +
+                           ", which has memory=" + memoryKindName(arg.memory) +
+                           "; a result lives where the argument it replaces "
+                           "lives");
     auto [it, inserted] = updatedBy.emplace(result.updates, result.line);
     if (!inserted)
       return lineError(result.line,
@@ -858,6 +896,21 @@ bool Manifest::hasGradResults() const {
     if (result.role == Role::Grad)
       return true;
   return false;
+}
+
+int Manifest::countArgsIn(MemoryKind memory) const {
+  int n = 0;
+  for (const TensorSpec &arg : args)
+    n += arg.memory == memory;
+  return n;
+}
+
+int64_t Manifest::argBytesIn(MemoryKind memory) const {
+  int64_t bytes = 0;
+  for (const TensorSpec &arg : args)
+    if (arg.memory == memory)
+      bytes += arg.numBytes();
+  return bytes;
 }
 
 int64_t Manifest::globalBatchRows() const {

@@ -23,6 +23,14 @@ const char *roleName(Role role);
 
 enum class InitKind { Zeros, Ones, Normal, Uniform, Constant };
 
+/// Where an argument lives between steps (`memory=`; docs/RuntimeABI.md,
+/// "Offload"): device memory (the default), host memory (ZeRO-Offload) or
+/// a file of the driver's NVMe store (ZeRO-Infinity), which the step reaches
+/// with asrt_nvme_read / asrt_nvme_write.
+enum class MemoryKind { Device, Host, Nvme };
+/// "device", "host", "nvme".
+const char *memoryKindName(MemoryKind memory);
+
 /// `init=KIND[:VALUE]`. `value` is the standard deviation for normal, the
 /// bound for uniform and the value for constant; unused otherwise.
 struct InitSpec {
@@ -65,6 +73,10 @@ struct TensorSpec {
   /// of fullShape / shard group size) elements. Empty and 0 when replicated.
   std::vector<int64_t> fullShape;
   int32_t shardAxes = 0;
+  /// `memory=` (params and opt_states, and the results that update them;
+  /// a result lives where the argument it updates lives). Device when
+  /// absent.
+  MemoryKind memory = MemoryKind::Device;
   /// The manifest line of the record, for later diagnostics.
   int line = 0;
 
@@ -100,7 +112,10 @@ struct Manifest {
   /// The compiler's memory plan (the `memory` record), in bytes by key:
   /// peak (what the runtime measures: persistent plus the step's own
   /// buffers), persistent, step, communication, and the bytes at the peak
-  /// by category. Empty when the manifest has none.
+  /// by category; all of them device memory. Offload adds host_persistent
+  /// (memory=host arguments), host_arena (asrt_host_arena's bytes) and nvme
+  /// (memory=nvme arguments' bytes on this rank). Empty when the manifest
+  /// has none.
   std::vector<std::pair<std::string, int64_t>> memory;
   /// The plan's value of `key`, or -1.
   int64_t plannedBytes(std::string_view key) const;
@@ -115,6 +130,9 @@ struct Manifest {
   int lossResult() const;
   /// Whether some result has role grad.
   bool hasGradResults() const;
+  /// The arguments with memory=`memory`, and their local bytes.
+  int countArgsIn(MemoryKind memory) const;
+  int64_t argBytesIn(MemoryKind memory) const;
   /// The global batch rows of the inputs and labels; 0 if there are none.
   int64_t globalBatchRows() const;
   /// The ranks in each group of grid axis mask `mask` (the product of the
@@ -124,9 +142,10 @@ struct Manifest {
 
 /// Parses and validates a manifest. Errors name the line ("manifest line 5:
 /// ...") and what was expected there; whole-manifest rules (one loss result,
-/// `updates=` naming a matching argument, `of=` naming a param of the same
-/// global shape, local batch times world size equal to the global batch, a
-/// sharded tensor's shard size and grid axes) are checked too.
+/// `updates=` naming a matching argument in the same memory, `of=` naming a
+/// param of the same global shape, local batch times world size equal to
+/// the global batch, a sharded tensor's shard size and grid axes) are
+/// checked too.
 Expected<Manifest> parseManifest(std::string_view text);
 
 /// "8x16", or "scalar" for an empty shape.

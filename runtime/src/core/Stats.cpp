@@ -19,6 +19,20 @@ const char *collectiveKindName(CollectiveKind kind) {
   return "?";
 }
 
+const char *transferKindName(TransferKind kind) {
+  switch (kind) {
+  case TransferKind::ToHost:
+    return "to_host";
+  case TransferKind::ToDevice:
+    return "to_device";
+  case TransferKind::NvmeRead:
+    return "nvme_read";
+  case TransferKind::NvmeWrite:
+    return "nvme_write";
+  }
+  return "?";
+}
+
 int64_t ringBytesSent(CollectiveKind kind, int64_t fullCount, int64_t groupSize,
                       int64_t elementBytes) {
   if (groupSize <= 1 || fullCount <= 0)
@@ -56,6 +70,40 @@ void Stats::recordFree(int64_t bytes) {
   counters.currentBytes -= bytes;
 }
 
+void Stats::recordHostAlloc(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex);
+  counters.hostCurrentBytes += bytes;
+  counters.hostPeakBytes =
+      std::max(counters.hostPeakBytes, counters.hostCurrentBytes);
+}
+
+void Stats::recordHostFree(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex);
+  counters.hostCurrentBytes -= bytes;
+}
+
+void Stats::setNvmeBytes(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex);
+  counters.nvmeBytes = bytes;
+}
+
+void Stats::recordTransfer(TransferKind kind, int64_t bytes, int64_t ns) {
+  std::lock_guard<std::mutex> lock(mutex);
+  TransferStats &t = counters.transfers[static_cast<int>(kind)];
+  t.calls += 1;
+  t.bytes += bytes;
+  t.totalNs += ns;
+}
+
+bool Stats::Snapshot::usedOffload() const {
+  if (hostPeakBytes > 0 || nvmeBytes > 0)
+    return true;
+  for (const TransferStats &t : transfers)
+    if (t.calls > 0)
+      return true;
+  return false;
+}
+
 void Stats::recordCommThread(bool async, int64_t ns) {
   std::lock_guard<std::mutex> lock(mutex);
   CommTimeStats &c = counters.comm;
@@ -83,6 +131,7 @@ void Stats::resetCounters() {
   counters.ops.clear();
   counters.collectives = {};
   counters.comm = {};
+  counters.transfers = {};
 }
 
 namespace {
@@ -130,6 +179,15 @@ void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
                 run.steps, run.meanStepMs, stats.peakBytes,
                 formatBytes(stats.peakBytes).c_str(), run.rank);
   os << line;
+  if (stats.usedOffload()) {
+    std::snprintf(line, sizeof line,
+                  "summary: host memory peak %" PRId64 " bytes (%s), NVMe "
+                  "%" PRId64 " bytes (%s) on rank %d\n",
+                  stats.hostPeakBytes, formatBytes(stats.hostPeakBytes).c_str(),
+                  stats.nvmeBytes, formatBytes(stats.nvmeBytes).c_str(),
+                  run.rank);
+    os << line;
+  }
   os << "summary: bytes sent per step by rank " << run.rank << ":";
   for (int k = 0; k < kNumCollectiveKinds; ++k) {
     os << (k ? ", " : " ") << collectiveKindName(static_cast<CollectiveKind>(k))
@@ -146,6 +204,18 @@ void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
                 msPerStep(c.asyncWaitNs, run.steps),
                 msPerStep(c.asyncCommNs, run.steps));
   os << line;
+  if (stats.usedOffload()) {
+    os << "summary: offload per step on rank " << run.rank << ":";
+    for (int k = 0; k < kNumTransferKinds; ++k) {
+      const TransferStats &t = stats.transfers[k];
+      std::snprintf(
+          line, sizeof line, "%s%s %" PRId64 " bytes %.3f ms", k ? ", " : " ",
+          transferKindName(static_cast<TransferKind>(k)),
+          perStep(t.bytes, run.steps), msPerStep(t.totalNs, run.steps));
+      os << line;
+    }
+    os << "\n";
+  }
 }
 
 void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
@@ -160,6 +230,8 @@ void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
   os << "  \"steps\": " << run.steps << ",\n";
   os << "  \"mean_step_ms\": " << formatDouble(run.meanStepMs) << ",\n";
   os << "  \"peak_bytes\": " << stats.peakBytes << ",\n";
+  os << "  \"host_peak_bytes\": " << stats.hostPeakBytes << ",\n";
+  os << "  \"nvme_bytes\": " << stats.nvmeBytes << ",\n";
   os << "  \"collectives\": {";
   for (int k = 0; k < kNumCollectiveKinds; ++k) {
     const CollectiveStats &c = stats.collectives[k];
@@ -184,6 +256,18 @@ void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
      << ", \"async_wait_ms\": " << formatDouble(toMs(c.asyncWaitNs))
      << ", \"comm_thread_ms\": " << formatDouble(toMs(c.commThreadNs))
      << "},\n";
+  os << "  \"offload\": {";
+  for (int k = 0; k < kNumTransferKinds; ++k) {
+    const TransferStats &t = stats.transfers[k];
+    os << (k ? ",\n" : "\n") << "    "
+       << jsonString(transferKindName(static_cast<TransferKind>(k)))
+       << ": {\"calls\": " << t.calls << ", \"bytes\": " << t.bytes
+       << ", \"bytes_per_step\": " << perStep(t.bytes, run.steps)
+       << ", \"total_ms\": " << formatDouble(toMs(t.totalNs))
+       << ", \"ms_per_step\": " << formatDouble(msPerStep(t.totalNs, run.steps))
+       << "}";
+  }
+  os << "\n  },\n";
   os << "  \"ops\": {";
   bool first = true;
   for (const auto &[name, op] : stats.ops) {

@@ -27,6 +27,24 @@ const char *collectiveKindName(CollectiveKind kind);
 int64_t ringBytesSent(CollectiveKind kind, int64_t fullCount, int64_t groupSize,
                       int64_t elementBytes);
 
+/// Offload traffic (docs/RuntimeABI.md, "Offload"): copies between device
+/// and host memory, and whole-tensor reads and writes of NVMe files.
+enum class TransferKind {
+  ToHost = 0,
+  ToDevice = 1,
+  NvmeRead = 2,
+  NvmeWrite = 3
+};
+constexpr int kNumTransferKinds = 4;
+/// "to_host", "to_device", "nvme_read", "nvme_write".
+const char *transferKindName(TransferKind kind);
+
+struct TransferStats {
+  int64_t calls = 0;
+  int64_t bytes = 0;
+  int64_t totalNs = 0;
+};
+
 struct OpStats {
   int64_t calls = 0;
   int64_t totalNs = 0;
@@ -68,6 +86,14 @@ struct Stats {
   void recordCollective(CollectiveKind kind, int64_t bytesSent);
   void recordAlloc(int64_t bytes);
   void recordFree(int64_t bytes);
+  /// Host memory (memory=host arguments, the host arena), counted apart
+  /// from asrt_alloc's device memory.
+  void recordHostAlloc(int64_t bytes);
+  void recordHostFree(int64_t bytes);
+  /// The bytes this rank keeps in NVMe files (memory=nvme arguments).
+  void setNvmeBytes(int64_t bytes);
+  /// One offload transfer of `bytes` bytes that took `ns`.
+  void recordTransfer(TransferKind kind, int64_t bytes, int64_t ns);
   /// A collective the communication thread ran for `ns`; `async` when
   /// asrt_bucket_start issued it.
   void recordCommThread(bool async, int64_t ns);
@@ -79,13 +105,23 @@ struct Stats {
     std::map<std::string, OpStats, std::less<>> ops;
     std::array<CollectiveStats, kNumCollectiveKinds> collectives{};
     CommTimeStats comm;
+    std::array<TransferStats, kNumTransferKinds> transfers{};
+    /// Device memory (asrt_alloc).
     int64_t currentBytes = 0;
     int64_t peakBytes = 0;
+    /// Host memory (hostAlloc) and NVMe files.
+    int64_t hostCurrentBytes = 0;
+    int64_t hostPeakBytes = 0;
+    int64_t nvmeBytes = 0;
+
+    /// Whether the run kept anything in host memory or NVMe files or moved
+    /// anything there: the reports then show offload lines.
+    bool usedOffload() const;
   };
   Snapshot snapshot() const;
 
-  /// Clears the op and collective counters; memory counts stay, since live
-  /// buffers are still live.
+  /// Clears the op, collective and transfer counters; memory counts stay,
+  /// since live buffers are still live.
   void resetCounters();
 
 private:
@@ -107,7 +143,8 @@ struct RunInfo {
 
 /// A few human-readable lines: steps, mean time per step, peak memory, bytes
 /// sent per step for each collective kind, exposed and asynchronous
-/// communication time per step.
+/// communication time per step; when the run offloads, the host memory peak
+/// and NVMe bytes, and the bytes and time per step of each transfer kind.
 void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
                   const RunInfo &run);
 /// The same and the per-op times, as one JSON object.

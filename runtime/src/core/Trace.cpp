@@ -37,8 +37,15 @@ std::string micros(int64_t ns) {
 }
 
 const char *trackName(TraceTrack track) {
-  return track == TraceTrack::Main ? "main thread (compute)"
-                                   : "communication thread";
+  switch (track) {
+  case TraceTrack::Main:
+    return "main thread (compute)";
+  case TraceTrack::Comm:
+    return "communication thread";
+  case TraceTrack::Offload:
+    return "offload";
+  }
+  return "?";
 }
 
 } // namespace
@@ -52,7 +59,15 @@ std::string Trace::jsonEvents(int rank) const {
          ", \"tid\": 0, \"args\": {\"name\": \"rank " + pid + "\"}},\n";
   out += "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": " + pid +
          ", \"tid\": 0, \"args\": {\"sort_index\": " + pid + "}}";
-  for (TraceTrack track : {TraceTrack::Main, TraceTrack::Comm}) {
+  // The offload track only where there is offload traffic: most runs have
+  // none, and an empty track would only take room in the viewer.
+  bool offload = false;
+  for (const TraceEvent &e : events)
+    offload |= e.track == TraceTrack::Offload;
+  for (TraceTrack track :
+       {TraceTrack::Main, TraceTrack::Comm, TraceTrack::Offload}) {
+    if (track == TraceTrack::Offload && !offload)
+      continue;
     std::string tid = std::to_string(static_cast<int>(track));
     out += ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + pid +
            ", \"tid\": " + tid +
@@ -89,6 +104,8 @@ std::string Trace::jsonEvents(int rank) const {
       arg("grid_axes_mask", std::to_string(e.mask));
     if (e.dtype)
       arg("dtype", jsonString(e.dtype));
+    if (e.arg >= 0)
+      arg("arg", std::to_string(e.arg));
     out += "}}";
   }
   return out;

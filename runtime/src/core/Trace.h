@@ -16,6 +16,11 @@ enum class TraceTrack : int {
   Main = 1,
   /// The communication thread: each collective from start to end.
   Comm = 2,
+  /// Offload transfers (host copies, NVMe reads and writes), each from
+  /// start to end. They run synchronously on the main thread for now, each
+  /// inside its ABI call's "transfer" event; a track of their own keeps the
+  /// traffic visible (and is where a copy engine's would go).
+  Offload = 3,
 };
 
 /// One complete ("X") event. Names and categories are string literals (op
@@ -23,8 +28,9 @@ enum class TraceTrack : int {
 struct TraceEvent {
   const char *name = "";
   /// "step", "compute", "collective" (a blocking call), "issue"
-  /// (asrt_bucket_start), "wait" (asrt_wait) or "comm" (the communication
-  /// thread).
+  /// (asrt_bucket_start), "wait" (asrt_wait), "transfer" (an offload ABI
+  /// call), "comm" (the communication thread) or "offload" (the offload
+  /// track).
   const char *category = "";
   TraceTrack track = TraceTrack::Main;
   int64_t startNs = 0;
@@ -38,6 +44,8 @@ struct TraceEvent {
   int64_t bytes = -1;
   int32_t mask = -1;
   const char *dtype = nullptr;
+  /// The argument an NVMe read or write moved.
+  int32_t arg = -1;
 };
 
 /// The events of one rank, recorded while tracing is on. Thread-safe: the
@@ -55,8 +63,9 @@ public:
 
   /// This rank's events as JSON objects separated by ",\n", without the
   /// enclosing array: the metadata naming process `rank` ("rank R") and
-  /// its two tracks, then every event with pid = rank, ts and dur in
-  /// microseconds with three decimals (nanosecond precision).
+  /// its two tracks (three when it has offload events), then every event
+  /// with pid = rank, ts and dur in microseconds with three decimals
+  /// (nanosecond precision).
   std::string jsonEvents(int rank) const;
 
 private:

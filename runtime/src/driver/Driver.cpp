@@ -11,6 +11,7 @@
 #include "core/Init.h"
 #include "core/Stats.h"
 #include "core/Trace.h"
+#include "driver/OffloadArgs.h"
 #include "driver/Options.h"
 #include "driver/Params.h"
 
@@ -146,13 +147,34 @@ NodeInfo nodeInfo(const MpiSession &mpi) {
 /// sharded one is this rank's flat shard, initialised with the values its
 /// global elements have in the unsharded run (initialisation is a function
 /// of the global index) and zero padding, which the optimizer and norms
-/// read.
+/// read. Offload (memory=): a host argument gets host memory; an nvme
+/// argument gets no buffer (null) but a file in `store`.
 std::vector<void *> allocateArgs(asrt_context &ctx, const Manifest &manifest,
-                                 const Options &options, int rank) {
+                                 const Options &options, int rank,
+                                 NvmeStore *store) {
   std::vector<void *> args;
   for (const TensorSpec &arg : manifest.args) {
-    void *buffer = asrt_alloc(&ctx, arg.numBytes());
-    args.push_back(buffer);
+    // An nvme argument is initialised in a temporary host buffer and
+    // written to its file: init stages each tensor once, so the host never
+    // holds more than the largest one.
+    std::vector<char> staging;
+    void *buffer = nullptr;
+    switch (arg.memory) {
+    case MemoryKind::Device:
+      buffer = asrt_alloc(&ctx, arg.numBytes());
+      break;
+    case MemoryKind::Host:
+      buffer = hostAlloc(&ctx, arg.numBytes());
+      break;
+    case MemoryKind::Nvme:
+      if (!store)
+        fatal("%s has memory=nvme but the driver opened no NVMe store",
+              arg.describe().c_str());
+      staging.resize(static_cast<size_t>(arg.numBytes()));
+      buffer = staging.data();
+      break;
+    }
+    args.push_back(arg.memory == MemoryKind::Nvme ? nullptr : buffer);
     if (arg.init) {
       HeldBlock block = heldBlock(manifest, arg, rank);
       if (Status s = fillInit(buffer, arg.dtype, block.valid, *arg.init,
@@ -166,12 +188,29 @@ std::vector<void *> allocateArgs(asrt_context &ctx, const Manifest &manifest,
     }
     if (options.lr && arg.role == Role::Hyper && arg.name == "lr")
       storeElement(buffer, arg.dtype, 0, *options.lr);
+    if (arg.memory == MemoryKind::Nvme)
+      if (Status s = store->add(arg.index, arg.name, buffer, arg.numBytes());
+          !s)
+        fatal("--offload-dir: initialising %s: %s", arg.describe().c_str(),
+              s.message().c_str());
   }
   return args;
 }
 
+/// Frees what allocateArgs allocated, each from the memory it came from.
+void freeArgs(asrt_context &ctx, const Manifest &manifest,
+              const std::vector<void *> &args) {
+  for (const TensorSpec &arg : manifest.args)
+    if (arg.memory == MemoryKind::Host)
+      hostFree(&ctx, args[arg.index]);
+    else
+      asrt_free(&ctx, args[arg.index]); // null for nvme: nothing
+}
+
 /// Donation: a result that updates argument I is written into argument I's
-/// buffer; other results (the loss) get buffers of their own.
+/// buffer (host memory for a memory=host argument, null for a memory=nvme
+/// one, whose file the step writes); other results (the loss) get buffers
+/// of their own.
 std::vector<void *> allocateResults(asrt_context &ctx, const Manifest &manifest,
                                     const std::vector<void *> &args,
                                     std::vector<void *> &owned) {
@@ -361,6 +400,11 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
       return 2;
     }
   }
+  // Offload: memory=nvme arguments need a directory for their files.
+  if (Status s = checkOffloadDirGiven(*manifest, options.offloadDir); !s) {
+    printErrorOnRankZero(mpi, s.message());
+    return 2;
+  }
 
   NodeInfo node = nodeInfo(mpi);
   BackendOptions backend;
@@ -381,20 +425,46 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   ctx.comm = comm.get();
   ctx.stream->setTimeout(options.collectiveTimeout);
   hooks.initBackend(&ctx, backend);
+  // --optimizer-threads: the CPU optimizer step's threads (0: the node's
+  // hardware threads divided among its ranks).
+  ctx.setOptimizerThreads(
+      options.optimizerThreads > 0
+          ? options.optimizerThreads
+          : defaultThreads(std::thread::hardware_concurrency(),
+                           node.localSize));
 
-  std::vector<void *> args = allocateArgs(ctx, *manifest, options, mpi.rank);
+  // Offload (docs/RuntimeABI.md, "Offload"): this rank's directory of
+  // NVMe files; removed when `nvme` goes, on every return below.
+  Expected<std::unique_ptr<NvmeStore>> nvme =
+      openNvmeStore(*manifest, options.offloadDir, mpi.rank);
+  if (!allRanksOk(nvme.status(), mpi))
+    return 1;
+  ctx.nvme = nvme->get();
+
+  std::vector<void *> args =
+      allocateArgs(ctx, *manifest, options, mpi.rank, ctx.nvme);
+  if (ctx.nvme)
+    ctx.stats->setNvmeBytes(ctx.nvme->totalBytes());
   std::vector<void *> ownedResults;
   std::vector<void *> results =
       allocateResults(ctx, *manifest, args, ownedResults);
   // The step's intermediate tensors live at fixed offsets in one arena.
   if (int64_t arena = manifest->plannedBytes("arena"); arena > 0)
     ctx.arena = asrt_alloc(&ctx, arena);
+  if (int64_t hostArena = manifest->plannedBytes("host_arena"); hostArena > 0)
+    ctx.hostArena = hostAlloc(&ctx, hostArena);
 
   // Every rank reads the file and keeps what it holds: a replicated
   // argument whole, a sharded one its block.
   Expected<LoadedParams> loaded = LoadedParams();
-  if (!options.loadParamsFile.empty())
-    loaded = loadParams(options.loadParamsFile, *manifest, args, mpi.rank);
+  if (!options.loadParamsFile.empty()) {
+    // memory=nvme arguments load through host copies, stored back after.
+    StagedNvmeArgs staged(*manifest, args, ctx.nvme);
+    loaded =
+        loadParams(options.loadParamsFile, *manifest, staged.args(), mpi.rank);
+    if (loaded)
+      staged.writeBack();
+  }
   if (!allRanksOk(loaded.status(), mpi))
     return 1;
 
@@ -414,6 +484,21 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
                 mpi.size == 1 ? "rank" : "ranks", hooks.backendName(),
                 backend.threads, backend.threads == 1 ? "thread" : "threads",
                 (*batches)->describe().c_str());
+    if (int host = manifest->countArgsIn(MemoryKind::Host); host > 0)
+      std::printf("autoshard: offload: %d %s (%" PRId64
+                  " bytes per rank) in host memory\n",
+                  host, host == 1 ? "tensor" : "tensors",
+                  manifest->argBytesIn(MemoryKind::Host));
+    if (ctx.nvme)
+      std::printf("autoshard: offload: %zu %s (%" PRId64
+                  " bytes per rank) in NVMe files, rank 0's under '%s'\n",
+                  ctx.nvme->indices().size(),
+                  ctx.nvme->indices().size() == 1 ? "tensor" : "tensors",
+                  ctx.nvme->totalBytes(), ctx.nvme->directory().c_str());
+    else if (!options.offloadDir.empty())
+      std::printf("autoshard: offload: --offload-dir '%s' is not used; this "
+                  "step keeps no tensor in NVMe files\n",
+                  options.offloadDir.c_str());
     if (!options.loadParamsFile.empty())
       std::printf("autoshard: loaded %d %s and %d %s from '%s'\n",
                   loaded->params, loaded->params == 1 ? "param" : "params",
@@ -437,7 +522,15 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   checkpointOptions.exitDuringSave = options.exitDuringCheckpoint;
   Checkpointer checkpointer(checkpointOptions, *manifest, hooks.manifest,
                             options.seed, *dataSource, mpi.rank, mpi.size);
-  Expected<int64_t> firstStep = checkpointer.start(args, options.steps);
+  Expected<int64_t> firstStep = int64_t(0);
+  {
+    // --resume loads memory=nvme arguments through host copies.
+    StagedNvmeArgs resumed(*manifest, args,
+                           options.resume ? ctx.nvme : nullptr);
+    firstStep = checkpointer.start(resumed.args(), options.steps);
+    if (firstStep)
+      resumed.writeBack();
+  }
   if (!allRanksOk(firstStep.status(), mpi))
     return 1;
 
@@ -490,9 +583,12 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
       MPI_Barrier(MPI_COMM_WORLD);
       std::_Exit(3);
     }
-    if (checkpointer.due(oneBased, options.steps))
-      if (!allRanksOk(checkpointer.save(oneBased, args), mpi))
+    if (checkpointer.due(oneBased, options.steps)) {
+      // memory=nvme arguments are saved from host copies.
+      StagedNvmeArgs saving(*manifest, args, ctx.nvme);
+      if (!allRanksOk(checkpointer.save(oneBased, saving.args()), mpi))
         return 1;
+    }
   }
 
   if (trace) {
@@ -518,8 +614,9 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   Status saved;
   if (!options.saveParamsFile.empty()) {
     std::vector<std::vector<char>> storage;
-    std::vector<void *> global =
-        gatherGlobal(ctx, manifest->args, args, Role::Param, mpi.rank, storage);
+    StagedNvmeArgs params(*manifest, args, ctx.nvme, Role::Param);
+    std::vector<void *> global = gatherGlobal(
+        ctx, manifest->args, params.args(), Role::Param, mpi.rank, storage);
     if (mpi.rank == 0)
       saved = saveParams(options.saveParamsFile, *manifest, global,
                          options.steps, options.seed);
@@ -553,8 +650,8 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   for (void *buffer : ownedResults)
     asrt_free(&ctx, buffer);
   asrt_free(&ctx, ctx.arena);
-  for (void *buffer : args)
-    asrt_free(&ctx, buffer);
+  hostFree(&ctx, ctx.hostArena);
+  freeArgs(ctx, *manifest, args);
   return 0;
 }
 

@@ -62,6 +62,9 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
         flag == "--checkpoint-every" || flag == "--keep-checkpoints" ||
         flag == "--exit-after-step" || flag == "--exit-during-checkpoint")
       expected = "an integer >= 1";
+    else if (flag == "--optimizer-threads")
+      expected = "an integer >= 0 (0: the node's hardware threads divided "
+                 "among its ranks)";
     else if (flag == "--seed")
       expected = "an integer in 0..18446744073709551615";
     else if (flag == "--lr")
@@ -76,7 +79,7 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
              flag == "--save-params" || flag == "--save-grads" ||
              flag == "--stats-json")
       expected = "a file name";
-    else if (flag == "--checkpoint-dir")
+    else if (flag == "--checkpoint-dir" || flag == "--offload-dir")
       expected = "a directory name";
     else
       return Error("unknown option '" + std::string(flag) +
@@ -120,12 +123,24 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
       if (value.empty())
         return Error("--checkpoint-dir needs a value: a directory name");
       options.checkpointDir = std::string(value);
+    } else if (flag == "--offload-dir") {
+      if (value.empty())
+        return Error("--offload-dir needs a value: a directory name");
+      options.offloadDir = std::string(value);
     } else if (flag == "--threads") {
       int n;
       if (!parseInteger(value, n) || n < 1)
         return Error(invalid(flag, value,
                              "an integer in 1.." + std::to_string(INT_MAX)));
       options.threads = n;
+    } else if (flag == "--optimizer-threads") {
+      int n;
+      if (!parseInteger(value, n) || n < 0)
+        return Error(invalid(flag, value,
+                             "an integer in 0.." + std::to_string(INT_MAX) +
+                                 " (0: the node's hardware threads divided "
+                                 "among its ranks)"));
+      options.optimizerThreads = n;
     } else if (flag == "--seed") {
       uint64_t seed;
       if (!parseInteger(value, seed))
@@ -228,9 +243,20 @@ std::string usageText(std::string_view program) {
          "strategy of the\n"
          "                       same model); --steps counts the steps before "
          "it too\n"
+         "  --offload-dir DIR    keep the step's memory=nvme tensors in files "
+         "under DIR\n"
+         "                       (a directory on a fast local disk; each "
+         "rank makes\n"
+         "                       its own directory there and removes it at "
+         "the end)\n"
          "  --threads N          kernel threads per rank (default: the "
          "node's cores\n"
          "                       divided among its ranks)\n"
+         "  --optimizer-threads N\n"
+         "                       threads of the CPU optimizer step per rank "
+         "(default 1;\n"
+         "                       0: the node's hardware threads divided "
+         "among its ranks)\n"
          "  --collective-timeout S\n"
          "                       fail the run when a collective does not "
          "complete within\n"

@@ -30,6 +30,10 @@ struct Options {
   std::string statsJsonFile;
   /// Kernel threads per rank; 0 means "choose" (defaultThreads).
   int threads = 0;
+  /// Threads of the CPU optimizer step per rank; 0 means "choose"
+  /// (defaultThreads). 1 by default: the step stays on the calling thread,
+  /// as ranks usually share the node's cores with BLAS threads.
+  int optimizerThreads = 1;
   /// Seconds a wait for a collective (asrt_wait, a blocking collective)
   /// may block before the run fails as hung; 0 waits forever.
   double collectiveTimeout = 300.0;
@@ -42,6 +46,11 @@ struct Options {
   int64_t checkpointEvery = 0;
   int keepCheckpoints = 2;
   bool resume = false;
+  /// Offload (docs/RuntimeABI.md, "Offload"): the directory, on a fast
+  /// local disk, under which each rank keeps the files of memory=nvme
+  /// arguments (in a directory of its own, removed when the run ends).
+  /// Empty: none; a step with memory=nvme arguments then cannot run.
+  std::string offloadDir;
   /// Hidden test hooks (not in --help): end the job abruptly (MPI_Abort,
   /// status 3) right after step K, before its checkpoint; or while saving
   /// step K's checkpoint, after the shard files and before the MANIFEST.

@@ -11,7 +11,7 @@ namespace {
 
 // docs/RuntimeABI.md's example, plus the momentum result it implies.
 const char *kGood = "autoshard-manifest 1\n"
-                    "abi 3\n"
+                    "abi 4\n"
                     "step train_step\n"
                     "strategy ddp\n"
                     "grid 2\n"
@@ -29,7 +29,7 @@ const char *kGood = "autoshard-manifest 1\n"
 // exposed gradient.
 const char *kAdamWithGrad =
     "autoshard-manifest 1\n"
-    "abi 3\n"
+    "abi 4\n"
     "step train_step\n"
     "strategy ddp\n"
     "grid 2\n"
@@ -49,7 +49,7 @@ const char *kAdamWithGrad =
 // replicated gradient of a sharded param.
 const char *kSharded =
     "autoshard-manifest 1\n"
-    "abi 3\n"
+    "abi 4\n"
     "step train_step\n"
     "strategy zero3\n"
     "grid 2x2\n"
@@ -63,6 +63,33 @@ const char *kSharded =
     "result 2 grad w.grad f32 8 of=0 full=5x3 shard_axes=2\n"
     "result 3 grad b.grad f32 3 of=2\n"
     "result 4 loss loss f32 scalar\n"
+    "end\n";
+
+// Offload: a host and an nvme optimizer state (sharded), an explicit
+// device one, and the memory record's offload keys.
+const char *kOffload =
+    "autoshard-manifest 1\n"
+    "abi 4\n"
+    "step train_step\n"
+    "strategy zero3\n"
+    "grid 2\n"
+    "arg 0 param w f32 4x8 init=normal:0.1\n"
+    "arg 1 opt_state w.exp_avg f32 16 init=zeros full=4x8 shard_axes=1 "
+    "memory=host\n"
+    "arg 2 opt_state w.exp_avg_sq f32 16 init=zeros full=4x8 shard_axes=1 "
+    "memory=nvme\n"
+    "arg 3 opt_state step i32 scalar init=zeros memory=device\n"
+    "arg 4 input x f32 8x8 batch_dim=0 global=16\n"
+    "arg 5 label y i32 8 batch_dim=0 global=16 classes=4\n"
+    "result 0 param w f32 4x8 updates=0\n"
+    "result 1 opt_state w.exp_avg f32 16 updates=1 full=4x8 shard_axes=1 "
+    "memory=host\n"
+    "result 2 opt_state w.exp_avg_sq f32 16 memory=nvme updates=2 full=4x8 "
+    "shard_axes=1\n"
+    "result 3 opt_state step i32 scalar updates=3\n"
+    "result 4 loss loss f32 scalar\n"
+    "memory peak=300 persistent=132 arena=40 host_persistent=64 "
+    "host_arena=32 nvme=64\n"
     "end\n";
 
 /// `base` (kGood by default) with 1-based line `line` replaced by `text`
@@ -174,10 +201,36 @@ TEST(ManifestTest, ParsesGradResultsAndAnIntegerStepCounter) {
   EXPECT_EQ(bf16->results[3].dtype, ASRT_DTYPE_BF16);
 }
 
+TEST(ManifestTest, ParsesOffloadedArguments) {
+  Expected<Manifest> parsed = parseManifest(kOffload);
+  ASSERT_TRUE(parsed.ok()) << parsed.message();
+  const Manifest &m = *parsed;
+  EXPECT_EQ(m.args[0].memory, MemoryKind::Device);
+  EXPECT_EQ(m.args[1].memory, MemoryKind::Host);
+  EXPECT_EQ(m.args[2].memory, MemoryKind::Nvme);
+  EXPECT_EQ(m.args[3].memory, MemoryKind::Device);
+  EXPECT_EQ(m.args[4].memory, MemoryKind::Device);
+  EXPECT_EQ(m.results[1].memory, MemoryKind::Host);
+  EXPECT_EQ(m.results[2].memory, MemoryKind::Nvme);
+  EXPECT_EQ(m.results[4].memory, MemoryKind::Device);
+  EXPECT_EQ(m.countArgsIn(MemoryKind::Host), 1);
+  EXPECT_EQ(m.countArgsIn(MemoryKind::Nvme), 1);
+  EXPECT_EQ(m.argBytesIn(MemoryKind::Nvme), 64);
+  EXPECT_EQ(m.argBytesIn(MemoryKind::Device), 128 + 4 + 256 + 32);
+  EXPECT_EQ(m.plannedBytes("host_persistent"), 64);
+  EXPECT_EQ(m.plannedBytes("host_arena"), 32);
+  EXPECT_EQ(m.plannedBytes("nvme"), 64);
+  EXPECT_EQ(m.plannedBytes("arena"), 40);
+  EXPECT_STREQ(memoryKindName(MemoryKind::Nvme), "nvme");
+  EXPECT_STREQ(memoryKindName(MemoryKind::Host), "host");
+  EXPECT_STREQ(memoryKindName(MemoryKind::Device), "device");
+  EXPECT_EQ(parseManifest(kGood)->countArgsIn(MemoryKind::Nvme), 0);
+}
+
 TEST(ManifestTest, ParsesTheDocumentedShardedExample) {
   const char *doc =
       "autoshard-manifest 1\n"
-      "abi 3\n"
+      "abi 4\n"
       "step train_step\n"
       "strategy zero3\n"
       "grid 2x2\n"
@@ -336,7 +389,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "manifest line 2: ABI version 'x' is not an integer"},
         BadCase{"AbiMismatch", withLine(2, "abi 1"),
                 "manifest line 2: the step was generated for runtime ABI "
-                "version 1 but this runtime implements version 3"},
+                "version 1 but this runtime implements version 4"},
         BadCase{"BadGrid", withLine(5, "grid 2x0"),
                 "manifest line 5: bad grid '2x0'"},
         BadCase{"HugeGrid", withLine(5, "grid 65536x65536"),
@@ -620,6 +673,72 @@ INSTANTIATE_TEST_SUITE_P(
                 withLine(13, "result 2 grad w.grad f32 8 of=0", kSharded),
                 "manifest line 13: result 2 (grad w.grad) has shape 8 but "
                 "arg 0 (param w) has full shape 5x3 (sharded)"}),
+    [](const ::testing::TestParamInfo<BadCase> &info) {
+      return std::string(info.param.label);
+    });
+
+// One case per offload diagnostic (kOffload: line 7 is the host state's
+// arg, 8 the nvme one's; 13 and 14 their results).
+INSTANTIATE_TEST_SUITE_P(
+    OffloadDiagnostics, ManifestErrorTest,
+    ::testing::Values(
+        BadCase{"UnknownMemory",
+                withLine(7,
+                         "arg 1 opt_state w.exp_avg f32 16 init=zeros "
+                         "full=4x8 shard_axes=1 memory=gpu",
+                         kOffload),
+                "manifest line 7: memory=gpu is not valid; expected device, "
+                "host (ZeRO-Offload) or nvme (ZeRO-Infinity)"},
+        BadCase{"MemoryOnInput",
+                withLine(10,
+                         "arg 4 input x f32 8x8 batch_dim=0 global=16 "
+                         "memory=host",
+                         kOffload),
+                "manifest line 10: key 'memory' is not valid for input args; "
+                "valid keys: batch_dim, global, classes"},
+        BadCase{"MemoryOnLabel",
+                withLine(11,
+                         "arg 5 label y i32 8 batch_dim=0 global=16 "
+                         "classes=4 memory=nvme",
+                         kOffload),
+                "manifest line 11: key 'memory' is not valid for label args"},
+        BadCase{"MemoryOnHyper",
+                withLine(11, "arg 5 hyper lr f32 scalar init=constant:0.1 "
+                             "memory=host"),
+                "manifest line 11: key 'memory' is not valid for hyper args; "
+                "valid keys: init"},
+        BadCase{
+            "MemoryOnLoss",
+            withLine(16, "result 4 loss loss f32 scalar memory=host", kOffload),
+            "manifest line 16: key 'memory' is not valid for loss "
+            "results; valid keys: none"},
+        BadCase{"MemoryOnGrad",
+                withLine(14, "result 3 grad w.grad f32 4x8 of=0 memory=host",
+                         kAdamWithGrad),
+                "manifest line 14: key 'memory' is not valid for grad "
+                "results; valid keys: of, full, shard_axes"},
+        BadCase{"ResultInDeviceMemoryUpdatesAnNvmeArg",
+                withLine(14,
+                         "result 2 opt_state w.exp_avg_sq f32 16 updates=2 "
+                         "full=4x8 shard_axes=1",
+                         kOffload),
+                "manifest line 14: result 2 (opt_state w.exp_avg_sq) has "
+                "memory=device but updates arg 2 (opt_state w.exp_avg_sq), "
+                "which has memory=nvme; a result lives where the argument it "
+                "replaces lives"},
+        BadCase{"ResultInNvmeUpdatesAHostArg",
+                withLine(13,
+                         "result 1 opt_state w.exp_avg f32 16 updates=1 "
+                         "full=4x8 shard_axes=1 memory=nvme",
+                         kOffload),
+                "manifest line 13: result 1 (opt_state w.exp_avg) has "
+                "memory=nvme but updates arg 1 (opt_state w.exp_avg), which "
+                "has memory=host"},
+        BadCase{"ResultInHostUpdatesADeviceArg",
+                withLine(12, "result 0 param w f32 4x8 updates=0 memory=host",
+                         kOffload),
+                "manifest line 12: result 0 (param w) has memory=host but "
+                "updates arg 0 (param w), which has memory=device"}),
     [](const ::testing::TestParamInfo<BadCase> &info) {
       return std::string(info.param.label);
     });

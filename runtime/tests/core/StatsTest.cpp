@@ -96,6 +96,64 @@ TEST(StatsTest, ReportsPerStepNumbers) {
         << j;
 }
 
+TEST(StatsTest, ReportsOffloadOnlyWhenTheRunOffloads) {
+  Stats stats;
+  stats.recordAlloc(1000);
+  RunInfo run;
+  run.steps = 2;
+  std::ostringstream plain;
+  writeSummary(plain, stats.snapshot(), run);
+  EXPECT_EQ(plain.str().find("offload"), std::string::npos) << plain.str();
+  EXPECT_EQ(plain.str().find("host memory"), std::string::npos);
+  EXPECT_FALSE(stats.snapshot().usedOffload());
+
+  stats.recordHostAlloc(4096);
+  stats.recordHostAlloc(1024);
+  stats.recordHostFree(4096);
+  stats.setNvmeBytes(2048);
+  stats.recordTransfer(TransferKind::ToHost, 300, 1000000);
+  stats.recordTransfer(TransferKind::ToHost, 300, 1000000);
+  stats.recordTransfer(TransferKind::NvmeWrite, 2048, 3000000);
+  Stats::Snapshot s = stats.snapshot();
+  EXPECT_TRUE(s.usedOffload());
+  EXPECT_EQ(s.hostCurrentBytes, 1024);
+  EXPECT_EQ(s.hostPeakBytes, 5120);
+  // Host memory is not device memory.
+  EXPECT_EQ(s.peakBytes, 1000);
+
+  std::ostringstream summary;
+  writeSummary(summary, s, run);
+  for (const char *expected :
+       {"peak memory 1000 bytes",
+        "summary: host memory peak 5120 bytes (5.0 KiB), NVMe 2048 bytes "
+        "(2.0 KiB) on rank 0\n",
+        "summary: offload per step on rank 0: to_host 300 bytes 1.000 ms, "
+        "to_device 0 bytes 0.000 ms, nvme_read 0 bytes 0.000 ms, "
+        "nvme_write 1024 bytes 1.500 ms\n"})
+    EXPECT_NE(summary.str().find(expected), std::string::npos)
+        << "missing " << expected << " in\n"
+        << summary.str();
+
+  std::ostringstream json;
+  writeStatsJson(json, s, run);
+  for (const char *expected :
+       {"\"peak_bytes\": 1000,", "\"host_peak_bytes\": 5120,",
+        "\"nvme_bytes\": 2048,",
+        "\"to_host\": {\"calls\": 2, \"bytes\": 600, \"bytes_per_step\": "
+        "300, \"total_ms\": 2, \"ms_per_step\": 1}",
+        "\"nvme_read\": {\"calls\": 0, \"bytes\": 0"})
+    EXPECT_NE(json.str().find(expected), std::string::npos)
+        << "missing " << expected << " in\n"
+        << json.str();
+
+  // Counters reset; memory stays.
+  stats.resetCounters();
+  s = stats.snapshot();
+  EXPECT_EQ(s.transfers[0].calls, 0);
+  EXPECT_EQ(s.hostPeakBytes, 5120);
+  EXPECT_EQ(s.nvmeBytes, 2048);
+}
+
 TEST(StatsTest, JsonStringsAreEscaped) {
   EXPECT_EQ(jsonString("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\u0001\"");
 }

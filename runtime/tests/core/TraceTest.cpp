@@ -54,6 +54,35 @@ TEST(TraceTest, EventsAreCompleteEventsInMicroseconds) {
   EXPECT_EQ(json.back(), '}') << "no trailing separator";
 }
 
+TEST(TraceTest, TheOffloadTrackAppearsWithItsEvents) {
+  Trace trace(0);
+  TraceEvent compute;
+  compute.name = "relu_fwd";
+  compute.endNs = 5;
+  trace.record(compute);
+  EXPECT_EQ(trace.jsonEvents(0).find("\"tid\": 3"), std::string::npos)
+      << "an offload track without offload events";
+
+  TraceEvent read;
+  read.name = "nvme_read";
+  read.category = "offload";
+  read.track = TraceTrack::Offload;
+  read.startNs = 1000;
+  read.endNs = 3000;
+  read.bytes = 64;
+  read.arg = 7;
+  trace.record(read);
+  std::string json = trace.jsonEvents(1);
+  for (const char *expected :
+       {"{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 3, "
+        "\"args\": {\"name\": \"offload\"}}",
+        "{\"name\": \"nvme_read\", \"cat\": \"offload\", \"ph\": \"X\", "
+        "\"pid\": 1, \"tid\": 3, \"ts\": 1.000, \"dur\": 2.000, \"args\": "
+        "{\"bytes\": 64, \"arg\": 7}}"})
+    EXPECT_TRUE(contains(json, expected)) << "missing " << expected << " in\n"
+                                          << json;
+}
+
 TEST(TraceTest, TheFileJoinsTheRanks) {
   Trace zero(0), one(0);
   TraceEvent step;

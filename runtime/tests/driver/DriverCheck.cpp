@@ -12,8 +12,12 @@
 //                                      data for FakeStep (x f32 8, y i32 < 4)
 //   driver_check write-tokens FILE COUNT [odd|bad-token]
 //                                      uint16 tokens < 16 for FakeLmStep
+//   driver_check empty-dir DIR         DIR exists and holds nothing (the
+//                                      NVMe store removed its files)
 #include "core/Data.h"
 #include "driver/Safetensors.h"
+
+#include <dirent.h>
 
 #include <cmath>
 #include <cstdio>
@@ -192,6 +196,26 @@ int writeTokens(const std::string &path, int64_t count,
   return out ? 0 : fail("cannot write " + path);
 }
 
+int emptyDir(const std::string &path) {
+  DIR *dir = ::opendir(path.c_str());
+  if (!dir)
+    return fail("cannot open the directory " + path);
+  std::vector<std::string> left;
+  while (dirent *e = ::readdir(dir)) {
+    std::string name = e->d_name;
+    if (name != "." && name != "..")
+      left.push_back(name);
+  }
+  ::closedir(dir);
+  if (!left.empty())
+    return fail(path + " still holds " + left.front() +
+                (left.size() > 1
+                     ? " and " + std::to_string(left.size() - 1) + " more"
+                     : ""));
+  std::printf("%s is empty\n", path.c_str());
+  return 0;
+}
+
 int writeData(const std::string &path, int64_t rows, bool badLabel) {
   std::vector<float> x(static_cast<size_t>(rows * 8));
   std::vector<int32_t> y(static_cast<size_t>(rows));
@@ -232,6 +256,8 @@ int main(int argc, char **argv) {
   if ((args.size() == 3 || args.size() == 4) && args[0] == "write-tokens")
     return writeTokens(args[1], std::stoll(args[2]),
                        args.size() == 4 ? args[3] : "");
+  if (args.size() == 2 && args[0] == "empty-dir")
+    return emptyDir(args[1]);
   if ((args.size() == 3 || args.size() == 4) && args[0] == "write-asdata")
     return writeData(args[1], std::stoll(args[2]),
                      args.size() == 4 && args[3] == "bad-label");

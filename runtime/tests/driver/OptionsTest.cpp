@@ -165,12 +165,36 @@ TEST(OptionsTest, DefaultThreadsSplitTheNode) {
   EXPECT_EQ(defaultThreads(8, 0), 8);
 }
 
+TEST(OptionsTest, OptimizerThreads) {
+  // One thread unless asked: ranks usually share the node's cores.
+  EXPECT_EQ(parse({}).optimizerThreads, 1);
+  EXPECT_EQ(parse({"--optimizer-threads", "4"}).optimizerThreads, 4);
+  // 0 asks the driver to split the node's hardware threads (defaultThreads).
+  EXPECT_EQ(parse({"--optimizer-threads=0"}).optimizerThreads, 0);
+  // Independent of --threads, the BLAS threads.
+  Options both = parse({"--threads", "2", "--optimizer-threads", "3"});
+  EXPECT_EQ(both.threads, 2);
+  EXPECT_EQ(both.optimizerThreads, 3);
+  const char *valid = "expected an integer in 0..2147483647 (0: the node's "
+                      "hardware threads divided among its ranks)";
+  EXPECT_EQ(errorOf({"--optimizer-threads", "-1"}),
+            std::string("--optimizer-threads: '-1' is not valid; ") + valid);
+  EXPECT_EQ(errorOf({"--optimizer-threads=two"}),
+            std::string("--optimizer-threads: 'two' is not valid; ") + valid);
+  EXPECT_EQ(errorOf({"--optimizer-threads", "4294967296"}),
+            std::string("--optimizer-threads: '4294967296' is not valid; ") +
+                valid);
+  EXPECT_EQ(errorOf({"--optimizer-threads"}),
+            "--optimizer-threads needs a value: an integer >= 0 (0: the "
+            "node's hardware threads divided among its ranks)");
+}
+
 TEST(OptionsTest, UsageListsEveryFlag) {
   std::string usage = usageText("train");
   for (const char *flag :
        {"--steps", "--seed", "--lr", "--log-every", "--data", "--data-format",
         "--load-params", "--save-params", "--save-grads", "--stats-json",
-        "--threads", "--print-manifest", "--help"})
+        "--threads", "--optimizer-threads", "--print-manifest", "--help"})
     EXPECT_NE(usage.find(flag), std::string::npos) << flag;
   EXPECT_EQ(usage.rfind("usage: train", 0), 0u);
 }
@@ -249,6 +273,20 @@ TEST(OptionsTest, Checkpoints) {
   EXPECT_EQ(usage.find("--exit-"), std::string::npos);
 }
 
+TEST(OptionsTest, OffloadDir) {
+  EXPECT_TRUE(parse({}).offloadDir.empty());
+  EXPECT_EQ(parse({"--offload-dir", "/mnt/nvme"}).offloadDir, "/mnt/nvme");
+  EXPECT_EQ(parse({"--offload-dir=/a", "--offload-dir", "/b"}).offloadDir,
+            "/b");
+  EXPECT_EQ(errorOf({"--offload-dir"}),
+            "--offload-dir needs a value: a directory name");
+  EXPECT_EQ(errorOf({"--offload-dir="}),
+            "--offload-dir needs a value: a directory name");
+  EXPECT_EQ(errorOf({"--offload-dir", "--steps", "3"}),
+            "--offload-dir needs a value: a directory name");
+  EXPECT_NE(usageText("train").find("--offload-dir DIR"), std::string::npos);
+}
+
 TEST(DriverMessagesTest, StepLine) {
   EXPECT_EQ(formatStepLine(3, 0.693147182, 1.25),
             "step 3 loss 0.69314718 ms 1.250");
@@ -273,7 +311,7 @@ TEST(DriverMessagesTest, WorldSizeMismatch) {
 TEST(DriverMessagesTest, LrOverrideNeedsAnLrHyper) {
   auto manifestWith = [](const std::string &hypers) {
     Expected<Manifest> m = parseManifest(
-        "autoshard-manifest 1\nabi 3\nstep train\nstrategy none\ngrid 1\n" +
+        "autoshard-manifest 1\nabi 4\nstep train\nstrategy none\ngrid 1\n" +
         hypers + "result 0 loss loss f32 scalar\nend\n");
     EXPECT_TRUE(m.ok()) << m.message();
     return *m;

@@ -1,6 +1,6 @@
 // Checks a --trace file: valid JSON, the tracks, and how a step's events nest.
 //
-//   trace_check FILE RANKS STEPS ASYNC_PER_STEP
+//   trace_check FILE RANKS STEPS ASYNC_PER_STEP [TRANSFERS_PER_STEP]
 //
 // FILE must be a JSON object whose "traceEvents" hold, for each rank r <
 // RANKS, a process (pid r) named "rank r" with the threads 1 ("main thread
@@ -15,7 +15,11 @@
 //     it starts, its asrt_wait ("wait") after the issue and ending after it,
 //     all three in the same step;
 //   - for each blocking collective on the main thread ("collective" with a
-//     seq): its "comm" event inside it.
+//     seq): its "comm" event inside it;
+//   - on the offload track (thread 3, "offload"; present only when
+//     TRANSFERS_PER_STEP, default 0, is not), "offload" events one after
+//     the other, TRANSFERS_PER_STEP per step, each inside an offload call
+//     ("transfer") on the main thread: transfers are synchronous.
 // Times are compared in integer nanoseconds (the file has microseconds with
 // three decimals), so the checks are exact.
 #include <algorithm>
@@ -264,14 +268,16 @@ int stepOf(const Event &e, const std::vector<Event> &steps) {
 }
 
 void checkRank(int pid, const std::vector<Event> &events, int64_t steps,
-               int64_t asyncPerStep) {
+               int64_t asyncPerStep, int64_t transfersPerStep) {
   std::string rank = "rank " + std::to_string(pid) + ": ";
-  std::vector<Event> main, comm, stepEvents;
+  std::vector<Event> main, comm, offload, stepEvents;
   for (const Event &e : events) {
     if (e.tid == 1)
       main.push_back(e);
     else if (e.tid == 2)
       comm.push_back(e);
+    else if (e.tid == 3)
+      offload.push_back(e);
     else
       fail(rank + "event on an unknown track: " + describe(e));
   }
@@ -280,6 +286,7 @@ void checkRank(int pid, const std::vector<Event> &events, int64_t steps,
   };
   std::sort(main.begin(), main.end(), byStart);
   std::sort(comm.begin(), comm.end(), byStart);
+  std::sort(offload.begin(), offload.end(), byStart);
 
   for (const Event &e : main)
     if (e.name == "step")
@@ -380,14 +387,41 @@ void checkRank(int pid, const std::vector<Event> &events, int64_t steps,
       fail(rank + describe(*it) + " is not inside its blocking call " +
            describe(e));
   }
+
+  // Offload transfers: synchronous, so one at a time and each inside its
+  // call on the main thread.
+  std::vector<int64_t> transfersInStep(stepEvents.size(), 0);
+  for (size_t i = 0; i < offload.size(); ++i) {
+    const Event &t = offload[i];
+    if (t.cat != "offload")
+      fail(rank + "the offload track has " + describe(t));
+    if (i > 0 && t.start < offload[i - 1].end)
+      fail(rank + describe(t) + " overlaps " + describe(offload[i - 1]));
+    if (std::none_of(main.begin(), main.end(), [&](const Event &e) {
+          return e.cat == "transfer" && inside(t, e);
+        }))
+      fail(rank + describe(t) +
+           " lies inside no offload call on the main "
+           "thread");
+    int s = stepOf(t, stepEvents);
+    if (s < 0)
+      fail(rank + describe(t) + " lies outside every step");
+    else
+      ++transfersInStep[s];
+  }
+  for (size_t s = 0; s < transfersInStep.size(); ++s)
+    if (transfersInStep[s] != transfersPerStep)
+      fail(rank + "step " + std::to_string(s + 1) + " has " +
+           std::to_string(transfersInStep[s]) +
+           " offload transfers, expected " + std::to_string(transfersPerStep));
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
-  if (argc != 5) {
-    std::fprintf(stderr,
-                 "usage: trace_check FILE RANKS STEPS ASYNC_PER_STEP\n");
+  if (argc != 5 && argc != 6) {
+    std::fprintf(stderr, "usage: trace_check FILE RANKS STEPS ASYNC_PER_STEP "
+                         "[TRANSFERS_PER_STEP]\n");
     return 2;
   }
   std::ifstream in(argv[1]);
@@ -401,6 +435,7 @@ int main(int argc, char **argv) {
   int ranks = std::atoi(argv[2]);
   int64_t steps = std::atoll(argv[3]);
   int64_t asyncPerStep = std::atoll(argv[4]);
+  int64_t transfersPerStep = argc == 6 ? std::atoll(argv[5]) : 0;
 
   Json root;
   Parser parser(text);
@@ -466,7 +501,9 @@ int main(int argc, char **argv) {
       fail("rank " + std::to_string(r) + " has no main-thread track");
     if (threadNames[{r, 2}] != "communication thread")
       fail("rank " + std::to_string(r) + " has no communication-thread track");
-    checkRank(r, perRank[r], steps, asyncPerStep);
+    if (transfersPerStep > 0 && threadNames[{r, 3}] != "offload")
+      fail("rank " + std::to_string(r) + " has no offload track");
+    checkRank(r, perRank[r], steps, asyncPerStep, transfersPerStep);
   }
   if (failures)
     return 1;

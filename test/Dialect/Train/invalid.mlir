@@ -102,7 +102,7 @@ func.func private @f(tensor<2xf32> {train.init = 0.0 : f32})
 
 // -----
 
-// expected-error@+1 {{argument #0 has the unknown attribute 'train.rol'; the train dialect defines train.role, train.name, train.init and train.shard}}
+// expected-error@+1 {{argument #0 has the unknown attribute 'train.rol'; the train dialect defines train.role, train.name, train.init, train.shard and train.memory}}
 func.func private @f(tensor<2xf32> {train.rol = #train.role<param>})
 
 //===----------------------------------------------------------------------===//

@@ -274,26 +274,45 @@ def cmd_traffic(args):
 
 
 PEAK_LINE = re.compile(r"peak memory (\d+) bytes")
+HOST_LINE = re.compile(r"host memory peak (\d+) bytes .*, NVMe (\d+) bytes")
 
 
 def cmd_peak(args):
     with open(args.a) as f:
-        m = PEAK_LINE.search(f.read())
+        log = f.read()
+    m = PEAK_LINE.search(log)
     if not m:
         sys.exit(f"{args.a}: no 'peak memory' summary line")
     measured = int(m.group(1))
-    planned = None
+    keys = None
     with open(args.manifest) as f:
         for line in f:
             fields = line.split()
             if fields[:1] == ["memory"]:
                 keys = dict(kv.split("=", 1) for kv in fields[1:])
-                planned = int(keys["peak"])
-    if planned is None:
+    if keys is None:
         sys.exit(f"{args.manifest}: no memory record")
+    planned = int(keys["peak"])
     print(f"peak: measured {measured}, planned {planned}")
     if measured != planned:
         sys.exit("the measured peak differs from the compiler's plan")
+    # Offload: host memory (offloaded state and the host arena) and the
+    # bytes of the NVMe files, planned and measured apart from the device.
+    host = HOST_LINE.search(log)
+    if "host_arena" not in keys:
+        if host:
+            sys.exit(f"{args.a}: host memory measured but none planned")
+        return
+    if not host:
+        sys.exit(f"{args.a}: no 'host memory peak' summary line")
+    planned_host = int(keys["host_persistent"]) + int(keys["host_arena"])
+    measured_host, measured_nvme = int(host.group(1)), int(host.group(2))
+    print(f"host peak: measured {measured_host}, planned {planned_host}; "
+          f"NVMe: measured {measured_nvme}, planned {keys['nvme']}")
+    if measured_host != planned_host:
+        sys.exit("the measured host peak differs from the compiler's plan")
+    if measured_nvme != int(keys["nvme"]):
+        sys.exit("the NVMe bytes differ from the compiler's plan")
 
 
 def planned_peak(manifest):

@@ -243,6 +243,183 @@ static LogicalResult verifyStepTensors(FunctionOpInterface func) {
 }
 
 
+MemorySpace autoshard::train::getArgMemorySpace(FunctionOpInterface func,
+                                                unsigned index) {
+  auto memory = func.getArgAttrOfType<MemorySpaceAttr>(
+      index, TrainDialect::kMemoryAttrName);
+  return memory ? memory.getValue() : MemorySpace::Device;
+}
+
+MemorySpace autoshard::train::getResultMemorySpace(FunctionOpInterface func,
+                                                   unsigned index) {
+  auto memory = func.getResultAttrOfType<MemorySpaceAttr>(
+      index, TrainDialect::kMemoryAttrName);
+  return memory ? memory.getValue() : MemorySpace::Device;
+}
+
+MemorySpace autoshard::train::getMemorySpace(Value value) {
+  if (auto arg = dyn_cast<BlockArgument>(value)) {
+    auto func = dyn_cast_or_null<FunctionOpInterface>(
+        arg.getOwner()->getParentOp());
+    return func ? getArgMemorySpace(func, arg.getArgNumber())
+                : MemorySpace::Device;
+  }
+  Operation *def = value.getDefiningOp();
+  if (isa<ToHostOp, NvmeReadOp, NvmeWriteOp>(def) ||
+      def->hasAttr(TrainDialect::kOnHostAttrName))
+    return MemorySpace::Host;
+  return MemorySpace::Device;
+}
+
+/// "device memory", "host memory", "an NVMe file".
+static std::string describeSpace(MemorySpace space) {
+  switch (space) {
+  case MemorySpace::Device:
+    return "device memory";
+  case MemorySpace::Host:
+    return "host memory";
+  case MemorySpace::Nvme:
+    return "an NVMe file";
+  }
+  return "?";
+}
+
+/// The rules of offload (autoshard-offload): train.memory only on params
+/// and optimizer states and on the results that update them, the same on
+/// both; an NVMe argument is only read by train.nvme_read and replaced by
+/// train.nvme_write; every op reads tensors where it runs (host ops, marked
+/// train.on_host, in host memory; the others in device memory); a transfer
+/// reads from where it copies from; each result is returned from where its
+/// signature puts it.
+static LogicalResult verifyMemorySpaces(FunctionOpInterface func,
+                                        const StepSignature &sig) {
+  Region &body = func.getFunctionBody();
+  if (body.empty())
+    return success();
+  for (const StepValue &arg : sig.getArgs()) {
+    MemorySpace space = getArgMemorySpace(func, arg.index);
+    if (space == MemorySpace::Device)
+      continue;
+    if (arg.role != Role::Param && arg.role != Role::OptState)
+      return func.emitOpError()
+             << "argument #" << arg.index << " (" << stringifyRole(arg.role)
+             << " \"" << arg.name << "\") is in " << describeSpace(space)
+             << "; only parameters and optimizer states are offloaded";
+    if (space != MemorySpace::Nvme)
+      continue;
+    for (OpOperand &use : body.getArgument(arg.index).getUses()) {
+      Operation *user = use.getOwner();
+      if (isa<NvmeReadOp>(user) ||
+          (isa<NvmeWriteOp>(user) && use.getOperandNumber() == 1))
+        continue;
+      return user->emitOpError()
+             << "reads argument #" << arg.index << " (\"" << arg.name
+             << "\"), which is in an NVMe file; read it with "
+                "train.nvme_read";
+    }
+  }
+  for (const StepValue &result : sig.getResults()) {
+    MemorySpace space = getResultMemorySpace(func, result.index);
+    std::optional<unsigned> updated = sig.getUpdatedArg(result.index);
+    MemorySpace expected = updated ? getArgMemorySpace(func, *updated)
+                                   : MemorySpace::Device;
+    if (space != expected)
+      return func.emitOpError()
+             << "result #" << result.index << " (\"" << result.name
+             << "\") is in " << describeSpace(space) << " but "
+             << (updated ? "the argument it updates is in " +
+                               describeSpace(expected)
+                         : std::string("only updates of offloaded arguments "
+                                       "leave device memory"));
+  }
+
+  auto expect = [](Operation *op, unsigned operand, Value value,
+                   MemorySpace want, StringRef how) -> LogicalResult {
+    MemorySpace have = getMemorySpace(value);
+    if (have == want)
+      return success();
+    return op->emitOpError() << "reads operand #" << operand << " from "
+                             << describeSpace(have) << " but " << how
+                             << " reads " << describeSpace(want);
+  };
+  for (Operation &op : body.front()) {
+    if (op.hasTrait<OpTrait::IsTerminator>()) {
+      for (auto [slot, value] : llvm::enumerate(op.getOperands())) {
+        MemorySpace want = getResultMemorySpace(func, slot);
+        if (want == MemorySpace::Nvme) {
+          auto write = value.getDefiningOp<NvmeWriteOp>();
+          std::optional<unsigned> updated = sig.getUpdatedArg(slot);
+          if (!write || !updated ||
+              write.getTarget() != body.getArgument(*updated))
+            return op.emitOpError()
+                   << "returns result #" << slot
+                   << ", which is kept in an NVMe file, from something "
+                      "other than a train.nvme_write to the argument it "
+                      "updates";
+          continue;
+        }
+        if (failed(expect(&op, slot, value, want,
+                          "the step's signature returns this result from")))
+          return failure();
+      }
+      continue;
+    }
+    if (isa<ToHostOp>(op)) {
+      if (failed(expect(&op, 0, op.getOperand(0), MemorySpace::Device,
+                        "a copy to the host")))
+        return failure();
+      continue;
+    }
+    if (isa<ToDeviceOp>(op)) {
+      if (failed(expect(&op, 0, op.getOperand(0), MemorySpace::Host,
+                        "a copy to the device")))
+        return failure();
+      continue;
+    }
+    // An NVMe op on something other than an argument is its own
+    // verifier's error.
+    if (isa<NvmeReadOp, NvmeWriteOp>(op) &&
+        !isa<BlockArgument>(op.getOperand(isa<NvmeReadOp>(op) ? 0 : 1)))
+      continue;
+    if (isa<NvmeReadOp>(op)) {
+      if (failed(expect(&op, 0, op.getOperand(0), MemorySpace::Nvme,
+                        "an NVMe read")))
+        return failure();
+      continue;
+    }
+    if (auto write = dyn_cast<NvmeWriteOp>(op)) {
+      // Its result says where the new value went; only the return reads it
+      // (the lowering gives it no buffer).
+      for (Operation *user : write->getUsers())
+        if (!user->hasTrait<OpTrait::IsTerminator>())
+          return user->emitOpError()
+                 << "reads the result of a train.nvme_write; only the "
+                    "step's return may (read the written value instead)";
+      if (failed(expect(&op, 0, write.getValue(), MemorySpace::Host,
+                        "an NVMe write")) ||
+          failed(expect(&op, 1, write.getTarget(), MemorySpace::Nvme,
+                        "an NVMe write")))
+        return failure();
+      continue;
+    }
+    bool onHost = op.hasAttr(TrainDialect::kOnHostAttrName);
+    // shard_of takes this rank's shard and sends nothing.
+    if (onHost && !isa<ShardOfOp>(op) &&
+        (op.hasAttr("grid") || isa<CollectiveWaitOp>(op)))
+      return op.emitOpError()
+             << "is a collective marked " << TrainDialect::kOnHostAttrName
+             << "; collectives run on the device";
+    MemorySpace want = onHost ? MemorySpace::Host : MemorySpace::Device;
+    for (OpOperand &operand : op.getOpOperands())
+      if (isa<TensorType>(operand.get().getType()) &&
+          failed(expect(&op, operand.getOperandNumber(), operand.get(), want,
+                        onHost ? "an op on the host"
+                               : "an op on the device")))
+        return failure();
+  }
+  return success();
+}
+
 LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
   // Every pass walks the step as one list of ops ending in the return of
   // its results; a branch would leave them reading the wrong terminator.
@@ -377,6 +554,8 @@ LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
     return func.emitOpError() << "a train.step function returns exactly one "
                                  "loss result, found "
                               << losses;
+  if (failed(verifyMemorySpaces(func, sig)))
+    return failure();
   return verifyStepTensors(func);
 }
 

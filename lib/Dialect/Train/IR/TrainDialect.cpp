@@ -425,6 +425,13 @@ LogicalResult TrainDialect::verifyOperationAttribute(Operation *op,
                              << "' is a unit attribute of a train op";
     return success();
   }
+  if (attr.getName() == kOnHostAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()) ||
+        !isa_and_nonnull<TrainDialect>(op->getDialect()))
+      return op->emitError() << "'" << kOnHostAttrName
+                             << "' is a unit attribute of a train op";
+    return success();
+  }
   if (attr.getName() == kMemoryPlanAttrName) {
     auto plan = dyn_cast<DictionaryAttr>(attr.getValue());
     if (!plan || !op->hasAttr(kStepAttrName) ||
@@ -486,6 +493,13 @@ static LogicalResult verifyValueAttribute(Operation *op, StringRef what,
                              << "' must be a #train.flat_shard attribute";
     return success();
   }
+  if (name == TrainDialect::kMemoryAttrName) {
+    auto memory = dyn_cast<MemorySpaceAttr>(attr.getValue());
+    if (!memory)
+      return op->emitError() << what << " #" << index << ": '" << name
+                             << "' must be a #train.memory attribute";
+    return success();
+  }
   if (name == TrainDialect::kInitAttrName) {
     if (isResult)
       return op->emitError() << what << " #" << index
@@ -498,7 +512,8 @@ static LogicalResult verifyValueAttribute(Operation *op, StringRef what,
   return op->emitError() << what << " #" << index
                          << " has the unknown attribute '" << name
                          << "'; the train dialect defines train.role, "
-                            "train.name, train.init and train.shard";
+                            "train.name, train.init, train.shard and "
+                            "train.memory";
 }
 
 LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op,

@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/Support/MathExtras.h"
 
@@ -1077,4 +1078,30 @@ LogicalResult ClipCoefficientOp::verify() {
     return emitOpError() << "max_norm must be finite and > 0, got "
                          << formatFloat(maxNorm);
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Offload
+//===----------------------------------------------------------------------===//
+
+/// The NVMe file of an nvme_read/nvme_write belongs to an argument of the
+/// step; that the argument has train.memory = nvme is the step's rule
+/// (verifyMemorySpaces), which sees the signature.
+static LogicalResult verifyNvmeArgument(Operation *op, Value arg,
+                                        StringRef operand) {
+  auto blockArg = dyn_cast<BlockArgument>(arg);
+  if (!blockArg || !isa_and_nonnull<FunctionOpInterface>(
+                       blockArg.getOwner()->getParentOp()))
+    return op->emitOpError() << operand
+                             << " must be an argument of the function: an "
+                                "NVMe file holds a step's argument";
+  return success();
+}
+
+LogicalResult NvmeReadOp::verify() {
+  return verifyNvmeArgument(*this, getSource(), "source");
+}
+
+LogicalResult NvmeWriteOp::verify() {
+  return verifyNvmeArgument(*this, getTarget(), "target");
 }

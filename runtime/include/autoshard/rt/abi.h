@@ -32,7 +32,7 @@ extern "C" {
 
 /* Bumped whenever a declaration below changes meaning. The manifest of a
  * compiled step records the version it was generated for. */
-#define ASRT_ABI_VERSION 3
+#define ASRT_ABI_VERSION 4
 
 typedef struct asrt_context asrt_context;
 
@@ -66,6 +66,39 @@ void asrt_free(asrt_context *ctx, void *ptr);
  * tensors at fixed offsets. Fatal when the step has no arena. */
 void *asrt_arena(asrt_context *ctx);
 void asrt_copy(asrt_context *ctx, void *dst, const void *src, int64_t bytes);
+
+/* ---- Offload: host memory and NVMe files --------------------------------
+ * ZeRO-Offload and ZeRO-Infinity keep some params and optimizer states out
+ * of device memory: the manifest marks those arguments (and the results
+ * that update them) memory=host or memory=nvme, and the generated code moves
+ * them explicitly. A memory=host argument's buffer is host memory; a
+ * memory=nvme argument has no buffer (args[i] and the results that update
+ * it are null) but a file of the driver's NVMe store, which the step reads
+ * and writes whole. Every transfer is synchronous: it has completed when the
+ * call returns. Bytes and time are counted per kind (to_host, to_device,
+ * nvme_read, nvme_write) and each transfer is traced on its own track
+ * (docs/RuntimeABI.md, "Offload"). */
+
+/* The step's host arena: like asrt_arena but in host memory (pinned host
+ * memory on a GPU backend); the driver allocates it with the manifest memory
+ * record's host_arena= bytes. Fatal when the step has none. */
+void *asrt_host_arena(asrt_context *ctx);
+/* Copies `bytes` bytes between device and host memory. On the CPU backend
+ * both are host memory and these are plain copies, timed and counted as
+ * offload traffic. */
+void asrt_copy_to_host(asrt_context *ctx, void *dst_host,
+                       const void *src_device, int64_t bytes);
+void asrt_copy_to_device(asrt_context *ctx, void *dst_device,
+                         const void *src_host, int64_t bytes);
+/* The NVMe file of argument `arg_index` (an argument with memory=nvme):
+ * reads the whole tensor into host memory, or writes it back. `bytes` must
+ * be the argument's local byte size (its manifest shape times its dtype's
+ * size). An argument without a file, a different size, an I/O error or a
+ * short read or write is fatal, naming the file and the error. */
+void asrt_nvme_read(asrt_context *ctx, int32_t arg_index, void *dst_host,
+                    int64_t bytes);
+void asrt_nvme_write(asrt_context *ctx, int32_t arg_index, const void *src_host,
+                     int64_t bytes);
 
 /* ---- Compute ----------------------------------------------------------
  *
@@ -355,7 +388,10 @@ extern const char autoshard_manifest[];
 /* One training step. args[i] points to the buffer of argument i, results[j]
  * to the buffer that receives result j; both in manifest order. A result
  * that updates an argument (a parameter, an optimizer state) may be given the
- * argument's own buffer: the generated code then updates it in place. */
+ * argument's own buffer: the generated code then updates it in place. The
+ * buffers of memory=host arguments are host memory; memory=nvme arguments
+ * and the results that update them are null (asrt_nvme_read and
+ * asrt_nvme_write reach their files). */
 void autoshard_step(asrt_context *ctx, void *const *args,
                     void *const *results);
 

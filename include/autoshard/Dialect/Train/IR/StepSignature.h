@@ -56,6 +56,18 @@ llvm::LogicalResult verifyStepSignature(mlir::FunctionOpInterface func);
 /// the problem when there is none or more than one.
 llvm::FailureOr<mlir::FunctionOpInterface> findStepFunction(mlir::ModuleOp module);
 
+/// Where argument or result `index` of a step lives: its train.memory, or
+/// device memory.
+MemorySpace getArgMemorySpace(mlir::FunctionOpInterface func, unsigned index);
+MemorySpace getResultMemorySpace(mlir::FunctionOpInterface func,
+                                 unsigned index);
+
+/// Where a tensor of a step lives: an argument as its train.memory says;
+/// the result of a transfer (to_host, to_device, nvme_read, nvme_write)
+/// where the transfer puts it; the result of an op marked train.on_host in
+/// host memory; anything else in device memory.
+MemorySpace getMemorySpace(mlir::Value value);
+
 /// Whether `name` is a valid argument/result name: [A-Za-z0-9_.]+, not
 /// starting with '.'.
 bool isValidStepName(llvm::StringRef name);

@@ -69,6 +69,11 @@ def Train_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kMicroBatchesAttrName =
         "train.micro_batches";
     static constexpr ::llvm::StringLiteral kShardAttrName = "train.shard";
+    // Where an offloaded argument or result lives (#train.memory<host> or
+    // <nvme>; device when absent), and the unit attribute of an op that
+    // runs on the host (autoshard-offload).
+    static constexpr ::llvm::StringLiteral kMemoryAttrName = "train.memory";
+    static constexpr ::llvm::StringLiteral kOnHostAttrName = "train.on_host";
   }];
 }
 
@@ -104,6 +109,16 @@ def Train_Placement : I32EnumAttr<"Placement",
     "how a class of training state is laid out across the ranks of a grid", [
   I32EnumAttrCase<"Replicated", 0, "replicated">,
   I32EnumAttrCase<"Sharded", 1, "sharded">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::autoshard::train";
+}
+
+def Train_MemorySpace : I32EnumAttr<"MemorySpace",
+    "where a tensor of a training step lives", [
+  I32EnumAttrCase<"Device", 0, "device">,
+  I32EnumAttrCase<"Host", 1, "host">,
+  I32EnumAttrCase<"Nvme", 2, "nvme">
 ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::autoshard::train";
@@ -183,6 +198,18 @@ class Train_Attr<string name, string attrMnemonic, list<Trait> traits = []>
 
 def Train_RoleAttr : EnumAttr<Train_Dialect, Train_Role, "role"> {
   let summary = "role of a step argument or result";
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Train_MemorySpaceAttr : EnumAttr<Train_Dialect, Train_MemorySpace, "memory"> {
+  let summary = "where an offloaded argument or result of a step lives";
+  let description = [{
+    `train.memory` on a step's argument (and on the result that updates it):
+    `host` for (pinned) host memory, `nvme` for a file of the training
+    binary's `--offload-dir`, which the step reads with `train.nvme_read`
+    and writes with `train.nvme_write`. Without it a tensor is in device
+    memory. Set by `autoshard-offload`.
+  }];
   let assemblyFormat = "`<` $value `>`";
 }
 

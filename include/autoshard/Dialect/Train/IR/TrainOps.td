@@ -965,4 +965,83 @@ def Train_ClipCoefficientOp : Train_Op<"clip_coefficient",
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Offload (autoshard-offload): transfers between device memory, host memory
+// and NVMe files. Ops marked `train.on_host` run on the host and read and
+// write host values; every value that crosses goes through one of these.
+//===----------------------------------------------------------------------===//
+
+def Train_ToHostOp : Train_Op<"to_host", [SameOperandsAndResultType]> {
+  let summary = "copy a device tensor to host memory";
+  let description = [{
+    A gradient on its way to the optimizer on the host (ZeRO-Offload), or a
+    device tensor that a host op reads. The copy is exact. Each copy is a
+    buffer of its own (it allocates, so CSE does not merge copies).
+
+    ```mlir
+    %gh = train.to_host %g : tensor<1024xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs Res<AnyRankedTensor, "", [MemAlloc]>:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Train_ToDeviceOp : Train_Op<"to_device", [SameOperandsAndResultType]> {
+  let summary = "copy a host tensor to device memory";
+  let description = [{
+    An updated parameter, a compute copy cast on the host, or an offloaded
+    parameter shard on its way to a gather. Each copy is a buffer of its
+    own that lives only until its last reader (it allocates, so CSE does
+    not merge copies): the device holds offloaded state only while it is
+    in use.
+
+    ```mlir
+    %wd = train.to_device %wh : tensor<1024xbf16>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs Res<AnyRankedTensor, "", [MemAlloc]>:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Train_NvmeReadOp : Train_Op<"nvme_read", [SameOperandsAndResultType]> {
+  let summary = "read an argument kept in an NVMe file into host memory";
+  let description = [{
+    `source` is an argument of the step with `train.memory = #train.memory<nvme>`;
+    the result is its value in a host buffer that lives until its last use.
+    Each read is its own buffer (it allocates, so CSE does not merge reads).
+
+    ```mlir
+    %m = train.nvme_read %exp_avg : tensor<1024xf32>
+    ```
+  }];
+  let arguments = (ins Arg<AnyRankedTensor, "the NVMe-resident argument",
+                           [MemRead]>:$source);
+  let results = (outs Res<AnyRankedTensor, "", [MemAlloc]>:$result);
+  let assemblyFormat = "$source attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Train_NvmeWriteOp : Train_Op<"nvme_write", [
+    AllTypesMatch<["value", "target", "result"]>]> {
+  let summary = "write the new value of an NVMe-resident argument to its file";
+  let description = [{
+    Writes the host tensor `value` as the new value of `target`, an argument
+    with `train.memory = #train.memory<nvme>`, and yields it: the step
+    returns the result as the update of `target`, which the runtime does
+    not copy anywhere else.
+
+    ```mlir
+    %m2 = train.nvme_write %m1 to %exp_avg : tensor<1024xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$value,
+                       Arg<AnyRankedTensor, "the NVMe-resident argument",
+                           [MemWrite]>:$target);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$value `to` $target attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 #endif // AUTOSHARD_DIALECT_TRAIN_TRAINOPS_TD

@@ -256,4 +256,47 @@ def ScheduleCollectivesPass : Pass<"autoshard-schedule-collectives",
   ];
 }
 
+def OffloadPass : Pass<"autoshard-offload", "mlir::ModuleOp"> {
+  let summary = "Keep optimizer states and parameters in host memory or NVMe files";
+  let description = [{
+    ZeRO-Offload and ZeRO-Infinity as explicit IR. `optimizer=cpu|nvme`
+    moves every optimizer state, and the f32 master weights of a
+    mixed-precision step (parameters read only by casts, shards and the
+    optimizer), to host memory (`#train.memory<host>`) or to NVMe files
+    (`#train.memory<nvme>`), and runs the optimizer updates, the step
+    counter and the masters' casts on the host (`train.on_host`).
+    `params=cpu|nvme` does the same for sharded parameters (ZeRO-3, FSDP,
+    hybrid: DeepSpeed's offload_param).
+
+    Then every value that crosses gets a transfer: `train.to_host` right
+    after a device value is computed (a gradient goes to the host as soon
+    as it is reduced) or right before the first host op that reads an
+    argument; `train.to_device` right before the first device op that reads
+    a host value; `train.nvme_read` right before each op that reads an NVMe
+    argument, and `train.nvme_write` of each NVMe argument's new value
+    before the return.
+
+    ```mlir
+    // ZeRO-2, optimizer=cpu:
+    %g = train.reduce_scatter_shards %dw ...
+    %gh = train.to_host %g : tensor<512xf32>
+    %m = ..., train.adamw ... {train.on_host}   // states in host memory
+    %w1 = train.to_device %p1 : tensor<512xf32>
+    %w = train.all_gather_shards %w1 ...
+    ```
+
+    Runs after autoshard-partition and autoshard-group-collectives (a copy
+    is a reader that would close a gradient bucket) and before
+    autoshard-schedule-collectives. With both options `none` the step is
+    left unchanged.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"none\"",
+           "Where optimizer states and fp32 master weights live: none "
+           "(device), cpu (host memory) or nvme (files of --offload-dir)">,
+    Option<"params", "params", "std::string", /*default=*/"\"none\"",
+           "Where sharded parameters live: none, cpu or nvme">,
+  ];
+}
+
 #endif // AUTOSHARD_DIALECT_TRAIN_TRANSFORMS_PASSES_TD

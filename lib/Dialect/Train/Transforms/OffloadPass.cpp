@@ -1,0 +1,259 @@
+//===- OffloadPass.cpp - optimizer states and parameters off the device ---===//
+//
+// ZeRO-Offload and ZeRO-Infinity as IR: chosen arguments move to host
+// memory or NVMe files (train.memory), the ops that update them run on the
+// host (train.on_host), and every value that crosses between the two gets
+// an explicit transfer. The step verifier checks the result.
+//
+//===----------------------------------------------------------------------===//
+
+#include "autoshard/Dialect/Train/IR/StepSignature.h"
+#include "autoshard/Dialect/Train/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace autoshard::train {
+#define GEN_PASS_DEF_OFFLOADPASS
+#include "autoshard/Dialect/Train/Transforms/Passes.h.inc"
+} // namespace autoshard::train
+
+using namespace mlir;
+using namespace autoshard::train;
+
+namespace {
+
+/// "none", "cpu", "nvme" as the space the state goes to.
+std::optional<MemorySpace> parseOffload(StringRef value) {
+  if (value == "none")
+    return MemorySpace::Device;
+  if (value == "cpu")
+    return MemorySpace::Host;
+  if (value == "nvme")
+    return MemorySpace::Nvme;
+  return std::nullopt;
+}
+
+bool isOptimizerParamOperand(OpOperand &use) {
+  auto optimizer = dyn_cast<OptimizerOpInterface>(use.getOwner());
+  if (!optimizer)
+    return false;
+  for (OpOperand &param : optimizer.getParamOperands())
+    if (&param == &use)
+      return true;
+  return false;
+}
+
+/// The f32 master weight of a mixed-precision step: read only by casts to
+/// its compute copy, by the optimizer, and by shard_of ops whose shards
+/// are read only by those. These readers move to the host with it
+/// (`hostReaders`); the compute copies then cross to the device.
+bool isMasterWeight(BlockArgument param,
+                    SmallVectorImpl<Operation *> &hostReaders) {
+  if (!cast<RankedTensorType>(param.getType()).getElementType().isF32())
+    return false;
+  bool cast = false;
+  SmallVector<Operation *> readers;
+  auto onlyHostReaders = [&](Value value, auto &self) -> bool {
+    for (OpOperand &use : value.getUses()) {
+      Operation *user = use.getOwner();
+      if (isOptimizerParamOperand(use))
+        continue;
+      if (isa<CastOp>(user)) {
+        cast = true;
+        readers.push_back(user);
+        continue;
+      }
+      if (auto shard = dyn_cast<ShardOfOp>(user);
+          shard && value == param) {
+        readers.push_back(user);
+        if (!self(shard.getResult(), self))
+          return false;
+        continue;
+      }
+      return false;
+    }
+    return true;
+  };
+  if (!onlyHostReaders(param, onlyHostReaders) || !cast)
+    return false;
+  hostReaders.append(readers.begin(), readers.end());
+  return true;
+}
+
+struct OffloadPass : autoshard::train::impl::OffloadPassBase<OffloadPass> {
+  using OffloadPassBase::OffloadPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::optional<MemorySpace> optimizerSpace = parseOffload(optimizer);
+    std::optional<MemorySpace> paramSpace = parseOffload(params);
+    if (!optimizerSpace || !paramSpace) {
+      module.emitError() << "unknown offload "
+                         << (optimizerSpace ? "params" : "optimizer") << " '"
+                         << (optimizerSpace ? params : optimizer)
+                         << "'; valid: none, cpu, nvme";
+      return signalPassFailure();
+    }
+    if (*optimizerSpace == MemorySpace::Device &&
+        *paramSpace == MemorySpace::Device)
+      return;
+    FailureOr<FunctionOpInterface> found = findStepFunction(module);
+    if (failed(found))
+      return signalPassFailure();
+    FunctionOpInterface step = *found;
+    if (failed(offload(step, *optimizerSpace, *paramSpace)))
+      return signalPassFailure();
+  }
+
+  LogicalResult offload(FunctionOpInterface step, MemorySpace optimizerSpace,
+                        MemorySpace paramSpace);
+  /// `value` where `user` reads it: itself, or a transfer of it inserted
+  /// right before `user`.
+  Value convert(Value value, MemorySpace want, Operation *user);
+
+  DenseMap<Value, Value> hostCopy;
+};
+
+LogicalResult OffloadPass::offload(FunctionOpInterface step,
+                                   MemorySpace optimizerSpace,
+                                   MemorySpace paramSpace) {
+  Block &body = step.getFunctionBody().front();
+  StepSignature sig(step);
+  for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i)
+    if (step.getArgAttr(i, TrainDialect::kMemoryAttrName))
+      return step.emitOpError()
+             << "is already offloaded (argument #" << i << " has "
+             << TrainDialect::kMemoryAttrName << "); offload a step once";
+
+  SmallVector<MemorySpace> argSpace(step.getNumArguments(),
+                                    MemorySpace::Device);
+  llvm::SetVector<Operation *> onHost;
+  if (optimizerSpace != MemorySpace::Device) {
+    SmallVector<Operation *> optimizers;
+    body.walk([&](OptimizerOpInterface op) { optimizers.push_back(op); });
+    if (optimizers.empty())
+      return step.emitOpError()
+             << "has no optimizer update to offload; offload applies to a "
+                "whole training step (give the step a train.optimizer, or "
+                "run autoshard-autodiff first)";
+    onHost.insert(optimizers.begin(), optimizers.end());
+    for (const StepValue &arg : sig.getArgs()) {
+      if (arg.role == Role::OptState) {
+        argSpace[arg.index] = optimizerSpace;
+        continue;
+      }
+      SmallVector<Operation *> readers;
+      if (arg.role == Role::Param &&
+          isMasterWeight(body.getArgument(arg.index), readers)) {
+        argSpace[arg.index] = optimizerSpace;
+        onHost.insert(readers.begin(), readers.end());
+      }
+    }
+    // The step counter is an optimizer state; its increment follows it.
+    for (auto increment : body.getOps<IncrementOp>())
+      if (auto arg = dyn_cast<BlockArgument>(increment.getInput());
+          arg && argSpace[arg.getArgNumber()] != MemorySpace::Device)
+        onHost.insert(increment);
+  }
+  if (paramSpace != MemorySpace::Device) {
+    bool sharded = false;
+    for (const StepValue &arg : sig.getArgs()) {
+      if (arg.role != Role::Param ||
+          !step.getArgAttr(arg.index, TrainDialect::kShardAttrName))
+        continue;
+      sharded = true;
+      if (argSpace[arg.index] == MemorySpace::Device)
+        argSpace[arg.index] = paramSpace;
+    }
+    if (!sharded) {
+      auto plan = step->getAttrOfType<PlanAttr>(TrainDialect::kPlanAttrName);
+      return step.emitOpError()
+             << "has no sharded parameters to offload (strategy '"
+             << (plan ? plan.getStrategy().getValue() : StringRef("none"))
+             << "'); parameter offload keeps each rank's shards off the "
+                "device: use zero3, fsdp or hybrid";
+    }
+  }
+
+  MLIRContext *ctx = step.getContext();
+  for (auto [i, space] : llvm::enumerate(argSpace)) {
+    if (space == MemorySpace::Device)
+      continue;
+    auto attr = MemorySpaceAttr::get(ctx, space);
+    step.setArgAttr(i, TrainDialect::kMemoryAttrName, attr);
+  }
+  for (const StepValue &result : sig.getResults())
+    if (std::optional<unsigned> updated = sig.getUpdatedArg(result.index);
+        updated && argSpace[*updated] != MemorySpace::Device)
+      step.setResultAttr(result.index, TrainDialect::kMemoryAttrName,
+                         MemorySpaceAttr::get(ctx, argSpace[*updated]));
+  for (Operation *op : onHost)
+    op->setAttr(TrainDialect::kOnHostAttrName, UnitAttr::get(ctx));
+
+  // Every reader gets its operands where it runs.
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  for (Operation *op : ops) {
+    MemorySpace want = op->hasAttr(TrainDialect::kOnHostAttrName)
+                           ? MemorySpace::Host
+                           : MemorySpace::Device;
+    for (OpOperand &operand : op->getOpOperands())
+      if (isa<TensorType>(operand.get().getType()))
+        operand.set(convert(operand.get(), want, op));
+  }
+  // Each result is returned from where the signature keeps it; an NVMe
+  // argument's new value is written to its file.
+  Operation *ret = body.getTerminator();
+  OpBuilder b(ret);
+  // A result crosses, or is written to its file, as soon as it is
+  // computed: its buffer on the other side is then free for the next
+  // optimizer update (ZeRO-Infinity's swap-out).
+  for (OpOperand &operand : ret->getOpOperands()) {
+    unsigned slot = operand.getOperandNumber();
+    MemorySpace want = getResultMemorySpace(step, slot);
+    Operation *at = ret;
+    if (Operation *def = operand.get().getDefiningOp())
+      at = def->getNextNode();
+    if (want != MemorySpace::Nvme) {
+      operand.set(convert(operand.get(), want, at));
+      continue;
+    }
+    Value value = convert(operand.get(), MemorySpace::Host, at);
+    if (Operation *def = value.getDefiningOp())
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPoint(ret);
+    Value target = body.getArgument(*sig.getUpdatedArg(slot));
+    operand.set(NvmeWriteOp::create(b, value.getLoc(), value, target));
+  }
+  return success();
+}
+
+Value OffloadPass::convert(Value value, MemorySpace want, Operation *user) {
+  MemorySpace have = getMemorySpace(value);
+  if (have == want)
+    return value;
+  OpBuilder b(user);
+  Location loc = user->getLoc();
+  if (have == MemorySpace::Nvme) {
+    // A read per reader: each staging buffer lives only as long as it.
+    Value host = NvmeReadOp::create(b, loc, value);
+    return want == MemorySpace::Host ? host
+                                     : Value(ToDeviceOp::create(b, loc, host));
+  }
+  // A copy to the host sits right before its first reader, where the
+  // value is needed, and serves the readers after it (the host has room).
+  if (want == MemorySpace::Host) {
+    Value &copy = hostCopy[value];
+    if (!copy)
+      copy = ToHostOp::create(b, loc, value);
+    return copy;
+  }
+  // A copy to the device is made for each reader: an offloaded parameter
+  // shard is on the device only while a gather reads it (DeepSpeed's
+  // offload_param fetches it per use too).
+  return ToDeviceOp::create(b, loc, value);
+}
+
+} // namespace

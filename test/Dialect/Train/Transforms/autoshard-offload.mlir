@@ -1,0 +1,111 @@
+// autoshard-offload on partitioned steps (no overlap, so that the copies are
+// easy to follow): the MLP under DDP and ZeRO-2 (f32, SGD with momentum)
+// and ZeRO-3, and a bf16 Llama under ZeRO-3 (AdamW, fp32 masters, the step
+// counter, clipping).
+// RUN: shard-opt --strategy=ddp --overlap=false --world-size=2 %examples/mlp.mlir > %t.ddp.mlir
+// RUN: shard-opt --strategy=zero2 --overlap=false --world-size=2 %examples/mlp.mlir > %t.zero2.mlir
+// RUN: shard-opt --strategy=zero3 --overlap=false --world-size=2 %examples/mlp.mlir > %t.zero3.mlir
+// RUN: shard-gen llama-tiny --layers=1 --hidden=16 --heads=2 --vocab=32 --seq=8 --micro-batch=4 --precision=bf16 -o %t.llama.mlir
+// RUN: shard-opt --strategy=zero3 --overlap=false --world-size=2 %t.llama.mlir > %t.llama-zero3.mlir
+// RUN: shard-opt %t.zero2.mlir --autoshard-offload=optimizer=cpu | FileCheck %s --check-prefix=CPU
+// RUN: shard-opt %t.ddp.mlir --autoshard-offload=optimizer=nvme | FileCheck %s --check-prefix=NVME
+// RUN: shard-opt %t.zero3.mlir --autoshard-offload=params=cpu | FileCheck %s --check-prefix=PARAMS
+// RUN: shard-opt %t.llama-zero3.mlir --autoshard-offload=optimizer=cpu | FileCheck %s --check-prefix=MASTER
+// Both none: unchanged.
+// RUN: shard-opt %t.zero2.mlir --autoshard-offload > %t.none.mlir
+// RUN: shard-opt %t.zero2.mlir | diff - %t.none.mlir
+// The offloaded ops print and parse back, in generic form too.
+// RUN: shard-opt %t.ddp.mlir --autoshard-offload=optimizer=nvme --mlir-print-op-generic | shard-opt | shard-opt > /dev/null
+// Errors: an unknown place, a step without its optimizer update (the
+// forward-only Llama before autodiff), a step offloaded twice, parameter
+// offload under a plan that shards no parameters; the tools' flags.
+// RUN: not shard-opt %t.ddp.mlir --autoshard-offload=optimizer=disk 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// UNKNOWN: error: unknown offload optimizer 'disk'; valid: none, cpu, nvme
+// RUN: not shard-opt %t.ddp.mlir --autoshard-offload=params=ram 2>&1 | FileCheck %s --check-prefix=UNKNOWN-PARAMS
+// UNKNOWN-PARAMS: error: unknown offload params 'ram'; valid: none, cpu, nvme
+// RUN: not shard-opt %t.llama.mlir --autoshard-offload=optimizer=cpu 2>&1 | FileCheck %s --check-prefix=NO-OPTIMIZER
+// NO-OPTIMIZER: error: 'func.func' op has no optimizer update to offload; offload applies to a whole training step (give the step a train.optimizer, or run autoshard-autodiff first)
+// RUN: shard-opt %t.ddp.mlir --autoshard-offload=optimizer=cpu | not shard-opt --autoshard-offload=optimizer=nvme 2>&1 | FileCheck %s --check-prefix=TWICE
+// TWICE: error: 'func.func' op is already offloaded (argument #6 has train.memory); offload a step once
+// RUN: not shard-opt %t.ddp.mlir --autoshard-offload=params=cpu 2>&1 | FileCheck %s --check-prefix=NOT-SHARDED
+// NOT-SHARDED: error: 'func.func' op has no sharded parameters to offload (strategy 'ddp'); parameter offload keeps each rank's shards off the device: use zero3, fsdp or hybrid
+// RUN: not shard-opt --strategy=zero3 --offload=ssd %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=FLAG
+// FLAG: shard-opt: error: unknown --offload 'ssd'; valid: none, cpu, nvme
+// RUN: not shard-compile --strategy=zero3 --offload-params=gpu %examples/mlp.mlir -o %t.exe 2>&1 | FileCheck %s --check-prefix=FLAG-PARAMS
+// FLAG-PARAMS: shard-compile: error: unknown --offload-params 'gpu'; valid: none, cpu, nvme
+// Every preset with both offloads verifies and lowers (overlap on).
+// RUN: shard-compile --strategy=fsdp --world-size=2 --offload=nvme --offload-params=cpu --emit=mlir %t.llama.mlir -o - | FileCheck %s --check-prefix=LOWERED
+
+// ZeRO-2: the momentum shards live in host memory and SGD runs there. Its
+// inputs cross right before it (this rank's parameter shard, the reduced
+// gradient shard, the learning rate, copied once for all updates); the new
+// shard goes back to the device for the gather.
+// CPU: %arg6: tensor<1024xf32> {train.memory = #train.memory<host>, train.name = "fc1.weight.momentum"
+// CPU: -> (tensor<64x32xf32> {train.name = "fc1.weight", train.role = #train.role<param>},
+// CPU-SAME: tensor<1024xf32> {train.memory = #train.memory<host>, train.name = "fc1.weight.momentum"
+// CPU: %[[GRADS:.*]]:6 = train.reduce_scatter_shards
+// CPU-NEXT: %[[SHARD:.*]] = train.shard_of %arg0
+// CPU-NEXT: %[[PH:.*]] = train.to_host %[[SHARD]] : tensor<1024xf32>
+// CPU-NEXT: %[[GH:.*]] = train.to_host %[[GRADS]]#4 : tensor<1024xf32>
+// CPU-NEXT: %[[LR:.*]] = train.to_host %arg14 : tensor<f32>
+// CPU-NEXT: %[[NEW:.*]], %{{.*}} = train.sgd %[[PH]], %[[GH]], %[[LR]] momentum_buffer %arg6 {momentum = {{.*}}, train.on_host}
+// CPU: train.sgd %{{.*}}, %{{.*}}, %[[LR]] momentum_buffer %arg7 {{.*}}train.on_host
+// CPU: %[[BACK:.*]] = train.to_device %[[NEW]] : tensor<1024xf32>
+// CPU: train.all_gather_shards %[[BACK]],
+// CPU-NOT: train.to_host
+// CPU: return
+
+// DDP with NVMe: each momentum buffer is read from its file right before its
+// update; right after it, the new buffer is written back and the new
+// parameter copied to the device, so that their host buffers are free for
+// the next update.
+// NVME: %arg6: tensor<64x32xf32> {train.memory = #train.memory<nvme>, train.name = "fc1.weight.momentum"
+// NVME: %[[M:.*]] = train.nvme_read %arg6 : tensor<64x32xf32>
+// NVME-NEXT: %[[P:.*]], %[[M1:.*]] = train.sgd %{{.*}} momentum_buffer %[[M]] {{.*}}train.on_host
+// NVME-NEXT: %[[W:.*]] = train.nvme_write %[[M1]] to %arg6 : tensor<64x32xf32>
+// NVME-NEXT: %[[PD:.*]] = train.to_device %[[P]] : tensor<64x32xf32>
+// NVME-NEXT: train.to_host %arg1
+// NVME: return %[[PD]], {{.*}}, %[[W]],
+
+// ZeRO-3 parameter offload: each gather reads a device copy of the host
+// shard made right before it, the backward pass's gathers included; the
+// optimizer (on the device) reads one more, and the new shard goes back.
+// PARAMS: %arg0: tensor<1024xf32> {train.init = {{.*}}, train.memory = #train.memory<host>, train.name = "fc1.weight"
+// PARAMS: %[[D0:.*]] = train.to_device %arg0 : tensor<1024xf32>
+// PARAMS-NEXT: %[[D1:.*]] = train.to_device %arg1 : tensor<32xf32>
+// PARAMS-NEXT: train.all_gather_shards %[[D0]], %[[D1]]
+// PARAMS: train.to_device %arg4 : tensor<320xf32>
+// PARAMS-NEXT: train.to_device %arg5 : tensor<5xf32>
+// PARAMS-NEXT: train.all_gather_shards
+// PARAMS: %[[B4:.*]] = train.to_device %arg4 : tensor<320xf32>
+// PARAMS-NEXT: train.all_gather_shards %[[B4]] on
+// PARAMS: %[[O0:.*]] = train.to_device %arg0 : tensor<1024xf32>
+// PARAMS-NEXT: %[[N0:.*]], %{{.*}} = train.sgd %[[O0]],
+// PARAMS-NOT: train.on_host
+// PARAMS: train.to_host %[[N0]] : tensor<1024xf32>
+
+// Mixed precision: the f32 master shards go to the host with the Adam
+// states; their bf16 compute copies are cast there and cross to the
+// device for the gather. The step counter is incremented on the host; the
+// clipping coefficient (computed on the device from the gradients) and the
+// gradients cross before the update.
+// MASTER: %arg0: tensor<256xf32> {train.init = {{.*}}, train.memory = #train.memory<host>, train.name = "model.embed_tokens.weight"
+// MASTER: %[[C:.*]] = train.cast %arg0 {train.on_host} : tensor<256xf32> to tensor<256xbf16>
+// MASTER: %[[CD:.*]] = train.to_device %[[C]] : tensor<256xbf16>
+// MASTER-NEXT: train.all_gather_shards %[[CD]]
+// MASTER: %[[CLIP:.*]] = train.clip_coefficient
+// MASTER-NEXT: %[[STEP:.*]] = train.increment %arg15 {train.on_host} : tensor<i32>
+// MASTER-NEXT: %[[G:.*]] = train.to_host %{{.*}} : tensor<256xbf16>
+// MASTER-NEXT: %[[LR:.*]] = train.to_host %arg14 : tensor<f32>
+// MASTER-NEXT: %[[SCALE:.*]] = train.to_host %[[CLIP]] : tensor<f32>
+// MASTER-NEXT: train.adamw %arg0, %[[G]], %arg16, %arg17, %[[LR]], %[[STEP]] grad_scale %[[SCALE]] {{.*}}train.on_host
+
+// The manifest marks the NVMe masters and states, and the memory record
+// counts them apart from device memory; the step reads each from its file
+// and copies the compute copies to the device.
+// LOWERED: arg 0 param model.embed_tokens.weight f32 256 full=32x16 shard_axes=1 memory=nvme init=normal:0.02
+// LOWERED-SAME: memory peak={{[0-9]+}} persistent=136 {{.*}} host_persistent=0 host_arena={{[1-9][0-9]*}} nvme=49444
+// LOWERED: llvm.call @asrt_host_arena
+// LOWERED: llvm.call @asrt_nvme_read
+// LOWERED: llvm.call @asrt_copy_to_device
+// LOWERED: llvm.call @asrt_nvme_write
