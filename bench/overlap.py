@@ -29,21 +29,11 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
-MODEL = ["--family=gpt2", "--layers=4", "--hidden=256", "--heads=4",
-         "--vocab=2048", "--seq=128", "--max-positions=128"]
-
-
-def run(cmd, **kwargs):
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, **kwargs)
-    if proc.returncode != 0:
-        sys.exit(f"error: {' '.join(cmd)} failed with exit code "
-                 f"{proc.returncode}:\n{proc.stderr}{proc.stdout}")
-    return proc.stdout
+from benchlib import (GPT2_4x256, check_tools, mpirun_command,
+                      rank_environment, run)
 
 
 def main():
@@ -59,19 +49,14 @@ def main():
         sys.exit(f"error: --ranks must be at least 2, got {args.ranks}")
     if args.steps < 1:
         sys.exit(f"error: --steps must be at least 1, got {args.steps}")
-    for tool in ("shard-gen", "shard-compile"):
-        if not os.access(os.path.join(args.bin, tool), os.X_OK):
-            sys.exit(f"error: {os.path.join(args.bin, tool)} is not an "
-                     "executable; pass the build's bin directory with --bin")
-    mpirun = [args.mpirun, "-np", str(args.ranks), "--oversubscribe"]
-    if os.geteuid() == 0:
-        mpirun.append("--allow-run-as-root")
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    check_tools(args.bin)
+    mpirun = mpirun_command(args.mpirun, args.ranks)
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        env = rank_environment(tmp)
         step = os.path.join(tmp, "model.mlir")
-        run([os.path.join(args.bin, "shard-gen")] + MODEL +
+        run([os.path.join(args.bin, "shard-gen")] + GPT2_4x256 +
             [f"--micro-batch={2 * args.ranks}", "-o", step])
         for strategy in args.strategies.split(","):
             row = {"strategy": strategy}

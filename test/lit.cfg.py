@@ -26,8 +26,14 @@ config.substitutions.append(("%examples", os.path.join(config.autoshard_src_root
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%bench", os.path.join(config.autoshard_src_root, "bench")))
 config.substitutions.append(("%autoshard_bin", config.autoshard_tools_dir))
+# A TMPDIR per test (%t.mpi, expanded recursively): OpenMPI 4.1's mpirun
+# fails to start ("mkdir ... File exists") when two create their session
+# directory in one TMPDIR at the same moment, and lit gives every test the
+# same TMPDIR.
+config.recursiveExpansionLimit = 4
 config.substitutions.append(
-    ("%mpirun", "{} {}".format(config.mpiexec, config.mpiexec_flags)))
+    ("%mpirun", "env TMPDIR=%t.mpi {} {}".format(config.mpiexec,
+                                               config.mpiexec_flags)))
 
 if config.have_runtime:
     config.available_features.add("runtime")

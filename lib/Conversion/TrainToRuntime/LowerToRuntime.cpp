@@ -399,6 +399,10 @@ static std::optional<StringRef> paramNameOf(Value v, const StepSignature &sig) {
   // Through the copies of offload, and an NVMe read of the argument.
   auto throughTransfers = [](Value v) {
     while (Operation *def = v.getDefiningOp()) {
+      if (auto wait = dyn_cast<TransferWaitOp>(def)) {
+        v = wait.getHandle().getDefiningOp<TransferStartOp>().getInput();
+        continue;
+      }
       if (!isa<ToHostOp, ToDeviceOp, NvmeReadOp>(def))
         break;
       v = def->getOperand(0);
@@ -454,6 +458,10 @@ void StepLowering::classifyTensors() {
     } else if (isa<shard::AllReduceOp, AllReduceBucketOp,
                    ReduceScatterShardsOp>(def)) {
       worklist.push_back({def->getOperand(index), name});
+    } else if (auto wait = dyn_cast<TransferWaitOp>(def)) {
+      worklist.push_back(
+          {wait.getHandle().getDefiningOp<TransferStartOp>().getInput(),
+           name});
     } else if (isa<CastOp, AddOp, ScaleOp, ToHostOp>(def)) {
       for (Value operand : def->getOperands())
         worklist.push_back({operand, name});
@@ -486,11 +494,21 @@ std::pair<MemoryCategory, std::string> StepLowering::describe(Value tensor) {
   Operation *def = tensor.getDefiningOp();
   unsigned index = cast<OpResult>(tensor).getResultNumber();
   // Offload's copies and NVMe reads hold what they copy.
-  if (isa<ToHostOp, ToDeviceOp, NvmeReadOp>(def)) {
-    std::string how = isa<NvmeReadOp>(def) ? "NVMe read of "
-                      : isa<ToHostOp>(def) ? "host copy of "
-                                           : "device copy of ";
-    Value source = def->getOperand(0);
+  auto transferStart = [](Operation *def) {
+    auto wait = dyn_cast<TransferWaitOp>(def);
+    return wait ? wait.getHandle().getDefiningOp<TransferStartOp>()
+                : TransferStartOp();
+  };
+  if (isa<ToHostOp, ToDeviceOp, NvmeReadOp>(def) || transferStart(def)) {
+    TransferStartOp start = transferStart(def);
+    bool nvme = isa<NvmeReadOp>(def) ||
+                (start && start.getKind() == TransferKind::NvmeRead);
+    bool toHost = isa<ToHostOp>(def) ||
+                  (start && start.getKind() == TransferKind::ToHost);
+    std::string how = nvme     ? "NVMe read of "
+                      : toHost ? "host copy of "
+                               : "device copy of ";
+    Value source = start ? start.getInput() : def->getOperand(0);
     if (auto arg = dyn_cast<BlockArgument>(source)) {
       const StepValue &value = sig.getArgs()[arg.getArgNumber()];
       MemoryCategory category = value.role == Role::Param
@@ -682,11 +700,15 @@ LogicalResult StepLowering::run() {
        llvm::enumerate(body.getTerminator()->getOperands()))
     if (isa<OpResult>(value))
       firstReturnSlot.try_emplace(value, slot);
-  // A started collective reads its inputs until its wait.
+  // A started collective or transfer reads its inputs until its wait.
   for (auto start : body.getOps<CollectiveStartOp>()) {
     int wait = positionOf[*start.getHandle().user_begin()];
     for (Value input : start.getInputs())
       lastUse[input] = std::max(lastUse[input], wait);
+  }
+  for (auto start : body.getOps<TransferStartOp>()) {
+    int wait = positionOf[*start.getHandle().user_begin()];
+    lastUse[start.getInput()] = std::max(lastUse[start.getInput()], wait);
   }
 
   classifyTensors();

@@ -804,6 +804,47 @@ LogicalResult emitNvmeWrite(Operation *op, StepEmitter &e) {
   return success();
 }
 
+// Asynchronous offload transfers (asrt_transfer_start's kinds are
+// TransferKind's values). The start gives the wait's result its buffer and
+// keeps its input alive until the wait, as a started collective does.
+LogicalResult emitTransferStart(Operation *op, StepEmitter &e) {
+  auto start = cast<train::TransferStartOp>(op);
+  auto wait = cast<train::TransferWaitOp>(*start.getHandle().user_begin());
+  Value input = start.getInput();
+  Value dst = e.nullPtr(), src = e.nullPtr();
+  int32_t argIndex = -1;
+  switch (start.getKind()) {
+  case train::TransferKind::ToHost:
+  case train::TransferKind::ToDevice:
+    dst = e.output(wait.getResult());
+    src = e.buffer(input);
+    break;
+  case train::TransferKind::NvmeRead:
+    dst = e.output(wait.getResult());
+    argIndex = static_cast<int32_t>(cast<BlockArgument>(input).getArgNumber());
+    break;
+  case train::TransferKind::NvmeWrite:
+    src = e.buffer(input);
+    argIndex = static_cast<int32_t>(
+        cast<BlockArgument>(start.getTarget()).getArgNumber());
+    break;
+  }
+  e.bindHandle(start.getHandle(),
+               e.callReturningI64(
+                   "asrt_transfer_start",
+                   {e.i32(static_cast<int32_t>(start.getKind())),
+                    e.i32(argIndex), dst, src, e.i64(byteSize(input))}));
+  return success();
+}
+
+/// Its result already has a buffer (the start chose it), or none for an
+/// NVMe write, whose result only says where the value went.
+LogicalResult emitTransferWait(Operation *op, StepEmitter &e) {
+  auto wait = cast<train::TransferWaitOp>(op);
+  e.call("asrt_transfer_wait", {e.handle(wait.getHandle())});
+  return success();
+}
+
 const llvm::StringMap<Rule> &rules() {
   static const llvm::StringMap<Rule> table = {
       {train::LinearOp::getOperationName(), emitLinear},
@@ -869,6 +910,8 @@ const llvm::StringMap<Rule> &rules() {
       {train::ToDeviceOp::getOperationName(), emitToDevice},
       {train::NvmeReadOp::getOperationName(), emitNvmeRead},
       {train::NvmeWriteOp::getOperationName(), emitNvmeWrite},
+      {train::TransferStartOp::getOperationName(), emitTransferStart},
+      {train::TransferWaitOp::getOperationName(), emitTransferWait},
   };
   return table;
 }

@@ -1,4 +1,4 @@
-// The communication thread: collectives run on it in issue order.
+// A stream thread (communication or offload): its work runs in issue order.
 #include "core/CommStream.h"
 #include "core/Context.h"
 #include "core/Dtype.h"
@@ -35,6 +35,44 @@ template <typename Ready> bool pollFor(Ready ready) {
   return true;
 }
 
+/// How a stream of each role names itself and what it runs, in messages
+/// and in the trace.
+struct RoleText {
+  const char *thread;
+  const char *stream;
+  const char *operations;
+  /// The verb for putting an operation on the stream.
+  const char *issued;
+  const char *threadName; // pthread_setname_np: at most 15 characters
+  const char *category;
+  TraceTrack track;
+  /// The likely cause of a timeout, for its message.
+  const char *likelyCause;
+};
+
+const RoleText &textOf(StreamRole role) {
+  static const RoleText communication{
+      "communication thread",
+      "communication stream",
+      "collectives",
+      "issued",
+      "asrt-comm",
+      "comm",
+      TraceTrack::Comm,
+      "A rank of the group has probably died or hung"};
+  static const RoleText offload{
+      "offload thread",
+      "offload stream",
+      "transfers",
+      "started",
+      "asrt-offload",
+      "offload",
+      TraceTrack::Offload,
+      "The disk or the copy has probably hung (a transfer is local to this "
+      "rank)"};
+  return role == StreamRole::Offload ? offload : communication;
+}
+
 } // namespace
 
 int64_t steadyClockNs() {
@@ -58,8 +96,31 @@ std::string describeStreamOp(const StreamOpInfo &info) {
   return text;
 }
 
+std::string describeTransfer(const StreamOpInfo &info) {
+  std::string text = info.name;
+  if (info.async())
+    text += " of handle " + std::to_string(info.handle);
+  text += " (";
+  if (info.arg >= 0) {
+    text += "argument " + std::to_string(info.arg);
+    if (info.argName && info.argName[0] != '\0')
+      text += std::string(" ") + info.argName;
+    text += ", ";
+  }
+  text += std::to_string(info.bytes) + " bytes)";
+  return text;
+}
+
 CommStream::CommStream(Stats &stats, StreamClock clock)
     : stats(stats), clock(clock) {}
+
+CommStream::CommStream(Stats &stats, StreamRole role, StreamClock clock)
+    : stats(stats), streamRole(role), clock(clock) {}
+
+std::string CommStream::describe(const StreamOpInfo &info) const {
+  return streamRole == StreamRole::Offload ? describeTransfer(info)
+                                           : describeStreamOp(info);
+}
 
 CommStream::~CommStream() {
   if (!thread.joinable())
@@ -88,8 +149,8 @@ void CommStream::setTimeout(double seconds) {
 void CommStream::setTrace(Trace *t) {
   if (!isComplete(issuedSeq))
     fatal("the trace changed while %" PRIu64
-          " collectives were in flight; set it between steps",
-          issuedSeq - completedSeq.load());
+          " %s were in flight; set it between steps",
+          issuedSeq - completedSeq.load(), textOf(streamRole).operations);
   trace.store(t, std::memory_order_release);
 }
 
@@ -100,7 +161,7 @@ uint64_t CommStream::issue(void (*run)(void *), void *arg,
     try {
       thread = std::thread([this] { threadMain(); });
     } catch (const std::system_error &e) {
-      fatal("cannot start the communication thread: %s", e.what());
+      fatal("cannot start the %s: %s", textOf(streamRole).thread, e.what());
     }
   }
   if (queued == ring.size()) {
@@ -125,7 +186,9 @@ uint64_t CommStream::issue(void (*run)(void *), void *arg,
 }
 
 void CommStream::threadMain() {
-  pthread_setname_np(pthread_self(), "asrt-comm");
+  const RoleText &text = textOf(streamRole);
+  const bool offload = streamRole == StreamRole::Offload;
+  pthread_setname_np(pthread_self(), text.threadName);
   std::unique_lock<std::mutex> lock(mutex);
   while (true) {
     workReady.wait(lock, [&] { return queued > 0 || stopping; });
@@ -142,20 +205,27 @@ void CommStream::threadMain() {
     int64_t start = clock();
     item.run(item.arg);
     int64_t end = clock();
-    stats.recordCommThread(item.info.async(), end - start);
+    if (offload)
+      stats.recordOffloadThread(item.info.async(), end - start);
+    else
+      stats.recordCommThread(item.info.async(), end - start);
     if (Trace *t = trace.load(std::memory_order_acquire)) {
       TraceEvent e;
       e.name = item.info.name;
-      e.category = "comm";
-      e.track = TraceTrack::Comm;
+      e.category = text.category;
+      e.track = text.track;
       e.startNs = start;
       e.endNs = end;
       e.seq = static_cast<int64_t>(item.seq);
       if (item.info.async())
         e.handle = item.info.handle;
       e.bytes = item.info.bytes;
-      e.mask = item.info.mask;
-      e.dtype = dtypeName(item.info.dtype);
+      if (offload) {
+        e.arg = item.info.arg;
+      } else {
+        e.mask = item.info.mask;
+        e.dtype = dtypeName(item.info.dtype);
+      }
       t->record(e);
     }
 
@@ -176,9 +246,9 @@ void CommStream::threadMain() {
 void CommStream::wait(uint64_t seq, const char *caller,
                       const StreamOpInfo &waited) {
   if (seq == 0 || seq > issuedSeq)
-    fatal("%s: operation %" PRIu64 " was never issued to the communication "
-          "stream (it issued %" PRIu64 ")",
-          caller, seq, issuedSeq);
+    fatal("%s: operation %" PRIu64 " was never issued to the %s (it issued "
+          "%" PRIu64 ")",
+          caller, seq, textOf(streamRole).stream, issuedSeq);
   int64_t start = clock();
   if (!isComplete(seq) && !pollFor([&] { return isComplete(seq); })) {
     std::unique_lock<std::mutex> lock(mutex);
@@ -202,7 +272,11 @@ void CommStream::wait(uint64_t seq, const char *caller,
   }
   int64_t end = clock();
   // The destructor's wait is not part of any step.
-  if (waited.name[0] != '\0')
+  if (waited.name[0] == '\0')
+    return;
+  if (streamRole == StreamRole::Offload)
+    stats.recordOffloadWait(waited.async(), end - start);
+  else
     stats.recordCommWait(waited.async(), end - start);
 }
 
@@ -214,8 +288,10 @@ void CommStream::drain(const char *caller, const StreamOpInfo &info) {
 void CommStream::timedOut(std::unique_lock<std::mutex> &lock, uint64_t seq,
                           const char *caller, const StreamOpInfo &waited,
                           double waitedSeconds) {
-  std::string what = waited.name[0] != '\0' ? describeStreamOp(waited)
-                                            : "the collectives in flight";
+  const RoleText &text = textOf(streamRole);
+  std::string what = waited.name[0] != '\0'
+                         ? describe(waited)
+                         : std::string("the ") + text.operations + " in flight";
   std::string where;
   if (running) {
     double runningFor = std::chrono::duration<double>(
@@ -224,21 +300,21 @@ void CommStream::timedOut(std::unique_lock<std::mutex> &lock, uint64_t seq,
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%.1f s", runningFor);
     if (current.seq == seq)
-      where = std::string("it has been running on the communication thread "
-                          "for ") +
-              seconds;
+      where = std::string("it has been running on the ") + text.thread +
+              " for " + seconds;
     else
-      where = "the communication thread is still running " +
-              describeStreamOp(current.info) + ", issued before it, after " +
-              seconds;
+      where = std::string("the ") + text.thread + " is still running " +
+              describe(current.info) + ", " + text.issued +
+              " before it, after " + seconds;
   } else {
-    where = "the communication thread has not started it";
+    where = std::string("the ") + text.thread + " has not started it";
   }
   lock.unlock();
   fatal("%s: %s did not complete within the collective timeout of %g s "
-        "(waited %.1f s); %s. A rank of the group has probably died or hung; "
-        "--collective-timeout sets the limit (0 waits forever)",
-        caller, what.c_str(), timeoutSeconds, waitedSeconds, where.c_str());
+        "(waited %.1f s); %s. %s; --collective-timeout sets the limit (0 "
+        "waits forever)",
+        caller, what.c_str(), timeoutSeconds, waitedSeconds, where.c_str(),
+        text.likelyCause);
 }
 
 } // namespace autoshard::rt

@@ -1,4 +1,4 @@
-// The communication thread: collectives run on it in issue order.
+// A stream thread (communication or offload): its work runs in issue order.
 #pragma once
 
 #include "autoshard/rt/abi.h"
@@ -18,19 +18,26 @@ namespace autoshard::rt {
 struct Stats;
 class Trace;
 
-/// What a collective on the stream is, for timeout messages, the trace and
-/// the statistics. `name` is a string literal (the op's name).
+/// What an operation on a stream is, for timeout messages, the trace and
+/// the statistics: a collective on the communication stream, a transfer on
+/// the offload stream. `name` is a string literal (the op's name, or the
+/// transfer kind's).
 struct StreamOpInfo {
   const char *name = "";
   asrt_dtype dtype = ASRT_DTYPE_F32;
   int32_t mask = 0;
   int64_t groupSize = 1;
-  /// Ring bytes counted for it (docs/RuntimeABI.md).
+  /// Ring bytes counted for it (docs/RuntimeABI.md); a transfer's bytes.
   int64_t bytes = 0;
   /// Bucket members; 0 for a single-tensor collective.
   int64_t members = 0;
-  /// asrt_bucket_start's handle; 0 for a blocking collective.
+  /// asrt_bucket_start's or asrt_transfer_start's handle; 0 for a blocking
+  /// collective or a synchronous transfer.
   int64_t handle = 0;
+  /// A transfer's NVMe argument and its name (the NVMe store's, which
+  /// outlives the transfer); -1 and null for a host/device copy.
+  int32_t arg = -1;
+  const char *argName = nullptr;
 
   bool async() const { return handle > 0; }
 };
@@ -38,6 +45,16 @@ struct StreamOpInfo {
 /// "bucket_all_reduce of handle 3 (f32, 2 members, 4096 bytes, over
 /// grid_axes_mask 1: a group of 2 ranks)".
 std::string describeStreamOp(const StreamOpInfo &info);
+/// "nvme_read of handle 2 (argument 3 b.momentum, 16 bytes)", "to_device
+/// (4096 bytes)": a transfer on the offload stream.
+std::string describeTransfer(const StreamOpInfo &info);
+
+/// What a stream runs, which decides what it records (docs/RuntimeABI.md,
+/// "Communication time", "Offload"): collectives on the communication
+/// thread (CommTimeStats, "comm" events on the communication track) or
+/// offload transfers on the offload thread (OffloadTimeStats, "offload"
+/// events on the offload track), and how its messages name them.
+enum class StreamRole { Communication, Offload };
 
 /// Monotonic nanoseconds; a test may give the stream a fake clock.
 using StreamClock = int64_t (*)();
@@ -62,11 +79,17 @@ int64_t steadyClockNs();
 /// of hanging it. The stream records the communication thread's time and
 /// the main thread's blocked time in Stats (CommTimeStats) and, while a
 /// trace is set, one "comm" event per operation.
+///
+/// The same class, in the Offload role, is the context's offload stream (a
+/// copy engine / I/O queue): a second thread that runs host/device copies
+/// and NVMe reads and writes in issue order, bounded by the same timeout,
+/// recording OffloadTimeStats and "offload" events instead.
 class CommStream {
 public:
   static constexpr double kDefaultTimeoutSeconds = 300.0;
 
   explicit CommStream(Stats &stats, StreamClock clock = &steadyClockNs);
+  CommStream(Stats &stats, StreamRole role, StreamClock clock = &steadyClockNs);
   ~CommStream();
   CommStream(const CommStream &) = delete;
   CommStream &operator=(const CommStream &) = delete;
@@ -75,9 +98,11 @@ public:
   void setTimeout(double seconds);
   double timeout() const { return timeoutSeconds; }
 
-  /// Records a "comm" event per operation into `trace` from now on (null:
-  /// stop). Only while nothing is in flight, so that the communication
-  /// thread never sees the change mid-operation.
+  StreamRole role() const { return streamRole; }
+
+  /// Records a "comm" (or "offload") event per operation into `trace` from
+  /// now on (null: stop). Only while nothing is in flight, so that the
+  /// communication thread never sees the change mid-operation.
   void setTrace(Trace *trace);
 
   /// Queues run(arg) behind everything issued before and returns its
@@ -86,10 +111,11 @@ public:
   uint64_t issue(void (*run)(void *), void *arg, const StreamOpInfo &info);
 
   /// Blocks until operation `seq` (and so every one issued before it) has
-  /// run. The blocked time counts as exposed communication: under
-  /// asrt_wait's counters for an asynchronous `waited`, else under the
-  /// blocking ones. Fatal after the timeout; `caller` and `waited` name
-  /// what was waited for in the message.
+  /// run. The blocked time counts as exposed communication (offload): under
+  /// asrt_wait's (asrt_transfer_wait's) counters for an asynchronous
+  /// `waited`, else under the blocking (synchronous) ones. Fatal after the
+  /// timeout; `caller` and `waited` name what was waited for in the
+  /// message.
   void wait(uint64_t seq, const char *caller, const StreamOpInfo &waited);
 
   /// Runs fn() on the stream after everything issued before, and waits for
@@ -128,11 +154,13 @@ private:
   };
 
   void threadMain();
+  std::string describe(const StreamOpInfo &info) const;
   [[noreturn]] void timedOut(std::unique_lock<std::mutex> &lock, uint64_t seq,
                              const char *caller, const StreamOpInfo &waited,
                              double waitedSeconds);
 
   Stats &stats;
+  StreamRole streamRole = StreamRole::Communication;
   StreamClock clock;
   double timeoutSeconds = kDefaultTimeoutSeconds;
   std::atomic<Trace *> trace{nullptr};

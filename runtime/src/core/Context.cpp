@@ -3,6 +3,7 @@
 #include "core/Bucket.h"
 #include "core/CommStream.h"
 #include "core/InFlightBuckets.h"
+#include "core/InFlightTransfers.h"
 #include "core/Stats.h"
 #include "core/ThreadPool.h"
 #include "core/Trace.h"
@@ -179,13 +180,18 @@ asrt_context::asrt_context()
       bucket(std::make_unique<autoshard::rt::OpenBucket>()),
       stream(std::make_unique<autoshard::rt::CommStream>(*stats)),
       inflight(std::make_unique<autoshard::rt::InFlightBuckets>()),
+      offloadStream(std::make_unique<autoshard::rt::CommStream>(
+          *stats, autoshard::rt::StreamRole::Offload)),
+      transfers(std::make_unique<autoshard::rt::InFlightTransfers>()),
       optimizerPool(std::make_unique<autoshard::rt::ThreadPool>(1)),
       hostAllocations(std::make_unique<AllocationTable>()) {}
 
 asrt_context::~asrt_context() {
-  // The communication thread first: it may still be writing into buckets'
-  // buffers (it runs what is queued, then stops).
+  // The communication and offload threads first: they may still be
+  // writing into buckets' and transfers' buffers (each runs what is
+  // queued, then stops).
   stream.reset();
+  offloadStream.reset();
   // Buffers the owner forgot are released here so a context never leaks.
   for (auto &[ptr, bytes] : allocations->live)
     std::free(ptr);
@@ -195,6 +201,7 @@ asrt_context::~asrt_context() {
 
 void asrt_context::setTrace(autoshard::rt::Trace *t) {
   stream->setTrace(t);
+  offloadStream->setTrace(t);
   trace = t;
 }
 

@@ -16,6 +16,7 @@ struct AllocationTable;
 class OpenBucket;
 class CommStream;
 class InFlightBuckets;
+class InFlightTransfers;
 class Trace;
 class NvmeStore;
 class ThreadPool;
@@ -100,6 +101,13 @@ struct asrt_context {
   /// the stream records into, so that the stream is joined first.
   std::unique_ptr<autoshard::rt::CommStream> stream;
   std::unique_ptr<autoshard::rt::InFlightBuckets> inflight;
+  /// The offload stream every transfer runs on (asrt_copy_to_host, ...,
+  /// asrt_transfer_start): a thread of its own, apart from the
+  /// communication thread, as a copy engine or an I/O queue is; and the
+  /// transfers asrt_transfer_start started that asrt_transfer_wait has not
+  /// waited yet. Also declared after `stats`.
+  std::unique_ptr<autoshard::rt::CommStream> offloadStream;
+  std::unique_ptr<autoshard::rt::InFlightTransfers> transfers;
   /// The threads of the CPU optimizer step (asrt_adamw_update,
   /// asrt_sgd_update): the calling thread and threads - 1 workers, which
   /// start at the first update large enough to split. One thread (the
@@ -123,8 +131,8 @@ struct asrt_context {
   autoshard::rt::NvmeStore *nvme = nullptr;
 
   /// Starts (non-null) or stops (null) recording a trace of the calls on
-  /// this context and of its communication thread. Nothing may be in
-  /// flight.
+  /// this context and of its communication and offload threads. Nothing
+  /// may be in flight.
   void setTrace(autoshard::rt::Trace *t);
   /// Sizes optimizerPool (threads >= 1; the driver's --optimizer-threads).
   /// Not while an ABI call runs on this context.

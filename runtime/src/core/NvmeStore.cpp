@@ -202,6 +202,11 @@ Status NvmeStore::checkAccess(int index, int64_t bytes,
   return Status::success();
 }
 
+Status NvmeStore::check(int index, int64_t bytes) const {
+  const File *file = nullptr;
+  return checkAccess(index, bytes, file);
+}
+
 Status NvmeStore::read(int index, void *dst, int64_t bytes) const {
   const File *file = nullptr;
   if (Status s = checkAccess(index, bytes, file); !s)

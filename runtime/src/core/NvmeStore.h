@@ -57,6 +57,10 @@ public:
   /// reason; a failed write may leave the file half written.
   Status read(int index, void *dst, int64_t bytes) const;
   Status write(int index, const void *src, int64_t bytes);
+  /// The checks read and write make before any I/O (argument `index` has
+  /// a file of `bytes` bytes), with the same errors: for a caller that
+  /// reports misuse before it hands the I/O to another thread.
+  Status check(int index, int64_t bytes) const;
 
   /// The store's own directory, and the path of argument `index`'s file.
   const std::string &directory() const { return dir; }

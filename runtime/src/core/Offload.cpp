@@ -1,76 +1,127 @@
-// The ABI's offload calls: host arena, host/device copies, NVMe reads/writes.
+// The ABI's offload calls: host arena, host/device copies, NVMe reads/writes,
+// synchronous and asynchronous, all run on the context's offload stream.
 #include "autoshard/rt/abi.h"
+#include "core/CommStream.h"
 #include "core/Context.h"
+#include "core/InFlightTransfers.h"
 #include "core/NvmeStore.h"
 #include "core/Stats.h"
-#include "core/Trace.h"
 
-#include <chrono>
 #include <cinttypes>
 #include <cstring>
+#include <string>
 
 using autoshard::rt::fatal;
+using autoshard::rt::InFlightTransfer;
 using autoshard::rt::OpTimer;
+using autoshard::rt::StreamOpInfo;
+using autoshard::rt::Transfer;
 using autoshard::rt::TransferKind;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-int64_t nanos(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             t.time_since_epoch())
-      .count();
-}
-
-/// Counts one transfer and, while tracing, records it on the offload track.
-/// Every transfer is synchronous for now: it lies inside its ABI call's
-/// "transfer" event on the main thread's track.
-void recordTransfer(asrt_context *ctx, TransferKind kind, int64_t bytes,
-                    int32_t arg, Clock::time_point start,
-                    Clock::time_point end) {
-  ctx->stats->recordTransfer(kind, bytes, nanos(end) - nanos(start));
-  if (autoshard::rt::Trace *trace = ctx->trace) {
-    autoshard::rt::TraceEvent e;
-    e.name = autoshard::rt::transferKindName(kind);
-    e.category = "offload";
-    e.track = autoshard::rt::TraceTrack::Offload;
-    e.startNs = nanos(start);
-    e.endNs = nanos(end);
-    e.bytes = bytes;
-    e.arg = arg;
-    trace->record(e);
-  }
-}
-
-/// asrt_copy_to_host and asrt_copy_to_device: on the CPU backend device
-/// and host memory are both host memory, so a copy is a memcpy that counts
-/// as offload traffic.
-void copyAcross(asrt_context *ctx, const char *what, TransferKind kind,
-                void *dst, const void *src, int64_t bytes) {
-  if (!ctx)
-    fatal("%s: context is null", what);
-  if (bytes < 0)
-    fatal("%s: size %" PRId64 " bytes is negative", what, bytes);
-  if (bytes > 0 && (!dst || !src))
-    fatal("%s: %s pointer is null for a copy of %" PRId64 " bytes", what,
-          dst ? "source" : "destination", bytes);
-  auto start = Clock::now();
-  // memmove: on the CPU backend nothing stops generated code from copying
-  // between overlapping views; on a GPU the two sides never overlap.
-  if (bytes > 0 && dst != src)
-    std::memmove(dst, src, static_cast<size_t>(bytes));
-  recordTransfer(ctx, kind, bytes, -1, start, Clock::now());
+bool isNvme(TransferKind kind) {
+  return kind == TransferKind::NvmeRead || kind == TransferKind::NvmeWrite;
 }
 
 autoshard::rt::NvmeStore &storeOf(asrt_context *ctx, const char *what) {
-  if (!ctx)
-    fatal("%s: context is null", what);
   if (!ctx->nvme)
     fatal("%s: this context has no NVMe store; the driver makes one under "
           "--offload-dir when the step's manifest has memory=nvme arguments",
           what);
   return *ctx->nvme;
+}
+
+/// Every check a transfer passes before it is issued to the offload
+/// stream, on the calling thread, so that misuse is reported where it
+/// happens; `what` names the call in the messages. The I/O errors only the
+/// transfer itself can find come from the offload thread.
+void checkTransfer(asrt_context *ctx, const char *what, const Transfer &t) {
+  if (!isNvme(t.kind)) {
+    if (t.bytes < 0)
+      fatal("%s: size %" PRId64 " bytes is negative", what, t.bytes);
+    if (t.bytes > 0 && (!t.dst || !t.src))
+      fatal("%s: %s pointer is null for a copy of %" PRId64 " bytes", what,
+            t.dst ? "source" : "destination", t.bytes);
+    return;
+  }
+  autoshard::rt::NvmeStore &store = storeOf(ctx, what);
+  bool read = t.kind == TransferKind::NvmeRead;
+  if (t.bytes > 0 && !(read ? t.dst : t.src))
+    fatal(read ? "%s: the destination pointer is null for argument %d's "
+                 "%" PRId64 " bytes"
+               : "%s: the source pointer is null for argument %d's %" PRId64
+                 " bytes",
+          what, t.arg, t.bytes);
+  if (autoshard::rt::Status s = store.check(t.arg, t.bytes); !s)
+    fatal("%s: %s", what, s.message().c_str());
+}
+
+/// What the offload stream's messages, statistics and trace say about `t`.
+StreamOpInfo transferInfo(asrt_context *ctx, const Transfer &t,
+                          int64_t handle) {
+  StreamOpInfo info;
+  info.name = autoshard::rt::transferKindName(t.kind);
+  info.bytes = t.bytes;
+  info.handle = handle;
+  if (isNvme(t.kind)) {
+    info.arg = t.arg;
+    // The store's own string: it outlives every transfer.
+    info.argName = ctx->nvme->nameOf(t.arg).c_str();
+  }
+  return info;
+}
+
+/// Runs on the offload thread: moves the bytes and counts them under the
+/// transfer's kind. `caller` names the ABI call in an I/O error.
+void runTransfer(asrt_context *ctx, const Transfer &t, const StreamOpInfo &info,
+                 const char *caller) {
+  int64_t start = autoshard::rt::steadyClockNs();
+  autoshard::rt::Status status;
+  switch (t.kind) {
+  case TransferKind::ToHost:
+  case TransferKind::ToDevice:
+    // memmove: on the CPU backend nothing stops generated code from
+    // copying between overlapping views; on a GPU the two sides never
+    // overlap.
+    if (t.bytes > 0 && t.dst != t.src)
+      std::memmove(t.dst, t.src, static_cast<size_t>(t.bytes));
+    break;
+  case TransferKind::NvmeRead:
+    status = ctx->nvme->read(t.arg, t.dst, t.bytes);
+    break;
+  case TransferKind::NvmeWrite:
+    status = ctx->nvme->write(t.arg, t.src, t.bytes);
+    break;
+  }
+  if (!status) {
+    if (info.async())
+      fatal("%s: %s failed on the offload thread: %s", caller,
+            autoshard::rt::describeTransfer(info).c_str(),
+            status.message().c_str());
+    fatal("%s: %s", caller, status.message().c_str());
+  }
+  ctx->stats->recordTransfer(t.kind, t.bytes,
+                             autoshard::rt::steadyClockNs() - start);
+}
+
+/// The synchronous calls: checked here, run on the offload stream behind
+/// the transfers in flight, waited for. The main thread's time blocked in
+/// them is exposed offload time.
+void runSynchronous(asrt_context *ctx, OpTimer &timer, const char *fn,
+                    const Transfer &t) {
+  if (!ctx)
+    fatal("%s: context is null", fn);
+  checkTransfer(ctx, fn, t);
+  StreamOpInfo info = transferInfo(ctx, t, 0);
+  timer.setStreamOp(ctx->offloadStream->runBlocking(
+      fn, info, [&] { runTransfer(ctx, t, info, fn); }));
+}
+
+/// The offload thread's work for an asrt_transfer_start transfer.
+void runInFlight(void *arg) {
+  auto *slot = static_cast<InFlightTransfer *>(arg);
+  runTransfer(slot->ctx, slot->transfer, slot->info, "asrt_transfer_start");
 }
 
 } // namespace
@@ -88,43 +139,100 @@ extern "C" void *asrt_host_arena(asrt_context *ctx) {
 extern "C" void asrt_copy_to_host(asrt_context *ctx, void *dst_host,
                                   const void *src_device, int64_t bytes) {
   OpTimer timer(ctx, "copy_to_host", "transfer");
-  copyAcross(ctx, "asrt_copy_to_host", TransferKind::ToHost, dst_host,
-             src_device, bytes);
+  runSynchronous(ctx, timer, "asrt_copy_to_host",
+                 {TransferKind::ToHost, -1, dst_host, src_device, bytes});
 }
 
 extern "C" void asrt_copy_to_device(asrt_context *ctx, void *dst_device,
                                     const void *src_host, int64_t bytes) {
   OpTimer timer(ctx, "copy_to_device", "transfer");
-  copyAcross(ctx, "asrt_copy_to_device", TransferKind::ToDevice, dst_device,
-             src_host, bytes);
+  runSynchronous(ctx, timer, "asrt_copy_to_device",
+                 {TransferKind::ToDevice, -1, dst_device, src_host, bytes});
 }
 
 extern "C" void asrt_nvme_read(asrt_context *ctx, int32_t arg_index,
                                void *dst_host, int64_t bytes) {
   OpTimer timer(ctx, "nvme_read", "transfer");
-  autoshard::rt::NvmeStore &store = storeOf(ctx, "asrt_nvme_read");
-  if (!dst_host && bytes > 0)
-    fatal("asrt_nvme_read: the destination pointer is null for argument "
-          "%d's %" PRId64 " bytes",
-          arg_index, bytes);
-  auto start = Clock::now();
-  if (autoshard::rt::Status s = store.read(arg_index, dst_host, bytes); !s)
-    fatal("asrt_nvme_read: %s", s.message().c_str());
-  recordTransfer(ctx, TransferKind::NvmeRead, bytes, arg_index, start,
-                 Clock::now());
+  runSynchronous(ctx, timer, "asrt_nvme_read",
+                 {TransferKind::NvmeRead, arg_index, dst_host, nullptr, bytes});
 }
 
 extern "C" void asrt_nvme_write(asrt_context *ctx, int32_t arg_index,
                                 const void *src_host, int64_t bytes) {
   OpTimer timer(ctx, "nvme_write", "transfer");
-  autoshard::rt::NvmeStore &store = storeOf(ctx, "asrt_nvme_write");
-  if (!src_host && bytes > 0)
-    fatal("asrt_nvme_write: the source pointer is null for argument %d's "
-          "%" PRId64 " bytes",
-          arg_index, bytes);
-  auto start = Clock::now();
-  if (autoshard::rt::Status s = store.write(arg_index, src_host, bytes); !s)
-    fatal("asrt_nvme_write: %s", s.message().c_str());
-  recordTransfer(ctx, TransferKind::NvmeWrite, bytes, arg_index, start,
-                 Clock::now());
+  runSynchronous(
+      ctx, timer, "asrt_nvme_write",
+      {TransferKind::NvmeWrite, arg_index, nullptr, src_host, bytes});
+}
+
+extern "C" int64_t asrt_transfer_start(asrt_context *ctx, int32_t kind,
+                                       int32_t arg_index, void *dst,
+                                       const void *src, int64_t bytes) {
+  const char *fn = "asrt_transfer_start";
+  if (!ctx)
+    fatal("%s: context is null", fn);
+  OpTimer timer(ctx, "transfer_start", "issue");
+  Transfer t;
+  switch (kind) {
+  case ASRT_TRANSFER_TO_HOST:
+    t.kind = TransferKind::ToHost;
+    break;
+  case ASRT_TRANSFER_TO_DEVICE:
+    t.kind = TransferKind::ToDevice;
+    break;
+  case ASRT_TRANSFER_NVME_READ:
+    t.kind = TransferKind::NvmeRead;
+    break;
+  case ASRT_TRANSFER_NVME_WRITE:
+    t.kind = TransferKind::NvmeWrite;
+    break;
+  default:
+    fatal("%s: transfer kind %d is none of ASRT_TRANSFER_TO_HOST (0), "
+          "ASRT_TRANSFER_TO_DEVICE (1), ASRT_TRANSFER_NVME_READ (2) and "
+          "ASRT_TRANSFER_NVME_WRITE (3)",
+          fn, kind);
+  }
+  // A copy ignores arg_index (-1 by convention).
+  t.arg = isNvme(t.kind) ? arg_index : -1;
+  t.dst = dst;
+  t.src = src;
+  t.bytes = bytes;
+  // "asrt_transfer_start (nvme_read)": the synchronous call's checks and
+  // messages, under this call's name.
+  std::string what =
+      std::string(fn) + " (" + autoshard::rt::transferKindName(t.kind) + ")";
+  // An NVMe transfer has one host buffer; a pointer on the other side is a
+  // mix-up of the two directions, not something to ignore.
+  if (t.kind == TransferKind::NvmeRead && src)
+    fatal("%s: a read from argument %d's NVMe file takes no source pointer "
+          "(src must be null; the file is the source)",
+          what.c_str(), arg_index);
+  if (t.kind == TransferKind::NvmeWrite && dst)
+    fatal("%s: a write to argument %d's NVMe file takes no destination "
+          "pointer (dst must be null; the file is the destination)",
+          what.c_str(), arg_index);
+  checkTransfer(ctx, what.c_str(), t);
+
+  InFlightTransfer &slot = ctx->transfers->start();
+  slot.transfer = t;
+  slot.ctx = ctx;
+  slot.info = transferInfo(ctx, t, slot.handle);
+  slot.seq = ctx->offloadStream->issue(&runInFlight, &slot, slot.info);
+  timer.setStreamOp(slot.seq, slot.handle);
+  return slot.handle;
+}
+
+extern "C" void asrt_transfer_wait(asrt_context *ctx, int64_t handle) {
+  const char *fn = "asrt_transfer_wait";
+  if (!ctx)
+    fatal("%s: context is null", fn);
+  OpTimer timer(ctx, "transfer_wait", "wait");
+  autoshard::rt::Expected<InFlightTransfer *> found =
+      ctx->transfers->find(handle);
+  if (!found)
+    fatal("%s: %s", fn, found.message().c_str());
+  InFlightTransfer &slot = **found;
+  ctx->offloadStream->wait(slot.seq, fn, slot.info);
+  timer.setStreamOp(slot.seq, slot.handle);
+  ctx->transfers->release(slot);
 }

@@ -121,6 +121,23 @@ void Stats::recordCommWait(bool async, int64_t ns) {
   (async ? c.asyncWaitNs : c.blockingWaitNs) += ns;
 }
 
+void Stats::recordOffloadThread(bool async, int64_t ns) {
+  std::lock_guard<std::mutex> lock(mutex);
+  OffloadTimeStats &o = counters.offload;
+  o.offloadThreadNs += ns;
+  if (async) {
+    o.asyncCalls += 1;
+    o.asyncTransferNs += ns;
+  }
+}
+
+void Stats::recordOffloadWait(bool async, int64_t ns) {
+  std::lock_guard<std::mutex> lock(mutex);
+  OffloadTimeStats &o = counters.offload;
+  (async ? o.asyncWaits : o.syncCalls) += 1;
+  (async ? o.asyncWaitNs : o.syncWaitNs) += ns;
+}
+
 Stats::Snapshot Stats::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex);
   return counters;
@@ -132,6 +149,7 @@ void Stats::resetCounters() {
   counters.collectives = {};
   counters.comm = {};
   counters.transfers = {};
+  counters.offload = {};
 }
 
 namespace {
@@ -214,7 +232,15 @@ void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
           perStep(t.bytes, run.steps), msPerStep(t.totalNs, run.steps));
       os << line;
     }
-    os << "\n";
+    const OffloadTimeStats &o = stats.offload;
+    std::snprintf(line, sizeof line,
+                  "; exposed %.3f ms (synchronous %.3f ms, waiting %.3f ms), "
+                  "asynchronous %.3f ms on the offload thread\n",
+                  msPerStep(o.exposedNs(), run.steps),
+                  msPerStep(o.syncWaitNs, run.steps),
+                  msPerStep(o.asyncWaitNs, run.steps),
+                  msPerStep(o.asyncTransferNs, run.steps));
+    os << line;
   }
 }
 
@@ -268,6 +294,20 @@ void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
        << "}";
   }
   os << "\n  },\n";
+  const OffloadTimeStats &o = stats.offload;
+  os << "  \"offload_time\": {\"exposed_ms\": "
+     << formatDouble(toMs(o.exposedNs())) << ", \"exposed_ms_per_step\": "
+     << formatDouble(msPerStep(o.exposedNs(), run.steps))
+     << ", \"sync_calls\": " << o.syncCalls
+     << ", \"sync_wait_ms\": " << formatDouble(toMs(o.syncWaitNs))
+     << ", \"async_calls\": " << o.asyncCalls
+     << ", \"async_transfer_ms\": " << formatDouble(toMs(o.asyncTransferNs))
+     << ", \"async_transfer_ms_per_step\": "
+     << formatDouble(msPerStep(o.asyncTransferNs, run.steps))
+     << ", \"async_waits\": " << o.asyncWaits
+     << ", \"async_wait_ms\": " << formatDouble(toMs(o.asyncWaitNs))
+     << ", \"offload_thread_ms\": " << formatDouble(toMs(o.offloadThreadNs))
+     << "},\n";
   os << "  \"ops\": {";
   bool first = true;
   for (const auto &[name, op] : stats.ops) {

@@ -79,6 +79,31 @@ struct CommTimeStats {
   int64_t exposedNs() const { return blockingWaitNs + asyncWaitNs; }
 };
 
+/// Where offload time went, split as communication time is. Every transfer
+/// runs on the context's offload stream (a CommStream of its own); the main
+/// thread blocks in the synchronous calls (asrt_copy_to_host, ...,
+/// asrt_nvme_write) and in asrt_transfer_wait. That blocked time is the
+/// *exposed* offload time; overlap with compute hides the rest of the
+/// offload thread's time.
+struct OffloadTimeStats {
+  /// Synchronous transfer calls, and the main thread's time blocked in
+  /// them (exposed).
+  int64_t syncCalls = 0;
+  int64_t syncWaitNs = 0;
+  /// asrt_transfer_start transfers that ran, and their time on the offload
+  /// thread.
+  int64_t asyncCalls = 0;
+  int64_t asyncTransferNs = 0;
+  /// asrt_transfer_wait calls, and the main thread's time blocked in them
+  /// (exposed): 0 for a transfer that finished during the compute.
+  int64_t asyncWaits = 0;
+  int64_t asyncWaitNs = 0;
+  /// The offload thread's time running transfers of either kind.
+  int64_t offloadThreadNs = 0;
+
+  int64_t exposedNs() const { return syncWaitNs + asyncWaitNs; }
+};
+
 /// One context's counters. Thread-safe: kernels may run on worker threads
 /// and collectives on a communication thread.
 struct Stats {
@@ -100,12 +125,19 @@ struct Stats {
   /// The main thread blocked `ns` on the communication thread: in a
   /// blocking collective, or in asrt_wait when `async`.
   void recordCommWait(bool async, int64_t ns);
+  /// A transfer the offload thread ran for `ns`; `async` when
+  /// asrt_transfer_start started it.
+  void recordOffloadThread(bool async, int64_t ns);
+  /// The main thread blocked `ns` on the offload thread: in a synchronous
+  /// transfer, or in asrt_transfer_wait when `async`.
+  void recordOffloadWait(bool async, int64_t ns);
 
   struct Snapshot {
     std::map<std::string, OpStats, std::less<>> ops;
     std::array<CollectiveStats, kNumCollectiveKinds> collectives{};
     CommTimeStats comm;
     std::array<TransferStats, kNumTransferKinds> transfers{};
+    OffloadTimeStats offload;
     /// Device memory (asrt_alloc).
     int64_t currentBytes = 0;
     int64_t peakBytes = 0;
@@ -144,7 +176,8 @@ struct RunInfo {
 /// A few human-readable lines: steps, mean time per step, peak memory, bytes
 /// sent per step for each collective kind, exposed and asynchronous
 /// communication time per step; when the run offloads, the host memory peak
-/// and NVMe bytes, and the bytes and time per step of each transfer kind.
+/// and NVMe bytes, the bytes and time per step of each transfer kind, and
+/// the exposed and asynchronous offload time per step.
 void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
                   const RunInfo &run);
 /// The same and the per-op times, as one JSON object.

@@ -10,17 +10,22 @@ namespace autoshard::rt {
 Trace::Trace(int64_t originNs) : origin(originNs) {
   // A step of a large model records thousands of events; start with room
   // for a few steps so that tracing rarely reallocates mid-run.
-  events.reserve(1 << 14);
+  recorded.reserve(1 << 14);
 }
 
 void Trace::record(const TraceEvent &event) {
   std::lock_guard<std::mutex> lock(mutex);
-  events.push_back(event);
+  recorded.push_back(event);
 }
 
 size_t Trace::size() const {
   std::lock_guard<std::mutex> lock(mutex);
-  return events.size();
+  return recorded.size();
+}
+
+std::vector<TraceEvent> Trace::events() const {
+  std::lock_guard<std::mutex> lock(mutex);
+  return recorded;
 }
 
 namespace {
@@ -54,7 +59,7 @@ std::string Trace::jsonEvents(int rank) const {
   std::lock_guard<std::mutex> lock(mutex);
   const std::string pid = std::to_string(rank);
   std::string out;
-  out.reserve(events.size() * 160 + 512);
+  out.reserve(recorded.size() * 160 + 512);
   out += "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " + pid +
          ", \"tid\": 0, \"args\": {\"name\": \"rank " + pid + "\"}},\n";
   out += "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": " + pid +
@@ -62,7 +67,7 @@ std::string Trace::jsonEvents(int rank) const {
   // The offload track only where there is offload traffic: most runs have
   // none, and an empty track would only take room in the viewer.
   bool offload = false;
-  for (const TraceEvent &e : events)
+  for (const TraceEvent &e : recorded)
     offload |= e.track == TraceTrack::Offload;
   for (TraceTrack track :
        {TraceTrack::Main, TraceTrack::Comm, TraceTrack::Offload}) {
@@ -76,7 +81,7 @@ std::string Trace::jsonEvents(int rank) const {
         ",\n{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": " + pid +
         ", \"tid\": " + tid + ", \"args\": {\"sort_index\": " + tid + "}}";
   }
-  for (const TraceEvent &e : events) {
+  for (const TraceEvent &e : recorded) {
     out += ",\n{\"name\": " + jsonString(e.name) +
            ", \"cat\": " + jsonString(e.category) +
            ", \"ph\": \"X\", \"pid\": " + pid +

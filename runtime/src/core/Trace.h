@@ -16,10 +16,10 @@ enum class TraceTrack : int {
   Main = 1,
   /// The communication thread: each collective from start to end.
   Comm = 2,
-  /// Offload transfers (host copies, NVMe reads and writes), each from
-  /// start to end. They run synchronously on the main thread for now, each
-  /// inside its ABI call's "transfer" event; a track of their own keeps the
-  /// traffic visible (and is where a copy engine's would go).
+  /// The offload thread: each transfer (host copies, NVMe reads and
+  /// writes) from start to end. A synchronous one lies inside its ABI
+  /// call's "transfer" event; an asynchronous one between its
+  /// asrt_transfer_start and asrt_transfer_wait, overlapping the compute.
   Offload = 3,
 };
 
@@ -28,9 +28,9 @@ enum class TraceTrack : int {
 struct TraceEvent {
   const char *name = "";
   /// "step", "compute", "collective" (a blocking call), "issue"
-  /// (asrt_bucket_start), "wait" (asrt_wait), "transfer" (an offload ABI
-  /// call), "comm" (the communication thread) or "offload" (the offload
-  /// track).
+  /// (asrt_bucket_start, asrt_transfer_start), "wait" (asrt_wait,
+  /// asrt_transfer_wait), "transfer" (a synchronous offload ABI call),
+  /// "comm" (the communication thread) or "offload" (the offload thread).
   const char *category = "";
   TraceTrack track = TraceTrack::Main;
   int64_t startNs = 0;
@@ -60,6 +60,8 @@ public:
 
   void record(const TraceEvent &event);
   size_t size() const;
+  /// A copy of the events recorded so far, in recording order.
+  std::vector<TraceEvent> events() const;
 
   /// This rank's events as JSON objects separated by ",\n", without the
   /// enclosing array: the metadata naming process `rank` ("rank R") and
@@ -71,7 +73,7 @@ public:
 private:
   int64_t origin;
   mutable std::mutex mutex;
-  std::vector<TraceEvent> events;
+  std::vector<TraceEvent> recorded;
 };
 
 /// A whole trace file, {"displayTimeUnit": "ms", "traceEvents": [...]},

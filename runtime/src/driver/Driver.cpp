@@ -8,6 +8,7 @@
 #include "core/Data.h"
 #include "core/Dtype.h"
 #include "core/InFlightBuckets.h"
+#include "core/InFlightTransfers.h"
 #include "core/Init.h"
 #include "core/Stats.h"
 #include "core/Trace.h"
@@ -267,14 +268,26 @@ Status writeStatsFile(const std::string &path, const Stats::Snapshot &stats,
   return Status::success();
 }
 
-/// Fatal when the step returned with asynchronous collectives in flight:
-/// their buffers would change under the communication thread.
+/// Fatal when the step returned with asynchronous collectives or offload
+/// transfers in flight: their buffers would change under the communication
+/// or offload thread.
 void checkStepWaited(const asrt_context &ctx, int64_t step) {
-  if (ctx.inflight->inFlight() == 0)
-    return;
-  Status s = ctx.inflight->checkAllWaited("step " + std::to_string(step) +
-                                          " returned");
-  fatal("%s", s.message().c_str());
+  if (ctx.inflight->inFlight() > 0) {
+    Status s = ctx.inflight->checkAllWaited("step " + std::to_string(step) +
+                                            " returned");
+    fatal("%s", s.message().c_str());
+  }
+
+  // Asynchronous offload transfers (asrt_transfer_start). The offload
+  // thread finishes them first, so that no read or write is still under
+  // way in an NVMe file when fatal() removes the store.
+  if (ctx.transfers->inFlight() > 0) {
+    Status s = ctx.transfers->checkAllWaited("step " + std::to_string(step) +
+                                             " returned");
+    ctx.offloadStream->drain("the driver's check after the step",
+                             StreamOpInfo());
+    fatal("%s", s.message().c_str());
+  }
 }
 
 void traceStep(Trace &trace, int64_t step,
@@ -424,6 +437,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   asrt_context ctx;
   ctx.comm = comm.get();
   ctx.stream->setTimeout(options.collectiveTimeout);
+  ctx.offloadStream->setTimeout(options.collectiveTimeout);
   hooks.initBackend(&ctx, backend);
   // --optimizer-threads: the CPU optimizer step's threads (0: the node's
   // hardware threads divided among its ranks).

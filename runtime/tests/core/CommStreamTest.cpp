@@ -7,6 +7,7 @@
 #include "core/CommStream.h"
 #include "core/Context.h"
 #include "core/Stats.h"
+#include "core/Trace.h"
 
 #include <gtest/gtest.h>
 
@@ -244,6 +245,117 @@ TEST(CommStreamTest, DescribesCollectives) {
             "group of 4 ranks)");
 }
 
+// ---- The offload role: the same stream, offload's records ----------------
+
+/// An asynchronous NVMe read of argument 3 (b.momentum) on the offload
+/// stream.
+StreamOpInfo readInfo(int64_t handle) {
+  StreamOpInfo info;
+  info.name = "nvme_read";
+  info.bytes = 16;
+  info.handle = handle;
+  info.arg = 3;
+  info.argName = "b.momentum";
+  return info;
+}
+
+/// A synchronous host-to-device copy.
+StreamOpInfo copyInfo() {
+  StreamOpInfo info;
+  info.name = "to_device";
+  info.bytes = 4096;
+  return info;
+}
+
+TEST(CommStreamTest, TheOffloadStreamRecordsOffloadTimeNotCommunication) {
+  Stats stats;
+  CommStream stream(stats, StreamRole::Offload, &fakeClock);
+  EXPECT_EQ(stream.role(), StreamRole::Offload);
+  fakeNow = 0;
+  // 100 ns hidden by compute, 200 ns waited for.
+  std::atomic<bool> firstPartDone{false};
+  auto read = [&] {
+    fakeNow += 100;
+    firstPartDone.store(true);
+    spinUntil([&] { return stream.blockedWaiters() > 0; });
+    fakeNow += 200;
+  };
+  uint64_t seq = issueLambda(stream, read, readInfo(1));
+  spinUntil([&] { return firstPartDone.load(); });
+  stream.wait(seq, "asrt_transfer_wait", readInfo(1));
+  // A synchronous copy: exposed whole.
+  stream.runBlocking("asrt_copy_to_device", copyInfo(), [&] {
+    spinUntil([&] { return stream.blockedWaiters() > 0; });
+    fakeNow += 50;
+  });
+  Stats::Snapshot s = stats.snapshot();
+  EXPECT_EQ(s.offload.asyncCalls, 1);
+  EXPECT_EQ(s.offload.asyncTransferNs, 300);
+  EXPECT_EQ(s.offload.asyncWaits, 1);
+  EXPECT_EQ(s.offload.asyncWaitNs, 200);
+  EXPECT_EQ(s.offload.syncCalls, 1);
+  EXPECT_EQ(s.offload.syncWaitNs, 50);
+  EXPECT_EQ(s.offload.offloadThreadNs, 350);
+  EXPECT_EQ(s.offload.exposedNs(), 250);
+  // Nothing of it is communication.
+  EXPECT_EQ(s.comm.commThreadNs, 0);
+  EXPECT_EQ(s.comm.asyncCalls, 0);
+  EXPECT_EQ(s.comm.blockingCalls, 0);
+  EXPECT_EQ(s.comm.exposedNs(), 0);
+}
+
+TEST(CommStreamTest, TheCommunicationStreamRecordsNoOffloadTime) {
+  Stats stats;
+  CommStream stream(stats, &fakeClock);
+  EXPECT_EQ(stream.role(), StreamRole::Communication);
+  fakeNow = 0;
+  auto comm = [] { fakeNow += 300; };
+  stream.wait(issueLambda(stream, comm, asyncInfo(1)), "asrt_wait",
+              asyncInfo(1));
+  Stats::Snapshot s = stats.snapshot();
+  EXPECT_EQ(s.comm.commThreadNs, 300);
+  EXPECT_EQ(s.offload.offloadThreadNs, 0);
+  EXPECT_EQ(s.offload.asyncWaits, 0);
+}
+
+TEST(CommStreamTest, TheOffloadStreamTracesOnTheOffloadTrack) {
+  Stats stats;
+  Trace trace(0);
+  CommStream stream(stats, StreamRole::Offload, &fakeClock);
+  stream.setTrace(&trace);
+  fakeNow = 1000;
+  std::thread::id ranOn;
+  auto read = [&] {
+    ranOn = std::this_thread::get_id();
+    fakeNow += 500;
+  };
+  stream.wait(issueLambda(stream, read, readInfo(2)), "asrt_transfer_wait",
+              readInfo(2));
+  stream.setTrace(nullptr);
+  std::vector<TraceEvent> events = trace.events();
+  ASSERT_EQ(events.size(), 1u);
+  const TraceEvent &e = events[0];
+  EXPECT_STREQ(e.name, "nvme_read");
+  EXPECT_STREQ(e.category, "offload");
+  EXPECT_EQ(e.track, TraceTrack::Offload);
+  EXPECT_EQ(e.startNs, 1000);
+  EXPECT_EQ(e.endNs, 1500);
+  EXPECT_EQ(e.seq, 1);
+  EXPECT_EQ(e.handle, 2);
+  EXPECT_EQ(e.bytes, 16);
+  EXPECT_EQ(e.arg, 3);
+  // A transfer has no grid mask or dtype.
+  EXPECT_EQ(e.mask, -1);
+  EXPECT_EQ(e.dtype, nullptr);
+  EXPECT_NE(ranOn, std::this_thread::get_id()) << "recorded by the stream";
+}
+
+TEST(CommStreamTest, DescribesTransfers) {
+  EXPECT_EQ(describeTransfer(readInfo(2)),
+            "nvme_read of handle 2 (argument 3 b.momentum, 16 bytes)");
+  EXPECT_EQ(describeTransfer(copyInfo()), "to_device (4096 bytes)");
+}
+
 // ---- Timeouts ----------------------------------------------------------
 
 /// An operation that never completes, as a collective whose peer died;
@@ -292,6 +404,26 @@ TEST(CommStreamDeathTest, TheMessageNamesTheCollectiveThatIsStuck) {
       "collective timeout of 0.1 s \\(waited [0-9.]+ s\\); the communication "
       "thread is still running bucket_all_reduce of handle 1 \\(.*\\), "
       "issued before it, after [0-9.]+ s");
+}
+
+TEST(CommStreamDeathTest, AnOffloadWaitPastTheTimeoutNamesTheStuckTransfer) {
+  GTEST_FLAG_SET(death_test_style, "fast");
+  EXPECT_DEATH(
+      {
+        Stats stats;
+        CommStream stream(stats, StreamRole::Offload);
+        stream.setTimeout(0.1);
+        std::atomic<bool> started{false};
+        stream.issue(&hang, &started, readInfo(1));
+        spinUntil([&] { return started.load(); });
+        stream.runBlocking("asrt_copy_to_device", copyInfo(), [] {});
+      },
+      "asrt_copy_to_device: to_device \\(4096 bytes\\) did not complete "
+      "within the collective timeout of 0.1 s \\(waited [0-9.]+ s\\); the "
+      "offload thread is still running nvme_read of handle 1 \\(argument 3 "
+      "b.momentum, 16 bytes\\), started before it, after [0-9.]+ s. The "
+      "disk or the copy has probably hung \\(a transfer is local to this "
+      "rank\\); --collective-timeout sets the limit \\(0 waits forever\\)");
 }
 
 TEST(CommStreamDeathTest, TimeoutsAreSeconds) {

@@ -153,6 +153,10 @@ TEST_F(OffloadNvmeTest, ReadsAndWritesAreCountedAndTraced) {
   EXPECT_EQ(transfer(s, TransferKind::NvmeWrite).calls, 1);
   EXPECT_EQ(transfer(s, TransferKind::NvmeWrite).bytes, 16);
   EXPECT_EQ(s.ops.at("nvme_read").calls, 2);
+  // Synchronous: exposed whole, nothing asynchronous.
+  EXPECT_EQ(s.offload.syncCalls, 3);
+  EXPECT_EQ(s.offload.asyncCalls, 0);
+  EXPECT_EQ(s.offload.asyncWaits, 0);
 
   // Each call: a "transfer" event on the main track and, inside it, the
   // transfer itself on the offload track.
@@ -168,10 +172,14 @@ TEST_F(OffloadNvmeTest, ReadsAndWritesAreCountedAndTraced) {
                       "\"ph\": \"X\", \"pid\": 0, \"tid\": 3"),
             std::string::npos)
       << json;
-  EXPECT_NE(json.find("\"args\": {\"bytes\": 16, \"arg\": 3}}"),
+  // The third transfer on the offload stream; the main thread's call
+  // carries the same seq.
+  EXPECT_NE(json.find("\"args\": {\"seq\": 2, \"bytes\": 16, \"arg\": 3}}"),
             std::string::npos)
       << json;
   EXPECT_EQ(trace.size(), 6u);
+  for (const TraceEvent &e : trace.events())
+    EXPECT_GE(e.seq, 1) << e.name << " is tied to its stream operation";
 }
 
 TEST_F(OffloadNvmeDeathTest, AMismatchedSizeIsFatal) {

@@ -114,6 +114,11 @@ TEST(StatsTest, ReportsOffloadOnlyWhenTheRunOffloads) {
   stats.recordTransfer(TransferKind::ToHost, 300, 1000000);
   stats.recordTransfer(TransferKind::ToHost, 300, 1000000);
   stats.recordTransfer(TransferKind::NvmeWrite, 2048, 3000000);
+  // 1 ms in a synchronous call, 2 ms in asrt_transfer_wait for a transfer
+  // that took 4 ms on the offload thread.
+  stats.recordOffloadWait(false, 1000000);
+  stats.recordOffloadThread(true, 4000000);
+  stats.recordOffloadWait(true, 2000000);
   Stats::Snapshot s = stats.snapshot();
   EXPECT_TRUE(s.usedOffload());
   EXPECT_EQ(s.hostCurrentBytes, 1024);
@@ -129,7 +134,9 @@ TEST(StatsTest, ReportsOffloadOnlyWhenTheRunOffloads) {
         "(2.0 KiB) on rank 0\n",
         "summary: offload per step on rank 0: to_host 300 bytes 1.000 ms, "
         "to_device 0 bytes 0.000 ms, nvme_read 0 bytes 0.000 ms, "
-        "nvme_write 1024 bytes 1.500 ms\n"})
+        "nvme_write 1024 bytes 1.500 ms; exposed 1.500 ms (synchronous "
+        "0.500 ms, waiting 1.000 ms), asynchronous 2.000 ms on the offload "
+        "thread\n"})
     EXPECT_NE(summary.str().find(expected), std::string::npos)
         << "missing " << expected << " in\n"
         << summary.str();
@@ -141,7 +148,12 @@ TEST(StatsTest, ReportsOffloadOnlyWhenTheRunOffloads) {
         "\"nvme_bytes\": 2048,",
         "\"to_host\": {\"calls\": 2, \"bytes\": 600, \"bytes_per_step\": "
         "300, \"total_ms\": 2, \"ms_per_step\": 1}",
-        "\"nvme_read\": {\"calls\": 0, \"bytes\": 0"})
+        "\"nvme_read\": {\"calls\": 0, \"bytes\": 0",
+        "\"offload_time\": {\"exposed_ms\": 3, \"exposed_ms_per_step\": 1.5, "
+        "\"sync_calls\": 1, \"sync_wait_ms\": 1, \"async_calls\": 1, "
+        "\"async_transfer_ms\": 4, \"async_transfer_ms_per_step\": 2, "
+        "\"async_waits\": 1, \"async_wait_ms\": 2, \"offload_thread_ms\": "
+        "4},"})
     EXPECT_NE(json.str().find(expected), std::string::npos)
         << "missing " << expected << " in\n"
         << json.str();
@@ -150,6 +162,8 @@ TEST(StatsTest, ReportsOffloadOnlyWhenTheRunOffloads) {
   stats.resetCounters();
   s = stats.snapshot();
   EXPECT_EQ(s.transfers[0].calls, 0);
+  EXPECT_EQ(s.offload.offloadThreadNs, 0);
+  EXPECT_EQ(s.offload.exposedNs(), 0);
   EXPECT_EQ(s.hostPeakBytes, 5120);
   EXPECT_EQ(s.nvmeBytes, 2048);
 }

@@ -11,11 +11,20 @@
 // 160 bytes each way between device and host, 32 bytes read from and
 // written to NVMe.
 //
+// FAKE_ASYNC_TRANSFERS = 1 moves the same bytes with asrt_transfer_start /
+// asrt_transfer_wait instead, as a prefetching step would: both NVMe reads
+// and the three copies to the device are started at once, the forward waits
+// only for the bias, and the momenta arrive while it computes; the five
+// transfers back are started together and waited in another order. The
+// arithmetic is untouched, so the parameters are the same bit for bit.
+//
 // The step fails the run when the driver breaks the offload contract: an
 // nvme argument or its result given a buffer, a host result not donated its
 // argument's buffer. FAKE_BAD_NVME_STEP = K makes step K read b.momentum
 // with a wrong byte count (a fatal error) to test that the store still
-// removes its files.
+// removes its files; FAKE_SKIP_TRANSFER_WAIT_STEP = K (with
+// FAKE_ASYNC_TRANSFERS) makes step K return without waiting the write of
+// b.momentum.
 #include "autoshard/rt/abi.h"
 #include "core/Backend.h"
 #include "core/Context.h"
@@ -29,6 +38,12 @@
 
 #ifndef FAKE_BAD_NVME_STEP
 #define FAKE_BAD_NVME_STEP 0
+#endif
+#ifndef FAKE_ASYNC_TRANSFERS
+#define FAKE_ASYNC_TRANSFERS 0
+#endif
+#ifndef FAKE_SKIP_TRANSFER_WAIT_STEP
+#define FAKE_SKIP_TRANSFER_WAIT_STEP 0
 #endif
 
 namespace {
@@ -86,15 +101,34 @@ extern "C" void autoshard_step(asrt_context *ctx, void *const *args,
   // the host arena; ZeRO-Offload: w's momentum is host memory already.
   auto *staged = static_cast<float *>(asrt_host_arena(ctx));
   float *hostB = staged, *hostMb = staged + kClasses;
-  asrt_nvme_read(ctx, kBias, hostB, kBiasBytes);
-  asrt_nvme_read(ctx, kBiasMomentum, hostMb,
-                 stepsRun == FAKE_BAD_NVME_STEP ? kBiasBytes / 2 : kBiasBytes);
   auto *device =
       static_cast<float *>(asrt_alloc(ctx, 2 * kBiasBytes + kWeightBytes));
   float *b = device, *mb = device + kClasses, *mw = device + 2 * kClasses;
+#if FAKE_ASYNC_TRANSFERS
+  // The offload stream runs them in start order, so each copy to the
+  // device reads what the read before it staged.
+  int64_t readB = asrt_transfer_start(ctx, ASRT_TRANSFER_NVME_READ, kBias,
+                                      hostB, nullptr, kBiasBytes);
+  int64_t readMb = asrt_transfer_start(
+      ctx, ASRT_TRANSFER_NVME_READ, kBiasMomentum, hostMb, nullptr, kBiasBytes);
+  int64_t inMw = asrt_transfer_start(ctx, ASRT_TRANSFER_TO_DEVICE, -1, mw,
+                                     args[kWeightMomentum], kWeightBytes);
+  int64_t inB = asrt_transfer_start(ctx, ASRT_TRANSFER_TO_DEVICE, -1, b, hostB,
+                                    kBiasBytes);
+  int64_t inMb = asrt_transfer_start(ctx, ASRT_TRANSFER_TO_DEVICE, -1, mb,
+                                     hostMb, kBiasBytes);
+  // The forward needs the bias; the transfers before it are done too.
+  asrt_transfer_wait(ctx, inB);
+  asrt_transfer_wait(ctx, readB);
+  asrt_transfer_wait(ctx, readMb);
+#else
+  asrt_nvme_read(ctx, kBias, hostB, kBiasBytes);
+  asrt_nvme_read(ctx, kBiasMomentum, hostMb,
+                 stepsRun == FAKE_BAD_NVME_STEP ? kBiasBytes / 2 : kBiasBytes);
   asrt_copy_to_device(ctx, b, hostB, kBiasBytes);
   asrt_copy_to_device(ctx, mb, hostMb, kBiasBytes);
   asrt_copy_to_device(ctx, mw, args[kWeightMomentum], kWeightBytes);
+#endif
 
   // From here on FakeStep's arithmetic, operation for operation.
   auto *grad = static_cast<float *>(asrt_alloc(ctx, kParams * sizeof(float)));
@@ -127,6 +161,11 @@ extern "C" void autoshard_step(asrt_context *ctx, void *const *args,
   asrt_all_reduce(ctx, grad, grad, kParams, ASRT_DTYPE_F32, ASRT_REDUCE_AVG, 1);
   asrt_all_reduce(ctx, &loss, results[4], 1, ASRT_DTYPE_F32, ASRT_REDUCE_AVG,
                   1);
+#if FAKE_ASYNC_TRANSFERS
+  // The update reads the momenta.
+  asrt_transfer_wait(ctx, inMb);
+  asrt_transfer_wait(ctx, inMw);
+#endif
   auto update = [&](const float *p, const float *m, const float *g, void *pOut,
                     void *mOut, int n) {
     for (int i = 0; i < n; ++i) {
@@ -141,12 +180,35 @@ extern "C" void autoshard_step(asrt_context *ctx, void *const *args,
   asrt_free(ctx, grad);
 
   // The new states go back where they live.
+#if FAKE_ASYNC_TRANSFERS
+  int64_t outMw =
+      asrt_transfer_start(ctx, ASRT_TRANSFER_TO_HOST, -1,
+                          results[kWeightMomentum], mw, kWeightBytes);
+  int64_t outB =
+      asrt_transfer_start(ctx, ASRT_TRANSFER_TO_HOST, -1, hostB, b, kBiasBytes);
+  int64_t outMb = asrt_transfer_start(ctx, ASRT_TRANSFER_TO_HOST, -1, hostMb,
+                                      mb, kBiasBytes);
+  int64_t writeB = asrt_transfer_start(ctx, ASRT_TRANSFER_NVME_WRITE, kBias,
+                                       nullptr, hostB, kBiasBytes);
+  int64_t writeMb =
+      asrt_transfer_start(ctx, ASRT_TRANSFER_NVME_WRITE, kBiasMomentum, nullptr,
+                          hostMb, kBiasBytes);
+  // The device buffers may go once the copies out of them are done.
+  asrt_transfer_wait(ctx, outMb);
+  asrt_transfer_wait(ctx, outMw);
+  asrt_transfer_wait(ctx, outB);
+  asrt_free(ctx, device);
+  asrt_transfer_wait(ctx, writeB);
+  if (stepsRun != FAKE_SKIP_TRANSFER_WAIT_STEP)
+    asrt_transfer_wait(ctx, writeMb);
+#else
   asrt_copy_to_host(ctx, results[kWeightMomentum], mw, kWeightBytes);
   asrt_copy_to_host(ctx, hostB, b, kBiasBytes);
   asrt_copy_to_host(ctx, hostMb, mb, kBiasBytes);
   asrt_nvme_write(ctx, kBias, hostB, kBiasBytes);
   asrt_nvme_write(ctx, kBiasMomentum, hostMb, kBiasBytes);
   asrt_free(ctx, device);
+#endif
 }
 
 namespace autoshard::rt {

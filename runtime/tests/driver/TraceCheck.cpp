@@ -11,15 +11,19 @@
 //   - on the communication thread, "comm" events one after the other in
 //     issue order (seq), each inside a step;
 //   - for each asynchronous collective (a "comm" event with a handle; there
-//     are ASYNC_PER_STEP per step): its asrt_bucket_start ("issue") before
-//     it starts, its asrt_wait ("wait") after the issue and ending after it,
-//     all three in the same step;
+//     are ASYNC_PER_STEP per step): its asrt_bucket_start ("bucket_start",
+//     "issue") before it starts, its asrt_wait ("wait") after the issue and
+//     ending after it, all three in the same step;
 //   - for each blocking collective on the main thread ("collective" with a
 //     seq): its "comm" event inside it;
 //   - on the offload track (thread 3, "offload"; present only when
 //     TRANSFERS_PER_STEP, default 0, is not), "offload" events one after
-//     the other, TRANSFERS_PER_STEP per step, each inside an offload call
-//     ("transfer") on the main thread: transfers are synchronous.
+//     the other in start order (seq), TRANSFERS_PER_STEP per step; a
+//     synchronous one (no handle) inside its offload call ("transfer", the
+//     same seq) on the main thread, an asynchronous one (a handle) after
+//     its asrt_transfer_start ("transfer_start", "issue") began and before
+//     its asrt_transfer_wait ("transfer_wait", "wait") ended, all three in
+//     the same step.
 // Times are compared in integer nanoseconds (the file has microseconds with
 // three decimals), so the checks are exact.
 #include <algorithm>
@@ -341,13 +345,14 @@ void checkRank(int pid, const std::vector<Event> &events, int64_t steps,
     if (c.handle < 0)
       continue;
     ++asyncCount;
+    // By name too: asrt_transfer_start's handles count apart from these.
     const Event *issue = nullptr, *wait = nullptr;
     for (const Event &e : main) {
       if (e.handle != c.handle)
         continue;
-      if (e.cat == "issue")
+      if (e.cat == "issue" && e.name == "bucket_start")
         issue = &e;
-      else if (e.cat == "wait")
+      else if (e.cat == "wait" && e.name == "wait")
         wait = &e;
     }
     if (!issue || !wait) {
@@ -388,8 +393,9 @@ void checkRank(int pid, const std::vector<Event> &events, int64_t steps,
            describe(e));
   }
 
-  // Offload transfers: synchronous, so one at a time and each inside its
-  // call on the main thread.
+  // Offload transfers: one at a time on the offload thread, in start
+  // order; a synchronous one inside its call on the main thread, an
+  // asynchronous one between its start and the end of its wait.
   std::vector<int64_t> transfersInStep(stepEvents.size(), 0);
   for (size_t i = 0; i < offload.size(); ++i) {
     const Event &t = offload[i];
@@ -397,17 +403,49 @@ void checkRank(int pid, const std::vector<Event> &events, int64_t steps,
       fail(rank + "the offload track has " + describe(t));
     if (i > 0 && t.start < offload[i - 1].end)
       fail(rank + describe(t) + " overlaps " + describe(offload[i - 1]));
-    if (std::none_of(main.begin(), main.end(), [&](const Event &e) {
-          return e.cat == "transfer" && inside(t, e);
-        }))
-      fail(rank + describe(t) +
-           " lies inside no offload call on the main "
-           "thread");
+    if (i > 0 && t.seq <= offload[i - 1].seq)
+      fail(rank + describe(t) + " ran after " + describe(offload[i - 1]) +
+           ", started later");
     int s = stepOf(t, stepEvents);
     if (s < 0)
       fail(rank + describe(t) + " lies outside every step");
     else
       ++transfersInStep[s];
+    if (t.handle < 0) {
+      if (std::none_of(main.begin(), main.end(), [&](const Event &e) {
+            return e.cat == "transfer" && e.seq == t.seq && inside(t, e);
+          }))
+        fail(rank + describe(t) +
+             " lies inside no offload call of its seq on the main thread");
+      continue;
+    }
+    const Event *start = nullptr, *wait = nullptr;
+    for (const Event &e : main) {
+      if (e.handle != t.handle)
+        continue;
+      if (e.cat == "issue" && e.name == "transfer_start")
+        start = &e;
+      else if (e.cat == "wait" && e.name == "transfer_wait")
+        wait = &e;
+    }
+    if (!start || !wait) {
+      fail(rank + describe(t) + " has no " +
+           (start ? "transfer_wait" : "transfer_start") +
+           " event on the main thread");
+      continue;
+    }
+    if (start->seq != t.seq || wait->seq != t.seq)
+      fail(rank + describe(t) + ": its start and wait name seqs " +
+           std::to_string(start->seq) + " and " + std::to_string(wait->seq));
+    if (start->start > t.start)
+      fail(rank + describe(t) + " began before its start " + describe(*start));
+    if (wait->start < start->end)
+      fail(rank + describe(*wait) + " began before its start ended");
+    if (wait->end < t.end)
+      fail(rank + describe(*wait) + " ended before its transfer " +
+           describe(t));
+    if (stepOf(*start, stepEvents) != s || stepOf(*wait, stepEvents) != s)
+      fail(rank + describe(t) + ": its start and wait are in other steps");
   }
   for (size_t s = 0; s < transfersInStep.size(); ++s)
     if (transfersInStep[s] != transfersPerStep)

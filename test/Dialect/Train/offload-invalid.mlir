@@ -231,3 +231,102 @@ func.func @step(%w: tensor<3xf32> {train.role = #train.role<param>, train.name =
   %r = train.nvme_read %c : tensor<3xf32>
   return %w, %m, %l : tensor<3xf32>, tensor<3xf32>, tensor<f32>
 }
+
+// -----
+
+// An asynchronous copy to the device of a device tensor.
+func.func @step(%w: tensor<3xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
+                %m: tensor<3xf32> {train.role = #train.role<opt_state>, train.name = "w.momentum_buffer", train.init = #train.init<zeros>, train.memory = #train.memory<host>},
+                %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<3xf32> {train.role = #train.role<param>, train.name = "w"},
+        tensor<3xf32> {train.role = #train.role<opt_state>, train.name = "w.momentum_buffer", train.memory = #train.memory<host>},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step} {
+  // expected-error@+1 {{'train.transfer_start' op reads operand #0 from device memory but a copy to the device reads host memory}}
+  %h = train.transfer_start to_device %w : tensor<3xf32> -> !train.pending<tensor<3xf32>>
+  %c = train.transfer_wait %h : !train.pending<tensor<3xf32>>
+  return %w, %m, %l : tensor<3xf32>, tensor<3xf32>, tensor<f32>
+}
+
+// -----
+
+// An NVMe write without the argument it writes.
+func.func @f(%c: tensor<3xf32>) {
+  // expected-error@+1 {{'train.transfer_start' op nvme_write needs the NVMe argument it writes ('to' TARGET)}}
+  %h = train.transfer_start nvme_write %c : tensor<3xf32> -> !train.pending<tensor<3xf32>>
+  %d = train.transfer_wait %h : !train.pending<tensor<3xf32>>
+  return
+}
+
+// -----
+
+// A copy with a target.
+func.func @step(%w: tensor<3xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
+                %m: tensor<3xf32> {train.role = #train.role<opt_state>, train.name = "w.momentum_buffer", train.init = #train.init<zeros>},
+                %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<3xf32> {train.role = #train.role<param>, train.name = "w"},
+        tensor<3xf32> {train.role = #train.role<opt_state>, train.name = "w.momentum_buffer"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step} {
+  %c = train.to_host %w : tensor<3xf32>
+  // expected-error@+1 {{'train.transfer_start' op to_device takes no target}}
+  %h = train.transfer_start to_device %c to %w : tensor<3xf32> : tensor<3xf32> -> !train.pending<tensor<3xf32>>
+  %d = train.transfer_wait %h : !train.pending<tensor<3xf32>>
+  return %w, %m, %l : tensor<3xf32>, tensor<3xf32>, tensor<f32>
+}
+
+// -----
+
+// A handle of another type.
+func.func @step(%w: tensor<3xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
+                %m: tensor<3xf32> {train.role = #train.role<opt_state>, train.name = "w.momentum_buffer", train.init = #train.init<zeros>},
+                %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<3xf32> {train.role = #train.role<param>, train.name = "w"},
+        tensor<3xf32> {train.role = #train.role<opt_state>, train.name = "w.momentum_buffer"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step} {
+  // expected-error@+1 {{'train.transfer_start' op yields one tensor of its input's type 'tensor<3xf32>'; the handle has '!train.pending<tensor<4xf32>>'}}
+  %h = train.transfer_start to_host %w : tensor<3xf32> -> !train.pending<tensor<4xf32>>
+  %c = train.transfer_wait %h : !train.pending<tensor<4xf32>>
+  return %w, %m, %l : tensor<3xf32>, tensor<3xf32>, tensor<f32>
+}
+
+// -----
+
+// A start without its wait.
+func.func @step(%w: tensor<3xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
+                %m: tensor<3xf32> {train.role = #train.role<opt_state>, train.name = "w.momentum_buffer", train.init = #train.init<zeros>},
+                %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<3xf32> {train.role = #train.role<param>, train.name = "w"},
+        tensor<3xf32> {train.role = #train.role<opt_state>, train.name = "w.momentum_buffer"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step} {
+  // expected-error@+1 {{'train.transfer_start' op needs exactly one train.transfer_wait of its handle}}
+  %h = train.transfer_start to_host %w : tensor<3xf32> -> !train.pending<tensor<3xf32>>
+  return %w, %m, %l : tensor<3xf32>, tensor<3xf32>, tensor<f32>
+}
+
+// -----
+
+// A transfer wait of a handle that no transfer started.
+func.func @f(%h: !train.pending<tensor<3xf32>>) {
+  // expected-error@+1 {{'train.transfer_wait' op waits a handle that no train.transfer_start returned}}
+  %c = train.transfer_wait %h : !train.pending<tensor<3xf32>>
+  return
+}
+
+// -----
+
+// An NVMe result returned from an asynchronous read.
+func.func @step(%w: tensor<3xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
+                %m: tensor<3xf32> {train.role = #train.role<opt_state>, train.name = "w.momentum_buffer", train.init = #train.init<zeros>, train.memory = #train.memory<nvme>},
+                %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+    -> (tensor<3xf32> {train.role = #train.role<param>, train.name = "w"},
+        tensor<3xf32> {train.role = #train.role<opt_state>, train.name = "w.momentum_buffer", train.memory = #train.memory<nvme>},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step} {
+  %h = train.transfer_start nvme_read %m : tensor<3xf32> -> !train.pending<tensor<3xf32>>
+  %r = train.transfer_wait %h : !train.pending<tensor<3xf32>>
+  // expected-error@+1 {{'func.return' op returns result #1, which is kept in an NVMe file, from something other than a train.nvme_write to the argument it updates}}
+  return %w, %r, %l : tensor<3xf32>, tensor<3xf32>, tensor<f32>
+}

@@ -265,10 +265,28 @@ MemorySpace autoshard::train::getMemorySpace(Value value) {
                 : MemorySpace::Device;
   }
   Operation *def = value.getDefiningOp();
+  if (auto wait = dyn_cast<TransferWaitOp>(def)) {
+    auto start = wait.getHandle().getDefiningOp<TransferStartOp>();
+    return start && start.getKind() == TransferKind::ToDevice
+               ? MemorySpace::Device
+               : MemorySpace::Host;
+  }
   if (isa<ToHostOp, NvmeReadOp, NvmeWriteOp>(def) ||
       def->hasAttr(TrainDialect::kOnHostAttrName))
     return MemorySpace::Host;
   return MemorySpace::Device;
+}
+
+/// The NVMe write behind a returned value: a train.nvme_write, or the wait
+/// of an asynchronous one; its target argument, or null.
+static Value nvmeWriteTarget(Value value) {
+  if (auto write = value.getDefiningOp<NvmeWriteOp>())
+    return write.getTarget();
+  if (auto wait = value.getDefiningOp<TransferWaitOp>())
+    if (auto start = wait.getHandle().getDefiningOp<TransferStartOp>();
+        start && start.getKind() == TransferKind::NvmeWrite)
+      return start.getTarget();
+  return Value();
 }
 
 /// "device memory", "host memory", "an NVMe file".
@@ -312,6 +330,11 @@ static LogicalResult verifyMemorySpaces(FunctionOpInterface func,
       if (isa<NvmeReadOp>(user) ||
           (isa<NvmeWriteOp>(user) && use.getOperandNumber() == 1))
         continue;
+      if (auto start = dyn_cast<TransferStartOp>(user);
+          start && (start.getKind() == TransferKind::NvmeRead ||
+                    (start.getKind() == TransferKind::NvmeWrite &&
+                     use.getOperandNumber() == 1)))
+        continue;
       return user->emitOpError()
              << "reads argument #" << arg.index << " (\"" << arg.name
              << "\"), which is in an NVMe file; read it with "
@@ -347,10 +370,9 @@ static LogicalResult verifyMemorySpaces(FunctionOpInterface func,
       for (auto [slot, value] : llvm::enumerate(op.getOperands())) {
         MemorySpace want = getResultMemorySpace(func, slot);
         if (want == MemorySpace::Nvme) {
-          auto write = value.getDefiningOp<NvmeWriteOp>();
+          Value target = nvmeWriteTarget(value);
           std::optional<unsigned> updated = sig.getUpdatedArg(slot);
-          if (!write || !updated ||
-              write.getTarget() != body.getArgument(*updated))
+          if (!target || !updated || target != body.getArgument(*updated))
             return op.emitOpError()
                    << "returns result #" << slot
                    << ", which is kept in an NVMe file, from something "
@@ -387,6 +409,46 @@ static LogicalResult verifyMemorySpaces(FunctionOpInterface func,
         return failure();
       continue;
     }
+    // An NVMe write's result says where the new value went; only the
+    // return reads it (the lowering gives it no buffer).
+    if (isa<TransferWaitOp>(op) && nvmeWriteTarget(op.getResult(0)))
+      for (Operation *user : op.getUsers())
+        if (!user->hasTrait<OpTrait::IsTerminator>())
+          return user->emitOpError()
+                 << "reads the result of a train.nvme_write; only the "
+                    "step's return may (read the written value instead)";
+    if (auto start = dyn_cast<TransferStartOp>(op)) {
+      // As the synchronous transfer of its kind.
+      Value input = start.getInput();
+      switch (start.getKind()) {
+      case TransferKind::ToHost:
+        if (failed(expect(&op, 0, input, MemorySpace::Device,
+                          "a copy to the host")))
+          return failure();
+        break;
+      case TransferKind::ToDevice:
+        if (failed(expect(&op, 0, input, MemorySpace::Host,
+                          "a copy to the device")))
+          return failure();
+        break;
+      case TransferKind::NvmeRead:
+        if (isa<BlockArgument>(input) &&
+            failed(expect(&op, 0, input, MemorySpace::Nvme, "an NVMe read")))
+          return failure();
+        break;
+      case TransferKind::NvmeWrite:
+        if (failed(expect(&op, 0, input, MemorySpace::Host,
+                          "an NVMe write")) ||
+            (isa_and_nonnull<BlockArgument>(start.getTarget()) &&
+             failed(expect(&op, 1, start.getTarget(), MemorySpace::Nvme,
+                           "an NVMe write"))))
+          return failure();
+        break;
+      }
+      continue;
+    }
+    if (isa<TransferWaitOp>(op))
+      continue;
     if (auto write = dyn_cast<NvmeWriteOp>(op)) {
       // Its result says where the new value went; only the return reads it
       // (the lowering gives it no buffer).

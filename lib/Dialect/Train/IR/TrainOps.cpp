@@ -1105,3 +1105,50 @@ LogicalResult NvmeReadOp::verify() {
 LogicalResult NvmeWriteOp::verify() {
   return verifyNvmeArgument(*this, getTarget(), "target");
 }
+
+LogicalResult TransferStartOp::verify() {
+  ArrayRef<Type> pending = getHandle().getType().getTypes();
+  if (pending.size() != 1 || pending[0] != getInput().getType())
+    return emitOpError() << "yields one tensor of its input's type "
+                         << getInput().getType() << "; the handle has "
+                         << getHandle().getType();
+  bool write = getKind() == TransferKind::NvmeWrite;
+  if (write != bool(getTarget()))
+    return emitOpError() << stringifyTransferKind(getKind())
+                         << (write ? " needs the NVMe argument it writes "
+                                     "('to' TARGET)"
+                                   : " takes no target");
+  if (write && getTarget().getType() != getInput().getType())
+    return emitOpError() << "writes " << getInput().getType()
+                         << " to an argument of type "
+                         << getTarget().getType();
+  if (getKind() == TransferKind::NvmeRead &&
+      failed(verifyNvmeArgument(*this, getInput(), "input")))
+    return failure();
+  if (write && failed(verifyNvmeArgument(*this, getTarget(), "target")))
+    return failure();
+  if (!getHandle().hasOneUse() ||
+      !isa<TransferWaitOp>(*getHandle().getUsers().begin()))
+    return emitOpError() << "needs exactly one train.transfer_wait of its "
+                            "handle";
+  return success();
+}
+
+LogicalResult TransferWaitOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr, OpaqueProperties, RegionRange,
+    SmallVectorImpl<Type> &results) {
+  auto pending = dyn_cast<PendingType>(operands[0].getType());
+  if (!pending || pending.getTypes().size() != 1)
+    return emitOptionalError(loc, "'train.transfer_wait' needs a "
+                                  "!train.pending handle of one tensor");
+  results.push_back(pending.getTypes()[0]);
+  return success();
+}
+
+LogicalResult TransferWaitOp::verify() {
+  if (!getHandle().getDefiningOp<TransferStartOp>())
+    return emitOpError() << "waits a handle that no train.transfer_start "
+                            "returned";
+  return success();
+}

@@ -63,15 +63,43 @@ Operation *inBlock(Block &block, Operation *op) {
   return block.findAncestorOpInBlock(*op);
 }
 
-/// A value the step has from its start: an argument, or a cast of one (a
-/// sharded master weight's bf16 compute copy), which can move to any point.
+/// A value the step has from its start: an argument, a cast of one (a
+/// sharded master weight's bf16 compute copy), or a transfer of one (an
+/// offloaded shard read from its file or copied to the device), which can
+/// move to any point with the ops that make it.
 bool isStepState(Value v, Block &body) {
   if (auto arg = dyn_cast<BlockArgument>(v))
     return arg.getOwner() == &body;
-  auto cast = v.getDefiningOp<CastOp>();
-  return cast && isa<BlockArgument>(cast.getInput()) &&
-         cast->getBlock() == &body;
+  Operation *def = v.getDefiningOp();
+  if (!def || def->getBlock() != &body)
+    return false;
+  if (auto cast = dyn_cast<CastOp>(def))
+    return isStepState(cast.getInput(), body);
+  if (auto wait = dyn_cast<TransferWaitOp>(def)) {
+    auto start = wait.getHandle().getDefiningOp<TransferStartOp>();
+    return start.getKind() != TransferKind::NvmeWrite &&
+           isStepState(start.getInput(), body);
+  }
+  return false;
 }
+
+/// Moves the ops that compute `op`'s operands, and theirs, before `op`
+/// where they are after it (the casts and transfers of step state).
+void hoistProducers(Operation *op) {
+  for (Value operand : op->getOperands()) {
+    Operation *def = operand.getDefiningOp();
+    if (!def || def->getBlock() != op->getBlock() || def->isBeforeInBlock(op))
+      continue;
+    def->moveBefore(op);
+    hoistProducers(def);
+  }
+}
+
+/// An offload transfer split into a start and a wait.
+struct TransferPair {
+  TransferStartOp start;
+  TransferWaitOp wait;
+};
 
 struct Pair {
   CollectiveStartOp start;
@@ -86,9 +114,11 @@ public:
 
   void run() {
     split();
+    splitTransfers();
     issueReductionsEarly();
     limitReductionsInFlight();
     prefetchGathers();
+    scheduleTransfers();
   }
 
 private:
@@ -202,18 +232,114 @@ private:
         start->moveAfter(gathers[i - depth]->wait);
       else
         moveToFront(start);
-      // A bf16 copy of a sharded master weight is cast just before its
-      // gather starts.
-      for (Value input : pair->start.getInputs())
-        if (auto cast = input.getDefiningOp<CastOp>())
-          if (start->isBeforeInBlock(cast))
-            cast->moveBefore(start);
+      // A bf16 copy of a sharded master weight is cast, and an offloaded
+      // shard read or copied, just before its gather starts.
+      hoistProducers(start);
+    }
+  }
+
+  /// Every offload transfer (to_host, to_device, nvme_read, nvme_write)
+  /// becomes a start where it was and a wait right before the first reader
+  /// of its result (the return, for an NVMe write).
+  void splitTransfers() {
+    for (Operation &op : llvm::make_early_inc_range(body)) {
+      std::optional<TransferKind> kind;
+      Value target;
+      if (isa<ToHostOp>(op))
+        kind = TransferKind::ToHost;
+      else if (isa<ToDeviceOp>(op))
+        kind = TransferKind::ToDevice;
+      else if (isa<NvmeReadOp>(op))
+        kind = TransferKind::NvmeRead;
+      else if (auto write = dyn_cast<NvmeWriteOp>(op)) {
+        kind = TransferKind::NvmeWrite;
+        target = write.getTarget();
+      }
+      if (!kind)
+        continue;
+      Operation *firstReader = body.getTerminator();
+      for (Operation *user : op.getResult(0).getUsers()) {
+        Operation *reader = inBlock(body, user);
+        if (reader && reader->isBeforeInBlock(firstReader))
+          firstReader = reader;
+      }
+      OpBuilder b(&op);
+      Value input = op.getOperand(0);
+      auto pending = PendingType::get(op.getContext(), {input.getType()});
+      auto start = TransferStartOp::create(b, op.getLoc(), pending, *kind,
+                                           input, target);
+      b.setInsertionPoint(firstReader);
+      auto wait = TransferWaitOp::create(b, op.getLoc(), start.getHandle());
+      op.getResult(0).replaceAllUsesWith(wait.getResult());
+      transfers.push_back({start, wait});
+      op.erase();
+    }
+  }
+
+  /// Transfers of step state (NVMe reads of offloaded states and shards,
+  /// copies of offloaded arguments) are prefetched as gathers are: the
+  /// k-th starts when the (k - depth)-th is waited, or earlier if a gather
+  /// it feeds already moved it. A transfer of a computed value starts as
+  /// soon as the value exists. At most `depth` NVMe writes are in flight:
+  /// each is waited, at the latest, when the one `depth` later starts, so
+  /// that the host buffers they read are freed. Depth 0 starts each
+  /// transfer right before its wait.
+  void scheduleTransfers() {
+    SmallVector<TransferPair *> fetches, writes;
+    for (TransferPair &pair : transfers) {
+      Value input = pair.start.getInput();
+      if (pair.start.getKind() == TransferKind::NvmeWrite)
+        writes.push_back(&pair);
+      else if (isStepState(input, body))
+        fetches.push_back(&pair);
+      else if (depth == 0)
+        pair.start->moveBefore(pair.wait);
+      else if (Operation *def = input.getDefiningOp())
+        pair.start->moveAfter(def);
+    }
+    llvm::sort(fetches, [](TransferPair *a, TransferPair *b) {
+      return a->wait->isBeforeInBlock(b->wait);
+    });
+    for (auto [i, pair] : llvm::enumerate(fetches)) {
+      Operation *start = pair->start;
+      if (depth == 0) {
+        start->moveBefore(pair->wait);
+        continue;
+      }
+      if (static_cast<int64_t>(i) < depth) {
+        if (isa<BlockArgument>(pair->start.getInput()))
+          moveToFront(start);
+        continue;
+      }
+      Operation *after = fetches[i - depth]->wait;
+      if (after->isBeforeInBlock(start)) {
+        start->moveAfter(after);
+        // A compute copy cast on the host, and the read it casts, come
+        // along.
+        hoistProducers(start);
+      }
+    }
+    llvm::sort(writes, [](TransferPair *a, TransferPair *b) {
+      return a->start->isBeforeInBlock(b->start);
+    });
+    for (auto [i, pair] : llvm::enumerate(writes)) {
+      Operation *wait = pair->wait;
+      if (depth == 0) {
+        wait->moveAfter(pair->start);
+        continue;
+      }
+      if (i + depth >= writes.size())
+        continue;
+      Operation *next = writes[i + depth]->start;
+      if (next->isBeforeInBlock(wait))
+        wait->moveBefore(next);
     }
   }
 
   Block &body;
   int64_t depth;
   SmallVector<Pair> pairs;
+  SmallVector<TransferPair> transfers;
   /// The last op moved to the start of the step.
   Operation *front = nullptr;
 };

@@ -74,10 +74,13 @@ void asrt_copy(asrt_context *ctx, void *dst, const void *src, int64_t bytes);
  * them explicitly. A memory=host argument's buffer is host memory; a
  * memory=nvme argument has no buffer (args[i] and the results that update
  * it are null) but a file of the driver's NVMe store, which the step reads
- * and writes whole. Every transfer is synchronous: it has completed when the
- * call returns. Bytes and time are counted per kind (to_host, to_device,
- * nvme_read, nvme_write) and each transfer is traced on its own track
- * (docs/RuntimeABI.md, "Offload"). */
+ * and writes whole. Every transfer runs on the context's offload stream, a
+ * thread of its own: asrt_copy_to_host, ..., asrt_nvme_write are
+ * synchronous (they have completed when the call returns);
+ * asrt_transfer_start / asrt_transfer_wait are their asynchronous form, for
+ * prefetching and for overlapping copies with compute. Bytes and time are
+ * counted per kind (to_host, to_device, nvme_read, nvme_write) and each
+ * transfer is traced on its own track (docs/RuntimeABI.md, "Offload"). */
 
 /* The step's host arena: like asrt_arena but in host memory (pinned host
  * memory on a GPU backend); the driver allocates it with the manifest memory
@@ -99,6 +102,26 @@ void asrt_nvme_read(asrt_context *ctx, int32_t arg_index, void *dst_host,
                     int64_t bytes);
 void asrt_nvme_write(asrt_context *ctx, int32_t arg_index, const void *src_host,
                      int64_t bytes);
+
+/* Transfer kinds of asrt_transfer_start. */
+enum { ASRT_TRANSFER_TO_HOST = 0, ASRT_TRANSFER_TO_DEVICE = 1, ASRT_TRANSFER_NVME_READ = 2, ASRT_TRANSFER_NVME_WRITE = 3 };
+/* Starts a transfer on the context's offload stream and returns its handle
+ * (> 0) at once. The stream is a thread of its own, separate from the
+ * communication thread (a copy engine / I/O queue), and runs transfers one
+ * at a time in start order. TO_HOST / TO_DEVICE copy `bytes` from src to
+ * dst (arg_index ignored, pass -1); NVME_READ reads argument arg_index's
+ * NVMe file into dst (src null); NVME_WRITE writes src into it (dst null);
+ * the same checks as the synchronous calls (bytes vs the manifest, store
+ * present), fatal with the same messages. dst and src must stay untouched
+ * by the caller until asrt_transfer_wait returns for this handle. */
+int64_t asrt_transfer_start(asrt_context *ctx, int32_t kind, int32_t arg_index,
+                            void *dst, const void *src, int64_t bytes);
+/* Blocks until transfer `handle` (and every transfer started before it) has
+ * completed. The blocked time counts as exposed offload time; a wait longer
+ * than --collective-timeout is fatal, naming the transfer waited for and the
+ * one the stream is stuck in. Every started handle must be waited exactly
+ * once, before the step returns. */
+void asrt_transfer_wait(asrt_context *ctx, int64_t handle);
 
 /* ---- Compute ----------------------------------------------------------
  *

@@ -105,7 +105,14 @@
 // and copies the compute copies to the device.
 // LOWERED: arg 0 param model.embed_tokens.weight f32 256 full=32x16 shard_axes=1 memory=nvme init=normal:0.02
 // LOWERED-SAME: memory peak={{[0-9]+}} persistent=136 {{.*}} host_persistent=0 host_arena={{[1-9][0-9]*}} nvme=49444
+// With overlap (the default) the transfers are asynchronous.
 // LOWERED: llvm.call @asrt_host_arena
-// LOWERED: llvm.call @asrt_nvme_read
-// LOWERED: llvm.call @asrt_copy_to_device
-// LOWERED: llvm.call @asrt_nvme_write
+// LOWERED: llvm.call @asrt_transfer_start
+// LOWERED: llvm.call @asrt_transfer_wait
+// LOWERED-NOT: llvm.call @asrt_nvme_read
+// Without overlap they are synchronous calls.
+// RUN: shard-compile --strategy=fsdp --world-size=2 --offload=nvme --offload-params=cpu --overlap=false --emit=mlir %t.llama.mlir -o - | FileCheck %s --check-prefix=SYNC
+// SYNC: llvm.call @asrt_nvme_read
+// SYNC: llvm.call @asrt_copy_to_device
+// SYNC: llvm.call @asrt_nvme_write
+// SYNC-NOT: asrt_transfer_start

@@ -6,6 +6,11 @@
 // RUN: shard-opt %t.sync.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=0})' | FileCheck %s --check-prefix=DEPTH0
 // RUN: shard-opt %t.sync.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives)' | shard-opt > /dev/null
 // RUN: not shard-opt %t.sync.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=-1})' 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// Offload transfers (DDP, momentum in NVMe files) become start/wait pairs
+// too; an invalid pair is an error of the ops' verifiers.
+// RUN: shard-opt --strategy=ddp --overlap=false --world-size=2 --offload=nvme %examples/mlp.mlir > %t.offload.mlir
+// RUN: shard-opt %t.offload.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=1})' | FileCheck %s --check-prefix=TRANSFERS
+// RUN: shard-opt %t.offload.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=0})' | FileCheck %s --check-prefix=TRANSFERS0
 // A step that is not partitioned is left alone.
 // RUN: shard-opt %examples/mlp.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives)' | FileCheck %s --check-prefix=UNPARTITIONED
 
@@ -82,3 +87,35 @@
 // REDUCE2-NEXT: %[[H2:.*]] = train.collective_start all_reduce
 // REDUCE2-NEXT: train.collective_wait %[[H1]]
 // REDUCE2-NEXT: train.collective_wait %[[H2]]
+
+// Depth 1: a gradient goes to the host as soon as it is reduced; the first
+// parameter's host copy starts at the top of the step; the next update's
+// parameter copy and NVMe read start while the current update waits and
+// runs; the new parameter goes back to the device and the new momentum
+// to its file right after the update; one NVMe write is in flight, waited
+// when the next starts.
+// TRANSFERS: %[[P0:.*]] = train.transfer_start to_host %arg0 : tensor<64x32xf32>
+// TRANSFERS: %[[G:.*]]:7 = train.collective_wait
+// TRANSFERS-NEXT: train.transfer_start to_host %[[G]]#2
+// TRANSFERS: %[[GH:.*]] = train.transfer_start to_host %[[G]]#5 : tensor<64x32xf32>
+// TRANSFERS: %[[R0:.*]] = train.transfer_start nvme_read %arg6 : tensor<64x32xf32>
+// TRANSFERS-NEXT: %[[PW:.*]] = train.transfer_wait %[[P0]]
+// TRANSFERS-NEXT: %[[GW:.*]] = train.transfer_wait %[[GH]]
+// TRANSFERS-NEXT: %[[LR:.*]] = train.transfer_wait
+// TRANSFERS-NEXT: %[[MW:.*]] = train.transfer_wait %[[R0]]
+// TRANSFERS-NEXT: train.transfer_start to_host %arg1 : tensor<64xf32>
+// TRANSFERS-NEXT: %[[NEW:.*]], %[[M1:.*]] = train.sgd %[[PW]], %[[GW]], %[[LR]] momentum_buffer %[[MW]]
+// TRANSFERS-NEXT: train.transfer_start to_device %[[NEW]]
+// TRANSFERS-NEXT: %[[W0:.*]] = train.transfer_start nvme_write %[[M1]] to %arg6
+// TRANSFERS-NEXT: train.transfer_start nvme_read %arg7
+// TRANSFERS: train.sgd
+// TRANSFERS: train.transfer_wait %[[W0]]
+// TRANSFERS-NEXT: train.transfer_start nvme_write
+// TRANSFERS: return
+
+// Depth 0: each transfer starts right before its wait, and each NVMe write
+// is waited right after it starts.
+// TRANSFERS0: %[[R:.*]] = train.transfer_start nvme_read %arg6
+// TRANSFERS0-NEXT: train.transfer_wait %[[R]]
+// TRANSFERS0: %[[W:.*]] = train.transfer_start nvme_write
+// TRANSFERS0-NEXT: train.transfer_wait %[[W]]

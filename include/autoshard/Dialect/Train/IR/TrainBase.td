@@ -168,6 +168,16 @@ def Train_CollectiveKind : I32EnumAttr<"CollectiveKind",
   let cppNamespace = "::autoshard::train";
 }
 
+def Train_TransferKind : I32EnumAttr<"TransferKind",
+    "which offload transfer an asynchronous start issues", [
+  I32EnumAttrCase<"ToHost", 0, "to_host">,
+  I32EnumAttrCase<"ToDevice", 1, "to_device">,
+  I32EnumAttrCase<"NvmeRead", 2, "nvme_read">,
+  I32EnumAttrCase<"NvmeWrite", 3, "nvme_write">
+]> {
+  let cppNamespace = "::autoshard::train";
+}
+
 //===----------------------------------------------------------------------===//
 // Types
 //===----------------------------------------------------------------------===//

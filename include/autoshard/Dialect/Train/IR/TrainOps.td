@@ -1044,4 +1044,53 @@ def Train_NvmeWriteOp : Train_Op<"nvme_write", [
   let hasVerifier = 1;
 }
 
+def Train_TransferStartOp : Train_Op<"transfer_start", [
+    MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "issue an offload transfer; its result arrives at the matching wait";
+  let description = [{
+    Starts the transfer `kind` (as `train.to_host`, `train.to_device`,
+    `train.nvme_read` or `train.nvme_write` would run it: `input` is the
+    copied value, the NVMe argument read, or the value written to `target`)
+    and returns at once; it runs on the runtime's offload stream while the
+    ops between the start and its `train.transfer_wait` compute.
+    `autoshard-schedule-collectives` splits transfers into start/wait pairs
+    and moves them apart (NVMe reads and copies of offloaded state are
+    prefetched).
+
+    ```mlir
+    %h = train.transfer_start nvme_read %exp_avg : tensor<1024xf32>
+        -> !train.pending<tensor<1024xf32>>
+    ...                                   // computes while it reads
+    %m = train.transfer_wait %h : !train.pending<tensor<1024xf32>>
+    %h2 = train.transfer_start nvme_write %m2 to %exp_avg : tensor<1024xf32>
+        : tensor<1024xf32> -> !train.pending<tensor<1024xf32>>
+    ```
+
+    Every start has exactly one wait.
+  }];
+  let arguments = (ins Train_TransferKind:$kind, AnyRankedTensor:$input,
+                       Optional<AnyRankedTensor>:$target);
+  let results = (outs Train_PendingType:$handle);
+  let assemblyFormat = [{
+    $kind $input (`to` $target^ `:` type($target))? attr-dict `:`
+    type($input) `->` qualified(type($handle))
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_TransferWaitOp : Train_Op<"transfer_wait", [
+    MemoryEffects<[MemRead, MemWrite]>,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "the result of a started transfer, once it completes";
+  let description = [{
+    ```mlir
+    %m = train.transfer_wait %h : !train.pending<tensor<1024xf32>>
+    ```
+  }];
+  let arguments = (ins Train_PendingType:$handle);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$handle attr-dict `:` qualified(type($handle))";
+  let hasVerifier = 1;
+}
+
 #endif // AUTOSHARD_DIALECT_TRAIN_TRAINOPS_TD

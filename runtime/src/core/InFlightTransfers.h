@@ -1,0 +1,73 @@
+// The offload transfers asrt_transfer_start started and asrt_transfer_wait
+// has not yet waited.
+#pragma once
+
+#include "core/CommStream.h"
+#include "core/Expected.h"
+#include "core/Stats.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace autoshard::rt {
+
+/// One transfer: what moves, from where to where. `arg` is the NVMe
+/// argument of a read or write (-1 for a host/device copy); a read has no
+/// `src`, a write no `dst`.
+struct Transfer {
+  TransferKind kind = TransferKind::ToHost;
+  int32_t arg = -1;
+  void *dst = nullptr;
+  const void *src = nullptr;
+  int64_t bytes = 0;
+};
+
+/// One started transfer: what the offload thread runs, and the stream
+/// operation that runs it. Its address stays fixed until it is waited.
+struct InFlightTransfer {
+  Transfer transfer;
+  StreamOpInfo info;
+  uint64_t seq = 0;
+  /// asrt_transfer_start's handle; 0 while the slot is free.
+  int64_t handle = 0;
+  /// The context, for the offload thread's use.
+  asrt_context *ctx = nullptr;
+};
+
+/// Bookkeeping of asrt_transfer_start / asrt_transfer_wait: handles (1, 2,
+/// 3, ... in start order, apart from asrt_bucket_start's) and slots reused
+/// across steps. Pure, no transfers: a waited transfer's slot goes back to
+/// a free list, so a step that starts the same transfers every step stops
+/// allocating after the first.
+class InFlightTransfers {
+public:
+  /// A free slot with the next handle; the caller fills it in.
+  InFlightTransfer &start();
+  /// The in-flight transfer of `handle`. Fails, saying why, for a handle
+  /// that was never started or was already waited.
+  Expected<InFlightTransfer *> find(int64_t handle) const;
+  /// Frees the slot of a waited transfer.
+  void release(InFlightTransfer &slot);
+
+  size_t inFlight() const { return active.size(); }
+  int64_t lastHandle() const { return nextHandle - 1; }
+  /// Slots created so far: the most transfers that were ever in flight at
+  /// once.
+  size_t slots() const { return storage.size(); }
+  /// Success when nothing is in flight; otherwise an error listing the
+  /// transfers not waited (kind, handle, argument, bytes), for `when`
+  /// ("step 3 returned").
+  Status checkAllWaited(const std::string &when) const;
+
+private:
+  std::vector<std::unique_ptr<InFlightTransfer>> storage;
+  std::vector<InFlightTransfer *> freeSlots;
+  /// In start order.
+  std::vector<InFlightTransfer *> active;
+  int64_t nextHandle = 1;
+};
+
+} // namespace autoshard::rt
