@@ -164,16 +164,24 @@ MemoryEstimate autoshard::cost::estimateMemory(const ModelDescription &model,
   // A bucket's full gradients live until its reduce-scatter is waited: the
   // open bucket and those in flight.
   device.pendingGradients = largestWindow(scatterBuckets, inFlight);
-  // Packed buffers: one per collective in flight, gathers and reductions
-  // both running in the backward pass.
+  // Packed buffers: one per collective in flight. Gathers and reductions
+  // run at once only where the backward pass gathers parameters (ZeRO-3,
+  // FSDP); ZeRO-1/2 gather the updated shards after the last reduction.
+  bool concurrent = !backwardUnits.empty();
+  int64_t inFlightBuffers =
+      concurrent ? largestGather + largestReduction
+                 : std::max(largestGather, largestReduction);
   device.communicationBuffers =
       plan.overlap && plan.prefetchDepth > 0
-          ? plan.prefetchDepth * (largestGather + largestReduction)
+          ? plan.prefetchDepth * inFlightBuffers
           : std::max(largestGather, largestReduction);
 
   device.activations =
       activationBytesPerRank(model, plan, N, &estimate.activationsEstimated,
                              &estimate.activationsUnknown);
+  for (const ActivationMeasurement &m : model.activationMeasurements)
+    if (m.worldSize == N && m.checkpointing == plan.checkpointing)
+      device.stepBuffers = m.stepBytesPerRank;
 
   // Offload staging: a bucket of gradients down and of updated parameters
   // up; the shards of the units being fetched; pinned buffers for NVMe.

@@ -229,6 +229,7 @@ FailureOr<cost::ModelDescription> autoshard::describeStep(ModuleOp module,
     measured.checkpointing = mode;
     measured.bytesPerRank =
         plan->stepMaxBy[static_cast<int>(MemoryCategory::Activations)];
+    measured.stepBytesPerRank = plan->stepPeak;
     model.activationMeasurements.push_back(measured);
   }
   return model;
@@ -283,22 +284,29 @@ Choice autoshard::chooseStrategy(const cost::ModelDescription &model,
 void autoshard::selectCandidate(Choice &choice) {
   // DDP when it fits on the device: whole states, the fewest collectives,
   // no gathers and no offload; what sharding would save shows in the
-  // report. Otherwise the fastest plan that fits; within 5% of it, the
-  // least sharded, the least offloaded, the least recomputation, the fewest
-  // bytes on the wire.
+  // report. Otherwise the fastest plan that fits without offload, and only
+  // when none does, with it; within 5% of the fastest, the least sharded,
+  // the least offloaded, the least recomputation, the fewest bytes on the
+  // wire.
+  auto offloaded = [](const Candidate &c) {
+    return static_cast<int>(c.estimate.plan.optimizerOffload) +
+           static_cast<int>(c.estimate.plan.parameterOffload);
+  };
+  bool fitsOnDevice = llvm::any_of(choice.candidates, [&](const Candidate &c) {
+    return c.fits && offloaded(c) == 0;
+  });
+  auto considered = [&](const Candidate &c) {
+    return c.fits && (!fitsOnDevice || offloaded(c) == 0);
+  };
   choice.chosen = -1;
   double best = -1;
   for (const Candidate &c : choice.candidates)
-    if (c.fits && (best < 0 || c.estimate.time.total() < best))
+    if (considered(c) && (best < 0 || c.estimate.time.total() < best))
       best = c.estimate.time.total();
   if (best < 0) {
     choice.reason = "no plan fits";
     return;
   }
-  auto offloaded = [](const Candidate &c) {
-    return static_cast<int>(c.estimate.plan.optimizerOffload) +
-           static_cast<int>(c.estimate.plan.parameterOffload);
-  };
   auto key = [&](const Candidate &c) {
     return std::make_tuple(shardingRank(c.options.strategy), offloaded(c),
                            static_cast<int>(c.estimate.plan.checkpointing),
@@ -314,7 +322,7 @@ void autoshard::selectCandidate(Choice &choice) {
   for (auto [i, c] : llvm::enumerate(choice.candidates)) {
     bool eligible = ddpFits ? plainDdp(c)
                             : c.estimate.time.total() <= best * 1.05;
-    if (!c.fits || !eligible)
+    if (!considered(c) || !eligible)
       continue;
     if (choice.chosen < 0 || key(c) < key(choice.candidates[choice.chosen]))
       choice.chosen = static_cast<int>(i);
@@ -328,9 +336,12 @@ void autoshard::selectCandidate(Choice &choice) {
                     .str()
               : llvm::formatv("{0}: estimated {1:f1} ms per step, the least "
                               "sharded of the plans that fit within 5% of "
-                              "the fastest ({2:f1} ms); DDP does not fit",
+                              "the fastest ({2:f1} ms); DDP does not fit{3}",
                               cost::describePlan(chosen.estimate.plan),
-                              ms(chosen.estimate.time.total()), ms(best))
+                              ms(chosen.estimate.time.total()), ms(best),
+                              fitsOnDevice ? ""
+                                           : ", and no plan fits without "
+                                             "offload")
                     .str();
 }
 
@@ -360,6 +371,8 @@ std::string autoshard::formatCostReport(const Choice &choice, bool json) {
                {"gathered_parameters", m.gatheredParameters},
                {"pending_gradients", m.pendingGradients},
                {"communication_buffers", m.communicationBuffers},
+               {"offload_staging", m.offloadStaging},
+               {"step_buffers", m.stepBuffers},
                {"activations_estimated",
                 c.estimate.memory.activationsEstimated}}},
           {"bytes_per_step",

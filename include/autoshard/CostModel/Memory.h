@@ -38,13 +38,24 @@ struct MemoryBreakdown {
   int64_t communicationBuffers = 0;
   /// Device buffers of transfers to and from host memory or NVMe.
   int64_t offloadStaging = 0;
+  /// The step buffers of the DDP memory plan at their peak, when measured:
+  /// activations and the gradients alive with them, in the compiled step's
+  /// arena (gradients are never kept between steps). 0 when unknown.
+  int64_t stepBuffers = 0;
 
   int64_t modelStates() const {
     return parameters + gradients + optimizerStates;
   }
-  /// Every category at once: an upper bound of the peak (activations peak
-  /// before the gradients do).
+  /// The peak. With the measured step buffers: the states kept between
+  /// steps, those buffers (gradients included, at the moment they peak
+  /// with the activations; a sharded plan's gradient shards and pending
+  /// full gradients are no larger than DDP's full gradients), and what a
+  /// plan adds to them. Otherwise every category at once, an upper bound
+  /// (activations peak before the gradients do).
   int64_t total() const {
+    if (stepBuffers > 0)
+      return parameters + optimizerStates + stepBuffers + gatheredParameters +
+             communicationBuffers + offloadStaging;
     return modelStates() + activations + gatheredParameters + pendingGradients +
            communicationBuffers + offloadStaging;
   }

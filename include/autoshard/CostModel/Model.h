@@ -59,11 +59,15 @@ struct ParameterTensor {
 
 /// Activation bytes per rank that the compiler's memory plan measured for
 /// one world size and checkpointing mode (its `activations` category at the
-/// peak).
+/// peak), under DDP.
 struct ActivationMeasurement {
   int64_t worldSize = 1;
   ActivationCheckpointing checkpointing = ActivationCheckpointing::None;
   int64_t bytesPerRank = 0;
+  /// The plan's step buffers at their peak (its arena): the activations
+  /// with the gradients and temporaries alive at the same moment, which the
+  /// compiled step keeps in one arena. 0 when not measured.
+  int64_t stepBytesPerRank = 0;
 };
 
 /// The architecture of a decoder-only transformer as `shard-gen` builds it

@@ -350,6 +350,31 @@ def cmd_predicted_bytes(args):
         sys.exit("the cost model's bytes differ from the measured ones")
 
 
+def cmd_predicted_peak(args):
+    """The cost model's device memory (its total less the communication
+    buffers, which the runtime allocates apart and does not count in its
+    peak) is within --rtol of the peak the binary measured."""
+    with open(args.report) as f:
+        report = json.load(f)
+    plans = [c for c in report["candidates"]
+             if c["strategy"] == args.strategy and
+             c["activation_checkpointing"] == "none" and
+             "offload=none/none" in c["plan"] and
+             "reshard=after_backward" not in c["plan"]]
+    if not plans:
+        sys.exit(f"{args.report}: no {args.strategy} candidate")
+    memory = plans[0]["memory_bytes"]
+    predicted = memory["total"] - memory["communication_buffers"]
+    with open(args.stats) as f:
+        measured = json.load(f)["peak_bytes"]
+    error = predicted / measured - 1
+    print(f"{args.strategy}: predicted {predicted}, measured {measured} "
+          f"({error:+.2%})")
+    if abs(error) > args.rtol:
+        sys.exit(f"the cost model's memory is {error:+.2%} off the measured "
+                 f"peak, more than {args.rtol:.0%}")
+
+
 def cmd_asdata(args):
     rng = random.Random(args.seed)
     teacher = [[rng.gauss(0, 1) for _ in range(args.features)]
@@ -526,6 +551,11 @@ def main():
     p = sub.add_parser("peak")
     p.add_argument("a")
     p.add_argument("--manifest", required=True)
+    p = sub.add_parser("predicted-peak")
+    p.add_argument("report")
+    p.add_argument("--strategy", required=True)
+    p.add_argument("--stats", required=True)
+    p.add_argument("--rtol", type=float, required=True)
     p = sub.add_parser("peak-below")
     p.add_argument("a")
     p.add_argument("b")
@@ -545,7 +575,7 @@ def main():
         return CHECKPOINT_COMMANDS[args.cmd](args)
     {"losses": cmd_losses, "params": cmd_params, "falls": cmd_falls,
      "below": cmd_below, "traffic": cmd_traffic, "peak": cmd_peak,
-     "peak-below": cmd_peak_below, "predicted-bytes": cmd_predicted_bytes,
+     "peak-below": cmd_peak_below, "predicted-peak": cmd_predicted_peak, "predicted-bytes": cmd_predicted_bytes,
      "asdata": cmd_asdata}[args.cmd](args)
 
 
