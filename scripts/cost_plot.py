@@ -2,23 +2,33 @@
 """Plots a --strategy=auto cost report: memory per rank and step time per plan.
 
   shard-opt --strategy=auto ... --cost-report=json --cost-report-file=r.json
-  python3 scripts/cost_plot.py r.json out.svg [--checkpointing none]
+  python3 scripts/cost_plot.py r.json out.png [--checkpointing none]
 
 Two bar charts side by side, one bar per candidate plan (optionally only
 those with one checkpointing mode): estimated memory per rank stacked by
-category, with the device's memory as a line, and estimated step time
-stacked as compute and exposed communication. The chosen plan is outlined.
-Standard library only (SVG; no plotting library is needed).
+category as the model adds them up (docs/CostModel.md, "Memory per rank"),
+with the device's memory as a line, and estimated step time stacked as
+compute, exposed communication and exposed offload. The chosen plan is
+outlined. The chart is drawn as SVG with the standard library; an output
+ending in .png is converted with rsvg-convert (Debian's librsvg2-bin,
+which scripts/setup.sh installs).
 """
 
 import argparse
 import json
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
 
-MEMORY = [("parameters", "#4c72b0"), ("gradients", "#dd8452"),
-          ("optimizer_states", "#55a868"), ("activations", "#c44e52"),
-          ("gathered_parameters", "#8172b3"), ("pending_gradients", "#937860"),
-          ("communication_buffers", "#da8bc3")]
+# What total() adds: the states kept between steps, the step's buffers (the
+# DDP plan's arena when measured: activations with the gradients alive with
+# them; otherwise activations, gradients and pending gradients each at
+# their peak), and what the plan adds to them.
+MEMORY = [("parameters", "#4c72b0"), ("optimizer_states", "#55a868"),
+          ("step_buffers", "#c44e52"), ("gathered_parameters", "#8172b3"),
+          ("communication_buffers", "#da8bc3"), ("offload_staging", "#937860")]
 TIME = [("compute", "#4c72b0"), ("exposed_communication", "#c44e52"),
         ("exposed_offload", "#937860")]
 
@@ -53,13 +63,13 @@ def bars(out, x0, y0, width, height, rows, parts, unit, scale, title, chosen,
         x = x0 + limit / top * width
         out.append(f'<line x1="{x:.1f}" y1="{y0}" x2="{x:.1f}" '
                    f'y2="{y0 + height}" stroke="black" stroke-dasharray="4"/>')
-    y = y0 + height + 16
-    x = x0
-    for part, color in parts:
+    # The legend, three entries per line under the chart.
+    for k, (part, color) in enumerate(parts):
+        x = x0 + (k % 3) * 130
+        y = y0 + height + 16 + (k // 3) * 14
         out.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" '
                    f'fill="{color}"/><text x="{x + 13}" y="{y}" '
                    f'font-size="10">{part.replace("_", " ")}</text>')
-        x += 20 + 6 * len(part)
 
 
 def main():
@@ -81,26 +91,47 @@ def main():
             continue
         if i == report["chosen"]:
             chosen = len(rows)
-        label = c["plan"].split(" bucket=")[0] + \
-            f' ({c["activation_checkpointing"]})'
-        rows.append((label, dict(c["memory_bytes"], **c["step_ms"])))
+        label = " ".join(f for f in c["plan"].split()
+                         if not f.startswith(("bucket=", "prefetch=")))
+        memory = dict(c["memory_bytes"])
+        if not memory.get("step_buffers"):
+            memory["step_buffers"] = (memory["activations"] +
+                                      memory["gradients"] +
+                                      memory["pending_gradients"])
+        rows.append((label, dict(memory, **c["step_ms"])))
     if not rows:
         sys.exit(f"error: {args.report} has no candidate to plot")
     height = 14 * len(rows)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="1300" '
-           f'height="{height + 110}" font-family="sans-serif">',
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="1440" '
+           f'height="{height + 120}" font-family="sans-serif">',
            '<rect width="100%" height="100%" fill="white"/>',
            f'<text x="10" y="20" font-size="14">{report["model"]} on '
            f'{report["nodes"]} x {report["ranks_per_node"]} '
            f'{report["device"]}: estimated memory per rank and step time'
            f'</text>']
-    bars(out, 330, 50, 300, height, [(l, r) for l, r in rows], MEMORY, "GiB",
+    bars(out, 420, 50, 300, height, [(l, r) for l, r in rows], MEMORY, "GiB",
          2**30, "memory per rank (GiB)", chosen, args.memory_limit or None)
-    bars(out, 960, 50, 260, height, [(l, r) for l, r in rows], TIME, "ms",
+    bars(out, 1060, 50, 260, height, [(l, r) for l, r in rows], TIME, "ms",
          1, "step time (ms)", chosen)
     out.append("</svg>")
-    with open(args.out, "w") as f:
-        f.write("\n".join(out) + "\n")
+    svg = "\n".join(out) + "\n"
+    if not args.out.endswith(".png"):
+        with open(args.out, "w") as f:
+            f.write(svg)
+        return
+    converter = shutil.which("rsvg-convert")
+    if not converter:
+        sys.exit("error: writing a PNG needs rsvg-convert (Debian: "
+                 "librsvg2-bin, installed by scripts/setup.sh); or name an "
+                 ".svg output")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "plot.svg")
+        with open(path, "w") as f:
+            f.write(svg)
+        proc = subprocess.run([converter, "--format=png", "-o", args.out,
+                               path], stderr=subprocess.PIPE, text=True)
+        if proc.returncode != 0:
+            sys.exit(f"error: rsvg-convert failed: {proc.stderr}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ packages=(
   ninja-build ccache cmake
   openmpi-bin libopenmpi-dev libopenblas-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev python3 python3-numpy
+  librsvg2-bin
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -60,7 +60,9 @@
 // RUN: not shard-opt --strategy=zero3 --device=h100-80gb %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=NOTAUTO
 // NOTAUTO: shard-opt: error: --device, --nodes, --gpus-per-node, --cost-report and --cost-report-file are for --strategy=auto
 
-// The plot script draws the JSON report.
+// The plot script draws the JSON report, as SVG and as PNG.
+// RUN: %python %S/../../scripts/cost_plot.py %t.json %t.png
+// RUN: %python -c "import sys; sys.exit(open(sys.argv[1], 'rb').read(8) != bytes([137, 80, 78, 71, 13, 10, 26, 10]))" %t.png
 // RUN: %python %S/../../scripts/cost_plot.py %t.json %t.svg
 // RUN: FileCheck %s --check-prefix=PLOT < %t.svg
 // PLOT: <svg
