@@ -132,7 +132,10 @@ CostEstimate autoshard::cost::estimateCost(const ModelDescription &model,
 
   const double forwardPerMicroBatch = time.forwardCompute / double(K);
   const double backwardPerMicroBatch = time.backwardCompute / double(K);
-  if (!plan.overlap || plan.prefetchDepth == 0) {
+  // On a CPU node the communication thread runs MPI on the cores the
+  // ranks compute on: nothing overlaps (bench/cost_ranking.py measures it).
+  bool sharedCores = cluster.device.kind == DeviceKind::CPU;
+  if (!plan.overlap || plan.prefetchDepth == 0 || sharedCores) {
     time.exposedCommunication = time.communication;
   } else {
     // Per micro-batch, the communication stream runs the forward gathers

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""The cost model's ranking of strategies by step time against measured runs.
+
+Asks `shard-opt --strategy=auto --cost-report=json` for the estimated step
+time of every preset (no recomputation, no offload, parameters resharded
+after the forward pass) on N ranks of --device, then compiles each preset,
+runs it on N CPU ranks and reads the measured mean step time from
+--stats-json. It prints both, each preset's rank under each, and Kendall's
+tau between the two orders (1: the same order, -1: reversed), with the
+pairs the model orders wrongly.
+
+The step times are wall-clock on whatever machine runs this, so they are
+noise where ranks share few cores; nothing here is a test threshold. The
+model's figures for `cpu-node` are data-sheet and assumed values
+(data/devices/cpu-node.json); a disagreement says which to calibrate.
+
+  python3 bench/cost_ranking.py --bin build/bin
+  python3 bench/cost_ranking.py --bin build/bin --ranks 4 --steps 10
+"""
+
+import argparse
+import itertools
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+from benchlib import (GPT2_4x256, check_tools, mpirun_command,
+                      rank_environment, run)
+
+PRESETS = ["ddp", "zero1", "zero2", "zero3", "fsdp"]
+
+
+def estimated_times(report):
+    """Estimated ms per step of each preset's plain plan."""
+    times = {}
+    for c in report["candidates"]:
+        plan = c["plan"]
+        if (c["strategy"] in PRESETS and
+                c["activation_checkpointing"] == "none" and
+                "offload=none/none" in plan and
+                "reshard=after_backward" not in plan):
+            times.setdefault(c["strategy"], c["step_ms"]["total"])
+    return times
+
+
+def kendall_tau(a, b, keys):
+    """Kendall's tau of two orders of `keys` (ties count as neither), and
+    the pairs that disagree."""
+    concordant = discordant = 0
+    wrong = []
+    for x, y in itertools.combinations(keys, 2):
+        s = (a[x] - a[y]) * (b[x] - b[y])
+        if s > 0:
+            concordant += 1
+        elif s < 0:
+            discordant += 1
+            wrong.append((x, y))
+    pairs = concordant + discordant
+    return ((concordant - discordant) / pairs if pairs else 1.0), wrong
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--bin", default="build/bin",
+                        help="directory with shard-gen, shard-opt and "
+                             "shard-compile")
+    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--device", default="cpu-node")
+    parser.add_argument("--strategies", default=",".join(PRESETS))
+    parser.add_argument("--mpirun", default=shutil.which("mpirun") or "mpirun")
+    args = parser.parse_args()
+    if args.ranks < 2:
+        sys.exit(f"error: --ranks must be at least 2, got {args.ranks}")
+    if args.steps < 2:
+        sys.exit(f"error: --steps must be at least 2 (the first step warms "
+                 f"up), got {args.steps}")
+    strategies = args.strategies.split(",")
+    for s in strategies:
+        if s not in PRESETS:
+            sys.exit(f"error: unknown strategy '{s}' in --strategies; "
+                     f"valid: {', '.join(PRESETS)}")
+    check_tools(args.bin, ("shard-gen", "shard-opt", "shard-compile"))
+    mpirun = mpirun_command(args.mpirun, args.ranks)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        env = rank_environment(tmp)
+        step = os.path.join(tmp, "model.mlir")
+        run([os.path.join(args.bin, "shard-gen")] + GPT2_4x256 +
+            [f"--micro-batch={2 * args.ranks}", "-o", step])
+        report_file = os.path.join(tmp, "report.json")
+        run([os.path.join(args.bin, "shard-opt"), "--strategy=auto",
+             f"--world-size={args.ranks}", f"--device={args.device}",
+             "--cost-report=json", f"--cost-report-file={report_file}", step,
+             "-o", os.devnull])
+        with open(report_file) as f:
+            estimated = estimated_times(json.load(f))
+        measured = {}
+        for strategy in strategies:
+            if strategy not in estimated:
+                sys.exit(f"error: the cost report has no plain {strategy} "
+                         "plan")
+            binary = os.path.join(tmp, strategy)
+            run([os.path.join(args.bin, "shard-compile"),
+                 f"--strategy={strategy}", f"--world-size={args.ranks}",
+                 step, "-o", binary])
+            stats = binary + ".json"
+            run(mpirun + [binary, "--steps", str(args.steps),
+                          "--stats-json", stats], env=env)
+            with open(stats) as f:
+                measured[strategy] = json.load(f)["mean_step_ms"]
+
+    def ranks(times):
+        order = sorted(strategies, key=lambda s: times[s])
+        return {s: order.index(s) + 1 for s in strategies}
+
+    est_rank, meas_rank = ranks(estimated), ranks(measured)
+    tau, wrong = kendall_tau(estimated, measured, strategies)
+    print(f"gpt2 4 layers x 256, {args.ranks} ranks: estimated on "
+          f"{args.device} against measured here, mean of {args.steps} steps")
+    print(f"{'':8}{'estimated ms':>14}{'rank':>6}{'measured ms':>14}"
+          f"{'rank':>6}")
+    for s in strategies:
+        print(f"{s:8}{estimated[s]:>14.2f}{est_rank[s]:>6}"
+              f"{measured[s]:>14.2f}{meas_rank[s]:>6}")
+    print(f"Kendall's tau {tau:+.2f}" +
+          ("" if not wrong else "; ordered wrongly: " +
+           ", ".join(f"{x}/{y}" for x, y in wrong)))
+
+
+if __name__ == "__main__":
+    main()
