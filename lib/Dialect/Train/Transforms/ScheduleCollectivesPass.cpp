@@ -286,16 +286,23 @@ private:
   /// transfer right before its wait.
   void scheduleTransfers() {
     SmallVector<TransferPair *> fetches, writes;
+    // The transfers started after one op keep their program order (the
+    // order their results are needed in: the offload thread runs them in
+    // start order).
+    DenseMap<Operation *, Operation *> lastStartedAfter;
     for (TransferPair &pair : transfers) {
       Value input = pair.start.getInput();
-      if (pair.start.getKind() == TransferKind::NvmeWrite)
+      if (pair.start.getKind() == TransferKind::NvmeWrite) {
         writes.push_back(&pair);
-      else if (isStepState(input, body))
+      } else if (isStepState(input, body)) {
         fetches.push_back(&pair);
-      else if (depth == 0)
+      } else if (depth == 0) {
         pair.start->moveBefore(pair.wait);
-      else if (Operation *def = input.getDefiningOp())
-        pair.start->moveAfter(def);
+      } else if (Operation *def = input.getDefiningOp()) {
+        Operation *&after = lastStartedAfter[def];
+        pair.start->moveAfter(after ? after : def);
+        after = pair.start;
+      }
     }
     llvm::sort(fetches, [](TransferPair *a, TransferPair *b) {
       return a->wait->isBeforeInBlock(b->wait);

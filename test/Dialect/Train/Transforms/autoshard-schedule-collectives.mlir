@@ -94,10 +94,12 @@
 // runs; the new parameter goes back to the device and the new momentum
 // to its file right after the update; one NVMe write is in flight, waited
 // when the next starts.
+// The gradients' copies start in the order the updates read them, so the
+// first update waits only for its own.
 // TRANSFERS: %[[P0:.*]] = train.transfer_start to_host %arg0 : tensor<64x32xf32>
 // TRANSFERS: %[[G:.*]]:7 = train.collective_wait
-// TRANSFERS-NEXT: train.transfer_start to_host %[[G]]#2
-// TRANSFERS: %[[GH:.*]] = train.transfer_start to_host %[[G]]#5 : tensor<64x32xf32>
+// TRANSFERS-NEXT: %[[GH:.*]] = train.transfer_start to_host %[[G]]#5 : tensor<64x32xf32>
+// TRANSFERS-NEXT: train.transfer_start to_host %[[G]]#6 : tensor<64xf32>
 // TRANSFERS: %[[R0:.*]] = train.transfer_start nvme_read %arg6 : tensor<64x32xf32>
 // TRANSFERS-NEXT: %[[PW:.*]] = train.transfer_wait %[[P0]]
 // TRANSFERS-NEXT: %[[GW:.*]] = train.transfer_wait %[[GH]]

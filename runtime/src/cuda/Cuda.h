@@ -1,0 +1,170 @@
+// The CUDA backend's kernels, as C++ functions over device pointers.
+//
+// Each function mirrors the ABI call of the same name (abi.h: the same
+// arguments, dtype codes and aliasing rules) without the context, plus the
+// stream it launches on; it returns once the work is queued. The extern "C"
+// asrt_* entry points of a CUDA training binary wrap these; the tests call
+// them directly, next to the CPU backend's asrt_* as the reference.
+// Compiled by nvcc (CUDA 13, sm_90); the header itself is plain C++ and
+// needs only the CUDA runtime's types.
+#pragma once
+
+#include "autoshard/rt/abi.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+namespace autoshard::rt::cuda {
+
+/// CUDA devices this process can see, or -1 with `error` set when the
+/// driver or runtime cannot tell (no driver: "no CUDA device").
+int deviceCount(std::string &error);
+
+/// Fatal, naming `what` and CUDA's error string, unless `status` is
+/// cudaSuccess.
+void check(cudaError_t status, const char *what);
+
+// ---- Attention (Attention.cu) ----
+// asrt_causal_attention_fwd / _grad. head_dim is at most 128 (fatal above).
+void causalAttentionFwd(cudaStream_t stream, int32_t dtype, const void *q,
+                        const void *k, const void *v, void *out, float *lse,
+                        int64_t batch, int64_t seq, int64_t heads,
+                        int64_t kv_heads, int64_t head_dim, float scale);
+void causalAttentionGrad(cudaStream_t stream, int32_t dtype, const void *dout,
+                         const void *q, const void *k, const void *v,
+                         const void *out, const float *lse, void *dq, void *dk,
+                         void *dv, int64_t batch, int64_t seq, int64_t heads,
+                         int64_t kv_heads, int64_t head_dim, float scale);
+
+// ---- Elementwise (Elementwise.cu) ----
+void reluFwd(cudaStream_t stream, int32_t dtype, const void *x, void *y,
+             int64_t n);
+void reluGrad(cudaStream_t stream, int32_t dtype, const void *dy,
+              const void *x, void *dx, int64_t n);
+void geluFwd(cudaStream_t stream, int32_t dtype, const void *x, void *y,
+             int64_t n);
+void geluGrad(cudaStream_t stream, int32_t dtype, const void *dy,
+              const void *x, void *dx, int64_t n);
+void swigluFwd(cudaStream_t stream, int32_t dtype, const void *gate,
+               const void *up, void *y, int64_t n);
+void swigluGrad(cudaStream_t stream, int32_t dtype, const void *dy,
+                const void *gate, const void *up, void *dgate, void *dup,
+                int64_t n);
+void add(cudaStream_t stream, int32_t dtype, const void *a, const void *b,
+         void *y, int64_t n);
+void scale(cudaStream_t stream, int32_t dtype, const void *x, void *y,
+           int64_t n, float factor);
+void cast(cudaStream_t stream, int32_t srcDtype, const void *src,
+          int32_t dstDtype, void *dst, int64_t n);
+
+// ---- Linear (cuBLAS) (Linear.cu) ----
+} // namespace autoshard::rt::cuda
+struct cublasContext; // cuBLAS's handle type: cublasHandle_t
+namespace autoshard::rt::cuda {
+
+/// A cuBLAS handle bound to one stream, with a workspace of its own and the
+/// math mode the linear layers need (no TF32; bf16 GEMMs reduce in f32).
+/// The linear functions enqueue on its stream; the stream must outlive it.
+/// A context owns one per compute stream.
+class Blas {
+public:
+  explicit Blas(cudaStream_t stream);
+  ~Blas(); // synchronizes the device (cublasDestroy, cudaFree)
+  Blas(const Blas &) = delete;
+  Blas &operator=(const Blas &) = delete;
+
+  cudaStream_t stream() const { return stream_; }
+  cublasContext *handle() const { return handle_; }
+
+private:
+  cudaStream_t stream_;
+  cublasContext *handle_ = nullptr;
+  void *workspace_ = nullptr;
+};
+
+// y[rows, out] = x[rows, in] w[out, in]^T (+ b), db = column sums of dy: as
+// asrt_linear_fwd, asrt_linear_grad_input, asrt_linear_grad_weight,
+// asrt_bias_grad. The GEMMs run on blas's stream.
+void linearFwd(Blas &blas, int32_t dtype, const void *x, const void *w,
+               const void *b, void *y, int64_t rows, int64_t in, int64_t out);
+void linearGradInput(Blas &blas, int32_t dtype, const void *dy, const void *w,
+                     void *dx, int64_t rows, int64_t in, int64_t out);
+void linearGradWeight(Blas &blas, int32_t dtype, const void *dy, const void *x,
+                      void *dw, int64_t rows, int64_t in, int64_t out);
+void biasGrad(cudaStream_t stream, int32_t dtype, const void *dy, void *db,
+              int64_t rows, int64_t out);
+
+// ---- Optimizer (Optimizer.cu) ----
+// As asrt_sgd_update, asrt_adamw_update, asrt_increment_i32,
+// asrt_sum_of_squares, asrt_clip_coefficient. Every pointer is a device
+// pointer, the scalars lr, step, grad_scale, acc, sumsq included: the kernels
+// read them on the device. A step below 1 (AdamW) or a counter at INT32_MAX
+// (increment) cannot be fatal on the host without a synchronization: the
+// kernel prints the CPU's message and traps, which makes the next CUDA call
+// or synchronization fail (Optimizer.cu).
+void sgdUpdate(cudaStream_t stream, int32_t gradDtype, const float *param,
+               const void *grad, const float *lr, const float *buf,
+               const float *gradScale, float *paramOut, float *bufOut,
+               int64_t n, float momentum, float weightDecay, int32_t nesterov);
+void adamwUpdate(cudaStream_t stream, int32_t gradDtype, const float *param,
+                 const void *grad, const float *expAvg, const float *expAvgSq,
+                 const float *lr, const int32_t *step, const float *gradScale,
+                 float *paramOut, float *expAvgOut, float *expAvgSqOut,
+                 int64_t n, float beta1, float beta2, float eps,
+                 float weightDecay);
+void incrementI32(cudaStream_t stream, const int32_t *x, int32_t *y);
+void sumOfSquares(cudaStream_t stream, int32_t dtype, const void *x, int64_t n,
+                  float *acc, int32_t accumulate);
+void clipCoefficient(cudaStream_t stream, const float *sumsq, float *coef,
+                     float maxNorm);
+
+// ---- Norms, RoPE, embeddings, loss ----
+// (Norm.cu, Rope.cu, Embedding.cu, Loss.cu.) As asrt_layer_norm_fwd/_grad,
+// asrt_rms_norm_fwd/_grad, asrt_rope_fwd/_grad, asrt_embedding_fwd/_grad,
+// asrt_add_position_embedding_fwd/_grad, asrt_softmax_xent_fwd/_grad. Every
+// pointer is a device pointer, ids, labels, loss and dloss included. The
+// embedding and cross-entropy functions read ids / labels back to check
+// them on the host (fatal, with the CPU's message): they synchronise the
+// stream. The norm gradients, the embedding gradient and the cross-entropy
+// forward take device scratch with cudaMallocAsync and release it with
+// cudaFreeAsync on the same stream.
+void layerNormFwd(cudaStream_t stream, int32_t dtype, const void *x,
+                  const void *gamma, const void *beta, void *y, int64_t rows,
+                  int64_t cols, float eps);
+void layerNormGrad(cudaStream_t stream, int32_t dtype, const void *dy,
+                   const void *x, const void *gamma, void *dx, void *dgamma,
+                   void *dbeta, int64_t rows, int64_t cols, float eps);
+void rmsNormFwd(cudaStream_t stream, int32_t dtype, const void *x,
+                const void *weight, void *y, int64_t rows, int64_t cols,
+                float eps);
+void rmsNormGrad(cudaStream_t stream, int32_t dtype, const void *dy,
+                 const void *x, const void *weight, void *dx, void *dweight,
+                 int64_t rows, int64_t cols, float eps);
+void ropeFwd(cudaStream_t stream, int32_t dtype, const void *x, void *y,
+             int64_t batch, int64_t seq, int64_t heads, int64_t headDim,
+             float theta);
+void ropeGrad(cudaStream_t stream, int32_t dtype, const void *dy, void *dx,
+              int64_t batch, int64_t seq, int64_t heads, int64_t headDim,
+              float theta);
+void embeddingFwd(cudaStream_t stream, int32_t dtype, const int32_t *ids,
+                  const void *table, void *y, int64_t nIds,
+                  int64_t numEmbeddings, int64_t dim);
+void embeddingGrad(cudaStream_t stream, int32_t dtype, const void *dy,
+                   const int32_t *ids, void *dtable, int64_t nIds,
+                   int64_t numEmbeddings, int64_t dim);
+void addPositionEmbeddingFwd(cudaStream_t stream, int32_t dtype,
+                             const void *x, const void *wpe, void *y,
+                             int64_t batch, int64_t seq, int64_t dim);
+void addPositionEmbeddingGrad(cudaStream_t stream, int32_t dtype,
+                              const void *dy, void *dwpe, int64_t batch,
+                              int64_t seq, int64_t maxPositions, int64_t dim);
+void softmaxXentFwd(cudaStream_t stream, int32_t dtype, const void *logits,
+                    const int32_t *labels, float *loss, int64_t rows,
+                    int64_t classes);
+void softmaxXentGrad(cudaStream_t stream, int32_t dtype, const void *logits,
+                     const int32_t *labels, const float *dloss, void *dlogits,
+                     int64_t rows, int64_t classes);
+
+} // namespace autoshard::rt::cuda

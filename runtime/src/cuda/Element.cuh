@@ -1,0 +1,51 @@
+// Loads and stores of the backend's float types on the device: every kernel
+// computes in f32 and rounds a bf16 output once (round to nearest-even), as
+// the CPU backend does.
+#pragma once
+
+#include "autoshard/rt/abi.h"
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace autoshard::rt::cuda {
+
+__device__ __forceinline__ float load(const float *p, int64_t i) {
+  return p[i];
+}
+__device__ __forceinline__ float load(const __nv_bfloat16 *p, int64_t i) {
+  return __bfloat162float(p[i]);
+}
+__device__ __forceinline__ void store(float *p, int64_t i, float v) {
+  p[i] = v;
+}
+__device__ __forceinline__ void store(__nv_bfloat16 *p, int64_t i, float v) {
+  p[i] = __float2bfloat16_rn(v);
+}
+
+/// Threads per block of the elementwise kernels, and the blocks that cover
+/// `n` elements with a grid-stride loop (at most 65535 x 4 blocks).
+constexpr int kThreads = 256;
+inline unsigned blocksFor(int64_t n) {
+  int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : blocks > 262140 ? 262140
+                                                                : blocks);
+}
+
+/// Calls fn(float{}) or fn(__nv_bfloat16{}) for an f32 or bf16 dtype code;
+/// fatal for anything else, naming `op`.
+void badDtype(const char *op, int32_t dtype);
+template <typename Fn> void dispatchFloat(const char *op, int32_t dtype, Fn fn) {
+  if (dtype == ASRT_DTYPE_F32)
+    fn(float{});
+  else if (dtype == ASRT_DTYPE_BF16)
+    fn(__nv_bfloat16{});
+  else
+    badDtype(op, dtype);
+}
+
+/// Fatal, naming the kernel, when its launch failed.
+void checkLaunch(const char *op);
+
+} // namespace autoshard::rt::cuda

@@ -1,0 +1,161 @@
+// Softmax cross-entropy on the GPU, row by row with max-shifted
+// log-sum-exp, as runtime/src/cpu/Loss.cpp: the maximum and the exponentials
+// in float, their sum, each row's loss and the mean over rows in double.
+//
+// One thread block per row. Labels are checked on the host, from a copy
+// read back before any kernel runs (indicesToHost, which synchronises the
+// stream), with the CPU's message for the first row whose label is out of
+// range. The mean is deterministic: the forward kernel writes each row's
+// loss to device scratch and one block adds them up in a fixed order.
+// Known performance limitations: the stream synchronisation per call, and a
+// row (a vocabulary of logits) read three times from global memory.
+#include "ArgChecks.h"
+#include "Cuda.h"
+#include "Element.cuh"
+#include "RowReduce.cuh"
+
+#include <vector>
+
+namespace autoshard::rt::cuda {
+namespace {
+
+#define ASRT_FOR_EACH_ROW(r, rows)                                             \
+  for (int64_t r = blockIdx.x; r < (rows); r += gridDim.x)
+
+/// The row's maximum and the sum of exp(z - max) in double (the
+/// exponentials rounded to float first, as the CPU's expShifted).
+struct RowSoftmax {
+  float max;
+  double sum;
+};
+template <typename T>
+__device__ RowSoftmax rowSoftmax(const T *row, int64_t classes) {
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
+    const float v = load(row, j);
+    m = v > m ? v : m;
+  }
+  m = blockMax(m);
+  double sum = 0.0;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    sum += expf(load(row, j) - m);
+  return {m, blockSum(sum)};
+}
+
+/// rowLoss[r] = -log softmax(logits[r, :])[labels[r]], in double.
+template <typename T>
+__global__ void xentRowLossKernel(const T *logits, const int32_t *labels,
+                                  double *rowLoss, int64_t rows,
+                                  int64_t classes) {
+  ASRT_FOR_EACH_ROW(r, rows) {
+    const T *row = logits + r * classes;
+    const RowSoftmax s = rowSoftmax(row, classes);
+    if (threadIdx.x == 0) {
+      // Checked on the host; a label that changed since gives NaN, never a
+      // read outside the row.
+      const int64_t label = labels[r];
+      const double zLabel =
+          label >= 0 && label < classes ? load(row, label) : NAN;
+      // -log softmax(z)[label] = log sum_j exp(z_j - m) - (z_label - m)
+      rowLoss[r] = log(s.sum) - (zLabel - static_cast<double>(s.max));
+    }
+  }
+}
+
+/// loss[0] = the mean of rowLoss[0, rows), rounded once to f32. One block.
+__global__ void meanKernel(const double *rowLoss, float *loss, int64_t rows) {
+  double sum = 0.0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+    sum += rowLoss[r];
+  sum = blockSum(sum);
+  if (threadIdx.x == 0)
+    loss[0] = static_cast<float>(sum / static_cast<double>(rows));
+}
+
+/// dlogits = (softmax(logits) - onehot(labels)) * scale, scale =
+/// dloss[0] / rows (dloss null: 1 / rows). dlogits may alias logits: every
+/// thread has read the row for the maximum and the sum before the block
+/// reductions return, and then each element is read and written by one
+/// thread.
+template <typename T>
+__global__ void xentGradKernel(const T *logits, const int32_t *labels,
+                               const float *dloss, T *dlogits, int64_t rows,
+                               int64_t classes) {
+  const double scale =
+      (dloss ? static_cast<double>(dloss[0]) : 1.0) / static_cast<double>(rows);
+  ASRT_FOR_EACH_ROW(r, rows) {
+    const T *row = logits + r * classes;
+    T *g = dlogits + r * classes;
+    const int64_t label = labels[r]; // checked on the host
+    const RowSoftmax s = rowSoftmax(row, classes);
+    const double factor = scale / s.sum;
+    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
+      const double p = static_cast<double>(expf(load(row, j) - s.max)) * factor;
+      // (p - 1) * scale in double: p is close to 1 for a confident model.
+      store(g, j, static_cast<float>(j == label ? p - scale : p));
+    }
+  }
+}
+
+#undef ASRT_FOR_EACH_ROW
+
+void checkShape(const char *op, int64_t rows, int64_t classes) {
+  // A mean over zero rows and a softmax over zero classes are undefined.
+  if (rows < 1 || classes < 1)
+    fatal("%s: rows = %lld and classes = %lld must both be at least 1", op,
+          static_cast<long long>(rows), static_cast<long long>(classes));
+}
+
+/// The labels read back to the host and checked, as the CPU's checkedLabel.
+void checkLabels(cudaStream_t stream, const char *op, const int32_t *labels,
+                 int64_t rows, int64_t classes) {
+  std::vector<int32_t> host = indicesToHost(stream, op, labels, rows);
+  for (int64_t r = 0; r < rows; ++r)
+    if (host[r] < 0 || host[r] >= classes)
+      fatal("%s: row %lld has label %d, outside [0, %lld) for %lld classes", op,
+            static_cast<long long>(r), host[r], static_cast<long long>(classes),
+            static_cast<long long>(classes));
+}
+
+} // namespace
+
+void softmaxXentFwd(cudaStream_t stream, int32_t dtype, const void *logits,
+                    const int32_t *labels, float *loss, int64_t rows,
+                    int64_t classes) {
+  const char *op = "softmax_xent_fwd";
+  checkShape(op, rows, classes);
+  checkNotNull(op, "loss", loss);
+  dispatchFloat(op, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    checkLabels(stream, op, labels, rows, classes);
+    void *rowLoss = nullptr;
+    check(cudaMallocAsync(&rowLoss, static_cast<size_t>(rows) * sizeof(double),
+                          stream),
+          op);
+    xentRowLossKernel<<<rowBlocksFor(rows), kRowThreads, 0, stream>>>(
+        static_cast<const T *>(logits), labels, static_cast<double *>(rowLoss),
+        rows, classes);
+    checkLaunch(op);
+    meanKernel<<<1, kRowThreads, 0, stream>>>(static_cast<double *>(rowLoss),
+                                              loss, rows);
+    checkLaunch(op);
+    check(cudaFreeAsync(rowLoss, stream), op);
+  });
+}
+
+void softmaxXentGrad(cudaStream_t stream, int32_t dtype, const void *logits,
+                     const int32_t *labels, const float *dloss, void *dlogits,
+                     int64_t rows, int64_t classes) {
+  const char *op = "softmax_xent_grad";
+  checkShape(op, rows, classes);
+  dispatchFloat(op, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    checkLabels(stream, op, labels, rows, classes);
+    xentGradKernel<<<rowBlocksFor(rows), kRowThreads, 0, stream>>>(
+        static_cast<const T *>(logits), labels, dloss,
+        static_cast<T *>(dlogits), rows, classes);
+    checkLaunch(op);
+  });
+}
+
+} // namespace autoshard::rt::cuda

@@ -1,0 +1,372 @@
+// The CUDA linear layers (cuBLAS) and optimizer kernels against the CPU
+// backend's, on the same inputs. Label `gpu`: the kernel tests skip without a
+// CUDA device.
+#include "CudaTestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cuda = autoshard::rt::cuda;
+using namespace autoshard::rt::cuda::test;
+
+namespace {
+
+/// The absolute values of t's elements, as f32 (exact for bf16 values).
+HostTensor absF32(const HostTensor &t) {
+  std::vector<float> v(t.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = std::fabs(t.get(i));
+  return HostTensor(ASRT_DTYPE_F32, v);
+}
+
+// ---- Linear ----
+
+class CudaLinearTest : public CudaKernelTest {
+protected:
+  void SetUp() override {
+    CudaKernelTest::SetUp();
+    if (IsSkipped() || HasFatalFailure())
+      return;
+    blas = std::make_unique<cuda::Blas>(stream);
+  }
+  void TearDown() override {
+    blas.reset(); // before the base class destroys its stream
+    CudaKernelTest::TearDown();
+  }
+
+  /// Like expectClose, with an absolute floor of 1e-5 times the element's
+  /// magnitude (the sum of the absolute values of its terms, `magnitude`):
+  /// the GPU sums in another order than OpenBLAS, so an element that cancels
+  /// to near zero carries the rounding error of its terms, not of itself. A
+  /// wrong layout or operand is off by O(magnitude).
+  void expectCloseGemm(const HostTensor &gpu, const HostTensor &cpu,
+                       const HostTensor &magnitude, const char *what) {
+    ASSERT_EQ(gpu.size(), cpu.size());
+    ASSERT_EQ(magnitude.size(), cpu.size());
+    bool bf16 = gpu.dtype == ASRT_DTYPE_BF16;
+    double rel = bf16 ? 1e-2 : 1e-5, abs = bf16 ? 1e-3 : 1e-6;
+    size_t bad = 0;
+    for (size_t i = 0; i < gpu.size(); ++i) {
+      double g = gpu.get(i), c = cpu.get(i);
+      double tol = rel * std::fabs(c) + abs + 1e-5 * magnitude.get(i);
+      if (!(std::fabs(g - c) <= tol) && bad++ < 5)
+        ADD_FAILURE() << what << "[" << i << "]: GPU " << g << ", CPU " << c
+                      << ", tolerance " << tol;
+    }
+    EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << gpu.size()
+                       << " elements differ";
+  }
+
+  /// linear_fwd on both backends, with or without a bias.
+  void forward(int64_t rows, int64_t in, int64_t out, bool withBias,
+               uint32_t seed) {
+    int32_t t = GetParam();
+    HostTensor x(t, uniform(size_t(rows * in), seed, -1, 1));
+    HostTensor w(t, uniform(size_t(out * in), seed + 1, -1, 1));
+    HostTensor b(t, uniform(size_t(out), seed + 2, -2, 2));
+    HostTensor cpuY(t, size_t(rows * out)), gpuY(t, size_t(rows * out));
+    asrt_linear_fwd(&ctx, t, x.data(), w.data(), withBias ? b.data() : nullptr,
+                    cpuY.data(), rows, in, out);
+    // Magnitudes: the same product over absolute values, in f32.
+    HostTensor ax = absF32(x), aw = absF32(w), ab = absF32(b);
+    HostTensor mag(ASRT_DTYPE_F32, size_t(rows * out));
+    asrt_linear_fwd(&ctx, ASRT_DTYPE_F32, ax.data(), aw.data(),
+                    withBias ? ab.data() : nullptr, mag.data(), rows, in, out);
+    void *dx = upload(x), *dw = upload(w), *db = upload(b), *dy = upload(gpuY);
+    cuda::linearFwd(*blas, t, dx, dw, withBias ? db : nullptr, dy, rows, in,
+                    out);
+    download(dy, gpuY);
+    expectCloseGemm(gpuY, cpuY, mag,
+                    withBias ? "linear_fwd with bias"
+                             : "linear_fwd without bias");
+  }
+
+  void gradInput(int64_t rows, int64_t in, int64_t out, uint32_t seed) {
+    int32_t t = GetParam();
+    HostTensor dy(t, uniform(size_t(rows * out), seed, -1, 1));
+    HostTensor w(t, uniform(size_t(out * in), seed + 1, -1, 1));
+    HostTensor cpuDx(t, size_t(rows * in)), gpuDx(t, size_t(rows * in));
+    asrt_linear_grad_input(&ctx, t, dy.data(), w.data(), cpuDx.data(), rows, in,
+                           out);
+    HostTensor ady = absF32(dy), aw = absF32(w);
+    HostTensor mag(ASRT_DTYPE_F32, size_t(rows * in));
+    asrt_linear_grad_input(&ctx, ASRT_DTYPE_F32, ady.data(), aw.data(),
+                           mag.data(), rows, in, out);
+    void *ddy = upload(dy), *dw = upload(w), *ddx = upload(gpuDx);
+    cuda::linearGradInput(*blas, t, ddy, dw, ddx, rows, in, out);
+    download(ddx, gpuDx);
+    expectCloseGemm(gpuDx, cpuDx, mag, "linear_grad_input");
+  }
+
+  void gradWeight(int64_t rows, int64_t in, int64_t out, uint32_t seed) {
+    int32_t t = GetParam();
+    HostTensor dy(t, uniform(size_t(rows * out), seed, -1, 1));
+    HostTensor x(t, uniform(size_t(rows * in), seed + 1, -1, 1));
+    HostTensor cpuDw(t, size_t(out * in)), gpuDw(t, size_t(out * in));
+    asrt_linear_grad_weight(&ctx, t, dy.data(), x.data(), cpuDw.data(), rows,
+                            in, out);
+    HostTensor ady = absF32(dy), ax = absF32(x);
+    HostTensor mag(ASRT_DTYPE_F32, size_t(out * in));
+    asrt_linear_grad_weight(&ctx, ASRT_DTYPE_F32, ady.data(), ax.data(),
+                            mag.data(), rows, in, out);
+    void *ddy = upload(dy), *dx = upload(x), *ddw = upload(gpuDw);
+    cuda::linearGradWeight(*blas, t, ddy, dx, ddw, rows, in, out);
+    download(ddw, gpuDw);
+    expectCloseGemm(gpuDw, cpuDw, mag, "linear_grad_weight");
+  }
+
+  void biasGrad(int64_t rows, int64_t out, uint32_t seed) {
+    int32_t t = GetParam();
+    HostTensor dy(t, uniform(size_t(rows * out), seed, -1, 1));
+    HostTensor cpuDb(t, size_t(out)), gpuDb(t, size_t(out));
+    asrt_bias_grad(&ctx, t, dy.data(), cpuDb.data(), rows, out);
+    void *ddy = upload(dy), *ddb = upload(gpuDb);
+    cuda::biasGrad(stream, t, ddy, ddb, rows, out);
+    download(ddb, gpuDb);
+    expectClose(gpuDb, cpuDb, "bias_grad");
+  }
+
+  std::unique_ptr<cuda::Blas> blas;
+};
+
+// Sizes that are no multiples of the GEMM tiles.
+constexpr int64_t kRows = 37, kIn = 96, kOut = 130;
+
+TEST_P(CudaLinearTest, ForwardWithAndWithoutBias) {
+  forward(kRows, kIn, kOut, /*withBias=*/true, 1);
+  forward(kRows, kIn, kOut, /*withBias=*/false, 4);
+}
+
+TEST_P(CudaLinearTest, GradInput) { gradInput(kRows, kIn, kOut, 7); }
+
+TEST_P(CudaLinearTest, GradWeight) { gradWeight(kRows, kIn, kOut, 9); }
+
+/// A long reduction (k = rows) over a small output, where cuBLAS may split K:
+/// the partial sums must stay f32 for bf16 (one rounding).
+TEST_P(CudaLinearTest, GradWeightOverManyRows) {
+  gradWeight(20011, 64, 48, 11);
+}
+
+TEST_P(CudaLinearTest, ForwardOverALongInnerDimension) {
+  forward(19, 8192, 24, /*withBias=*/true, 13);
+}
+
+TEST_P(CudaLinearTest, BiasGrad) {
+  biasGrad(kRows, kOut, 15);
+  // More rows than row lanes, a partial column tile.
+  biasGrad(5003, 33, 16);
+  // No rows: the empty sum.
+  biasGrad(0, 7, 17);
+}
+
+/// Empty inner dimensions: y is the bias (or zeros), dw and dx are zeros;
+/// cuBLAS itself is not called with a zero leading dimension.
+TEST_P(CudaLinearTest, EmptyInnerDimensions) {
+  forward(5, 0, 6, /*withBias=*/true, 18);
+  forward(5, 0, 6, /*withBias=*/false, 19);
+  gradWeight(0, 4, 3, 20);
+  gradInput(5, 4, 0, 21);
+  // Empty outputs: nothing to do, and no failure.
+  forward(0, 4, 3, /*withBias=*/true, 22);
+  gradInput(0, 4, 3, 23);
+  gradWeight(5, 0, 3, 24);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaLinearTest, kDtypes, dtypeName);
+
+// ---- Optimizer ----
+
+/// Parameterised by the gradient's dtype; parameters and states are f32.
+class CudaOptimizerTest : public CudaKernelTest {
+protected:
+  template <typename T> T *uploadScalar(T value) {
+    return static_cast<T *>(uploadBytes(&value, sizeof(T)));
+  }
+  template <typename T> T downloadScalar(const T *device) {
+    T value{};
+    downloadBytes(device, &value, sizeof(T));
+    return value;
+  }
+  static HostTensor f32(const std::vector<float> &v) {
+    return HostTensor(ASRT_DTYPE_F32, v);
+  }
+
+  struct AdamWCase {
+    int32_t step;
+    float beta1, beta2, weightDecay;
+    bool gradScale, zeroStates;
+  };
+
+  /// One AdamW update on both backends, in place on the GPU (the outputs
+  /// alias the inputs) and out of place on the CPU.
+  void adamw(const AdamWCase &c, const char *what) {
+    int32_t gt = GetParam();
+    constexpr size_t n = 100003;
+    const float lr = 1e-3f, eps = 1e-8f, scale = 0.5f;
+    HostTensor param = f32(uniform(n, 31, -1, 1));
+    HostTensor grad(gt, uniform(n, 32, -2, 2));
+    HostTensor m = f32(c.zeroStates ? std::vector<float>(n, 0.0f)
+                                    : uniform(n, 33, -0.1f, 0.1f));
+    HostTensor v = f32(c.zeroStates ? std::vector<float>(n, 0.0f)
+                                    : uniform(n, 34, 0.0f, 0.01f));
+    HostTensor cpuP(ASRT_DTYPE_F32, n), cpuM(ASRT_DTYPE_F32, n),
+        cpuV(ASRT_DTYPE_F32, n);
+    asrt_adamw_update(
+        &ctx, gt, static_cast<const float *>(param.data()), grad.data(),
+        static_cast<const float *>(m.data()),
+        static_cast<const float *>(v.data()), &lr, &c.step,
+        c.gradScale ? &scale : nullptr, static_cast<float *>(cpuP.data()),
+        static_cast<float *>(cpuM.data()), static_cast<float *>(cpuV.data()),
+        int64_t(n), c.beta1, c.beta2, eps, c.weightDecay);
+    auto *dp = static_cast<float *>(upload(param));
+    auto *dm = static_cast<float *>(upload(m));
+    auto *dv = static_cast<float *>(upload(v));
+    void *dg = upload(grad);
+    float *dlr = uploadScalar(lr);
+    int32_t *dstep = uploadScalar(c.step);
+    float *dscale = c.gradScale ? uploadScalar(scale) : nullptr;
+    cuda::adamwUpdate(stream, gt, dp, dg, dm, dv, dlr, dstep, dscale, dp, dm,
+                      dv, int64_t(n), c.beta1, c.beta2, eps, c.weightDecay);
+    download(dp, param);
+    download(dm, m);
+    download(dv, v);
+    std::string w(what);
+    expectClose(param, cpuP, (w + " param").c_str());
+    expectClose(m, cpuM, (w + " exp_avg").c_str());
+    expectClose(v, cpuV, (w + " exp_avg_sq").c_str());
+  }
+
+  /// One SGD update on both backends, in place on the GPU.
+  void sgd(float momentum, float weightDecay, bool nesterov, bool gradScale,
+           const char *what) {
+    int32_t gt = GetParam();
+    constexpr size_t n = 100003;
+    const float lr = 0.05f, scale = 0.25f;
+    bool hasBuf = momentum != 0.0f;
+    HostTensor param = f32(uniform(n, 41, -1, 1));
+    HostTensor grad(gt, uniform(n, 42, -2, 2));
+    HostTensor buf = f32(uniform(n, 43, -0.5f, 0.5f));
+    HostTensor cpuP(ASRT_DTYPE_F32, n), cpuB(ASRT_DTYPE_F32, n);
+    asrt_sgd_update(
+        &ctx, gt, static_cast<const float *>(param.data()), grad.data(), &lr,
+        hasBuf ? static_cast<const float *>(buf.data()) : nullptr,
+        gradScale ? &scale : nullptr, static_cast<float *>(cpuP.data()),
+        hasBuf ? static_cast<float *>(cpuB.data()) : nullptr, int64_t(n),
+        momentum, weightDecay, nesterov ? 1 : 0);
+    auto *dp = static_cast<float *>(upload(param));
+    auto *db = static_cast<float *>(upload(buf));
+    void *dg = upload(grad);
+    float *dlr = uploadScalar(lr);
+    float *dscale = gradScale ? uploadScalar(scale) : nullptr;
+    cuda::sgdUpdate(stream, gt, dp, dg, dlr, hasBuf ? db : nullptr, dscale, dp,
+                    hasBuf ? db : nullptr, int64_t(n), momentum, weightDecay,
+                    nesterov ? 1 : 0);
+    download(dp, param);
+    std::string w(what);
+    expectClose(param, cpuP, (w + " param").c_str());
+    if (hasBuf) {
+      download(db, buf);
+      expectClose(buf, cpuB, (w + " momentum buffer").c_str());
+    }
+  }
+
+  /// sum_of_squares on both backends; the accumulator starts at `start`.
+  void sumOfSquares(size_t n, int32_t accumulate, float start, uint32_t seed) {
+    int32_t t = GetParam();
+    HostTensor x(t, uniform(n, seed, -3, 3));
+    float cpuAcc = start;
+    asrt_sum_of_squares(&ctx, t, x.data(), int64_t(n), &cpuAcc, accumulate);
+    void *dx = upload(x);
+    float *dacc = uploadScalar(start);
+    cuda::sumOfSquares(stream, t, dx, int64_t(n), dacc, accumulate);
+    float gpuAcc = downloadScalar(dacc);
+    EXPECT_NEAR(gpuAcc, cpuAcc, 1e-6 * std::fabs(cpuAcc) + 1e-30)
+        << "sum_of_squares n " << n << ", accumulate " << accumulate;
+  }
+};
+
+TEST_P(CudaOptimizerTest, AdamWFirstStepFromZeroStates) {
+  adamw({/*step=*/1, 0.9f, 0.999f, /*weightDecay=*/0.1f, /*gradScale=*/true,
+         /*zeroStates=*/true},
+        "adamw step 1");
+}
+
+TEST_P(CudaOptimizerTest, AdamWSeventhStep) {
+  adamw({/*step=*/7, 0.9f, 0.999f, /*weightDecay=*/0.1f, /*gradScale=*/true,
+         /*zeroStates=*/false},
+        "adamw step 7");
+}
+
+/// beta1 < 0.5: torch's lerp computes from the end; no decay, no scale.
+TEST_P(CudaOptimizerTest, AdamWOtherLerpFormWithoutDecayOrScale) {
+  adamw({/*step=*/7, 0.3f, 0.99f, /*weightDecay=*/0.0f, /*gradScale=*/false,
+         /*zeroStates=*/false},
+        "adamw beta1 0.3");
+}
+
+TEST_P(CudaOptimizerTest, Sgd) {
+  sgd(0.0f, 0.0f, false, false, "sgd plain");
+  sgd(0.0f, 0.01f, false, true, "sgd decay scaled");
+  sgd(0.9f, 0.01f, false, true, "sgd momentum");
+  sgd(0.9f, 0.01f, true, true, "sgd nesterov");
+  sgd(0.9f, 0.0f, true, false, "sgd nesterov unscaled");
+}
+
+TEST_P(CudaOptimizerTest, SumOfSquares) {
+  sumOfSquares(100003, /*accumulate=*/0, 123.0f, 51);
+  sumOfSquares(100003, /*accumulate=*/1, 3.5f, 52);
+  // More blocks than the partials' grid: the grid-stride loop.
+  sumOfSquares((size_t(1) << 20) + 7, /*accumulate=*/1, 0.25f, 53);
+  // No elements: acc is kept, or zeroed.
+  sumOfSquares(0, /*accumulate=*/1, 3.5f, 54);
+  sumOfSquares(0, /*accumulate=*/0, 3.5f, 55);
+}
+
+INSTANTIATE_TEST_SUITE_P(GradDtypes, CudaOptimizerTest, kDtypes, dtypeName);
+
+/// The scalar kernels have no dtype: one fixture instance.
+class CudaOptimizerScalarTest : public CudaOptimizerTest {};
+
+TEST_P(CudaOptimizerScalarTest, IncrementInPlace) {
+  int32_t *dstep = uploadScalar<int32_t>(41);
+  cuda::incrementI32(stream, dstep, dstep);
+  cuda::incrementI32(stream, dstep, dstep);
+  EXPECT_EQ(downloadScalar(dstep), 43);
+  int32_t *dout = uploadScalar<int32_t>(-1);
+  cuda::incrementI32(stream, dstep, dout);
+  EXPECT_EQ(downloadScalar(dout), 44);
+}
+
+TEST_P(CudaOptimizerScalarTest, ClipCoefficientAsTheCpu) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (float sumsq : {4.0f, 1e-4f, 0.0f, 2.25f, inf, nan}) {
+    float cpuCoef = -1.0f;
+    asrt_clip_coefficient(&ctx, &sumsq, &cpuCoef, 1.5f);
+    float *dsumsq = uploadScalar(sumsq);
+    float *dcoef = uploadScalar(-1.0f);
+    cuda::clipCoefficient(stream, dsumsq, dcoef, 1.5f);
+    float gpuCoef = downloadScalar(dcoef);
+    // Bit for bit: the same f32 operations, NaN kept as NaN.
+    uint32_t g, c;
+    std::memcpy(&g, &gpuCoef, 4);
+    std::memcpy(&c, &cpuCoef, 4);
+    if (std::isnan(cpuCoef))
+      EXPECT_TRUE(std::isnan(gpuCoef)) << "sumsq " << sumsq;
+    else
+      EXPECT_EQ(g, c) << "sumsq " << sumsq << ": GPU " << gpuCoef << ", CPU "
+                      << cpuCoef;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(NoDtype, CudaOptimizerScalarTest,
+                         ::testing::Values(ASRT_DTYPE_F32));
+
+} // namespace
