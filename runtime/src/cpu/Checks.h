@@ -1,6 +1,7 @@
 // Shape checks shared by the CPU kernels: a bad shape is a compiler bug.
 #pragma once
 
+#include "core/ArgChecks.h"
 #include "core/Context.h"
 
 #include <cblas.h>
@@ -22,16 +23,7 @@ inline blasint blasDim(const char *op, const char *name, int64_t value) {
   return static_cast<blasint>(value);
 }
 
-/// Element counts of non-BLAS kernels only need to be non-negative.
-inline void checkCount(const char *op, const char *name, int64_t value) {
-  if (value < 0)
-    fatal("%s: %s = %lld is negative", op, name, static_cast<long long>(value));
-}
-
-/// A pointer the ABI requires, such as a learning rate read from memory.
-inline void checkNotNull(const char *op, const char *name, const void *ptr) {
-  if (!ptr)
-    fatal("%s: the %s pointer is null", op, name);
-}
+using autoshard::rt::checkCount;
+using autoshard::rt::checkNotNull;
 
 } // namespace autoshard::rt::cpu

@@ -1,9 +1,11 @@
-// Host-side argument checks of the CUDA kernels, as the CPU backend's: a bad
-// shape or index is fatal and names the op.
+// Host-side argument checks of the CUDA kernels, the CPU backend's
+// (core/ArgChecks.h) and the copy of indices they need: a bad shape or index
+// is fatal and names the op.
 #pragma once
 
 #include "Cuda.h"
 
+#include "core/ArgChecks.h"
 #include "core/Context.h"
 
 #include <cuda_runtime_api.h>
@@ -13,16 +15,8 @@
 
 namespace autoshard::rt::cuda {
 
-/// Element counts only need to be non-negative.
-inline void checkCount(const char *op, const char *name, int64_t value) {
-  if (value < 0)
-    fatal("%s: %s = %lld is negative", op, name, static_cast<long long>(value));
-}
-
-inline void checkNotNull(const char *op, const char *name, const void *ptr) {
-  if (!ptr)
-    fatal("%s: the %s pointer is null", op, name);
-}
+using autoshard::rt::checkCount;
+using autoshard::rt::checkNotNull;
 
 /// The `n` indices (token ids, labels) at `indices`, device memory, copied
 /// to the host so that they can be checked there, before any kernel reads

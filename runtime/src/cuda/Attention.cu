@@ -35,6 +35,7 @@
 #include "Cuda.h"
 #include "Element.cuh"
 
+#include "core/ArgChecks.h"
 #include "core/Context.h"
 
 #include <cmath>
@@ -81,9 +82,7 @@ struct Shape {
 Shape checkShape(const char *op, int64_t batch, int64_t seq, int64_t heads,
                  int64_t kvHeads, int64_t headDim, float scale) {
   auto nonNegative = [&](const char *name, int64_t value) {
-    if (value < 0)
-      fatal("%s: %s = %lld is negative", op, name,
-            static_cast<long long>(value));
+    checkCount(op, name, value);
   };
   nonNegative("batch", batch);
   nonNegative("seq", seq);

@@ -22,6 +22,7 @@
 #include "Cuda.h"
 #include "Element.cuh"
 
+#include "core/ArgChecks.h"
 #include "core/Context.h"
 
 #include <cublas_v2.h>
@@ -41,11 +42,6 @@ void checkBlas(cublasStatus_t status, const char *what) {
   if (status != CUBLAS_STATUS_SUCCESS)
     fatal("%s: cuBLAS failed with %s (%s)", what, cublasGetStatusName(status),
           cublasGetStatusString(status));
-}
-
-void checkDim(const char *op, const char *name, int64_t value) {
-  if (value < 0)
-    fatal("%s: %s = %lld is negative", op, name, static_cast<long long>(value));
 }
 
 /// cuBLAS's element type and compute type for a dtype (see the header).
@@ -159,9 +155,9 @@ Blas::~Blas() {
 void linearFwd(Blas &blas, int32_t dtype, const void *x, const void *w,
                const void *b, void *y, int64_t rows, int64_t in, int64_t out) {
   const char *op = "linear_fwd";
-  checkDim(op, "rows", rows);
-  checkDim(op, "in", in);
-  checkDim(op, "out", out);
+  checkCount(op, "rows", rows);
+  checkCount(op, "in", in);
+  checkCount(op, "out", out);
   const GemmTypes types = gemmTypes(op, dtype);
   cudaStream_t stream = blas.stream();
   if (rows == 0 || out == 0)
@@ -188,9 +184,9 @@ void linearFwd(Blas &blas, int32_t dtype, const void *x, const void *w,
 void linearGradInput(Blas &blas, int32_t dtype, const void *dy, const void *w,
                      void *dx, int64_t rows, int64_t in, int64_t out) {
   const char *op = "linear_grad_input";
-  checkDim(op, "rows", rows);
-  checkDim(op, "in", in);
-  checkDim(op, "out", out);
+  checkCount(op, "rows", rows);
+  checkCount(op, "in", in);
+  checkCount(op, "out", out);
   const GemmTypes types = gemmTypes(op, dtype);
   if (rows == 0 || in == 0)
     return;
@@ -207,9 +203,9 @@ void linearGradInput(Blas &blas, int32_t dtype, const void *dy, const void *w,
 void linearGradWeight(Blas &blas, int32_t dtype, const void *dy, const void *x,
                       void *dw, int64_t rows, int64_t in, int64_t out) {
   const char *op = "linear_grad_weight";
-  checkDim(op, "rows", rows);
-  checkDim(op, "in", in);
-  checkDim(op, "out", out);
+  checkCount(op, "rows", rows);
+  checkCount(op, "in", in);
+  checkCount(op, "out", out);
   const GemmTypes types = gemmTypes(op, dtype);
   if (in == 0 || out == 0)
     return;
@@ -227,8 +223,8 @@ void linearGradWeight(Blas &blas, int32_t dtype, const void *dy, const void *x,
 void biasGrad(cudaStream_t stream, int32_t dtype, const void *dy, void *db,
               int64_t rows, int64_t out) {
   const char *op = "bias_grad";
-  checkDim(op, "rows", rows);
-  checkDim(op, "out", out);
+  checkCount(op, "rows", rows);
+  checkCount(op, "out", out);
   dispatchFloat(op, dtype, [&](auto tag) {
     using T = decltype(tag);
     if (out == 0)

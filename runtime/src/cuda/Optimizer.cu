@@ -27,6 +27,7 @@
 #include "Cuda.h"
 #include "Element.cuh"
 
+#include "core/ArgChecks.h"
 #include "core/Context.h"
 
 #include <algorithm>
@@ -40,16 +41,6 @@ namespace {
 #define ASRT_FOR_EACH(i, n)                                                    \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);    \
        i += int64_t(blockDim.x) * gridDim.x)
-
-void checkCount(const char *op, const char *name, int64_t value) {
-  if (value < 0)
-    fatal("%s: %s = %lld is negative", op, name, static_cast<long long>(value));
-}
-
-void checkNotNull(const char *op, const char *name, const void *ptr) {
-  if (!ptr)
-    fatal("%s: the %s pointer is null", op, name);
-}
 
 // ---- SGD ----
 
