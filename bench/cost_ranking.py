@@ -5,9 +5,11 @@ Asks `shard-opt --strategy=auto --cost-report=json` for the estimated step
 time of every preset (no recomputation, no offload, parameters resharded
 after the forward pass) on N ranks of --device, then compiles each preset,
 runs it on N CPU ranks and reads the measured mean step time from
---stats-json. It prints both, each preset's rank under each, and Kendall's
-tau between the two orders (1: the same order, -1: reversed), with the
-pairs the model orders wrongly.
+--stats-json. It prints both, each preset's rank under each, Kendall's tau
+between the two orders (1: the same order, -1: reversed) with the pairs the
+model orders wrongly, and how many of the pairs whose measured times differ
+by more than --margin (one run's noise, default 5%) the model orders the
+same way.
 
 The step times are wall-clock on whatever machine runs this, so they are
 noise where ranks share few cores; nothing here is a test threshold. The
@@ -45,6 +47,20 @@ def estimated_times(report):
     return times
 
 
+def distinguishable_pairs(estimated, measured, keys, margin):
+    """The pairs whose measured times differ by more than `margin` (a
+    fraction), and those of them the estimate orders the same way."""
+    pairs = agreed = 0
+    for x, y in itertools.combinations(keys, 2):
+        lo, hi = sorted((measured[x], measured[y]))
+        if hi <= lo * (1 + margin):
+            continue
+        pairs += 1
+        if (estimated[x] - estimated[y]) * (measured[x] - measured[y]) > 0:
+            agreed += 1
+    return pairs, agreed
+
+
 def kendall_tau(a, b, keys):
     """Kendall's tau of two orders of `keys` (ties count as neither), and
     the pairs that disagree."""
@@ -70,8 +86,13 @@ def main():
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--device", default="cpu-node")
     parser.add_argument("--strategies", default=",".join(PRESETS))
+    parser.add_argument("--margin", type=float, default=0.05,
+                        help="measured times closer than this fraction are "
+                             "within noise (default 0.05)")
     parser.add_argument("--mpirun", default=shutil.which("mpirun") or "mpirun")
     args = parser.parse_args()
+    if not 0 <= args.margin < 1:
+        sys.exit(f"error: --margin must be in [0, 1), got {args.margin}")
     if args.ranks < 2:
         sys.exit(f"error: --ranks must be at least 2, got {args.ranks}")
     if args.steps < 2:
@@ -128,6 +149,10 @@ def main():
     print(f"Kendall's tau {tau:+.2f}" +
           ("" if not wrong else "; ordered wrongly: " +
            ", ".join(f"{x}/{y}" for x, y in wrong)))
+    pairs, agreed = distinguishable_pairs(estimated, measured, strategies,
+                                          args.margin)
+    print(f"pairs measured more than {args.margin:.0%} apart: {pairs}, "
+          f"ordered the same by the estimate: {agreed}")
 
 
 if __name__ == "__main__":
