@@ -251,8 +251,16 @@ Choice autoshard::chooseStrategy(const cost::ModelDescription &model,
   cost::CandidateSpace space;
   space.reduceDtype = base.reduceDtype == "f32" ? cost::ReduceDtype::F32
                                                 : cost::ReduceDtype::Gradient;
+  // The schedule's settings are searched too, from their defaults (PyTorch's
+  // 25 MiB buckets, one gather ahead) to larger buckets and a deeper
+  // prefetch; a value other than the default pins its setting.
+  StrategyOptions defaults;
   space.prefetchDepths = {base.prefetchDepth};
+  if (base.prefetchDepth == defaults.prefetchDepth)
+    space.prefetchDepths.push_back(2 * defaults.prefetchDepth);
   space.bucketCapsBytes = {base.bucketCapMb << 20};
+  if (base.bucketCapMb == defaults.bucketCapMb)
+    space.bucketCapsBytes.push_back((4 * defaults.bucketCapMb) << 20);
   for (const cost::Plan &plan :
        cost::enumerateCandidatePlans(model, cluster, space)) {
     if (!lookupStrategy(plan.name) ||
