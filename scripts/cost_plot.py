@@ -3,6 +3,7 @@
 
   shard-opt --strategy=auto ... --cost-report=json --cost-report-file=r.json
   python3 scripts/cost_plot.py r.json out.png [--checkpointing none]
+      [--default-schedule]
 
 Two bar charts side by side, one bar per candidate plan (optionally only
 those with one checkpointing mode): estimated memory per rank stacked by
@@ -15,6 +16,7 @@ which scripts/setup.sh installs).
 """
 
 import argparse
+import html
 import json
 import os
 import shutil
@@ -35,14 +37,16 @@ TIME = [("compute", "#4c72b0"), ("exposed_communication", "#c44e52"),
 
 def bars(out, x0, y0, width, height, rows, parts, unit, scale, title, chosen,
          limit=None):
-    out.append(f'<text x="{x0}" y="{y0 - 8}" font-size="13">{title}</text>')
+    out.append(f'<text x="{x0}" y="{y0 - 8}" font-size="13">'
+               f'{html.escape(title)}</text>')
     top = max([sum(r[p] for p, _ in parts) for _, r in rows] +
               ([limit] if limit else [])) or 1
     bar = height / max(len(rows), 1)
     for i, (label, r) in enumerate(rows):
         y = y0 + i * bar
         out.append(f'<text x="{x0 - 6}" y="{y + bar * 0.7:.1f}" '
-                   f'text-anchor="end" font-size="10">{label}</text>')
+                   f'text-anchor="end" font-size="10">'
+                   f'{html.escape(label)}</text>')
         x = x0
         for part, color in parts:
             w = r[part] / top * width
@@ -78,6 +82,9 @@ def main():
     parser.add_argument("out")
     parser.add_argument("--checkpointing", default="",
                         help="only the plans with this checkpointing mode")
+    parser.add_argument("--default-schedule", action="store_true",
+                        help="only the plans with the default bucket cap "
+                             "and prefetch depth and no per-layer mix")
     parser.add_argument("--memory-limit", type=float, default=0,
                         help="the device's memory per rank in bytes, drawn "
                              "as a line")
@@ -88,6 +95,10 @@ def main():
     for i, c in enumerate(report["candidates"]):
         if args.checkpointing and \
                 c["activation_checkpointing"] != args.checkpointing:
+            continue
+        if args.default_schedule and (
+                "bucket=25MiB prefetch=1 " not in c["plan"] or
+                "persist<=" in c["plan"]):
             continue
         if i == report["chosen"]:
             chosen = len(rows)
@@ -105,10 +116,11 @@ def main():
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="1440" '
            f'height="{height + 120}" font-family="sans-serif">',
            '<rect width="100%" height="100%" fill="white"/>',
-           f'<text x="10" y="20" font-size="14">{report["model"]} on '
-           f'{report["nodes"]} x {report["ranks_per_node"]} '
-           f'{report["device"]}: estimated memory per rank and step time'
-           f'</text>']
+           '<text x="10" y="20" font-size="14">' +
+           html.escape(f'{report["model"]} on {report["nodes"]} x '
+                       f'{report["ranks_per_node"]} {report["device"]}: '
+                       'estimated memory per rank and step time') +
+           '</text>']
     bars(out, 420, 50, 300, height, [(l, r) for l, r in rows], MEMORY, "GiB",
          2**30, "memory per rank (GiB)", chosen, args.memory_limit or None)
     bars(out, 1060, 50, 260, height, [(l, r) for l, r in rows], TIME, "ms",

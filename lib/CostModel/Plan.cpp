@@ -169,6 +169,27 @@ autoshard::cost::enumerateCandidatePlans(const ModelDescription &model,
     bool sharded = shardsParameters(base);
     std::vector<Reshard> reshards =
         sharded ? space.reshards : std::vector<Reshard>{Reshard::AfterForward};
+    // The per-layer mixes of this base: small parameters kept whole.
+    std::vector<std::pair<int64_t, std::map<std::string, Layout>>> mixes;
+    for (int64_t threshold : space.persistenceThresholds) {
+      if (threshold == 0 || !sharded) {
+        if (threshold == 0)
+          mixes.push_back({0, base.parameterLayouts});
+        continue;
+      }
+      std::map<std::string, Layout> layouts = base.parameterLayouts;
+      Layout whole = base.layout;
+      whole.parameters = Placement::Replicated;
+      bool any = false;
+      for (const ParameterTensor &p : model.parameters)
+        if (p.elements <= threshold && !layouts.count(p.name)) {
+          layouts[p.name] = whole;
+          any = true;
+        }
+      if (any)
+        mixes.push_back({threshold, std::move(layouts)});
+    }
+    for (const auto &[threshold, layouts] : mixes)
     for (Reshard reshard : reshards)
       for (int64_t cap : space.bucketCapsBytes)
         for (int64_t depth : space.prefetchDepths)
@@ -180,6 +201,8 @@ autoshard::cost::enumerateCandidatePlans(const ModelDescription &model,
                 if (offloads && !space.offload)
                   continue;
                 Plan plan = base;
+                plan.parameterLayouts = layouts;
+                plan.persistenceThreshold = threshold;
                 plan.reshard = reshard;
                 plan.bucketCapBytes = cap;
                 plan.prefetchDepth = depth;
@@ -237,7 +260,9 @@ std::string autoshard::cost::describePlan(const Plan &plan) {
   std::string text = plan.name;
   if (plan.name == "hybrid")
     text += "(G=" + std::to_string(plan.layout.shardGroupSize) + ")";
-  if (!plan.parameterLayouts.empty())
+  if (plan.persistenceThreshold > 0)
+    text += " persist<=" + std::to_string(plan.persistenceThreshold);
+  else if (!plan.parameterLayouts.empty())
     text += "+" + std::to_string(plan.parameterLayouts.size()) + " groups";
   if (shardsParameters(plan))
     text += std::string(" reshard=") + stringify(plan.reshard);

@@ -261,6 +261,12 @@ Choice autoshard::chooseStrategy(const cost::ModelDescription &model,
   space.bucketCapsBytes = {base.bucketCapMb << 20};
   if (base.bucketCapMb == defaults.bucketCapMb)
     space.bucketCapsBytes.push_back((4 * defaults.bucketCapMb) << 20);
+  // Per-layer mixes: plans that shard parameters also keep those of at most
+  // 100,000 elements whole (DeepSpeed's default persistence threshold:
+  // norms and biases, gathered every use for little memory).
+  space.persistenceThresholds = {base.persistenceThreshold};
+  if (base.persistenceThreshold == defaults.persistenceThreshold)
+    space.persistenceThresholds.push_back(100000);
   for (const cost::Plan &plan :
        cost::enumerateCandidatePlans(model, cluster, space)) {
     if (!lookupStrategy(plan.name) ||
@@ -280,6 +286,7 @@ Choice autoshard::chooseStrategy(const cost::ModelDescription &model,
     options.bucketCapMb = plan.bucketCapBytes >> 20;
     options.prefetchDepth = plan.prefetchDepth;
     options.activationCheckpointing = cost::stringify(plan.checkpointing);
+    options.persistenceThreshold = plan.persistenceThreshold;
     options.offload = cost::stringify(plan.optimizerOffload);
     options.offloadParams = cost::stringify(plan.parameterOffload);
     choice.candidates.push_back(std::move(candidate));

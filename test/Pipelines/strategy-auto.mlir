@@ -15,7 +15,7 @@
 // JSON, to a file: every candidate with its memory, traffic and time.
 // RUN: shard-opt --strategy=auto --world-size=2 --cost-report=json --cost-report-file=%t.json %examples/mlp.mlir > /dev/null
 // RUN: %python -c "import json,sys; d=json.load(open(sys.argv[1])); c=d['candidates'][d['chosen']]; print(c['strategy'], len(d['candidates']), sorted(c['bytes_per_step']))" %t.json | FileCheck %s --check-prefix=JSON
-// JSON: ddp 84 ['all_gather', 'all_reduce', 'reduce_scatter']
+// JSON: ddp 132 ['all_gather', 'all_reduce', 'reduce_scatter']
 
 // A budget below DDP's need: ZeRO-1, whose estimate fits, and whose exact
 // memory plan confirms it. DDP needs 139.4K per rank, ZeRO-1 113.4K (peak

@@ -57,6 +57,9 @@ struct Plan {
   /// Parameters placed otherwise than `layout` (`#train.param_group`s after
   /// the compiler resolved their regular expressions), by name.
   std::map<std::string, Layout> parameterLayouts;
+  /// `--persistence-threshold`: the parameters of at most this many
+  /// elements whose `parameterLayouts` keep them whole (0: none).
+  int64_t persistenceThreshold = 0;
 
   Reshard reshard = Reshard::AfterForward;
   ReduceDtype reduceDtype = ReduceDtype::Gradient;
@@ -105,6 +108,11 @@ struct CandidateSpace {
                                    Reshard::AfterBackward};
   std::vector<int64_t> bucketCapsBytes = {int64_t(25) << 20};
   std::vector<int64_t> prefetchDepths = {1};
+  /// Per-layer mixes for plans that shard parameters: thresholds at or
+  /// below which a parameter stays whole (gradients and states still
+  /// sharded), as DeepSpeed's stage3_param_persistence_threshold; 0 adds
+  /// the plain plan.
+  std::vector<int64_t> persistenceThresholds = {0};
   std::vector<ActivationCheckpointing> checkpointing = {
       ActivationCheckpointing::None, ActivationCheckpointing::Selective,
       ActivationCheckpointing::Blocks};
