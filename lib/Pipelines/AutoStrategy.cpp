@@ -256,16 +256,17 @@ Choice autoshard::chooseStrategy(const cost::ModelDescription &model,
   // prefetch; a value other than the default pins its setting.
   StrategyOptions defaults;
   space.prefetchDepths = {base.prefetchDepth};
-  if (base.prefetchDepth == defaults.prefetchDepth)
+  if (base.searchSchedule && base.prefetchDepth == defaults.prefetchDepth)
     space.prefetchDepths.push_back(2 * defaults.prefetchDepth);
   space.bucketCapsBytes = {base.bucketCapMb << 20};
-  if (base.bucketCapMb == defaults.bucketCapMb)
+  if (base.searchSchedule && base.bucketCapMb == defaults.bucketCapMb)
     space.bucketCapsBytes.push_back((4 * defaults.bucketCapMb) << 20);
   // Per-layer mixes: plans that shard parameters also keep those of at most
   // 100,000 elements whole (DeepSpeed's default persistence threshold:
   // norms and biases, gathered every use for little memory).
   space.persistenceThresholds = {base.persistenceThreshold};
-  if (base.persistenceThreshold == defaults.persistenceThreshold)
+  if (base.searchSchedule &&
+      base.persistenceThreshold == defaults.persistenceThreshold)
     space.persistenceThresholds.push_back(100000);
   for (const cost::Plan &plan :
        cost::enumerateCandidatePlans(model, cluster, space)) {

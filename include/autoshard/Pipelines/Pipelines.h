@@ -45,6 +45,9 @@ struct StrategyOptions {
   int64_t ranksPerNode = 0;
   std::string costReport;
   std::string costReportFile;
+  /// For strategy "auto": also search bucket caps, prefetch depths and the
+  /// persistence-threshold mix where their options are at their defaults.
+  bool searchSchedule = true;
   /// Offload (autoshard-offload): where optimizer states and fp32 master
   /// weights, and sharded parameters, live: "none" (device), "cpu" (host
   /// memory) or "nvme" (files of the binary's --offload-dir).
