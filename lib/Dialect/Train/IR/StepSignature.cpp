@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -490,6 +491,20 @@ LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
     return func.emitOpError()
            << "has " << body.getBlocks().size()
            << " blocks; a training step is straight-line code in one block";
+  // ... ending in the return of its results, which every pass reads as the
+  // block's terminator (an unregistered op, which might be a terminator,
+  // passes the function's own verifier).
+  if (!body.empty()) {
+    Block &block = body.front();
+    Operation *last = block.empty() ? nullptr : &block.back();
+    if (!last || !last->hasTrait<OpTrait::ReturnLike>() ||
+        last->getNumOperands() != func.getNumResults())
+      return func.emitOpError()
+             << "must end in a return of its " << func.getNumResults()
+             << (func.getNumResults() == 1 ? " result" : " results")
+             << "; a training step is straight-line code ending in "
+                "func.return";
+  }
   for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
     if (failed(verifyTagged(func, "argument", i, type, func.getArgAttrDict(i))))
       return failure();
