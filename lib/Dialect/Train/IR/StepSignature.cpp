@@ -278,16 +278,33 @@ MemorySpace autoshard::train::getMemorySpace(Value value) {
   return MemorySpace::Device;
 }
 
+std::optional<Transfer> autoshard::train::getTransfer(Operation *op) {
+  if (auto start = dyn_cast<TransferStartOp>(op))
+    return Transfer{start.getKind(), start.getInput(), start.getTarget()};
+  if (isa<ToHostOp>(op))
+    return Transfer{TransferKind::ToHost, op->getOperand(0), Value()};
+  if (isa<ToDeviceOp>(op))
+    return Transfer{TransferKind::ToDevice, op->getOperand(0), Value()};
+  if (isa<NvmeReadOp>(op))
+    return Transfer{TransferKind::NvmeRead, op->getOperand(0), Value()};
+  if (auto write = dyn_cast<NvmeWriteOp>(op))
+    return Transfer{TransferKind::NvmeWrite, write.getValue(),
+                    write.getTarget()};
+  return std::nullopt;
+}
+
 /// The NVMe write behind a returned value: a train.nvme_write, or the wait
 /// of an asynchronous one; its target argument, or null.
 static Value nvmeWriteTarget(Value value) {
-  if (auto write = value.getDefiningOp<NvmeWriteOp>())
-    return write.getTarget();
-  if (auto wait = value.getDefiningOp<TransferWaitOp>())
-    if (auto start = wait.getHandle().getDefiningOp<TransferStartOp>();
-        start && start.getKind() == TransferKind::NvmeWrite)
-      return start.getTarget();
-  return Value();
+  Operation *def = value.getDefiningOp();
+  if (isa_and_nonnull<TransferStartOp>(def))
+    return Value(); // its handle, not the written value
+  if (auto wait = dyn_cast_or_null<TransferWaitOp>(def))
+    def = wait.getHandle().getDefiningOp();
+  std::optional<Transfer> transfer = def ? getTransfer(def) : std::nullopt;
+  return transfer && transfer->kind == TransferKind::NvmeWrite
+             ? transfer->target
+             : Value();
 }
 
 /// "device memory", "host memory", "an NVMe file".
@@ -387,81 +404,43 @@ static LogicalResult verifyMemorySpaces(FunctionOpInterface func,
       }
       continue;
     }
-    if (isa<ToHostOp>(op)) {
-      if (failed(expect(&op, 0, op.getOperand(0), MemorySpace::Device,
-                        "a copy to the host")))
-        return failure();
-      continue;
-    }
-    if (isa<ToDeviceOp>(op)) {
-      if (failed(expect(&op, 0, op.getOperand(0), MemorySpace::Host,
-                        "a copy to the device")))
-        return failure();
-      continue;
-    }
-    // An NVMe op on something other than an argument is its own
-    // verifier's error.
-    if (isa<NvmeReadOp, NvmeWriteOp>(op) &&
-        !isa<BlockArgument>(op.getOperand(isa<NvmeReadOp>(op) ? 0 : 1)))
-      continue;
-    if (isa<NvmeReadOp>(op)) {
-      if (failed(expect(&op, 0, op.getOperand(0), MemorySpace::Nvme,
-                        "an NVMe read")))
-        return failure();
-      continue;
-    }
     // An NVMe write's result says where the new value went; only the
     // return reads it (the lowering gives it no buffer).
-    if (isa<TransferWaitOp>(op) && nvmeWriteTarget(op.getResult(0)))
+    if (op.getNumResults() == 1 && nvmeWriteTarget(op.getResult(0)))
       for (Operation *user : op.getUsers())
         if (!user->hasTrait<OpTrait::IsTerminator>())
           return user->emitOpError()
                  << "reads the result of a train.nvme_write; only the "
                     "step's return may (read the written value instead)";
-    if (auto start = dyn_cast<TransferStartOp>(op)) {
-      // As the synchronous transfer of its kind.
-      Value input = start.getInput();
-      switch (start.getKind()) {
-      case TransferKind::ToHost:
-        if (failed(expect(&op, 0, input, MemorySpace::Device,
-                          "a copy to the host")))
-          return failure();
-        break;
-      case TransferKind::ToDevice:
-        if (failed(expect(&op, 0, input, MemorySpace::Host,
-                          "a copy to the device")))
-          return failure();
-        break;
-      case TransferKind::NvmeRead:
-        if (isa<BlockArgument>(input) &&
-            failed(expect(&op, 0, input, MemorySpace::Nvme, "an NVMe read")))
-          return failure();
-        break;
-      case TransferKind::NvmeWrite:
-        if (failed(expect(&op, 0, input, MemorySpace::Host,
-                          "an NVMe write")) ||
-            (isa_and_nonnull<BlockArgument>(start.getTarget()) &&
-             failed(expect(&op, 1, start.getTarget(), MemorySpace::Nvme,
-                           "an NVMe write"))))
-          return failure();
-        break;
-      }
-      continue;
-    }
     if (isa<TransferWaitOp>(op))
       continue;
-    if (auto write = dyn_cast<NvmeWriteOp>(op)) {
-      // Its result says where the new value went; only the return reads it
-      // (the lowering gives it no buffer).
-      for (Operation *user : write->getUsers())
-        if (!user->hasTrait<OpTrait::IsTerminator>())
-          return user->emitOpError()
-                 << "reads the result of a train.nvme_write; only the "
-                    "step's return may (read the written value instead)";
-      if (failed(expect(&op, 0, write.getValue(), MemorySpace::Host,
-                        "an NVMe write")) ||
-          failed(expect(&op, 1, write.getTarget(), MemorySpace::Nvme,
-                        "an NVMe write")))
+    // A transfer, synchronous or started, reads from where it copies from.
+    if (std::optional<Transfer> t = getTransfer(&op)) {
+      // An NVMe transfer of something other than an argument is its op's
+      // own verifier's error.
+      Value file = t->kind == TransferKind::NvmeRead    ? t->input
+                   : t->kind == TransferKind::NvmeWrite ? t->target
+                                                        : Value();
+      if (file && !isa<BlockArgument>(file))
+        continue;
+      LogicalResult ok = success();
+      switch (t->kind) {
+      case TransferKind::ToHost:
+        ok = expect(&op, 0, t->input, MemorySpace::Device, "a copy to the host");
+        break;
+      case TransferKind::ToDevice:
+        ok = expect(&op, 0, t->input, MemorySpace::Host, "a copy to the device");
+        break;
+      case TransferKind::NvmeRead:
+        ok = expect(&op, 0, t->input, MemorySpace::Nvme, "an NVMe read");
+        break;
+      case TransferKind::NvmeWrite:
+        ok = expect(&op, 0, t->input, MemorySpace::Host, "an NVMe write");
+        if (succeeded(ok))
+          ok = expect(&op, 1, t->target, MemorySpace::Nvme, "an NVMe write");
+        break;
+      }
+      if (failed(ok))
         return failure();
       continue;
     }

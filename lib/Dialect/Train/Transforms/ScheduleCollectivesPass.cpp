@@ -243,19 +243,8 @@ private:
   /// of its result (the return, for an NVMe write).
   void splitTransfers() {
     for (Operation &op : llvm::make_early_inc_range(body)) {
-      std::optional<TransferKind> kind;
-      Value target;
-      if (isa<ToHostOp>(op))
-        kind = TransferKind::ToHost;
-      else if (isa<ToDeviceOp>(op))
-        kind = TransferKind::ToDevice;
-      else if (isa<NvmeReadOp>(op))
-        kind = TransferKind::NvmeRead;
-      else if (auto write = dyn_cast<NvmeWriteOp>(op)) {
-        kind = TransferKind::NvmeWrite;
-        target = write.getTarget();
-      }
-      if (!kind)
+      std::optional<Transfer> transfer = getTransfer(&op);
+      if (!transfer || isa<TransferStartOp>(op))
         continue;
       Operation *firstReader = body.getTerminator();
       for (Operation *user : op.getResult(0).getUsers()) {
@@ -264,10 +253,11 @@ private:
           firstReader = reader;
       }
       OpBuilder b(&op);
-      Value input = op.getOperand(0);
+      Value input = transfer->input;
       auto pending = PendingType::get(op.getContext(), {input.getType()});
-      auto start = TransferStartOp::create(b, op.getLoc(), pending, *kind,
-                                           input, target);
+      auto start = TransferStartOp::create(b, op.getLoc(), pending,
+                                           transfer->kind, input,
+                                           transfer->target);
       b.setInsertionPoint(firstReader);
       auto wait = TransferWaitOp::create(b, op.getLoc(), start.getHandle());
       op.getResult(0).replaceAllUsesWith(wait.getResult());

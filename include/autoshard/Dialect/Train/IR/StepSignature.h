@@ -68,6 +68,17 @@ MemorySpace getResultMemorySpace(mlir::FunctionOpInterface func,
 /// host memory; anything else in device memory.
 MemorySpace getMemorySpace(mlir::Value value);
 
+/// The offload transfer an op makes: a synchronous transfer op (to_host,
+/// to_device, nvme_read, nvme_write) or the start of an asynchronous one.
+/// `input` is what is copied, the NVMe argument read, or the value written;
+/// `target` the NVMe argument written (null for the other kinds).
+struct Transfer {
+  TransferKind kind;
+  mlir::Value input;
+  mlir::Value target;
+};
+std::optional<Transfer> getTransfer(mlir::Operation *op);
+
 /// Whether `name` is a valid argument/result name: [A-Za-z0-9_.]+, not
 /// starting with '.'.
 bool isValidStepName(llvm::StringRef name);
