@@ -37,6 +37,17 @@ config.substitutions.append(
 
 if config.have_runtime:
     config.available_features.add("runtime")
+# shard-compile --backend=cuda links (the CUDA toolkit was found), and
+# whether a GPU is there to run what it links (nvidia-smi lists one).
+if config.have_runtime and config.have_cuda_runtime:
+    config.available_features.add("cuda-runtime")
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
+                                text=True, timeout=60)
+        if listed.returncode == 0 and "GPU" in listed.stdout:
+            config.available_features.add("cuda-device")
+    except (OSError, subprocess.TimeoutExpired):
+        pass
 
 
 def python_imports(module):

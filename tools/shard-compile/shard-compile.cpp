@@ -34,9 +34,11 @@ static cl::opt<bool> exposeGradients(
     cl::desc("Return each parameter's gradient from the step (the binary's "
              "--save-grads writes them)"),
     cl::init(false));
-static cl::opt<std::string> backend("backend",
-                                    cl::desc("Runtime backend (cpu)"),
-                                    cl::init("cpu"));
+static cl::opt<std::string> backend(
+    "backend",
+    cl::desc("Runtime backend the binary links: cpu (OpenBLAS) or cuda "
+             "(NVIDIA GPUs, one per rank); the step's code is the same"),
+    cl::init("cpu"));
 enum class Emit { Exe, Obj, LLVMIR, MLIR };
 static cl::opt<Emit> emit(
     "emit", cl::desc("What to write to -o (default exe)"),
@@ -53,7 +55,24 @@ static int fail(const llvm::Twine &message) {
   return 1;
 }
 
-/// Links `object` with the runtime into the executable `output`.
+/// The runtime libraries of --backend, or an error saying why there are
+/// none.
+static std::optional<std::string> checkBackend() {
+  if (backend == "cpu")
+    return std::nullopt;
+  if (backend == "cuda") {
+    if (emit != Emit::Exe || AUTOSHARD_HAVE_CUDA_RUNTIME)
+      return std::nullopt;
+    return std::string(
+        "--backend=cuda: this shard-compile was built without the CUDA "
+        "runtime (no CUDA toolkit was found when it was configured); "
+        "reconfigure with the toolkit installed, or use --emit=obj and link "
+        "the object with a runtime built with AUTOSHARD_ENABLE_CUDA=ON");
+  }
+  return "unknown backend '" + backend.getValue() + "'; valid backends: cpu, cuda";
+}
+
+/// Links `object` with --backend's runtime into the executable `output`.
 static int link(llvm::StringRef object, llvm::StringRef output) {
   if (!AUTOSHARD_HAVE_RUNTIME)
     return fail("this shard-compile was built without the runtime, so it "
@@ -62,9 +81,13 @@ static int link(llvm::StringRef object, llvm::StringRef output) {
   std::vector<std::string> command = {kLinkerDriver, "-fuse-ld=lld",
                                       "-o", output.str(), object.str(),
                                       "-Wl,--start-group"};
-  for (const char *item : kRuntimeLinkItems)
-    command.push_back(item);
-  command.insert(command.end(), {"-Wl,--end-group", "-lpthread", "-lm"});
+  for (const char *const *item =
+           backend == "cuda" ? kCudaLinkItems : kCpuLinkItems;
+       *item; ++item)
+    command.push_back(*item);
+  // libstdc++: the CUDA libraries' nvcc-built code needs it whole.
+  command.insert(command.end(),
+                 {"-Wl,--end-group", "-lstdc++", "-lpthread", "-lm"});
   std::vector<llvm::StringRef> args(command.begin(), command.end());
   std::string error;
   int status = llvm::sys::ExecuteAndWait(kLinkerDriver, args, std::nullopt,
@@ -95,9 +118,8 @@ int main(int argc, char **argv) {
     strategyFlag = "ddp";
   if (std::optional<std::string> error = validateStrategyFlags())
     return fail(*error);
-  if (backend != "cpu")
-    return fail("unknown backend '" + backend +
-                "'; valid backends: cpu (the CUDA backend is not built yet)");
+  if (std::optional<std::string> error = checkBackend())
+    return fail(*error);
 
   DialectRegistry registry;
   autoshard::registerAutoshardDialects(registry);

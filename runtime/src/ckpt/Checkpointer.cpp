@@ -4,7 +4,6 @@
 #include "ckpt/CheckpointDir.h"
 #include "ckpt/CheckpointWriter.h"
 #include "ckpt/ShardFile.h"
-#include "comm/MpiCheck.h"
 #include "core/Dtype.h"
 #include "core/Philox.h"
 
@@ -18,19 +17,6 @@ namespace {
 
 std::string quoted(const std::string &text) { return "'" + text + "'"; }
 
-/// Sends `text` from `root` to every rank of `comm`.
-void broadcastString(std::string &text, int root, MPI_Comm comm) {
-  auto length = static_cast<uint64_t>(text.size());
-  CHECK_MPI(MPI_Bcast(&length, 1, MPI_UINT64_T, root, comm));
-  text.resize(static_cast<size_t>(length));
-  // MPI counts are ints: large texts go in pieces.
-  for (uint64_t done = 0; done < length;) {
-    int piece = static_cast<int>(std::min<uint64_t>(length - done, 1 << 30));
-    CHECK_MPI(MPI_Bcast(text.data() + done, piece, MPI_CHAR, root, comm));
-    done += static_cast<uint64_t>(piece);
-  }
-}
-
 void note(int rank, const std::string &message) {
   if (rank != 0)
     return;
@@ -40,39 +26,13 @@ void note(int rank, const std::string &message) {
 
 } // namespace
 
-Status agreeOnStatus(const Status &mine, MPI_Comm comm) {
-  int rank = 0, size = 1;
-  CHECK_MPI(MPI_Comm_rank(comm, &rank));
-  CHECK_MPI(MPI_Comm_size(comm, &size));
-  int candidate = mine.ok() ? size : rank;
-  int first = size;
-  CHECK_MPI(MPI_Allreduce(&candidate, &first, 1, MPI_INT, MPI_MIN, comm));
-  if (first == size)
-    return Status::success();
-  std::string message = first == rank ? mine.message() : std::string();
-  broadcastString(message, first, comm);
-  return Error(message);
-}
-
 Checkpointer::Checkpointer(CheckpointOptions options, const Manifest &manifest,
                            std::string_view manifestText, uint64_t seed,
-                           std::string data, int rank, int worldSize)
+                           std::string data, ControlPlane &control)
     : options(std::move(options)), manifest(manifest),
       planHash(fnv1a64(manifestText)), seed(seed), data(std::move(data)),
-      rank(rank), worldSize(worldSize),
-      assignments(assignCheckpointBlocks(manifest)) {
-  // A communicator of its own: checkpoint traffic never interleaves with
-  // the step's collectives, whatever thread drives those.
-  if (enabled())
-    CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
-}
-
-Checkpointer::~Checkpointer() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (comm != MPI_COMM_NULL && !finalized)
-    MPI_Comm_free(&comm);
-}
+      control(control), rank(control.rank()), worldSize(control.size()),
+      assignments(assignCheckpointBlocks(manifest)) {}
 
 bool Checkpointer::due(int64_t step, int64_t lastStep) const {
   if (!enabled() || step <= newest)
@@ -142,13 +102,13 @@ Expected<int64_t> Checkpointer::start(const std::vector<void *> &args,
       }
     }
   }
-  if (Status s = agreeOnStatus(found, comm); !s)
+  if (Status s = agreeOnStatus(found, control); !s)
     return Error(s.message());
   if (!options.resume)
     return int64_t(0);
 
-  broadcastString(chosen, 0, comm);
-  broadcastString(manifestText, 0, comm);
+  control.broadcast(chosen, 0);
+  control.broadcast(manifestText, 0);
   // Every rank parses and checks the same text, so they agree without
   // talking; the files are then checked and read by all of them.
   Expected<CheckpointReader> reader =
@@ -168,7 +128,7 @@ Expected<int64_t> Checkpointer::start(const std::vector<void *> &args,
                  "checkpoint included)");
 
   Status loaded = load(*reader, args);
-  if (Status s = agreeOnStatus(loaded, comm); !s)
+  if (Status s = agreeOnStatus(loaded, control); !s)
     return Error("--resume: " + s.message() + " (" + quoted(chosen) +
                  " is the newest complete checkpoint; move it away to resume "
                  "from an older one)");
@@ -224,7 +184,7 @@ Status Checkpointer::save(int64_t step, const std::vector<void *> &args) {
     if (!made)
       begun = Error(made.message());
   }
-  if (Status s = agreeOnStatus(begun, comm); !s)
+  if (Status s = agreeOnStatus(begun, control); !s)
     return s;
 
   // This rank's blocks, straight from its buffers.
@@ -246,14 +206,12 @@ Status Checkpointer::save(int64_t step, const std::vector<void *> &args) {
       wrote = Error("cannot write the checkpoint of step " +
                     std::to_string(step) + ": " + file.message());
   }
-  if (Status s = agreeOnStatus(wrote, comm); !s)
+  if (Status s = agreeOnStatus(wrote, control); !s)
     return s;
 
   // Test hook: the job dies with every shard file written and no MANIFEST.
   if (options.exitDuringSave == step) {
-    std::fflush(stdout);
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 3);
+    control.abortJob(3);
   }
 
   // Rank 0 needs where each block landed: per rank, its file's size and
@@ -266,19 +224,20 @@ Status Checkpointer::save(int64_t step, const std::vector<void *> &args) {
       record.push_back(b.crc);
     }
   }
-  int count = static_cast<int>(record.size());
-  std::vector<int> counts(rank == 0 ? static_cast<size_t>(worldSize) : 0);
-  CHECK_MPI(MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm));
-  std::vector<int> displacements(counts.size());
-  int total = 0;
-  for (size_t r = 0; r < counts.size(); ++r) {
-    displacements[r] = total;
-    total += counts[r];
+  std::string mine(record.size() * sizeof(uint64_t), '\0');
+  if (!record.empty())
+    std::memcpy(mine.data(), record.data(), mine.size());
+  std::vector<std::string> gathered = control.gather(mine);
+  // Rank r's record starts at displacements[r] in `records`.
+  std::vector<size_t> displacements;
+  std::vector<uint64_t> records;
+  for (const std::string &bytes : gathered) {
+    displacements.push_back(records.size());
+    size_t at = records.size();
+    records.resize(at + bytes.size() / sizeof(uint64_t));
+    if (!bytes.empty())
+      std::memcpy(records.data() + at, bytes.data(), bytes.size());
   }
-  std::vector<uint64_t> records(static_cast<size_t>(total));
-  CHECK_MPI(MPI_Gatherv(record.data(), count, MPI_UINT64_T, records.data(),
-                        counts.data(), displacements.data(), MPI_UINT64_T, 0,
-                        comm));
 
   Status committed, pruned;
   uint64_t bytes = 0;
@@ -318,7 +277,7 @@ Status Checkpointer::save(int64_t step, const std::vector<void *> &args) {
     if (committed)
       pruned = pruneCheckpoints(root, options.keep, removed);
   }
-  if (Status s = agreeOnStatus(committed, comm); !s)
+  if (Status s = agreeOnStatus(committed, control); !s)
     return Error("cannot write the checkpoint of step " + std::to_string(step) +
                  ": " + s.message());
   newest = step;

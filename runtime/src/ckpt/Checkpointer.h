@@ -3,10 +3,9 @@
 
 #include "ckpt/CheckpointReader.h"
 #include "ckpt/Layout.h"
+#include "core/Control.h"
 #include "core/Expected.h"
 #include "core/Manifest.h"
-
-#include <mpi.h>
 
 #include <cstdint>
 #include <string>
@@ -28,19 +27,15 @@ struct CheckpointOptions {
   /// without one is an error.
   bool resume = false;
   /// Hidden test hook (--exit-during-checkpoint K): while saving step K,
-  /// the job ends (MPI_Abort, status 3) once every shard file is written
+  /// the job ends (ControlPlane::abortJob, status 3) once every shard file
+  /// is written
   /// and before the MANIFEST is, as if it died mid-save.
   int64_t exitDuringSave = 0;
 };
 
-/// Collective over `comm`: success when `mine` succeeded on every rank;
-/// otherwise every rank gets the error of the lowest failing rank, so that
-/// whoever prints prints the cause.
-Status agreeOnStatus(const Status &mine, MPI_Comm comm);
-
-/// One rank's side of a run's checkpoints. Every method is collective:
-/// all ranks call it with the same arguments and get the same verdict (the
-/// error of the lowest failing rank). Rank 0 prints what was done to
+/// One rank's side of a run's checkpoints. Every method is collective over
+/// the job's control plane: all ranks call it with the same arguments and
+/// get the same verdict (the error of the lowest failing rank). Rank 0 prints what was done to
 /// stdout ("autoshard: ..."). The directory must be one that every rank
 /// sees (a shared file system on several nodes).
 ///
@@ -58,8 +53,7 @@ public:
   /// checkpoint's "plan" record); `data` is describeDataSource's record.
   Checkpointer(CheckpointOptions options, const Manifest &manifest,
                std::string_view manifestText, uint64_t seed, std::string data,
-               int rank, int worldSize);
-  ~Checkpointer();
+               ControlPlane &control);
   Checkpointer(const Checkpointer &) = delete;
   Checkpointer &operator=(const Checkpointer &) = delete;
 
@@ -94,9 +88,9 @@ private:
   uint64_t planHash;
   uint64_t seed;
   std::string data;
+  ControlPlane &control;
   int rank;
   int worldSize;
-  MPI_Comm comm = MPI_COMM_NULL;
   std::vector<BlockAssignment> assignments;
   std::string resumedPath;
   int64_t newest = -1;

@@ -4,12 +4,11 @@
 #include "comm/Comm.h"
 #include "core/CommStream.h"
 #include "core/Context.h"
+#include "core/Device.h"
 #include "core/Dtype.h"
 #include "core/FlatShard.h"
 #include "core/InFlightBuckets.h"
 #include "core/Stats.h"
-
-#include <cstring>
 
 using namespace autoshard::rt;
 
@@ -21,18 +20,25 @@ OpenBucket &bucketOf(asrt_context *ctx, const char *fn) {
   return *ctx->bucket;
 }
 
-/// Copies `count` elements of `elementBytes`; a count of 0 touches neither
-/// pointer, which may then be null (an empty member).
-void copyElements(void *dst, const void *src, int64_t count,
-                  int64_t elementBytes) {
-  if (count > 0)
-    std::memcpy(dst, src, static_cast<size_t>(count * elementBytes));
-}
+/// Packing and unpacking: copies and zeroing in the context's device
+/// memory, queued on the lane of the thread that runs the bucket (the
+/// communication thread's, or the main thread's for a group of one). A
+/// count of 0 touches neither pointer, which may then be null (an empty
+/// member).
+struct Packer {
+  Device &device;
+  Lane lane;
 
-void zeroElements(void *dst, int64_t count, int64_t elementBytes) {
-  if (count > 0)
-    std::memset(dst, 0, static_cast<size_t>(count * elementBytes));
-}
+  void copy(void *dst, const void *src, int64_t count,
+            int64_t elementBytes) const {
+    if (count > 0)
+      device.copy(lane, dst, src, count * elementBytes);
+  }
+  void zero(void *dst, int64_t count, int64_t elementBytes) const {
+    if (count > 0)
+      device.zero(lane, dst, count * elementBytes);
+  }
+};
 
 /// The counter a bucket's bytes go to: the single-tensor function's, so
 /// that a step's traffic reads the same bucketed or not.
@@ -72,28 +78,30 @@ const char *at(const void *base, int64_t element, int64_t elementBytes) {
 /// Packed: the members one after the other, each zero-padded to n * k. The
 /// packed count is then n * K, and a ring over it sends 2 (n-1) K b bytes:
 /// exactly the members' single-tensor counts, as the stats record.
-void allReduceBucket(Comm &comm, const OpenBucket &b, void *packed) {
+void allReduceBucket(Comm &comm, const Packer &p, const OpenBucket &b,
+                     void *packed) {
   const int64_t n = b.groupSize(), eb = dtypeSize(b.dtype());
   const int64_t count = n * b.totalChunk();
   for (const BucketMember &m : b.members()) {
     char *place = at(packed, n * m.chunkOffset, eb);
-    copyElements(place, m.send, m.numel, eb);
+    p.copy(place, m.send, m.numel, eb);
     // Zero, not stale scratch: the padding is dropped when unpacking, but
     // old bytes (NaNs, denormals) could slow the reduction down and would
     // make the packed buffer differ from the padded tensors it stands for.
-    zeroElements(place + m.numel * eb, n * m.chunk - m.numel, eb);
+    p.zero(place + m.numel * eb, n * m.chunk - m.numel, eb);
   }
   comm.allReduce(packed, packed, count, b.dtype(), b.reduceOp(), b.mask());
   // Every send was read into the packed buffer before any recv is written,
   // so a recv may alias its send (or any other member's).
   for (const BucketMember &m : b.members())
-    copyElements(m.recv, at(packed, n * m.chunkOffset, eb), m.numel, eb);
+    p.copy(m.recv, at(packed, n * m.chunkOffset, eb), m.numel, eb);
 }
 
 /// Packed rank-major: block r holds every member's chunk r, zero past its
 /// numel. One reduce-scatter of totalChunk elements per rank then leaves
 /// this rank's block, which holds every member's shard.
-void reduceScatterBucket(Comm &comm, const OpenBucket &b, void *packed) {
+void reduceScatterBucket(Comm &comm, const Packer &p, const OpenBucket &b,
+                         void *packed) {
   const int64_t n = b.groupSize(), eb = dtypeSize(b.dtype());
   const int64_t block = b.totalChunk();
   for (const BucketMember &m : b.members()) {
@@ -101,8 +109,8 @@ void reduceScatterBucket(Comm &comm, const OpenBucket &b, void *packed) {
     for (int64_t r = 0; r < n; ++r) {
       char *place = at(packed, r * block + m.chunkOffset, eb);
       int64_t valid = layout.validCount(r);
-      copyElements(place, at(m.send, layout.begin(r), eb), valid, eb);
-      zeroElements(place + valid * eb, m.chunk - valid, eb);
+      p.copy(place, at(m.send, layout.begin(r), eb), valid, eb);
+      p.zero(place + valid * eb, m.chunk - valid, eb);
     }
   }
   // In place: this rank's reduced block lands at the start of the buffer.
@@ -111,25 +119,26 @@ void reduceScatterBucket(Comm &comm, const OpenBucket &b, void *packed) {
   // reduction and stays zero under AVG's division: the shards come out
   // zero-padded, as asrt_reduce_scatter_shards leaves them.
   for (const BucketMember &m : b.members())
-    copyElements(m.recv, at(packed, m.chunkOffset, eb), m.chunk, eb);
+    p.copy(m.recv, at(packed, m.chunkOffset, eb), m.chunk, eb);
 }
 
 /// Packed rank-major as the reduce-scatter: this rank contributes block
 /// `me`, its members' shards whole (their padding travels and is dropped
 /// when unpacking, as the single-tensor gather never writes it).
-void allGatherBucket(Comm &comm, const OpenBucket &b, void *packed) {
+void allGatherBucket(Comm &comm, const Packer &p, const OpenBucket &b,
+                     void *packed) {
   const int64_t n = b.groupSize(), eb = dtypeSize(b.dtype());
   const int64_t block = b.totalChunk();
   const int64_t me = comm.groupIndex(b.mask());
   char *own = at(packed, me * block, eb);
   for (const BucketMember &m : b.members())
-    copyElements(own + m.chunkOffset * eb, m.send, m.chunk, eb);
+    p.copy(own + m.chunkOffset * eb, m.send, m.chunk, eb);
   // In place: the send is this rank's own block of the packed buffer.
   comm.allGather(own, packed, block, b.dtype(), b.mask());
   for (const BucketMember &m : b.members()) {
     FlatShardLayout layout{m.numel, n};
     for (int64_t r = 0; r < n; ++r)
-      copyElements(at(m.recv, layout.begin(r), eb),
+      p.copy(at(m.recv, layout.begin(r), eb),
                    at(packed, r * block + m.chunkOffset, eb),
                    layout.validCount(r), eb);
   }
@@ -173,33 +182,43 @@ StreamOpInfo streamInfo(const OpenBucket &b, int64_t bytes, int64_t handle) {
 }
 
 /// The bucket's collective, on a closed bucket: one MPI call over `packed`
-/// (packedBytes(b) bytes of scratch), or copies on a group of one.
-void runBucket(Comm *comm, const OpenBucket &b, void *packed) {
+/// (packedBytes(b) bytes of scratch), or copies on a group of one; the
+/// packing queued by `p`.
+void runBucket(Comm *comm, const Packer &p, const OpenBucket &b,
+               void *packed) {
   if (b.groupSize() == 1) {
     // A group of one: each result is its input (k = numel, no padding).
     const int64_t eb = dtypeSize(b.dtype());
     for (const BucketMember &m : b.members())
       if (m.recv != m.send)
-        copyElements(m.recv, m.send, m.numel, eb);
+        p.copy(m.recv, m.send, m.numel, eb);
     return;
   }
   if (!communicates(b))
     return;
   switch (b.kind()) {
   case ASRT_BUCKET_ALL_REDUCE:
-    return allReduceBucket(*comm, b, packed);
+    return allReduceBucket(*comm, p, b, packed);
   case ASRT_BUCKET_ALL_GATHER_SHARDS:
-    return allGatherBucket(*comm, b, packed);
+    return allGatherBucket(*comm, p, b, packed);
   case ASRT_BUCKET_REDUCE_SCATTER_SHARDS:
-    return reduceScatterBucket(*comm, b, packed);
+    return reduceScatterBucket(*comm, p, b, packed);
   }
 }
 
-/// The communication thread's work for an asrt_bucket_start bucket.
+/// The communication thread's work for an asrt_bucket_start bucket: after
+/// the compute lane's work queued before the issue (which wrote the send
+/// buffers), and complete when it returns, so that asrt_wait's return
+/// means the results are in place.
 void runInFlight(void *arg) {
   auto *slot = static_cast<InFlightBucket *>(arg);
-  runBucket(slot->ctx->comm, slot->bucket,
-            communicates(slot->bucket) ? slot->pack.data() : nullptr);
+  Device &device = *slot->ctx->device;
+  device.waitFence(Lane::Comm, slot->issued);
+  void *packed = communicates(slot->bucket)
+                     ? slot->packBuffer(device, packedBytes(slot->bucket))
+                     : nullptr;
+  runBucket(slot->ctx->comm, Packer{device, Lane::Comm}, slot->bucket, packed);
+  device.synchronize(Lane::Comm);
 }
 
 } // namespace
@@ -238,13 +257,19 @@ extern "C" void asrt_bucket_end(asrt_context *ctx) {
   if (!communicates(bucket)) {
     // Copies (or nothing) on this thread, after the collectives in flight.
     ctx->stream->drain(fn, info);
-    return runBucket(ctx->comm, bucket, nullptr);
+    return runBucket(ctx->comm, Packer{*ctx->device, Lane::Compute}, bucket,
+                     nullptr);
   }
-  // The communication thread runs it, behind the buckets in flight; the
-  // communicator's scratch is that thread's alone.
-  Comm *comm = ctx->comm;
+  // The communication thread runs it, behind the buckets in flight and
+  // after the compute lane's work so far; the blocking pack buffer is that
+  // thread's alone.
+  Device &device = *ctx->device;
+  Fence issued = device.fence(Lane::Compute);
   timer.setStreamOp(ctx->stream->runBlocking(fn, info, [&] {
-    runBucket(comm, bucket, comm->packBuffer(packedBytes(bucket)));
+    device.waitFence(Lane::Comm, issued);
+    runBucket(ctx->comm, Packer{device, Lane::Comm}, bucket,
+              ctx->inflight->blockingPackBuffer(device, packedBytes(bucket)));
+    device.synchronize(Lane::Comm);
   }));
 }
 
@@ -261,10 +286,7 @@ extern "C" int64_t asrt_bucket_start(asrt_context *ctx) {
   InFlightBucket &slot = ctx->inflight->issue(bucket);
   slot.ctx = ctx;
   slot.info = streamInfo(slot.bucket, bytes, slot.handle);
-  // Sized here, on the issuing thread: the communication thread only
-  // packs into it.
-  if (communicates(slot.bucket))
-    slot.packBuffer(packedBytes(slot.bucket));
+  slot.issued = ctx->device->fence(Lane::Compute);
   slot.seq = ctx->stream->issue(&runInFlight, &slot, slot.info);
   timer.setStreamOp(slot.seq, slot.handle);
   return slot.handle;

@@ -3,6 +3,7 @@
 #include "comm/Comm.h"
 #include "core/CommStream.h"
 #include "core/Context.h"
+#include "core/Device.h"
 #include "core/Dtype.h"
 #include "core/FlatShard.h"
 #include "core/Stats.h"
@@ -41,10 +42,12 @@ void checkReduceOp(const char *op, int32_t dtype, int32_t reduceOp) {
 }
 
 /// A group of one: the result is the input (an average over one rank
-/// included), so this is a copy unless the call is in place.
-void copyLocal(void *recv, const void *send, int64_t count, int32_t dtype) {
+/// included), so this is a copy, on the compute lane, unless the call is in
+/// place.
+void copyLocal(asrt_context *ctx, void *recv, const void *send, int64_t count,
+               int32_t dtype) {
   if (recv != send && count > 0)
-    std::memmove(recv, send, static_cast<size_t>(count * dtypeSize(dtype)));
+    ctx->device->copy(Lane::Compute, recv, send, count * dtypeSize(dtype));
 }
 
 StreamOpInfo streamInfo(const char *name, int32_t dtype, int32_t mask,
@@ -59,13 +62,21 @@ StreamOpInfo streamInfo(const char *name, int32_t dtype, int32_t mask,
 }
 
 /// Runs `collective` (a call on ctx->comm) on the communication thread,
-/// after the asynchronous collectives in flight, and waits for it within
-/// the collective timeout. Every collective goes through here, so that
-/// they run in issue order on every rank.
+/// after the asynchronous collectives in flight and after the compute
+/// lane's work so far (which wrote its send buffer), and waits for it
+/// within the collective timeout: when this returns, the result is in
+/// place. Every collective goes through here, so that they run in issue
+/// order on every rank.
 template <typename Fn>
 void runOnStream(asrt_context *ctx, OpTimer &timer, const char *op,
                  const StreamOpInfo &info, Fn &&collective) {
-  timer.setStreamOp(ctx->stream->runBlocking(op, info, collective));
+  Device &device = *ctx->device;
+  Fence issued = device.fence(Lane::Compute);
+  timer.setStreamOp(ctx->stream->runBlocking(op, info, [&] {
+    device.waitFence(Lane::Comm, issued);
+    collective();
+    device.synchronize(Lane::Comm);
+  }));
 }
 
 /// A group of one copies on the calling thread, after the collectives in
@@ -74,7 +85,7 @@ void copyLocalInOrder(asrt_context *ctx, const char *op,
                       const StreamOpInfo &info, void *recv, const void *send,
                       int64_t count, int32_t dtype) {
   ctx->stream->drain(op, info);
-  copyLocal(recv, send, count, dtype);
+  copyLocal(ctx, recv, send, count, dtype);
 }
 
 /// Where this rank stands in a flat-shard collective: the layout over the
@@ -101,11 +112,14 @@ ShardPlace prepareShards(asrt_context *ctx, const char *op, const void *in,
 
 /// The abi.h promise that a shard's padding is zero: optimizers and norms
 /// run over whole shards, so stale padding would leak into real values.
-void zeroPadding(void *shard, const ShardPlace &place, int32_t dtype) {
+void zeroPadding(asrt_context *ctx, void *shard, const ShardPlace &place,
+                 int32_t dtype) {
   int64_t padding = place.layout.chunk() - place.valid();
   if (padding > 0)
-    std::memset(static_cast<char *>(shard) + place.valid() * dtypeSize(dtype),
-                0, static_cast<size_t>(padding * dtypeSize(dtype)));
+    ctx->device->zero(Lane::Compute,
+                      static_cast<char *>(shard) +
+                          place.valid() * dtypeSize(dtype),
+                      padding * dtypeSize(dtype));
 }
 
 } // namespace
@@ -178,11 +192,12 @@ extern "C" void asrt_shard_of(asrt_context *ctx, int32_t dtype,
                                    dtype, grid_axes_mask);
   const char *block =
       static_cast<const char *>(full) + place.begin() * dtypeSize(dtype);
-  // memmove: a shard may alias full (the first rank's block, in place).
+  // Overlap allowed: a shard may alias full (the first rank's block, in
+  // place).
   if (place.valid() > 0 && block != shard)
-    std::memmove(shard, block,
-                 static_cast<size_t>(place.valid() * dtypeSize(dtype)));
-  zeroPadding(shard, place, dtype);
+    ctx->device->copy(Lane::Compute, shard, block,
+                      place.valid() * dtypeSize(dtype));
+  zeroPadding(ctx, shard, place, dtype);
 }
 
 extern "C" void asrt_all_gather_shards(asrt_context *ctx, int32_t dtype,
@@ -234,5 +249,5 @@ extern "C" void asrt_reduce_scatter_shards(asrt_context *ctx, int32_t dtype,
         full, shard, numel, static_cast<asrt_dtype>(dtype),
         static_cast<asrt_reduce_op>(reduce_op), grid_axes_mask);
   });
-  zeroPadding(shard, place, dtype);
+  zeroPadding(ctx, shard, place, dtype);
 }

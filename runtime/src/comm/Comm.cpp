@@ -111,19 +111,4 @@ int Comm::groupIndex(int32_t mask) const {
   return static_cast<int>(gridGroupIndex(worldRank, gridDims, mask));
 }
 
-void *Comm::packBuffer(int64_t bytes) {
-  if (bytes < 0)
-    fatal("packBuffer: size %lld bytes is negative",
-          static_cast<long long>(bytes));
-  size_t words = (static_cast<size_t>(bytes) + sizeof(std::max_align_t) - 1) /
-                 sizeof(std::max_align_t);
-  // Nothing stale is worth copying into the larger buffer: the caller
-  // packs the whole of it afresh.
-  if (words > packScratch.size()) {
-    packScratch.clear();
-    packScratch.resize(words);
-  }
-  return packScratch.data();
-}
-
 } // namespace autoshard::rt

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "autoshard/rt/abi.h"
+#include "core/Control.h"
 #include "core/Expected.h"
 
 #include <cstddef>
@@ -11,6 +12,8 @@
 #include <vector>
 
 namespace autoshard::rt {
+
+class Device;
 
 // ---- The grid (pure functions) ---------------------------------------------
 // Ranks map to grid coordinates row-major: the last axis varies fastest, so
@@ -87,20 +90,10 @@ public:
   /// Waits for every rank of the world.
   virtual void barrier() = 0;
 
-  /// At least `bytes` bytes for packing a blocking bucket
-  /// (asrt_bucket_end), valid until the next call. Grow-only: buckets
-  /// repeat every step, so after the first step packing allocates nothing.
-  /// Only the context's communication thread, which runs one collective at
-  /// a time, calls it; asrt_bucket_start's buckets have buffers of their
-  /// own (InFlightBucket).
-  void *packBuffer(int64_t bytes);
-
 private:
   int worldRank;
   int worldSize;
   std::vector<int64_t> gridDims;
-  // max_align_t elements: the packed buffer is read as float and int64.
-  std::vector<std::max_align_t> packScratch;
 };
 
 /// Makes runtime errors end the whole MPI job: MPI calls on the world
@@ -114,6 +107,22 @@ void installMpiFatalHandler();
 /// size (fatal otherwise; the driver checks first and explains). Destroy it
 /// before MPI_Finalize, and after the contexts that use it.
 std::unique_ptr<Comm> createMpiComm(const std::vector<int64_t> &grid);
+
+/// `inner` over device memory it cannot read (a GPU's, for an MPI that is
+/// not CUDA-aware): every collective copies its input to host memory on
+/// the communication lane of `device`, runs `inner` there and copies the
+/// result back. A fallback, two copies per collective; `device` must
+/// outlive the calls (not the object: destroying it touches no device).
+std::unique_ptr<Comm> stageThroughHost(std::unique_ptr<Comm> inner,
+                                       Device &device);
+
+/// The control plane of a job mpirun launched: initialises MPI (with
+/// MPI_THREAD_MULTIPLE) unless the caller did, and finalises it when
+/// destroyed (after everything else that uses MPI); installs the fatal
+/// handler (installMpiFatalHandler). The node placement comes from MPI.
+std::unique_ptr<ControlPlane> createMpiControl(int *argc, char ***argv);
+/// mpiThreadLevelError of the initialised MPI's level.
+std::string mpiThreadLevelError();
 
 /// Empty when MPI's thread level `provided` (MPI_Query_thread) suffices:
 /// MPI_THREAD_MULTIPLE, since collectives run on a communication thread

@@ -3,6 +3,10 @@
 
 #include "autoshard/rt/abi.h"
 
+#include <cstdint>
+#include <memory>
+#include <vector>
+
 namespace autoshard::rt {
 
 struct BackendOptions {
@@ -17,5 +21,15 @@ void initBackend(asrt_context *ctx, const BackendOptions &options);
 
 /// "cpu" or "cuda"; printed by the driver.
 const char *backendName();
+
+class Comm;
+class ControlPlane;
+/// The backend's own communicator over `grid` for the step's collectives
+/// (NCCL for the CUDA backend, bootstrapped over `control`), or null when
+/// it has none and the driver's MPI communicator serves (the CPU backend).
+/// Called once, after initBackend; collective over `control`.
+std::unique_ptr<Comm> createBackendComm(asrt_context *ctx,
+                                        ControlPlane &control,
+                                        const std::vector<int64_t> &grid);
 
 } // namespace autoshard::rt

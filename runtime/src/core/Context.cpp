@@ -2,6 +2,7 @@
 #include "core/Context.h"
 #include "core/Bucket.h"
 #include "core/CommStream.h"
+#include "core/Device.h"
 #include "core/InFlightBuckets.h"
 #include "core/InFlightTransfers.h"
 #include "core/Stats.h"
@@ -29,10 +30,6 @@ namespace {
 std::atomic<FatalAbortHook> fatalAbortHook{nullptr};
 std::atomic<FatalCleanupHook> fatalCleanupHook{nullptr};
 std::atomic<int> fatalRank{0};
-
-// Every tensor is 64-byte aligned (abi.h): a cache line and an AVX-512
-// vector.
-constexpr int64_t kAlignment = 64;
 } // namespace
 
 void setFatalAbortHook(FatalAbortHook hook) { fatalAbortHook.store(hook); }
@@ -103,48 +100,48 @@ OpTimer::~OpTimer() {
 
 namespace {
 
-/// asrt_alloc and hostAlloc: an aligned buffer recorded in `table` (device
-/// or host memory, `host`). `what` names the caller in errors; the caller
-/// counts the bytes.
+/// asrt_alloc and hostAlloc: a buffer of the context's device (device
+/// memory, or host memory when `host`) recorded in `table`. `what` names
+/// the caller in errors; the caller counts the bytes.
 void *allocateIn(asrt_context *ctx, AllocationTable &table, bool host,
                  const char *what, int64_t bytes) {
   if (bytes < 0)
     fatal("%s: size %" PRId64 " bytes is negative", what, bytes);
-  // aligned_alloc wants a multiple of the alignment, and a zero-byte request
-  // still gets a distinct, freeable pointer.
-  int64_t rounded = bytes > INT64_MAX - kAlignment
-                        ? INT64_MAX / kAlignment * kAlignment
-                        : (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  if (rounded == 0)
-    rounded = kAlignment;
-  void *ptr = std::aligned_alloc(kAlignment, static_cast<size_t>(rounded));
+  // A zero-byte request still gets a distinct, freeable pointer.
+  int64_t request = bytes == 0 ? 1 : bytes;
+  Device &device = *ctx->device;
+  void *ptr =
+      host ? device.allocateHost(request) : device.allocate(request);
   if (!ptr) {
     Stats::Snapshot now = ctx->stats->snapshot();
-    fatal("%s: out of memory allocating %" PRId64 " bytes (%" PRId64
-          " bytes of %s memory already allocated by this rank)",
-          what, bytes, host ? now.hostCurrentBytes : now.currentBytes,
-          host ? "host" : "device");
+    std::string planned =
+        !host && ctx->plannedPeakBytes > 0
+            ? "; the compiler planned a peak of " +
+                  std::to_string(ctx->plannedPeakBytes) + " bytes"
+            : std::string();
+    fatal("%s: out of memory allocating %" PRId64 " bytes of %s memory on %s "
+          "(%" PRId64 " bytes already allocated by this rank, peak so far %"
+          PRId64 "%s)",
+          what, bytes, host ? "host" : "device", device.name(),
+          host ? now.hostCurrentBytes : now.currentBytes,
+          host ? now.hostPeakBytes : now.peakBytes, planned.c_str());
   }
   std::lock_guard<std::mutex> lock(table.mutex);
   table.live.emplace(ptr, bytes);
   return ptr;
 }
 
-/// Removes `ptr` from `table` and frees it; returns its size.
-int64_t releaseFrom(AllocationTable &table, const char *what,
-                    const char *allocator, void *ptr) {
-  int64_t bytes;
-  {
-    std::lock_guard<std::mutex> lock(table.mutex);
-    auto it = table.live.find(ptr);
-    if (it == table.live.end())
-      fatal("%s: %p was not returned by %s on this context (or was already "
-            "freed)",
-            what, ptr, allocator);
-    bytes = it->second;
-    table.live.erase(it);
-  }
-  std::free(ptr);
+/// Removes `ptr` from `table` and returns its size; the caller releases it.
+int64_t forget(AllocationTable &table, const char *what,
+               const char *allocator, void *ptr) {
+  std::lock_guard<std::mutex> lock(table.mutex);
+  auto it = table.live.find(ptr);
+  if (it == table.live.end())
+    fatal("%s: %p was not returned by %s on this context (or was already "
+          "freed)",
+          what, ptr, allocator);
+  int64_t bytes = it->second;
+  table.live.erase(it);
   return bytes;
 }
 
@@ -165,17 +162,17 @@ void hostFree(asrt_context *ctx, void *ptr) {
   if (!ctx)
     fatal("hostFree: context is null");
   ctx->stats->recordHostFree(
-      releaseFrom(*ctx->hostAllocations, "hostFree", "hostAlloc", ptr));
+      forget(*ctx->hostAllocations, "hostFree", "hostAlloc", ptr));
+  ctx->device->releaseHost(ptr);
 }
 
 } // namespace autoshard::rt
 
 using autoshard::rt::AllocationTable;
 using autoshard::rt::fatal;
-using autoshard::rt::kAlignment;
 
 asrt_context::asrt_context()
-    : stats(std::make_unique<autoshard::rt::Stats>()),
+    : device(autoshard::rt::makeHostDevice()), stats(std::make_unique<autoshard::rt::Stats>()),
       allocations(std::make_unique<AllocationTable>()),
       bucket(std::make_unique<autoshard::rt::OpenBucket>()),
       stream(std::make_unique<autoshard::rt::CommStream>(*stats)),
@@ -194,9 +191,9 @@ asrt_context::~asrt_context() {
   offloadStream.reset();
   // Buffers the owner forgot are released here so a context never leaks.
   for (auto &[ptr, bytes] : allocations->live)
-    std::free(ptr);
+    device->release(ptr);
   for (auto &[ptr, bytes] : hostAllocations->live)
-    std::free(ptr);
+    device->releaseHost(ptr);
 }
 
 void asrt_context::setTrace(autoshard::rt::Trace *t) {
@@ -238,8 +235,9 @@ extern "C" void asrt_free(asrt_context *ctx, void *ptr) {
     return;
   if (!ctx)
     fatal("asrt_free: context is null");
-  ctx->stats->recordFree(autoshard::rt::releaseFrom(
-      *ctx->allocations, "asrt_free", "asrt_alloc", ptr));
+  ctx->stats->recordFree(
+      autoshard::rt::forget(*ctx->allocations, "asrt_free", "asrt_alloc", ptr));
+  ctx->device->release(ptr);
 }
 
 extern "C" void asrt_copy(asrt_context *ctx, void *dst, const void *src,
@@ -252,6 +250,6 @@ extern "C" void asrt_copy(asrt_context *ctx, void *dst, const void *src,
   if (!dst || !src)
     fatal("asrt_copy: %s pointer is null for a copy of %" PRId64 " bytes",
           dst ? "source" : "destination", bytes);
-  // memmove: generated code may copy between overlapping views of one arena.
-  std::memmove(dst, src, static_cast<size_t>(bytes));
+  // Overlap allowed: generated code may copy between views of one arena.
+  ctx->device->copy(autoshard::rt::Lane::Compute, dst, src, bytes);
 }

@@ -20,6 +20,7 @@ class InFlightTransfers;
 class Trace;
 class NvmeStore;
 class ThreadPool;
+class Device;
 
 /// Prints "autoshard runtime error (rank R): <message>" to stderr and ends
 /// the process (and, under MPI, every rank) with a non-zero exit status.
@@ -86,6 +87,17 @@ struct asrt_context {
   asrt_context(const asrt_context &) = delete;
   asrt_context &operator=(const asrt_context &) = delete;
 
+  /// Where tensors live (asrt_alloc) and how the runtime moves bytes in it
+  /// (core/Device.h): host memory until a backend's initBackend installs
+  /// its own (the CUDA backend's GPU), before anything is allocated.
+  /// Declared first so that it outlives the streams and buffers below.
+  std::unique_ptr<autoshard::rt::Device> device;
+  /// The communicator `comm` points to when the context owns it (the
+  /// driver's): destroyed after the communication thread has stopped and
+  /// before the device its buffers live in. (A shared_ptr, whose deleter
+  /// the owner's code supplies, keeps core free of the communication
+  /// library.)
+  std::shared_ptr<autoshard::rt::Comm> ownedComm;
   /// Null in single-process tests; collectives then act on a group of one.
   autoshard::rt::Comm *comm = nullptr;
   std::unique_ptr<autoshard::rt::Stats> stats;
@@ -126,6 +138,10 @@ struct asrt_context {
   /// The step's host arena (asrt_host_arena), allocated by the driver with
   /// hostAlloc; null when the step has none.
   void *hostArena = nullptr;
+  /// The compiler's planned device peak for this rank (the manifest's
+  /// memory record, peak=), named by an out-of-memory error; 0 when the
+  /// step has no plan.
+  int64_t plannedPeakBytes = 0;
   /// The files of memory=nvme arguments (asrt_nvme_read, asrt_nvme_write);
   /// owned by the driver, null when the step has none.
   autoshard::rt::NvmeStore *nvme = nullptr;

@@ -7,19 +7,8 @@
 
 namespace autoshard::rt {
 
-void *InFlightBucket::packBuffer(int64_t bytes) {
-  if (bytes < 0)
-    fatal("packBuffer: size %lld bytes is negative",
-          static_cast<long long>(bytes));
-  size_t words = (static_cast<size_t>(bytes) + sizeof(std::max_align_t) - 1) /
-                 sizeof(std::max_align_t);
-  // Nothing stale is worth copying into the larger buffer: the
-  // communication thread packs the whole of it afresh.
-  if (words > pack.size()) {
-    pack.clear();
-    pack.resize(words);
-  }
-  return pack.data();
+void *InFlightBucket::packBuffer(Device &device, int64_t bytes) {
+  return pack.reserve(device, bytes, "asrt_bucket_start");
 }
 
 InFlightBucket &InFlightBuckets::issue(OpenBucket &closed) {
@@ -62,6 +51,7 @@ void InFlightBuckets::release(InFlightBucket &slot) {
           static_cast<long long>(slot.handle));
   active.erase(it); // keeps the issue order of the others
   slot.handle = 0;
+  slot.issued.reset();
   freeSlots.push_back(&slot);
 }
 

@@ -3,6 +3,7 @@
 
 #include "core/Bucket.h"
 #include "core/CommStream.h"
+#include "core/Device.h"
 #include "core/Expected.h"
 
 #include <cstddef>
@@ -18,9 +19,11 @@ namespace autoshard::rt {
 /// that runs it.
 struct InFlightBucket {
   OpenBucket bucket;
-  /// Grow-only packing scratch of this slot (max_align_t elements: it is
-  /// read as float and int64).
-  std::vector<std::max_align_t> pack;
+  /// Grow-only packing scratch of this slot, in device memory.
+  DeviceScratch pack;
+  /// What the compute lane had queued when the bucket was issued: the
+  /// communication lane waits for it before packing the send buffers.
+  Fence issued;
   StreamOpInfo info;
   uint64_t seq = 0;
   /// asrt_bucket_start's handle; 0 while the slot is free.
@@ -28,8 +31,8 @@ struct InFlightBucket {
   /// The context, for the communication thread's use.
   asrt_context *ctx = nullptr;
 
-  /// At least `bytes` bytes of this slot's pack buffer.
-  void *packBuffer(int64_t bytes);
+  /// At least `bytes` bytes of this slot's pack buffer on `device`.
+  void *packBuffer(Device &device, int64_t bytes);
 };
 
 /// Bookkeeping of asrt_bucket_start / asrt_wait: handles, and slots reused
@@ -48,6 +51,12 @@ public:
   Expected<InFlightBucket *> find(int64_t handle) const;
   /// Frees the slot of a waited bucket.
   void release(InFlightBucket &slot);
+  /// At least `bytes` bytes for packing a blocking bucket (asrt_bucket_end)
+  /// on `device`, valid until the next call; grow-only. Only the
+  /// communication thread, which runs one collective at a time, calls it.
+  void *blockingPackBuffer(Device &device, int64_t bytes) {
+    return blockingPack.reserve(device, bytes, "asrt_bucket_end");
+  }
 
   size_t inFlight() const { return active.size(); }
   int64_t lastHandle() const { return nextHandle - 1; }
@@ -64,6 +73,7 @@ private:
   /// In issue order.
   std::vector<InFlightBucket *> active;
   int64_t nextHandle = 1;
+  DeviceScratch blockingPack;
 };
 
 } // namespace autoshard::rt

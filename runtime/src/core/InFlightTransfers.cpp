@@ -45,6 +45,7 @@ void InFlightTransfers::release(InFlightTransfer &slot) {
           static_cast<long long>(slot.handle));
   active.erase(it); // keeps the start order of the others
   slot.handle = 0;
+  slot.issued.reset();
   freeSlots.push_back(&slot);
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/CommStream.h"
+#include "core/Device.h"
 #include "core/Expected.h"
 #include "core/Stats.h"
 
@@ -29,6 +30,9 @@ struct Transfer {
 /// operation that runs it. Its address stays fixed until it is waited.
 struct InFlightTransfer {
   Transfer transfer;
+  /// What the compute lane had queued when the transfer started: a copy
+  /// from device memory waits for it (the kernels that wrote its source).
+  Fence issued;
   StreamOpInfo info;
   uint64_t seq = 0;
   /// asrt_transfer_start's handle; 0 while the slot is free.

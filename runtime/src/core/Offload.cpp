@@ -3,16 +3,19 @@
 #include "autoshard/rt/abi.h"
 #include "core/CommStream.h"
 #include "core/Context.h"
+#include "core/Device.h"
 #include "core/InFlightTransfers.h"
 #include "core/NvmeStore.h"
 #include "core/Stats.h"
 
 #include <cinttypes>
-#include <cstring>
 #include <string>
 
+using autoshard::rt::Device;
 using autoshard::rt::fatal;
+using autoshard::rt::Fence;
 using autoshard::rt::InFlightTransfer;
+using autoshard::rt::Lane;
 using autoshard::rt::OpTimer;
 using autoshard::rt::StreamOpInfo;
 using autoshard::rt::Transfer;
@@ -72,20 +75,24 @@ StreamOpInfo transferInfo(asrt_context *ctx, const Transfer &t,
   return info;
 }
 
-/// Runs on the offload thread: moves the bytes and counts them under the
-/// transfer's kind. `caller` names the ABI call in an I/O error.
-void runTransfer(asrt_context *ctx, const Transfer &t, const StreamOpInfo &info,
-                 const char *caller) {
+/// Runs on the offload thread: moves the bytes, after the compute lane's
+/// work queued before the transfer was issued (`issued`), and counts them
+/// under the transfer's kind. Done when it returns. `caller` names the ABI
+/// call in an I/O error.
+void runTransfer(asrt_context *ctx, const Transfer &t, const Fence &issued,
+                 const StreamOpInfo &info, const char *caller) {
   int64_t start = autoshard::rt::steadyClockNs();
   autoshard::rt::Status status;
+  Device &device = *ctx->device;
   switch (t.kind) {
   case TransferKind::ToHost:
+    device.waitFence(Lane::Offload, issued);
+    device.toHost(Lane::Offload, t.dst, t.src, t.bytes);
+    break;
   case TransferKind::ToDevice:
-    // memmove: on the CPU backend nothing stops generated code from
-    // copying between overlapping views; on a GPU the two sides never
-    // overlap.
-    if (t.bytes > 0 && t.dst != t.src)
-      std::memmove(t.dst, t.src, static_cast<size_t>(t.bytes));
+    // After the kernels that last read the destination, too.
+    device.waitFence(Lane::Offload, issued);
+    device.toDevice(Lane::Offload, t.dst, t.src, t.bytes);
     break;
   case TransferKind::NvmeRead:
     status = ctx->nvme->read(t.arg, t.dst, t.bytes);
@@ -114,14 +121,16 @@ void runSynchronous(asrt_context *ctx, OpTimer &timer, const char *fn,
     fatal("%s: context is null", fn);
   checkTransfer(ctx, fn, t);
   StreamOpInfo info = transferInfo(ctx, t, 0);
+  Fence issued = ctx->device->fence(Lane::Compute);
   timer.setStreamOp(ctx->offloadStream->runBlocking(
-      fn, info, [&] { runTransfer(ctx, t, info, fn); }));
+      fn, info, [&] { runTransfer(ctx, t, issued, info, fn); }));
 }
 
 /// The offload thread's work for an asrt_transfer_start transfer.
 void runInFlight(void *arg) {
   auto *slot = static_cast<InFlightTransfer *>(arg);
-  runTransfer(slot->ctx, slot->transfer, slot->info, "asrt_transfer_start");
+  runTransfer(slot->ctx, slot->transfer, slot->issued, slot->info,
+              "asrt_transfer_start");
 }
 
 } // namespace
@@ -217,6 +226,7 @@ extern "C" int64_t asrt_transfer_start(asrt_context *ctx, int32_t kind,
   slot.transfer = t;
   slot.ctx = ctx;
   slot.info = transferInfo(ctx, t, slot.handle);
+  slot.issued = ctx->device->fence(Lane::Compute);
   slot.seq = ctx->offloadStream->issue(&runInFlight, &slot, slot.info);
   timer.setStreamOp(slot.seq, slot.handle);
   return slot.handle;

@@ -1,5 +1,6 @@
 // CPU backend hooks: the driver's thread budget goes to OpenBLAS.
 #include "core/Backend.h"
+#include "comm/Comm.h"
 #include "core/Context.h"
 
 #include <cblas.h>
@@ -16,5 +17,11 @@ void initBackend(asrt_context *ctx, const BackendOptions &options) {
 }
 
 const char *backendName() { return "cpu"; }
+
+// The CPU's collectives are MPI's, which the driver sets up.
+std::unique_ptr<Comm> createBackendComm(asrt_context *, ControlPlane &,
+                                        const std::vector<int64_t> &) {
+  return nullptr;
+}
 
 } // namespace autoshard::rt

@@ -1,11 +1,12 @@
-// The training binary's flow: MPI, manifest, buffers, steps, reports.
+// The training binary's flow: launch, manifest, buffers, steps, reports.
 #include "driver/Driver.h"
 #include "ckpt/Checkpointer.h"
 #include "comm/Comm.h"
-#include "comm/MpiCheck.h"
+#include "comm/Rendezvous.h"
 #include "core/CommStream.h"
 #include "core/Context.h"
 #include "core/Data.h"
+#include "core/Device.h"
 #include "core/Dtype.h"
 #include "core/InFlightBuckets.h"
 #include "core/InFlightTransfers.h"
@@ -15,8 +16,6 @@
 #include "driver/OffloadArgs.h"
 #include "driver/Options.h"
 #include "driver/Params.h"
-
-#include <mpi.h>
 
 #include <chrono>
 #include <cinttypes>
@@ -66,81 +65,77 @@ Status checkLrOverride(const Manifest &manifest) {
 
 namespace {
 
-/// MPI for the lifetime of the driver; declared first so that everything
-/// using MPI (the Comm) is destroyed before MPI_Finalize.
-class MpiSession {
-public:
-  MpiSession(int *argc, char ***argv) {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (!initialized) {
-      // MULTIPLE: a communication thread will drive collectives while the
-      // kernels run (TOOLCHAIN.md: OpenMPI has no progress thread).
-      MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &threadLevel);
-      owned = true;
-    }
-    installMpiFatalHandler();
-    CHECK_MPI(MPI_Query_thread(&threadLevel));
-    CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
-  }
-  ~MpiSession() {
-    if (owned)
-      MPI_Finalize();
-  }
-  MpiSession(const MpiSession &) = delete;
-  MpiSession &operator=(const MpiSession &) = delete;
-
-  int rank = 0;
-  int size = 1;
-  int threadLevel = MPI_THREAD_SINGLE;
-  bool owned = false;
-};
-
 /// Prints on rank 0 only; every rank reaches the same conclusion from the
 /// same inputs (command line, manifest, world size).
-void printErrorOnRankZero(const MpiSession &mpi, const std::string &message) {
-  if (mpi.rank != 0)
+void printErrorOnRankZero(const ControlPlane &control,
+                          const std::string &message) {
+  if (control.rank() != 0)
     return;
   std::fflush(stdout);
   std::fprintf(stderr, "error: %s\n", message.c_str());
   std::fflush(stderr);
 }
 
-/// Collective: true when `status` is ok on every rank. Otherwise the lowest
-/// failing rank prints its error, so a failure that every rank shares (a
-/// missing file) is printed once, yet one that only some rank hits (a file
-/// missing on one node) is neither lost nor left to hang the others.
-bool allRanksOk(const Status &status, const MpiSession &mpi) {
-  int mine = status.ok() ? mpi.size : mpi.rank;
-  int first = mpi.size;
-  CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-  if (first == mpi.size)
-    return true;
-  if (first == mpi.rank) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "error: %s\n", status.message().c_str());
-    std::fflush(stderr);
-  }
-  return false;
+/// Collective: true when `status` is ok on every rank. Otherwise rank 0
+/// prints the error of the lowest failing rank, so a failure that every
+/// rank shares (a missing file) is printed once, yet one that only some
+/// rank hits (a file missing on one node) is neither lost nor left to hang
+/// the others.
+bool allRanksOk(const Status &status, ControlPlane &control) {
+  Status agreed = agreeOnStatus(status, control);
+  if (!agreed)
+    printErrorOnRankZero(control, agreed.message());
+  return agreed.ok();
 }
 
-struct NodeInfo {
-  int localRank = 0;
-  int localSize = 1;
+/// The control plane over a TCP rendezvous (TcpGroup): torchrun-style
+/// launches without MPI. A failed operation means a peer died or hung:
+/// fatal, with the group's message naming the rank.
+class TcpControl final : public ControlPlane {
+public:
+  TcpControl(TcpGroup group, const LaunchEnv &env)
+      : ControlPlane(env.rank, env.worldSize, env.localRank,
+                     env.localWorldSize),
+        group(std::move(group)) {}
+
+  const char *kind() const override { return "tcp"; }
+  std::vector<std::string> allGather(const std::string &mine) override {
+    return check(group.allGather(mine), "allGather");
+  }
+  void broadcast(std::string &bytes, int root) override {
+    if (root == 0) {
+      bytes = check(group.broadcast(bytes), "broadcast");
+      return;
+    }
+    bytes = check(group.allGather(rank() == root ? bytes : std::string()),
+                  "broadcast")[static_cast<size_t>(root)];
+  }
+  void barrier() override {
+    if (Status s = group.barrier(); !s)
+      fatal("control plane (tcp): barrier: %s", s.message().c_str());
+  }
+  [[noreturn]] void abortJob(int code) override {
+    // The peers see the connection close at their next operation.
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(code);
+  }
+
+private:
+  template <typename T> T check(Expected<T> result, const char *op) {
+    if (!result)
+      fatal("control plane (tcp): %s: %s", op, result.message().c_str());
+    return std::move(*result);
+  }
+
+  TcpGroup group;
 };
 
-/// This rank's place among the ranks sharing its node, from MPI itself so
-/// that it holds under any launcher (OMPI_COMM_WORLD_LOCAL_* are OpenMPI's).
-NodeInfo nodeInfo(const MpiSession &mpi) {
-  MPI_Comm node;
-  CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, mpi.rank,
-                                MPI_INFO_NULL, &node));
-  NodeInfo info;
-  CHECK_MPI(MPI_Comm_rank(node, &info.localRank));
-  CHECK_MPI(MPI_Comm_size(node, &info.localSize));
-  CHECK_MPI(MPI_Comm_free(&node));
-  return info;
+bool startedByMpirun() {
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(name))
+      return true;
+  return false;
 }
 
 /// Allocates every argument and fills params, optimizer states and hypers
@@ -149,20 +144,28 @@ NodeInfo nodeInfo(const MpiSession &mpi) {
 /// global elements have in the unsharded run (initialisation is a function
 /// of the global index) and zero padding, which the optimizer and norms
 /// read. Offload (memory=): a host argument gets host memory; an nvme
-/// argument gets no buffer (null) but a file in `store`.
+/// argument gets no buffer (null) but a file in `store`. On a device that
+/// is not host memory (a GPU), a device argument is initialised in a host
+/// buffer and copied up.
 std::vector<void *> allocateArgs(asrt_context &ctx, const Manifest &manifest,
                                  const Options &options, int rank,
                                  NvmeStore *store) {
   std::vector<void *> args;
   for (const TensorSpec &arg : manifest.args) {
-    // An nvme argument is initialised in a temporary host buffer and
-    // written to its file: init stages each tensor once, so the host never
-    // holds more than the largest one.
+    // An nvme argument (or a GPU's) is initialised in a temporary host
+    // buffer and written to its file (or device): init stages each tensor
+    // once, so the host never holds more than the largest one.
     std::vector<char> staging;
-    void *buffer = nullptr;
+    void *buffer = nullptr, *deviceBuffer = nullptr;
+    const bool initialised = arg.init || (options.lr && arg.role == Role::Hyper &&
+                                          arg.name == "lr");
     switch (arg.memory) {
     case MemoryKind::Device:
-      buffer = asrt_alloc(&ctx, arg.numBytes());
+      buffer = deviceBuffer = asrt_alloc(&ctx, arg.numBytes());
+      if (!ctx.device->hostAccessible() && initialised) {
+        staging.resize(static_cast<size_t>(arg.numBytes()));
+        buffer = staging.data();
+      }
       break;
     case MemoryKind::Host:
       buffer = hostAlloc(&ctx, arg.numBytes());
@@ -175,7 +178,9 @@ std::vector<void *> allocateArgs(asrt_context &ctx, const Manifest &manifest,
       buffer = staging.data();
       break;
     }
-    args.push_back(arg.memory == MemoryKind::Nvme ? nullptr : buffer);
+    args.push_back(arg.memory == MemoryKind::Nvme      ? nullptr
+                   : arg.memory == MemoryKind::Device ? deviceBuffer
+                                                      : buffer);
     if (arg.init) {
       HeldBlock block = heldBlock(manifest, arg, rank);
       if (Status s = fillInit(buffer, arg.dtype, block.valid, *arg.init,
@@ -189,6 +194,9 @@ std::vector<void *> allocateArgs(asrt_context &ctx, const Manifest &manifest,
     }
     if (options.lr && arg.role == Role::Hyper && arg.name == "lr")
       storeElement(buffer, arg.dtype, 0, *options.lr);
+    if (buffer != deviceBuffer && arg.memory == MemoryKind::Device)
+      ctx.device->toDevice(Lane::Compute, deviceBuffer, buffer,
+                           arg.numBytes());
     if (arg.memory == MemoryKind::Nvme)
       if (Status s = store->add(arg.index, arg.name, buffer, arg.numBytes());
           !s)
@@ -227,31 +235,60 @@ std::vector<void *> allocateResults(asrt_context &ctx, const Manifest &manifest,
   return results;
 }
 
-/// The global tensors of the `specs` of `role`, for a file: a replicated
-/// one is its own buffer; a sharded one is gathered from its shard group
-/// with asrt_all_gather_shards. Collective: every rank calls it with the
-/// same arguments. Only rank 0 writes files, so only rank 0 keeps the
-/// gathered tensors (in `storage`); other ranks reuse one scratch buffer.
+/// The global tensors of the `specs` of `role`, in host memory, for a
+/// file: a replicated one is its own buffer (a host copy on a GPU); a
+/// sharded one is gathered from its shard group with
+/// asrt_all_gather_shards. Collective: every rank calls it with the same
+/// arguments. Only rank 0 writes files, so only rank 0 keeps host copies
+/// (in `storage`); the others gather into a scratch buffer. `buffers` are
+/// where the specs' memory= says (memory=nvme ones already staged into
+/// host memory by the caller).
 std::vector<void *> gatherGlobal(asrt_context &ctx,
                                  const std::vector<TensorSpec> &specs,
                                  const std::vector<void *> &buffers, Role role,
                                  int rank,
                                  std::vector<std::vector<char>> &storage) {
   std::vector<void *> global = buffers;
-  std::vector<char> scratch;
+  Device &device = *ctx.device;
+  const bool deviceIsHost = device.hostAccessible();
   for (const TensorSpec &spec : specs) {
-    if (spec.role != role || !spec.isSharded())
+    if (spec.role != role)
       continue;
-    size_t bytes =
-        static_cast<size_t>(spec.globalElements() * dtypeSize(spec.dtype));
-    std::vector<char> *target = &scratch;
-    if (rank == 0)
-      target = &storage.emplace_back();
-    target->resize(bytes);
-    asrt_all_gather_shards(&ctx, spec.dtype, buffers[spec.index],
-                           target->data(), spec.globalElements(),
-                           spec.shardAxes);
-    global[spec.index] = target->data();
+    // What is in device memory that host code cannot read, and whether it
+    // lives there already.
+    const bool onDevice = spec.memory == MemoryKind::Device;
+    if (!spec.isSharded() && (deviceIsHost || !onDevice))
+      continue; // host memory already
+    int64_t bytes = spec.globalElements() * dtypeSize(spec.dtype);
+    std::vector<char> *host = nullptr;
+    if (rank == 0) {
+      host = &storage.emplace_back();
+      host->resize(static_cast<size_t>(bytes));
+      global[spec.index] = host->data();
+    }
+    if (!spec.isSharded()) {
+      if (host)
+        device.toHost(Lane::Compute, host->data(), buffers[spec.index], bytes);
+      continue;
+    }
+    // The gather runs in device memory: on a GPU, from a device copy of a
+    // shard that lives on the host (offload), into a device buffer.
+    int64_t shardBytes = spec.numBytes();
+    const void *shard = buffers[spec.index];
+    void *shardCopy = nullptr;
+    if (!deviceIsHost && !onDevice) {
+      shardCopy = asrt_alloc(&ctx, shardBytes);
+      device.toDevice(Lane::Compute, shardCopy, shard, shardBytes);
+      shard = shardCopy;
+    }
+    void *full = host && deviceIsHost ? host->data() : asrt_alloc(&ctx, bytes);
+    asrt_all_gather_shards(&ctx, spec.dtype, shard, full,
+                           spec.globalElements(), spec.shardAxes);
+    if (host && !deviceIsHost)
+      device.toHost(Lane::Compute, host->data(), full, bytes);
+    if (!(host && deviceIsHost))
+      asrt_free(&ctx, full);
+    asrt_free(&ctx, shardCopy);
   }
   return global;
 }
@@ -315,37 +352,14 @@ Status checkTraceFileWritable(const std::string &path) {
 }
 
 /// --trace: rank 0 gathers every rank's events and writes one file, each
-/// rank a process (pid = rank). Collective; every rank returns the same
-/// verdict on the sizes, rank 0 alone on the file.
+/// rank a process (pid = rank). Collective; rank 0 alone decides on the
+/// file.
 Status writeTrace(const std::string &path, const Trace &trace,
-                  const MpiSession &mpi) {
-  std::string mine = trace.jsonEvents(mpi.rank);
-  int64_t length = static_cast<int64_t>(mine.size());
-  std::vector<int64_t> lengths(mpi.size);
-  CHECK_MPI(MPI_Allgather(&length, 1, MPI_INT64_T, lengths.data(), 1,
-                          MPI_INT64_T, MPI_COMM_WORLD));
-  int64_t total = 0;
-  for (int64_t l : lengths)
-    total += l;
-  if (total > INT_MAX)
-    return Error("--trace: the ranks' events take " + std::to_string(total) +
-                 " bytes, more than one MPI gather moves (" +
-                 std::to_string(INT_MAX) + "); trace fewer steps");
-  std::vector<int> counts, displacements;
-  for (int64_t l : lengths) {
-    displacements.push_back(
-        counts.empty() ? 0 : displacements.back() + counts.back());
-    counts.push_back(static_cast<int>(l));
-  }
-  std::string all(mpi.rank == 0 ? static_cast<size_t>(total) : 0, '\0');
-  CHECK_MPI(MPI_Gatherv(mine.data(), static_cast<int>(length), MPI_CHAR,
-                        all.data(), counts.data(), displacements.data(),
-                        MPI_CHAR, 0, MPI_COMM_WORLD));
-  if (mpi.rank != 0)
+                  ControlPlane &control) {
+  std::vector<std::string> ranks =
+      control.gather(trace.jsonEvents(control.rank()));
+  if (control.rank() != 0)
     return Status::success();
-  std::vector<std::string> ranks;
-  for (int r = 0; r < mpi.size; ++r)
-    ranks.push_back(all.substr(displacements[r], counts[r]));
   std::ofstream out(path);
   if (!out)
     return Error("--trace: cannot create '" + path + "'");
@@ -366,97 +380,184 @@ std::string programName(int argc, char **argv) {
 
 } // namespace
 
+Expected<std::unique_ptr<ControlPlane>> launchControl(int *argc,
+                                                      char ***argv) {
+#if ASRT_HAVE_MPI
+  if (startedByMpirun())
+    return createMpiControl(argc, argv);
+#else
+  (void)argc;
+  (void)argv;
+  if (startedByMpirun())
+    return Error("this training binary was started by mpirun, but its "
+                 "runtime was built without MPI; launch it with torchrun "
+                 "(or RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set), or "
+                 "as one process for world size 1");
+#endif
+  Expected<std::optional<LaunchEnv>> env = launchEnvFromVariables(
+      [](const char *name) -> const char * { return std::getenv(name); });
+  if (!env)
+    return Error(env.message());
+  if (*env) {
+    Expected<TcpGroup> group = TcpGroup::join(**env);
+    if (!group)
+      return Error("joining the job at " + (*env)->masterAddr + ":" +
+                   std::to_string((*env)->masterPort) + " as rank " +
+                   std::to_string((*env)->rank) + ": " + group.message());
+    // Named in fatal errors, as under MPI.
+    setFatalRank((*env)->rank);
+    return std::unique_ptr<ControlPlane>(
+        std::make_unique<TcpControl>(std::move(*group), **env));
+  }
+#if ASRT_HAVE_MPI
+  return createMpiControl(argc, argv);
+#else
+  return makeSingleProcessControl();
+#endif
+}
+
+namespace {
+
+/// The step's communicator: the backend's own (NCCL) when it has one,
+/// else MPI's (through host copies for device memory MPI cannot read),
+/// else none for a world of one. Null with `error` set when a world of
+/// several has no way to communicate.
+std::unique_ptr<Comm> createComm(asrt_context &ctx, ControlPlane &control,
+                                 const Manifest &manifest,
+                                 const DriverHooks &hooks,
+                                 std::string &error) {
+  if (hooks.createComm)
+    if (std::unique_ptr<Comm> own =
+            hooks.createComm(&ctx, control, manifest.grid))
+      return own;
+#if ASRT_HAVE_MPI
+  if (std::string(control.kind()) == "mpi") {
+    std::unique_ptr<Comm> comm = createMpiComm(manifest.grid);
+    // A GPU's memory goes to MPI through host copies (OpenMPI as Debian
+    // builds it is not CUDA-aware).
+    if (!ctx.device->hostAccessible())
+      comm = stageThroughHost(std::move(comm), *ctx.device);
+    return comm;
+  }
+#endif
+  if (control.size() > 1)
+    error = std::string("the ") + hooks.backendName() +
+            " backend has no communicator of its own for " +
+            std::to_string(control.size()) + " ranks and this job has no "
+            "MPI (launched by " + control.kind() +
+            "): launch it with mpirun";
+  return nullptr;
+}
+
+} // namespace
+
 int runDriver(int argc, char **argv, const DriverHooks &hooks) {
-  MpiSession mpi(&argc, &argv);
+  Expected<std::unique_ptr<ControlPlane>> launched =
+      launchControl(&argc, &argv);
+  if (!launched) {
+    std::fprintf(stderr, "error: %s\n", launched.message().c_str());
+    return 2;
+  }
+  // Declared first: the job's plane outlives everything that uses it.
+  ControlPlane &control = **launched;
   std::string program = programName(argc, argv);
 
   std::vector<std::string> arguments(argv + (argc > 0 ? 1 : 0), argv + argc);
   Expected<Options> parsed = parseOptions(arguments);
   if (!parsed) {
-    printErrorOnRankZero(mpi, parsed.message() + "\nrun '" + program +
+    printErrorOnRankZero(control, parsed.message() + "\nrun '" + program +
                                   " --help' to see the options");
     return 2;
   }
   const Options &options = *parsed;
   if (options.help) {
-    if (mpi.rank == 0)
+    if (control.rank() == 0)
       std::fputs(usageText(program).c_str(), stdout);
     return 0;
   }
 
   Expected<Manifest> manifest = parseManifest(hooks.manifest);
   if (!manifest) {
-    printErrorOnRankZero(mpi, "the manifest compiled into this binary is "
+    printErrorOnRankZero(control, "the manifest compiled into this binary is "
                               "invalid: " +
                                   manifest.message());
     return 1;
   }
   if (options.printManifest) {
-    if (mpi.rank == 0)
+    if (control.rank() == 0)
       std::fputs(hooks.manifest, stdout);
     return 0;
   }
-  if (manifest->worldSize() != mpi.size) {
-    printErrorOnRankZero(mpi, worldSizeMismatchMessage(*manifest, mpi.size));
+  if (manifest->worldSize() != control.size()) {
+    printErrorOnRankZero(control, worldSizeMismatchMessage(*manifest, control.size()));
     return 1;
   }
   if (options.lr) {
     if (Status s = checkLrOverride(*manifest); !s) {
-      printErrorOnRankZero(mpi, s.message());
+      printErrorOnRankZero(control, s.message());
       return 2;
     }
   }
   // Before training, not after it: the step cannot grow gradients later.
   if (!options.saveGradsFile.empty()) {
     if (Status s = checkSaveGrads(*manifest); !s) {
-      printErrorOnRankZero(mpi, s.message());
+      printErrorOnRankZero(control, s.message());
       return 2;
     }
   }
   // Offload: memory=nvme arguments need a directory for their files.
   if (Status s = checkOffloadDirGiven(*manifest, options.offloadDir); !s) {
-    printErrorOnRankZero(mpi, s.message());
+    printErrorOnRankZero(control, s.message());
     return 2;
   }
 
-  NodeInfo node = nodeInfo(mpi);
   BackendOptions backend;
-  backend.threads =
-      options.threads > 0
-          ? options.threads
-          : defaultThreads(std::thread::hardware_concurrency(), node.localSize);
-  backend.localRank = node.localRank;
+  backend.threads = options.threads > 0
+                        ? options.threads
+                        : defaultThreads(std::thread::hardware_concurrency(),
+                                         control.localSize());
+  backend.localRank = control.localRank();
 
+#if ASRT_HAVE_MPI
   // Collectives run on a communication thread while this one computes.
-  if (std::string error = mpiThreadLevelError(mpi.threadLevel);
-      !error.empty()) {
-    printErrorOnRankZero(mpi, error);
-    return 1;
-  }
-  std::unique_ptr<Comm> comm = createMpiComm(manifest->grid);
+  if (std::string(control.kind()) == "mpi")
+    if (std::string error = mpiThreadLevelError(); !error.empty()) {
+      printErrorOnRankZero(control, error);
+      return 1;
+    }
+#endif
   asrt_context ctx;
-  ctx.comm = comm.get();
   ctx.stream->setTimeout(options.collectiveTimeout);
   ctx.offloadStream->setTimeout(options.collectiveTimeout);
   hooks.initBackend(&ctx, backend);
+  // The context owns the communicator: its communication thread uses it
+  // to the end, and its buffers may live in the context's device.
+  std::string commError;
+  ctx.ownedComm = createComm(ctx, control, *manifest, hooks, commError);
+  if (!allRanksOk(commError.empty() ? Status::success() : Error(commError),
+                  control))
+    return 1;
+  ctx.comm = ctx.ownedComm.get();
   // --optimizer-threads: the CPU optimizer step's threads (0: the node's
   // hardware threads divided among its ranks).
   ctx.setOptimizerThreads(
       options.optimizerThreads > 0
           ? options.optimizerThreads
           : defaultThreads(std::thread::hardware_concurrency(),
-                           node.localSize));
+                           control.localSize()));
 
   // Offload (docs/RuntimeABI.md, "Offload"): this rank's directory of
   // NVMe files; removed when `nvme` goes, on every return below.
   Expected<std::unique_ptr<NvmeStore>> nvme =
-      openNvmeStore(*manifest, options.offloadDir, mpi.rank);
-  if (!allRanksOk(nvme.status(), mpi))
+      openNvmeStore(*manifest, options.offloadDir, control.rank());
+  if (!allRanksOk(nvme.status(), control))
     return 1;
   ctx.nvme = nvme->get();
 
+  // Named by an out-of-memory error.
+  ctx.plannedPeakBytes = manifest->plannedBytes("peak");
   std::vector<void *> args =
-      allocateArgs(ctx, *manifest, options, mpi.rank, ctx.nvme);
+      allocateArgs(ctx, *manifest, options, control.rank(), ctx.nvme);
   if (ctx.nvme)
     ctx.stats->setNvmeBytes(ctx.nvme->totalBytes());
   std::vector<void *> ownedResults;
@@ -472,30 +573,31 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   // argument whole, a sharded one its block.
   Expected<LoadedParams> loaded = LoadedParams();
   if (!options.loadParamsFile.empty()) {
-    // memory=nvme arguments load through host copies, stored back after.
-    StagedNvmeArgs staged(*manifest, args, ctx.nvme);
+    // memory=nvme arguments (and a GPU's) load through host copies, stored
+    // back after.
+    StagedArgs staged(ctx, *manifest, args);
     loaded =
-        loadParams(options.loadParamsFile, *manifest, staged.args(), mpi.rank);
+        loadParams(options.loadParamsFile, *manifest, staged.args(), control.rank());
     if (loaded)
       staged.writeBack();
   }
-  if (!allRanksOk(loaded.status(), mpi))
+  if (!allRanksOk(loaded.status(), control))
     return 1;
 
   Expected<std::unique_ptr<BatchSource>> batches =
       options.dataFile.empty()
-          ? makeSyntheticBatches(*manifest, options.seed, mpi.rank, mpi.size)
-          : openDataFile(options.dataFile, *manifest, mpi.rank, mpi.size,
+          ? makeSyntheticBatches(*manifest, options.seed, control.rank(), control.size())
+          : openDataFile(options.dataFile, *manifest, control.rank(), control.size(),
                          options.dataFormat, options.seed);
-  if (!allRanksOk(batches.status(), mpi))
+  if (!allRanksOk(batches.status(), control))
     return 1;
 
-  if (mpi.rank == 0) {
+  if (control.rank() == 0) {
     std::printf("autoshard: step %s, strategy %s, grid %s (%d %s), backend "
                 "%s, %d %s per rank, data %s\n",
                 manifest->step.c_str(), manifest->strategy.c_str(),
-                manifest->gridString().c_str(), mpi.size,
-                mpi.size == 1 ? "rank" : "ranks", hooks.backendName(),
+                manifest->gridString().c_str(), control.size(),
+                control.size() == 1 ? "rank" : "ranks", hooks.backendName(),
                 backend.threads, backend.threads == 1 ? "thread" : "threads",
                 (*batches)->describe().c_str());
     if (int host = manifest->countArgsIn(MemoryKind::Host); host > 0)
@@ -526,7 +628,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   // initial state by the newest complete checkpoint's, resharded to this
   // binary's plan, and the run continues after its step.
   Expected<std::string> dataSource = describeDataSource(options.dataFile);
-  if (!allRanksOk(dataSource.status(), mpi))
+  if (!allRanksOk(dataSource.status(), control))
     return 1;
   CheckpointOptions checkpointOptions;
   checkpointOptions.dir = options.checkpointDir;
@@ -535,28 +637,30 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   checkpointOptions.resume = options.resume;
   checkpointOptions.exitDuringSave = options.exitDuringCheckpoint;
   Checkpointer checkpointer(checkpointOptions, *manifest, hooks.manifest,
-                            options.seed, *dataSource, mpi.rank, mpi.size);
+                            options.seed, *dataSource, control);
   Expected<int64_t> firstStep = int64_t(0);
-  {
-    // --resume loads memory=nvme arguments through host copies.
-    StagedNvmeArgs resumed(*manifest, args,
-                           options.resume ? ctx.nvme : nullptr);
+  if (options.resume) {
+    // --resume loads memory=nvme arguments (and a GPU's) through host
+    // copies.
+    StagedArgs resumed(ctx, *manifest, args);
     firstStep = checkpointer.start(resumed.args(), options.steps);
     if (firstStep)
       resumed.writeBack();
+  } else {
+    firstStep = checkpointer.start(args, options.steps);
   }
-  if (!allRanksOk(firstStep.status(), mpi))
+  if (!allRanksOk(firstStep.status(), control))
     return 1;
 
   // --trace records the steps. The ranks take their time origin together,
   // after a barrier, so that their tracks line up.
   std::unique_ptr<Trace> trace;
   if (!options.traceFile.empty()) {
-    Status writable = mpi.rank == 0 ? checkTraceFileWritable(options.traceFile)
+    Status writable = control.rank() == 0 ? checkTraceFileWritable(options.traceFile)
                                     : Status::success();
-    if (!allRanksOk(writable, mpi))
+    if (!allRanksOk(writable, control))
       return 1;
-    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    control.barrier();
     trace = std::make_unique<Trace>(steadyClockNs());
     ctx.setTrace(trace.get());
   }
@@ -564,12 +668,19 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   const int lossIndex = manifest->lossResult();
   double totalMs = 0;
   int64_t stepsRun = 0;
+  // Batches are written into host copies of the data arguments on a GPU
+  // (the same buffers every step) and copied up.
+  StagedArgs batchArgs(ctx, *manifest, args, {Role::Input, Role::Label},
+                       Staging::WriteOnly);
   for (int64_t step = *firstStep; step < options.steps; ++step) {
-    (*batches)->fill(step, args.data());
+    (*batches)->fill(step, batchArgs.args().data());
+    batchArgs.writeBack();
     // Only the step itself is timed: that is what the compiler's cost model
-    // predicts, and batch synthesis is not part of training.
+    // predicts, and batch synthesis is not part of training. On a GPU the
+    // step has finished when its queued kernels have.
     auto start = std::chrono::steady_clock::now();
     hooks.step(&ctx, args.data(), results.data());
+    ctx.device->synchronize(Lane::Compute);
     auto end = std::chrono::steady_clock::now();
     double ms = std::chrono::duration<double, std::milli>(end - start).count();
     checkStepWaited(ctx, step + 1);
@@ -580,8 +691,10 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     if (oneBased % options.logEvery == 0 || oneBased == options.steps) {
       // The step's loss result is the global-batch loss on every rank: the
       // partitioner averages it, so printing needs no communication.
-      double loss = *static_cast<const float *>(results[lossIndex]);
-      if (mpi.rank == 0) {
+      float loss = 0;
+      ctx.device->toHost(Lane::Compute, &loss, results[lossIndex],
+                         sizeof loss);
+      if (control.rank() == 0) {
         std::printf("%s\n", formatStepLine(oneBased, loss, ms).c_str());
         std::fflush(stdout);
       }
@@ -594,20 +707,20 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     if (oneBased == options.exitAfterStep) {
       std::fflush(stdout);
       std::fflush(stderr);
-      MPI_Barrier(MPI_COMM_WORLD);
+      control.barrier();
       std::_Exit(3);
     }
     if (checkpointer.due(oneBased, options.steps)) {
-      // memory=nvme arguments are saved from host copies.
-      StagedNvmeArgs saving(*manifest, args, ctx.nvme);
-      if (!allRanksOk(checkpointer.save(oneBased, saving.args()), mpi))
+      // memory=nvme arguments (and a GPU's) are saved from host copies.
+      StagedArgs saving(ctx, *manifest, args);
+      if (!allRanksOk(checkpointer.save(oneBased, saving.args()), control))
         return 1;
     }
   }
 
   if (trace) {
     ctx.setTrace(nullptr);
-    if (!allRanksOk(writeTrace(options.traceFile, *trace, mpi), mpi))
+    if (!allRanksOk(writeTrace(options.traceFile, *trace, control), control))
       return 1;
   }
 
@@ -617,8 +730,8 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   run.strategy = manifest->strategy;
   run.grid = manifest->gridString();
   run.backend = hooks.backendName();
-  run.worldSize = mpi.size;
-  run.rank = mpi.rank;
+  run.worldSize = control.size();
+  run.rank = control.rank();
   run.steps = stepsRun;
   run.meanStepMs = stepsRun > 0 ? totalMs / static_cast<double>(stepsRun) : 0;
 
@@ -628,33 +741,36 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   Status saved;
   if (!options.saveParamsFile.empty()) {
     std::vector<std::vector<char>> storage;
-    StagedNvmeArgs params(*manifest, args, ctx.nvme, Role::Param);
+    // memory=nvme params are read into host memory first; gatherGlobal
+    // takes device and host ones where they are.
+    StagedArgs params(ctx, *manifest, args, {Role::Param},
+                      Staging::NvmeOnly);
     std::vector<void *> global = gatherGlobal(
-        ctx, manifest->args, params.args(), Role::Param, mpi.rank, storage);
-    if (mpi.rank == 0)
+        ctx, manifest->args, params.args(), Role::Param, control.rank(), storage);
+    if (control.rank() == 0)
       saved = saveParams(options.saveParamsFile, *manifest, global,
                          options.steps, options.seed);
   }
-  if (!allRanksOk(saved, mpi))
+  if (!allRanksOk(saved, control))
     return 1;
   Status savedGrads;
   if (!options.saveGradsFile.empty()) {
     std::vector<std::vector<char>> storage;
     std::vector<void *> global = gatherGlobal(ctx, manifest->results, results,
-                                              Role::Grad, mpi.rank, storage);
-    if (mpi.rank == 0)
+                                              Role::Grad, control.rank(), storage);
+    if (control.rank() == 0)
       savedGrads = saveGrads(options.saveGradsFile, *manifest, global,
                              options.steps, options.seed);
   }
-  if (!allRanksOk(savedGrads, mpi))
+  if (!allRanksOk(savedGrads, control))
     return 1;
   Status wroteStats;
-  if (!options.statsJsonFile.empty() && mpi.rank == 0)
+  if (!options.statsJsonFile.empty() && control.rank() == 0)
     wroteStats = writeStatsFile(options.statsJsonFile, stats, run);
-  if (!allRanksOk(wroteStats, mpi))
+  if (!allRanksOk(wroteStats, control))
     return 1;
 
-  if (mpi.rank == 0) {
+  if (control.rank() == 0) {
     std::ostringstream summary;
     writeSummary(summary, stats, run);
     std::fputs(summary.str().c_str(), stdout);

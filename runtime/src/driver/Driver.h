@@ -1,11 +1,13 @@
-// The training binary's flow: MPI, manifest, buffers, steps, reports.
+// The training binary's flow: launch, manifest, buffers, steps, reports.
 #pragma once
 
 #include "autoshard/rt/abi.h"
 #include "core/Backend.h"
+#include "core/Control.h"
 #include "core/Manifest.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace autoshard::rt {
@@ -19,9 +21,11 @@ struct DriverHooks {
   void (*step)(asrt_context *, void *const *, void *const *) = nullptr;
   void (*initBackend)(asrt_context *, const BackendOptions &) = nullptr;
   const char *(*backendName)() = nullptr;
+  std::unique_ptr<Comm> (*createComm)(asrt_context *, ControlPlane &,
+                                      const std::vector<int64_t> &) = nullptr;
 };
 
-/// Runs the training binary: initialises MPI (MPI_THREAD_MULTIPLE), parses
+/// Runs the training binary: joins the job (launchControl), parses
 /// the command line and the manifest, checks the world size against the
 /// compiled grid, allocates and initialises every argument (init=, then
 /// --load-params or --resume's checkpoint), runs the steps (with sharded
@@ -29,6 +33,15 @@ struct DriverHooks {
 /// --save-grads, --stats-json, --trace). Returns the exit status: 0, 1 for a runtime problem (every
 /// rank returns it), 2 for a bad command line.
 int runDriver(int argc, char **argv, const DriverHooks &hooks);
+
+/// How this process joins its job, from how it was started: under mpirun
+/// (OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK set) MPI; with
+/// torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+/// LOCAL_RANK, LOCAL_WORLD_SIZE) a TCP rendezvous through rank 0, so that a
+/// GPU job needs no MPI; otherwise MPI as a singleton when the runtime was
+/// built with MPI, else a single process. The error names a malformed
+/// variable, or a job that needs MPI in a runtime built without it.
+Expected<std::unique_ptr<ControlPlane>> launchControl(int *argc, char ***argv);
 
 /// "step 3 loss 0.69314718 ms 1.250": the line rank 0 prints.
 std::string formatStepLine(int64_t step, double loss, double ms);

@@ -1,6 +1,9 @@
 // The driver's side of offload: the NVMe store and host views of arguments.
 #include "driver/OffloadArgs.h"
 #include "core/Context.h"
+#include "core/Device.h"
+
+#include <algorithm>
 
 namespace autoshard::rt {
 
@@ -28,32 +31,50 @@ openNvmeStore(const Manifest &manifest, const std::string &offloadDir,
   return store;
 }
 
-StagedNvmeArgs::StagedNvmeArgs(const Manifest &manifest,
-                               const std::vector<void *> &args,
-                               NvmeStore *store, std::optional<Role> role)
-    : store(store), view(args) {
-  if (!store)
-    return;
+StagedArgs::StagedArgs(asrt_context &ctx, const Manifest &manifest,
+                       const std::vector<void *> &args,
+                       const std::vector<Role> &roles, Staging staging)
+    : ctx(ctx), device(args), view(args) {
+  const bool deviceIsHost = ctx.device->hostAccessible();
   for (const TensorSpec &arg : manifest.args) {
-    if (arg.memory != MemoryKind::Nvme || (role && arg.role != *role))
+    if (!roles.empty() &&
+        std::find(roles.begin(), roles.end(), arg.role) == roles.end())
       continue;
-    std::vector<char> &buffer =
-        staged.emplace_back(arg.index, std::vector<char>()).second;
-    buffer.resize(static_cast<size_t>(arg.numBytes()));
-    if (Status s = store->read(arg.index, buffer.data(), arg.numBytes()); !s)
-      fatal("reading the NVMe file of %s: %s", arg.describe().c_str(),
-            s.message().c_str());
-    view[arg.index] = buffer.data();
+    if (arg.memory == MemoryKind::Host ||
+        (arg.memory == MemoryKind::Device &&
+         (deviceIsHost || staging == Staging::NvmeOnly)))
+      continue;
+    Staged &s = staged.emplace_back(
+        Staged{arg.index, arg.memory, std::vector<char>()});
+    s.bytes.resize(static_cast<size_t>(arg.numBytes()));
+    if (arg.memory == MemoryKind::Nvme) {
+      if (!ctx.nvme)
+        fatal("%s has memory=nvme but the driver opened no NVMe store",
+              arg.describe().c_str());
+      if (Status st = ctx.nvme->read(arg.index, s.bytes.data(), arg.numBytes());
+          !st)
+        fatal("reading the NVMe file of %s: %s", arg.describe().c_str(),
+              st.message().c_str());
+    } else if (staging == Staging::ReadWrite) {
+      ctx.device->toHost(Lane::Compute, s.bytes.data(), args[arg.index],
+                         arg.numBytes());
+    }
+    view[arg.index] = s.bytes.data();
   }
 }
 
-void StagedNvmeArgs::writeBack() {
-  for (auto &[index, buffer] : staged)
-    if (Status s = store->write(index, buffer.data(),
-                                static_cast<int64_t>(buffer.size()));
-        !s)
-      fatal("writing the NVMe file of argument %d: %s", index,
-            s.message().c_str());
+void StagedArgs::writeBack() {
+  for (Staged &s : staged) {
+    int64_t bytes = static_cast<int64_t>(s.bytes.size());
+    if (s.memory == MemoryKind::Device) {
+      ctx.device->toDevice(Lane::Compute, device[s.index], s.bytes.data(),
+                           bytes);
+      continue;
+    }
+    if (Status st = ctx.nvme->write(s.index, s.bytes.data(), bytes); !st)
+      fatal("writing the NVMe file of argument %d: %s", s.index,
+            st.message().c_str());
+  }
 }
 
 } // namespace autoshard::rt

@@ -1,6 +1,7 @@
 // The driver's side of offload: the NVMe store and host views of arguments.
 #pragma once
 
+#include "autoshard/rt/abi.h"
 #include "core/Expected.h"
 #include "core/Manifest.h"
 #include "core/NvmeStore.h"
@@ -28,36 +29,57 @@ Expected<std::unique_ptr<NvmeStore>>
 openNvmeStore(const Manifest &manifest, const std::string &offloadDir,
               int rank);
 
+/// What a StagedArgs does with device arguments on a device that is not
+/// host memory: host copies of their current values (ReadWrite), host
+/// buffers the caller overwrites whole (WriteOnly: batches), or nothing,
+/// leaving them in device memory (NvmeOnly: for code that reads device
+/// memory itself).
+enum class Staging { ReadWrite, WriteOnly, NvmeOnly };
+
 /// The arguments as host buffers, for the driver's code that reads or
-/// writes them whole between steps (checkpoints, --load-params,
-/// --save-params): memory=nvme arguments have no buffer (null in `args`),
-/// so each one (of role `role`, or of every role) is read from its file
-/// into a temporary host buffer that takes the null's place; writeBack()
-/// stores them in their files again after a load. Device and host
-/// arguments are passed through as they are.
+/// writes them between steps (initialisation, batches, checkpoints,
+/// --load-params, --save-params):
+/// - memory=nvme arguments have no buffer (null in `args`): each one is
+///   read from its file (ctx.nvme) into a host buffer that takes the
+///   null's place;
+/// - memory=device arguments, when the context's device is not host
+///   memory (a GPU), are copied into host buffers (Staging::ReadWrite) or
+///   get uninitialised ones (WriteOnly);
+/// - memory=host arguments, and device ones on the CPU backend, pass
+///   through as they are.
+/// writeBack() stores the host buffers where they came from. Only
+/// arguments of the `roles` are staged when some are given.
 ///
 /// Simple rather than frugal: every staged argument is in host memory at
-/// once while the object lives, outside the host memory statistics. An I/O
-/// error is fatal, naming the file.
-class StagedNvmeArgs {
+/// once while the object lives, outside the memory statistics. An I/O
+/// error is fatal, naming the file. The buffers are reused by every
+/// writeBack, so one object can carry a batch per step.
+class StagedArgs {
 public:
-  /// `store` null: nothing is staged and args() is `args`.
-  StagedNvmeArgs(const Manifest &manifest, const std::vector<void *> &args,
-                 NvmeStore *store, std::optional<Role> role = std::nullopt);
-  StagedNvmeArgs(const StagedNvmeArgs &) = delete;
-  StagedNvmeArgs &operator=(const StagedNvmeArgs &) = delete;
+  StagedArgs(asrt_context &ctx, const Manifest &manifest,
+             const std::vector<void *> &args,
+             const std::vector<Role> &roles = {},
+             Staging staging = Staging::ReadWrite);
+  StagedArgs(const StagedArgs &) = delete;
+  StagedArgs &operator=(const StagedArgs &) = delete;
 
   /// Indexed like the manifest's arguments.
   const std::vector<void *> &args() const { return view; }
-  /// Writes every staged buffer back to its file.
+  /// Stores every staged buffer in its file or device buffer again.
   void writeBack();
   /// The number of arguments staged.
   size_t size() const { return staged.size(); }
 
 private:
-  NvmeStore *store;
+  struct Staged {
+    int index;
+    MemoryKind memory;
+    std::vector<char> bytes;
+  };
+  asrt_context &ctx;
+  std::vector<void *> device;
   std::vector<void *> view;
-  std::vector<std::pair<int, std::vector<char>>> staged;
+  std::vector<Staged> staged;
 };
 
 } // namespace autoshard::rt

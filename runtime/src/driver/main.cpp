@@ -7,5 +7,6 @@ int main(int argc, char **argv) {
   hooks.step = &autoshard_step;
   hooks.initBackend = &autoshard::rt::initBackend;
   hooks.backendName = &autoshard::rt::backendName;
+  hooks.createComm = &autoshard::rt::createBackendComm;
   return autoshard::rt::runDriver(argc, argv, hooks);
 }

@@ -62,13 +62,15 @@ TEST(InFlightBucketsTest, UnknownAndWaitedHandlesAreErrors) {
 }
 
 TEST(InFlightBucketsTest, SlotsAndTheirBuffersAreReusedAcrossSteps) {
+  // Declared first: the slots' pack buffers are its memory.
+  std::unique_ptr<Device> device = makeHostDevice();
   InFlightBuckets inflight;
   OpenBucket b;
   // Step 1: two buckets in flight at once, waited in reverse order.
   InFlightBucket *a = &inflight.issue(closedBucket(b, 2));
   InFlightBucket *c = &inflight.issue(closedBucket(b, 1));
-  void *aBuffer = a->packBuffer(4096);
-  void *cBuffer = c->packBuffer(64);
+  void *aBuffer = a->packBuffer(*device, 4096);
+  void *cBuffer = c->packBuffer(*device, 64);
   EXPECT_NE(aBuffer, cBuffer) << "each in-flight bucket packs on its own";
   inflight.release(*c);
   inflight.release(*a);
@@ -78,8 +80,8 @@ TEST(InFlightBucketsTest, SlotsAndTheirBuffersAreReusedAcrossSteps) {
     InFlightBucket &c2 = inflight.issue(closedBucket(b, 1));
     EXPECT_EQ(&a2, a) << "step " << step;
     EXPECT_EQ(&c2, c) << "step " << step;
-    EXPECT_EQ(a2.packBuffer(4096), aBuffer) << "no allocation in step " << step;
-    EXPECT_EQ(c2.packBuffer(64), cBuffer) << "no allocation in step " << step;
+    EXPECT_EQ(a2.packBuffer(*device, 4096), aBuffer) << "no allocation in step " << step;
+    EXPECT_EQ(c2.packBuffer(*device, 64), cBuffer) << "no allocation in step " << step;
     inflight.release(c2);
     inflight.release(a2);
   }

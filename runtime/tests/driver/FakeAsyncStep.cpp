@@ -164,7 +164,3 @@ extern "C" void autoshard_step(asrt_context *ctx, void *const *args,
   asrt_free(ctx, dwHigh);
 }
 
-namespace autoshard::rt {
-void initBackend(asrt_context *, const BackendOptions &) {}
-const char *backendName() { return "fake"; }
-} // namespace autoshard::rt

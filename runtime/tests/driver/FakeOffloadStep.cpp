@@ -211,7 +211,3 @@ extern "C" void autoshard_step(asrt_context *ctx, void *const *args,
 #endif
 }
 
-namespace autoshard::rt {
-void initBackend(asrt_context *, const BackendOptions &) {}
-const char *backendName() { return "fake"; }
-} // namespace autoshard::rt

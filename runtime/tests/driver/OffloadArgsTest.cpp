@@ -1,5 +1,7 @@
 // The driver's side of offload: --offload-dir checks and staged NVMe args.
 #include "driver/OffloadArgs.h"
+#include "core/Context.h"
+#include "core/Device.h"
 
 #include "../ckpt/TempDir.h"
 
@@ -84,8 +86,10 @@ TEST(OffloadArgsTest, StagingReadsNvmeArgumentsAndWritesThemBack) {
 
   float w[4] = {}, mom[4] = {};
   std::vector<void *> args = {w, mom, nullptr, nullptr};
+  asrt_context ctx;
+  ctx.nvme = &store;
   {
-    StagedNvmeArgs staged(m, args, &store);
+    StagedArgs staged(ctx, m, args);
     ASSERT_EQ(staged.size(), 2u);
     // Device and host arguments pass through; nvme ones hold their files.
     EXPECT_EQ(staged.args()[0], w);
@@ -104,12 +108,84 @@ TEST(OffloadArgsTest, StagingReadsNvmeArgumentsAndWritesThemBack) {
   ASSERT_TRUE(store.read(3, &step, 4).ok());
   EXPECT_EQ(step, 7);
 
-  // Only one role, or nothing without a store.
-  StagedNvmeArgs params(m, args, &store, Role::Param);
+  // Only one role.
+  StagedArgs params(ctx, m, args, {Role::Param});
   EXPECT_EQ(params.size(), 0u);
   EXPECT_EQ(params.args(), args);
-  StagedNvmeArgs none(m, args, nullptr);
-  EXPECT_EQ(none.args(), args);
+}
+
+/// A device whose memory host code must not touch, as a GPU's: host memory
+/// underneath, but reporting itself not host-accessible and counting the
+/// copies the driver makes through it.
+class CountingDevice final : public Device {
+public:
+  const char *name() const override { return "counting"; }
+  bool hostAccessible() const override { return false; }
+  void *allocate(int64_t bytes) override { return host->allocate(bytes); }
+  void release(void *p) override { host->release(p); }
+  void *allocateHost(int64_t bytes) override { return host->allocate(bytes); }
+  void releaseHost(void *p) override { host->release(p); }
+  void copy(Lane l, void *d, const void *s, int64_t n) override {
+    host->copy(l, d, s, n);
+  }
+  void zero(Lane l, void *d, int64_t n) override { host->zero(l, d, n); }
+  void toHost(Lane l, void *d, const void *s, int64_t n) override {
+    ++downloads;
+    host->toHost(l, d, s, n);
+  }
+  void toDevice(Lane l, void *d, const void *s, int64_t n) override {
+    ++uploads;
+    host->toDevice(l, d, s, n);
+  }
+  Fence fence(Lane) override { return nullptr; }
+  void waitFence(Lane, const Fence &) override {}
+  void synchronize(Lane) override {}
+
+  int downloads = 0, uploads = 0;
+
+private:
+  std::unique_ptr<Device> host = makeHostDevice();
+};
+
+TEST(OffloadArgsTest, DeviceArgumentsOfAGpuAreStagedThroughHostCopies) {
+  Manifest m = parse(kOffloaded);
+  TempDir tmp;
+  Expected<std::unique_ptr<NvmeStore>> opened = openNvmeStore(m, tmp.path(), 0);
+  ASSERT_TRUE(opened.ok()) << opened.message();
+  std::vector<float> v = {1.5f, -2.0f};
+  int32_t step = 41;
+  ASSERT_TRUE((*opened)->add(2, "w.v", v.data(), 8).ok());
+  ASSERT_TRUE((*opened)->add(3, "step", &step, 4).ok());
+  asrt_context ctx;
+  auto owned = std::make_unique<CountingDevice>();
+  CountingDevice &device = *owned;
+  ctx.device = std::move(owned);
+  ctx.nvme = opened->get();
+
+  float w[4] = {1, 2, 3, 4}, mom[4] = {};
+  std::vector<void *> args = {w, mom, nullptr, nullptr};
+  {
+    StagedArgs staged(ctx, m, args);
+    // The device param is a host copy now; the host state passes through.
+    EXPECT_EQ(staged.size(), 3u);
+    ASSERT_NE(staged.args()[0], static_cast<void *>(w));
+    EXPECT_EQ(static_cast<float *>(staged.args()[0])[3], 4.0f);
+    EXPECT_EQ(staged.args()[1], static_cast<void *>(mom));
+    EXPECT_EQ(device.downloads, 1);
+    static_cast<float *>(staged.args()[0])[0] = 7.0f;
+    staged.writeBack();
+    EXPECT_EQ(device.uploads, 1);
+    EXPECT_EQ(w[0], 7.0f);
+  }
+  // WriteOnly (batches) reads nothing down; NvmeOnly leaves the device
+  // argument where it is.
+  StagedArgs batch(ctx, m, args, {Role::Param}, Staging::WriteOnly);
+  EXPECT_EQ(batch.size(), 1u);
+  EXPECT_EQ(device.downloads, 1);
+  StagedArgs nvmeOnly(ctx, m, args, {}, Staging::NvmeOnly);
+  EXPECT_EQ(nvmeOnly.size(), 2u);
+  EXPECT_EQ(nvmeOnly.args()[0], static_cast<void *>(w));
+  EXPECT_EQ(device.downloads, 1);
 }
 
 } // namespace

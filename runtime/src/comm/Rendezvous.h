@@ -1,0 +1,151 @@
+// torchrun-style launch variables, and a TCP control plane between ranks.
+#pragma once
+
+#include "core/Expected.h"
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace autoshard::rt {
+
+/// Where this process sits in a job started by torchrun (or any launcher
+/// that sets the same variables), and where rank 0 waits for the others.
+/// It is how a GPU machine without MPI finds its peers: every rank reads
+/// it, connects a TcpGroup, and rank 0 broadcasts NCCL's unique id over it.
+struct LaunchEnv {
+  int rank = 0;           // RANK: 0 .. worldSize - 1
+  int worldSize = 1;      // WORLD_SIZE: processes in the job
+  int localRank = 0;      // LOCAL_RANK: rank on this node; picks the GPU
+  int localWorldSize = 1; // LOCAL_WORLD_SIZE: processes on this node
+  std::string masterAddr; // MASTER_ADDR: rank 0's host
+  int masterPort = 0;     // MASTER_PORT: the port rank 0 listens on
+};
+
+/// Reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (required) and
+/// LOCAL_RANK, LOCAL_WORLD_SIZE (optional) through `getenv` (std::getenv,
+/// or a table in tests). Nullopt when none of the six is set: the process
+/// was not started by such a launcher. An Error, naming the variable, its
+/// value and what it should be, when a required one is missing, one is
+/// not a decimal integer, or a value is out of range (rank not below the
+/// world size, a port outside 1..65535, an empty MASTER_ADDR, ...).
+///
+/// Without LOCAL_RANK and LOCAL_WORLD_SIZE the job is taken to run on one
+/// node: LOCAL_RANK defaults to RANK and LOCAL_WORLD_SIZE to WORLD_SIZE.
+/// torchrun always sets both; the defaults serve hand-written single-node
+/// launches, and a multi-node launch that forgets LOCAL_RANK but sets
+/// LOCAL_WORLD_SIZE fails the range check instead of picking a GPU the
+/// node does not have.
+Expected<std::optional<LaunchEnv>>
+launchEnvFromVariables(const std::function<const char *(const char *)> &getenv);
+
+/// How long a TcpGroup waits. Both bound every blocking step; nothing in a
+/// TcpGroup waits without a deadline.
+struct TcpGroupOptions {
+  /// From the start of accept() or connect() until every rank has joined:
+  /// ranks start at different times, and rank 0 may start last (the
+  /// others retry their connection until then).
+  std::chrono::milliseconds connectTimeout = std::chrono::seconds(300);
+  /// Per operation (allGather, barrier, broadcast), from its start.
+  std::chrono::milliseconds operationTimeout = std::chrono::seconds(300);
+};
+
+/// Rank 0's listening socket, opened before the group forms so that a
+/// caller (a test) can listen on port 0 and learn the port the system
+/// chose. SO_REUSEADDR, so that a job restarted at once can reuse its port.
+class TcpListener {
+public:
+  /// Listens on `port` (0: any free port) of `host`'s address, or of every
+  /// interface when `host` is empty (IPv6 and IPv4 where the system allows
+  /// both). Listening everywhere is what a launch wants: MASTER_ADDR is how
+  /// the others reach rank 0, and the name of rank 0's own host may resolve
+  /// locally to a loopback address (Debian's 127.0.1.1) the others cannot
+  /// reach.
+  static Expected<TcpListener> open(int port, const std::string &host = "");
+
+  TcpListener(TcpListener &&other) noexcept;
+  TcpListener &operator=(TcpListener &&other) noexcept;
+  TcpListener(const TcpListener &) = delete;
+  TcpListener &operator=(const TcpListener &) = delete;
+  ~TcpListener();
+
+  /// The port it listens on (the chosen one when opened with port 0).
+  int port() const { return boundPort; }
+
+private:
+  TcpListener(int fd, int port) : fd(fd), boundPort(port) {}
+  friend class TcpGroup;
+
+  int fd = -1;
+  int boundPort = 0;
+};
+
+/// A small control plane between the ranks of a job, over TCP: a star of
+/// connections through rank 0, for the few messages a launch needs before
+/// NCCL takes over (NCCL's unique id, host names, a barrier). Not for bulk
+/// data: every message passes through rank 0.
+///
+/// Forming the group: rank 0 accepts one connection from each other rank;
+/// each says hello with its rank and world size, and rank 0 refuses the
+/// group (telling everyone why) when the sizes differ, a rank is out of
+/// range or joins twice, or not every rank has joined in time. A
+/// connection that does not speak this protocol is dropped without failing
+/// the group. The group starts on every rank at once, when rank 0 has
+/// welcomed them all.
+///
+/// Operations are collective: every rank calls the same ones in the same
+/// order (each message carries its operation and sequence number, and a
+/// mismatch is an error). Every blocking step is bounded by the options'
+/// timeouts. A failure (a peer that closed or died, a timeout, a
+/// mismatch) returns an Error naming the peer's rank and the operation;
+/// the failing rank tells rank 0 why and rank 0 tells the others, so that
+/// every rank stops at once with the cause rather than at its own timeout.
+/// A failed group stays failed: later operations return the first error.
+/// Writes never raise SIGPIPE.
+///
+/// One thread at a time may use a group.
+class TcpGroup {
+public:
+  /// Rank 0: welcomes worldSize - 1 ranks on `listener`, then closes it.
+  static Expected<TcpGroup> accept(TcpListener listener, int worldSize,
+                                   const TcpGroupOptions &options = {});
+  /// Rank `rank` (1 .. worldSize - 1): connects to rank 0 at host:port,
+  /// retrying refused connections until the connect timeout, and waits
+  /// to be welcomed.
+  static Expected<TcpGroup> connect(const std::string &host, int port, int rank,
+                                    int worldSize,
+                                    const TcpGroupOptions &options = {});
+  /// Either of the above as `env` says: rank 0 listens on every interface
+  /// at MASTER_PORT, the others connect to MASTER_ADDR:MASTER_PORT. A world
+  /// of one needs no network.
+  static Expected<TcpGroup> join(const LaunchEnv &env,
+                                 const TcpGroupOptions &options = {});
+
+  TcpGroup(TcpGroup &&other) noexcept;
+  TcpGroup &operator=(TcpGroup &&other) noexcept;
+  TcpGroup(const TcpGroup &) = delete;
+  TcpGroup &operator=(const TcpGroup &) = delete;
+  /// Closes the connections; peers see the close at their next operation.
+  ~TcpGroup();
+
+  int rank() const;
+  int size() const;
+
+  /// Every rank's `mine`, in rank order, on every rank.
+  Expected<std::vector<std::string>> allGather(const std::string &mine);
+  /// Returns once every rank has called it.
+  Status barrier();
+  /// Rank 0's `fromRank0` on every rank (the others' argument is ignored).
+  Expected<std::string> broadcast(const std::string &fromRank0);
+
+private:
+  struct State;
+  explicit TcpGroup(std::unique_ptr<State> state);
+
+  std::unique_ptr<State> state;
+};
+
+} // namespace autoshard::rt

@@ -1,0 +1,70 @@
+// The job's control plane: who this rank is, and the small collectives the
+// driver and the checkpointer exchange between steps.
+#pragma once
+
+#include "core/Expected.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace autoshard::rt {
+
+/// How the ranks of a job find each other and agree, apart from the step's
+/// collectives (the data plane, Comm): MPI under mpirun, a TCP rendezvous
+/// under torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR, ...) so
+/// that a GPU job needs no MPI, or a single process. Between steps only:
+/// verdicts, checkpoint records, trace events, NCCL's unique id.
+///
+/// Every operation is collective (every rank calls it, in the same order)
+/// and runs on the main thread. A peer that fails to take part (it died)
+/// is fatal, naming the operation: the control plane has no error path to
+/// return to.
+class ControlPlane {
+public:
+  ControlPlane(int rank, int size, int localRank, int localSize);
+  virtual ~ControlPlane();
+  ControlPlane(const ControlPlane &) = delete;
+  ControlPlane &operator=(const ControlPlane &) = delete;
+
+  int rank() const { return worldRank; }
+  int size() const { return worldSize; }
+  /// This rank's index among the ranks on its node, and their number (one
+  /// GPU per rank: the local rank picks the device).
+  int localRank() const { return nodeRank; }
+  int localSize() const { return nodeSize; }
+
+  /// "mpi", "tcp" or "single", for the banner and messages.
+  virtual const char *kind() const = 0;
+  /// Every rank's `mine`, in rank order, on every rank.
+  virtual std::vector<std::string> allGather(const std::string &mine) = 0;
+  /// On rank 0 every rank's `mine` in rank order; elsewhere nothing. The
+  /// default gathers everywhere and drops it off rank 0.
+  virtual std::vector<std::string> gather(const std::string &mine);
+  /// Sets `bytes` to `root`'s on every rank.
+  virtual void broadcast(std::string &bytes, int root) = 0;
+  virtual void barrier() = 0;
+  /// Ends every rank of the job now with `code`, as a launcher's kill
+  /// would: no cleanup, no finalisation (test hooks that simulate a job
+  /// dying).
+  [[noreturn]] virtual void abortJob(int code) = 0;
+
+private:
+  int worldRank, worldSize, nodeRank, nodeSize;
+};
+
+/// Success when `mine` succeeded on every rank; otherwise the error of the
+/// lowest failing rank, on every rank, so that all ranks take the same
+/// path after a failure that only some of them saw (a file missing on one
+/// node). Collective.
+Status agreeOnStatus(const Status &mine, ControlPlane &control);
+
+/// The smallest and largest of every rank's `value`. Collective.
+int64_t allMin(ControlPlane &control, int64_t value);
+int64_t allMax(ControlPlane &control, int64_t value);
+
+/// A job of one process (no launcher): every collective is the identity.
+std::unique_ptr<ControlPlane> makeSingleProcessControl();
+
+} // namespace autoshard::rt

@@ -1,0 +1,360 @@
+// The ABI's compute functions on the GPU: the CUDA kernels (Cuda.h) on the
+// context's compute stream.
+//
+// Each entry point times itself under the CPU backend's op name, so that
+// the per-op statistics and traces of the two backends line up. The times
+// are those of queuing the work, not of running it: the kernels return
+// once launched, except the ones that read ids or labels back to check them
+// (embeddings, cross-entropy), which wait for the stream first. The compute
+// lane belongs to the thread that runs the step, the only caller of these.
+//
+// Argument checks: the kernels check shapes, counts and required pointers
+// with the CPU backend's messages; the elementwise kernels and cast take
+// any count, so their negative counts are checked here, as the CPU's are.
+// The memory, offload and collective functions are the core's and the
+// communication library's, shared by both backends, and not defined here.
+#include "Cuda.h"
+#include "CudaDevice.h"
+
+#include "core/ArgChecks.h"
+#include "core/Context.h"
+#include "core/Device.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+using autoshard::rt::checkCount;
+using autoshard::rt::Lane;
+using autoshard::rt::OpTimer;
+using autoshard::rt::cuda::CudaDevice;
+
+namespace cuda = autoshard::rt::cuda;
+
+namespace {
+
+/// The context's GPU, made current on the calling thread (kernel launches
+/// go to the current device); fatal when ctx is null or has no CUDA device.
+CudaDevice &device(asrt_context *ctx, const char *op) {
+  CudaDevice &gpu = cuda::cudaDevice(ctx, op);
+  gpu.makeCurrent(op);
+  return gpu;
+}
+
+cudaStream_t computeStream(asrt_context *ctx, const char *op) {
+  return device(ctx, op).stream(Lane::Compute);
+}
+
+} // namespace
+
+// ---- Dense layers ----
+
+extern "C" void asrt_linear_fwd(asrt_context *ctx, int32_t dtype, const void *x,
+                                const void *w, const void *b, void *y,
+                                int64_t rows, int64_t in, int64_t out) {
+  OpTimer timer(ctx, "linear_fwd");
+  cuda::linearFwd(device(ctx, "linear_fwd").blas(), dtype, x, w, b, y, rows, in,
+                  out);
+}
+
+extern "C" void asrt_linear_grad_input(asrt_context *ctx, int32_t dtype,
+                                       const void *dy, const void *w, void *dx,
+                                       int64_t rows, int64_t in, int64_t out) {
+  OpTimer timer(ctx, "linear_grad_input");
+  cuda::linearGradInput(device(ctx, "linear_grad_input").blas(), dtype, dy, w,
+                        dx, rows, in, out);
+}
+
+extern "C" void asrt_linear_grad_weight(asrt_context *ctx, int32_t dtype,
+                                        const void *dy, const void *x, void *dw,
+                                        int64_t rows, int64_t in, int64_t out) {
+  OpTimer timer(ctx, "linear_grad_weight");
+  cuda::linearGradWeight(device(ctx, "linear_grad_weight").blas(), dtype, dy, x,
+                         dw, rows, in, out);
+}
+
+extern "C" void asrt_bias_grad(asrt_context *ctx, int32_t dtype, const void *dy,
+                               void *db, int64_t rows, int64_t out) {
+  OpTimer timer(ctx, "bias_grad");
+  cuda::biasGrad(computeStream(ctx, "bias_grad"), dtype, dy, db, rows, out);
+}
+
+// ---- Elementwise ----
+
+extern "C" void asrt_relu_fwd(asrt_context *ctx, int32_t dtype, const void *x,
+                              void *y, int64_t n) {
+  OpTimer timer(ctx, "relu_fwd");
+  const char *op = "relu_fwd";
+  cudaStream_t stream = computeStream(ctx, op);
+  checkCount(op, "n", n);
+  cuda::reluFwd(stream, dtype, x, y, n);
+}
+
+extern "C" void asrt_relu_grad(asrt_context *ctx, int32_t dtype, const void *dy,
+                               const void *x, void *dx, int64_t n) {
+  OpTimer timer(ctx, "relu_grad");
+  const char *op = "relu_grad";
+  cudaStream_t stream = computeStream(ctx, op);
+  checkCount(op, "n", n);
+  cuda::reluGrad(stream, dtype, dy, x, dx, n);
+}
+
+extern "C" void asrt_gelu_fwd(asrt_context *ctx, int32_t dtype, const void *x,
+                              void *y, int64_t n) {
+  OpTimer timer(ctx, "gelu_fwd");
+  const char *op = "gelu_fwd";
+  cudaStream_t stream = computeStream(ctx, op);
+  checkCount(op, "n", n);
+  cuda::geluFwd(stream, dtype, x, y, n);
+}
+
+extern "C" void asrt_gelu_grad(asrt_context *ctx, int32_t dtype, const void *dy,
+                               const void *x, void *dx, int64_t n) {
+  OpTimer timer(ctx, "gelu_grad");
+  const char *op = "gelu_grad";
+  cudaStream_t stream = computeStream(ctx, op);
+  checkCount(op, "n", n);
+  cuda::geluGrad(stream, dtype, dy, x, dx, n);
+}
+
+extern "C" void asrt_swiglu_fwd(asrt_context *ctx, int32_t dtype,
+                                const void *gate, const void *up, void *y,
+                                int64_t n) {
+  OpTimer timer(ctx, "swiglu_fwd");
+  const char *op = "swiglu_fwd";
+  cudaStream_t stream = computeStream(ctx, op);
+  checkCount(op, "n", n);
+  cuda::swigluFwd(stream, dtype, gate, up, y, n);
+}
+
+extern "C" void asrt_swiglu_grad(asrt_context *ctx, int32_t dtype,
+                                 const void *dy, const void *gate,
+                                 const void *up, void *dgate, void *dup,
+                                 int64_t n) {
+  OpTimer timer(ctx, "swiglu_grad");
+  const char *op = "swiglu_grad";
+  cudaStream_t stream = computeStream(ctx, op);
+  checkCount(op, "n", n);
+  cuda::swigluGrad(stream, dtype, dy, gate, up, dgate, dup, n);
+}
+
+extern "C" void asrt_add(asrt_context *ctx, int32_t dtype, const void *a,
+                         const void *b, void *y, int64_t n) {
+  OpTimer timer(ctx, "add");
+  const char *op = "add";
+  cudaStream_t stream = computeStream(ctx, op);
+  checkCount(op, "n", n);
+  cuda::add(stream, dtype, a, b, y, n);
+}
+
+extern "C" void asrt_scale(asrt_context *ctx, int32_t dtype, const void *x,
+                           void *y, int64_t n, float factor) {
+  OpTimer timer(ctx, "scale");
+  const char *op = "scale";
+  cudaStream_t stream = computeStream(ctx, op);
+  checkCount(op, "n", n);
+  cuda::scale(stream, dtype, x, y, n, factor);
+}
+
+extern "C" void asrt_cast(asrt_context *ctx, int32_t src_dtype, const void *src,
+                          int32_t dst_dtype, void *dst, int64_t n) {
+  OpTimer timer(ctx, "cast");
+  const char *op = "cast";
+  cudaStream_t stream = computeStream(ctx, op);
+  checkCount(op, "n", n);
+  cuda::cast(stream, src_dtype, src, dst_dtype, dst, n);
+}
+
+// ---- Embeddings ----
+
+extern "C" void asrt_embedding_fwd(asrt_context *ctx, int32_t dtype,
+                                   const int32_t *ids, const void *table,
+                                   void *y, int64_t n_ids,
+                                   int64_t num_embeddings, int64_t dim) {
+  OpTimer timer(ctx, "embedding_fwd");
+  cuda::embeddingFwd(computeStream(ctx, "embedding_fwd"), dtype, ids, table, y,
+                     n_ids, num_embeddings, dim);
+}
+
+extern "C" void asrt_embedding_grad(asrt_context *ctx, int32_t dtype,
+                                    const void *dy, const int32_t *ids,
+                                    void *dtable, int64_t n_ids,
+                                    int64_t num_embeddings, int64_t dim) {
+  OpTimer timer(ctx, "embedding_grad");
+  cuda::embeddingGrad(computeStream(ctx, "embedding_grad"), dtype, dy, ids,
+                      dtable, n_ids, num_embeddings, dim);
+}
+
+extern "C" void asrt_add_position_embedding_fwd(asrt_context *ctx,
+                                                int32_t dtype, const void *x,
+                                                const void *wpe, void *y,
+                                                int64_t batch, int64_t seq,
+                                                int64_t dim) {
+  OpTimer timer(ctx, "add_position_embedding_fwd");
+  cuda::addPositionEmbeddingFwd(
+      computeStream(ctx, "add_position_embedding_fwd"), dtype, x, wpe, y, batch,
+      seq, dim);
+}
+
+extern "C" void asrt_add_position_embedding_grad(
+    asrt_context *ctx, int32_t dtype, const void *dy, void *dwpe, int64_t batch,
+    int64_t seq, int64_t max_positions, int64_t dim) {
+  OpTimer timer(ctx, "add_position_embedding_grad");
+  cuda::addPositionEmbeddingGrad(
+      computeStream(ctx, "add_position_embedding_grad"), dtype, dy, dwpe, batch,
+      seq, max_positions, dim);
+}
+
+// ---- Normalization ----
+
+extern "C" void asrt_layer_norm_fwd(asrt_context *ctx, int32_t dtype,
+                                    const void *x, const void *gamma,
+                                    const void *beta, void *y, int64_t rows,
+                                    int64_t cols, float eps) {
+  OpTimer timer(ctx, "layer_norm_fwd");
+  cuda::layerNormFwd(computeStream(ctx, "layer_norm_fwd"), dtype, x, gamma,
+                     beta, y, rows, cols, eps);
+}
+
+extern "C" void asrt_layer_norm_grad(asrt_context *ctx, int32_t dtype,
+                                     const void *dy, const void *x,
+                                     const void *gamma, void *dx, void *dgamma,
+                                     void *dbeta, int64_t rows, int64_t cols,
+                                     float eps) {
+  OpTimer timer(ctx, "layer_norm_grad");
+  cuda::layerNormGrad(computeStream(ctx, "layer_norm_grad"), dtype, dy, x,
+                      gamma, dx, dgamma, dbeta, rows, cols, eps);
+}
+
+extern "C" void asrt_rms_norm_fwd(asrt_context *ctx, int32_t dtype,
+                                  const void *x, const void *weight, void *y,
+                                  int64_t rows, int64_t cols, float eps) {
+  OpTimer timer(ctx, "rms_norm_fwd");
+  cuda::rmsNormFwd(computeStream(ctx, "rms_norm_fwd"), dtype, x, weight, y,
+                   rows, cols, eps);
+}
+
+extern "C" void asrt_rms_norm_grad(asrt_context *ctx, int32_t dtype,
+                                   const void *dy, const void *x,
+                                   const void *weight, void *dx, void *dweight,
+                                   int64_t rows, int64_t cols, float eps) {
+  OpTimer timer(ctx, "rms_norm_grad");
+  cuda::rmsNormGrad(computeStream(ctx, "rms_norm_grad"), dtype, dy, x, weight,
+                    dx, dweight, rows, cols, eps);
+}
+
+// ---- Rotary position embedding ----
+
+extern "C" void asrt_rope_fwd(asrt_context *ctx, int32_t dtype, const void *x,
+                              void *y, int64_t batch, int64_t seq,
+                              int64_t heads, int64_t head_dim, float theta) {
+  OpTimer timer(ctx, "rope_fwd");
+  cuda::ropeFwd(computeStream(ctx, "rope_fwd"), dtype, x, y, batch, seq, heads,
+                head_dim, theta);
+}
+
+extern "C" void asrt_rope_grad(asrt_context *ctx, int32_t dtype, const void *dy,
+                               void *dx, int64_t batch, int64_t seq,
+                               int64_t heads, int64_t head_dim, float theta) {
+  OpTimer timer(ctx, "rope_grad");
+  cuda::ropeGrad(computeStream(ctx, "rope_grad"), dtype, dy, dx, batch, seq,
+                 heads, head_dim, theta);
+}
+
+// ---- Causal self-attention ----
+
+extern "C" void asrt_causal_attention_fwd(asrt_context *ctx, int32_t dtype,
+                                          const void *q, const void *k,
+                                          const void *v, void *out, float *lse,
+                                          int64_t batch, int64_t seq,
+                                          int64_t heads, int64_t kv_heads,
+                                          int64_t head_dim, float scale) {
+  OpTimer timer(ctx, "causal_attention_fwd");
+  cuda::causalAttentionFwd(computeStream(ctx, "causal_attention_fwd"), dtype, q,
+                           k, v, out, lse, batch, seq, heads, kv_heads,
+                           head_dim, scale);
+}
+
+extern "C" void asrt_causal_attention_grad(
+    asrt_context *ctx, int32_t dtype, const void *dout, const void *q,
+    const void *k, const void *v, const void *out, const float *lse, void *dq,
+    void *dk, void *dv, int64_t batch, int64_t seq, int64_t heads,
+    int64_t kv_heads, int64_t head_dim, float scale) {
+  OpTimer timer(ctx, "causal_attention_grad");
+  cuda::causalAttentionGrad(computeStream(ctx, "causal_attention_grad"), dtype,
+                            dout, q, k, v, out, lse, dq, dk, dv, batch, seq,
+                            heads, kv_heads, head_dim, scale);
+}
+
+// ---- Loss ----
+
+extern "C" void asrt_softmax_xent_fwd(asrt_context *ctx, int32_t dtype,
+                                      const void *logits, const int32_t *labels,
+                                      float *loss, int64_t rows,
+                                      int64_t classes) {
+  OpTimer timer(ctx, "softmax_xent_fwd");
+  cuda::softmaxXentFwd(computeStream(ctx, "softmax_xent_fwd"), dtype, logits,
+                       labels, loss, rows, classes);
+}
+
+extern "C" void asrt_softmax_xent_grad(asrt_context *ctx, int32_t dtype,
+                                       const void *logits,
+                                       const int32_t *labels,
+                                       const float *dloss, void *dlogits,
+                                       int64_t rows, int64_t classes) {
+  OpTimer timer(ctx, "softmax_xent_grad");
+  cuda::softmaxXentGrad(computeStream(ctx, "softmax_xent_grad"), dtype, logits,
+                        labels, dloss, dlogits, rows, classes);
+}
+
+// ---- Optimizers ----
+// The scalars (lr, step, grad_scale, acc, sumsq, coef) are device memory,
+// read by the kernels: no host round trip per parameter.
+
+extern "C" void asrt_sgd_update(asrt_context *ctx, int32_t grad_dtype,
+                                const float *param, const void *grad,
+                                const float *lr, const float *buf,
+                                const float *grad_scale, float *param_out,
+                                float *buf_out, int64_t n, float momentum,
+                                float weight_decay, int32_t nesterov) {
+  OpTimer timer(ctx, "sgd_update");
+  cuda::sgdUpdate(computeStream(ctx, "sgd_update"), grad_dtype, param, grad, lr,
+                  buf, grad_scale, param_out, buf_out, n, momentum,
+                  weight_decay, nesterov);
+}
+
+extern "C" void asrt_adamw_update(asrt_context *ctx, int32_t grad_dtype,
+                                  const float *param, const void *grad,
+                                  const float *exp_avg, const float *exp_avg_sq,
+                                  const float *lr, const int32_t *step,
+                                  const float *grad_scale, float *param_out,
+                                  float *exp_avg_out, float *exp_avg_sq_out,
+                                  int64_t n, float beta1, float beta2,
+                                  float eps, float weight_decay) {
+  OpTimer timer(ctx, "adamw_update");
+  cuda::adamwUpdate(computeStream(ctx, "adamw_update"), grad_dtype, param, grad,
+                    exp_avg, exp_avg_sq, lr, step, grad_scale, param_out,
+                    exp_avg_out, exp_avg_sq_out, n, beta1, beta2, eps,
+                    weight_decay);
+}
+
+extern "C" void asrt_increment_i32(asrt_context *ctx, const int32_t *x,
+                                   int32_t *y) {
+  OpTimer timer(ctx, "increment_i32");
+  cuda::incrementI32(computeStream(ctx, "increment_i32"), x, y);
+}
+
+extern "C" void asrt_sum_of_squares(asrt_context *ctx, int32_t dtype,
+                                    const void *x, int64_t n, float *acc,
+                                    int32_t accumulate) {
+  OpTimer timer(ctx, "sum_of_squares");
+  cuda::sumOfSquares(computeStream(ctx, "sum_of_squares"), dtype, x, n, acc,
+                     accumulate);
+}
+
+extern "C" void asrt_clip_coefficient(asrt_context *ctx, const float *sumsq,
+                                      float *coef, float max_norm) {
+  OpTimer timer(ctx, "clip_coefficient");
+  cuda::clipCoefficient(computeStream(ctx, "clip_coefficient"), sumsq, coef,
+                        max_norm);
+}
