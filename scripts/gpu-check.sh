@@ -1,116 +1,283 @@
 #!/usr/bin/env bash
-# The one-shot device check of the CUDA backend (issue 7; docs/CudaBackend.md),
-# for a GPU machine with nvcc, CMake and ninja and without LLVM/MLIR: builds
-# the runtime alone (it needs no MLIR) with the CUDA backend, runs every CUDA
-# kernel against the CPU backend's on the same inputs, and prints a table.
+# The one-shot device check of the CUDA backend (issue 7; docs/CudaBackend.md)
+# in two halves, because the GPU machine has nvcc, CMake, ninja and PyTorch
+# but no LLVM/MLIR (and perhaps no MPI, OpenBLAS, zlib or GoogleTest):
 #
-#   scripts/gpu-check.sh [--build-dir DIR] [--no-build] [--timeout SECONDS]
+#   scripts/gpu-check.sh prepare [--bin DIR] [--inputs DIR]
+#       On the build machine, with the compiler built: compiles the steps
+#       the check runs into objects (shard-compile --emit=obj), trains the
+#       tiny GPT on the CPU backend for the reference loss curve, tokenizes
+#       the corpus, and copies GoogleTest's sources; all into DIR
+#       (default gpu-inputs, git-ignored: carry it to the GPU machine).
 #
-#   --build-dir DIR   where to configure the runtime (default build-gpu), or an
-#                     existing build of the whole project
-#   --no-build        use DIR as it is (CI checks the script this way)
-#   --timeout S       bound on the kernel tests (default 300)
+#   scripts/gpu-check.sh [run] [--inputs DIR] [--build-dir DIR] [--no-build]
+#                        [--minimal] [--timeout SECONDS] [--quick]
+#       On the GPU machine: builds the runtime alone with the CUDA backend
+#       (build-gpu), runs the CUDA kernels against the CPU backend's, links
+#       the prepared objects with the CUDA runtime, trains the tiny GPT for
+#       50 steps against the CPU loss curve, times GPT-2 small (bf16, seq
+#       1024) and the same step in PyTorch (eager and torch.compile,
+#       bench/torch_gpt2.py), and prints a table last.
+#       --no-build    use --build-dir as it is (CI: the project's own build)
+#       --minimal     configure as a machine without MPI, OpenBLAS, zlib and
+#                     GoogleTest would (the latter built from the inputs)
+#       --timeout S   bound on each stage (default 300)
+#       --quick       fewer timed steps, no torch.compile
 #
-# Exit status: 0 when every comparison passed, or when there is no CUDA
-# device (the table says so: nothing was checked); 1 when a comparison
-# failed; 2 for a bad command line or a build that cannot be made.
-#
-# Not yet here (docs/CudaBackend.md, "Still to build"): training a tiny GPT
-# on the GPU against the CPU backend's loss curve, and the GPT-2 small
-# benchmark against PyTorch. They need the driver's device memory, the
-# asrt_* wrappers and NCCL first.
+# Without a GPU every stage that needs one says so and the script exits 0
+# having checked nothing on a device (the table says so). Exit status 1: a
+# check failed; 2: a bad command line, missing inputs or a failed build.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+root=$(pwd)
 
+mode=run
+if [[ $# -gt 0 && ( "$1" == prepare || "$1" == run ) ]]; then
+  mode=$1
+  shift
+fi
+inputs=gpu-inputs
+bin=build/bin
 build=build-gpu
 do_build=1
+minimal=0
+quick=0
 timeout_s=300
+die() { echo "gpu-check.sh: $*" >&2; exit 2; }
 while (($#)); do
   case "$1" in
-  --build-dir)
-    [[ $# -ge 2 ]] || { echo "gpu-check.sh: --build-dir needs a directory" >&2; exit 2; }
-    build=$2
-    shift 2
-    ;;
-  --no-build)
-    do_build=0
-    shift
-    ;;
+  --inputs) [[ $# -ge 2 ]] || die "--inputs needs a directory"; inputs=$2; shift 2 ;;
+  --bin) [[ $# -ge 2 ]] || die "--bin needs a directory"; bin=$2; shift 2 ;;
+  --build-dir) [[ $# -ge 2 ]] || die "--build-dir needs a directory"; build=$2; shift 2 ;;
+  --no-build) do_build=0; shift ;;
+  --minimal) minimal=1; shift ;;
+  --quick) quick=1; shift ;;
   --timeout)
-    [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || {
-      echo "gpu-check.sh: --timeout needs a positive number of seconds" >&2
-      exit 2
-    }
+    [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || die "--timeout needs a positive number of seconds"
     timeout_s=$2
     shift 2
     ;;
-  *)
-    echo "gpu-check.sh: unknown argument '$1'; see the comment at the top of the script" >&2
-    exit 2
-    ;;
+  *) die "unknown argument '$1'; see the comment at the top of the script" ;;
   esac
 done
 
+# The steps of the check. The tiny GPT trains in f32 on the shipped corpus;
+# GPT-2 small runs in bf16 (f32 masters and AdamW) at seq 1024.
+tiny_batch=16
+tiny_steps=50
+gpt2_batch=8
+
+# ---------------------------------------------------------------- prepare
+if [[ $mode == prepare ]]; then
+  for tool in shard-gen shard-compile; do
+    [[ -x "$bin/$tool" ]] || die "no $bin/$tool: build the compiler first (README), or pass --bin"
+  done
+  rm -rf "$inputs"
+  mkdir -p "$inputs/steps" "$inputs/tok" "$inputs/ref" || die "cannot create '$inputs'"
+  run_logged() { # name command...: run, keep its output, fail loudly
+    local name=$1
+    shift
+    if ! "$@" >"$inputs/$name.log" 2>&1; then
+      tail -n 20 "$inputs/$name.log" >&2
+      die "prepare: '$*' failed (log: $inputs/$name.log)"
+    fi
+  }
+  run_logged tokenize python3 scripts/tokenize.py data/corpus/kjv-genesis-exodus.txt "$inputs/tok"
+  run_logged gen-tiny "$bin/shard-gen" gpt2-tiny --micro-batch=$tiny_batch -o "$inputs/steps/tiny.mlir"
+  run_logged gen-gpt2 "$bin/shard-gen" gpt2-small --micro-batch=$gpt2_batch --precision=bf16 \
+    -o "$inputs/steps/gpt2-small.mlir"
+  for step in tiny gpt2-small; do
+    run_logged "obj-$step" "$bin/shard-compile" --strategy=ddp --world-size=1 --emit=obj \
+      "$inputs/steps/$step.mlir" -o "$inputs/steps/$step.o"
+  done
+  # The reference: the same tiny step on the CPU backend, same data.
+  run_logged exe-tiny-cpu "$bin/shard-compile" --backend=cpu --strategy=ddp --world-size=1 \
+    "$inputs/steps/tiny.mlir" -o "$inputs/steps/tiny-cpu"
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 \
+    run_logged ref-tiny "$inputs/steps/tiny-cpu" --steps $tiny_steps --log-every 1 \
+    --data "$inputs/tok/train.bin"
+  cp "$inputs/ref-tiny.log" "$inputs/ref/tiny-cpu.log"
+  rm -f "$inputs/steps/tiny-cpu" "$inputs"/steps/*.mlir
+  # GoogleTest's sources, for a machine without GoogleTest (Debian ships
+  # them in googletest, which the README's setup installs).
+  [[ -d /usr/src/googletest ]] || die "no /usr/src/googletest: apt install googletest"
+  cp -r /usr/src/googletest "$inputs/googletest"
+  {
+    echo "prepared $(date -u +%Y-%m-%dT%H:%M:%SZ) from $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+    echo "tiny: gpt2-tiny, f32, micro-batch $tiny_batch, $tiny_steps steps on the corpus"
+    echo "gpt2-small: bf16, micro-batch $gpt2_batch, seq 1024"
+  } >"$inputs/PREPARED"
+  echo "gpu-check.sh: prepared '$inputs' ($(du -sh "$inputs" | cut -f1)); carry it to the GPU machine and run scripts/gpu-check.sh there"
+  exit 0
+fi
+
+# -------------------------------------------------------------------- run
+[[ -f "$inputs/PREPARED" ]] || die "no prepared inputs in '$inputs': run 'scripts/gpu-check.sh prepare' on the build machine first"
 start=$(date +%s)
+mkdir -p "$build" || die "cannot create '$build'"
+report="$build/gpu-check"
+mkdir -p "$report"
+results="$report/results.txt" # key=value lines for the table
+: >"$results"
+note() { echo "$1=$2" >>"$results"; }
+
 if ((do_build)); then
-  if ! command -v nvcc >/dev/null && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
-    echo "gpu-check.sh: no nvcc on PATH or in /usr/local/cuda/bin: install the CUDA toolkit" >&2
-    exit 2
+  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  [[ -x "$nvcc" ]] || die "no nvcc on PATH or in /usr/local/cuda/bin: install the CUDA toolkit"
+  flags=(-DCMAKE_BUILD_TYPE=Release -DAUTOSHARD_ENABLE_CUDA=ON
+    "-DAUTOSHARD_GTEST_SOURCE_DIR=$root/$inputs/googletest")
+  if ((minimal)); then
+    flags+=(-DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON
+      -DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON -DAUTOSHARD_USE_OPENBLAS=OFF)
   fi
-  # The runtime alone: its CMake project needs MPI, OpenBLAS, zlib and
-  # GoogleTest today (a CUDA-only configuration is still to build).
-  if ! cmake -S runtime -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DAUTOSHARD_ENABLE_CUDA=ON >"$build.configure.log" 2>&1; then
-    tail -n 20 "$build.configure.log" >&2
-    echo "gpu-check.sh: configuring the runtime failed (log: $build.configure.log)." >&2
-    echo "  It needs MPI, OpenBLAS, zlib and GoogleTest besides the CUDA toolkit." >&2
-    exit 2
+  generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  if ! cmake -S runtime -B "$build" "${generator[@]}" "${flags[@]}" >"$report/configure.log" 2>&1; then
+    tail -n 20 "$report/configure.log" >&2
+    die "configuring the runtime failed (log: $report/configure.log)"
   fi
-  if ! cmake --build "$build" --target asrt_cuda_kernels_test >"$build.build.log" 2>&1; then
-    tail -n 30 "$build.build.log" >&2
-    echo "gpu-check.sh: building the CUDA kernel tests failed (log: $build.build.log)" >&2
-    exit 2
+  if ! timeout "$timeout_s" cmake --build "$build" --parallel \
+    --target asrt_cuda_runtime asrt_cuda_kernels_test asrt_cuda_device_test \
+    >"$report/build.log" 2>&1; then
+    tail -n 30 "$report/build.log" >&2
+    die "building the CUDA runtime and its tests failed (log: $report/build.log)"
   fi
 fi
 
-test_bin=$(find "$build" -name asrt_cuda_kernels_test -type f -perm -u+x 2>/dev/null | head -n 1)
-if [[ -z "$test_bin" ]]; then
-  echo "gpu-check.sh: no asrt_cuda_kernels_test under '$build'; build it (drop --no-build, or configure with the CUDA toolkit installed)" >&2
-  exit 2
-fi
+# The link line the runtime's build wrote (runtime/CMakeLists.txt).
+link_line=$(find "$build" -name cuda-link-line.txt -type f 2>/dev/null | head -n 1)
+[[ -n "$link_line" ]] || die "no cuda-link-line.txt under '$build': configure it with the CUDA toolkit"
 
-log="$build/gpu-check-kernels.log"
-mkdir -p "$(dirname "$log")"
-timeout "$timeout_s" "$test_bin" --gtest_color=no >"$log" 2>&1
-status=$?
-if ((status == 124)); then
-  echo "gpu-check.sh: the kernel tests ran past ${timeout_s}s (log: $log)" >&2
-  exit 1
-fi
-
-# One row per suite: passed, failed, skipped.
-python3 - "$log" "$status" "$(($(date +%s) - start))" <<'PY'
+# 1. Kernels against the CPU backend, and the device's own tests.
+kernels_status=0
+for t in asrt_cuda_kernels_test asrt_cuda_device_test; do
+  test_bin=$(find "$build" -name "$t" -type f -perm -u+x 2>/dev/null | head -n 1)
+  [[ -n "$test_bin" ]] || die "no $t under '$build'"
+  timeout "$timeout_s" "$test_bin" --gtest_color=no >"$report/$t.log" 2>&1
+  s=$?
+  ((s == 124)) && echo "gpu-check.sh: $t ran past ${timeout_s}s" >&2
+  ((s != 0)) && kernels_status=1
+done
+python3 - "$report" "$results" <<'PY'
 import re, sys
-log, status, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-rows, reason = {}, ""
-for line in open(log, errors="replace"):
-    m = re.match(r"\[\s+(OK|FAILED|SKIPPED)\s+\] (\S+?)\.(\S+?)(/\S+)? \(", line)
-    if m:
-        verdict, suite = m.group(1), m.group(2).split("/")[-1]
-        counts = rows.setdefault(suite, {"OK": 0, "FAILED": 0, "SKIPPED": 0})
-        counts[verdict] += 1
-    if not reason and line.startswith("no CUDA device"):
-        reason = line.strip()
-print(f"CUDA kernels against the CPU backend ({seconds} s; log: {log})")
-print(f"{'suite':32}{'passed':>8}{'failed':>8}{'skipped':>9}")
-total = {"OK": 0, "FAILED": 0, "SKIPPED": 0}
-for suite, c in sorted(rows.items()):
-    print(f"{suite:32}{c['OK']:>8}{c['FAILED']:>8}{c['SKIPPED']:>9}")
-    for k in total:
-        total[k] += c[k]
-print(f"{'total':32}{total['OK']:>8}{total['FAILED']:>8}{total['SKIPPED']:>9}")
-if reason:
-    print(f"skipped: {reason}; nothing was checked on a GPU")
-if status != 0 or total["FAILED"]:
-    sys.exit(1)
+report, results = sys.argv[1], sys.argv[2]
+counts = {"OK": 0, "FAILED": 0, "SKIPPED": 0}
+reason = ""
+for name in ("asrt_cuda_kernels_test", "asrt_cuda_device_test"):
+    for line in open(f"{report}/{name}.log", errors="replace"):
+        m = re.match(r"\[\s+(OK|FAILED|SKIPPED)\s+\] \S+ \(", line)
+        if m:
+            counts[m.group(1)] += 1
+        if not reason and "no CUDA device" in line:
+            reason = line.strip()
+with open(results, "a") as out:
+    out.write(f"kernels={counts['OK']} passed, {counts['FAILED']} failed, {counts['SKIPPED']} skipped\n")
+    if reason:
+        out.write(f"no_device={reason}\n")
 PY
+no_device=$(grep -c '^no_device=' "$results")
+
+# 2. Link the prepared steps with the CUDA runtime.
+cxx=${CXX:-$(command -v g++ || command -v c++ || command -v clang++)}
+mapfile -t items <"$link_line"
+for step in tiny gpt2-small; do
+  if ! "$cxx" -o "$report/$step" "$inputs/steps/$step.o" -Wl,--start-group "${items[@]}" \
+    -Wl,--end-group -lstdc++ -lpthread -lm >"$report/link-$step.log" 2>&1; then
+    tail -n 20 "$report/link-$step.log" >&2
+    die "linking $step failed (log: $report/link-$step.log)"
+  fi
+done
+
+# A world of one runs as a plain process on the GPU machine (no mpirun).
+train_status=0
+if ((no_device)); then
+  # Without a GPU the binary must say so and fail, never crash.
+  "$report/tiny" --steps 1 >"$report/tiny.log" 2>&1
+  s=$?
+  if ((s == 0 || s > 128)) || ! grep -q "no CUDA device" "$report/tiny.log"; then
+    echo "gpu-check.sh: the CUDA binary did not end with 'no CUDA device' (status $s; log: $report/tiny.log)" >&2
+    train_status=1
+  fi
+  note tiny "not run: no CUDA device (the binary said so, status $s)"
+else
+  # 3. The tiny GPT against the CPU backend's loss curve.
+  timeout "$timeout_s" "$report/tiny" --steps $tiny_steps --log-every 1 \
+    --data "$inputs/tok/train.bin" >"$report/tiny.log" 2>&1
+  s=$?
+  if ((s != 0)); then
+    note tiny "failed (status $s; log: $report/tiny.log)"
+    train_status=1
+  elif python3 test/e2e/Inputs/runs.py losses "$inputs/ref/tiny-cpu.log" "$report/tiny.log" \
+    --steps $tiny_steps --rtol 1e-3 >"$report/tiny-compare.log" 2>&1; then
+    note tiny "$tiny_steps steps, losses within 1e-3 of the CPU backend's ($(tail -n 1 "$report/tiny-compare.log"))"
+  else
+    note tiny "losses differ from the CPU backend's: $(tail -n 1 "$report/tiny-compare.log")"
+    train_status=1
+  fi
+
+  # 4. GPT-2 small: our binary, then PyTorch on the same GPU.
+  steps=20
+  ((quick)) && steps=8
+  timeout "$timeout_s" "$report/gpt2-small" --steps $steps --log-every $steps \
+    --stats-json "$report/gpt2-small.json" >"$report/gpt2-small.log" 2>&1
+  note gpt2_status $?
+  torch_modes=both
+  ((quick)) && torch_modes=eager
+  if python3 -c "import torch" 2>/dev/null; then
+    timeout "$timeout_s" python3 bench/torch_gpt2.py --model gpt2-small --batch $gpt2_batch \
+      --seq 1024 --mode $torch_modes --steps $steps --warmup 3 \
+      --json "$report/torch.json" >"$report/torch.log" 2>&1
+    note torch_status $?
+  else
+    note torch_status "no torch"
+  fi
+fi
+
+# The table, last.
+python3 - "$report" "$results" "$(($(date +%s) - start))" "$gpt2_batch" <<'PY'
+import json, os, re, sys
+report, results, seconds, batch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+kv = {}
+for line in open(results):
+    key, _, value = line.rstrip("\n").partition("=")
+    kv[key] = value
+print(f"\nCUDA backend device check ({seconds} s; logs in {report})")
+print(f"  kernels vs CPU backend : {kv.get('kernels', '?')}")
+print(f"  tiny GPT vs CPU curve  : {kv.get('tiny', '?')}")
+if "no_device" in kv:
+    print(f"  skipped: {kv['no_device']}; nothing was checked on a GPU")
+    sys.exit(0)
+torch = {}
+if os.path.exists(f"{report}/torch.json"):
+    torch = json.load(open(f"{report}/torch.json"))
+seq = 1024
+flops = torch.get("flops_per_token")
+peak = (torch.get("matmul_peak") or {}).get("tflops")
+rows = []
+ours = None
+if kv.get("gpt2_status") == "0" and os.path.exists(f"{report}/gpt2-small.json"):
+    stats = json.load(open(f"{report}/gpt2-small.json"))
+    ms = stats.get("mean_step_ms")
+    if ms:
+        ours = ms
+        rows.append(("autoshard (cuda)", ms))
+else:
+    print(f"  gpt2-small (autoshard)  : failed, status {kv.get('gpt2_status')} (log: {report}/gpt2-small.log)")
+for mode, m in (torch.get("modes") or {}).items():
+    rows.append((f"pytorch {mode}", m["step_ms_median"]))
+if kv.get("torch_status") not in (None, "0"):
+    print(f"  pytorch                : status {kv.get('torch_status')} (log: {report}/torch.log)")
+print(f"\nGPT-2 small, bf16, batch {batch} x seq {seq}"
+      + (f"; measured bf16 matmul peak {peak:.0f} TFLOP/s" if peak else ""))
+print(f"  {'':18}{'step ms':>10}{'tokens/s':>12}{'TFLOP/s':>10}{'MFU':>8}{'thru/ours':>10}")
+for name, ms in rows:
+    tps = batch * seq / (ms / 1000)
+    tf = tps * flops / 1e12 if flops else float("nan")
+    mfu = f"{100 * tf / peak:7.1f}%" if peak and flops else "      -"
+    rel = f"{ours / ms:9.2f}x" if ours else "         -"
+    print(f"  {name:18}{ms:10.2f}{tps:12,.0f}{tf:10.1f}{mfu:>8}{rel}")
+PY
+status=$?
+((status != 0)) && exit 1
+((kernels_status != 0 || train_status != 0)) && exit 1
+exit 0

@@ -26,6 +26,7 @@ config.substitutions.append(("%examples", os.path.join(config.autoshard_src_root
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%bench", os.path.join(config.autoshard_src_root, "bench")))
 config.substitutions.append(("%autoshard_bin", config.autoshard_tools_dir))
+config.substitutions.append(("%autoshard_obj", config.autoshard_obj_root))
 # A TMPDIR per test (%t.mpi, expanded recursively): OpenMPI 4.1's mpirun
 # fails to start ("mkdir ... File exists") when two create their session
 # directory in one TMPDIR at the same moment, and lit gives every test the

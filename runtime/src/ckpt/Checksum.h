@@ -12,6 +12,10 @@ namespace autoshard::rt {
 /// `crc` with `bytes` bytes of `data`; start from 0. Any length: zlib's
 /// 32-bit length argument is fed in pieces.
 uint32_t crc32Update(uint32_t crc, const void *data, size_t bytes);
+/// The same CRC-32 computed here, a byte at a time through a table: what
+/// crc32Update is in a runtime built without zlib (a GPU machine's), so
+/// that checkpoints stay readable across builds. Slower than zlib's.
+uint32_t crc32Reference(uint32_t crc, const void *data, size_t bytes);
 
 inline uint32_t crc32Of(const void *data, size_t bytes) {
   return crc32Update(0, data, bytes);

@@ -3,7 +3,7 @@
 #include "comm/Comm.h"
 #include "core/Context.h"
 
-#include <cblas.h>
+#include "Blas.h"
 
 namespace autoshard::rt {
 
@@ -11,9 +11,11 @@ void initBackend(asrt_context *ctx, const BackendOptions &options) {
   (void)ctx;
   if (options.threads < 1)
     fatal("cpu backend: thread count %d must be at least 1", options.threads);
+#if ASRT_HAVE_CBLAS
   // Set explicitly so that ranks sharing a node do not each start one
   // OpenBLAS thread per core (OPENBLAS_NUM_THREADS may be unset).
   openblas_set_num_threads(options.threads);
+#endif
 }
 
 const char *backendName() { return "cpu"; }

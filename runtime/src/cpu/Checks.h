@@ -1,10 +1,9 @@
 // Shape checks shared by the CPU kernels: a bad shape is a compiler bug.
 #pragma once
 
+#include "Blas.h"
 #include "core/ArgChecks.h"
 #include "core/Context.h"
-
-#include <cblas.h>
 
 #include <cstdint>
 #include <limits>

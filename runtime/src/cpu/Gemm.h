@@ -1,11 +1,10 @@
 // f32 GEMMs on OpenBLAS for kernels whose operands may be bf16.
 #pragma once
 
+#include "Blas.h"
 #include "Checks.h"
 #include "Element.h"
 #include "Scratch.h"
-
-#include <cblas.h>
 
 #include <cstring>
 #include <type_traits>
@@ -36,11 +35,15 @@ inline void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
     }
     return;
   }
+#if ASRT_HAVE_CBLAS
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
               transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
               static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
               static_cast<blasint>(ldc));
+#else
+  referenceSgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#endif
 }
 
 /// A contiguous operand of `n` elements as f32: the buffer itself for f32,

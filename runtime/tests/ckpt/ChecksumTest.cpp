@@ -22,6 +22,21 @@ TEST(Checksum, ContinuesAcrossPieces) {
   EXPECT_EQ(crc, crc32Of(text));
 }
 
+TEST(Checksum, TheRuntimesOwnCrcEqualsZlibs) {
+  // What a runtime built without zlib computes: the check value, and the
+  // same CRC as the build's crc32Update on every length and in pieces.
+  EXPECT_EQ(crc32Reference(0, "123456789", 9), 0xcbf43926u);
+  std::string bytes;
+  for (int i = 0; i < 4099; ++i)
+    bytes.push_back(static_cast<char>((i * 131 + 7) % 256));
+  for (size_t n : {0u, 1u, 63u, 64u, 4099u})
+    EXPECT_EQ(crc32Reference(0, bytes.data(), n), crc32Update(0, bytes.data(), n))
+        << n;
+  uint32_t half = crc32Reference(0, bytes.data(), 2000);
+  EXPECT_EQ(crc32Reference(half, bytes.data() + 2000, 2099),
+            crc32Of(bytes));
+}
+
 TEST(Checksum, OneFlippedBitChangesIt) {
   std::string text(1000, 'a');
   uint32_t before = crc32Of(text);
