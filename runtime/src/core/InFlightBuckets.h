@@ -5,6 +5,7 @@
 #include "core/CommStream.h"
 #include "core/Device.h"
 #include "core/Expected.h"
+#include "core/HandleSlots.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -48,7 +49,9 @@ public:
   InFlightBucket &issue(OpenBucket &closed);
   /// The in-flight bucket of `handle`. Fails, saying why, for a handle that
   /// was never issued or was already waited.
-  Expected<InFlightBucket *> find(int64_t handle) const;
+  Expected<InFlightBucket *> find(int64_t handle) const {
+    return slotsByHandle.find(handle);
+  }
   /// Frees the slot of a waited bucket.
   void release(InFlightBucket &slot);
   /// At least `bytes` bytes for packing a blocking bucket (asrt_bucket_end)
@@ -58,21 +61,17 @@ public:
     return blockingPack.reserve(device, bytes, "asrt_bucket_end");
   }
 
-  size_t inFlight() const { return active.size(); }
-  int64_t lastHandle() const { return nextHandle - 1; }
+  size_t inFlight() const { return slotsByHandle.inFlight(); }
+  int64_t lastHandle() const { return slotsByHandle.lastHandle(); }
   /// Slots created so far (in flight or free): the most buckets that were
   /// ever in flight at once.
-  size_t slots() const { return storage.size(); }
+  size_t slots() const { return slotsByHandle.slots(); }
   /// Success when nothing is in flight; otherwise an error listing the
   /// buckets not waited, for `when` ("step 3 returned with ...").
   Status checkAllWaited(const std::string &when) const;
 
 private:
-  std::vector<std::unique_ptr<InFlightBucket>> storage;
-  std::vector<InFlightBucket *> freeSlots;
-  /// In issue order.
-  std::vector<InFlightBucket *> active;
-  int64_t nextHandle = 1;
+  HandleSlots<InFlightBucket> slotsByHandle{"asrt_bucket_start", "issued"};
   DeviceScratch blockingPack;
 };
 

@@ -5,6 +5,7 @@
 #include "core/CommStream.h"
 #include "core/Device.h"
 #include "core/Expected.h"
+#include "core/HandleSlots.h"
 #include "core/Stats.h"
 
 #include <cstddef>
@@ -52,26 +53,24 @@ public:
   InFlightTransfer &start();
   /// The in-flight transfer of `handle`. Fails, saying why, for a handle
   /// that was never started or was already waited.
-  Expected<InFlightTransfer *> find(int64_t handle) const;
+  Expected<InFlightTransfer *> find(int64_t handle) const {
+    return slotsByHandle.find(handle);
+  }
   /// Frees the slot of a waited transfer.
   void release(InFlightTransfer &slot);
 
-  size_t inFlight() const { return active.size(); }
-  int64_t lastHandle() const { return nextHandle - 1; }
+  size_t inFlight() const { return slotsByHandle.inFlight(); }
+  int64_t lastHandle() const { return slotsByHandle.lastHandle(); }
   /// Slots created so far: the most transfers that were ever in flight at
   /// once.
-  size_t slots() const { return storage.size(); }
+  size_t slots() const { return slotsByHandle.slots(); }
   /// Success when nothing is in flight; otherwise an error listing the
   /// transfers not waited (kind, handle, argument, bytes), for `when`
   /// ("step 3 returned").
   Status checkAllWaited(const std::string &when) const;
 
 private:
-  std::vector<std::unique_ptr<InFlightTransfer>> storage;
-  std::vector<InFlightTransfer *> freeSlots;
-  /// In start order.
-  std::vector<InFlightTransfer *> active;
-  int64_t nextHandle = 1;
+  HandleSlots<InFlightTransfer> slotsByHandle{"asrt_transfer_start", "started"};
 };
 
 } // namespace autoshard::rt
