@@ -176,6 +176,20 @@ with open(results, "a") as out:
         out.write(f"no_device={reason}\n")
 PY
 no_device=$(grep -c '^no_device=' "$results")
+# The machine as CUDA and the driver see it, for the table. A GPU that
+# nvidia-smi lists but CUDA does not (a driver older than the toolkit's
+# runtime: cudaErrorInsufficientDriver) is a failed check, not "no device".
+gpu_list=""
+if command -v nvidia-smi >/dev/null 2>&1; then
+  gpu_list=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)
+  [[ -n "$gpu_list" ]] && note gpu "$gpu_list (driver), $("${nvcc:-nvcc}" --version 2>/dev/null | grep -o 'release [0-9.]*' | head -n 1)"
+fi
+driver_mismatch=0
+if ((no_device)) && [[ -n "$gpu_list" ]]; then
+  echo "gpu-check.sh: nvidia-smi lists '$gpu_list' but CUDA reports no device: $(grep '^no_device=' "$results" | cut -d= -f2-)" >&2
+  echo "gpu-check.sh: the driver is probably older than the CUDA runtime the build used (nvcc $("${nvcc:-nvcc}" --version 2>/dev/null | grep -o 'release [0-9.]*' | head -n 1))" >&2
+  driver_mismatch=1
+fi
 
 # 2. Link the prepared steps with the CUDA runtime.
 cxx=${CXX:-$(command -v g++ || command -v c++ || command -v clang++)}
@@ -189,6 +203,9 @@ for step in tiny gpt2-small; do
 done
 
 # A world of one runs as a plain process on the GPU machine (no mpirun).
+# A runtime built with MPI initialises it as a singleton; the GPU machine's
+# session may be root, which Open MPI refuses unless told (as in prepare).
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 train_status=0
 if ((no_device)); then
   # Without a GPU the binary must say so and fail, never crash.
@@ -215,10 +232,14 @@ else
     train_status=1
   fi
 
-  # 4. GPT-2 small: our binary, then PyTorch on the same GPU.
+  # 4. GPT-2 small: our binary, then PyTorch on the same GPU. Every step
+  # is logged so that the table takes the median over the steps after the
+  # first 3, as bench/torch_gpt2.py times its steps after 3 warmup steps
+  # (the first step pays cuBLAS's and CUDA's one-time setup, which
+  # --stats-json's mean_step_ms includes).
   steps=20
   ((quick)) && steps=8
-  timeout "$timeout_s" "$report/gpt2-small" --steps $steps --log-every $steps \
+  timeout "$timeout_s" "$report/gpt2-small" --steps $steps --log-every 1 \
     --stats-json "$report/gpt2-small.json" >"$report/gpt2-small.log" 2>&1
   note gpt2_status $?
   torch_modes=both
@@ -244,6 +265,8 @@ for line in open(results):
 print(f"\nCUDA backend device check ({seconds} s; logs in {report})")
 print(f"  kernels vs CPU backend : {kv.get('kernels', '?')}")
 print(f"  tiny GPT vs CPU curve  : {kv.get('tiny', '?')}")
+if "gpu" in kv:
+    print(f"  gpu                    : {kv['gpu']}")
 if "no_device" in kv:
     print(f"  skipped: {kv['no_device']}; nothing was checked on a GPU")
     sys.exit(0)
@@ -257,10 +280,21 @@ rows = []
 ours = None
 if kv.get("gpt2_status") == "0" and os.path.exists(f"{report}/gpt2-small.json"):
     stats = json.load(open(f"{report}/gpt2-small.json"))
-    ms = stats.get("mean_step_ms")
+    mean = stats.get("mean_step_ms")
+    # The step lines' own times, after 3 warmup steps (see above).
+    timed = []
+    for line in open(f"{report}/gpt2-small.log", errors="replace"):
+        m = re.match(r"step (\d+) loss \S+ ms (\S+)$", line.strip())
+        if m and int(m.group(1)) > 3:
+            timed.append(float(m.group(2)))
+    timed.sort()
+    ms = timed[len(timed) // 2] if timed else mean
     if ms:
         ours = ms
         rows.append(("autoshard (cuda)", ms))
+        if timed and mean:
+            print(f"  gpt2-small (autoshard)  : median of {len(timed)} steps after 3 warmup; "
+                  f"mean of all {stats.get('steps')} steps {mean:.2f} ms")
 else:
     print(f"  gpt2-small (autoshard)  : failed, status {kv.get('gpt2_status')} (log: {report}/gpt2-small.log)")
 for mode, m in (torch.get("modes") or {}).items():
@@ -279,5 +313,5 @@ for name, ms in rows:
 PY
 status=$?
 ((status != 0)) && exit 1
-((kernels_status != 0 || train_status != 0)) && exit 1
+((kernels_status != 0 || train_status != 0 || driver_mismatch != 0)) && exit 1
 exit 0

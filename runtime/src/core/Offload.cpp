@@ -95,10 +95,15 @@ void runTransfer(asrt_context *ctx, const Transfer &t, const Fence &issued,
     device.toDevice(Lane::Offload, t.dst, t.src, t.bytes);
     break;
   case TransferKind::NvmeRead:
-    status = ctx->nvme->read(t.arg, t.dst, t.bytes);
-    break;
   case TransferKind::NvmeWrite:
-    status = ctx->nvme->write(t.arg, t.src, t.bytes);
+    // The file I/O is the host's, so the host waits for the compute lane's
+    // work queued before the transfer (a copy into or out of the host
+    // buffer, on a GPU) before it touches the buffer.
+    device.waitFence(Lane::Offload, issued);
+    device.synchronize(Lane::Offload);
+    status = t.kind == TransferKind::NvmeRead
+                 ? ctx->nvme->read(t.arg, t.dst, t.bytes)
+                 : ctx->nvme->write(t.arg, t.src, t.bytes);
     break;
   }
   if (!status) {

@@ -7,14 +7,40 @@
 #include "core/Control.h"
 #include "core/Stats.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #if ASRT_HAVE_NCCL
 #include "nccl/NcclComm.h"
 #endif
 
 namespace autoshard::rt {
+
+#if ASRT_HAVE_NCCL
+namespace {
+
+/// Whether two ranks of the job run on one GPU (more ranks than GPUs, as a
+/// test on a one-GPU machine has): NCCL 2.28 refuses that when the world
+/// communicator forms ("Duplicate GPU detected", ncclInvalidUsage), on
+/// every rank. GPU UUIDs are unique across nodes, so comparing them is
+/// NCCL's own test. Collective over `control`: every rank gets the same
+/// answer.
+bool ranksShareAGpu(const cuda::CudaDevice &device, ControlPlane &control) {
+  cudaDeviceProp properties{};
+  cuda::check(cudaGetDeviceProperties(&properties, device.ordinal()),
+              "createBackendComm: reading the GPU's UUID "
+              "(cudaGetDeviceProperties)");
+  std::vector<std::string> uuids = control.allGather(
+      std::string(properties.uuid.bytes, sizeof properties.uuid.bytes));
+  std::sort(uuids.begin(), uuids.end());
+  return std::adjacent_find(uuids.begin(), uuids.end()) != uuids.end();
+}
+
+} // namespace
+#endif
 
 void initBackend(asrt_context *ctx, const BackendOptions &options) {
   if (!ctx)
@@ -56,6 +82,19 @@ std::unique_ptr<Comm> createBackendComm(asrt_context *ctx,
     return nullptr;
   cuda::CudaDevice &device = cuda::cudaDevice(ctx, "createBackendComm");
   device.makeCurrent("createBackendComm");
+  // Ranks sharing a GPU cannot form a NCCL communicator: the driver's MPI
+  // communicator serves them instead, through host copies (without MPI the
+  // driver then says that the job needs mpirun).
+  if (ranksShareAGpu(device, control)) {
+    if (control.rank() == 0) {
+      std::fprintf(stderr,
+                   "autoshard: ranks of this job share a GPU, which NCCL does "
+                   "not allow: the collectives go through MPI and host memory "
+                   "instead (launch with mpirun, one GPU per rank for NCCL)\n");
+      std::fflush(stderr);
+    }
+    return nullptr;
+  }
   // Rank 0's unique id reaches every rank over the control plane (MPI or
   // the TCP rendezvous); then all create the world communicator at once.
   std::string id = control.rank() == 0 ? ncclUniqueIdBytes() : std::string();

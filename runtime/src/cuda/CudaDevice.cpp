@@ -106,6 +106,23 @@ CudaDevice::CudaDevice(int ordinal)
     : ordinal_(ordinal), name_("cuda:" + std::to_string(ordinal)),
       events_(std::make_shared<EventPool>(name_)) {
   check(cudaSetDevice(ordinal_), "selecting the device (cudaSetDevice)");
+  // The kernels' scratch (cudaMallocAsync) comes from the device's default
+  // pool, whose release threshold of 0 hands its memory back to the driver
+  // at every synchronisation (each step's end, the id checks), so that the
+  // next step would map it again. Keep it: it holds the largest scratch a
+  // step needs at once, a few MB.
+  int pools = 0;
+  check(
+      cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, ordinal_),
+      "asking for memory pools (cudaDeviceGetAttribute)");
+  if (pools) {
+    cudaMemPool_t pool = nullptr;
+    check(cudaDeviceGetDefaultMemPool(&pool, ordinal_),
+          "the default memory pool (cudaDeviceGetDefaultMemPool)");
+    uint64_t keep = UINT64_MAX;
+    check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+          "keeping the memory pool's memory (cudaMemPoolSetAttribute)");
+  }
   // Non-blocking: none of the lanes may synchronise with the legacy default
   // stream, which libraries (or a stray cudaMemcpy) use; lanes order their
   // work among themselves only through fences.
@@ -208,8 +225,12 @@ void CudaDevice::copy(Lane lane, void *dst, const void *src, int64_t bytes) {
   makeCurrent("copy");
   cudaStream_t s = stream(lane);
   size_t n = static_cast<size_t>(bytes);
+  // cudaMemcpyDefault: CUDA tells the memory from the pointers, so that a
+  // copy that meets host memory is a copy, not undefined behaviour (asrt_copy
+  // of a memory=host result from the host arena, a collective of a group of
+  // one over host buffers); between device buffers it is the same copy.
   if (!overlaps(dst, src, bytes)) {
-    check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, s),
+    check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s),
           "copy (cudaMemcpyAsync)", bytes);
     return;
   }
@@ -220,9 +241,9 @@ void CudaDevice::copy(Lane lane, void *dst, const void *src, int64_t bytes) {
   void *staging = nullptr;
   check(cudaMallocAsync(&staging, n, s),
         "overlapping copy: staging buffer (cudaMallocAsync)", bytes);
-  check(cudaMemcpyAsync(staging, src, n, cudaMemcpyDeviceToDevice, s),
+  check(cudaMemcpyAsync(staging, src, n, cudaMemcpyDefault, s),
         "overlapping copy: to the staging buffer (cudaMemcpyAsync)", bytes);
-  check(cudaMemcpyAsync(dst, staging, n, cudaMemcpyDeviceToDevice, s),
+  check(cudaMemcpyAsync(dst, staging, n, cudaMemcpyDefault, s),
         "overlapping copy: from the staging buffer (cudaMemcpyAsync)", bytes);
   check(cudaFreeAsync(staging, s),
         "overlapping copy: staging buffer (cudaFreeAsync)");
