@@ -188,13 +188,24 @@ double msPerStep(int64_t ns, int64_t steps) {
 
 } // namespace
 
+double steadyStepMs(std::vector<double> ms) {
+  if (ms.empty())
+    return 0.0;
+  if (ms.size() > 1)
+    ms.erase(ms.begin());
+  std::sort(ms.begin(), ms.end());
+  size_t mid = ms.size() / 2;
+  return ms.size() % 2 ? ms[mid] : (ms[mid - 1] + ms[mid]) / 2;
+}
+
 void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
                   const RunInfo &run) {
   char line[256];
   std::snprintf(line, sizeof line,
-                "summary: %" PRId64 " steps, mean %.3f ms/step, peak memory "
-                "%" PRId64 " bytes (%s) on rank %d\n",
-                run.steps, run.meanStepMs, stats.peakBytes,
+                "summary: %" PRId64 " steps, mean %.3f ms/step (%.3f after "
+                "the first, median), peak memory %" PRId64
+                " bytes (%s) on rank %d\n",
+                run.steps, run.meanStepMs, run.steadyStepMs, stats.peakBytes,
                 formatBytes(stats.peakBytes).c_str(), run.rank);
   os << line;
   if (stats.usedOffload()) {
@@ -255,6 +266,7 @@ void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
   os << "  \"rank\": " << run.rank << ",\n";
   os << "  \"steps\": " << run.steps << ",\n";
   os << "  \"mean_step_ms\": " << formatDouble(run.meanStepMs) << ",\n";
+  os << "  \"steady_step_ms\": " << formatDouble(run.steadyStepMs) << ",\n";
   os << "  \"peak_bytes\": " << stats.peakBytes << ",\n";
   os << "  \"host_peak_bytes\": " << stats.hostPeakBytes << ",\n";
   os << "  \"nvme_bytes\": " << stats.nvmeBytes << ",\n";

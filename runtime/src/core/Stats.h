@@ -171,7 +171,15 @@ struct RunInfo {
   int rank = 0;
   int64_t steps = 0;
   double meanStepMs = 0.0;
+  /// The median step time after the first step, which alone pays one-time
+  /// setup (first-touch allocation, BLAS or cuBLAS initialisation, NCCL's
+  /// group communicators): the steady state a benchmark compares. The one
+  /// step's time when only one ran.
+  double steadyStepMs = 0.0;
 };
+
+/// steadyStepMs of the step times `ms`, in step order.
+double steadyStepMs(std::vector<double> ms);
 
 /// A few human-readable lines: steps, mean time per step, peak memory, bytes
 /// sent per step for each collective kind, exposed and asynchronous

@@ -667,6 +667,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
 
   const int lossIndex = manifest->lossResult();
   double totalMs = 0;
+  std::vector<double> stepMs;
   int64_t stepsRun = 0;
   // Batches are written into host copies of the data arguments on a GPU
   // (the same buffers every step) and copied up.
@@ -687,6 +688,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     if (trace)
       traceStep(*trace, step + 1, start, end);
     totalMs += ms;
+    stepMs.push_back(ms);
     int64_t oneBased = step + 1;
     if (oneBased % options.logEvery == 0 || oneBased == options.steps) {
       // The step's loss result is the global-batch loss on every rank: the
@@ -734,6 +736,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   run.rank = control.rank();
   run.steps = stepsRun;
   run.meanStepMs = stepsRun > 0 ? totalMs / static_cast<double>(stepsRun) : 0;
+  run.steadyStepMs = steadyStepMs(stepMs);
 
   // Files hold full tensors, comparable with an unsharded run's: sharded
   // params and gradients are gathered (on every rank, after the statistics

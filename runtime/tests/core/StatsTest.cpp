@@ -70,10 +70,12 @@ TEST(StatsTest, ReportsPerStepNumbers) {
   run.worldSize = 2;
   run.steps = 3;
   run.meanStepMs = 1.5;
+  run.steadyStepMs = 1.25;
 
   std::ostringstream summary;
   writeSummary(summary, stats.snapshot(), run);
-  EXPECT_NE(summary.str().find("3 steps, mean 1.500 ms/step, peak memory "
+  EXPECT_NE(summary.str().find("3 steps, mean 1.500 ms/step (1.250 after the "
+                               "first, median), peak memory "
                                "2048 bytes (2.0 KiB)"),
             std::string::npos)
       << summary.str();
@@ -86,7 +88,8 @@ TEST(StatsTest, ReportsPerStepNumbers) {
   writeStatsJson(json, stats.snapshot(), run);
   std::string j = json.str();
   for (const char *expected :
-       {"\"steps\": 3", "\"mean_step_ms\": 1.5", "\"peak_bytes\": 2048",
+       {"\"steps\": 3", "\"mean_step_ms\": 1.5", "\"steady_step_ms\": 1.25",
+        "\"peak_bytes\": 2048",
         "\"world_size\": 2", "\"strategy\": \"ddp\"",
         "\"all_reduce\": {\"calls\": 1, \"bytes_sent\": 300, "
         "\"bytes_sent_per_step\": 100}",
@@ -94,6 +97,15 @@ TEST(StatsTest, ReportsPerStepNumbers) {
     EXPECT_NE(j.find(expected), std::string::npos)
         << "missing " << expected << " in\n"
         << j;
+}
+
+TEST(StatsTest, SteadyStepTimeIsTheMedianAfterTheFirstStep) {
+  EXPECT_EQ(steadyStepMs({}), 0.0);
+  EXPECT_EQ(steadyStepMs({9.0}), 9.0);
+  // The first step's setup cost does not count; the median resists a
+  // noisy step.
+  EXPECT_EQ(steadyStepMs({100.0, 2.0, 3.0, 50.0}), 3.0);
+  EXPECT_EQ(steadyStepMs({100.0, 4.0, 2.0}), 3.0);
 }
 
 TEST(StatsTest, ReportsOffloadOnlyWhenTheRunOffloads) {
