@@ -23,6 +23,8 @@
 #                     GoogleTest would (the latter built from the inputs)
 #       --timeout S   bound on each stage (default 300)
 #       --quick       fewer timed steps, no torch.compile
+#       Its logs are under DIR/gpu-check (and copied to $OUT when that is set,
+#       as the device tool sets it).
 #
 # Without a GPU every stage that needs one says so and the script exits 0
 # having checked nothing on a device (the table says so). Exit status 1: a
@@ -117,6 +119,11 @@ start=$(date +%s)
 mkdir -p "$build" || die "cannot create '$build'"
 report="$build/gpu-check"
 mkdir -p "$report"
+# On the device tool's machine, whatever lands in $OUT comes back: the logs
+# and results go there too, however the run ends.
+if [[ -n "${OUT:-}" && -d "${OUT:-}" ]]; then
+  trap 'mkdir -p "$OUT/gpu-check" && cp "$report"/*.log "$report"/*.txt "$report"/*.json "$OUT/gpu-check/" 2>/dev/null' EXIT
+fi
 results="$report/results.txt" # key=value lines for the table
 : >"$results"
 note() { echo "$1=$2" >>"$results"; }

@@ -1,11 +1,11 @@
 // Reading and writing parameters as safetensors files.
 #include "driver/Safetensors.h"
 #include "core/Dtype.h"
+#include "core/Json.h"
 #include "core/Stats.h"
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -81,198 +81,6 @@ Status writeSafetensors(const std::string &path,
 
 namespace {
 
-/// Just enough JSON for a safetensors header: objects, arrays, strings,
-/// numbers (kept as text so that 64-bit offsets stay exact), literals.
-struct Json {
-  enum class Type {
-    Null,
-    Bool,
-    Number,
-    String,
-    Array,
-    Object
-  } type = Type::Null;
-  std::string text; // string value, or a number's spelling
-  std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> members;
-};
-
-class JsonParser {
-public:
-  explicit JsonParser(std::string_view text) : text(text) {}
-
-  Status parse(Json &value) {
-    if (Status s = parseValue(value, 0); !s)
-      return s;
-    skipSpace();
-    if (pos != text.size())
-      return fail("unexpected text after the header object");
-    return Status::success();
-  }
-
-private:
-  Error fail(const std::string &what) const {
-    return Error("bad JSON header at byte " + std::to_string(pos) + ": " +
-                 what);
-  }
-  void skipSpace() {
-    while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t' ||
-                                 text[pos] == '\n' || text[pos] == '\r'))
-      ++pos;
-  }
-  bool consume(char c) {
-    skipSpace();
-    if (pos < text.size() && text[pos] == c) {
-      ++pos;
-      return true;
-    }
-    return false;
-  }
-
-  Status parseValue(Json &value, int depth) {
-    // Bounded recursion: a hostile header must not overflow the stack.
-    if (depth > 32)
-      return fail("nesting is too deep");
-    skipSpace();
-    if (pos >= text.size())
-      return fail("unexpected end");
-    char c = text[pos];
-    if (c == '{') {
-      ++pos;
-      value.type = Json::Type::Object;
-      if (consume('}'))
-        return Status::success();
-      do {
-        std::pair<std::string, Json> member;
-        skipSpace();
-        if (Status s = parseString(member.first); !s)
-          return s;
-        if (!consume(':'))
-          return fail("expected ':'");
-        if (Status s = parseValue(member.second, depth + 1); !s)
-          return s;
-        value.members.push_back(std::move(member));
-      } while (consume(','));
-      if (!consume('}'))
-        return fail("expected ',' or '}'");
-      return Status::success();
-    }
-    if (c == '[') {
-      ++pos;
-      value.type = Json::Type::Array;
-      if (consume(']'))
-        return Status::success();
-      do {
-        value.items.emplace_back();
-        if (Status s = parseValue(value.items.back(), depth + 1); !s)
-          return s;
-      } while (consume(','));
-      if (!consume(']'))
-        return fail("expected ',' or ']'");
-      return Status::success();
-    }
-    if (c == '"') {
-      value.type = Json::Type::String;
-      return parseString(value.text);
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) {
-      size_t start = pos;
-      while (pos < text.size() &&
-             std::strchr("+-.eE0123456789", text[pos]) != nullptr)
-        ++pos;
-      value.type = Json::Type::Number;
-      value.text = std::string(text.substr(start, pos - start));
-      return Status::success();
-    }
-    for (const char *literal : {"true", "false", "null"}) {
-      if (text.substr(pos, std::strlen(literal)) == literal) {
-        pos += std::strlen(literal);
-        value.type = literal[0] == 'n' ? Json::Type::Null : Json::Type::Bool;
-        value.text = literal;
-        return Status::success();
-      }
-    }
-    return fail(std::string("unexpected character '") + c + "'");
-  }
-
-  Status parseString(std::string &out) {
-    if (pos >= text.size() || text[pos] != '"')
-      return fail("expected a string");
-    ++pos;
-    while (pos < text.size() && text[pos] != '"') {
-      char c = text[pos++];
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (pos >= text.size())
-        break;
-      char e = text[pos++];
-      switch (e) {
-      case '"':
-      case '\\':
-      case '/':
-        out += e;
-        break;
-      case 'b':
-        out += '\b';
-        break;
-      case 'f':
-        out += '\f';
-        break;
-      case 'n':
-        out += '\n';
-        break;
-      case 'r':
-        out += '\r';
-        break;
-      case 't':
-        out += '\t';
-        break;
-      case 'u': {
-        unsigned code = 0;
-        if (pos + 4 > text.size() ||
-            std::from_chars(text.data() + pos, text.data() + pos + 4, code, 16)
-                    .ptr != text.data() + pos + 4)
-          return fail("bad \\u escape");
-        pos += 4;
-        // Names here are ASCII; other code points are kept as UTF-8 without
-        // pairing surrogates, which is enough to compare names.
-        if (code < 0x80) {
-          out += static_cast<char>(code);
-        } else if (code < 0x800) {
-          out += static_cast<char>(0xc0 | (code >> 6));
-          out += static_cast<char>(0x80 | (code & 0x3f));
-        } else {
-          out += static_cast<char>(0xe0 | (code >> 12));
-          out += static_cast<char>(0x80 | ((code >> 6) & 0x3f));
-          out += static_cast<char>(0x80 | (code & 0x3f));
-        }
-        break;
-      }
-      default:
-        return fail(std::string("bad escape '\\") + e + "'");
-      }
-    }
-    if (pos >= text.size())
-      return fail("unterminated string");
-    ++pos;
-    return Status::success();
-  }
-
-  std::string_view text;
-  size_t pos = 0;
-};
-
-bool toUnsigned(const Json &value, uint64_t &out) {
-  if (value.type != Json::Type::Number)
-    return false;
-  const char *begin = value.text.data();
-  const char *end = begin + value.text.size();
-  auto [ptr, ec] = std::from_chars(begin, end, out);
-  return ec == std::errc() && ptr == end;
-}
-
 int64_t safetensorsDtypeSize(const std::string &dtype) {
   static const std::map<std::string, int64_t> sizes = {
       {"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2},    {"I64", 8},
@@ -307,11 +115,12 @@ Expected<SafetensorsFile> readSafetensors(const std::string &path) {
                " exceeds the file's remaining " +
                std::to_string(bytes.size() - 8) + " bytes");
 
-  Json header;
-  JsonParser parser(std::string_view(bytes).substr(8, headerLength));
-  if (Status s = parser.parse(header); !s)
-    return bad(s.message());
-  if (header.type != Json::Type::Object)
+  Expected<Json> parsed =
+      parseJson(std::string_view(bytes).substr(8, headerLength));
+  if (!parsed)
+    return bad("bad JSON header " + parsed.message());
+  const Json &header = *parsed;
+  if (!header.isObject())
     return bad("the header is not a JSON object");
 
   SafetensorsFile file;
@@ -319,10 +128,10 @@ Expected<SafetensorsFile> readSafetensors(const std::string &path) {
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (const auto &[name, entry] : header.members) {
     if (name == "__metadata__") {
-      if (entry.type != Json::Type::Object)
+      if (!entry.isObject())
         return bad("__metadata__ is not an object");
       for (const auto &[key, value] : entry.members) {
-        if (value.type != Json::Type::String)
+        if (!value.isString())
           return bad("__metadata__ value of '" + key + "' is not a string");
         file.metadata[key] = value.text;
       }
@@ -330,7 +139,7 @@ Expected<SafetensorsFile> readSafetensors(const std::string &path) {
     }
     if (file.tensors.count(name))
       return bad("tensor '" + name + "' appears twice");
-    if (entry.type != Json::Type::Object)
+    if (!entry.isObject())
       return bad("the entry of '" + name + "' is not an object");
     const Json *dtype = nullptr, *shape = nullptr, *offsets = nullptr;
     for (const auto &[key, value] : entry.members) {
@@ -346,25 +155,29 @@ Expected<SafetensorsFile> readSafetensors(const std::string &path) {
     if (!dtype || !shape || !offsets)
       return bad("tensor '" + name + "' needs dtype, shape and data_offsets");
     SafetensorsEntry out;
-    if (dtype->type != Json::Type::String ||
-        safetensorsDtypeSize(dtype->text) == 0)
+    if (!dtype->isString() || safetensorsDtypeSize(dtype->text) == 0)
       return bad("tensor '" + name + "' has an unknown dtype");
     out.dtype = dtype->text;
-    if (shape->type != Json::Type::Array)
+    if (!shape->isArray())
       return bad("the shape of '" + name + "' is not an array");
     uint64_t elements = 1;
     for (const Json &dim : shape->items) {
-      uint64_t d;
-      if (!toUnsigned(dim, d) || d > (uint64_t(1) << 48))
+      std::optional<uint64_t> d = dim.toUint64();
+      if (!d || *d > (uint64_t(1) << 48))
         return bad("the shape of '" + name +
                    "' holds something other than a dimension");
-      out.shape.push_back(static_cast<int64_t>(d));
-      elements *= d;
+      out.shape.push_back(static_cast<int64_t>(*d));
+      elements *= *d;
     }
-    if (offsets->type != Json::Type::Array || offsets->items.size() != 2 ||
-        !toUnsigned(offsets->items[0], out.begin) ||
-        !toUnsigned(offsets->items[1], out.end) || out.begin > out.end)
+    std::optional<uint64_t> begin, end;
+    if (offsets->isArray() && offsets->items.size() == 2) {
+      begin = offsets->items[0].toUint64();
+      end = offsets->items[1].toUint64();
+    }
+    if (!begin || !end || *begin > *end)
       return bad("data_offsets of '" + name + "' is not [begin, end]");
+    out.begin = *begin;
+    out.end = *end;
     uint64_t expected =
         elements * static_cast<uint64_t>(safetensorsDtypeSize(out.dtype));
     if (out.end - out.begin != expected)

@@ -26,207 +26,23 @@
 //     the same step.
 // Times are compared in integer nanoseconds (the file has microseconds with
 // three decimals), so the checks are exact.
+#include "core/Json.h"
+
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+using autoshard::rt::Json;
+
 namespace {
-
-// ---- A small JSON reader ----------------------------------------------------
-
-struct Json {
-  enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
-  bool boolean = false;
-  double number = 0;
-  std::string text; // a string's value, or a number's spelling
-  std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> members;
-
-  const Json *get(const std::string &key) const {
-    for (const auto &[k, v] : members)
-      if (k == key)
-        return &v;
-    return nullptr;
-  }
-};
-
-class Parser {
-public:
-  explicit Parser(const std::string &text) : s(text) {}
-
-  bool parse(Json &out) {
-    if (!value(out))
-      return false;
-    space();
-    if (at != s.size())
-      return fail("trailing characters");
-    return true;
-  }
-  std::string error;
-
-private:
-  bool fail(const std::string &what) {
-    if (error.empty())
-      error = what + " at offset " + std::to_string(at);
-    return false;
-  }
-  void space() {
-    while (at < s.size() && std::isspace(static_cast<unsigned char>(s[at])))
-      ++at;
-  }
-  bool literal(const char *word) {
-    size_t n = std::char_traits<char>::length(word);
-    if (s.compare(at, n, word) != 0)
-      return fail(std::string("expected ") + word);
-    at += n;
-    return true;
-  }
-  bool string(std::string &out) {
-    if (at >= s.size() || s[at] != '"')
-      return fail("expected a string");
-    ++at;
-    while (at < s.size() && s[at] != '"') {
-      char c = s[at++];
-      if (static_cast<unsigned char>(c) < 0x20)
-        return fail("control character in a string");
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (at >= s.size())
-        return fail("unterminated escape");
-      char e = s[at++];
-      switch (e) {
-      case '"':
-      case '\\':
-      case '/':
-        out += e;
-        break;
-      case 'n':
-        out += '\n';
-        break;
-      case 't':
-        out += '\t';
-        break;
-      case 'r':
-        out += '\r';
-        break;
-      case 'b':
-        out += '\b';
-        break;
-      case 'f':
-        out += '\f';
-        break;
-      case 'u':
-        if (at + 4 > s.size())
-          return fail("short \\u escape");
-        out += '?'; // the checks never compare escaped characters
-        at += 4;
-        break;
-      default:
-        return fail("bad escape");
-      }
-    }
-    if (at >= s.size())
-      return fail("unterminated string");
-    ++at;
-    return true;
-  }
-  bool value(Json &out) {
-    space();
-    if (at >= s.size())
-      return fail("unexpected end");
-    char c = s[at];
-    if (c == '{') {
-      out.kind = Json::Object;
-      ++at;
-      space();
-      if (at < s.size() && s[at] == '}')
-        return ++at, true;
-      while (true) {
-        space();
-        std::string key;
-        if (!string(key))
-          return false;
-        space();
-        if (at >= s.size() || s[at] != ':')
-          return fail("expected ':'");
-        ++at;
-        Json v;
-        if (!value(v))
-          return false;
-        out.members.emplace_back(std::move(key), std::move(v));
-        space();
-        if (at < s.size() && s[at] == ',') {
-          ++at;
-          continue;
-        }
-        if (at < s.size() && s[at] == '}')
-          return ++at, true;
-        return fail("expected ',' or '}'");
-      }
-    }
-    if (c == '[') {
-      out.kind = Json::Array;
-      ++at;
-      space();
-      if (at < s.size() && s[at] == ']')
-        return ++at, true;
-      while (true) {
-        Json v;
-        if (!value(v))
-          return false;
-        out.items.push_back(std::move(v));
-        space();
-        if (at < s.size() && s[at] == ',') {
-          ++at;
-          continue;
-        }
-        if (at < s.size() && s[at] == ']')
-          return ++at, true;
-        return fail("expected ',' or ']'");
-      }
-    }
-    if (c == '"') {
-      out.kind = Json::String;
-      return string(out.text);
-    }
-    if (c == 't' || c == 'f') {
-      out.kind = Json::Bool;
-      out.boolean = c == 't';
-      return literal(c == 't' ? "true" : "false");
-    }
-    if (c == 'n')
-      return literal("null");
-    size_t begin = at;
-    if (s[at] == '-')
-      ++at;
-    while (at < s.size() &&
-           (std::isdigit(static_cast<unsigned char>(s[at])) || s[at] == '.' ||
-            s[at] == 'e' || s[at] == 'E' || s[at] == '+' || s[at] == '-'))
-      ++at;
-    if (at == begin)
-      return fail("unexpected character");
-    out.kind = Json::Number;
-    out.text = s.substr(begin, at - begin);
-    char *end = nullptr;
-    out.number = std::strtod(out.text.c_str(), &end);
-    if (!end || *end != '\0')
-      return fail("bad number '" + out.text + "'");
-    return true;
-  }
-
-  const std::string &s;
-  size_t at = 0;
-};
 
 // ---- The checks -------------------------------------------------------------
 
@@ -252,12 +68,17 @@ std::string describe(const Event &e) {
 }
 
 int64_t nanos(const Json *v) {
-  return v && v->kind == Json::Number ? std::llround(v->number * 1000.0) : -1;
+  std::optional<double> us = v ? v->toDouble() : std::nullopt;
+  return us ? std::llround(*us * 1000.0) : -1;
 }
 int64_t integerArg(const Json &e, const char *key) {
   const Json *args = e.get("args");
   const Json *v = args ? args->get(key) : nullptr;
-  return v && v->kind == Json::Number ? static_cast<int64_t>(v->number) : -1;
+  return v ? v->toInt64().value_or(-1) : -1;
+}
+/// A string member's value; empty when it is missing or not a string.
+std::string stringOf(const Json *v) {
+  return v && v->isString() ? v->text : std::string();
 }
 bool inside(const Event &inner, const Event &outer) {
   return outer.start <= inner.start && inner.end <= outer.end;
@@ -475,15 +296,14 @@ int main(int argc, char **argv) {
   int64_t asyncPerStep = std::atoll(argv[4]);
   int64_t transfersPerStep = argc == 6 ? std::atoll(argv[5]) : 0;
 
-  Json root;
-  Parser parser(text);
-  if (!parser.parse(root)) {
-    std::fprintf(stderr, "trace_check: %s is not valid JSON: %s\n", argv[1],
-                 parser.error.c_str());
+  autoshard::rt::Expected<Json> root = autoshard::rt::parseJson(text);
+  if (!root) {
+    std::fprintf(stderr, "trace_check: %s is not valid JSON %s\n", argv[1],
+                 root.message().c_str());
     return 1;
   }
-  const Json *list = root.get("traceEvents");
-  if (root.kind != Json::Object || !list || list->kind != Json::Array) {
+  const Json *list = root->get("traceEvents");
+  if (!list || !list->isArray()) {
     std::fprintf(stderr, "trace_check: no \"traceEvents\" array\n");
     return 1;
   }
@@ -498,14 +318,20 @@ int main(int argc, char **argv) {
       fail("an event lacks ph, name, pid or tid");
       continue;
     }
-    int p = static_cast<int>(pid->number), t = static_cast<int>(tid->number);
+    std::optional<int64_t> p64 = pid->toInt64(), t64 = tid->toInt64();
+    if (!ph->isString() || !name->isString() || !p64 || !t64) {
+      fail("an event's ph or name is not a string, or its pid or tid not an "
+           "integer");
+      continue;
+    }
+    int p = static_cast<int>(*p64), t = static_cast<int>(*t64);
     const Json *args = j.get("args");
     const Json *argName = args ? args->get("name") : nullptr;
     if (ph->text == "M") {
       if (name->text == "process_name" && argName)
-        processNames[p] = argName->text;
+        processNames[p] = stringOf(argName);
       if (name->text == "thread_name" && argName)
-        threadNames[{p, t}] = argName->text;
+        threadNames[{p, t}] = stringOf(argName);
       continue;
     }
     if (ph->text != "X") {
@@ -514,8 +340,7 @@ int main(int argc, char **argv) {
     }
     Event e;
     e.name = name->text;
-    const Json *cat = j.get("cat");
-    e.cat = cat ? cat->text : "";
+    e.cat = stringOf(j.get("cat"));
     e.pid = p;
     e.tid = t;
     e.start = nanos(j.get("ts"));
