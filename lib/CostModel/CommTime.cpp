@@ -11,11 +11,23 @@ LinkParameters autoshard::cost::linkParameters(const ClusterSpec &cluster,
   const DeviceSpec &device = cluster.device;
   LinkParameters link;
   link.launchLatency = device.collectiveLaunchLatency;
+  // More ranks than cores on a CPU node: each collective waits for peers
+  // the scheduler has set aside.
+  if (device.kind == DeviceKind::CPU && device.cores > 0 &&
+      cluster.ranksPerNode > device.cores)
+    link.launchLatency += device.oversubscribedCollectiveLatency;
   link.ringStepIntraNode = device.ringStepLatencyIntraNode;
   link.ringStepInterNode = device.ringStepLatencyInterNode;
   link.treeStepIntraNode = device.treeStepLatencyIntraNode;
   link.treeStepInterNode = device.treeStepLatencyInterNode;
   link.intraNodeBandwidth = device.intraNodeBandwidth * bandwidthEfficiency;
+  const double byKind[3] = {device.intraNodeAllReduceBandwidth,
+                            device.intraNodeAllGatherBandwidth,
+                            device.intraNodeReduceScatterBandwidth};
+  for (int k = 0; k < 3; ++k)
+    link.intraNodeBandwidthByKind[k] =
+        (byKind[k] > 0 ? byKind[k] : device.intraNodeBandwidth) *
+        bandwidthEfficiency;
   // A GPU rank has its own NIC; the ranks of a CPU node share its network.
   double perRank =
       device.kind == DeviceKind::CPU
@@ -36,6 +48,16 @@ double autoshard::cost::groupBusBandwidth(const GroupTopology &group,
                   double(group.ranksPerNode) * link.interNodeBandwidthPerRank);
 }
 
+double autoshard::cost::groupBusBandwidth(const GroupTopology &group,
+                                          const LinkParameters &link,
+                                          CollectiveKind kind) {
+  LinkParameters forKind = link;
+  double own = link.intraNodeBandwidthByKind[static_cast<int>(kind)];
+  if (own > 0)
+    forKind.intraNodeBandwidth = own;
+  return groupBusBandwidth(group, forKind);
+}
+
 double autoshard::cost::ringTime(CollectiveKind kind, int64_t wireBytes,
                                  const GroupTopology &group,
                                  const LinkParameters &link) {
@@ -48,7 +70,7 @@ double autoshard::cost::ringTime(CollectiveKind kind, int64_t wireBytes,
   double latency = link.launchLatency +
                    double(steps - interSteps) * link.ringStepIntraNode +
                    double(interSteps) * link.ringStepInterNode;
-  return latency + double(wireBytes) / groupBusBandwidth(group, link);
+  return latency + double(wireBytes) / groupBusBandwidth(group, link, kind);
 }
 
 static int64_t ceilLog2(int64_t x) {
@@ -72,7 +94,8 @@ double autoshard::cost::treeAllReduceTime(int64_t payloadBytes,
   // Pipelined, each rank receives and sends the whole buffer once per
   // direction: algorithm bandwidth is half the bus bandwidth (NCCL's tuner
   // converts tree bus bandwidth to algorithm bandwidth with a factor 0.5).
-  return latency + 2.0 * double(payloadBytes) / groupBusBandwidth(group, link);
+  return latency + 2.0 * double(payloadBytes) /
+                       groupBusBandwidth(group, link, CollectiveKind::AllReduce);
 }
 
 CollectiveTime autoshard::cost::collectiveTime(const CollectiveCall &call,

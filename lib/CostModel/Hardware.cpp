@@ -66,7 +66,15 @@ double autoshard::cost::rankPeakFlops(const ClusterSpec &cluster, bool bf16) {
 }
 
 double autoshard::cost::rankMemoryBandwidth(const ClusterSpec &cluster) {
-  return cluster.device.memoryBandwidth * rankShare(cluster);
+  // A CPU node's bandwidth is shared by the ranks that run at once: with
+  // more ranks than cores, the others are descheduled, not streaming
+  // (measured: one rank's AdamW step with 4 ranks on 2 cores runs at half
+  // the node's bandwidth, bench/README.md).
+  const DeviceSpec &device = cluster.device;
+  if (device.kind == DeviceKind::CPU && device.cores > 0 &&
+      cluster.ranksPerNode > device.cores)
+    return device.memoryBandwidth / double(device.cores);
+  return device.memoryBandwidth * rankShare(cluster);
 }
 
 /// Host memory and NVMe belong to the node and are shared by its ranks.

@@ -1,6 +1,7 @@
 // The alpha-beta time of collectives against hand-computed cases: ring and
 // tree, inside a node and across nodes, and nccl-tests' bus bandwidth.
 #include "autoshard/CostModel/CommTime.h"
+#include "autoshard/CostModel/DeviceCatalog.h"
 
 #include <gtest/gtest.h>
 
@@ -183,6 +184,46 @@ TEST(CostModelCommTime, LinkParametersOfAClusterShareACpuNodesNetwork) {
   gpu.interNodeBandwidth = 50e9;
   EXPECT_DOUBLE_EQ(
       linkParameters(ClusterSpec{gpu, 2, 8}).interNodeBandwidthPerRank, 50e9);
+}
+
+} // namespace
+
+namespace {
+
+/// The CPU node's own figures: Open MPI's collectives attain different bus
+/// bandwidths by kind, a collective costs a scheduler slice more once the
+/// ranks outnumber the cores, and only the ranks that run at once share the
+/// node's memory bandwidth (data/devices/cpu-node.json).
+TEST(CostModelCommTime, CpuNodeKindsAndOversubscription) {
+  llvm::Expected<DeviceSpec> cpu = lookupDevice("cpu-node");
+  ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
+  ASSERT_EQ(cpu->cores, 2);
+  ClusterSpec two = makeCluster(*cpu, 2), four = makeCluster(*cpu, 4);
+  LinkParameters fits = linkParameters(two), oversubscribed =
+                                                 linkParameters(four);
+  EXPECT_DOUBLE_EQ(fits.launchLatency, cpu->collectiveLaunchLatency);
+  EXPECT_DOUBLE_EQ(oversubscribed.launchLatency,
+                   cpu->collectiveLaunchLatency +
+                       cpu->oversubscribedCollectiveLatency);
+
+  GroupTopology node = groupTopology(4, 1, 4);
+  int64_t wire = int64_t(3) << 20;
+  double steps = 3 * oversubscribed.ringStepIntraNode;
+  EXPECT_DOUBLE_EQ(
+      ringTime(CollectiveKind::ReduceScatter, wire, node, oversubscribed),
+      oversubscribed.launchLatency + steps +
+          double(wire) / cpu->intraNodeReduceScatterBandwidth);
+  EXPECT_DOUBLE_EQ(
+      ringTime(CollectiveKind::AllGather, wire, node, oversubscribed),
+      oversubscribed.launchLatency + steps +
+          double(wire) / cpu->intraNodeAllGatherBandwidth);
+  EXPECT_LT(cpu->intraNodeReduceScatterBandwidth,
+            cpu->intraNodeAllGatherBandwidth);
+
+  EXPECT_DOUBLE_EQ(rankMemoryBandwidth(makeCluster(*cpu, 1)),
+                   cpu->memoryBandwidth);
+  EXPECT_DOUBLE_EQ(rankMemoryBandwidth(two), cpu->memoryBandwidth / 2);
+  EXPECT_DOUBLE_EQ(rankMemoryBandwidth(four), cpu->memoryBandwidth / 2);
 }
 
 } // namespace

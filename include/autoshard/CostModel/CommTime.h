@@ -27,8 +27,11 @@ struct LinkParameters {
   double ringStepInterNode = 0;
   double treeStepIntraNode = 0;
   double treeStepInterNode = 0;
-  /// Bus bandwidth between ranks of one node, bytes/s.
+  /// Bus bandwidth between ranks of one node, bytes/s, and per kind
+  /// (AllReduce, AllGather, ReduceScatter: Traffic.h's order) where the
+  /// device gives one.
   double intraNodeBandwidth = 0;
+  double intraNodeBandwidthByKind[3] = {0, 0, 0};
   /// Network bandwidth of one rank, bytes/s: a GPU's NIC, or a CPU node's
   /// network shared by its ranks.
   double interNodeBandwidthPerRank = 0;
@@ -44,6 +47,10 @@ LinkParameters linkParameters(const ClusterSpec &cluster,
 /// group's ranks on one node (NCCL spreads its rings over their NICs).
 double groupBusBandwidth(const GroupTopology &group,
                          const LinkParameters &link);
+/// The same for one collective kind: the device's bandwidth for that kind
+/// inside a node when it gives one.
+double groupBusBandwidth(const GroupTopology &group, const LinkParameters &link,
+                         CollectiveKind kind);
 
 /// Ring: launch + (s - s_inter) * ring_step_intra + s_inter *
 /// ring_step_inter + wireBytes / busBandwidth, with s = 2(n-1) steps for an

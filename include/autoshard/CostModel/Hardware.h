@@ -54,6 +54,20 @@ struct DeviceSpec {
   double treeStepLatencyIntraNode = 0;
   double treeStepLatencyInterNode = 0;
 
+  /// CPU only: the node's cores, and what a collective costs on top of
+  /// collectiveLaunchLatency when the node's ranks outnumber them (a
+  /// collective then waits for descheduled peers: about a scheduler time
+  /// slice). 0 where a figure does not apply.
+  int64_t cores = 0;
+  double oversubscribedCollectiveLatency = 0;
+  /// Optional per-kind bus bandwidths between ranks of one node, where the
+  /// communication library's algorithms differ by kind (Open MPI on shared
+  /// memory: its reduce-scatter attains a fraction of its all-gather's);
+  /// 0: intraNodeBandwidth for that kind, as NCCL's kinds share one rate.
+  double intraNodeAllReduceBandwidth = 0;
+  double intraNodeReduceScatterBandwidth = 0;
+  double intraNodeAllGatherBandwidth = 0;
+
   /// GPU only: the device's host link (PCIe), the node's host memory and its
   /// bandwidth, the node's NVMe drives. 0 where a figure does not apply.
   double hostLinkBandwidth = 0;
