@@ -143,9 +143,14 @@ if ((do_build)); then
     tail -n 20 "$report/configure.log" >&2
     die "configuring the runtime failed (log: $report/configure.log)"
   fi
+  # Without MPI the runtime also builds a fake training binary that checks
+  # how it joins a job (runtime/tests/launch).
+  launch_target=()
+  grep -q "fake_train_nompi" "$build/build.ninja" "$build/Makefile" 2>/dev/null &&
+    launch_target=(fake_train_nompi)
   if ! timeout "$timeout_s" cmake --build "$build" --parallel \
     --target asrt_cuda_runtime asrt_cuda_kernels_test asrt_cuda_device_test \
-    >"$report/build.log" 2>&1; then
+    "${launch_target[@]}" >"$report/build.log" 2>&1; then
     tail -n 30 "$report/build.log" >&2
     die "building the CUDA runtime and its tests failed (log: $report/build.log)"
   fi
@@ -183,6 +188,14 @@ with open(results, "a") as out:
         out.write(f"no_device={reason}\n")
 PY
 no_device=$(grep -c '^no_device=' "$results")
+# A runtime without MPI: its launch tests (one process, a torchrun-style
+# rendezvous, mpirun refused), which need no GPU.
+launch_status=0
+if [[ -n "$(find "$build" -name fake_train_nompi -type f -perm -u+x 2>/dev/null | head -n 1)" ]]; then
+  (cd "$build" && ctest -L launch --output-on-failure) >"$report/launch.log" 2>&1
+  launch_status=$?
+  note launch "$(grep -Eo '[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$report/launch.log" || echo "see $report/launch.log")"
+fi
 # The machine as CUDA and the driver see it, for the table. A GPU that
 # nvidia-smi lists but CUDA does not (a driver older than the toolkit's
 # runtime: cudaErrorInsufficientDriver) is a failed check, not "no device".
@@ -272,6 +285,8 @@ for line in open(results):
 print(f"\nCUDA backend device check ({seconds} s; logs in {report})")
 print(f"  kernels vs CPU backend : {kv.get('kernels', '?')}")
 print(f"  tiny GPT vs CPU curve  : {kv.get('tiny', '?')}")
+if "launch" in kv:
+    print(f"  launch without MPI     : {kv['launch']}")
 if "gpu" in kv:
     print(f"  gpu                    : {kv['gpu']}")
 if "no_device" in kv:
@@ -320,5 +335,5 @@ for name, ms in rows:
 PY
 status=$?
 ((status != 0)) && exit 1
-((kernels_status != 0 || train_status != 0 || driver_mismatch != 0)) && exit 1
+((kernels_status != 0 || train_status != 0 || driver_mismatch != 0 || launch_status != 0)) && exit 1
 exit 0
