@@ -3,6 +3,7 @@
 #include "autoshard/CostModel/CommTime.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace autoshard::cost;
 
@@ -24,10 +25,16 @@ LinkParameters autoshard::cost::linkParameters(const ClusterSpec &cluster,
   const double byKind[3] = {device.intraNodeAllReduceBandwidth,
                             device.intraNodeAllGatherBandwidth,
                             device.intraNodeReduceScatterBandwidth};
-  for (int k = 0; k < 3; ++k)
+  const DeviceSpec::BandwidthCurve *curves[3] = {
+      &device.intraNodeAllReduceCurve, &device.intraNodeAllGatherCurve,
+      &device.intraNodeReduceScatterCurve};
+  for (int k = 0; k < 3; ++k) {
     link.intraNodeBandwidthByKind[k] =
         (byKind[k] > 0 ? byKind[k] : device.intraNodeBandwidth) *
         bandwidthEfficiency;
+    for (const auto &[bytes, rate] : *curves[k])
+      link.intraNodeCurveByKind[k].push_back({bytes, rate * bandwidthEfficiency});
+  }
   // A GPU rank has its own NIC; the ranks of a CPU node share its network.
   double perRank =
       device.kind == DeviceKind::CPU
@@ -48,13 +55,32 @@ double autoshard::cost::groupBusBandwidth(const GroupTopology &group,
                   double(group.ranksPerNode) * link.interNodeBandwidthPerRank);
 }
 
+double autoshard::cost::interpolateBandwidth(
+    const DeviceSpec::BandwidthCurve &curve, double bytes) {
+  if (bytes <= curve.front().first)
+    return curve.front().second;
+  if (bytes >= curve.back().first)
+    return curve.back().second;
+  size_t i = 1;
+  while (curve[i].first < bytes)
+    ++i;
+  const auto &[x0, y0] = curve[i - 1];
+  const auto &[x1, y1] = curve[i];
+  double t = std::log(bytes / x0) / std::log(x1 / x0);
+  return y0 * std::pow(y1 / y0, t);
+}
+
 double autoshard::cost::groupBusBandwidth(const GroupTopology &group,
                                           const LinkParameters &link,
-                                          CollectiveKind kind) {
+                                          CollectiveKind kind,
+                                          double bufferBytes) {
   LinkParameters forKind = link;
-  double own = link.intraNodeBandwidthByKind[static_cast<int>(kind)];
-  if (own > 0)
-    forKind.intraNodeBandwidth = own;
+  const int k = static_cast<int>(kind);
+  if (!link.intraNodeCurveByKind[k].empty() && bufferBytes > 0)
+    forKind.intraNodeBandwidth =
+        interpolateBandwidth(link.intraNodeCurveByKind[k], bufferBytes);
+  else if (link.intraNodeBandwidthByKind[k] > 0)
+    forKind.intraNodeBandwidth = link.intraNodeBandwidthByKind[k];
   return groupBusBandwidth(group, forKind);
 }
 
@@ -70,7 +96,12 @@ double autoshard::cost::ringTime(CollectiveKind kind, int64_t wireBytes,
   double latency = link.launchLatency +
                    double(steps - interSteps) * link.ringStepIntraNode +
                    double(interSteps) * link.ringStepInterNode;
-  return latency + double(wireBytes) / groupBusBandwidth(group, link, kind);
+  // The buffer the collective moves (what a bandwidth curve is measured
+  // against): each rank sends (n-1)/n of it, twice for an all-reduce.
+  double buffer = double(wireBytes) * double(n) /
+                  double(allReduce ? 2 * (n - 1) : n - 1);
+  return latency +
+         double(wireBytes) / groupBusBandwidth(group, link, kind, buffer);
 }
 
 static int64_t ceilLog2(int64_t x) {
@@ -95,7 +126,8 @@ double autoshard::cost::treeAllReduceTime(int64_t payloadBytes,
   // direction: algorithm bandwidth is half the bus bandwidth (NCCL's tuner
   // converts tree bus bandwidth to algorithm bandwidth with a factor 0.5).
   return latency + 2.0 * double(payloadBytes) /
-                       groupBusBandwidth(group, link, CollectiveKind::AllReduce);
+                       groupBusBandwidth(group, link, CollectiveKind::AllReduce,
+                                         double(payloadBytes));
 }
 
 CollectiveTime autoshard::cost::collectiveTime(const CollectiveCall &call,

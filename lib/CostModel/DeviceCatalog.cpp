@@ -42,6 +42,8 @@ struct FigureField {
   bool integer;
   double DeviceSpec::*real = nullptr;
   int64_t DeviceSpec::*whole = nullptr;
+  /// A figure that may also give "by_message_bytes": [[bytes, value], ...].
+  DeviceSpec::BandwidthCurve DeviceSpec::*curve = nullptr;
 };
 
 const FigureField kFields[] = {
@@ -66,11 +68,14 @@ const FigureField kFields[] = {
     {"tree_step_latency_inter_node_s", Need::Optional, false,
      &DeviceSpec::treeStepLatencyInterNode},
     {"intra_node_all_reduce_bandwidth_bytes_per_s", Need::Optional, false,
-     &DeviceSpec::intraNodeAllReduceBandwidth},
+     &DeviceSpec::intraNodeAllReduceBandwidth, nullptr,
+     &DeviceSpec::intraNodeAllReduceCurve},
     {"intra_node_reduce_scatter_bandwidth_bytes_per_s", Need::Optional, false,
-     &DeviceSpec::intraNodeReduceScatterBandwidth},
+     &DeviceSpec::intraNodeReduceScatterBandwidth, nullptr,
+     &DeviceSpec::intraNodeReduceScatterCurve},
     {"intra_node_all_gather_bandwidth_bytes_per_s", Need::Optional, false,
-     &DeviceSpec::intraNodeAllGatherBandwidth},
+     &DeviceSpec::intraNodeAllGatherBandwidth, nullptr,
+     &DeviceSpec::intraNodeAllGatherCurve},
     {"cores", Need::Optional, true, nullptr, &DeviceSpec::cores},
     {"oversubscribed_collective_latency_s", Need::Optional, false,
      &DeviceSpec::oversubscribedCollectiveLatency},
@@ -167,13 +172,40 @@ llvm::Expected<DeviceSpec> autoshard::cost::parseDeviceSpec(StringRef json,
                    "\" must be an object with \"value\" and \"source\"");
     for (const auto &part : *figure) {
       StringRef partKey = part.first;
+      if (partKey == "by_message_bytes" && field.curve)
+        continue;
       if (partKey != "value" && partKey != "source" && partKey != "published" &&
           partKey != "assumption")
         return error(origin + ": figure \"" + field.key +
                      "\" has unknown "
                      "key \"" +
-                     partKey +
-                     "\" (expected value, source, published, assumption)");
+                     partKey + "\" (expected value, source, published, " +
+                     (field.curve ? "assumption, by_message_bytes)"
+                                  : "assumption)"));
+    }
+    if (const llvm::json::Value *points = figure->get("by_message_bytes")) {
+      const llvm::json::Array *list = points->getAsArray();
+      std::string what = origin.str() + ": figure \"" + field.key +
+                         "\": \"by_message_bytes\" must be a list of "
+                         "[bytes, value] pairs of positive numbers in "
+                         "increasing bytes";
+      if (!list || list->empty())
+        return error(what);
+      DeviceSpec::BandwidthCurve curve;
+      for (const llvm::json::Value &point : *list) {
+        const llvm::json::Array *pair = point.getAsArray();
+        std::optional<double> bytes, rate;
+        if (pair && pair->size() == 2) {
+          bytes = (*pair)[0].getAsNumber();
+          rate = (*pair)[1].getAsNumber();
+        }
+        if (!bytes || !rate || !std::isfinite(*bytes) ||
+            !std::isfinite(*rate) || *bytes <= 0 || *rate <= 0 ||
+            (!curve.empty() && *bytes <= curve.back().first))
+          return error(what);
+        curve.push_back({*bytes, *rate});
+      }
+      device.*field.curve = std::move(curve);
     }
     std::optional<StringRef> source = figure->getString("source");
     if (!source || source->trim().empty())

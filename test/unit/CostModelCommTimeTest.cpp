@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 using namespace autoshard::cost;
 
 namespace {
@@ -207,18 +209,33 @@ TEST(CostModelCommTime, CpuNodeKindsAndOversubscription) {
                        cpu->oversubscribedCollectiveLatency);
 
   GroupTopology node = groupTopology(4, 1, 4);
-  int64_t wire = int64_t(3) << 20;
   double steps = 3 * oversubscribed.ringStepIntraNode;
+  // A reduce-scatter of a 64 MiB buffer: its kind's rate at that size.
+  int64_t wire = (int64_t(64) << 20) / 4 * 3;
   EXPECT_DOUBLE_EQ(
       ringTime(CollectiveKind::ReduceScatter, wire, node, oversubscribed),
       oversubscribed.launchLatency + steps +
-          double(wire) / cpu->intraNodeReduceScatterBandwidth);
-  EXPECT_DOUBLE_EQ(
-      ringTime(CollectiveKind::AllGather, wire, node, oversubscribed),
-      oversubscribed.launchLatency + steps +
-          double(wire) / cpu->intraNodeAllGatherBandwidth);
+          double(wire) /
+              interpolateBandwidth(cpu->intraNodeReduceScatterCurve,
+                                   double(int64_t(64) << 20)));
   EXPECT_LT(cpu->intraNodeReduceScatterBandwidth,
             cpu->intraNodeAllGatherBandwidth);
+  // With a curve by buffer size the buffer decides: each rank sends 3/4 of
+  // a 1 MiB all-gather at the 1 MiB point's rate, of a 64 MiB one at the
+  // 64 MiB point's, and a size between two points reads between them.
+  ASSERT_FALSE(cpu->intraNodeAllGatherCurve.empty());
+  const auto &curve = cpu->intraNodeAllGatherCurve;
+  for (const auto &[bytes, rate] : curve) {
+    int64_t sent = int64_t(bytes) / 4 * 3;
+    EXPECT_DOUBLE_EQ(
+        ringTime(CollectiveKind::AllGather, sent, node, oversubscribed),
+        oversubscribed.launchLatency + steps + double(sent) / rate);
+  }
+  double mid = std::sqrt(curve[0].first * curve[1].first);
+  EXPECT_NEAR(interpolateBandwidth(curve, mid),
+              std::sqrt(curve[0].second * curve[1].second), 1.0);
+  EXPECT_EQ(interpolateBandwidth(curve, 1.0), curve.front().second);
+  EXPECT_EQ(interpolateBandwidth(curve, 1e15), curve.back().second);
 
   EXPECT_DOUBLE_EQ(rankMemoryBandwidth(makeCluster(*cpu, 1)),
                    cpu->memoryBandwidth);

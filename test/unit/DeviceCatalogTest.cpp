@@ -198,6 +198,18 @@ TEST_F(DeviceFiles, EachRuleHasItsError) {
        cpuFile("box",
                figures + R"(, "nvme_bytes": {"value": 1e12, "source": "s"})"),
        "\"nvme_bytes\" describes a GPU's host"},
+      {"curve not increasing",
+       cpuFile(
+           "box",
+           figures +
+               R"(, "intra_node_all_gather_bandwidth_bytes_per_s": {"value": 1e9, "source": "s", "by_message_bytes": [[4096, 2e9], [1024, 1e9]]})"),
+       "\"by_message_bytes\" must be a list of [bytes, value] pairs of "
+       "positive numbers in increasing bytes"},
+      {"curve on a scalar figure",
+       cpuFile("box", without("memory_bytes") +
+                          R"(, "memory_bytes": {"value": 1e9, "source": "s", "by_message_bytes": [[1, 1]]})"),
+       "has unknown key \"by_message_bytes\" (expected value, source, "
+       "published, assumption)"},
       {"half a network",
        cpuFile(
            "box",

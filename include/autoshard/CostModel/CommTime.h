@@ -32,6 +32,9 @@ struct LinkParameters {
   /// device gives one.
   double intraNodeBandwidth = 0;
   double intraNodeBandwidthByKind[3] = {0, 0, 0};
+  /// Per kind, the bus bandwidth by buffer size where the device gives it
+  /// (DeviceSpec::BandwidthCurve, already scaled by the efficiency).
+  DeviceSpec::BandwidthCurve intraNodeCurveByKind[3];
   /// Network bandwidth of one rank, bytes/s: a GPU's NIC, or a CPU node's
   /// network shared by its ranks.
   double interNodeBandwidthPerRank = 0;
@@ -50,7 +53,12 @@ double groupBusBandwidth(const GroupTopology &group,
 /// The same for one collective kind: the device's bandwidth for that kind
 /// inside a node when it gives one.
 double groupBusBandwidth(const GroupTopology &group, const LinkParameters &link,
-                         CollectiveKind kind);
+                         CollectiveKind kind, double bufferBytes = 0);
+
+/// `curve` at `bytes`: interpolated in log(bytes) and log(bandwidth)
+/// between its points, the end values beyond them.
+double interpolateBandwidth(const DeviceSpec::BandwidthCurve &curve,
+                            double bytes);
 
 /// Ring: launch + (s - s_inter) * ring_step_intra + s_inter *
 /// ring_step_inter + wireBytes / busBandwidth, with s = 2(n-1) steps for an

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace autoshard::cost {
 
@@ -67,6 +69,14 @@ struct DeviceSpec {
   double intraNodeAllReduceBandwidth = 0;
   double intraNodeReduceScatterBandwidth = 0;
   double intraNodeAllGatherBandwidth = 0;
+  /// Optionally, how each of those varies with the collective's buffer
+  /// size: (bytes, bus bandwidth) points in increasing bytes, interpolated
+  /// in log-log and held flat beyond the ends (shared-memory collectives
+  /// run faster while their buffers fit in cache). Empty: the one value.
+  using BandwidthCurve = std::vector<std::pair<double, double>>;
+  BandwidthCurve intraNodeAllReduceCurve;
+  BandwidthCurve intraNodeReduceScatterCurve;
+  BandwidthCurve intraNodeAllGatherCurve;
 
   /// GPU only: the device's host link (PCIe), the node's host memory and its
   /// bandwidth, the node's NVMe drives. 0 where a figure does not apply.
