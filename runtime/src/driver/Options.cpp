@@ -203,7 +203,10 @@ std::string usageText(std::string_view program) {
   return "usage: " + p +
          " [options]\n"
          "Runs the compiled training step; launch it with 'mpirun -np N' for\n"
-         "the world size it was compiled for.\n"
+         "the world size it was compiled for, or with torchrun's variables\n"
+         "(RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
+         "MASTER_PORT: 'torchrun --nproc-per-node=N --no-python ./train'),\n"
+         "or as a plain process for world size 1.\n"
          "\n"
          "  --steps N            training steps to run (default 10)\n"
          "  --seed S             seed of the initialisation, the synthetic "
