@@ -1,6 +1,7 @@
 // torchrun-style launch variables, and a TCP control plane between ranks.
 #pragma once
 
+#include "core/Control.h"
 #include "core/Expected.h"
 
 #include <chrono>
@@ -147,5 +148,11 @@ private:
 
   std::unique_ptr<State> state;
 };
+
+/// The job's control plane over `group` (core/Control.h), placed as `env`
+/// says: what a torchrun-style launch joins with. A failed operation (a
+/// peer that died or hung) is fatal, naming the operation and the peer.
+std::unique_ptr<ControlPlane> createTcpControl(TcpGroup group,
+                                               const LaunchEnv &env);
 
 } // namespace autoshard::rt
