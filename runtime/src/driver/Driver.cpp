@@ -35,13 +35,19 @@ std::string formatStepLine(int64_t step, double loss, double ms) {
   return line;
 }
 
-std::string worldSizeMismatchMessage(const Manifest &manifest, int worldSize) {
+std::string worldSizeMismatchMessage(const Manifest &manifest, int worldSize,
+                                     std::string_view launcher) {
   std::string compiled = std::to_string(manifest.worldSize());
+  std::string launch =
+      launcher == "tcp"
+          ? "with WORLD_SIZE=" + compiled + " (torchrun --nproc-per-node=" +
+                compiled + " on one node)"
+          : "with 'mpirun -np " + compiled + "'";
   return "this binary was compiled for world size " + compiled + " (grid " +
          manifest.gridString() + ") but was started with " +
          std::to_string(worldSize) + (worldSize == 1 ? " rank" : " ranks") +
-         "; launch it with 'mpirun -np " + compiled +
-         "' or recompile with --world-size=" + std::to_string(worldSize);
+         "; launch it " + launch + " or recompile with --world-size=" +
+         std::to_string(worldSize);
 }
 
 Status checkLrOverride(const Manifest &manifest) {
@@ -445,7 +451,9 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     return 0;
   }
   if (manifest->worldSize() != control.size()) {
-    printErrorOnRankZero(control, worldSizeMismatchMessage(*manifest, control.size()));
+    printErrorOnRankZero(control, worldSizeMismatchMessage(
+                                      *manifest, control.size(),
+                                      control.kind()));
     return 1;
   }
   if (options.lr) {

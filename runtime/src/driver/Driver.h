@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace autoshard::rt {
 
@@ -48,7 +49,10 @@ std::string formatStepLine(int64_t step, double loss, double ms);
 
 /// The error for a binary started on the wrong number of ranks: what it was
 /// compiled for, what it got, and the two ways out.
-std::string worldSizeMismatchMessage(const Manifest &manifest, int worldSize);
+/// `launcher` is the control plane's kind: "tcp" names torchrun's
+/// variables, anything else mpirun.
+std::string worldSizeMismatchMessage(const Manifest &manifest, int worldSize,
+                                     std::string_view launcher = "mpi");
 
 /// Whether --lr can apply: the step needs a hyper named `lr` holding one
 /// float. The error lists the hypers the step does have.

@@ -306,6 +306,12 @@ TEST(DriverMessagesTest, WorldSizeMismatch) {
             "this binary was compiled for world size 8 (grid 2x4) but was "
             "started with 1 rank; launch it with 'mpirun -np 8' or recompile "
             "with --world-size=1");
+  // A torchrun-style launch is told about its own variables.
+  EXPECT_EQ(worldSizeMismatchMessage(m, 2, "tcp"),
+            "this binary was compiled for world size 8 (grid 2x4) but was "
+            "started with 2 ranks; launch it with WORLD_SIZE=8 (torchrun "
+            "--nproc-per-node=8 on one node) or recompile with "
+            "--world-size=2");
 }
 
 TEST(DriverMessagesTest, LrOverrideNeedsAnLrHyper) {
