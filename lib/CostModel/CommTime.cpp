@@ -33,7 +33,8 @@ LinkParameters autoshard::cost::linkParameters(const ClusterSpec &cluster,
         (byKind[k] > 0 ? byKind[k] : device.intraNodeBandwidth) *
         bandwidthEfficiency;
     for (const auto &[bytes, rate] : *curves[k])
-      link.intraNodeCurveByKind[k].push_back({bytes, rate * bandwidthEfficiency});
+      link.intraNodeCurveByKind[k].push_back(
+          {bytes, rate * bandwidthEfficiency});
   }
   // A GPU rank has its own NIC; the ranks of a CPU node share its network.
   double perRank =
@@ -44,19 +45,27 @@ LinkParameters autoshard::cost::linkParameters(const ClusterSpec &cluster,
   return link;
 }
 
-double autoshard::cost::groupBusBandwidth(const GroupTopology &group,
-                                          const LinkParameters &link) {
+/// The group's bus bandwidth when its ranks inside a node move data at
+/// `intra` bytes/s.
+static double groupBusBandwidthAt(const GroupTopology &group,
+                                  const LinkParameters &link, double intra) {
   if (group.nodes <= 1)
-    return link.intraNodeBandwidth;
+    return intra;
   // Each ring crosses between nodes through one of the group's NICs; NCCL
   // runs one ring per NIC, so the node's share of the group brings
   // ranksPerNode NICs to the collective.
-  return std::min(link.intraNodeBandwidth,
+  return std::min(intra,
                   double(group.ranksPerNode) * link.interNodeBandwidthPerRank);
 }
 
-double autoshard::cost::interpolateBandwidth(
-    const DeviceSpec::BandwidthCurve &curve, double bytes) {
+double autoshard::cost::groupBusBandwidth(const GroupTopology &group,
+                                          const LinkParameters &link) {
+  return groupBusBandwidthAt(group, link, link.intraNodeBandwidth);
+}
+
+double
+autoshard::cost::interpolateBandwidth(const DeviceSpec::BandwidthCurve &curve,
+                                      double bytes) {
   if (bytes <= curve.front().first)
     return curve.front().second;
   if (bytes >= curve.back().first)
@@ -74,14 +83,13 @@ double autoshard::cost::groupBusBandwidth(const GroupTopology &group,
                                           const LinkParameters &link,
                                           CollectiveKind kind,
                                           double bufferBytes) {
-  LinkParameters forKind = link;
   const int k = static_cast<int>(kind);
+  double intra = link.intraNodeBandwidth;
   if (!link.intraNodeCurveByKind[k].empty() && bufferBytes > 0)
-    forKind.intraNodeBandwidth =
-        interpolateBandwidth(link.intraNodeCurveByKind[k], bufferBytes);
+    intra = interpolateBandwidth(link.intraNodeCurveByKind[k], bufferBytes);
   else if (link.intraNodeBandwidthByKind[k] > 0)
-    forKind.intraNodeBandwidth = link.intraNodeBandwidthByKind[k];
-  return groupBusBandwidth(group, forKind);
+    intra = link.intraNodeBandwidthByKind[k];
+  return groupBusBandwidthAt(group, link, intra);
 }
 
 double autoshard::cost::ringTime(CollectiveKind kind, int64_t wireBytes,
@@ -98,8 +106,8 @@ double autoshard::cost::ringTime(CollectiveKind kind, int64_t wireBytes,
                    double(interSteps) * link.ringStepInterNode;
   // The buffer the collective moves (what a bandwidth curve is measured
   // against): each rank sends (n-1)/n of it, twice for an all-reduce.
-  double buffer = double(wireBytes) * double(n) /
-                  double(allReduce ? 2 * (n - 1) : n - 1);
+  double buffer =
+      double(wireBytes) * double(n) / double(allReduce ? 2 * (n - 1) : n - 1);
   return latency +
          double(wireBytes) / groupBusBandwidth(group, link, kind, buffer);
 }

@@ -35,13 +35,6 @@ int64_t decode(const std::string &bytes) {
   return value;
 }
 
-std::vector<int64_t> allValues(ControlPlane &control, int64_t value) {
-  std::vector<int64_t> values;
-  for (const std::string &bytes : control.allGather(encode(value)))
-    values.push_back(decode(bytes));
-  return values;
-}
-
 class SingleProcessControl final : public ControlPlane {
 public:
   SingleProcessControl() : ControlPlane(0, 1, 0, 1) {}
@@ -61,13 +54,10 @@ public:
 } // namespace
 
 int64_t allMin(ControlPlane &control, int64_t value) {
-  std::vector<int64_t> values = allValues(control, value);
-  return *std::min_element(values.begin(), values.end());
-}
-
-int64_t allMax(ControlPlane &control, int64_t value) {
-  std::vector<int64_t> values = allValues(control, value);
-  return *std::max_element(values.begin(), values.end());
+  int64_t smallest = value;
+  for (const std::string &bytes : control.allGather(encode(value)))
+    smallest = std::min(smallest, decode(bytes));
+  return smallest;
 }
 
 Status agreeOnStatus(const Status &mine, ControlPlane &control) {

@@ -60,9 +60,8 @@ private:
 /// node). Collective.
 Status agreeOnStatus(const Status &mine, ControlPlane &control);
 
-/// The smallest and largest of every rank's `value`. Collective.
+/// The smallest of every rank's `value`. Collective.
 int64_t allMin(ControlPlane &control, int64_t value);
-int64_t allMax(ControlPlane &control, int64_t value);
 
 /// A job of one process (no launcher): every collective is the identity.
 std::unique_ptr<ControlPlane> makeSingleProcessControl();

@@ -85,7 +85,6 @@ public:
   /// request; what it held is not kept. A negative size or an exhausted
   /// device is fatal, naming `what`.
   void *reserve(Device &device, int64_t bytes, const char *what);
-  int64_t capacity() const { return capacityBytes; }
 
 private:
   Device *owner = nullptr;

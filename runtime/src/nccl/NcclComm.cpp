@@ -266,8 +266,8 @@ private:
   ncclComm_t active = nullptr;
 
   // Used by the communication thread only.
-  void *stagingBuffer = nullptr;
-  int64_t stagingBytes = 0;
+  /// The padded flat-shard layout's staging buffer; released with the Comm.
+  DeviceScratch stagingScratch;
   void *barrierWord = nullptr;
 };
 
@@ -389,7 +389,6 @@ NcclComm::~NcclComm() {
       abortAll();
     }
   }
-  device.release(stagingBuffer);
   device.release(barrierWord);
 }
 
@@ -464,19 +463,11 @@ ncclComm_t NcclComm::groupComm(int32_t mask) {
 void *NcclComm::staging(int64_t bytes, const Op &op) {
   if (bytes == 0)
     return nullptr;
-  if (bytes > stagingBytes) {
-    // Grow-only. Every collective has completed when its call returns, so
-    // nothing on the stream still uses the old buffer.
-    device.release(stagingBuffer);
-    stagingBuffer = device.allocate(bytes);
-    stagingBytes = 0;
-    if (!stagingBuffer)
-      fatal("nccl %s: no device memory for its %lld-byte staging buffer "
-            "(the padded flat-shard layout)",
-            describe(op).c_str(), static_cast<long long>(bytes));
-    stagingBytes = bytes;
-  }
-  return stagingBuffer;
+  // Grow-only. Every collective has completed when its call returns, so
+  // nothing on the stream still uses the old buffer.
+  std::string what =
+      "nccl " + describe(op) + " (staging of the padded flat-shard layout)";
+  return stagingScratch.reserve(device, bytes, what.c_str());
 }
 
 void NcclComm::run(const std::vector<NcclStep> &steps, ncclComm_t comm,

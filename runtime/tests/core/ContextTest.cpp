@@ -82,6 +82,12 @@ TEST(ContextDeathTest, BadMemoryCallsAreFatal) {
               "source pointer is null");
   EXPECT_EXIT(asrt_alloc(&ctx, INT64_MAX - 100), ::testing::ExitedWithCode(1),
               "out of memory allocating");
+  // With the compiler's plan known, the error names it too.
+  ctx.plannedPeakBytes = 4096;
+  EXPECT_EXIT(asrt_alloc(&ctx, INT64_MAX - 100), ::testing::ExitedWithCode(1),
+              "out of memory allocating [0-9]+ bytes of device memory on host "
+              "\\([0-9]+ bytes already allocated by this rank, peak so far "
+              "[0-9]+; the compiler planned a peak of 4096 bytes\\)");
 }
 
 TEST(ContextTest, ArenaIsTheDriversBuffer) {
