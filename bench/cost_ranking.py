@@ -5,16 +5,19 @@ Asks `shard-opt --strategy=auto --cost-report=json` for the estimated step
 time of every preset (no recomputation, no offload, parameters resharded
 after the forward pass) on N ranks of --device, then compiles each preset,
 runs it on N CPU ranks and reads the measured steady step time (the
-median after the first step) from --stats-json. It prints both, each preset's rank under each, Kendall's tau
-between the two orders (1: the same order, -1: reversed) with the pairs the
-model orders wrongly, and how many of the pairs whose measured times differ
-by more than --margin (one run's noise, default 5%) the model orders the
-same way.
+median after the first step) from --stats-json. It prints both, each
+preset's rank under each, Kendall's tau between the two orders (1: the same
+order, -1: reversed) with the pairs the model orders wrongly, and how many
+of the pairs whose measured times differ by more than --margin (one run's
+noise, default 5%) the model orders the same way. Equal estimates (ZeRO-1
+and ZeRO-2 on a CPU node, where nothing overlaps) are ordered as
+--strategy=auto breaks a near-tie: the less sharded first.
 
 The step times are wall-clock on whatever machine runs this, so they are
 noise where ranks share few cores; nothing here is a test threshold. The
-model's figures for `cpu-node` are data-sheet and assumed values
-(data/devices/cpu-node.json); a disagreement says which to calibrate.
+model's figures for `cpu-node` are measurements on the project's build
+machine (data/devices/cpu-node.json); a disagreement says which to
+re-measure.
 
   python3 bench/cost_ranking.py --bin build/bin
   python3 bench/cost_ranking.py --bin build/bin --ranks 4 --steps 10
@@ -32,6 +35,25 @@ from benchlib import (check_tools, mpirun_command,
                       rank_environment, run)
 
 PRESETS = ["ddp", "zero1", "zero2", "zero3", "fsdp"]
+
+# How much each preset shards, as --strategy=auto ranks them when it breaks
+# a near-tie (lib/Pipelines/AutoStrategy.cpp: the least sharded first).
+SHARDING = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}
+
+
+def order_key(times, s):
+    """Where preset `s` stands in the order of `times`: by time, and among
+    equal times (ZeRO-1 and ZeRO-2 move the same bytes in the same calls,
+    which the model prices alike) by sharding, as --strategy=auto would
+    prefer them."""
+    return (times[s], SHARDING[s])
+
+
+def compare(times, x, y):
+    """-1, 0 or 1 as x comes before, with or after y in the order of
+    `times`."""
+    a, b = order_key(times, x), order_key(times, y)
+    return (a > b) - (a < b)
 
 
 def estimated_times(report):
@@ -56,18 +78,18 @@ def distinguishable_pairs(estimated, measured, keys, margin):
         if hi <= lo * (1 + margin):
             continue
         pairs += 1
-        if (estimated[x] - estimated[y]) * (measured[x] - measured[y]) > 0:
+        if compare(estimated, x, y) * compare(measured, x, y) > 0:
             agreed += 1
     return pairs, agreed
 
 
 def kendall_tau(a, b, keys):
-    """Kendall's tau of two orders of `keys` (ties count as neither), and
-    the pairs that disagree."""
+    """Kendall's tau of two orders of `keys` (order_key's), and the pairs
+    that disagree."""
     concordant = discordant = 0
     wrong = []
     for x, y in itertools.combinations(keys, 2):
-        s = (a[x] - a[y]) * (b[x] - b[y])
+        s = compare(a, x, y) * compare(b, x, y)
         if s > 0:
             concordant += 1
         elif s < 0:
@@ -145,7 +167,7 @@ def main():
                 measured[strategy] = json.load(f)["steady_step_ms"]
 
     def ranks(times):
-        order = sorted(strategies, key=lambda s: times[s])
+        order = sorted(strategies, key=lambda s: order_key(times, s))
         return {s: order.index(s) + 1 for s in strategies}
 
     est_rank, meas_rank = ranks(estimated), ranks(measured)

@@ -12,11 +12,6 @@ LinkParameters autoshard::cost::linkParameters(const ClusterSpec &cluster,
   const DeviceSpec &device = cluster.device;
   LinkParameters link;
   link.launchLatency = device.collectiveLaunchLatency;
-  // More ranks than cores on a CPU node: each collective waits for peers
-  // the scheduler has set aside.
-  if (device.kind == DeviceKind::CPU && device.cores > 0 &&
-      cluster.ranksPerNode > device.cores)
-    link.launchLatency += device.oversubscribedCollectiveLatency;
   link.ringStepIntraNode = device.ringStepLatencyIntraNode;
   link.ringStepInterNode = device.ringStepLatencyInterNode;
   link.treeStepIntraNode = device.treeStepLatencyIntraNode;

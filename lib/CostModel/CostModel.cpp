@@ -40,6 +40,12 @@ static int64_t localStateElements(const ModelDescription &model,
   return elements;
 }
 
+double autoshard::cost::computeEfficiency(const DeviceSpec &device,
+                                          const CostOptions &options) {
+  return device.computeEfficiency > 0 ? device.computeEfficiency
+                                      : options.computeEfficiency;
+}
+
 StepTime autoshard::cost::estimateCompute(const ModelDescription &model,
                                           const Plan &plan,
                                           const ClusterSpec &cluster,
@@ -48,7 +54,7 @@ StepTime autoshard::cost::estimateCompute(const ModelDescription &model,
   const double ranks = double(cluster.worldSize());
   const double flops =
       rankPeakFlops(cluster, model.precision == Precision::BF16) *
-      options.computeEfficiency;
+      computeEfficiency(cluster.device, options);
   // The forward pass is a third of a step's FLOPs (one matrix product per
   // weight against two in the backward pass).
   double forward = model.stepFlops / 3.0 / ranks;

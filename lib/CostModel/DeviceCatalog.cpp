@@ -6,6 +6,7 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -77,8 +78,8 @@ const FigureField kFields[] = {
      &DeviceSpec::intraNodeAllGatherBandwidth, nullptr,
      &DeviceSpec::intraNodeAllGatherCurve},
     {"cores", Need::Optional, true, nullptr, &DeviceSpec::cores},
-    {"oversubscribed_collective_latency_s", Need::Optional, false,
-     &DeviceSpec::oversubscribedCollectiveLatency},
+    {"compute_efficiency", Need::Optional, false,
+     &DeviceSpec::computeEfficiency},
     {"host_link_bandwidth_bytes_per_s", Need::GPUOnly, false,
      &DeviceSpec::hostLinkBandwidth},
     {"host_memory_bytes", Need::GPUOnly, true, nullptr,
@@ -239,6 +240,10 @@ llvm::Expected<DeviceSpec> autoshard::cost::parseDeviceSpec(StringRef json,
   if (device.kind == DeviceKind::CPU && device.devicesPerNode != 1)
     return error(origin + ": a cpu device is one node: devices_per_node must "
                           "be 1");
+  if (device.computeEfficiency > 1)
+    return error(origin + ": compute_efficiency is a fraction of the peak "
+                          "FLOP/s: it must be in (0, 1], got " +
+                 llvm::formatv("{0}", device.computeEfficiency).str());
   if (device.peakFlopsBF16 < device.peakFlopsF32 && gpu)
     return error(origin + ": peak_bf16_flop_per_s is below "
                           "peak_f32_flop_per_s; tensor cores run bf16 faster");

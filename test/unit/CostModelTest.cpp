@@ -183,6 +183,13 @@ TEST(CostModelTime, ComputeIsFlopsOverPeakTimesEfficiency) {
   EXPECT_DOUBLE_EQ(
       estimateCompute(f32, preset("ddp", 8), cluster, options).forwardCompute,
       f32.stepFlops / 8 / 3 / 0.25e14);
+  // A device file's measured efficiency takes the place of the option's.
+  ClusterSpec measured = cluster;
+  measured.device.computeEfficiency = 0.8;
+  EXPECT_DOUBLE_EQ(computeEfficiency(measured.device, options), 0.8);
+  EXPECT_DOUBLE_EQ(
+      estimateCompute(f32, preset("ddp", 8), measured, options).forwardCompute,
+      f32.stepFlops / 8 / 3 / 0.8e14);
 }
 
 TEST(CostModelTime, ExposedTime) {

@@ -210,6 +210,13 @@ TEST_F(DeviceFiles, EachRuleHasItsError) {
                           R"(, "memory_bytes": {"value": 1e9, "source": "s", "by_message_bytes": [[1, 1]]})"),
        "has unknown key \"by_message_bytes\" (expected value, source, "
        "published, assumption)"},
+      {"efficiency above one",
+       cpuFile(
+           "box",
+           figures +
+               R"(, "compute_efficiency": {"value": 1.5, "source": "s"})"),
+       "compute_efficiency is a fraction of the peak FLOP/s: it must be in "
+       "(0, 1], got 1.5"},
       {"half a network",
        cpuFile(
            "box",

@@ -22,7 +22,8 @@
 namespace autoshard::cost {
 
 struct CostOptions {
-  /// Achieved fraction of the device's peak FLOP/s. 0.5 is in the range of
+  /// Achieved fraction of the device's peak FLOP/s, for devices whose file
+  /// measures none (compute_efficiency). 0.5 is in the range of
   /// published model-FLOPs utilisation of large transformer training: 52%
   /// of an A100's bf16 peak (Narayanan et al., arXiv:2104.04473, 163 of 312
   /// TFLOP/s), 46.2% for PaLM 540B (arXiv:2204.02311). An assumption.
@@ -84,6 +85,10 @@ struct CostEstimate {
 CostEstimate estimateCost(const ModelDescription &model, const Plan &plan,
                           const ClusterSpec &cluster,
                           const CostOptions &options = {});
+
+/// The fraction of `device`'s peak FLOP/s its compute attains: the
+/// device file's measured compute_efficiency, else options' assumption.
+double computeEfficiency(const DeviceSpec &device, const CostOptions &options);
 
 /// The step's compute alone: forward, backward (with recomputation) and the
 /// optimizer update, per rank (the batch is split over every rank).

@@ -56,12 +56,12 @@ struct DeviceSpec {
   double treeStepLatencyIntraNode = 0;
   double treeStepLatencyInterNode = 0;
 
-  /// CPU only: the node's cores, and what a collective costs on top of
-  /// collectiveLaunchLatency when the node's ranks outnumber them (a
-  /// collective then waits for descheduled peers: about a scheduler time
-  /// slice). 0 where a figure does not apply.
+  /// CPU only: the node's cores (0 where the figure does not apply).
   int64_t cores = 0;
-  double oversubscribedCollectiveLatency = 0;
+  /// The fraction of the peak FLOP/s a training step's compute attains on
+  /// this device, where it has been measured; 0: CostOptions'
+  /// computeEfficiency, an assumption.
+  double computeEfficiency = 0;
   /// Optional per-kind bus bandwidths between ranks of one node, where the
   /// communication library's algorithms differ by kind (Open MPI on shared
   /// memory: its reduce-scatter attains a fraction of its all-gather's);
