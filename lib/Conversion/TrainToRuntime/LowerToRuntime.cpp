@@ -105,6 +105,10 @@ private:
   /// Places the temporaries of one arena; returns its size.
   int64_t packArena(bool host);
   LogicalResult emitResultCopies();
+  /// At `op`, a member of `group`: nothing until the group's last op, then
+  /// its asrt_adamw_update_multi call, every member's outputs placed at
+  /// that position.
+  void emitAdamwGroup(ArrayRef<Operation *> group, Operation *op);
   /// An asrt_alloc of the buffer of `tensor`, recorded for the memory plan.
   Value allocate(Value tensor);
   void classifyTensors();
@@ -141,6 +145,10 @@ private:
   DenseMap<Value, Value> handles;
   /// The op being lowered.
   Operation *currentOp = nullptr;
+  /// The groups of AdamW updates that run as one multi-tensor call
+  /// (adamwGroups), and the group of each member.
+  SmallVector<SmallVector<Operation *>> adamwGroupList;
+  DenseMap<Operation *, unsigned> adamwGroupOf;
 
   /// Memory plan inputs: each allocation's bytes, category and what it
   /// holds; the gradient and gathered-parameter tensors of the step and
@@ -165,6 +173,21 @@ private:
   DenseMap<Value, StringRef> gradientOf, gatheredParam;
   MemoryPlan plan;
 };
+
+void StepLowering::emitAdamwGroup(ArrayRef<Operation *> group,
+                                  Operation *op) {
+  if (op != group.back())
+    return;
+  SmallVector<SmallVector<Value>> fields;
+  for (Operation *member : group) {
+    // output() checks a member's own operands before writing into the
+    // buffer of the argument it updates.
+    currentOp = member;
+    fields.push_back(adamwTensorFields(member, *this));
+  }
+  currentOp = op;
+  emitAdamwMulti(group, fields, *this);
+}
 
 Value StepLowering::emitLoad(Value array, unsigned index) {
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
@@ -710,6 +733,17 @@ LogicalResult StepLowering::run() {
     int wait = positionOf[*start.getHandle().user_begin()];
     lastUse[start.getInput()] = std::max(lastUse[start.getInput()], wait);
   }
+  // A group of AdamW updates runs as one call at its last op, which reads
+  // every member's inputs; its outputs are placed there too.
+  adamwGroupList = adamwGroups(body);
+  for (auto [index, group] : llvm::enumerate(adamwGroupList)) {
+    int last = positionOf[group.back()];
+    for (Operation *member : group) {
+      adamwGroupOf[member] = index;
+      for (Value operand : member->getOperands())
+        lastUse[operand] = std::max(lastUse[operand], last);
+    }
+  }
 
   classifyTensors();
 
@@ -739,6 +773,10 @@ LogicalResult StepLowering::run() {
     position = positionOf[&op];
     currentLoc = op.getLoc();
     currentOp = &op;
+    if (auto group = adamwGroupOf.find(&op); group != adamwGroupOf.end()) {
+      emitAdamwGroup(adamwGroupList[group->second], &op);
+      continue;
+    }
     if (failed(emitRuntimeCall(&op, *this)))
       return failure();
   }

@@ -455,24 +455,14 @@ LogicalResult emitSgd(Operation *op, StepEmitter &e) {
 
 LogicalResult emitAdamw(Operation *op, StepEmitter &e) {
   auto adamw = cast<train::AdamwOp>(op);
-  // Each output may overwrite the input it replaces (abi.h).
-  Value newParam = e.output(adamw.getNewParam(),
-                            adamw.getParamMutable().getOperandNumber());
-  Value newExpAvg = e.output(adamw.getNewExpAvg(),
-                             adamw.getExpAvgMutable().getOperandNumber());
-  Value newExpAvgSq = e.output(adamw.getNewExpAvgSq(),
-                               adamw.getExpAvgSqMutable().getOperandNumber());
+  SmallVector<Value> x = adamwTensorFields(op, e);
   e.call("asrt_adamw_update",
-         {dtypeOf(e, adamw.getGrad()), e.buffer(adamw.getParam()),
-          e.buffer(adamw.getGrad()), e.buffer(adamw.getExpAvg()),
-          e.buffer(adamw.getExpAvgSq()), e.buffer(adamw.getLr()),
-          e.buffer(adamw.getStep()), bufferOrNull(e, adamw.getGradScale()),
-          newParam, newExpAvg, newExpAvgSq,
-          e.i64(numElements(adamw.getParam())),
+         {dtypeOf(e, adamw.getGrad()), x[0], x[1], x[2], x[3],
+          e.buffer(adamw.getLr()), e.buffer(adamw.getStep()),
+          bufferOrNull(e, adamw.getGradScale()), x[4], x[5], x[6], x[7],
           e.f32(adamw.getBeta1().convertToFloat()),
           e.f32(adamw.getBeta2().convertToFloat()),
-          e.f32(adamw.getEps().convertToFloat()),
-          e.f32(adamw.getWeightDecay().convertToFloat())});
+          e.f32(adamw.getEps().convertToFloat()), x[8]});
   return success();
 }
 
@@ -917,6 +907,121 @@ const llvm::StringMap<Rule> &rules() {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// Multi-tensor AdamW
+//===----------------------------------------------------------------------===//
+
+SmallVector<Value> autoshard::adamwTensorFields(Operation *op, StepEmitter &e) {
+  auto adamw = cast<train::AdamwOp>(op);
+  // Each output may overwrite the input it replaces (abi.h).
+  Value newParam = e.output(adamw.getNewParam(),
+                            adamw.getParamMutable().getOperandNumber());
+  Value newExpAvg = e.output(adamw.getNewExpAvg(),
+                             adamw.getExpAvgMutable().getOperandNumber());
+  Value newExpAvgSq = e.output(adamw.getNewExpAvgSq(),
+                               adamw.getExpAvgSqMutable().getOperandNumber());
+  return {e.buffer(adamw.getParam()),
+          e.buffer(adamw.getGrad()),
+          e.buffer(adamw.getExpAvg()),
+          e.buffer(adamw.getExpAvgSq()),
+          newParam,
+          newExpAvg,
+          newExpAvgSq,
+          e.i64(numElements(adamw.getParam())),
+          e.f32(adamw.getWeightDecay().convertToFloat())};
+}
+
+/// Whether `b` can join a multi-tensor call with `a`: the same gradient
+/// dtype, scalars and hyperparameters (weight decay aside, which each
+/// tensor carries), and neither reads what the other updates, since a GPU
+/// runs the tensors of one call at once.
+static bool shareAdamwCall(train::AdamwOp a, train::AdamwOp b) {
+  if (tensorType(a.getGrad()).getElementType() !=
+          tensorType(b.getGrad()).getElementType() ||
+      a.getLr() != b.getLr() || a.getStep() != b.getStep() ||
+      a.getGradScale() != b.getGradScale() || a.getBeta1() != b.getBeta1() ||
+      a.getBeta2() != b.getBeta2() || a.getEps() != b.getEps() ||
+      a->hasAttr(train::TrainDialect::kOnHostAttrName) !=
+          b->hasAttr(train::TrainDialect::kOnHostAttrName))
+    return false;
+  auto readsUpdated = [](train::AdamwOp reader, train::AdamwOp writer) {
+    Value updated[] = {writer.getParam(), writer.getExpAvg(),
+                       writer.getExpAvgSq()};
+    return llvm::any_of(reader->getOperands(), [&](Value v) {
+      return llvm::is_contained(updated, v);
+    });
+  };
+  return !readsUpdated(a, b) && !readsUpdated(b, a);
+}
+
+SmallVector<SmallVector<Operation *>> autoshard::adamwGroups(Block &body) {
+  SmallVector<SmallVector<Operation *>> groups;
+  SmallVector<Operation *> run;
+  // The results of the run's members, which the call produces only at the
+  // run's last member.
+  llvm::SmallDenseSet<Value, 32> produced;
+  auto close = [&] {
+    if (run.size() >= 2)
+      groups.push_back(run);
+    run.clear();
+    produced.clear();
+  };
+  auto usesRun = [&](Operation &op) {
+    return llvm::any_of(op.getOperands(),
+                        [&](Value v) { return produced.contains(v); });
+  };
+  for (Operation &op : body) {
+    // Ops between the members that do not read their results (ZeRO-1/2's
+    // shards of the next parameters) run before the call, which takes place
+    // at the last member; the first op that does read one (a gather of
+    // updated shards, a copy back to the device, the return) ends the run.
+    if (usesRun(op))
+      close();
+    auto adamw = dyn_cast<train::AdamwOp>(op);
+    if (!adamw)
+      continue;
+    if (!llvm::all_of(run, [&](Operation *member) {
+          return shareAdamwCall(cast<train::AdamwOp>(member), adamw);
+        }))
+      close();
+    run.push_back(&op);
+    produced.insert(op.result_begin(), op.result_end());
+  }
+  close();
+  return groups;
+}
+
+void autoshard::emitAdamwMulti(ArrayRef<Operation *> ops,
+                               ArrayRef<SmallVector<Value>> fields,
+                               StepEmitter &e) {
+  OpBuilder &b = e.builder();
+  Location loc = e.loc();
+  MLIRContext *context = b.getContext();
+  // asrt_adamw_tensor: seven pointers, the element count, the weight decay.
+  Type ptr = LLVM::LLVMPointerType::get(context);
+  auto tensorStruct = LLVM::LLVMStructType::getLiteral(
+      context, {ptr, ptr, ptr, ptr, ptr, ptr, ptr, b.getI64Type(),
+                b.getF32Type()});
+  auto array = LLVM::LLVMArrayType::get(tensorStruct, fields.size());
+  Value list =
+      LLVM::AllocaOp::create(b, loc, ptr, array, e.i64(1), /*alignment=*/8);
+  for (auto [i, tensor] : llvm::enumerate(fields))
+    for (auto [field, value] : llvm::enumerate(tensor)) {
+      Value slot = LLVM::GEPOp::create(
+          b, loc, ptr, array, list,
+          ArrayRef<LLVM::GEPArg>{0, int32_t(i), int32_t(field)});
+      LLVM::StoreOp::create(b, loc, value, slot);
+    }
+  auto first = cast<train::AdamwOp>(ops.front());
+  e.call("asrt_adamw_update_multi",
+         {dtypeOf(e, first.getGrad()), list, e.i64(int64_t(fields.size())),
+          e.buffer(first.getLr()), e.buffer(first.getStep()),
+          bufferOrNull(e, first.getGradScale()),
+          e.f32(first.getBeta1().convertToFloat()),
+          e.f32(first.getBeta2().convertToFloat()),
+          e.f32(first.getEps().convertToFloat())});
+}
 
 bool autoshard::hasRuntimeCallRule(Operation *op) {
   return rules().contains(op->getName().getStringRef());

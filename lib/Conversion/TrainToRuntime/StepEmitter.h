@@ -68,6 +68,26 @@ private:
 /// diagnostic on `op`, for an op the runtime cannot run.
 mlir::LogicalResult emitRuntimeCall(mlir::Operation *op, StepEmitter &emitter);
 
+/// Runs of two or more neighbouring train.adamw ops that one
+/// asrt_adamw_update_multi call carries out: the same gradient dtype,
+/// learning rate, step, clipping scale, betas and eps, none reading what
+/// another updates. In program order.
+llvm::SmallVector<llvm::SmallVector<mlir::Operation *>>
+adamwGroups(mlir::Block &body);
+
+/// The asrt_adamw_tensor fields of the train.adamw `op`, in the struct's
+/// order: its buffers, its outputs' (placed at the emitter's position), the
+/// element count and the weight decay.
+llvm::SmallVector<mlir::Value> adamwTensorFields(mlir::Operation *op,
+                                                 StepEmitter &emitter);
+
+/// One asrt_adamw_update_multi call over the train.adamw ops `ops` of a
+/// group, `fields` being adamwTensorFields of each: the descriptors go into
+/// a stack array of asrt_adamw_tensor.
+void emitAdamwMulti(llvm::ArrayRef<mlir::Operation *> ops,
+                    llvm::ArrayRef<llvm::SmallVector<mlir::Value>> fields,
+                    StepEmitter &emitter);
+
 /// Whether a rule exists for `op`.
 bool hasRuntimeCallRule(mlir::Operation *op);
 

@@ -97,13 +97,15 @@ void biasGrad(cudaStream_t stream, int32_t dtype, const void *dy, void *db,
               int64_t rows, int64_t out);
 
 // ---- Optimizer (Optimizer.cu) ----
-// As asrt_sgd_update, asrt_adamw_update, asrt_increment_i32,
-// asrt_sum_of_squares, asrt_clip_coefficient. Every pointer is a device
-// pointer, the scalars lr, step, grad_scale, acc, sumsq included: the kernels
-// read them on the device. A step below 1 (AdamW) or a counter at INT32_MAX
-// (increment) cannot be fatal on the host without a synchronization: the
-// kernel prints the CPU's message and traps, which makes the next CUDA call
-// or synchronization fail (Optimizer.cu).
+// As asrt_sgd_update, asrt_adamw_update, asrt_adamw_update_multi,
+// asrt_increment_i32, asrt_sum_of_squares, asrt_clip_coefficient. Every
+// pointer is a device pointer, the scalars lr, step, grad_scale, acc, sumsq
+// included: the kernels read them on the device. The one exception is
+// adamwUpdateMulti's `tensors`, a host array of descriptors (of device
+// buffers) that it reads before it returns. A step below 1 (AdamW) or a counter
+// at INT32_MAX (increment) cannot be fatal on the host without a
+// synchronization: the kernel prints the CPU's message and traps, which makes
+// the next CUDA call or synchronization fail (Optimizer.cu).
 void sgdUpdate(cudaStream_t stream, int32_t gradDtype, const float *param,
                const void *grad, const float *lr, const float *buf,
                const float *gradScale, float *paramOut, float *bufOut,
@@ -114,6 +116,11 @@ void adamwUpdate(cudaStream_t stream, int32_t gradDtype, const float *param,
                  float *paramOut, float *expAvgOut, float *expAvgSqOut,
                  int64_t n, float beta1, float beta2, float eps,
                  float weightDecay);
+void adamwUpdateMulti(cudaStream_t stream, int32_t gradDtype,
+                      const asrt_adamw_tensor *tensors, int64_t count,
+                      const float *lr, const int32_t *step,
+                      const float *gradScale, float beta1, float beta2,
+                      float eps);
 void incrementI32(cudaStream_t stream, const int32_t *x, int32_t *y);
 void sumOfSquares(cudaStream_t stream, int32_t dtype, const void *x, int64_t n,
                   float *acc, int32_t accumulate);

@@ -21,9 +21,13 @@
 // the message appears when the driver flushes device printf. No output is
 // written by a trapping call.
 //
-// Future work: a multi-tensor fused AdamW (one launch over a list of
-// parameter tensors, as torch's _fused_adamw / apex's multi_tensor_apply);
-// for now it is one launch per tensor.
+// AdamW also runs over a list of tensors in one launch per group of tensors
+// (adamwUpdateMulti, the idea of torch's fused AdamW and apex's
+// multi_tensor_apply): the blocks share the tensors' chunks, which keeps the
+// GPU full when a model has many small parameters. The single and the
+// multi-tensor kernel form the scalars with one compiled function and
+// update elements with one function of explicitly rounded operations: a
+// tensor's results are the same bits either way.
 #include "Cuda.h"
 #include "Element.cuh"
 
@@ -79,79 +83,188 @@ __global__ void sgdKernel(SgdArgs a, const T *grad, int64_t n) {
 
 // ---- AdamW ----
 
-struct AdamWArgs {
-  const float *param, *expAvg, *expAvgSq;
-  float *paramOut, *expAvgOut, *expAvgSqOut;
+/// The hyperparameters every tensor of a call shares.
+struct AdamWHyper {
   const float *lr, *gradScale; // device scalars; gradScale may be null
   const int32_t *step;         // device scalar
-  float beta1, beta2, eps, weightDecay;
+  float beta1, beta2, eps;
   // Formed on the host from the hyperparameters, as the CPU forms them.
   float avgWeight, oneMinusAvgWeight, sqWeight;
-  bool decay, lerpFromStart;
+  bool lerpFromStart;
+};
+
+/// One tensor's buffers (its gradient is typed by the kernel) and decay.
+struct AdamWTensor {
+  const float *param, *expAvg, *expAvgSq;
+  float *paramOut, *expAvgOut, *expAvgSqOut;
+  float weightDecay;
 };
 
 /// The per-call scalars that depend on device memory, formed as the CPU
 /// forms them: in double (torch's Python floats), then rounded to float.
 struct AdamWScalars {
-  float decay, stepSize, correction2Sqrt, gradScale;
+  double rate;
+  float stepSize, correction2Sqrt, gradScale;
   bool badStep;
 };
 
-__device__ AdamWScalars adamwScalars(const AdamWArgs &a) {
+// Not inlined, and rounded explicitly: both kernels call this one compiled
+// function, so ptxas cannot fuse or schedule its double arithmetic (or
+// pow's) differently in each, and the CPU does not fuse either.
+__device__ __noinline__ AdamWScalars adamwScalars(const float *lr,
+                                                  const int32_t *step,
+                                                  const float *gradScale,
+                                                  float beta1, float beta2) {
   AdamWScalars s{};
-  const int32_t t = a.step[0];
+  const int32_t t = step[0];
   s.badStep = t < 1;
-  const double rate = a.lr[0];
-  s.decay = static_cast<float>(1.0 - rate * double(a.weightDecay));
-  const double biasCorrection1 = 1.0 - pow(double(a.beta1), double(t));
-  const double biasCorrection2 = 1.0 - pow(double(a.beta2), double(t));
-  s.stepSize = static_cast<float>(-rate / biasCorrection1);
-  s.correction2Sqrt = static_cast<float>(sqrt(biasCorrection2));
-  s.gradScale = a.gradScale ? a.gradScale[0] : 1.0f;
+  s.rate = lr[0];
+  const double biasCorrection1 = __dsub_rn(1.0, pow(double(beta1), double(t)));
+  const double biasCorrection2 = __dsub_rn(1.0, pow(double(beta2), double(t)));
+  s.stepSize = static_cast<float>(__ddiv_rn(-s.rate, biasCorrection1));
+  s.correction2Sqrt = static_cast<float>(__dsqrt_rn(biasCorrection2));
+  s.gradScale = gradScale ? gradScale[0] : 1.0f;
   return s;
 }
 
-template <typename T>
-__global__ void adamwKernel(AdamWArgs a, const T *grad, int64_t n) {
-  // One thread per block forms the scalars (two double pows), not every
-  // thread: the kernel is bandwidth-bound and double pow is not free.
+/// A tensor's decay factor 1 - lr * weight_decay, never contracted to an FMA
+/// (the CPU's double multiply and subtract round twice).
+__device__ __forceinline__ float adamwDecay(double rate, float weightDecay) {
+  return static_cast<float>(
+      __dsub_rn(1.0, __dmul_rn(rate, double(weightDecay))));
+}
+
+/// The block's scalars, formed by one thread (two double pows), not every
+/// thread: the kernels are bandwidth-bound and double pow is not free. On a
+/// step below 1, which would divide by the bias correction 1 - beta^0 = 0,
+/// block 0 reports (naming `op`) and traps, and every block returns false
+/// and writes nothing.
+__device__ bool blockScalars(const AdamWHyper &h, const char *op,
+                             AdamWScalars &s) {
   __shared__ AdamWScalars shared;
   if (threadIdx.x == 0)
-    shared = adamwScalars(a);
+    shared = adamwScalars(h.lr, h.step, h.gradScale, h.beta1, h.beta2);
   __syncthreads();
-  const AdamWScalars s = shared;
-  if (s.badStep) {
-    // Step 0 would divide by the bias correction 1 - beta^0 = 0. Block 0
-    // reports and traps; the others write nothing.
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
-      printf("adamw_update: step %d must be at least 1 (the counter is "
-             "incremented before the update)\n",
-             a.step[0]);
-      __trap();
-    }
+  s = shared;
+  if (!s.badStep)
+    return true;
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    printf("%s: step %d must be at least 1 (the counter is incremented "
+           "before the update)\n",
+           op, h.step[0]);
+    __trap();
+  }
+  return false;
+}
+
+/// Element i of one tensor's update. It reads the element's inputs before
+/// it writes its outputs: the outputs may alias the inputs.
+template <typename T>
+__device__ __forceinline__ void
+adamwElement(const AdamWHyper &h, const AdamWScalars &s, const AdamWTensor &x,
+             float decay, const T *grad, int64_t i) {
+  float p = x.param[i];
+  float g = load(grad, i);
+  float m = x.expAvg[i];
+  float v = x.expAvgSq[i];
+  if (h.gradScale)
+    g = __fmul_rn(s.gradScale, g);
+  if (x.weightDecay != 0.0f)
+    p = __fmul_rn(p, decay);
+  // torch's lerp picks the form that is exact at its nearer end.
+  if (h.lerpFromStart)
+    m = __fadd_rn(m, __fmul_rn(h.avgWeight, __fsub_rn(g, m)));
+  else
+    m = __fsub_rn(g, __fmul_rn(__fsub_rn(g, m), h.oneMinusAvgWeight));
+  v = __fmul_rn(v, h.beta2);
+  v = __fadd_rn(v, __fmul_rn(__fmul_rn(h.sqWeight, g), g));
+  float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), s.correction2Sqrt), h.eps);
+  x.expAvgOut[i] = m;
+  x.expAvgSqOut[i] = v;
+  x.paramOut[i] = __fadd_rn(p, __fdiv_rn(__fmul_rn(s.stepSize, m), denom));
+}
+
+template <typename T>
+__global__ void adamwKernel(AdamWHyper h, AdamWTensor x, const T *grad,
+                            int64_t n) {
+  AdamWScalars s;
+  if (!blockScalars(h, "adamw_update", s))
     return;
+  const float decay = adamwDecay(s.rate, x.weightDecay);
+  ASRT_FOR_EACH(i, n) { adamwElement(h, s, x, decay, grad, i); }
+}
+
+// The multi-tensor kernel: each launch covers a group of at most
+// kMultiTensors non-empty tensors, cut into chunks of kChunk elements (a
+// tensor's last chunk may be shorter); block b updates chunks b, b + grid,
+// ... of the group, finding each chunk's tensor by a binary search over the
+// tensors' first chunks.
+
+/// Elements per chunk: 16 per thread, which spreads the block's scalars over
+/// enough elements while a tensor of a few hundred thousand elements still
+/// spans many blocks.
+constexpr int64_t kChunk = int64_t(kThreads) * 16;
+/// Tensors per launch: the argument struct is passed by value and stays
+/// under the 4 KiB of kernel parameters that CUDA guarantees everywhere.
+constexpr int kMultiTensors = 48;
+/// Blocks per launch at most; a group with more chunks is grid-strided.
+constexpr int64_t kMultiBlocks = 65535;
+
+struct AdamWMultiTensor {
+  AdamWTensor x;
+  const void *grad; // of the call's gradient dtype
+  int64_t n;
+  int64_t firstChunk; // the chunks of the tensors before it in the group
+};
+
+struct AdamWMultiArgs {
+  AdamWHyper h;
+  int32_t count;  // tensors in the group, each with n > 0
+  int64_t chunks; // the group's chunks
+  AdamWMultiTensor tensors[kMultiTensors];
+};
+static_assert(sizeof(AdamWMultiArgs) <= 4096,
+              "the multi-tensor AdamW arguments exceed 4 KiB of kernel "
+              "parameters: lower kMultiTensors");
+
+// __grid_constant__: the tensors are indexed by a runtime value, which the
+// kernel reads from parameter memory instead of a per-thread local copy.
+template <typename T>
+__global__ void adamwMultiKernel(const __grid_constant__ AdamWMultiArgs a) {
+  AdamWScalars s;
+  if (!blockScalars(a.h, "adamw_update_multi", s))
+    return;
+  for (int64_t chunk = blockIdx.x; chunk < a.chunks; chunk += gridDim.x) {
+    // The last tensor whose first chunk is at most `chunk` (first chunks
+    // increase strictly: every tensor of the group has one).
+    int lo = 0, hi = a.count - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (a.tensors[mid].firstChunk <= chunk)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    const AdamWMultiTensor &t = a.tensors[lo];
+    const int64_t begin = (chunk - t.firstChunk) * kChunk;
+    const int64_t end = begin + kChunk < t.n ? begin + kChunk : t.n;
+    const T *grad = static_cast<const T *>(t.grad);
+    const float decay = adamwDecay(s.rate, t.x.weightDecay);
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+      adamwElement(a.h, s, t.x, decay, grad, i);
   }
-  ASRT_FOR_EACH(i, n) {
-    float p = a.param[i];
-    float g = load(grad, i);
-    float m = a.expAvg[i];
-    float v = a.expAvgSq[i];
-    if (a.gradScale)
-      g = __fmul_rn(s.gradScale, g);
-    if (a.decay)
-      p = __fmul_rn(p, s.decay);
-    // torch's lerp picks the form that is exact at its nearer end.
-    if (a.lerpFromStart)
-      m = __fadd_rn(m, __fmul_rn(a.avgWeight, __fsub_rn(g, m)));
-    else
-      m = __fsub_rn(g, __fmul_rn(__fsub_rn(g, m), a.oneMinusAvgWeight));
-    v = __fmul_rn(v, a.beta2);
-    v = __fadd_rn(v, __fmul_rn(__fmul_rn(a.sqWeight, g), g));
-    float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), s.correction2Sqrt), a.eps);
-    a.expAvgOut[i] = m;
-    a.expAvgSqOut[i] = v;
-    a.paramOut[i] = __fadd_rn(p, __fdiv_rn(__fmul_rn(s.stepSize, m), denom));
-  }
+}
+
+/// The shared hyperparameters of an AdamW call, as the CPU forms them.
+AdamWHyper adamwHyper(const float *lr, const int32_t *step,
+                      const float *gradScale, float beta1, float beta2,
+                      float eps) {
+  const float avgWeight = static_cast<float>(1.0 - double(beta1));
+  return AdamWHyper{lr, gradScale, step, beta1, beta2, eps, avgWeight,
+                    1.0f - avgWeight, static_cast<float>(1.0 - double(beta2)),
+                    // torch's lerp computes from the start when the weight
+                    // is < 0.5.
+                    avgWeight < 0.5f};
 }
 
 // ---- Step counter ----
@@ -268,20 +381,69 @@ void adamwUpdate(cudaStream_t stream, int32_t gradDtype, const float *param,
   checkCount(op, "n", n);
   checkNotNull(op, "learning-rate", lr);
   checkNotNull(op, "step", step);
-  const float avgWeight = static_cast<float>(1.0 - double(beta1));
-  const AdamWArgs args{
-      param, expAvg, expAvgSq, paramOut, expAvgOut, expAvgSqOut, lr, gradScale,
-      step, beta1, beta2, eps, weightDecay, avgWeight, 1.0f - avgWeight,
-      static_cast<float>(1.0 - double(beta2)), weightDecay != 0.0f,
-      // torch's lerp computes from the start when the
-      // weight is < 0.5.
-      avgWeight < 0.5f};
+  const AdamWHyper h = adamwHyper(lr, step, gradScale, beta1, beta2, eps);
+  const AdamWTensor x{param,     expAvg,      expAvgSq,   paramOut,
+                      expAvgOut, expAvgSqOut, weightDecay};
   dispatchFloat(op, gradDtype, [&](auto tag) {
     using T = decltype(tag);
     adamwKernel<<<blocksFor(n), kThreads, 0, stream>>>(
-        args, static_cast<const T *>(grad), n);
+        h, x, static_cast<const T *>(grad), n);
   });
   checkLaunch(op);
+}
+
+void adamwUpdateMulti(cudaStream_t stream, int32_t gradDtype,
+                      const asrt_adamw_tensor *tensors, int64_t count,
+                      const float *lr, const int32_t *step,
+                      const float *gradScale, float beta1, float beta2,
+                      float eps) {
+  const char *op = "adamw_update_multi";
+  if (count < 1)
+    fatal("%s: count = %lld; a multi-tensor update needs at least one tensor",
+          op, static_cast<long long>(count));
+  checkNotNull(op, "tensors", tensors);
+  for (int64_t i = 0; i < count; ++i) {
+    // "adamw_update_multi: tensor 3: n = -1 is negative".
+    char where[64];
+    std::snprintf(where, sizeof where, "%s: tensor %lld", op,
+                  static_cast<long long>(i));
+    checkCount(where, "n", tensors[i].n);
+  }
+  checkNotNull(op, "learning-rate", lr);
+  checkNotNull(op, "step", step);
+  AdamWMultiArgs args{};
+  args.h = adamwHyper(lr, step, gradScale, beta1, beta2, eps);
+  dispatchFloat(op, gradDtype, [&](auto tag) {
+    using T = decltype(tag);
+    bool launched = false;
+    auto launch = [&] {
+      const auto blocks = static_cast<unsigned>(
+          std::clamp<int64_t>(args.chunks, 1, kMultiBlocks));
+      adamwMultiKernel<T><<<blocks, kThreads, 0, stream>>>(args);
+      checkLaunch(op);
+      launched = true;
+      args.count = 0;
+      args.chunks = 0;
+    };
+    for (int64_t i = 0; i < count; ++i) {
+      const asrt_adamw_tensor &t = tensors[i];
+      // An empty tensor has no chunk (and a chunk's tensor is found by its
+      // first chunk, which must differ from its neighbours').
+      if (t.n == 0)
+        continue;
+      args.tensors[args.count++] = AdamWMultiTensor{
+          AdamWTensor{t.param, t.exp_avg, t.exp_avg_sq, t.param_out,
+                      t.exp_avg_out, t.exp_avg_sq_out, t.weight_decay},
+          t.grad, t.n, args.chunks};
+      args.chunks += (t.n + kChunk - 1) / kChunk;
+      if (args.count == kMultiTensors)
+        launch();
+    }
+    // A call without elements still launches once: a bad step traps, as it
+    // does in the single call.
+    if (args.count > 0 || !launched)
+      launch();
+  });
 }
 
 void incrementI32(cudaStream_t stream, const int32_t *x, int32_t *y) {

@@ -297,6 +297,77 @@ INSTANTIATE_TEST_SUITE_P(
              (std::get<2>(p.param) ? "_bf16" : "_f32");
     });
 
+// The multi-tensor call is the single one over each tensor, bit for bit:
+// tensors of several sizes (an empty one included), each with its own
+// weight decay, in place and not.
+TEST_P(AdamWTest, MultiEqualsOneCallPerTensor) {
+  auto [weightDecay, scaled, bf16] = GetParam();
+  const int64_t sizes[] = {29, 0, 1, 300, 7};
+  const int32_t dtype = bf16 ? ASRT_DTYPE_BF16 : ASRT_DTYPE_F32;
+  float lr = 0.01f, scale = 0.5f;
+  int32_t step = 3;
+  const float *gradScale = scaled ? &scale : nullptr;
+  struct Tensor {
+    std::vector<float> param, m, v, grad, pOut, mOut, vOut;
+    std::vector<uint16_t> gradB;
+    float decay;
+    const void *g() const {
+      return gradB.empty() ? static_cast<const void *>(grad.data())
+                           : static_cast<const void *>(gradB.data());
+    }
+  };
+  std::vector<Tensor> tensors;
+  for (size_t i = 0; i < std::size(sizes); ++i) {
+    int64_t n = sizes[i];
+    uint32_t seed = 10 * uint32_t(i);
+    Tensor t{uniformFloats(n, seed + 1, -1.0f, 1.0f),
+             uniformFloats(n, seed + 2, -0.1f, 0.1f),
+             uniformFloats(n, seed + 3, 0.0f, 0.01f),
+             bf16Rounded(uniformFloats(n, seed + 4, -1.0f, 1.0f)),
+             poisoned(n),
+             poisoned(n),
+             poisoned(n),
+             {},
+             // Every other tensor decays (biases and norms do not).
+             i % 2 ? 0.0f : weightDecay};
+    if (bf16)
+      t.gradB = toBf16(t.grad);
+    tensors.push_back(std::move(t));
+  }
+  // One descriptor per tensor, writing to the outputs or in place.
+  auto updateAll = [&](bool inPlace) {
+    std::vector<asrt_adamw_tensor> list;
+    for (Tensor &t : tensors)
+      list.push_back({t.param.data(), t.g(), t.m.data(), t.v.data(),
+                      inPlace ? t.param.data() : t.pOut.data(),
+                      inPlace ? t.m.data() : t.mOut.data(),
+                      inPlace ? t.v.data() : t.vOut.data(),
+                      int64_t(t.param.size()), t.decay});
+    asrt_adamw_update_multi(&ctx, dtype, list.data(), int64_t(list.size()),
+                            &lr, &step, gradScale, 0.9f, 0.999f, 1e-8f);
+  };
+  updateAll(/*inPlace=*/false);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    Tensor &t = tensors[i];
+    int64_t n = int64_t(t.param.size());
+    std::vector<float> p1 = poisoned(n), m1 = poisoned(n), v1 = poisoned(n);
+    asrt_adamw_update(&ctx, dtype, t.param.data(), t.g(), t.m.data(),
+                      t.v.data(), &lr, &step, gradScale, p1.data(), m1.data(),
+                      v1.data(), n, 0.9f, 0.999f, 1e-8f, t.decay);
+    EXPECT_TRUE(bitwiseEqual(t.pOut, p1)) << "tensor " << i;
+    EXPECT_TRUE(bitwiseEqual(t.mOut, m1)) << "tensor " << i;
+    EXPECT_TRUE(bitwiseEqual(t.vOut, v1)) << "tensor " << i;
+  }
+  // In place gives the same.
+  updateAll(/*inPlace=*/true);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    EXPECT_TRUE(bitwiseEqual(tensors[i].param, tensors[i].pOut))
+        << "tensor " << i;
+    EXPECT_TRUE(bitwiseEqual(tensors[i].m, tensors[i].mOut)) << "tensor " << i;
+    EXPECT_TRUE(bitwiseEqual(tensors[i].v, tensors[i].vOut)) << "tensor " << i;
+  }
+}
+
 using AdamWEdgeTest = CpuKernelTest;
 
 // p = 1, lr = 0.1, weight decay 0.1, betas (0.9, 0.999), eps 1e-8, and a
@@ -341,6 +412,22 @@ TEST_F(AdamWEdgeTest, BadStepOrRateIsFatal) {
                                  &one, nullptr, &p, &m, &v, 1, 0.9f, 0.999f,
                                  1e-8f, 0.0f),
                "adamw_update: the learning-rate pointer is null");
+  asrt_adamw_tensor t{&p, &g, &m, &v, &p, &m, &v, 1, 0.0f};
+  EXPECT_DEATH(asrt_adamw_update_multi(&ctx, ASRT_DTYPE_F32, &t, 1, &lr, &zero,
+                                       nullptr, 0.9f, 0.999f, 1e-8f),
+               "adamw_update_multi: step 0 must be at least 1");
+  EXPECT_DEATH(asrt_adamw_update_multi(&ctx, ASRT_DTYPE_F32, &t, 0, &lr, &one,
+                                       nullptr, 0.9f, 0.999f, 1e-8f),
+               "adamw_update_multi: count = 0; a multi-tensor update needs at "
+               "least one tensor");
+  EXPECT_DEATH(asrt_adamw_update_multi(&ctx, ASRT_DTYPE_F32, nullptr, 1, &lr,
+                                       &one, nullptr, 0.9f, 0.999f, 1e-8f),
+               "adamw_update_multi: the tensors pointer is null");
+  asrt_adamw_tensor list[2] = {t, t};
+  list[1].n = -4;
+  EXPECT_DEATH(asrt_adamw_update_multi(&ctx, ASRT_DTYPE_F32, list, 2, &lr,
+                                       &one, nullptr, 0.9f, 0.999f, 1e-8f),
+               "adamw_update_multi: tensor 1: n = -4 is negative");
 }
 
 using IncrementTest = CpuKernelTest;

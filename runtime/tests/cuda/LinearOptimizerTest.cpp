@@ -11,6 +11,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cuda = autoshard::rt::cuda;
@@ -183,6 +184,12 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, CudaLinearTest, kDtypes, dtypeName);
 
 // ---- Optimizer ----
 
+/// A tensor of a multi-tensor AdamW update: its size and weight decay.
+struct MultiShape {
+  size_t n;
+  float weightDecay;
+};
+
 /// Parameterised by the gradient's dtype; parameters and states are f32.
 class CudaOptimizerTest : public CudaKernelTest {
 protected:
@@ -241,6 +248,119 @@ protected:
     expectClose(param, cpuP, (w + " param").c_str());
     expectClose(m, cpuM, (w + " exp_avg").c_str());
     expectClose(v, cpuV, (w + " exp_avg_sq").c_str());
+  }
+
+  /// Every element of `got` has the bits of `want`'s (f32).
+  void expectSameBits(const HostTensor &got, const HostTensor &want,
+                      const std::string &what) {
+    ASSERT_EQ(got.bytes.size(), want.bytes.size()) << what;
+    size_t bad = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      if (std::memcmp(&got.bytes[i * 4], &want.bytes[i * 4], 4) != 0 &&
+          bad++ < 5)
+        ADD_FAILURE() << what << "[" << i << "]: " << got.get(i) << ", not "
+                      << want.get(i);
+    EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size()
+                       << " elements differ";
+  }
+
+  /// One adamwUpdateMulti over tensors of `shapes` against one adamwUpdate
+  /// per tensor on the GPU (the same bits) and one asrt_adamw_update per
+  /// tensor on the CPU. The multi call updates in place when `inPlace` (and
+  /// out of place otherwise, leaving its inputs as they were); the
+  /// per-tensor calls update out of place.
+  void adamwMulti(const std::vector<MultiShape> &shapes, int32_t step,
+                  float beta1, bool gradScale, bool inPlace, const char *what) {
+    int32_t gt = GetParam();
+    const float lr = 1e-3f, beta2 = 0.999f, eps = 1e-8f, scale = 0.5f;
+    float *dlr = uploadScalar(lr);
+    int32_t *dstep = uploadScalar(step);
+    float *dscale = gradScale ? uploadScalar(scale) : nullptr;
+    struct Tensor {
+      HostTensor param, grad, m, v; // the inputs
+      HostTensor cpuP, cpuM, cpuV;  // the CPU's results
+      // Device buffers: adamwUpdate's outputs, adamwUpdateMulti's inputs
+      // and outputs.
+      float *singleP = nullptr, *singleM = nullptr, *singleV = nullptr;
+      float *inP = nullptr, *inM = nullptr, *inV = nullptr;
+      float *outP = nullptr, *outM = nullptr, *outV = nullptr;
+    };
+    std::vector<Tensor> tensors;
+    std::vector<asrt_adamw_tensor> descriptors;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const size_t n = shapes[i].n;
+      const float wd = shapes[i].weightDecay;
+      const auto seed = uint32_t(100 + 4 * i);
+      Tensor t{f32(uniform(n, seed, -1, 1)),
+               HostTensor(gt, uniform(n, seed + 1, -2, 2)),
+               f32(uniform(n, seed + 2, -0.1f, 0.1f)),
+               f32(uniform(n, seed + 3, 0.0f, 0.01f)),
+               HostTensor(ASRT_DTYPE_F32, n),
+               HostTensor(ASRT_DTYPE_F32, n),
+               HostTensor(ASRT_DTYPE_F32, n)};
+      asrt_adamw_update(&ctx, gt, static_cast<const float *>(t.param.data()),
+                        t.grad.data(), static_cast<const float *>(t.m.data()),
+                        static_cast<const float *>(t.v.data()), &lr, &step,
+                        gradScale ? &scale : nullptr,
+                        static_cast<float *>(t.cpuP.data()),
+                        static_cast<float *>(t.cpuM.data()),
+                        static_cast<float *>(t.cpuV.data()), int64_t(n), beta1,
+                        beta2, eps, wd);
+      auto *sp = static_cast<float *>(upload(t.param));
+      auto *sm = static_cast<float *>(upload(t.m));
+      auto *sv = static_cast<float *>(upload(t.v));
+      void *sg = upload(t.grad);
+      // The outputs start as NaN (HostTensor's fill): an element either
+      // call leaves unwritten differs.
+      HostTensor nan(ASRT_DTYPE_F32, n);
+      t.singleP = static_cast<float *>(upload(nan));
+      t.singleM = static_cast<float *>(upload(nan));
+      t.singleV = static_cast<float *>(upload(nan));
+      cuda::adamwUpdate(stream, gt, sp, sg, sm, sv, dlr, dstep, dscale,
+                        t.singleP, t.singleM, t.singleV, int64_t(n), beta1,
+                        beta2, eps, wd);
+      t.inP = static_cast<float *>(upload(t.param));
+      t.inM = static_cast<float *>(upload(t.m));
+      t.inV = static_cast<float *>(upload(t.v));
+      void *mg = upload(t.grad);
+      t.outP = inPlace ? t.inP : static_cast<float *>(upload(nan));
+      t.outM = inPlace ? t.inM : static_cast<float *>(upload(nan));
+      t.outV = inPlace ? t.inV : static_cast<float *>(upload(nan));
+      descriptors.push_back(asrt_adamw_tensor{t.inP, mg, t.inM, t.inV, t.outP,
+                                              t.outM, t.outV, int64_t(n), wd});
+      tensors.push_back(std::move(t));
+    }
+    cuda::adamwUpdateMulti(stream, gt, descriptors.data(),
+                           int64_t(descriptors.size()), dlr, dstep, dscale,
+                           beta1, beta2, eps);
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      Tensor &t = tensors[i];
+      const size_t n = shapes[i].n;
+      const std::string w = std::string(what) + " tensor " + std::to_string(i) +
+                            " (n " + std::to_string(n) + ")";
+      const std::pair<float *, const HostTensor *> single[] = {
+          {t.singleP, &t.cpuP}, {t.singleM, &t.cpuM}, {t.singleV, &t.cpuV}};
+      float *multi[] = {t.outP, t.outM, t.outV};
+      const char *names[] = {" param", " exp_avg", " exp_avg_sq"};
+      for (int k = 0; k < 3; ++k) {
+        HostTensor bySingle(ASRT_DTYPE_F32, n), byMulti(ASRT_DTYPE_F32, n);
+        download(single[k].first, bySingle);
+        download(multi[k], byMulti);
+        expectSameBits(byMulti, bySingle, w + names[k] + " (multi vs single)");
+        expectClose(byMulti, *single[k].second,
+                    (w + names[k] + " (multi vs CPU)").c_str());
+      }
+      if (!inPlace) {
+        const std::pair<float *, const HostTensor *> inputs[] = {
+            {t.inP, &t.param}, {t.inM, &t.m}, {t.inV, &t.v}};
+        for (int k = 0; k < 3; ++k) {
+          HostTensor kept(ASRT_DTYPE_F32, n);
+          download(inputs[k].first, kept);
+          expectSameBits(kept, *inputs[k].second,
+                         w + names[k] + " input (out of place)");
+        }
+      }
+    }
   }
 
   /// One SGD update on both backends, in place on the GPU.
@@ -311,6 +431,34 @@ TEST_P(CudaOptimizerTest, AdamWOtherLerpFormWithoutDecayOrScale) {
         "adamw beta1 0.3");
 }
 
+/// Sizes around the multi-tensor kernel's chunk (4096 elements): empty, one
+/// element, a chunk and a bit, a whole chunk, many chunks; mixed decays.
+const std::vector<MultiShape> kMultiShapes = {
+    {300000, 0.1f}, {0, 0.1f},   {1, 0.0f}, {4097, 0.1f},
+    {4096, 0.0f},   {777, 0.1f}, {0, 0.0f}};
+
+TEST_P(CudaOptimizerTest, AdamWMultiInPlaceMatchesPerTensorCalls) {
+  adamwMulti(kMultiShapes, /*step=*/7, /*beta1=*/0.9f, /*gradScale=*/true,
+             /*inPlace=*/true, "adamw_multi in place");
+}
+
+/// beta1 < 0.5 (the other lerp form), no scale, out of place.
+TEST_P(CudaOptimizerTest, AdamWMultiOutOfPlaceOtherLerpWithoutScale) {
+  adamwMulti(kMultiShapes, /*step=*/1, /*beta1=*/0.3f, /*gradScale=*/false,
+             /*inPlace=*/false, "adamw_multi out of place");
+}
+
+/// More tensors than one launch holds (48): the host splits them into
+/// groups, with empty tensors here and there.
+TEST_P(CudaOptimizerTest, AdamWMultiOverSeveralLaunches) {
+  std::vector<MultiShape> shapes;
+  for (size_t i = 0; i < 150; ++i)
+    shapes.push_back(
+        {i % 9 == 4 ? 0 : 1 + (i * 397) % 5000, i % 2 ? 0.1f : 0.0f});
+  adamwMulti(shapes, /*step=*/3, /*beta1=*/0.9f, /*gradScale=*/true,
+             /*inPlace=*/true, "adamw_multi over several launches");
+}
+
 TEST_P(CudaOptimizerTest, Sgd) {
   sgd(0.0f, 0.0f, false, false, "sgd plain");
   sgd(0.0f, 0.01f, false, true, "sgd decay scaled");
@@ -330,6 +478,37 @@ TEST_P(CudaOptimizerTest, SumOfSquares) {
 }
 
 INSTANTIATE_TEST_SUITE_P(GradDtypes, CudaOptimizerTest, kDtypes, dtypeName);
+
+/// The arguments are checked on the host before any CUDA call, so these run
+/// on machines without a device too.
+TEST(CudaOptimizerChecks, AdamWMultiBadArgumentsAreFatalBeforeAnyLaunch) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  float v = 1.0f;
+  const float lr = 1e-3f;
+  const int32_t step = 1, f32 = ASRT_DTYPE_F32;
+  const asrt_adamw_tensor ok{&v, &v, &v, &v, &v, &v, &v, 1, 0.0f};
+  const asrt_adamw_tensor negative{&v, &v, &v, &v, &v, &v, &v, -3, 0.0f};
+  const asrt_adamw_tensor tensors[] = {ok, negative};
+  EXPECT_DEATH(cuda::adamwUpdateMulti(nullptr, f32, tensors, 0, &lr, &step,
+                                      nullptr, 0.9f, 0.999f, 1e-8f),
+               "adamw_update_multi: count = 0; a multi-tensor update needs "
+               "at least one tensor");
+  EXPECT_DEATH(cuda::adamwUpdateMulti(nullptr, f32, nullptr, 1, &lr, &step,
+                                      nullptr, 0.9f, 0.999f, 1e-8f),
+               "adamw_update_multi: the tensors pointer is null");
+  EXPECT_DEATH(cuda::adamwUpdateMulti(nullptr, f32, tensors, 2, &lr, &step,
+                                      nullptr, 0.9f, 0.999f, 1e-8f),
+               "adamw_update_multi: tensor 1: n = -3 is negative");
+  EXPECT_DEATH(cuda::adamwUpdateMulti(nullptr, f32, tensors, 1, nullptr, &step,
+                                      nullptr, 0.9f, 0.999f, 1e-8f),
+               "adamw_update_multi: the learning-rate pointer is null");
+  EXPECT_DEATH(cuda::adamwUpdateMulti(nullptr, f32, tensors, 1, &lr, nullptr,
+                                      nullptr, 0.9f, 0.999f, 1e-8f),
+               "adamw_update_multi: the step pointer is null");
+  EXPECT_DEATH(cuda::adamwUpdateMulti(nullptr, ASRT_DTYPE_I32, tensors, 1, &lr,
+                                      &step, nullptr, 0.9f, 0.999f, 1e-8f),
+               "adamw_update_multi: dtype");
+}
 
 /// The scalar kernels have no dtype: one fixture instance.
 class CudaOptimizerScalarTest : public CudaOptimizerTest {};

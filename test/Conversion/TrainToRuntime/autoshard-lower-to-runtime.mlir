@@ -250,3 +250,63 @@ func.func @step(%x: tensor<8x6xf32> {train.role = #train.role<input>, train.name
   %half = train.scale %loss {factor = 0.5 : f32} : tensor<f32>
   return %half : tensor<f32>
 }
+
+// -----
+
+// AdamW updates with the same scalars become one multi-tensor call over a
+// stack array of asrt_adamw_tensor (each with its own weight decay) at the
+// last of them. An op between them that reads none of their results runs
+// before the call; one that reads a result ends the group, and so does an
+// update with another learning rate. A group of one keeps the single call.
+// CHECK-LABEL: func.func @autoshard_step
+// CHECK: call @asrt_add(
+// CHECK: %[[LIST:.*]] = llvm.alloca %{{.*}} x !llvm.array<3 x struct<(ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, f32)>>
+// CHECK: llvm.getelementptr %[[LIST]][0, 0, 7]
+// CHECK: llvm.getelementptr %[[LIST]][0, 2, 8]
+// CHECK: %[[THREE:.*]] = arith.constant 3 : i64
+// CHECK: call @asrt_adamw_update_multi(%{{[^,]*}}, %{{[^,]*}}, %[[LIST]], %[[THREE]],
+// CHECK: call @asrt_add(
+// CHECK: call @asrt_adamw_update(
+// CHECK-NOT: call @asrt_adamw_update
+func.func @step(
+    %a: tensor<8xf32> {train.role = #train.role<param>, train.name = "a", train.init = #train.init<zeros>},
+    %b: tensor<8x2xf32> {train.role = #train.role<param>, train.name = "b", train.init = #train.init<zeros>},
+    %c: tensor<8xf32> {train.role = #train.role<param>, train.name = "c", train.init = #train.init<zeros>},
+    %d: tensor<8xf32> {train.role = #train.role<param>, train.name = "d", train.init = #train.init<zeros>},
+    %ga: tensor<8xf32> {train.role = #train.role<input>, train.name = "ga"},
+    %gb: tensor<8x2xf32> {train.role = #train.role<input>, train.name = "gb"},
+    %ma: tensor<8xf32> {train.role = #train.role<opt_state>, train.name = "a.exp_avg", train.init = #train.init<zeros>},
+    %va: tensor<8xf32> {train.role = #train.role<opt_state>, train.name = "a.exp_avg_sq", train.init = #train.init<zeros>},
+    %mb: tensor<8x2xf32> {train.role = #train.role<opt_state>, train.name = "b.exp_avg", train.init = #train.init<zeros>},
+    %vb: tensor<8x2xf32> {train.role = #train.role<opt_state>, train.name = "b.exp_avg_sq", train.init = #train.init<zeros>},
+    %mc: tensor<8xf32> {train.role = #train.role<opt_state>, train.name = "c.exp_avg", train.init = #train.init<zeros>},
+    %vc: tensor<8xf32> {train.role = #train.role<opt_state>, train.name = "c.exp_avg_sq", train.init = #train.init<zeros>},
+    %md: tensor<8xf32> {train.role = #train.role<opt_state>, train.name = "d.exp_avg", train.init = #train.init<zeros>},
+    %vd: tensor<8xf32> {train.role = #train.role<opt_state>, train.name = "d.exp_avg_sq", train.init = #train.init<zeros>},
+    %lr: tensor<f32> {train.role = #train.role<hyper>, train.name = "lr", train.init = #train.init<constant, value = 0.1>},
+    %lr2: tensor<f32> {train.role = #train.role<hyper>, train.name = "lr2", train.init = #train.init<constant, value = 0.2>},
+    %t: tensor<i32> {train.role = #train.role<opt_state>, train.name = "optimizer.step", train.init = #train.init<zeros>})
+    -> (tensor<8xf32> {train.role = #train.role<param>, train.name = "a"},
+        tensor<8x2xf32> {train.role = #train.role<param>, train.name = "b"},
+        tensor<8xf32> {train.role = #train.role<param>, train.name = "c"},
+        tensor<8xf32> {train.role = #train.role<param>, train.name = "d"},
+        tensor<8xf32> {train.role = #train.role<opt_state>, train.name = "a.exp_avg"},
+        tensor<8xf32> {train.role = #train.role<opt_state>, train.name = "a.exp_avg_sq"},
+        tensor<8x2xf32> {train.role = #train.role<opt_state>, train.name = "b.exp_avg"},
+        tensor<8x2xf32> {train.role = #train.role<opt_state>, train.name = "b.exp_avg_sq"},
+        tensor<8xf32> {train.role = #train.role<opt_state>, train.name = "c.exp_avg"},
+        tensor<8xf32> {train.role = #train.role<opt_state>, train.name = "c.exp_avg_sq"},
+        tensor<8xf32> {train.role = #train.role<opt_state>, train.name = "d.exp_avg"},
+        tensor<8xf32> {train.role = #train.role<opt_state>, train.name = "d.exp_avg_sq"},
+        tensor<i32> {train.role = #train.role<opt_state>, train.name = "optimizer.step"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step} {
+  %t1 = train.increment %t : tensor<i32>
+  %a1, %ma1, %va1 = train.adamw %a, %ga, %ma, %va, %lr, %t1 {weight_decay = 0.1 : f32} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>, tensor<i32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %gd = train.add %ga, %ga : tensor<8xf32>
+  %b1, %mb1, %vb1 = train.adamw %b, %gb, %mb, %vb, %lr, %t1 {weight_decay = 0.0 : f32} : (tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<f32>, tensor<i32>) -> (tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>)
+  %d1, %md1, %vd1 = train.adamw %d, %gd, %md, %vd, %lr, %t1 : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>, tensor<i32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %s = train.add %a1, %d1 : tensor<8xf32>
+  %c1, %mc1, %vc1 = train.adamw %c, %s, %mc, %vc, %lr2, %t1 : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>, tensor<i32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return %a1, %b1, %c1, %d1, %ma1, %va1, %mb1, %vb1, %mc1, %vc1, %md1, %vd1, %t1, %lr : tensor<8xf32>, tensor<8x2xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<i32>, tensor<f32>
+}

@@ -300,6 +300,30 @@ void asrt_adamw_update(asrt_context *ctx, int32_t grad_dtype,
                        float *exp_avg_out, float *exp_avg_sq_out, int64_t n,
                        float beta1, float beta2, float eps,
                        float weight_decay);
+/* One tensor of asrt_adamw_update_multi: asrt_adamw_update's per-tensor
+ * arguments. 72 bytes (8-byte aligned, 4 bytes of padding at the end). */
+typedef struct asrt_adamw_tensor {
+  const float *param;
+  const void *grad;
+  const float *exp_avg;
+  const float *exp_avg_sq;
+  float *param_out;
+  float *exp_avg_out;
+  float *exp_avg_sq_out;
+  int64_t n;
+  float weight_decay;
+} asrt_adamw_tensor;
+/* asrt_adamw_update over tensors[0 .. count) that share the gradient dtype,
+ * lr, step, grad_scale, betas and eps (each has its own weight decay): the
+ * same results, bit for bit, as one asrt_adamw_update per tensor, in one
+ * call (on a GPU, one kernel launch per group of tensors, as torch's fused
+ * AdamW). Each tensor's outputs may alias its own inputs; they must not
+ * overlap any other tensor's buffers. count >= 1. */
+void asrt_adamw_update_multi(asrt_context *ctx, int32_t grad_dtype,
+                             const asrt_adamw_tensor *tensors, int64_t count,
+                             const float *lr, const int32_t *step,
+                             const float *grad_scale, float beta1, float beta2,
+                             float eps);
 /* y[0] = x[0] + 1 (the optimizer's step counter). */
 void asrt_increment_i32(asrt_context *ctx, const int32_t *x, int32_t *y);
 /* acc[0] = (accumulate ? acc[0] : 0) + sum of x^2, summed in double. */
