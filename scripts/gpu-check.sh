@@ -262,6 +262,11 @@ else
   timeout "$timeout_s" "$report/gpt2-small" --steps $steps --log-every 1 \
     --stats-json "$report/gpt2-small.json" >"$report/gpt2-small.log" 2>&1
   note gpt2_status $?
+  # Where the step's device time goes: a few more steps with each op's
+  # kernels timed on the device (CUDA events), apart from the timed run.
+  timeout "$timeout_s" "$report/gpt2-small" --steps 4 --device-op-times \
+    --stats-json "$report/gpt2-small-ops.json" >"$report/gpt2-small-ops.log" 2>&1
+  note ops_status $?
   torch_modes=both
   ((quick)) && torch_modes=eager
   if python3 -c "import torch" 2>/dev/null; then
@@ -319,6 +324,19 @@ if kv.get("gpt2_status") == "0" and os.path.exists(f"{report}/gpt2-small.json"):
                   f"mean of all {stats.get('steps')} steps {mean:.2f} ms")
 else:
     print(f"  gpt2-small (autoshard)  : failed, status {kv.get('gpt2_status')} (log: {report}/gpt2-small.log)")
+if kv.get("ops_status") == "0" and os.path.exists(f"{report}/gpt2-small-ops.json"):
+    profile = json.load(open(f"{report}/gpt2-small-ops.json"))
+    steps = max(profile.get("steps") or 1, 1)
+    timed_ops = sorted(((op["device_ms"] / steps, name)
+                        for name, op in profile.get("ops", {}).items()
+                        if "device_ms" in op), reverse=True)
+    total = sum(ms for ms, _ in timed_ops)
+    print(f"  gpt2-small device time : {total:.2f} ms of compute per step "
+          f"(--device-op-times, {steps} steps, first included); most:")
+    for ms, name in timed_ops[:8]:
+        print(f"    {name:28}{ms:9.2f} ms {100 * ms / total:5.1f}%")
+elif "ops_status" in kv:
+    print(f"  gpt2-small device time : status {kv.get('ops_status')} (log: {report}/gpt2-small-ops.log)")
 for mode, m in (torch.get("modes") or {}).items():
     rows.append((f"pytorch {mode}", m["step_ms_median"]))
 if kv.get("torch_status") not in (None, "0"):

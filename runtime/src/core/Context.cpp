@@ -66,13 +66,25 @@ void fatal(const char *fmt, ...) {
   std::_Exit(1);
 }
 
+/// The category of the ops whose work the compute lane runs (the others
+/// issue and wait for collectives and transfers, timed on their threads).
+static bool computeCategory(const char *category) {
+  return std::strcmp(category, "compute") == 0;
+}
+
 OpTimer::OpTimer(asrt_context *ctx, const char *op, const char *category)
     : ctx(ctx), op(op), category(category),
-      start(std::chrono::steady_clock::now()) {}
+      start(std::chrono::steady_clock::now()) {
+  if (ctx && ctx->deviceOpTimes && computeCategory(category))
+    deviceStart = ctx->device->markTime(Lane::Compute);
+}
 
 OpTimer::~OpTimer() {
   if (!ctx || !ctx->stats)
     return;
+  if (deviceStart)
+    ctx->pendingDeviceTimes.push_back(
+        {op, std::move(deviceStart), ctx->device->markTime(Lane::Compute)});
   auto end = std::chrono::steady_clock::now();
   ctx->stats->recordOp(
       op, std::chrono::duration_cast<std::chrono::nanoseconds>(end - start)
@@ -208,6 +220,13 @@ void asrt_context::setOptimizerThreads(int threads) {
   // The old pool's workers are joined here, between steps.
   if (threads != optimizerPool->threads())
     optimizerPool = std::make_unique<autoshard::rt::ThreadPool>(threads);
+}
+
+void asrt_context::resolveDeviceOpTimes() {
+  for (const autoshard::rt::PendingDeviceTime &t : pendingDeviceTimes)
+    stats->recordDeviceOp(t.op, device->elapsedNs(t.begin, t.end));
+  // The marks go back to the device's pool for the next step.
+  pendingDeviceTimes.clear();
 }
 
 extern "C" void *asrt_alloc(asrt_context *ctx, int64_t bytes) {

@@ -2,11 +2,13 @@
 #pragma once
 
 #include "autoshard/rt/abi.h"
+#include "core/Device.h"
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace autoshard::rt {
 
@@ -20,7 +22,6 @@ class InFlightTransfers;
 class Trace;
 class NvmeStore;
 class ThreadPool;
-class Device;
 
 /// Prints "autoshard runtime error (rank R): <message>" to stderr and ends
 /// the process (and, under MPI, every rank) with a non-zero exit status.
@@ -76,6 +77,16 @@ private:
   uint64_t streamSeq = 0;
   int64_t streamHandle = 0;
   std::chrono::steady_clock::time_point start;
+  /// The compute lane's mark before the op's work, when the context times
+  /// ops on the device.
+  TimeMark deviceStart;
+};
+
+/// An op's work on the compute lane between two device marks, waiting for
+/// the lane to pass them (asrt_context::resolveDeviceOpTimes).
+struct PendingDeviceTime {
+  const char *op;
+  TimeMark begin, end;
 };
 
 } // namespace autoshard::rt
@@ -153,4 +164,14 @@ struct asrt_context {
   /// Sizes optimizerPool (threads >= 1; the driver's --optimizer-threads).
   /// Not while an ABI call runs on this context.
   void setOptimizerThreads(int threads);
+
+  /// Device-side op times (the driver's --device-op-times): when on, each
+  /// compute op's OpTimer also marks the compute lane before and after the
+  /// work it queues, and resolveDeviceOpTimes, called once the lane has
+  /// passed the marks (after synchronize), adds the device's time between
+  /// them to the op's statistics. Only where the device marks time (a
+  /// GPU); on the CPU an op's host time is its work.
+  bool deviceOpTimes = false;
+  std::vector<autoshard::rt::PendingDeviceTime> pendingDeviceTimes;
+  void resolveDeviceOpTimes();
 };

@@ -9,6 +9,10 @@ namespace autoshard::rt {
 
 Device::~Device() = default;
 
+TimeMark Device::markTime(Lane) { return nullptr; }
+
+int64_t Device::elapsedNs(const TimeMark &, const TimeMark &) { return 0; }
+
 namespace {
 
 // Every tensor is 64-byte aligned (abi.h): a cache line and an AVX-512

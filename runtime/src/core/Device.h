@@ -18,6 +18,11 @@ enum class Lane { Compute, Comm, Offload };
 /// the fence. Null on a device whose operations complete when issued.
 using Fence = std::shared_ptr<void>;
 
+/// A point in one lane's queue that the device timestamps when its work
+/// gets there (Device::markTime). Null on a device whose operations
+/// complete when issued: the host's clock times those.
+using TimeMark = std::shared_ptr<void>;
+
 /// A backend's device memory and the runtime's byte movement in it: what
 /// asrt_alloc, asrt_copy, the collectives' packing and padding, offload's
 /// copies and the driver's staging go through, so that the same runtime
@@ -68,6 +73,16 @@ public:
   virtual void waitFence(Lane lane, const Fence &fence) = 0;
   /// Blocks the calling thread until `lane`'s queued work has completed.
   virtual void synchronize(Lane lane) = 0;
+
+  /// Device-side timing (the driver's --device-op-times): a mark of what
+  /// `lane` has queued so far, which the device stamps when it runs there;
+  /// null (the default) where operations complete when issued. Called by
+  /// the lane's own thread.
+  virtual TimeMark markTime(Lane lane);
+  /// Nanoseconds the device took from `begin` to `end`, two marks of one
+  /// lane, once the lane has passed both (after synchronize). 0 for null
+  /// marks.
+  virtual int64_t elapsedNs(const TimeMark &begin, const TimeMark &end);
 };
 
 /// Grow-only scratch in a device's memory (the buckets' pack buffers):

@@ -43,13 +43,27 @@ int64_t ringBytesSent(CollectiveKind kind, int64_t fullCount, int64_t groupSize,
   return kind == CollectiveKind::AllReduce ? 2 * oneRing : oneRing;
 }
 
+/// The counters of `op`, made on its first call.
+static OpStats &opEntry(std::map<std::string, OpStats, std::less<>> &ops,
+                        std::string_view op) {
+  auto it = ops.find(op);
+  if (it == ops.end())
+    it = ops.emplace(std::string(op), OpStats()).first;
+  return it->second;
+}
+
 void Stats::recordOp(std::string_view op, int64_t ns) {
   std::lock_guard<std::mutex> lock(mutex);
-  auto it = counters.ops.find(op);
-  if (it == counters.ops.end())
-    it = counters.ops.emplace(std::string(op), OpStats()).first;
-  it->second.calls += 1;
-  it->second.totalNs += ns;
+  OpStats &s = opEntry(counters.ops, op);
+  s.calls += 1;
+  s.totalNs += ns;
+}
+
+void Stats::recordDeviceOp(std::string_view op, int64_t ns) {
+  std::lock_guard<std::mutex> lock(mutex);
+  OpStats &s = opEntry(counters.ops, op);
+  s.deviceCalls += 1;
+  s.deviceNs += ns;
 }
 
 void Stats::recordCollective(CollectiveKind kind, int64_t bytesSent) {
@@ -253,6 +267,30 @@ void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
                   msPerStep(o.asyncTransferNs, run.steps));
     os << line;
   }
+  // --device-op-times: the device's time in the compute ops, largest first.
+  std::vector<std::pair<int64_t, std::string_view>> onDevice;
+  int64_t deviceNs = 0;
+  for (const auto &[name, op] : stats.ops)
+    if (op.deviceCalls > 0) {
+      onDevice.push_back({op.deviceNs, name});
+      deviceNs += op.deviceNs;
+    }
+  if (!onDevice.empty()) {
+    std::sort(onDevice.rbegin(), onDevice.rend());
+    std::snprintf(line, sizeof line,
+                  "summary: compute on the device per step on rank %d: "
+                  "%.3f ms; most:",
+                  run.rank, msPerStep(deviceNs, run.steps));
+    os << line;
+    for (size_t i = 0; i < onDevice.size() && i < 5; ++i) {
+      std::snprintf(line, sizeof line, "%s %.*s %.3f ms", i ? "," : "",
+                    static_cast<int>(onDevice[i].second.size()),
+                    onDevice[i].second.data(),
+                    msPerStep(onDevice[i].first, run.steps));
+      os << line;
+    }
+    os << "\n";
+  }
 }
 
 void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
@@ -325,7 +363,11 @@ void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
   for (const auto &[name, op] : stats.ops) {
     os << (first ? "\n" : ",\n") << "    " << jsonString(name)
        << ": {\"calls\": " << op.calls << ", \"total_ms\": "
-       << formatDouble(static_cast<double>(op.totalNs) / 1e6) << "}";
+       << formatDouble(static_cast<double>(op.totalNs) / 1e6);
+    if (op.deviceCalls > 0)
+      os << ", \"device_calls\": " << op.deviceCalls << ", \"device_ms\": "
+         << formatDouble(static_cast<double>(op.deviceNs) / 1e6);
+    os << "}";
     first = false;
   }
   os << (first ? "}\n" : "\n  }\n");

@@ -47,7 +47,12 @@ struct TransferStats {
 
 struct OpStats {
   int64_t calls = 0;
+  /// The calls' time on the calling thread: on a GPU, queuing the work.
   int64_t totalNs = 0;
+  /// With --device-op-times on a GPU: the calls measured on the device,
+  /// and the device's time running their work.
+  int64_t deviceCalls = 0;
+  int64_t deviceNs = 0;
 };
 
 struct CollectiveStats {
@@ -108,6 +113,8 @@ struct OffloadTimeStats {
 /// and collectives on a communication thread.
 struct Stats {
   void recordOp(std::string_view op, int64_t ns);
+  /// The device's time running one call's work (--device-op-times).
+  void recordDeviceOp(std::string_view op, int64_t ns);
   void recordCollective(CollectiveKind kind, int64_t bytesSent);
   void recordAlloc(int64_t bytes);
   void recordFree(int64_t bytes);

@@ -18,10 +18,14 @@ namespace autoshard::rt::cuda {
 /// fences alive at once (a few per collective in flight) and keeps them.
 /// Reusing an event is safe once its fence is gone: cudaStreamWaitEvent
 /// waits for the record current when it was called, not for later ones.
+/// A second pool, of events that keep timing, serves the time marks of
+/// --device-op-times.
 class CudaDevice::EventPool {
 public:
-  explicit EventPool(std::string deviceName)
-      : deviceName(std::move(deviceName)) {}
+  /// `timing`: events that record a timestamp (cudaEventElapsedTime);
+  /// fences only order, which is cheaper without one.
+  EventPool(std::string deviceName, bool timing)
+      : deviceName(std::move(deviceName)), timing(timing) {}
   ~EventPool() {
     // Destroying an event whose record is still pending is allowed; CUDA
     // frees it once the record completes. A fence dropped during static
@@ -50,9 +54,8 @@ public:
       }
     }
     cudaEvent_t event = nullptr;
-    // Without timing, recording and waiting are cheaper: fences only order.
-    cudaError_t status =
-        cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+    cudaError_t status = cudaEventCreateWithFlags(
+        &event, timing ? cudaEventDefault : cudaEventDisableTiming);
     if (status != cudaSuccess) {
       std::string what = deviceName + ": creating a fence event";
       cuda::check(status, what.c_str());
@@ -66,6 +69,7 @@ public:
 
 private:
   const std::string deviceName;
+  const bool timing;
   std::mutex mutex;
   std::vector<cudaEvent_t> idle;
 };
@@ -104,7 +108,8 @@ bool overlaps(const void *a, const void *b, int64_t bytes) {
 
 CudaDevice::CudaDevice(int ordinal)
     : ordinal_(ordinal), name_("cuda:" + std::to_string(ordinal)),
-      events_(std::make_shared<EventPool>(name_)) {
+      events_(std::make_shared<EventPool>(name_, /*timing=*/false)),
+      timingEvents_(std::make_shared<EventPool>(name_, /*timing=*/true)) {
   check(cudaSetDevice(ordinal_), "selecting the device (cudaSetDevice)");
   // The kernels' scratch (cudaMallocAsync) comes from the device's default
   // pool, whose release threshold of 0 hands its memory back to the driver
@@ -284,21 +289,43 @@ void CudaDevice::toDevice(Lane lane, void *dstDevice, const void *srcHost,
   check(cudaStreamSynchronize(s), "toDevice (cudaStreamSynchronize)", bytes);
 }
 
-Fence CudaDevice::fence(Lane lane) {
-  makeCurrent("fence");
-  cudaEvent_t event = events_->take();
+std::shared_ptr<void>
+CudaDevice::recordEvent(const std::shared_ptr<EventPool> &pool, Lane lane,
+                        const char *what) {
+  makeCurrent(what);
+  cudaEvent_t event = pool->take();
   cudaError_t status = cudaEventRecord(event, stream(lane));
   if (status != cudaSuccess) {
-    events_->give(event);
-    std::string what = std::string("fence on the ") + laneName(lane) +
-                       " lane (cudaEventRecord)";
-    check(status, what.c_str());
+    pool->give(event);
+    std::string where = std::string(what) + " on the " + laneName(lane) +
+                        " lane (cudaEventRecord)";
+    check(status, where.c_str());
   }
   // The deleter holds the pool, not the device: a fence dropped late (on
   // another thread, after the device) still returns its event safely.
-  std::shared_ptr<EventPool> pool = events_;
-  return Fence(static_cast<void *>(event),
-               [pool](void *e) { pool->give(static_cast<cudaEvent_t>(e)); });
+  return std::shared_ptr<void>(
+      static_cast<void *>(event),
+      [pool](void *e) { pool->give(static_cast<cudaEvent_t>(e)); });
+}
+
+Fence CudaDevice::fence(Lane lane) {
+  return recordEvent(events_, lane, "fence");
+}
+
+TimeMark CudaDevice::markTime(Lane lane) {
+  return recordEvent(timingEvents_, lane, "time mark");
+}
+
+int64_t CudaDevice::elapsedNs(const TimeMark &begin, const TimeMark &end) {
+  if (!begin || !end)
+    return 0;
+  makeCurrent("elapsedNs");
+  float ms = 0;
+  // Microsecond resolution (CUDA's documentation: about 0.5 us).
+  check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(begin.get()),
+                             static_cast<cudaEvent_t>(end.get())),
+        "timing an op between two marks (cudaEventElapsedTime)");
+  return static_cast<int64_t>(double(ms) * 1e6);
 }
 
 void CudaDevice::waitFence(Lane lane, const Fence &fence) {

@@ -55,6 +55,10 @@ public:
   Fence fence(Lane lane) override;
   void waitFence(Lane lane, const Fence &fence) override;
   void synchronize(Lane lane) override;
+  /// An event of a timing pool recorded on the lane's stream, and the
+  /// device's time between two of them.
+  TimeMark markTime(Lane lane) override;
+  int64_t elapsedNs(const TimeMark &begin, const TimeMark &end) override;
 
   /// The stream `lane`'s work is queued on.
   cudaStream_t stream(Lane lane) const;
@@ -71,6 +75,11 @@ private:
   /// The fences' events, reused (CudaDevice.cpp).
   class EventPool;
 
+  /// An event of `pool` recorded on `lane`'s stream, returned to the pool
+  /// when the last copy goes; `what` names the caller in errors.
+  std::shared_ptr<void> recordEvent(const std::shared_ptr<EventPool> &pool,
+                                    Lane lane, const char *what);
+
   /// Fatal unless `status` is cudaSuccess, naming this device, `what` and,
   /// when not negative, the bytes involved.
   void check(cudaError_t status, const char *what, int64_t bytes = -1) const;
@@ -79,8 +88,9 @@ private:
   std::string name_;
   std::array<cudaStream_t, 3> streams_{};
   std::unique_ptr<Blas> blas_;
-  /// Shared with the fences, which may be dropped on any thread.
-  std::shared_ptr<EventPool> events_;
+  /// Shared with the fences (and time marks), which may be dropped on any
+  /// thread.
+  std::shared_ptr<EventPool> events_, timingEvents_;
 };
 
 /// The context's device as the CUDA backend's; fatal, naming `op`, when

@@ -509,6 +509,9 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
           ? options.optimizerThreads
           : defaultThreads(std::thread::hardware_concurrency(),
                            control.localSize()));
+  // --device-op-times: resolved after each step (the device marks nothing
+  // on the CPU).
+  ctx.deviceOpTimes = options.deviceOpTimes;
 
   // Offload (docs/RuntimeABI.md, "Offload"): this rank's directory of
   // NVMe files; removed when `nvme` goes, on every return below.
@@ -647,6 +650,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     hooks.step(&ctx, args.data(), results.data());
     ctx.device->synchronize(Lane::Compute);
     auto end = std::chrono::steady_clock::now();
+    ctx.resolveDeviceOpTimes();
     double ms = std::chrono::duration<double, std::milli>(end - start).count();
     checkStepWaited(ctx, step + 1);
     if (trace)

@@ -46,12 +46,14 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
       inlineValue = arg.substr(eq + 1);
     }
 
-    if (flag == "--help" || flag == "--print-manifest" || flag == "--resume") {
+    if (flag == "--help" || flag == "--print-manifest" || flag == "--resume" ||
+        flag == "--device-op-times") {
       if (inlineValue)
         return Error(std::string(flag) + " takes no value");
       (flag == "--help"             ? options.help
        : flag == "--print-manifest" ? options.printManifest
-                                    : options.resume) = true;
+       : flag == "--resume"         ? options.resume
+                                    : options.deviceOpTimes) = true;
       if (flag == "--resume")
         needsCheckpointDir = "--resume";
       continue;
@@ -234,6 +236,11 @@ std::string usageText(std::string_view program) {
          "safetensors (needs a\n"
          "                       step compiled with exposed gradients)\n"
          "  --stats-json FILE    write the runtime's statistics as JSON\n"
+         "  --device-op-times    on a GPU, also time each op's kernels on the "
+         "device (CUDA\n"
+         "                       events; device_ms in --stats-json, a "
+         "summary line);\n"
+         "                       costs about 2 us of queuing per op\n"
          "  --checkpoint-dir DIR write sharded checkpoints into DIR (after "
          "the last step,\n"
          "                       and every K steps with --checkpoint-every)\n"

@@ -28,6 +28,10 @@ struct Options {
   /// The step's exposed gradients after the last step.
   std::string saveGradsFile;
   std::string statsJsonFile;
+  /// Time each compute op's work on the device too (a GPU's kernels run
+  /// after the call that queued them returns); no effect on the CPU, whose
+  /// op times are the work itself.
+  bool deviceOpTimes = false;
   /// Kernel threads per rank; 0 means "choose" (defaultThreads).
   int threads = 0;
   /// Threads of the CPU optimizer step per rank; 0 means "choose"

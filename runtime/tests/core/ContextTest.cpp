@@ -1,4 +1,5 @@
 // The context's memory functions, op timing, and fatal().
+#include "HostBackedDevice.h"
 #include "core/Context.h"
 #include "core/Stats.h"
 
@@ -58,6 +59,56 @@ TEST(ContextTest, OpTimerRecordsOneCall) {
   EXPECT_EQ(s.ops.at("my_op").calls, 1);
   EXPECT_GE(s.ops.at("my_op").totalNs, 0);
   EXPECT_EQ(s.ops.count("ignored"), 0u);
+}
+
+/// Host memory whose compute lane "runs" each op for 1000 ns: every time
+/// mark is 1000 ns after the one before. Counts the marks taken.
+class MarkingDevice final : public test::HostBackedDevice {
+public:
+  MarkingDevice() : HostBackedDevice("marking", /*hostAccessible=*/true) {}
+  TimeMark markTime(Lane lane) override {
+    EXPECT_EQ(lane, Lane::Compute);
+    return std::make_shared<int64_t>(1000 * ++marks);
+  }
+  int64_t elapsedNs(const TimeMark &begin, const TimeMark &end) override {
+    return *static_cast<int64_t *>(end.get()) -
+           *static_cast<int64_t *>(begin.get());
+  }
+
+  int marks = 0;
+};
+
+TEST(ContextTest, DeviceOpTimesMarkComputeOpsAndResolveAfterTheStep) {
+  asrt_context ctx;
+  auto owned = std::make_unique<MarkingDevice>();
+  MarkingDevice &device = *owned;
+  ctx.device = std::move(owned);
+  // Off (the default): no marks.
+  { OpTimer timer(&ctx, "op_a"); }
+  EXPECT_EQ(device.marks, 0);
+  ctx.deviceOpTimes = true;
+  { OpTimer timer(&ctx, "op_a"); }
+  { OpTimer timer(&ctx, "op_a"); }
+  { OpTimer timer(&ctx, "op_b"); }
+  // Issuing and waiting for collectives queue no compute work.
+  { OpTimer timer(&ctx, "wait", "wait"); }
+  EXPECT_EQ(device.marks, 6);
+  // Nothing is read before the step has passed its marks.
+  EXPECT_EQ(ctx.stats->snapshot().ops.at("op_a").deviceCalls, 0);
+  ctx.resolveDeviceOpTimes();
+  EXPECT_TRUE(ctx.pendingDeviceTimes.empty());
+  Stats::Snapshot s = ctx.stats->snapshot();
+  EXPECT_EQ(s.ops.at("op_a").calls, 3);
+  EXPECT_EQ(s.ops.at("op_a").deviceCalls, 2);
+  EXPECT_EQ(s.ops.at("op_a").deviceNs, 2000);
+  EXPECT_EQ(s.ops.at("op_b").deviceCalls, 1);
+  EXPECT_EQ(s.ops.at("op_b").deviceNs, 1000);
+  EXPECT_EQ(s.ops.at("wait").deviceCalls, 0);
+  // The host device marks nothing, whatever the flag says.
+  asrt_context host;
+  host.deviceOpTimes = true;
+  { OpTimer timer(&host, "op_a"); }
+  EXPECT_TRUE(host.pendingDeviceTimes.empty());
 }
 
 TEST(ContextDeathTest, FatalNamesRankAndMessage) {

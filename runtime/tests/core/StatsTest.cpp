@@ -99,6 +99,40 @@ TEST(StatsTest, ReportsPerStepNumbers) {
         << j;
 }
 
+TEST(StatsTest, ReportsDeviceOpTimesOnlyWhenMeasured) {
+  Stats stats;
+  RunInfo run;
+  run.steps = 2;
+  stats.recordOp("linear_fwd", 100000);
+  stats.recordOp("copy", 50000);
+  std::ostringstream plain, plainJson;
+  writeSummary(plain, stats.snapshot(), run);
+  writeStatsJson(plainJson, stats.snapshot(), run);
+  EXPECT_EQ(plain.str().find("on the device"), std::string::npos);
+  EXPECT_EQ(plainJson.str().find("device_ms"), std::string::npos);
+  // Two steps: linear_fwd 3 ms and 1 ms on the device, attention 5 ms.
+  stats.recordDeviceOp("linear_fwd", 3000000);
+  stats.recordDeviceOp("linear_fwd", 1000000);
+  stats.recordDeviceOp("causal_attention_fwd", 5000000);
+  std::ostringstream summary, json;
+  writeSummary(summary, stats.snapshot(), run);
+  writeStatsJson(json, stats.snapshot(), run);
+  EXPECT_NE(summary.str().find("summary: compute on the device per step on "
+                               "rank 0: 4.500 ms; most: causal_attention_fwd "
+                               "2.500 ms, linear_fwd 2.000 ms\n"),
+            std::string::npos)
+      << summary.str();
+  for (const char *expected :
+       {"\"linear_fwd\": {\"calls\": 1, \"total_ms\": 0.1, "
+        "\"device_calls\": 2, \"device_ms\": 4}",
+        "\"copy\": {\"calls\": 1, \"total_ms\": 0.05}",
+        "\"causal_attention_fwd\": {\"calls\": 0, \"total_ms\": 0, "
+        "\"device_calls\": 1, \"device_ms\": 5}"})
+    EXPECT_NE(json.str().find(expected), std::string::npos)
+        << "missing " << expected << " in\n"
+        << json.str();
+}
+
 TEST(StatsTest, SteadyStepTimeIsTheMedianAfterTheFirstStep) {
   EXPECT_EQ(steadyStepMs({}), 0.0);
   EXPECT_EQ(steadyStepMs({9.0}), 9.0);

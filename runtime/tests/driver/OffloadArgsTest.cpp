@@ -4,6 +4,7 @@
 #include "core/Device.h"
 
 #include "../ckpt/TempDir.h"
+#include "HostBackedDevice.h"
 
 #include <gtest/gtest.h>
 
@@ -117,34 +118,19 @@ TEST(OffloadArgsTest, StagingReadsNvmeArgumentsAndWritesThemBack) {
 /// A device whose memory host code must not touch, as a GPU's: host memory
 /// underneath, but reporting itself not host-accessible and counting the
 /// copies the driver makes through it.
-class CountingDevice final : public Device {
+class CountingDevice final : public test::HostBackedDevice {
 public:
-  const char *name() const override { return "counting"; }
-  bool hostAccessible() const override { return false; }
-  void *allocate(int64_t bytes) override { return host->allocate(bytes); }
-  void release(void *p) override { host->release(p); }
-  void *allocateHost(int64_t bytes) override { return host->allocate(bytes); }
-  void releaseHost(void *p) override { host->release(p); }
-  void copy(Lane l, void *d, const void *s, int64_t n) override {
-    host->copy(l, d, s, n);
-  }
-  void zero(Lane l, void *d, int64_t n) override { host->zero(l, d, n); }
+  CountingDevice() : HostBackedDevice("counting", /*hostAccessible=*/false) {}
   void toHost(Lane l, void *d, const void *s, int64_t n) override {
     ++downloads;
-    host->toHost(l, d, s, n);
+    HostBackedDevice::toHost(l, d, s, n);
   }
   void toDevice(Lane l, void *d, const void *s, int64_t n) override {
     ++uploads;
-    host->toDevice(l, d, s, n);
+    HostBackedDevice::toDevice(l, d, s, n);
   }
-  Fence fence(Lane) override { return nullptr; }
-  void waitFence(Lane, const Fence &) override {}
-  void synchronize(Lane) override {}
 
   int downloads = 0, uploads = 0;
-
-private:
-  std::unique_ptr<Device> host = makeHostDevice();
 };
 
 TEST(OffloadArgsTest, DeviceArgumentsOfAGpuAreStagedThroughHostCopies) {

@@ -61,7 +61,8 @@ TEST(OptionsTest, EveryFlag) {
                      "--load-params",
                      "init.safetensors",
                      "--save-grads",
-                     "g.safetensors"});
+                     "g.safetensors",
+                     "--device-op-times"});
   EXPECT_EQ(o.steps, 100);
   EXPECT_EQ(o.seed, 18446744073709551615ull);
   ASSERT_TRUE(o.lr.has_value());
@@ -76,6 +77,8 @@ TEST(OptionsTest, EveryFlag) {
   EXPECT_EQ(o.threads, 3);
   EXPECT_TRUE(o.printManifest);
   EXPECT_TRUE(o.help);
+  EXPECT_TRUE(o.deviceOpTimes);
+  EXPECT_FALSE(parse({}).deviceOpTimes);
 }
 
 TEST(OptionsTest, EqualsFormAndLastOccurrenceWins) {
@@ -155,6 +158,8 @@ TEST(OptionsTest, UnknownAndUnexpectedArguments) {
   EXPECT_EQ(errorOf({"-s"}),
             "unexpected argument '-s'; every option starts with '--'");
   EXPECT_EQ(errorOf({"--help=yes"}), "--help takes no value");
+  EXPECT_EQ(errorOf({"--device-op-times=1"}),
+            "--device-op-times takes no value");
 }
 
 TEST(OptionsTest, DefaultThreadsSplitTheNode) {
@@ -194,7 +199,8 @@ TEST(OptionsTest, UsageListsEveryFlag) {
   for (const char *flag :
        {"--steps", "--seed", "--lr", "--log-every", "--data", "--data-format",
         "--load-params", "--save-params", "--save-grads", "--stats-json",
-        "--threads", "--optimizer-threads", "--print-manifest", "--help"})
+        "--threads", "--optimizer-threads", "--print-manifest",
+        "--device-op-times", "--help"})
     EXPECT_NE(usage.find(flag), std::string::npos) << flag;
   EXPECT_EQ(usage.rfind("usage: train", 0), 0u);
 }
