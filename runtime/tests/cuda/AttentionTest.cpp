@@ -147,6 +147,8 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, CudaAttentionTest, kDtypes, dtypeName);
 // The shape checks run before anything touches the device, so these run
 // on machines without a GPU too.
 TEST(CudaAttentionDeathTest, HeadDimAboveTheSupportedLimitIsFatal) {
+  // Re-executes the binary rather than forking a process with CUDA threads.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(cuda::causalAttentionFwd(nullptr, ASRT_DTYPE_F32, nullptr,
                                         nullptr, nullptr, nullptr, nullptr, 1,
                                         4, 2, 1, 129, 0.1f),
@@ -159,6 +161,8 @@ TEST(CudaAttentionDeathTest, HeadDimAboveTheSupportedLimitIsFatal) {
 }
 
 TEST(CudaAttentionDeathTest, HeadsNotAMultipleOfKvHeadsIsFatal) {
+  // Re-executes the binary rather than forking a process with CUDA threads.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(cuda::causalAttentionFwd(nullptr, ASRT_DTYPE_F32, nullptr,
                                         nullptr, nullptr, nullptr, nullptr, 1,
                                         4, 3, 2, 16, 0.25f),
