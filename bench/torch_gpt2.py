@@ -642,23 +642,31 @@ def main(argv=None):
         args.matmul_size, args.matmul_reps, batches=5)
     nominal = nominal_peak(args, name, dtype_key)
 
+    def report_of(results):
+        report = json_report(args, cfg, device, name, n_all, n_flop, fpt,
+                             peak, nominal, results)
+        report["model"]["shard_gen_parameters"] = expected_params
+        return report
+
+    def write_json(report):
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(report, f, indent=2)
+                f.write("\n")
+
     modes = ["eager", "compile"] if args.mode == "both" else [args.mode]
     results = []
     for mode in modes:
         results.append(run_mode(mode, cfg, args, device))
+        # Written after each mode, so that a mode that fails or runs out of
+        # time later (torch.compile) leaves the earlier ones' numbers.
+        write_json(report_of(results))
         if mode == "compile":
             torch.compiler.reset()  # drops the compiled model's graphs
         if device.type == "cuda":  # the next mode starts from free memory
             torch.cuda.empty_cache()
 
-    report = json_report(args, cfg, device, name, n_all, n_flop, fpt, peak,
-                         nominal, results)
-    report["model"]["shard_gen_parameters"] = expected_params
-    print_report(report, cfg, args.warmup)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=2)
-            f.write("\n")
+    print_report(report_of(results), cfg, args.warmup)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@
 #       (default gpu-inputs, git-ignored: carry it to the GPU machine).
 #
 #   scripts/gpu-check.sh [run] [--inputs DIR] [--build-dir DIR] [--no-build]
-#                        [--minimal] [--timeout SECONDS] [--quick]
+#                        [--minimal] [--timeout SECONDS] [--budget SECONDS]
+#                        [--quick]
 #       On the GPU machine: builds the runtime alone with the CUDA backend
 #       (build-gpu), runs the CUDA kernels against the CPU backend's, links
 #       the prepared objects with the CUDA runtime, trains the tiny GPT for
@@ -21,10 +22,16 @@
 #       --no-build    use --build-dir as it is (CI: the project's own build)
 #       --minimal     configure as a machine without MPI, OpenBLAS, zlib and
 #                     GoogleTest would (the latter built from the inputs)
-#       --timeout S   bound on each stage (default 300)
+#       --timeout S   bound on each stage (default 300; each has its own,
+#                     lower one too)
+#       --budget S    bound on the whole run (default 450): later stages get
+#                     what is left, and the table always comes last
 #       --quick       fewer timed steps, no torch.compile
-#       Its logs are under DIR/gpu-check (and copied to $OUT when that is set,
-#       as the device tool sets it).
+#       Its logs are under DIR/gpu-check, or $OUT/gpu-check when $OUT is set
+#       (the device tool's machine), written there as they are made; the
+#       table is also in table.txt there. A stage that fails is recorded
+#       and the run goes on to the table; a failed training run is rerun
+#       for 2 steps with CUDA_LAUNCH_BLOCKING=1 to name the faulting kernel.
 #
 # Without a GPU every stage that needs one says so and the script exits 0
 # having checked nothing on a device (the table says so). Exit status 1: a
@@ -45,6 +52,7 @@ do_build=1
 minimal=0
 quick=0
 timeout_s=300
+budget_s=450
 die() { echo "gpu-check.sh: $*" >&2; exit 2; }
 while (($#)); do
   case "$1" in
@@ -57,6 +65,11 @@ while (($#)); do
   --timeout)
     [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || die "--timeout needs a positive number of seconds"
     timeout_s=$2
+    shift 2
+    ;;
+  --budget)
+    [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || die "--budget needs a positive number of seconds"
+    budget_s=$2
     shift 2
     ;;
   *) die "unknown argument '$1'; see the comment at the top of the script" ;;
@@ -115,121 +128,240 @@ fi
 
 # -------------------------------------------------------------------- run
 [[ -f "$inputs/PREPARED" ]] || die "no prepared inputs in '$inputs': run 'scripts/gpu-check.sh prepare' on the build machine first"
+inputs=$(cd "$inputs" && pwd)
 start=$(date +%s)
+deadline=$((start + budget_s))
 mkdir -p "$build" || die "cannot create '$build'"
-report="$build/gpu-check"
-mkdir -p "$report"
-# On the device tool's machine, whatever lands in $OUT comes back: the logs
-# and results go there too, however the run ends.
+# On the device tool's machine whatever lands in $OUT comes back: the logs
+# are written there as they are made, so that they return however the run
+# ends (a time limit's SIGKILL included).
 if [[ -n "${OUT:-}" && -d "${OUT:-}" ]]; then
-  trap 'mkdir -p "$OUT/gpu-check" && cp "$report"/*.log "$report"/*.txt "$report"/*.json "$OUT/gpu-check/" 2>/dev/null' EXIT
+  report="$OUT/gpu-check"
+else
+  report="$build/gpu-check"
 fi
+rm -rf "$report"
+mkdir -p "$report" || die "cannot create '$report'"
 results="$report/results.txt" # key=value lines for the table
 : >"$results"
 note() { echo "$1=$2" >>"$results"; }
+# Seconds a stage may take: its own bound, --timeout, and what is left of
+# --budget (keeping 20 s for the table), whichever is least; at least 10.
+stage_time() {
+  local t=$1 left=$((deadline - $(date +%s) - 20))
+  ((timeout_s < t)) && t=$timeout_s
+  ((left < t)) && t=$left
+  ((t < 10)) && t=10
+  echo "$t"
+}
+bounded() { # seconds command...: the command under timeout (TERM, then KILL)
+  local t=$1
+  shift
+  timeout -k 5 "$t" "$@"
+}
+# The first error of a log (else its last line), for the table.
+first_error() {
+  local line
+  line=$(grep -m 1 -E "autoshard runtime error|error:|Error" "$1" 2>/dev/null ||
+    grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -n 1)
+  echo "${line:-(no output)}" | cut -c1-200
+}
 
+# Launcher variables left in the environment (a PyTorch pod's RANK, Slurm's
+# PMI) would turn the plain processes below into a rendezvous or a refused
+# mpirun launch: the check runs everything as a world of one.
+for v in RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT \
+  OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_RANK PMI_SIZE PMI_RANK PMIX_RANK; do
+  [[ -n "${!v:-}" ]] && echo "unset $v=${!v}" >>"$report/env.log"
+  unset "$v"
+done
+# The machine, before anything is built: a driver older than the toolkit
+# shows here already.
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+{
+  echo "== nvcc"; "$nvcc" --version 2>&1
+  echo "== c++"; "${CXX:-g++}" --version 2>&1 | head -n 1
+  echo "== cmake"; cmake --version 2>&1 | head -n 1
+  echo "== nvidia-smi"; nvidia-smi 2>&1 | head -n 15
+  echo "== python"; python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" 2>&1
+} >>"$report/env.log"
+
+# Everything from here on records what failed and goes on to the table;
+# `skip` holds why the stages after a failed build or link cannot run.
+skip=""
+kernels_status=0 train_status=0 driver_mismatch=0 launch_status=0
 if ((do_build)); then
-  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-  [[ -x "$nvcc" ]] || die "no nvcc on PATH or in /usr/local/cuda/bin: install the CUDA toolkit"
-  flags=(-DCMAKE_BUILD_TYPE=Release -DAUTOSHARD_ENABLE_CUDA=ON
-    "-DAUTOSHARD_GTEST_SOURCE_DIR=$root/$inputs/googletest")
-  if ((minimal)); then
-    flags+=(-DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON
-      -DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON -DAUTOSHARD_USE_OPENBLAS=OFF)
+  if [[ ! -x "$nvcc" ]]; then
+    skip="no nvcc on PATH or in /usr/local/cuda/bin"
+  else
+    # A world of one needs no MPI: building without it also builds the
+    # launch tests, and spares an MPI that lacks MPI_THREAD_MULTIPLE.
+    flags=(-DCMAKE_BUILD_TYPE=Release -DAUTOSHARD_ENABLE_CUDA=ON
+      "-DAUTOSHARD_GTEST_SOURCE_DIR=$inputs/googletest" -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON)
+    if ((minimal)); then
+      flags+=(-DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON -DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON
+        -DAUTOSHARD_USE_OPENBLAS=OFF)
+    fi
+    generator=()
+    command -v ninja >/dev/null && generator=(-G Ninja)
+    if ! cmake -S runtime -B "$build" "${generator[@]}" "${flags[@]}" >"$report/configure.log" 2>&1; then
+      # nvcc rejects a host compiler newer than it knows; it usually works.
+      if grep -q "unsupported GNU version" "$report/configure.log"; then
+        rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
+        cmake -S runtime -B "$build" "${generator[@]}" "${flags[@]}" \
+          -DCMAKE_CUDA_FLAGS=-allow-unsupported-compiler >>"$report/configure.log" 2>&1 ||
+          skip="configuring the runtime failed: $(first_error "$report/configure.log")"
+      else
+        skip="configuring the runtime failed: $(first_error "$report/configure.log")"
+      fi
+    fi
+    if [[ -z "$skip" ]]; then
+      # Without MPI the runtime also builds a fake training binary that
+      # checks how it joins a job (runtime/tests/launch).
+      launch_target=()
+      grep -q "fake_train_nompi" "$build/build.ninja" "$build/Makefile" 2>/dev/null &&
+        launch_target=(fake_train_nompi)
+      bounded "$(stage_time 240)" cmake --build "$build" --parallel \
+        --target asrt_cuda_runtime asrt_cuda_kernels_test asrt_cuda_device_test \
+        "${launch_target[@]}" >"$report/build.log" 2>&1 ||
+        skip="building the CUDA runtime and its tests failed: $(first_error "$report/build.log")"
+    fi
   fi
-  generator=()
-  command -v ninja >/dev/null && generator=(-G Ninja)
-  if ! cmake -S runtime -B "$build" "${generator[@]}" "${flags[@]}" >"$report/configure.log" 2>&1; then
-    tail -n 20 "$report/configure.log" >&2
-    die "configuring the runtime failed (log: $report/configure.log)"
-  fi
-  # Without MPI the runtime also builds a fake training binary that checks
-  # how it joins a job (runtime/tests/launch).
-  launch_target=()
-  grep -q "fake_train_nompi" "$build/build.ninja" "$build/Makefile" 2>/dev/null &&
-    launch_target=(fake_train_nompi)
-  if ! timeout "$timeout_s" cmake --build "$build" --parallel \
-    --target asrt_cuda_runtime asrt_cuda_kernels_test asrt_cuda_device_test \
-    "${launch_target[@]}" >"$report/build.log" 2>&1; then
-    tail -n 30 "$report/build.log" >&2
-    die "building the CUDA runtime and its tests failed (log: $report/build.log)"
-  fi
+  [[ -n "$skip" ]] && echo "gpu-check.sh: $skip (logs: $report)" >&2
 fi
 
-# The link line the runtime's build wrote (runtime/CMakeLists.txt).
-link_line=$(find "$build" -name cuda-link-line.txt -type f 2>/dev/null | head -n 1)
-[[ -n "$link_line" ]] || die "no cuda-link-line.txt under '$build': configure it with the CUDA toolkit"
+link_line=""
+if [[ -z "$skip" ]]; then
+  # The link line the runtime's build wrote (runtime/CMakeLists.txt).
+  link_line=$(find "$build" -name cuda-link-line.txt -type f 2>/dev/null | head -n 1)
+  [[ -n "$link_line" ]] || skip="no cuda-link-line.txt under '$build': configure it with the CUDA toolkit"
+fi
 
-# 1. Kernels against the CPU backend, and the device's own tests.
-kernels_status=0
-for t in asrt_cuda_kernels_test asrt_cuda_device_test; do
-  test_bin=$(find "$build" -name "$t" -type f -perm -u+x 2>/dev/null | head -n 1)
-  [[ -n "$test_bin" ]] || die "no $t under '$build'"
-  timeout "$timeout_s" "$test_bin" --gtest_color=no >"$report/$t.log" 2>&1
-  s=$?
-  ((s == 124)) && echo "gpu-check.sh: $t ran past ${timeout_s}s" >&2
-  ((s != 0)) && kernels_status=1
-done
-python3 - "$report" "$results" <<'PY'
+# 1. Kernels against the CPU backend, and the device's own tests: one
+# process per test suite, so that a kernel fault (fatal, or a sticky CUDA
+# error that fails everything after it) costs one suite, not the rest.
+no_device=0
+if [[ -z "$skip" ]]; then
+  for t in asrt_cuda_kernels_test asrt_cuda_device_test; do
+    test_bin=$(find "$build" -name "$t" -type f -perm -u+x 2>/dev/null | head -n 1)
+    if [[ -z "$test_bin" ]]; then
+      echo "[ CRASHED ] $t: not built" >>"$report/$t.log"
+      kernels_status=1
+      continue
+    fi
+    : >"$report/$t.log"
+    mapfile -t suites < <("$test_bin" --gtest_list_tests 2>/dev/null | grep -E '^[^ ]+\.( |$)' | cut -d' ' -f1)
+    if ((${#suites[@]} == 0)); then
+      echo "[ CRASHED ] $t: --gtest_list_tests listed nothing" >>"$report/$t.log"
+      kernels_status=1
+    fi
+    for suite in "${suites[@]}"; do
+      bounded "$(stage_time 90)" "$test_bin" --gtest_color=no "--gtest_filter=$suite*" \
+        >>"$report/$t.log" 2>&1
+      s=$?
+      if ((s != 0)); then
+        kernels_status=1
+        # A suite that did not finish: say where it stopped.
+        if ! tail -n 3 "$report/$t.log" | grep -q "PASSED\|FAILED TEST"; then
+          echo "[ CRASHED ] $suite status $s after: $(grep '^\[ RUN' "$report/$t.log" | tail -n 1)" \
+            >>"$report/$t.log"
+        fi
+      fi
+    done
+  done
+  python3 - "$report" "$results" <<'PY'
 import re, sys
 report, results = sys.argv[1], sys.argv[2]
-counts = {"OK": 0, "FAILED": 0, "SKIPPED": 0}
+counts = {"OK": 0, "FAILED": 0, "SKIPPED": 0, "CRASHED": 0}
 reason = ""
+failed = []
 for name in ("asrt_cuda_kernels_test", "asrt_cuda_device_test"):
     for line in open(f"{report}/{name}.log", errors="replace"):
-        m = re.match(r"\[\s+(OK|FAILED|SKIPPED)\s+\] \S+ \(", line)
+        # A test's own result line ("[  FAILED  ] Suite.Test (3 ms)"), not
+        # the summary's list, or a suite that did not finish.
+        m = (re.match(r"\[\s+(OK|FAILED|SKIPPED)\s+\] (\S+) \(", line) or
+             re.match(r"\[ (CRASHED) \] (\S+)", line))
         if m:
             counts[m.group(1)] += 1
+            if m.group(1) in ("FAILED", "CRASHED") and len(failed) < 5:
+                failed.append(m.group(2))
         if not reason and "no CUDA device" in line:
             reason = line.strip()
 with open(results, "a") as out:
-    out.write(f"kernels={counts['OK']} passed, {counts['FAILED']} failed, {counts['SKIPPED']} skipped\n")
+    text = (f"{counts['OK']} passed, {counts['FAILED']} failed, "
+            f"{counts['SKIPPED']} skipped")
+    if counts["CRASHED"]:
+        text += f", {counts['CRASHED']} suites crashed"
+    if failed:
+        text += " (" + ", ".join(failed) + ")"
+    out.write(f"kernels={text}\n")
     if reason:
         out.write(f"no_device={reason}\n")
 PY
-no_device=$(grep -c '^no_device=' "$results")
-# A runtime without MPI: its launch tests (one process, a torchrun-style
-# rendezvous, mpirun refused), which need no GPU.
-launch_status=0
-if [[ -n "$(find "$build" -name fake_train_nompi -type f -perm -u+x 2>/dev/null | head -n 1)" ]]; then
-  (cd "$build" && ctest -L launch --output-on-failure) >"$report/launch.log" 2>&1
-  launch_status=$?
-  note launch "$(grep -Eo '[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$report/launch.log" || echo "see $report/launch.log")"
+  no_device=$(grep -c '^no_device=' "$results")
+  # A runtime without MPI: its launch tests (one process, a torchrun-style
+  # rendezvous, mpirun refused), which need no GPU.
+  if [[ -n "$(find "$build" -name fake_train_nompi -type f -perm -u+x 2>/dev/null | head -n 1)" ]]; then
+    (cd "$build" && bounded "$(stage_time 90)" ctest -L launch --timeout 60 --output-on-failure) \
+      >"$report/launch.log" 2>&1
+    launch_status=$?
+    note launch "$(grep -Eo '[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$report/launch.log" || echo "see $report/launch.log")"
+  fi
 fi
 # The machine as CUDA and the driver see it, for the table. A GPU that
 # nvidia-smi lists but CUDA does not (a driver older than the toolkit's
 # runtime: cudaErrorInsufficientDriver) is a failed check, not "no device".
 gpu_list=""
+nvcc_release=$("$nvcc" --version 2>/dev/null | grep -o 'release [0-9.]*' | head -n 1)
 if command -v nvidia-smi >/dev/null 2>&1; then
   gpu_list=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)
-  [[ -n "$gpu_list" ]] && note gpu "$gpu_list (driver), $("${nvcc:-nvcc}" --version 2>/dev/null | grep -o 'release [0-9.]*' | head -n 1)"
+  [[ -n "$gpu_list" ]] && note gpu "$gpu_list (driver), nvcc $nvcc_release"
 fi
-driver_mismatch=0
 if ((no_device)) && [[ -n "$gpu_list" ]]; then
-  echo "gpu-check.sh: nvidia-smi lists '$gpu_list' but CUDA reports no device: $(grep '^no_device=' "$results" | cut -d= -f2-)" >&2
-  echo "gpu-check.sh: the driver is probably older than the CUDA runtime the build used (nvcc $("${nvcc:-nvcc}" --version 2>/dev/null | grep -o 'release [0-9.]*' | head -n 1))" >&2
+  why=$(grep '^no_device=' "$results" | cut -d= -f2-)
+  echo "gpu-check.sh: nvidia-smi lists '$gpu_list' but CUDA reports no device: $why" >&2
+  if [[ "$why" == *InsufficientDriver* ]]; then
+    echo "gpu-check.sh: the driver is older than the CUDA runtime the build used (nvcc $nvcc_release)" >&2
+  fi
   driver_mismatch=1
 fi
 
 # 2. Link the prepared steps with the CUDA runtime.
-cxx=${CXX:-$(command -v g++ || command -v c++ || command -v clang++)}
-mapfile -t items <"$link_line"
-for step in tiny gpt2-small; do
-  if ! "$cxx" -o "$report/$step" "$inputs/steps/$step.o" -Wl,--start-group "${items[@]}" \
-    -Wl,--end-group -lstdc++ -lpthread -lm >"$report/link-$step.log" 2>&1; then
-    tail -n 20 "$report/link-$step.log" >&2
-    die "linking $step failed (log: $report/link-$step.log)"
-  fi
-done
+if [[ -z "$skip" ]]; then
+  cxx=${CXX:-$(command -v g++ || command -v c++ || command -v clang++)}
+  mapfile -t items <"$link_line"
+  mkdir -p "$build/steps"
+  for step in tiny gpt2-small; do
+    if ! "$cxx" -o "$build/steps/$step" "$inputs/steps/$step.o" -Wl,--start-group "${items[@]}" \
+      -Wl,--end-group -lstdc++ -lpthread -lm >"$report/link-$step.log" 2>&1; then
+      skip="linking $step failed: $(first_error "$report/link-$step.log")"
+      echo "gpu-check.sh: $skip (log: $report/link-$step.log)" >&2
+      break
+    fi
+  done
+fi
+
+# A failed training run is run again for 2 steps with every launch
+# synchronous, so that the error names the kernel that faulted rather than
+# the next synchronising call.
+diagnose() { # name args...
+  local name=$1
+  shift
+  CUDA_LAUNCH_BLOCKING=1 bounded "$(stage_time 60)" "$build/steps/$name" --steps 2 "$@" \
+    >"$report/$name-blocking.log" 2>&1
+  echo "$(first_error "$report/$name.log"); synchronous rerun: $(first_error "$report/$name-blocking.log")"
+}
 
 # A world of one runs as a plain process on the GPU machine (no mpirun).
-# A runtime built with MPI initialises it as a singleton; the GPU machine's
-# session may be root, which Open MPI refuses unless told (as in prepare).
+# A runtime built with MPI (CI's own build) initialises it as a singleton;
+# the session may be root, which Open MPI refuses unless told.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-train_status=0
-if ((no_device)); then
+if [[ -n "$skip" ]]; then
+  note tiny "not run: $skip"
+  train_status=1
+elif ((no_device)); then
   # Without a GPU the binary must say so and fail, never crash.
-  "$report/tiny" --steps 1 >"$report/tiny.log" 2>&1
+  "$build/steps/tiny" --steps 1 >"$report/tiny.log" 2>&1
   s=$?
   if ((s == 0 || s > 128)) || ! grep -q "no CUDA device" "$report/tiny.log"; then
     echo "gpu-check.sh: the CUDA binary did not end with 'no CUDA device' (status $s; log: $report/tiny.log)" >&2
@@ -238,11 +370,11 @@ if ((no_device)); then
   note tiny "not run: no CUDA device (the binary said so, status $s)"
 else
   # 3. The tiny GPT against the CPU backend's loss curve.
-  timeout "$timeout_s" "$report/tiny" --steps $tiny_steps --log-every 1 \
+  bounded "$(stage_time 90)" "$build/steps/tiny" --steps $tiny_steps --log-every 1 \
     --data "$inputs/tok/train.bin" >"$report/tiny.log" 2>&1
   s=$?
   if ((s != 0)); then
-    note tiny "failed (status $s; log: $report/tiny.log)"
+    note tiny "failed (status $s): $(diagnose tiny --data "$inputs/tok/train.bin")"
     train_status=1
   elif python3 test/e2e/Inputs/runs.py losses "$inputs/ref/tiny-cpu.log" "$report/tiny.log" \
     --steps $tiny_steps --rtol 1e-3 >"$report/tiny-compare.log" 2>&1; then
@@ -259,18 +391,25 @@ else
   # --stats-json's mean_step_ms includes).
   steps=20
   ((quick)) && steps=8
-  timeout "$timeout_s" "$report/gpt2-small" --steps $steps --log-every 1 \
+  bounded "$(stage_time 120)" "$build/steps/gpt2-small" --steps $steps --log-every 1 \
     --stats-json "$report/gpt2-small.json" >"$report/gpt2-small.log" 2>&1
-  note gpt2_status $?
-  # Where the step's device time goes: a few more steps with each op's
-  # kernels timed on the device (CUDA events), apart from the timed run.
-  timeout "$timeout_s" "$report/gpt2-small" --steps 4 --device-op-times \
-    --stats-json "$report/gpt2-small-ops.json" >"$report/gpt2-small-ops.log" 2>&1
-  note ops_status $?
+  s=$?
+  note gpt2_status $s
+  if ((s != 0)); then
+    note gpt2_error "$(diagnose gpt2-small)"
+  else
+    # Where the step's device time goes: a few more steps with each op's
+    # kernels timed on the device (CUDA events), apart from the timed run.
+    bounded "$(stage_time 60)" "$build/steps/gpt2-small" --steps 4 --device-op-times \
+      --stats-json "$report/gpt2-small-ops.json" >"$report/gpt2-small-ops.log" 2>&1
+    note ops_status $?
+  fi
   torch_modes=both
   ((quick)) && torch_modes=eager
   if python3 -c "import torch" 2>/dev/null; then
-    timeout "$timeout_s" python3 bench/torch_gpt2.py --model gpt2-small --batch $gpt2_batch \
+    # The JSON is written after each mode: eager's numbers stay if
+    # torch.compile fails or runs out of time.
+    bounded "$(stage_time 240)" python3 bench/torch_gpt2.py --model gpt2-small --batch $gpt2_batch \
       --seq 1024 --mode $torch_modes --steps $steps --warmup 3 \
       --json "$report/torch.json" >"$report/torch.log" 2>&1
     note torch_status $?
@@ -279,8 +418,9 @@ else
   fi
 fi
 
+[[ -n "$skip" ]] && note stopped "$skip"
 # The table, last.
-python3 - "$report" "$results" "$(($(date +%s) - start))" "$gpt2_batch" <<'PY'
+python3 - "$report" "$results" "$(($(date +%s) - start))" "$gpt2_batch" <<'PY' | tee "$report/table.txt"
 import json, os, re, sys
 report, results, seconds, batch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 kv = {}
@@ -290,6 +430,8 @@ for line in open(results):
 print(f"\nCUDA backend device check ({seconds} s; logs in {report})")
 print(f"  kernels vs CPU backend : {kv.get('kernels', '?')}")
 print(f"  tiny GPT vs CPU curve  : {kv.get('tiny', '?')}")
+if "stopped" in kv:
+    print(f"  stopped                : {kv['stopped']}")
 if "launch" in kv:
     print(f"  launch without MPI     : {kv['launch']}")
 if "gpu" in kv:
@@ -322,8 +464,9 @@ if kv.get("gpt2_status") == "0" and os.path.exists(f"{report}/gpt2-small.json"):
         if timed and mean:
             print(f"  gpt2-small (autoshard)  : median of {len(timed)} steps after 3 warmup; "
                   f"mean of all {stats.get('steps')} steps {mean:.2f} ms")
-else:
-    print(f"  gpt2-small (autoshard)  : failed, status {kv.get('gpt2_status')} (log: {report}/gpt2-small.log)")
+elif "gpt2_status" in kv:
+    print(f"  gpt2-small (autoshard)  : failed, status {kv.get('gpt2_status')}: "
+          f"{kv.get('gpt2_error', '')} (log: {report}/gpt2-small.log)")
 if kv.get("ops_status") == "0" and os.path.exists(f"{report}/gpt2-small-ops.json"):
     profile = json.load(open(f"{report}/gpt2-small-ops.json"))
     steps = max(profile.get("steps") or 1, 1)
@@ -351,7 +494,8 @@ for name, ms in rows:
     rel = f"{ours / ms:9.2f}x" if ours else "         -"
     print(f"  {name:18}{ms:10.2f}{tps:12,.0f}{tf:10.1f}{mfu:>8}{rel}")
 PY
-status=$?
+status=${PIPESTATUS[0]}
 ((status != 0)) && exit 1
+[[ -n "$skip" ]] && exit 2
 ((kernels_status != 0 || train_status != 0 || driver_mismatch != 0 || launch_status != 0)) && exit 1
 exit 0

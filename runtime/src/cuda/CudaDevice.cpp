@@ -265,6 +265,9 @@ void CudaDevice::zero(Lane lane, void *dst, int64_t bytes) {
 // Queued on the lane's stream, so the copy sees what the lane queued
 // before; the synchronisation then makes it done on return, as Device
 // promises (pageable host memory is only safe to reuse after it anyway).
+// cudaMemcpyDefault lets CUDA tell the memory kinds apart: the "device"
+// side may be host memory too (a memory=host argument or the host arena,
+// which offload's transfers and host-staged collectives move).
 void CudaDevice::toHost(Lane lane, void *dstHost, const void *srcDevice,
                         int64_t bytes) {
   if (bytes <= 0)
@@ -272,7 +275,7 @@ void CudaDevice::toHost(Lane lane, void *dstHost, const void *srcDevice,
   makeCurrent("toHost");
   cudaStream_t s = stream(lane);
   check(cudaMemcpyAsync(dstHost, srcDevice, static_cast<size_t>(bytes),
-                        cudaMemcpyDeviceToHost, s),
+                        cudaMemcpyDefault, s),
         "toHost (cudaMemcpyAsync)", bytes);
   check(cudaStreamSynchronize(s), "toHost (cudaStreamSynchronize)", bytes);
 }
@@ -284,7 +287,7 @@ void CudaDevice::toDevice(Lane lane, void *dstDevice, const void *srcHost,
   makeCurrent("toDevice");
   cudaStream_t s = stream(lane);
   check(cudaMemcpyAsync(dstDevice, srcHost, static_cast<size_t>(bytes),
-                        cudaMemcpyHostToDevice, s),
+                        cudaMemcpyDefault, s),
         "toDevice (cudaMemcpyAsync)", bytes);
   check(cudaStreamSynchronize(s), "toDevice (cudaStreamSynchronize)", bytes);
 }
