@@ -182,7 +182,9 @@ private:
   /// share one), or an error.
   FailureOr<const Policy *> policyOf(OptimizerOpInterface optimizer);
   void markSharded(BlockArgument arg, Type fullType, const Layout &layout);
-  LogicalResult reduceGradients(ArrayRef<OptimizerOpInterface> optimizers);
+  /// `policies[i]` is optimizers[i]'s policyOf, taken before any rewrite.
+  LogicalResult reduceGradients(ArrayRef<OptimizerOpInterface> optimizers,
+                                ArrayRef<const Policy *> policies);
   void reduceClippingNorms();
   LogicalResult shardOptimizer(OptimizerOpInterface optimizer,
                                const Policy &policy);
@@ -275,17 +277,28 @@ void Partitioner::markSharded(BlockArgument arg, Type fullType,
 /// reader of a gradient reads the result. Each gradient follows the policy
 /// of the parameter it updates.
 LogicalResult
-Partitioner::reduceGradients(ArrayRef<OptimizerOpInterface> optimizers) {
+Partitioner::reduceGradients(ArrayRef<OptimizerOpInterface> optimizers,
+                             ArrayRef<const Policy *> policies) {
+  // The values optimizers update: reducing one of them as a gradient would
+  // rewrite the parameter an optimizer reads.
+  llvm::DenseSet<Value> updated;
+  for (OptimizerOpInterface optimizer : optimizers)
+    for (OpOperand &param : optimizer.getParamOperands())
+      updated.insert(param.get());
   llvm::MapVector<Value, const Policy *> gradients;
-  for (OptimizerOpInterface optimizer : optimizers) {
-    FailureOr<const Policy *> policy = policyOf(optimizer);
-    if (failed(policy))
-      return failure();
+  for (auto [index, op] : llvm::enumerate(optimizers)) {
+    OptimizerOpInterface optimizer = op;
+    const Policy *policy = policies[index];
     for (OpOperand &grad : optimizer.getGradientOperands()) {
-      auto [it, inserted] = gradients.try_emplace(grad.get(), *policy);
-      if (!inserted && it->second != *policy &&
-          (it->second->states != (*policy)->states ||
-           it->second->layout != (*policy)->layout))
+      if (updated.contains(grad.get()))
+        return optimizer->emitOpError()
+               << "reads a parameter it or another optimizer updates as a "
+                  "gradient; a gradient is a value the step computes from "
+                  "the loss";
+      auto [it, inserted] = gradients.try_emplace(grad.get(), policy);
+      if (!inserted && it->second != policy &&
+          (it->second->states != policy->states ||
+           it->second->layout != policy->layout))
         return optimizer->emitOpError()
                << "reads a gradient that also updates a parameter the plan "
                   "places differently; put both in one parameter group";
@@ -612,14 +625,21 @@ LogicalResult Partitioner::run() {
   assignPolicies();
   SmallVector<OptimizerOpInterface> optimizers;
   step.walk([&](OptimizerOpInterface op) { optimizers.push_back(op); });
-  if (failed(reduceGradients(optimizers)))
-    return failure();
+  // Each optimizer's policy, from its parameter arguments as they are
+  // before reduceGradients rewrites readers.
+  SmallVector<const Policy *> policies;
   for (OptimizerOpInterface optimizer : optimizers) {
-    const Policy *policy = *policyOf(optimizer);
+    FailureOr<const Policy *> policy = policyOf(optimizer);
+    if (failed(policy))
+      return failure();
+    policies.push_back(*policy);
+  }
+  if (failed(reduceGradients(optimizers, policies)))
+    return failure();
+  for (auto [optimizer, policy] : llvm::zip(optimizers, policies))
     if (sharded(policy->states) &&
         failed(shardOptimizer(optimizer, *policy)))
       return failure();
-  }
   if (!shardedParams.empty() && failed(gatherParameters()))
     return failure();
 
