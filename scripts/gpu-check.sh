@@ -398,6 +398,12 @@ else
   if ((s != 0)); then
     note gpt2_error "$(diagnose gpt2-small)"
   else
+    # The same step with attention as cuBLAS batched GEMMs on tensor cores
+    # (ASRT_CUDA_ATTENTION=gemm) instead of the flash kernels (CUDA cores):
+    # the faster becomes the default.
+    ASRT_CUDA_ATTENTION=gemm bounded "$(stage_time 90)" "$build/steps/gpt2-small" \
+      --steps $steps --log-every 1 >"$report/gpt2-small-gemm.log" 2>&1
+    note gemm_status $?
     # Where the step's device time goes: a few more steps with each op's
     # kernels timed on the device (CUDA events), apart from the timed run.
     bounded "$(stage_time 60)" "$build/steps/gpt2-small" --steps 4 --device-op-times \
@@ -447,26 +453,36 @@ flops = torch.get("flops_per_token")
 peak = (torch.get("matmul_peak") or {}).get("tflops")
 rows = []
 ours = None
-if kv.get("gpt2_status") == "0" and os.path.exists(f"{report}/gpt2-small.json"):
-    stats = json.load(open(f"{report}/gpt2-small.json"))
-    mean = stats.get("mean_step_ms")
-    # The step lines' own times, after 3 warmup steps (see above).
+def timed_steps(log):
+    """The step lines' own times, after 3 warmup steps (see above)."""
     timed = []
-    for line in open(f"{report}/gpt2-small.log", errors="replace"):
+    for line in open(log, errors="replace"):
         m = re.match(r"step (\d+) loss \S+ ms (\S+)$", line.strip())
         if m and int(m.group(1)) > 3:
             timed.append(float(m.group(2)))
-    timed.sort()
+    return sorted(timed)
+
+if kv.get("gpt2_status") == "0" and os.path.exists(f"{report}/gpt2-small.json"):
+    stats = json.load(open(f"{report}/gpt2-small.json"))
+    mean = stats.get("mean_step_ms")
+    timed = timed_steps(f"{report}/gpt2-small.log")
     ms = timed[len(timed) // 2] if timed else mean
     if ms:
         ours = ms
         rows.append(("autoshard (cuda)", ms))
         if timed and mean:
-            print(f"  gpt2-small (autoshard)  : median of {len(timed)} steps after 3 warmup; "
+            print(f"  gpt2-small (autoshard) : median of {len(timed)} steps after 3 warmup; "
                   f"mean of all {stats.get('steps')} steps {mean:.2f} ms")
 elif "gpt2_status" in kv:
-    print(f"  gpt2-small (autoshard)  : failed, status {kv.get('gpt2_status')}: "
+    print(f"  gpt2-small (autoshard) : failed, status {kv.get('gpt2_status')}: "
           f"{kv.get('gpt2_error', '')} (log: {report}/gpt2-small.log)")
+if kv.get("gemm_status") == "0":
+    timed = timed_steps(f"{report}/gpt2-small-gemm.log")
+    if timed:
+        rows.append(("autoshard (gemm)", timed[len(timed) // 2]))
+elif "gemm_status" in kv:
+    print(f"  gpt2-small gemm attn   : status {kv['gemm_status']}: "
+          f"first error in {report}/gpt2-small-gemm.log")
 if kv.get("ops_status") == "0" and os.path.exists(f"{report}/gpt2-small-ops.json"):
     profile = json.load(open(f"{report}/gpt2-small-ops.json"))
     steps = max(profile.get("steps") or 1, 1)

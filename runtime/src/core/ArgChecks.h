@@ -4,6 +4,7 @@
 
 #include "core/Context.h"
 
+#include <cmath>
 #include <cstdint>
 
 namespace autoshard::rt {
@@ -18,6 +19,23 @@ inline void checkCount(const char *op, const char *name, int64_t value) {
 inline void checkNotNull(const char *op, const char *name, const void *ptr) {
   if (!ptr)
     fatal("%s: the %s pointer is null", op, name);
+}
+
+/// The shape of a causal attention call (abi.h): counts non-negative,
+/// heads a multiple of kv_heads >= 1, a finite scale. Each backend adds its
+/// own limits.
+inline void checkAttentionShape(const char *op, int64_t batch, int64_t seq,
+                                int64_t heads, int64_t kvHeads,
+                                int64_t headDim, float scale) {
+  checkCount(op, "batch", batch);
+  checkCount(op, "seq", seq);
+  checkCount(op, "heads", heads);
+  checkCount(op, "head_dim", headDim);
+  if (kvHeads < 1 || heads % kvHeads != 0)
+    fatal("%s: heads = %lld must be a multiple of kv_heads = %lld >= 1", op,
+          static_cast<long long>(heads), static_cast<long long>(kvHeads));
+  if (!std::isfinite(scale))
+    fatal("%s: scale = %g is not finite", op, static_cast<double>(scale));
 }
 
 } // namespace autoshard::rt

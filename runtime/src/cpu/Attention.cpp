@@ -45,17 +45,11 @@ struct Shape {
 
 Shape checkShape(const char *op, int64_t batch, int64_t seq, int64_t heads,
                  int64_t kvHeads, int64_t headDim, float scale) {
-  checkCount(op, "batch", batch);
+  checkAttentionShape(op, batch, seq, heads, kvHeads, headDim, scale);
+  // BLAS takes int dimensions; the leading dimensions of the f32 GEMM
+  // operands are the row strides.
   blasDim(op, "seq", seq);
-  checkCount(op, "heads", heads);
-  checkCount(op, "head_dim", headDim);
-  if (kvHeads < 1 || heads % kvHeads != 0)
-    fatal("%s: heads = %lld must be a multiple of kv_heads = %lld >= 1", op,
-          static_cast<long long>(heads), static_cast<long long>(kvHeads));
-  // The leading dimensions of the f32 GEMM operands are the row strides.
   blasDim(op, "heads * head_dim", heads * headDim);
-  if (!std::isfinite(scale))
-    fatal("%s: scale = %g is not finite", op, static_cast<double>(scale));
   return {batch, seq, heads, kvHeads, headDim, scale};
 }
 

@@ -22,6 +22,7 @@ inline blasint blasDim(const char *op, const char *name, int64_t value) {
   return static_cast<blasint>(value);
 }
 
+using autoshard::rt::checkAttentionShape;
 using autoshard::rt::checkCount;
 using autoshard::rt::checkNotNull;
 

@@ -23,6 +23,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 using autoshard::rt::checkCount;
 using autoshard::rt::Lane;
@@ -263,6 +265,28 @@ extern "C" void asrt_rope_grad(asrt_context *ctx, int32_t dtype, const void *dy,
 
 // ---- Causal self-attention ----
 
+namespace {
+
+/// ASRT_CUDA_ATTENTION picks the attention kernels: "flash" (the default:
+/// Attention.cu's kernels) or "gemm" (cuBLAS batched GEMMs on tensor cores,
+/// AttentionGemm.cu, where its scratch stays within bounds; the flash
+/// kernels otherwise). Read once per process.
+bool useGemmAttention(int64_t seq, int64_t heads) {
+  static const bool gemm = [] {
+    const char *choice = std::getenv("ASRT_CUDA_ATTENTION");
+    if (!choice || !*choice || std::strcmp(choice, "flash") == 0)
+      return false;
+    if (std::strcmp(choice, "gemm") == 0)
+      return true;
+    autoshard::rt::fatal("ASRT_CUDA_ATTENTION=%s: expected flash (the "
+                         "default) or gemm",
+                         choice);
+  }();
+  return gemm && cuda::causalAttentionGemmFits(seq, heads);
+}
+
+} // namespace
+
 extern "C" void asrt_causal_attention_fwd(asrt_context *ctx, int32_t dtype,
                                           const void *q, const void *k,
                                           const void *v, void *out, float *lse,
@@ -270,9 +294,14 @@ extern "C" void asrt_causal_attention_fwd(asrt_context *ctx, int32_t dtype,
                                           int64_t heads, int64_t kv_heads,
                                           int64_t head_dim, float scale) {
   OpTimer timer(ctx, "causal_attention_fwd");
-  cuda::causalAttentionFwd(computeStream(ctx, "causal_attention_fwd"), dtype, q,
-                           k, v, out, lse, batch, seq, heads, kv_heads,
-                           head_dim, scale);
+  if (useGemmAttention(seq, heads))
+    cuda::causalAttentionFwdGemm(device(ctx, "causal_attention_fwd").blas(),
+                                 dtype, q, k, v, out, lse, batch, seq, heads,
+                                 kv_heads, head_dim, scale);
+  else
+    cuda::causalAttentionFwd(computeStream(ctx, "causal_attention_fwd"), dtype,
+                             q, k, v, out, lse, batch, seq, heads, kv_heads,
+                             head_dim, scale);
 }
 
 extern "C" void asrt_causal_attention_grad(
@@ -281,9 +310,14 @@ extern "C" void asrt_causal_attention_grad(
     void *dk, void *dv, int64_t batch, int64_t seq, int64_t heads,
     int64_t kv_heads, int64_t head_dim, float scale) {
   OpTimer timer(ctx, "causal_attention_grad");
-  cuda::causalAttentionGrad(computeStream(ctx, "causal_attention_grad"), dtype,
-                            dout, q, k, v, out, lse, dq, dk, dv, batch, seq,
-                            heads, kv_heads, head_dim, scale);
+  if (useGemmAttention(seq, heads))
+    cuda::causalAttentionGradGemm(device(ctx, "causal_attention_grad").blas(),
+                                  dtype, dout, q, k, v, out, lse, dq, dk, dv,
+                                  batch, seq, heads, kv_heads, head_dim, scale);
+  else
+    cuda::causalAttentionGrad(computeStream(ctx, "causal_attention_grad"),
+                              dtype, dout, q, k, v, out, lse, dq, dk, dv, batch,
+                              seq, heads, kv_heads, head_dim, scale);
 }
 
 // ---- Loss ----

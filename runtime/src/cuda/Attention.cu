@@ -81,22 +81,11 @@ struct Shape {
 
 Shape checkShape(const char *op, int64_t batch, int64_t seq, int64_t heads,
                  int64_t kvHeads, int64_t headDim, float scale) {
-  auto nonNegative = [&](const char *name, int64_t value) {
-    checkCount(op, name, value);
-  };
-  nonNegative("batch", batch);
-  nonNegative("seq", seq);
-  nonNegative("heads", heads);
-  nonNegative("head_dim", headDim);
-  if (kvHeads < 1 || heads % kvHeads != 0)
-    fatal("%s: heads = %lld must be a multiple of kv_heads = %lld >= 1", op,
-          static_cast<long long>(heads), static_cast<long long>(kvHeads));
+  checkAttentionShape(op, batch, seq, heads, kvHeads, headDim, scale);
   if (headDim > kMaxHeadDim)
     fatal("%s: head_dim = %lld exceeds %d, the most the CUDA attention "
           "kernels support (their shared-memory tiles are sized for it)",
           op, static_cast<long long>(headDim), kMaxHeadDim);
-  if (!std::isfinite(scale))
-    fatal("%s: scale = %g is not finite", op, static_cast<double>(scale));
   return {batch, seq, heads, kvHeads, headDim, scale};
 }
 

@@ -96,6 +96,24 @@ void linearGradWeight(Blas &blas, int32_t dtype, const void *dy, const void *x,
 void biasGrad(cudaStream_t stream, int32_t dtype, const void *dy, void *db,
               int64_t rows, int64_t out);
 
+// Causal attention as cuBLAS batched GEMMs (AttentionGemm.cu): the same
+// results as causalAttentionFwd/Grad (up to rounding; the same lse), on
+// tensor cores, with [heads, seq, seq] scores materialised per batch row in
+// stream-ordered scratch. causalAttentionGemmFits says whether that scratch
+// stays within its bound (1 GiB); the GEMMs and kernels run on blas's stream.
+bool causalAttentionGemmFits(int64_t seq, int64_t heads);
+void causalAttentionFwdGemm(Blas &blas, int32_t dtype, const void *q,
+                            const void *k, const void *v, void *out,
+                            float *lse, int64_t batch, int64_t seq,
+                            int64_t heads, int64_t kv_heads, int64_t head_dim,
+                            float scale);
+void causalAttentionGradGemm(Blas &blas, int32_t dtype, const void *dout,
+                             const void *q, const void *k, const void *v,
+                             const void *out, const float *lse, void *dq,
+                             void *dk, void *dv, int64_t batch, int64_t seq,
+                             int64_t heads, int64_t kv_heads,
+                             int64_t head_dim, float scale);
+
 // ---- Optimizer (Optimizer.cu) ----
 // As asrt_sgd_update, asrt_adamw_update, asrt_adamw_update_multi,
 // asrt_increment_i32, asrt_sum_of_squares, asrt_clip_coefficient. Every

@@ -19,6 +19,7 @@
 // cuBLAS is column-major and the ABI's matrices are row-major: a row-major
 // [r, c] matrix is the column-major [c, r] matrix with leading dimension c,
 // so each row-major product C = A B is issued as C^T = B^T A^T.
+#include "BlasCheck.h"
 #include "Cuda.h"
 #include "Element.cuh"
 
@@ -37,12 +38,6 @@ namespace {
 
 /// cuBLAS's workspace: 32 MiB, what NVIDIA recommends for Hopper.
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
-
-void checkBlas(cublasStatus_t status, const char *what) {
-  if (status != CUBLAS_STATUS_SUCCESS)
-    fatal("%s: cuBLAS failed with %s (%s)", what, cublasGetStatusName(status),
-          cublasGetStatusString(status));
-}
 
 /// cuBLAS's element type and compute type for a dtype (see the header).
 struct GemmTypes {
@@ -123,6 +118,12 @@ __global__ void biasGradKernel(const T *dy, T *db, int64_t rows, int64_t out,
 #undef ASRT_FOR_EACH
 
 } // namespace
+
+void checkBlas(cublasStatus_t status, const char *what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    fatal("%s: cuBLAS failed with %s (%s)", what, cublasGetStatusName(status),
+          cublasGetStatusString(status));
+}
 
 Blas::Blas(cudaStream_t stream) : stream_(stream) {
   cublasHandle_t handle = nullptr;

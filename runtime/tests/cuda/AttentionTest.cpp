@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -59,11 +60,18 @@ protected:
                        << " elements differ";
   }
 
-  /// Forward and gradient of one shape on both backends, compared. The
-  /// gradients of both run on the CPU forward's out and lse, so that they
-  /// are compared on the same inputs.
+  /// Forward and gradient of one shape on both backends, compared, for
+  /// each of the CUDA backend's two paths: the flash kernels and the
+  /// batched GEMMs (AttentionGemm.cu). The gradients run on the CPU
+  /// forward's out and lse, so that they are compared on the same inputs.
   void compare(const AttentionShape &s, uint32_t seed) {
-    SCOPED_TRACE(describe(s));
+    for (bool gemm : {false, true})
+      compare(s, seed, gemm);
+  }
+  void compare(const AttentionShape &s, uint32_t seed, bool gemm) {
+    SCOPED_TRACE(describe(s) + (gemm ? ", batched GEMMs" : ", flash kernels"));
+    if (gemm && !blas)
+      blas = std::make_unique<cuda::Blas>(stream);
     const int32_t t = GetParam();
     const size_t qSize = size_t(s.batch * s.seq * s.heads * s.headDim);
     const size_t kvSize = size_t(s.batch * s.seq * s.kvHeads * s.headDim);
@@ -86,9 +94,14 @@ protected:
     void *dq = upload(hq), *dk = upload(hk), *dv = upload(hv);
     HostTensor gpuOut(t, qSize), gpuLse(ASRT_DTYPE_F32, lseSize);
     void *dOut = upload(gpuOut), *dLse = upload(gpuLse);
-    cuda::causalAttentionFwd(stream, t, dq, dk, dv, dOut,
-                             static_cast<float *>(dLse), s.batch, s.seq,
-                             s.heads, s.kvHeads, s.headDim, scale);
+    if (gemm)
+      cuda::causalAttentionFwdGemm(*blas, t, dq, dk, dv, dOut,
+                                   static_cast<float *>(dLse), s.batch, s.seq,
+                                   s.heads, s.kvHeads, s.headDim, scale);
+    else
+      cuda::causalAttentionFwd(stream, t, dq, dk, dv, dOut,
+                               static_cast<float *>(dLse), s.batch, s.seq,
+                               s.heads, s.kvHeads, s.headDim, scale);
     download(dOut, gpuOut);
     download(dLse, gpuLse);
     expectCloseScaled(gpuOut, cpuOut, "causal_attention_fwd out");
@@ -106,16 +119,31 @@ protected:
          *dCpuLse = upload(cpuLse);
     HostTensor gpuDq(t, qSize), gpuDk(t, kvSize), gpuDv(t, kvSize);
     void *dDq = upload(gpuDq), *dDk = upload(gpuDk), *dDv = upload(gpuDv);
-    cuda::causalAttentionGrad(stream, t, dDout, dq, dk, dv, dCpuOut,
-                              static_cast<const float *>(dCpuLse), dDq, dDk,
-                              dDv, s.batch, s.seq, s.heads, s.kvHeads,
-                              s.headDim, scale);
+    if (gemm)
+      cuda::causalAttentionGradGemm(*blas, t, dDout, dq, dk, dv, dCpuOut,
+                                    static_cast<const float *>(dCpuLse), dDq,
+                                    dDk, dDv, s.batch, s.seq, s.heads,
+                                    s.kvHeads, s.headDim, scale);
+    else
+      cuda::causalAttentionGrad(stream, t, dDout, dq, dk, dv, dCpuOut,
+                                static_cast<const float *>(dCpuLse), dDq, dDk,
+                                dDv, s.batch, s.seq, s.heads, s.kvHeads,
+                                s.headDim, scale);
     download(dDq, gpuDq);
     download(dDk, gpuDk);
     download(dDv, gpuDv);
     expectCloseScaled(gpuDq, cpuDq, "causal_attention_grad dq");
     expectCloseScaled(gpuDk, cpuDk, "causal_attention_grad dk");
     expectCloseScaled(gpuDv, cpuDv, "causal_attention_grad dv");
+  }
+
+  /// Bound to the test's stream (the batched-GEMM path's GEMMs and kernels
+  /// run on it); destroyed before the stream.
+  std::unique_ptr<cuda::Blas> blas;
+
+  void TearDown() override {
+    blas.reset();
+    CudaKernelTest::TearDown();
   }
 };
 
