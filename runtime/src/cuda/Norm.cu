@@ -3,7 +3,9 @@
 // runtime/src/cpu/Norm.cpp.
 //
 // One thread block per row (a block-stride loop over rows). Row statistics
-// and the backward pass's row sums accumulate in double, as on the CPU;
+// and the backward pass's row sums accumulate in double, as on the CPU
+// (in another order, and nvcc may fuse their multiply-adds into FMAs, so
+// they can differ from the CPU's in the last bits of a double);
 // elementwise work is in float with explicit round-to-nearest intrinsics
 // (__fmul_rn, ...), which nvcc does not contract into FMAs, so that given
 // the same statistics every output is the CPU's bit for bit. As on the CPU,
