@@ -12,7 +12,7 @@
 // backward takes either path's forward. Chosen by causalAttentionGemmFits
 // and the ASRT_CUDA_ATTENTION environment variable (Abi.cpp).
 #include "AttentionGemmPlan.h"
-#include "BlasCheck.h"
+#include "Cublas.h"
 #include "Cuda.h"
 #include "Element.cuh"
 #include "RowReduce.cuh"
@@ -134,9 +134,9 @@ void runGemm(Blas &blas, const char *op, const AttnGemm &g, const Buffers &b,
                 blas.handle(), g.transA ? CUBLAS_OP_T : CUBLAS_OP_N,
                 g.transB ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k, &g.alpha,
                 b.at(g.a, g.aOffset), b.typeOf(g.a), g.lda, g.aStride,
-                b.at(g.b, g.bOffset), b.typeOf(g.b), g.ldb, g.bStride,
-                &g.beta, b.at(g.c, g.cOffset), b.typeOf(g.c), g.ldc,
-                g.cStride, g.batch, compute, CUBLAS_GEMM_DEFAULT),
+                b.at(g.b, g.bOffset), b.typeOf(g.b), g.ldb, g.bStride, &g.beta,
+                b.at(g.c, g.cOffset), b.typeOf(g.c), g.ldc, g.cStride, g.batch,
+                compute, CUBLAS_GEMM_DEFAULT),
             op);
 }
 
@@ -161,26 +161,18 @@ private:
   void *ptr = nullptr;
 };
 
+/// A call's checked shape and the GEMM types of its dtype (the linear
+/// layers' numerics).
 struct Config {
   AttnShape shape;
-  cudaDataType dataType;
-  cublasComputeType_t compute;
-  int64_t elementBytes;
+  GemmTypes types;
   int64_t square() const { return shape.heads * shape.seq * shape.seq; }
 };
 
 Config configure(const char *op, int32_t dtype, int64_t batch, int64_t seq,
-                 int64_t heads, int64_t kvHeads, int64_t headDim,
-                 float scale) {
+                 int64_t heads, int64_t kvHeads, int64_t headDim, float scale) {
   checkAttentionShape(op, batch, seq, heads, kvHeads, headDim, scale);
-  if (dtype == ASRT_DTYPE_F32)
-    return {{batch, seq, heads, kvHeads, headDim, scale}, CUDA_R_32F,
-            CUBLAS_COMPUTE_32F_PEDANTIC, 4};
-  if (dtype == ASRT_DTYPE_BF16)
-    return {{batch, seq, heads, kvHeads, headDim, scale}, CUDA_R_16BF,
-            CUBLAS_COMPUTE_32F, 2};
-  badDtype(op, dtype);
-  return {}; // not reached: badDtype is fatal
+  return {{batch, seq, heads, kvHeads, headDim, scale}, gemmTypes(op, dtype)};
 }
 
 } // namespace
@@ -191,32 +183,31 @@ bool causalAttentionGemmFits(int64_t seq, int64_t heads) {
 }
 
 void causalAttentionFwdGemm(Blas &blas, int32_t dtype, const void *q,
-                            const void *k, const void *v, void *out,
-                            float *lse, int64_t batch, int64_t seq,
-                            int64_t heads, int64_t kv_heads, int64_t head_dim,
-                            float scale) {
+                            const void *k, const void *v, void *out, float *lse,
+                            int64_t batch, int64_t seq, int64_t heads,
+                            int64_t kv_heads, int64_t head_dim, float scale) {
   const char *op = "causal_attention_fwd";
   const Config c =
       configure(op, dtype, batch, seq, heads, kv_heads, head_dim, scale);
   const AttnShape &s = c.shape;
+  const int64_t eb = int64_t(c.types.elementBytes);
   if (s.batch == 0 || s.seq == 0 || s.heads == 0)
     return;
   cudaStream_t stream = blas.stream();
   Scratch scores(stream, c.square() * 4, "causal_attention_fwd: scores");
-  Scratch probs(stream, c.square() * c.elementBytes,
-                "causal_attention_fwd: probabilities");
+  Scratch probs(stream, c.square() * eb, "causal_attention_fwd: probabilities");
   Buffers bufs;
-  bufs.set(AttnBuf::Q, q, c.dataType);
-  bufs.set(AttnBuf::K, k, c.dataType);
-  bufs.set(AttnBuf::V, v, c.dataType);
-  bufs.set(AttnBuf::Out, out, c.dataType);
+  bufs.set(AttnBuf::Q, q, c.types.data);
+  bufs.set(AttnBuf::K, k, c.types.data);
+  bufs.set(AttnBuf::V, v, c.types.data);
+  bufs.set(AttnBuf::Out, out, c.types.data);
   bufs.set(AttnBuf::Scores, scores.get(), CUDA_R_32F);
-  bufs.set(AttnBuf::Probs, probs.get(), c.dataType);
+  bufs.set(AttnBuf::Probs, probs.get(), c.types.data);
   const int64_t rows = s.kvHeads * s.seq;
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t i = 0; i < s.group(); ++i) {
       std::vector<AttnGemm> gemms = attentionForwardGemms(s, b, i);
-      runGemm(blas, op, gemms[0], bufs, c.compute);
+      runGemm(blas, op, gemms[0], bufs, c.types.compute);
       const GroupRows g{b, i, s.group(), s.heads, s.seq, s.headDim};
       dispatchFloat(op, dtype, [&](auto tag) {
         using T = decltype(tag);
@@ -225,7 +216,7 @@ void causalAttentionFwdGemm(Blas &blas, int32_t dtype, const void *q,
             static_cast<T *>(probs.get()), lse);
       });
       checkLaunch(op);
-      runGemm(blas, op, gemms[1], bufs, c.compute);
+      runGemm(blas, op, gemms[1], bufs, c.types.compute);
     }
 }
 
@@ -233,53 +224,51 @@ void causalAttentionGradGemm(Blas &blas, int32_t dtype, const void *dout,
                              const void *q, const void *k, const void *v,
                              const void *out, const float *lse, void *dq,
                              void *dk, void *dv, int64_t batch, int64_t seq,
-                             int64_t heads, int64_t kv_heads,
-                             int64_t head_dim, float scale) {
+                             int64_t heads, int64_t kv_heads, int64_t head_dim,
+                             float scale) {
   const char *op = "causal_attention_grad";
   const Config c =
       configure(op, dtype, batch, seq, heads, kv_heads, head_dim, scale);
   const AttnShape &s = c.shape;
+  const int64_t eb = int64_t(c.types.elementBytes);
   cudaStream_t stream = blas.stream();
   const int64_t kvRow = s.seq * s.kvHeads * s.headDim;
   if (s.batch == 0 || s.seq == 0)
     return;
   if (s.heads == 0) {
     // No query reads a key: dk and dv are zero, as the CPU's.
-    check(cudaMemsetAsync(dk, 0, size_t(s.batch * kvRow * c.elementBytes),
-                          stream),
+    check(cudaMemsetAsync(dk, 0, size_t(s.batch * kvRow * eb), stream),
           "causal_attention_grad: zeroing dk");
-    check(cudaMemsetAsync(dv, 0, size_t(s.batch * kvRow * c.elementBytes),
-                          stream),
+    check(cudaMemsetAsync(dv, 0, size_t(s.batch * kvRow * eb), stream),
           "causal_attention_grad: zeroing dv");
     return;
   }
   Scratch scores(stream, c.square() * 4, "causal_attention_grad: scores");
   Scratch dprobs(stream, c.square() * 4, "causal_attention_grad: dP");
-  Scratch probs(stream, c.square() * c.elementBytes,
+  Scratch probs(stream, c.square() * eb,
                 "causal_attention_grad: probabilities");
-  Scratch dscores(stream, c.square() * c.elementBytes,
-                  "causal_attention_grad: dS");
+  Scratch dscores(stream, c.square() * eb, "causal_attention_grad: dS");
   // dk and dv accumulate over a key/value head's query heads in f32, one
   // batch row at a time, then are cast to the dtype.
   Scratch dkAcc(stream, kvRow * 4, "causal_attention_grad: dk accumulator");
   Scratch dvAcc(stream, kvRow * 4, "causal_attention_grad: dv accumulator");
   Buffers bufs;
-  bufs.set(AttnBuf::Q, q, c.dataType);
-  bufs.set(AttnBuf::K, k, c.dataType);
-  bufs.set(AttnBuf::V, v, c.dataType);
-  bufs.set(AttnBuf::DOut, dout, c.dataType);
-  bufs.set(AttnBuf::DQ, dq, c.dataType);
+  bufs.set(AttnBuf::Q, q, c.types.data);
+  bufs.set(AttnBuf::K, k, c.types.data);
+  bufs.set(AttnBuf::V, v, c.types.data);
+  bufs.set(AttnBuf::DOut, dout, c.types.data);
+  bufs.set(AttnBuf::DQ, dq, c.types.data);
   bufs.set(AttnBuf::Scores, scores.get(), CUDA_R_32F);
   bufs.set(AttnBuf::DProbs, dprobs.get(), CUDA_R_32F);
-  bufs.set(AttnBuf::Probs, probs.get(), c.dataType);
-  bufs.set(AttnBuf::DScores, dscores.get(), c.dataType);
+  bufs.set(AttnBuf::Probs, probs.get(), c.types.data);
+  bufs.set(AttnBuf::DScores, dscores.get(), c.types.data);
   bufs.set(AttnBuf::DKAcc, dkAcc.get(), CUDA_R_32F);
   bufs.set(AttnBuf::DVAcc, dvAcc.get(), CUDA_R_32F);
   const int64_t rows = s.kvHeads * s.seq;
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t i = 0; i < s.group(); ++i) {
       for (const AttnGemm &g : attentionBackwardScoreGemms(s, b, i))
-        runGemm(blas, op, g, bufs, c.compute);
+        runGemm(blas, op, g, bufs, c.types.compute);
       const GroupRows g{b, i, s.group(), s.heads, s.seq, s.headDim};
       dispatchFloat(op, dtype, [&](auto tag) {
         using T = decltype(tag);
@@ -291,12 +280,12 @@ void causalAttentionGradGemm(Blas &blas, int32_t dtype, const void *dout,
       });
       checkLaunch(op);
       for (const AttnGemm &g : attentionBackwardGradGemms(s, b, i))
-        runGemm(blas, op, g, bufs, c.compute);
+        runGemm(blas, op, g, bufs, c.types.compute);
     }
     cast(stream, ASRT_DTYPE_F32, dkAcc.get(), dtype,
-         static_cast<char *>(dk) + b * kvRow * c.elementBytes, kvRow);
+         static_cast<char *>(dk) + b * kvRow * eb, kvRow);
     cast(stream, ASRT_DTYPE_F32, dvAcc.get(), dtype,
-         static_cast<char *>(dv) + b * kvRow * c.elementBytes, kvRow);
+         static_cast<char *>(dv) + b * kvRow * eb, kvRow);
   }
 }
 

@@ -19,7 +19,7 @@
 // cuBLAS is column-major and the ABI's matrices are row-major: a row-major
 // [r, c] matrix is the column-major [c, r] matrix with leading dimension c,
 // so each row-major product C = A B is issued as C^T = B^T A^T.
-#include "BlasCheck.h"
+#include "Cublas.h"
 #include "Cuda.h"
 #include "Element.cuh"
 
@@ -38,21 +38,6 @@ namespace {
 
 /// cuBLAS's workspace: 32 MiB, what NVIDIA recommends for Hopper.
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
-
-/// cuBLAS's element type and compute type for a dtype (see the header).
-struct GemmTypes {
-  cudaDataType data;
-  cublasComputeType_t compute;
-  size_t elementBytes;
-};
-GemmTypes gemmTypes(const char *op, int32_t dtype) {
-  if (dtype == ASRT_DTYPE_F32)
-    return {CUDA_R_32F, CUBLAS_COMPUTE_32F_PEDANTIC, sizeof(float)};
-  if (dtype == ASRT_DTYPE_BF16)
-    return {CUDA_R_16BF, CUBLAS_COMPUTE_32F, sizeof(__nv_bfloat16)};
-  badDtype(op, dtype);
-  return {}; // not reached: badDtype is fatal
-}
 
 /// Column-major c[m, n] = op(a)[m, k] op(b)[k, n] + beta c, all operands of
 /// one dtype; m, n, k > 0 (the callers handle empty products).
@@ -118,6 +103,15 @@ __global__ void biasGradKernel(const T *dy, T *db, int64_t rows, int64_t out,
 #undef ASRT_FOR_EACH
 
 } // namespace
+
+GemmTypes gemmTypes(const char *op, int32_t dtype) {
+  if (dtype == ASRT_DTYPE_F32)
+    return {CUDA_R_32F, CUBLAS_COMPUTE_32F_PEDANTIC, sizeof(float)};
+  if (dtype == ASRT_DTYPE_BF16)
+    return {CUDA_R_16BF, CUBLAS_COMPUTE_32F, sizeof(__nv_bfloat16)};
+  badDtype(op, dtype);
+  return {}; // not reached: badDtype is fatal
+}
 
 void checkBlas(cublasStatus_t status, const char *what) {
   if (status != CUBLAS_STATUS_SUCCESS)

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -45,6 +46,22 @@ TEST(CudaBackend, InitWithoutADeviceExitsNamingIt) {
         initBackend(&ctx, BackendOptions{});
       },
       exitedNonZero, "autoshard runtime error \\(rank 0\\): no CUDA device");
+}
+
+// The choice is read before anything touches the device, so this runs on
+// machines without a GPU too.
+TEST(CudaBackend, AnUnknownAttentionChoiceIsFatal) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  asrt_context ctx;
+  float lse = 0.0f;
+  EXPECT_DEATH(
+      {
+        setenv("ASRT_CUDA_ATTENTION", "tensorcore", 1);
+        asrt_causal_attention_fwd(&ctx, ASRT_DTYPE_F32, nullptr, nullptr,
+                                  nullptr, nullptr, &lse, 1, 1, 1, 1, 1, 1.0f);
+      },
+      "ASRT_CUDA_ATTENTION=tensorcore: expected flash \\(the default\\) or "
+      "gemm");
 }
 
 TEST(CudaBackend, ComputeWithoutTheCudaDeviceIsFatal) {
