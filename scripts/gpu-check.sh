@@ -196,7 +196,7 @@ if ((do_build)); then
   else
     # A world of one needs no MPI: building without it also builds the
     # launch tests, and spares an MPI that lacks MPI_THREAD_MULTIPLE.
-    flags=(-DCMAKE_BUILD_TYPE=Release -DAUTOSHARD_ENABLE_CUDA=ON
+    flags=(-DCMAKE_BUILD_TYPE=Release -DAUTOSHARD_ENABLE_CUDA=ON -DAUTOSHARD_CUDA_EMU=OFF
       "-DAUTOSHARD_GTEST_SOURCE_DIR=$inputs/googletest" -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON)
     if ((minimal)); then
       flags+=(-DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON -DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON

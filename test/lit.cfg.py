@@ -38,6 +38,10 @@ config.substitutions.append(
 
 if config.have_runtime:
     config.available_features.add("runtime")
+# shard-compile --backend=cuda-emu links: the CUDA backend on the CUDA
+# emulator, which runs without a GPU.
+if config.have_runtime and getattr(config, "have_cuda_emu", False):
+    config.available_features.add("cuda-emu")
 # shard-compile --backend=cuda links (the CUDA toolkit was found), and
 # whether a GPU is there to run what it links (nvidia-smi lists one).
 if config.have_runtime and config.have_cuda_runtime:

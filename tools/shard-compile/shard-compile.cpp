@@ -36,8 +36,10 @@ static cl::opt<bool> exposeGradients(
     cl::init(false));
 static cl::opt<std::string> backend(
     "backend",
-    cl::desc("Runtime backend the binary links: cpu (OpenBLAS) or cuda "
-             "(NVIDIA GPUs, one per rank); the step's code is the same"),
+    cl::desc("Runtime backend the binary links: cpu (OpenBLAS), cuda "
+             "(NVIDIA GPUs, one per rank) or cuda-emu (the CUDA backend on "
+             "the CUDA emulator, on the host: slow, for testing the CUDA "
+             "code without a GPU); the step's code is the same"),
     cl::init("cpu"));
 enum class Emit { Exe, Obj, LLVMIR, MLIR };
 static cl::opt<Emit> emit(
@@ -69,7 +71,16 @@ static std::optional<std::string> checkBackend() {
         "reconfigure with the toolkit installed, or use --emit=obj and link "
         "the object with a runtime built with AUTOSHARD_ENABLE_CUDA=ON");
   }
-  return "unknown backend '" + backend.getValue() + "'; valid backends: cpu, cuda";
+  if (backend == "cuda-emu") {
+    if (emit != Emit::Exe || AUTOSHARD_HAVE_CUDA_EMU_RUNTIME)
+      return std::nullopt;
+    return std::string(
+        "--backend=cuda-emu: this shard-compile was built without the CUDA "
+        "emulator (it needs the CUDA toolkit's headers, Python 3 and "
+        "AUTOSHARD_CUDA_EMU=ON when the runtime is configured)");
+  }
+  return "unknown backend '" + backend.getValue() +
+         "'; valid backends: cpu, cuda, cuda-emu";
 }
 
 /// Links `object` with --backend's runtime into the executable `output`.
@@ -81,9 +92,10 @@ static int link(llvm::StringRef object, llvm::StringRef output) {
   std::vector<std::string> command = {kLinkerDriver, "-fuse-ld=lld",
                                       "-o", output.str(), object.str(),
                                       "-Wl,--start-group"};
-  for (const char *const *item =
-           backend == "cuda" ? kCudaLinkItems : kCpuLinkItems;
-       *item; ++item)
+  const char *const *items = backend == "cuda"       ? kCudaLinkItems
+                            : backend == "cuda-emu" ? kCudaEmuLinkItems
+                                                    : kCpuLinkItems;
+  for (const char *const *item = items; *item; ++item)
     command.push_back(*item);
   // libstdc++: the CUDA libraries' nvcc-built code needs it whole.
   command.insert(command.end(),

@@ -38,9 +38,14 @@ protected:
   /// than OpenBLAS's, so an element near zero carries the rounding error of
   /// its terms, not of itself (with seq 1, dq and dk are exactly 0 and both
   /// backends return rounding noise of ~1e-7). A wrong kernel is off by
-  /// O(max) instead.
+  /// O(max) instead. The batched-GEMM path in bf16 rounds the probabilities
+  /// (and the backward's dS) to bf16 for its tensor-core GEMMs, as flash
+  /// attention does, where the CPU keeps them in f32: each output then
+  /// carries a relative 2^-9 of the sum of its terms' magnitudes, up to
+  /// ~2e-3 of the largest element; its floor is 4e-3 of the scale (the
+  /// CUDA emulator measured differences up to 1.5e-3 on these inputs).
   void expectCloseScaled(const HostTensor &gpu, const HostTensor &cpu,
-                         const char *what) {
+                         const char *what, bool roundedProbabilities = false) {
     ASSERT_EQ(gpu.size(), cpu.size());
     bool bf16 = gpu.dtype == ASRT_DTYPE_BF16;
     const double inputScale = 1.0; // every input here is O(1)
@@ -48,7 +53,8 @@ protected:
     for (size_t i = 0; i < cpu.size(); ++i)
       largest = std::max(largest, std::fabs(double(cpu.get(i))));
     double rel = bf16 ? 1e-2 : 1e-5;
-    double abs = (bf16 ? 1e-3 : 1e-5) * std::max(largest, inputScale);
+    double abs = (bf16 ? (roundedProbabilities ? 4e-3 : 1e-3) : 1e-5) *
+                 std::max(largest, inputScale);
     size_t bad = 0;
     for (size_t i = 0; i < gpu.size(); ++i) {
       double g = gpu.get(i), c = cpu.get(i);
@@ -104,7 +110,7 @@ protected:
                                s.heads, s.kvHeads, s.headDim, scale);
     download(dOut, gpuOut);
     download(dLse, gpuLse);
-    expectCloseScaled(gpuOut, cpuOut, "causal_attention_fwd out");
+    expectCloseScaled(gpuOut, cpuOut, "causal_attention_fwd out", gemm);
     // The log-sum-exp is f32 for either dtype, from the same (rounded)
     // inputs: f32's tolerance.
     expectCloseScaled(gpuLse, cpuLse, "causal_attention_fwd lse");
@@ -132,9 +138,9 @@ protected:
     download(dDq, gpuDq);
     download(dDk, gpuDk);
     download(dDv, gpuDv);
-    expectCloseScaled(gpuDq, cpuDq, "causal_attention_grad dq");
-    expectCloseScaled(gpuDk, cpuDk, "causal_attention_grad dk");
-    expectCloseScaled(gpuDv, cpuDv, "causal_attention_grad dv");
+    expectCloseScaled(gpuDq, cpuDq, "causal_attention_grad dq", gemm);
+    expectCloseScaled(gpuDk, cpuDk, "causal_attention_grad dk", gemm);
+    expectCloseScaled(gpuDv, cpuDv, "causal_attention_grad dv", gemm);
   }
 
   /// Bound to the test's stream (the batched-GEMM path's GEMMs and kernels

@@ -1,0 +1,509 @@
+// The CUDA emulator's runtime API: the cudart functions the backend and its
+// tests call, on one emulated device whose memory is host memory.
+//
+// Every stream operation runs when it is enqueued, on the calling thread, so
+// a stream's work is done by the time the call returns: synchronisation
+// calls only report errors, event waits are always satisfied, and events
+// record the host clock. That is one legal schedule of CUDA's stream
+// semantics; what it cannot show is a missing event wait between streams.
+// What it does check, as CUDA does or more strictly: launch configurations
+// and streams (Fibers.cpp), copy directions against live device
+// allocations, double or foreign frees, and a device memory limit
+// (ASRT_CUDA_EMU_MEMORY_MIB, default 4096) so that out-of-memory paths run.
+#include "EmuState.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+namespace asrt_emu {
+namespace {
+
+thread_local cudaError_t lastError = cudaSuccess;
+std::atomic<int> sticky{cudaSuccess};
+
+struct Event {
+  bool recorded = false;
+  bool timing = true;
+  std::chrono::steady_clock::time_point when;
+};
+
+/// The device's allocations, streams and events. One mutex: the backend's
+/// communication thread calls CUDA too.
+struct Device {
+  std::mutex mutex;
+  // Device memory: start -> the bytes asked for (what range checks use;
+  // the allocation itself is rounded up to kAlignment).
+  std::map<uintptr_t, size_t> allocations;
+  std::set<void *> pinned;                 // cudaMallocHost
+  std::set<void *> streams;
+  std::set<void *> events;
+  size_t used = 0;
+  size_t capacity = [] {
+    const char *mib = std::getenv("ASRT_CUDA_EMU_MEMORY_MIB");
+    long long value = mib ? std::atoll(mib) : 0;
+    return size_t(value > 0 ? value : 4096) << 20;
+  }();
+};
+
+Device &device() {
+  static Device *d = new Device; // never destroyed: used until exit
+  return *d;
+}
+
+/// Alignment of every emulated allocation, as cudaMalloc guarantees.
+constexpr size_t kAlignment = 256;
+
+cudaError_t fail(cudaError_t error) {
+  lastError = error;
+  return error;
+}
+
+/// The sticky error if there is one, else cudaSuccess: every call starts
+/// with it, as CUDA's do after a kernel fault.
+cudaError_t broken() { return cudaError_t(sticky.load()); }
+
+cudaError_t allocate(void **ptr, size_t bytes) {
+  if (!ptr)
+    return fail(cudaErrorInvalidValue);
+  if (cudaError_t e = broken())
+    return e;
+  Device &d = device();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  size_t rounded = std::max<size_t>(1, (bytes + kAlignment - 1) / kAlignment *
+                                           kAlignment);
+  if (bytes > d.capacity || d.used + rounded > d.capacity)
+    return fail(cudaErrorMemoryAllocation);
+  void *p = std::aligned_alloc(kAlignment, rounded);
+  if (!p)
+    return fail(cudaErrorMemoryAllocation);
+  // Fresh device memory holds garbage: make it NaN-like, not zero, so a
+  // kernel that reads what nobody wrote is caught by the comparisons.
+  std::memset(p, 0xff, rounded);
+  d.allocations[uintptr_t(p)] = std::max<size_t>(1, bytes);
+  d.used += rounded;
+  *ptr = p;
+  return cudaSuccess;
+}
+
+cudaError_t release(void *ptr) {
+  if (cudaError_t e = broken())
+    return e;
+  if (!ptr)
+    return cudaSuccess;
+  Device &d = device();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  auto it = d.allocations.find(uintptr_t(ptr));
+  if (it == d.allocations.end())
+    return fail(cudaErrorInvalidValue); // not a live device allocation
+  d.used -= std::max<size_t>(1, (it->second + kAlignment - 1) / kAlignment *
+                                    kAlignment);
+  d.allocations.erase(it);
+  std::free(ptr);
+  return cudaSuccess;
+}
+
+cudaError_t copy(void *dst, const void *src, size_t count,
+                 cudaMemcpyKind kind) {
+  if (cudaError_t e = broken())
+    return e;
+  if (count == 0)
+    return cudaSuccess;
+  if (!dst || !src)
+    return fail(cudaErrorInvalidValue);
+  bool dstDevice = isDeviceRange(dst, count);
+  bool srcDevice = isDeviceRange(src, count);
+  bool ok = true;
+  switch (kind) {
+  case cudaMemcpyHostToHost:
+    ok = !dstDevice && !srcDevice;
+    break;
+  case cudaMemcpyHostToDevice:
+    ok = dstDevice && !srcDevice;
+    break;
+  case cudaMemcpyDeviceToHost:
+    ok = !dstDevice && srcDevice;
+    break;
+  case cudaMemcpyDeviceToDevice:
+    ok = dstDevice && srcDevice;
+    break;
+  case cudaMemcpyDefault:
+    break;
+  default:
+    ok = false;
+  }
+  if (!ok)
+    return fail(cudaErrorInvalidMemcpyDirection);
+  std::memmove(dst, src, count);
+  return cudaSuccess;
+}
+
+/// Registers a new stream or event handle in `handles`.
+void track(std::set<void *> Device::*handles, void *handle) {
+  Device &d = device();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  (d.*handles).insert(handle);
+}
+
+/// Unregisters a handle; false if it was not live (never created, or
+/// destroyed already).
+bool untrack(std::set<void *> Device::*handles, void *handle) {
+  Device &d = device();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  return handle && (d.*handles).erase(handle);
+}
+
+Event *findEvent(cudaEvent_t event) {
+  Device &d = device();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  return d.events.count(event) ? reinterpret_cast<Event *>(event) : nullptr;
+}
+
+} // namespace
+
+void setLastError(cudaError_t error) { lastError = error; }
+cudaError_t stickyError() { return broken(); }
+
+void setStickyError(cudaError_t error, const char *format, ...) {
+  std::fprintf(stderr, "CUDA emulator: ");
+  va_list args;
+  va_start(args, format);
+  std::vfprintf(stderr, format, args);
+  va_end(args);
+  std::fprintf(stderr, "\n");
+  int expected = cudaSuccess;
+  sticky.compare_exchange_strong(expected, error);
+}
+
+bool validStream(cudaStream_t stream) {
+  if (!stream)
+    return true;
+  Device &d = device();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  return d.streams.count(stream) != 0;
+}
+
+bool isDeviceRange(const void *p, size_t bytes) {
+  Device &d = device();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  auto it = d.allocations.upper_bound(uintptr_t(p));
+  if (it == d.allocations.begin())
+    return false;
+  --it;
+  return uintptr_t(p) + bytes <= it->first + it->second;
+}
+
+} // namespace asrt_emu
+
+using namespace asrt_emu;
+
+// ---- Errors and the device ----
+
+cudaError_t cudaGetLastError() {
+  if (cudaError_t e = broken())
+    return e;
+  cudaError_t e = lastError;
+  lastError = cudaSuccess;
+  return e;
+}
+
+cudaError_t cudaPeekAtLastError() {
+  if (cudaError_t e = broken())
+    return e;
+  return lastError;
+}
+
+const char *cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+  case cudaSuccess: return "cudaSuccess";
+  case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+  case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+  case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+  case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
+  case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+  case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+  case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+  case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+  case cudaErrorNoDevice: return "cudaErrorNoDevice";
+  default: return "cudaErrorUnknown";
+  }
+}
+
+const char *cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+  case cudaSuccess: return "no error";
+  case cudaErrorInvalidValue: return "invalid argument";
+  case cudaErrorMemoryAllocation: return "out of memory";
+  case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+  case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+  case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+  case cudaErrorInvalidDevice: return "invalid device ordinal";
+  case cudaErrorLaunchFailure: return "unspecified launch failure";
+  case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+  case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+  default: return "unknown error";
+  }
+}
+
+cudaError_t cudaGetDeviceCount(int *count) {
+  if (!count)
+    return fail(cudaErrorInvalidValue);
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int ordinal) {
+  if (cudaError_t e = broken())
+    return e;
+  return ordinal == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice);
+}
+
+cudaError_t cudaGetDevice(int *ordinal) {
+  if (!ordinal)
+    return fail(cudaErrorInvalidValue);
+  *ordinal = 0;
+  return broken();
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int ordinal) {
+  if (!prop)
+    return fail(cudaErrorInvalidValue);
+  if (ordinal != 0)
+    return fail(cudaErrorInvalidDevice);
+  *prop = cudaDeviceProp{};
+  std::snprintf(prop->name, sizeof prop->name, "autoshard CUDA emulator");
+  std::memcpy(prop->uuid.bytes, "asrt-cuda-emu-00", sizeof prop->uuid.bytes);
+  prop->totalGlobalMem = device().capacity;
+  prop->major = 9;
+  prop->minor = 0;
+  prop->multiProcessorCount = 1;
+  prop->warpSize = 32;
+  prop->maxThreadsPerBlock = 1024;
+  prop->sharedMemPerBlock = 48 << 10;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr,
+                                   int ordinal) {
+  if (!value)
+    return fail(cudaErrorInvalidValue);
+  if (ordinal != 0)
+    return fail(cudaErrorInvalidDevice);
+  switch (attr) {
+  case cudaDevAttrMemoryPoolsSupported: *value = 1; break;
+  case cudaDevAttrWarpSize: *value = 32; break;
+  case cudaDevAttrMaxThreadsPerBlock: *value = 1024; break;
+  case cudaDevAttrMultiProcessorCount: *value = 1; break;
+  case cudaDevAttrComputeCapabilityMajor: *value = 9; break;
+  case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
+  default: return fail(cudaErrorInvalidValue);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int ordinal) {
+  if (!pool)
+    return fail(cudaErrorInvalidValue);
+  if (ordinal != 0)
+    return fail(cudaErrorInvalidDevice);
+  static int thePool;
+  *pool = reinterpret_cast<cudaMemPool_t>(&thePool);
+  return broken();
+}
+
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr,
+                                    void *value) {
+  // The emulator's pool is malloc: its attributes change nothing.
+  return pool && value ? broken() : fail(cudaErrorInvalidValue);
+}
+
+cudaError_t cudaDeviceSynchronize() { return broken(); }
+
+cudaError_t cudaMemGetInfo(size_t *freeBytes, size_t *totalBytes) {
+  if (!freeBytes || !totalBytes)
+    return fail(cudaErrorInvalidValue);
+  Device &d = device();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  *totalBytes = d.capacity;
+  *freeBytes = d.capacity - d.used;
+  return broken();
+}
+
+// ---- Memory ----
+
+cudaError_t cudaMalloc(void **ptr, size_t bytes) { return allocate(ptr, bytes); }
+cudaError_t cudaFree(void *ptr) { return release(ptr); }
+
+cudaError_t cudaMallocAsync(void **ptr, size_t bytes, cudaStream_t stream) {
+  if (!validStream(stream))
+    return fail(cudaErrorInvalidResourceHandle);
+  return allocate(ptr, bytes);
+}
+
+cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream) {
+  if (!validStream(stream))
+    return fail(cudaErrorInvalidResourceHandle);
+  return release(ptr);
+}
+
+cudaError_t cudaMallocHost(void **ptr, size_t bytes) {
+  if (!ptr)
+    return fail(cudaErrorInvalidValue);
+  if (cudaError_t e = broken())
+    return e;
+  void *p = std::aligned_alloc(kAlignment, std::max<size_t>(
+      1, (bytes + kAlignment - 1) / kAlignment * kAlignment));
+  if (!p)
+    return fail(cudaErrorMemoryAllocation);
+  Device &d = device();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  d.pinned.insert(p);
+  *ptr = p;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void *ptr) {
+  if (cudaError_t e = broken())
+    return e;
+  if (!ptr)
+    return cudaSuccess;
+  Device &d = device();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  if (!d.pinned.erase(ptr))
+    return fail(cudaErrorInvalidValue);
+  std::free(ptr);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
+                       cudaMemcpyKind kind) {
+  return copy(dst, src, count, kind);
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
+                            cudaMemcpyKind kind, cudaStream_t stream) {
+  if (!validStream(stream))
+    return fail(cudaErrorInvalidResourceHandle);
+  return copy(dst, src, count, kind);
+}
+
+cudaError_t cudaMemset(void *ptr, int value, size_t count) {
+  return cudaMemsetAsync(ptr, value, count, nullptr);
+}
+
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t count,
+                            cudaStream_t stream) {
+  if (cudaError_t e = broken())
+    return e;
+  if (!validStream(stream))
+    return fail(cudaErrorInvalidResourceHandle);
+  if (count == 0)
+    return cudaSuccess;
+  if (!isDeviceRange(ptr, count))
+    return fail(cudaErrorInvalidValue);
+  std::memset(ptr, value, count);
+  return cudaSuccess;
+}
+
+// ---- Streams and events ----
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned) {
+  if (!stream)
+    return fail(cudaErrorInvalidValue);
+  if (cudaError_t e = broken())
+    return e;
+  void *handle = new char; // a unique address per stream
+  track(&Device::streams, handle);
+  *stream = static_cast<cudaStream_t>(handle);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *stream) {
+  return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (!untrack(&Device::streams, stream))
+    return fail(cudaErrorInvalidResourceHandle);
+  delete static_cast<char *>(static_cast<void *>(stream));
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (cudaError_t e = broken())
+    return e;
+  return validStream(stream) ? cudaSuccess
+                             : fail(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
+  if (!event)
+    return fail(cudaErrorInvalidValue);
+  if (cudaError_t e = broken())
+    return e;
+  Event *created = new Event;
+  created->timing = !(flags & cudaEventDisableTiming);
+  track(&Device::events, created);
+  *event = reinterpret_cast<cudaEvent_t>(created);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (!untrack(&Device::events, event))
+    return fail(cudaErrorInvalidResourceHandle);
+  delete reinterpret_cast<Event *>(event);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (cudaError_t e = broken())
+    return e;
+  Event *e = findEvent(event);
+  if (!e || !validStream(stream))
+    return fail(cudaErrorInvalidResourceHandle);
+  e->recorded = true;
+  e->when = std::chrono::steady_clock::now();
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (cudaError_t e = broken())
+    return e;
+  return findEvent(event) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,
+                                 cudaEvent_t end) {
+  if (cudaError_t e = broken())
+    return e;
+  Event *a = findEvent(start), *b = findEvent(end);
+  if (!ms)
+    return fail(cudaErrorInvalidValue);
+  if (!a || !b || !a->timing || !b->timing)
+    return fail(cudaErrorInvalidResourceHandle);
+  if (!a->recorded || !b->recorded)
+    return fail(cudaErrorInvalidResourceHandle);
+  *ms = std::chrono::duration<float, std::milli>(b->when - a->when).count();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
+                                unsigned) {
+  if (cudaError_t e = broken())
+    return e;
+  // The recorded work is done: it ran when it was enqueued.
+  if (!findEvent(event) || !validStream(stream))
+    return fail(cudaErrorInvalidResourceHandle);
+  return cudaSuccess;
+}

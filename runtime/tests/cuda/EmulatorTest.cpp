@@ -1,0 +1,362 @@
+// The CUDA emulator (src/cuda/emu) against what CUDA promises: block
+// barriers and shared memory, warp shuffles, launch configurations, sticky
+// errors after a trap, the runtime's memory rules and cuBLAS's GEMM and
+// argument checks. The kernel tests trust it to run the backend's kernels
+// as a GPU would, so it is tested on its own first. Kernels are lambdas
+// launched with asrt_emu::launch, what rewrite_launches.py makes of <<<>>>.
+#include "CudaEmu.h"
+
+#include <cublas_v2.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <vector>
+
+namespace {
+
+/// Device memory holding `n` values of T, freed at scope exit.
+template <typename T> struct DeviceArray {
+  T *p = nullptr;
+  explicit DeviceArray(size_t n) {
+    EXPECT_EQ(cudaMalloc(reinterpret_cast<void **>(&p), n * sizeof(T)),
+              cudaSuccess);
+  }
+  ~DeviceArray() { cudaFree(p); }
+};
+
+TEST(CudaEmulator, SharedMemoryAndBarriersReduceABlockInEitherSchedule) {
+  for (bool reverse : {false, true}) {
+    asrt_emu::setReverseSchedule(reverse);
+    DeviceArray<int> out(4);
+    // Each of 4 blocks of 128 threads sums its thread indices through
+    // shared memory, halving with a barrier between the steps.
+    asrt_emu::launch(
+        [&] {
+          __shared__ int partial[128];
+          unsigned t = threadIdx.x;
+          partial[t] = int(t + blockIdx.x * 1000);
+          __syncthreads();
+          for (unsigned half = 64; half > 0; half /= 2) {
+            if (t < half)
+              partial[t] += partial[t + half];
+            __syncthreads();
+          }
+          if (t == 0)
+            out.p[blockIdx.x] = partial[0];
+        },
+        dim3(4), dim3(128));
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    for (int b = 0; b < 4; ++b)
+      EXPECT_EQ(out.p[b], 127 * 128 / 2 + 128 * 1000 * b) << "block " << b;
+  }
+  asrt_emu::setReverseSchedule(false);
+}
+
+TEST(CudaEmulator, AMissingBarrierChangesTheResultWithTheSchedule) {
+  // Thread 0 reads what thread 1 writes, with no barrier between: a race
+  // on a GPU. The two schedules order the write and the read differently,
+  // which is how ASRT_CUDA_EMU_SCHEDULE=reverse exposes such a kernel.
+  int seen[2];
+  for (bool reverse : {false, true}) {
+    asrt_emu::setReverseSchedule(reverse);
+    DeviceArray<int> out(1);
+    asrt_emu::launch(
+        [&] {
+          __shared__ int slot;
+          if (threadIdx.x == 0)
+            slot = 0;
+          __syncthreads();
+          if (threadIdx.x == 1)
+            slot = 42;
+          if (threadIdx.x == 0)
+            out.p[0] = slot; // no __syncthreads() before this read
+        },
+        dim3(1), dim3(2));
+    seen[reverse] = out.p[0];
+  }
+  asrt_emu::setReverseSchedule(false);
+  EXPECT_NE(seen[0], seen[1]);
+}
+
+TEST(CudaEmulator, WarpShufflesMoveValuesBetweenLanes) {
+  DeviceArray<float> sums(64), down(64), broadcast(64), xorWidth(64);
+  asrt_emu::launch(
+      [&] {
+        unsigned i = threadIdx.x, lane = i % 32;
+        float v = float(i);
+        float sum = v; // butterfly: every lane ends with its warp's sum
+        for (int offset = 16; offset > 0; offset /= 2)
+          sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+        sums.p[i] = sum;
+        // down by 3: lanes 29..31 keep their own value
+        down.p[i] = __shfl_down_sync(0xffffffffu, v, 3);
+        broadcast.p[i] = __shfl_sync(0xffffffffu, v, 5);
+        // segments of 8 lanes: lane ^ 4 stays inside its segment
+        xorWidth.p[i] = __shfl_xor_sync(0xffffffffu, v, 4, 8);
+        (void)lane;
+      },
+      dim3(1), dim3(64));
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  for (int i = 0; i < 64; ++i) {
+    int base = i / 32 * 32, lane = i % 32;
+    EXPECT_EQ(sums.p[i], float(31 * 32 / 2 + 32 * base)) << i;
+    EXPECT_EQ(down.p[i], float(lane + 3 < 32 ? i + 3 : i)) << i;
+    EXPECT_EQ(broadcast.p[i], float(base + 5)) << i;
+    EXPECT_EQ(xorWidth.p[i], float(i ^ 4)) << i;
+  }
+}
+
+TEST(CudaEmulator, CoordinatesCoverTheGrid) {
+  DeviceArray<int> hits(2 * 3 * 4 * 5);
+  cudaMemset(hits.p, 0, sizeof(int) * 120);
+  asrt_emu::launch(
+      [&] {
+        unsigned block = blockIdx.x + gridDim.x * blockIdx.y;
+        unsigned thread = threadIdx.x + blockDim.x * threadIdx.y;
+        hits.p[block * 20 + thread] += 1;
+      },
+      dim3(2, 3), dim3(4, 5));
+  for (int i = 0; i < 120; ++i)
+    EXPECT_EQ(hits.p[i], 1) << i;
+}
+
+TEST(CudaEmulator, ConfigurationsCudaRefusesAreLaunchErrors) {
+  bool ran = false;
+  asrt_emu::launch([&] { ran = true; }, dim3(1), dim3(1025));
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  asrt_emu::launch([&] { ran = true; }, dim3(0), dim3(32));
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  asrt_emu::launch([&] { ran = true; }, dim3(1, 65536), dim3(32));
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  int bogus = 0;
+  asrt_emu::launch([&] { ran = true; }, dim3(1), dim3(1), 0,
+                   reinterpret_cast<cudaStream_t>(&bogus));
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+  EXPECT_FALSE(ran);
+  // Not sticky: the next launch runs.
+  asrt_emu::launch([&] { ran = true; }, dim3(1), dim3(1));
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_TRUE(ran);
+}
+
+// A kernel fault is sticky for the whole process, so each of these runs in
+// a child (a death test) that exits 0 when what followed was right.
+
+TEST(CudaEmulatorDeathTest, ATrapBreaksEveryLaterCall) {
+  EXPECT_EXIT(
+      {
+        int after = 0;
+        asrt_emu::launch(
+            [&] {
+              if (threadIdx.x == 3)
+                __trap();
+              __syncthreads();
+              after = 1;
+            },
+            dim3(1), dim3(8));
+        void *p = nullptr;
+        bool sticky = cudaGetLastError() == cudaErrorLaunchFailure &&
+                      cudaGetLastError() == cudaErrorLaunchFailure &&
+                      cudaStreamSynchronize(nullptr) == cudaErrorLaunchFailure &&
+                      cudaMalloc(&p, 4) == cudaErrorLaunchFailure;
+        std::exit(sticky && after == 0 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "thread \\(3,0,0\\) executed __trap");
+}
+
+TEST(CudaEmulatorDeathTest, AShuffleAndABarrierWaitingForEachOtherAreReported) {
+  // Half a warp shuffles with the whole warp while the other half waits in
+  // __syncthreads: neither can complete (a hang on a GPU).
+  EXPECT_EXIT(
+      {
+        asrt_emu::launch(
+            [&] {
+              if (threadIdx.x < 16)
+                __shfl_sync(0xffffffffu, 1, 0);
+              else
+                __syncthreads();
+            },
+            dim3(1), dim3(32));
+        std::exit(cudaGetLastError() == cudaErrorLaunchFailure ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "waits in __syncthreads");
+}
+
+TEST(CudaEmulatorDeathTest, AShuffleNamingAnExitedLaneIsReported) {
+  EXPECT_EXIT(
+      {
+        asrt_emu::launch(
+            [&] {
+              if (threadIdx.x == 7)
+                return;
+              __shfl_sync(0xffffffffu, 1.0f, 0);
+            },
+            dim3(1), dim3(32));
+        std::exit(cudaGetLastError() == cudaErrorLaunchFailure ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "exited");
+}
+
+TEST(CudaEmulatorDeathTest, APartialWarpCannotShuffleWithAFullMask) {
+  EXPECT_EXIT(
+      {
+        asrt_emu::launch([&] { __shfl_xor_sync(0xffffffffu, 1, 1); },
+                         dim3(1), dim3(16));
+        std::exit(cudaGetLastError() == cudaErrorLaunchFailure ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "names lanes the block lacks");
+}
+
+TEST(CudaEmulatorRuntime, MemoryRules) {
+  void *device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, 64), cudaSuccess);
+  std::vector<char> host(64, 1);
+  EXPECT_EQ(cudaMemcpy(device, host.data(), 64, cudaMemcpyHostToDevice),
+            cudaSuccess);
+  // Directions are checked against the live allocations.
+  EXPECT_EQ(cudaMemcpy(host.data(), device, 64, cudaMemcpyHostToDevice),
+            cudaErrorInvalidMemcpyDirection);
+  EXPECT_EQ(cudaMemcpy(device, host.data(), 65, cudaMemcpyHostToDevice),
+            cudaErrorInvalidMemcpyDirection); // one byte past the allocation
+  EXPECT_EQ(cudaMemcpy(host.data(), device, 64, cudaMemcpyDefault),
+            cudaSuccess);
+  EXPECT_EQ(cudaMemsetAsync(host.data(), 0, 8, nullptr),
+            cudaErrorInvalidValue); // host memory
+  (void)cudaGetLastError();
+  EXPECT_EQ(cudaFree(host.data()), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(device), cudaSuccess);
+  EXPECT_EQ(cudaFree(device), cudaErrorInvalidValue); // twice
+  (void)cudaGetLastError();
+  // The device's capacity is finite (ASRT_CUDA_EMU_MEMORY_MIB).
+  size_t freeBytes = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&freeBytes, &total), cudaSuccess);
+  void *huge = nullptr;
+  EXPECT_EQ(cudaMalloc(&huge, total + 1), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(CudaEmulatorRuntime, StreamsAndEvents) {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t a = nullptr, b = nullptr, untimed = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+            cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&a), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&b), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming),
+            cudaSuccess);
+  float ms = -1;
+  EXPECT_EQ(cudaEventElapsedTime(&ms, a, b), cudaErrorInvalidResourceHandle)
+      << "not recorded yet";
+  EXPECT_EQ(cudaEventRecord(a, stream), cudaSuccess);
+  EXPECT_EQ(cudaEventRecord(b, stream), cudaSuccess);
+  EXPECT_EQ(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
+  EXPECT_GE(ms, 0.0f);
+  EXPECT_EQ(cudaEventRecord(untimed, stream), cudaSuccess);
+  EXPECT_EQ(cudaEventElapsedTime(&ms, a, untimed),
+            cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaStreamWaitEvent(stream, b, 0), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  for (cudaEvent_t e : {a, b, untimed})
+    EXPECT_EQ(cudaEventDestroy(e), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaErrorInvalidResourceHandle);
+  (void)cudaGetLastError();
+}
+
+/// Column-major C[m, n] = op(A) op(B) in double, the GEMM's definition.
+std::vector<double> referenceGemm(bool ta, bool tb, int m, int n, int k,
+                                  const std::vector<float> &a, int lda,
+                                  const std::vector<float> &b, int ldb) {
+  std::vector<double> c(size_t(m) * n);
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < m; ++i)
+      for (int l = 0; l < k; ++l)
+        c[i + size_t(j) * m] += double(ta ? a[l + i * lda] : a[i + l * lda]) *
+                                double(tb ? b[j + l * ldb] : b[l + j * ldb]);
+  return c;
+}
+
+TEST(CudaEmulatorBlas, GemmWithTransposesAndPaddedLeadingDimensions) {
+  cublasHandle_t handle = nullptr;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  const int m = 5, n = 3, k = 4;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      int lda = (ta ? k : m) + 2, ldb = (tb ? n : k) + 1, ldc = m + 3;
+      std::vector<float> a(size_t(lda) * (ta ? m : k)),
+          b(size_t(ldb) * (tb ? k : n));
+      for (size_t i = 0; i < a.size(); ++i)
+        a[i] = float(i % 7) - 3.0f;
+      for (size_t i = 0; i < b.size(); ++i)
+        b[i] = float(i % 5) * 0.5f - 1.0f;
+      DeviceArray<float> da(a.size()), db(b.size()), dc(size_t(ldc) * n);
+      cudaMemcpy(da.p, a.data(), a.size() * 4, cudaMemcpyHostToDevice);
+      cudaMemcpy(db.p, b.data(), b.size() * 4, cudaMemcpyHostToDevice);
+      // C starts as NaN (fresh emulated memory): beta = 0 must not read it.
+      const float alpha = 1.0f, beta = 0.0f;
+      ASSERT_EQ(cublasGemmEx_64(handle, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k,
+                                &alpha, da.p, CUDA_R_32F, lda, db.p,
+                                CUDA_R_32F, ldb, &beta, dc.p, CUDA_R_32F, ldc,
+                                CUBLAS_COMPUTE_32F_PEDANTIC,
+                                CUBLAS_GEMM_DEFAULT),
+                CUBLAS_STATUS_SUCCESS);
+      std::vector<double> want = referenceGemm(ta, tb, m, n, k, a, lda, b, ldb);
+      for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i)
+          EXPECT_EQ(dc.p[i + j * ldc], float(want[i + size_t(j) * m]))
+              << "ta " << ta << " tb " << tb << " (" << i << ", " << j << ")";
+    }
+  EXPECT_EQ(cublasDestroy(handle), CUBLAS_STATUS_SUCCESS);
+}
+
+TEST(CudaEmulatorBlas, ArgumentsCublasRefusesAreRefused) {
+  cublasHandle_t handle = nullptr;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  DeviceArray<float> a(64), b(64), c(64);
+  DeviceArray<__nv_bfloat16> h(64);
+  const float alpha = 1.0f, beta = 0.0f;
+  auto gemm = [&](int64_t lda, cudaDataType bType, const void *bp,
+                  cudaDataType cType, cublasComputeType_t compute) {
+    return cublasGemmEx_64(handle, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &alpha,
+                           a.p, CUDA_R_32F, lda, bp, bType, 4, &beta, c.p,
+                           cType, 4, compute, CUBLAS_GEMM_DEFAULT);
+  };
+  EXPECT_EQ(gemm(4, CUDA_R_32F, b.p, CUDA_R_32F, CUBLAS_COMPUTE_32F),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(gemm(3, CUDA_R_32F, b.p, CUDA_R_32F, CUBLAS_COMPUTE_32F),
+            CUBLAS_STATUS_INVALID_VALUE); // lda < m
+  EXPECT_EQ(gemm(4, CUDA_R_16BF, h.p, CUDA_R_32F, CUBLAS_COMPUTE_32F),
+            CUBLAS_STATUS_NOT_SUPPORTED); // A f32, B bf16
+  EXPECT_EQ(gemm(4, CUDA_R_32F, b.p, CUDA_R_32F, CUBLAS_COMPUTE_16F),
+            CUBLAS_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(cublasDestroy(handle), CUBLAS_STATUS_SUCCESS);
+}
+
+TEST(CudaEmulatorBlasDeathTest, AGemmReachingPastItsBufferIsAnIllegalAddress) {
+  EXPECT_EXIT(
+      {
+        cublasHandle_t handle = nullptr;
+        cublasCreate(&handle);
+        DeviceArray<float> a(16);
+        DeviceArray<float> b(16);
+        DeviceArray<float> c(16);
+        const float alpha = 1.0f;
+        const float beta = 0.0f;
+        // 4 x 4 with ld 5 reads 19 elements of a 16-element buffer.
+        cublasStatus_t s = cublasGemmEx_64(
+            handle, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &alpha, a.p,
+            CUDA_R_32F, 5, b.p, CUDA_R_32F, 4, &beta, c.p, CUDA_R_32F, 4,
+            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        std::exit(s == CUBLAS_STATUS_EXECUTION_FAILED &&
+                          cudaGetLastError() == cudaErrorIllegalAddress
+                      ? 0
+                      : 1);
+      },
+      ::testing::ExitedWithCode(0), "A \\(4 x 4, ld 5.*outside every device");
+}
+
+} // namespace
