@@ -11,6 +11,20 @@
 
 #include <atomic>
 #include <cstdlib>
+
+// Under AddressSanitizer every switch is announced, so that ASan knows
+// which stack is live (scripts/cuda-emu-asan.sh runs the emulated tests so).
+#if defined(__SANITIZE_ADDRESS__)
+#define ASRT_EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ASRT_EMU_ASAN 1
+#endif
+#endif
+#if ASRT_EMU_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
 #include <string>
 #include <vector>
 
@@ -70,12 +84,16 @@ asrt_emu_switch:
 
 struct Context {
   void *sp = nullptr;
+  const void *bottom = nullptr; // the stack, for ASan
+  size_t size = 0;
 };
-void switchContext(Context &from, Context &to) {
+void switchStacks(Context &from, Context &to) {
   asrt_emu_switch(&from.sp, to.sp);
 }
 /// A context that starts `entry` (which never returns) on the stack.
 void prepareContext(Context &c, char *stack, size_t bytes, void (*entry)()) {
+  c.bottom = stack;
+  c.size = bytes;
   uintptr_t top = (uintptr_t(stack) + bytes) & ~uintptr_t(15);
   void **sp = reinterpret_cast<void **>(top);
   *--sp = nullptr;                          // entry's (absent) return address
@@ -93,9 +111,13 @@ void prepareContext(Context &c, char *stack, size_t bytes, void (*entry)()) {
 #else
 struct Context {
   ucontext_t uc;
+  const void *bottom = nullptr; // the stack, for ASan
+  size_t size = 0;
 };
-void switchContext(Context &from, Context &to) { swapcontext(&from.uc, &to.uc); }
+void switchStacks(Context &from, Context &to) { swapcontext(&from.uc, &to.uc); }
 void prepareContext(Context &c, char *stack, size_t bytes, void (*entry)()) {
+  c.bottom = stack;
+  c.size = bytes;
   getcontext(&c.uc);
   c.uc.uc_stack.ss_sp = stack;
   c.uc.uc_stack.ss_size = bytes;
@@ -103,6 +125,45 @@ void prepareContext(Context &c, char *stack, size_t bytes, void (*entry)()) {
   makecontext(&c.uc, entry, 0);
 }
 #endif
+
+/// Switches from `from` to `to`; returns when something switches back.
+/// `leaving`: `from` is never resumed (ASan drops its fake stack).
+void switchContext(Context &from, Context &to, bool leaving = false) {
+#if ASRT_EMU_ASAN
+  void *fakeStack = nullptr;
+  __sanitizer_start_switch_fiber(leaving ? nullptr : &fakeStack, to.bottom,
+                                 to.size);
+#else
+  (void)leaving;
+#endif
+  switchStacks(from, to);
+#if ASRT_EMU_ASAN
+  __sanitizer_finish_switch_fiber(fakeStack, nullptr, nullptr);
+#endif
+}
+
+/// A stack about to be reused: under ASan, forgets the redzones of the
+/// frames its last worker left without returning (a finished worker never
+/// unwinds), which would otherwise be reported against the new frames.
+void forgetFrames(char *stack, size_t bytes) {
+#if ASRT_EMU_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(stack, bytes);
+#else
+  (void)stack;
+  (void)bytes;
+#endif
+}
+
+/// The first thing a new context does: under ASan, completes the switch
+/// that started it and records the stack it came from in `from` (the
+/// scheduler's, the host thread's own stack, whose bounds only ASan knows).
+void enteredContext(Context &from) {
+#if ASRT_EMU_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, &from.bottom, &from.size);
+#else
+  (void)from;
+#endif
+}
 
 // ---- Threads and workers ----
 //
@@ -210,6 +271,7 @@ bool reverseSchedule() {
 
 [[noreturn]] void workerMain() {
   BlockRun &run = *active;
+  enteredContext(run.scheduler);
   Worker &self = *run.runningWorker;
   const int index = int(&self - run.workers.data());
   while (run.started < run.threads.size()) {
@@ -222,7 +284,7 @@ bool reverseSchedule() {
     t.state = State::Done;
   }
   self.busy = false;
-  switchContext(self.context, run.scheduler);
+  switchContext(self.context, run.scheduler, /*leaving=*/true);
   std::fprintf(stderr, "CUDA emulator: a finished worker was resumed\n");
   std::abort();
 }
@@ -239,7 +301,8 @@ void yieldToScheduler() {
   BlockRun &run = *active;
   run.failed = true;
   run.running->state = State::Done;
-  yieldToScheduler();
+  switchContext(run.workers[run.running->worker].context, run.scheduler,
+                /*leaving=*/true);
   std::fprintf(stderr, "CUDA emulator: a failed thread was resumed\n");
   std::abort();
 }
@@ -327,6 +390,7 @@ void startThreads(BlockRun &run) {
       run.workers.emplace_back();
     Worker &worker = run.workers[w];
     worker.busy = true;
+    forgetFrames(stacks.get(w) + kGuardBytes, kStackBytes - kGuardBytes);
     prepareContext(worker.context, stacks.get(w) + kGuardBytes,
                    kStackBytes - kGuardBytes, workerMain);
     run.runningWorker = &worker;

@@ -81,12 +81,14 @@ cudaError_t allocate(void **ptr, size_t bytes) {
                                            kAlignment);
   if (bytes > d.capacity || d.used + rounded > d.capacity)
     return fail(cudaErrorMemoryAllocation);
-  void *p = std::aligned_alloc(kAlignment, rounded);
-  if (!p)
+  // The size asked for, not `rounded`: under AddressSanitizer a kernel
+  // that reads or writes a byte past it is caught.
+  void *p = nullptr;
+  if (posix_memalign(&p, kAlignment, std::max<size_t>(1, bytes)) != 0)
     return fail(cudaErrorMemoryAllocation);
   // Fresh device memory holds garbage: make it NaN-like, not zero, so a
   // kernel that reads what nobody wrote is caught by the comparisons.
-  std::memset(p, 0xff, rounded);
+  std::memset(p, 0xff, bytes);
   d.allocations[uintptr_t(p)] = std::max<size_t>(1, bytes);
   d.used += rounded;
   *ptr = p;
