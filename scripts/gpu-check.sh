@@ -404,6 +404,11 @@ else
     ASRT_CUDA_ATTENTION=gemm bounded "$(stage_time 90)" "$build/steps/gpt2-small" \
       --steps $steps --log-every 1 >"$report/gpt2-small-gemm.log" 2>&1
     note gemm_status $?
+    # And with the forward on tensor cores through WMMA (AttentionWmma.cu;
+    # the backward stays the flash kernels').
+    ASRT_CUDA_ATTENTION=wmma bounded "$(stage_time 90)" "$build/steps/gpt2-small" \
+      --steps $steps --log-every 1 >"$report/gpt2-small-wmma.log" 2>&1
+    note wmma_status $?
     # Where the step's device time goes: a few more steps with each op's
     # kernels timed on the device (CUDA events), apart from the timed run.
     bounded "$(stage_time 60)" "$build/steps/gpt2-small" --steps 4 --device-op-times \
@@ -483,6 +488,13 @@ if kv.get("gemm_status") == "0":
 elif "gemm_status" in kv:
     print(f"  gpt2-small gemm attn   : status {kv['gemm_status']}: "
           f"first error in {report}/gpt2-small-gemm.log")
+if kv.get("wmma_status") == "0":
+    timed = timed_steps(f"{report}/gpt2-small-wmma.log")
+    if timed:
+        rows.append(("autoshard (wmma fwd)", timed[len(timed) // 2]))
+elif "wmma_status" in kv:
+    print(f"  gpt2-small wmma attn   : status {kv['wmma_status']}: "
+          f"first error in {report}/gpt2-small-wmma.log")
 if kv.get("ops_status") == "0" and os.path.exists(f"{report}/gpt2-small-ops.json"):
     profile = json.load(open(f"{report}/gpt2-small-ops.json"))
     steps = max(profile.get("steps") or 1, 1)

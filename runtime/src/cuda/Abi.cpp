@@ -268,21 +268,38 @@ extern "C" void asrt_rope_grad(asrt_context *ctx, int32_t dtype, const void *dy,
 namespace {
 
 /// ASRT_CUDA_ATTENTION picks the attention kernels: "flash" (the default:
-/// Attention.cu's kernels) or "gemm" (cuBLAS batched GEMMs on tensor cores,
-/// AttentionGemm.cu, where its scratch stays within bounds; the flash
-/// kernels otherwise). Read once per process.
-bool useGemmAttention(int64_t seq, int64_t heads) {
-  static const bool gemm = [] {
-    const char *choice = std::getenv("ASRT_CUDA_ATTENTION");
-    if (!choice || !*choice || std::strcmp(choice, "flash") == 0)
-      return false;
-    if (std::strcmp(choice, "gemm") == 0)
-      return true;
+/// Attention.cu's kernels), "gemm" (cuBLAS batched GEMMs on tensor cores,
+/// AttentionGemm.cu, where its scratch stays within bounds) or "wmma" (the
+/// forward on tensor cores through WMMA, AttentionWmma.cu, for bf16 with
+/// head_dim a multiple of 16 up to 128; the backward is the flash
+/// kernels'). Anything a choice does not support runs the flash kernels.
+/// Read once per process.
+enum class Attention { Flash, Gemm, Wmma };
+
+Attention attentionChoice() {
+  static const Attention choice = [] {
+    const char *value = std::getenv("ASRT_CUDA_ATTENTION");
+    if (!value || !*value || std::strcmp(value, "flash") == 0)
+      return Attention::Flash;
+    if (std::strcmp(value, "gemm") == 0)
+      return Attention::Gemm;
+    if (std::strcmp(value, "wmma") == 0)
+      return Attention::Wmma;
     autoshard::rt::fatal("ASRT_CUDA_ATTENTION=%s: expected flash (the "
-                         "default) or gemm",
-                         choice);
+                         "default), gemm or wmma",
+                         value);
   }();
-  return gemm && cuda::causalAttentionGemmFits(seq, heads);
+  return choice;
+}
+
+bool useGemmAttention(int64_t seq, int64_t heads) {
+  return attentionChoice() == Attention::Gemm &&
+         cuda::causalAttentionGemmFits(seq, heads);
+}
+
+bool useWmmaForward(int32_t dtype, int64_t headDim) {
+  return attentionChoice() == Attention::Wmma &&
+         cuda::causalAttentionWmmaSupports(dtype, headDim);
 }
 
 } // namespace
@@ -296,6 +313,10 @@ extern "C" void asrt_causal_attention_fwd(asrt_context *ctx, int32_t dtype,
   OpTimer timer(ctx, "causal_attention_fwd");
   if (useGemmAttention(seq, heads))
     cuda::causalAttentionFwdGemm(device(ctx, "causal_attention_fwd").blas(),
+                                 dtype, q, k, v, out, lse, batch, seq, heads,
+                                 kv_heads, head_dim, scale);
+  else if (useWmmaForward(dtype, head_dim))
+    cuda::causalAttentionFwdWmma(computeStream(ctx, "causal_attention_fwd"),
                                  dtype, q, k, v, out, lse, batch, seq, heads,
                                  kv_heads, head_dim, scale);
   else

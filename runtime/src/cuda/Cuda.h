@@ -114,6 +114,19 @@ void causalAttentionGradGemm(Blas &blas, int32_t dtype, const void *dout,
                              int64_t heads, int64_t kv_heads,
                              int64_t head_dim, float scale);
 
+// Causal attention's forward pass on tensor cores through WMMA
+// (AttentionWmma.cu): Attention.cu's flash scheme with the products as
+// mma_sync, the same out (up to rounding: its probabilities are rounded to
+// bf16) and lse, so causalAttentionGrad takes its results. Only bf16 with
+// head_dim a multiple of 16 up to 128 (causalAttentionWmmaSupports);
+// fatal otherwise.
+bool causalAttentionWmmaSupports(int32_t dtype, int64_t headDim);
+void causalAttentionFwdWmma(cudaStream_t stream, int32_t dtype, const void *q,
+                            const void *k, const void *v, void *out,
+                            float *lse, int64_t batch, int64_t seq,
+                            int64_t heads, int64_t kv_heads, int64_t head_dim,
+                            float scale);
+
 // ---- Optimizer (Optimizer.cu) ----
 // As asrt_sgd_update, asrt_adamw_update, asrt_adamw_update_multi,
 // asrt_increment_i32, asrt_sum_of_squares, asrt_clip_coefficient. Every

@@ -73,6 +73,41 @@ protected:
   void compare(const AttentionShape &s, uint32_t seed) {
     for (bool gemm : {false, true})
       compare(s, seed, gemm);
+    compareWmmaForward(s, seed);
+  }
+
+  /// The tensor-core forward (AttentionWmma.cu), where it applies (bf16,
+  /// head_dim a multiple of 16): out and lse against the CPU's. Its
+  /// probabilities are rounded to bf16 for the P V product, as the batched
+  /// GEMMs' are; its backward is the flash kernels', tested above.
+  void compareWmmaForward(const AttentionShape &s, uint32_t seed) {
+    const int32_t t = GetParam();
+    if (!cuda::causalAttentionWmmaSupports(t, s.headDim))
+      return;
+    SCOPED_TRACE(describe(s) + ", WMMA forward");
+    const size_t qSize = size_t(s.batch * s.seq * s.heads * s.headDim);
+    const size_t kvSize = size_t(s.batch * s.seq * s.kvHeads * s.headDim);
+    const size_t lseSize = size_t(s.batch * s.heads * s.seq);
+    const float scale = 1.0f / std::sqrt(float(s.headDim));
+    HostTensor hq(t, uniform(qSize, seed, -3, 3));
+    HostTensor hk(t, uniform(kvSize, seed + 1, -1, 1));
+    HostTensor hv(t, uniform(kvSize, seed + 2, -1, 1));
+    HostTensor cpuOut(t, qSize), cpuLse(ASRT_DTYPE_F32, lseSize);
+    asrt_causal_attention_fwd(&ctx, t, hq.data(), hk.data(), hv.data(),
+                              cpuOut.data(),
+                              static_cast<float *>(cpuLse.data()), s.batch,
+                              s.seq, s.heads, s.kvHeads, s.headDim, scale);
+    HostTensor gpuOut(t, qSize), gpuLse(ASRT_DTYPE_F32, lseSize);
+    void *dq = upload(hq), *dk = upload(hk), *dv = upload(hv);
+    void *dOut = upload(gpuOut), *dLse = upload(gpuLse);
+    cuda::causalAttentionFwdWmma(stream, t, dq, dk, dv, dOut,
+                                 static_cast<float *>(dLse), s.batch, s.seq,
+                                 s.heads, s.kvHeads, s.headDim, scale);
+    download(dOut, gpuOut);
+    download(dLse, gpuLse);
+    expectCloseScaled(gpuOut, cpuOut, "causal_attention_fwd out (WMMA)",
+                      /*roundedProbabilities=*/true);
+    expectCloseScaled(gpuLse, cpuLse, "causal_attention_fwd lse (WMMA)");
   }
   void compare(const AttentionShape &s, uint32_t seed, bool gemm) {
     SCOPED_TRACE(describe(s) + (gemm ? ", batched GEMMs" : ", flash kernels"));

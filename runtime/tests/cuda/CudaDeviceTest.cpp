@@ -60,8 +60,8 @@ TEST(CudaBackend, AnUnknownAttentionChoiceIsFatal) {
         asrt_causal_attention_fwd(&ctx, ASRT_DTYPE_F32, nullptr, nullptr,
                                   nullptr, nullptr, &lse, 1, 1, 1, 1, 1, 1.0f);
       },
-      "ASRT_CUDA_ATTENTION=tensorcore: expected flash \\(the default\\) or "
-      "gemm");
+      "ASRT_CUDA_ATTENTION=tensorcore: expected flash \\(the default\\), "
+      "gemm or wmma");
 }
 
 TEST(CudaBackend, ComputeWithoutTheCudaDeviceIsFatal) {

@@ -266,6 +266,67 @@ TEST(CudaEmulatorRuntime, StreamsAndEvents) {
   (void)cudaGetLastError();
 }
 
+TEST(CudaEmulatorWmma, MmaOfBf16FragmentsInEveryLayout) {
+  using namespace nvcuda;
+  // A 16 x 32 (two k-steps), B 32 x 16, C 16 x 16; small integers, exact
+  // in bf16 and in f32 sums.
+  DeviceArray<__nv_bfloat16> a(16 * 32), b(32 * 16);
+  DeviceArray<float> c(256), d(256), dt(256);
+  for (int i = 0; i < 16 * 32; ++i) {
+    a.p[i] = __float2bfloat16_rn(float(i % 7 - 3));
+    b.p[i] = __float2bfloat16_rn(float(i % 5 - 2));
+  }
+  for (int i = 0; i < 256; ++i)
+    c.p[i] = float(i % 3);
+  asrt_emu::launch(
+      [&] {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16,
+                       wmma::row_major>
+            fa;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16,
+                       wmma::col_major>
+            fb;
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+        wmma::load_matrix_sync(acc, c.p, 16, wmma::mem_row_major);
+        for (int k = 0; k < 32; k += 16) {
+          wmma::load_matrix_sync(fa, a.p + k, 32); // A row-major, ld 32
+          // B stored column-major: element (k, n) at b[k + n * 32]
+          wmma::load_matrix_sync(fb, b.p + k, 32);
+          wmma::mma_sync(acc, fa, fb, acc);
+        }
+        wmma::store_matrix_sync(d.p, acc, 16, wmma::mem_row_major);
+        wmma::store_matrix_sync(dt.p, acc, 16, wmma::mem_col_major);
+      },
+      dim3(1), dim3(32));
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  for (int r = 0; r < 16; ++r)
+    for (int n = 0; n < 16; ++n) {
+      float want = c.p[r * 16 + n];
+      for (int k = 0; k < 32; ++k)
+        want += __bfloat162float(a.p[r * 32 + k]) *
+                __bfloat162float(b.p[k + n * 32]);
+      EXPECT_EQ(d.p[r * 16 + n], want) << r << ", " << n;
+      EXPECT_EQ(dt.p[r + n * 16], want) << r << ", " << n;
+    }
+}
+
+TEST(CudaEmulatorWmmaDeathTest, AMisalignedFragmentLoadIsReported) {
+  EXPECT_EXIT(
+      {
+        DeviceArray<__nv_bfloat16> a(16 * 16 + 8);
+        asrt_emu::launch(
+            [&] {
+              nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16,
+                                     __nv_bfloat16, nvcuda::wmma::row_major>
+                  fa;
+              nvcuda::wmma::load_matrix_sync(fa, a.p + 1, 16); // 2 bytes off
+            },
+            dim3(1), dim3(32));
+        std::exit(cudaGetLastError() == cudaErrorLaunchFailure ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "256-bit aligned pointer");
+}
+
 /// Column-major C[m, n] = op(A) op(B) in double, the GEMM's definition.
 std::vector<double> referenceGemm(bool ta, bool tb, int m, int n, int k,
                                   const std::vector<float> &a, int lda,

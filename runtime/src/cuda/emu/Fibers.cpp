@@ -193,6 +193,7 @@ struct Thread {
   int source = -1;
   void *out = nullptr;
   size_t bytes = 0;
+  uint64_t *gathered = nullptr; // a gather's destination: every lane's value
 };
 
 struct Worker {
@@ -333,8 +334,16 @@ bool releaseShuffles(BlockRun &run) {
                        describe(t.coords), t.source, warp.mask);
         return false;
       }
-      const Thread &from = t.source < 0 ? t : run.threads[w * kWarp + t.source];
-      std::memcpy(t.out, &from.value, t.bytes);
+      if (t.gathered) {
+        for (unsigned from = 0; from < kWarp; ++from)
+          t.gathered[from] = warp.mask >> from & 1
+                                 ? run.threads[w * kWarp + from].value
+                                 : 0;
+      } else {
+        const Thread &from =
+            t.source < 0 ? t : run.threads[w * kWarp + t.source];
+        std::memcpy(t.out, &from.value, t.bytes);
+      }
       t.state = State::Ready;
     }
     warp.arrived = warp.mask = 0;
@@ -509,8 +518,26 @@ void syncThreads() {
   yieldToScheduler();
 }
 
+namespace {
+/// Publishes `value` to the lanes of `mask` and waits until all arrive;
+/// then either `out` receives lane `source`'s value (a shuffle) or
+/// `gathered` every lane's (a gather).
+void exchange(unsigned mask, const void *value, size_t bytes, int source,
+              void *out, uint64_t *gathered);
+} // namespace
+
 void shuffle(unsigned mask, const void *value, size_t bytes, int source,
              void *out) {
+  exchange(mask, value, bytes, source, out, nullptr);
+}
+
+void gather(unsigned mask, uint64_t value, uint64_t *all) {
+  exchange(mask, &value, sizeof value, -1, nullptr, all);
+}
+
+namespace {
+void exchange(unsigned mask, const void *value, size_t bytes, int source,
+              void *out, uint64_t *gathered) {
   if (!active) {
     std::fprintf(stderr, "CUDA emulator: a warp shuffle outside a kernel\n");
     std::abort();
@@ -535,10 +562,24 @@ void shuffle(unsigned mask, const void *value, size_t bytes, int source,
   self.source = source;
   self.out = out;
   self.bytes = bytes;
+  self.gathered = gathered;
   warp.mask = mask;
   warp.arrived |= bit;
   self.state = State::AtWarpBarrier;
   yieldToScheduler();
+}
+
+} // namespace
+
+void wmmaMisuse(const char *what, const void *pointer, unsigned ldm) {
+  setStickyError(cudaErrorLaunchFailure,
+                 "%s: WMMA load or store of %s at %p with ldm %u: CUDA needs "
+                 "a 256-bit aligned pointer and ldm a multiple of 16 bytes",
+                 active ? describe(active->running->coords) : "host", what,
+                 pointer, ldm);
+  if (active)
+    failFromThread();
+  std::abort();
 }
 
 void trap() {
