@@ -404,8 +404,7 @@ else
     ASRT_CUDA_ATTENTION=gemm bounded "$(stage_time 90)" "$build/steps/gpt2-small" \
       --steps $steps --log-every 1 >"$report/gpt2-small-gemm.log" 2>&1
     note gemm_status $?
-    # And with the forward on tensor cores through WMMA (AttentionWmma.cu;
-    # the backward stays the flash kernels').
+    # And as flash kernels on tensor cores through WMMA (AttentionWmma.cu).
     ASRT_CUDA_ATTENTION=wmma bounded "$(stage_time 90)" "$build/steps/gpt2-small" \
       --steps $steps --log-every 1 >"$report/gpt2-small-wmma.log" 2>&1
     note wmma_status $?
@@ -491,7 +490,7 @@ elif "gemm_status" in kv:
 if kv.get("wmma_status") == "0":
     timed = timed_steps(f"{report}/gpt2-small-wmma.log")
     if timed:
-        rows.append(("autoshard (wmma fwd)", timed[len(timed) // 2]))
+        rows.append(("autoshard (wmma)", timed[len(timed) // 2]))
 elif "wmma_status" in kv:
     print(f"  gpt2-small wmma attn   : status {kv['wmma_status']}: "
           f"first error in {report}/gpt2-small-wmma.log")

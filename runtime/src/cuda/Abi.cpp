@@ -269,10 +269,10 @@ namespace {
 
 /// ASRT_CUDA_ATTENTION picks the attention kernels: "flash" (the default:
 /// Attention.cu's kernels), "gemm" (cuBLAS batched GEMMs on tensor cores,
-/// AttentionGemm.cu, where its scratch stays within bounds) or "wmma" (the
-/// forward on tensor cores through WMMA, AttentionWmma.cu, for bf16 with
-/// head_dim a multiple of 16 up to 128; the backward is the flash
-/// kernels'). Anything a choice does not support runs the flash kernels.
+/// AttentionGemm.cu, where its scratch stays within bounds) or "wmma"
+/// (flash kernels on tensor cores through WMMA, AttentionWmma.cu, for bf16
+/// with head_dim a multiple of 16 up to 128). Anything a choice does not
+/// support runs the flash kernels.
 /// Read once per process.
 enum class Attention { Flash, Gemm, Wmma };
 
@@ -297,7 +297,7 @@ bool useGemmAttention(int64_t seq, int64_t heads) {
          cuda::causalAttentionGemmFits(seq, heads);
 }
 
-bool useWmmaForward(int32_t dtype, int64_t headDim) {
+bool useWmmaAttention(int32_t dtype, int64_t headDim) {
   return attentionChoice() == Attention::Wmma &&
          cuda::causalAttentionWmmaSupports(dtype, headDim);
 }
@@ -315,7 +315,7 @@ extern "C" void asrt_causal_attention_fwd(asrt_context *ctx, int32_t dtype,
     cuda::causalAttentionFwdGemm(device(ctx, "causal_attention_fwd").blas(),
                                  dtype, q, k, v, out, lse, batch, seq, heads,
                                  kv_heads, head_dim, scale);
-  else if (useWmmaForward(dtype, head_dim))
+  else if (useWmmaAttention(dtype, head_dim))
     cuda::causalAttentionFwdWmma(computeStream(ctx, "causal_attention_fwd"),
                                  dtype, q, k, v, out, lse, batch, seq, heads,
                                  kv_heads, head_dim, scale);
@@ -333,6 +333,10 @@ extern "C" void asrt_causal_attention_grad(
   OpTimer timer(ctx, "causal_attention_grad");
   if (useGemmAttention(seq, heads))
     cuda::causalAttentionGradGemm(device(ctx, "causal_attention_grad").blas(),
+                                  dtype, dout, q, k, v, out, lse, dq, dk, dv,
+                                  batch, seq, heads, kv_heads, head_dim, scale);
+  else if (useWmmaAttention(dtype, head_dim))
+    cuda::causalAttentionGradWmma(computeStream(ctx, "causal_attention_grad"),
                                   dtype, dout, q, k, v, out, lse, dq, dk, dv,
                                   batch, seq, heads, kv_heads, head_dim, scale);
   else

@@ -114,18 +114,24 @@ void causalAttentionGradGemm(Blas &blas, int32_t dtype, const void *dout,
                              int64_t heads, int64_t kv_heads,
                              int64_t head_dim, float scale);
 
-// Causal attention's forward pass on tensor cores through WMMA
-// (AttentionWmma.cu): Attention.cu's flash scheme with the products as
-// mma_sync, the same out (up to rounding: its probabilities are rounded to
-// bf16) and lse, so causalAttentionGrad takes its results. Only bf16 with
-// head_dim a multiple of 16 up to 128 (causalAttentionWmmaSupports);
-// fatal otherwise.
+// Causal attention on tensor cores through WMMA (AttentionWmma.cu):
+// Attention.cu's flash scheme with the products as mma_sync, the same out
+// and gradients (up to rounding: its probabilities and dS are rounded to
+// bf16) and the same lse, so either path's backward takes either path's
+// forward. Only bf16 with head_dim a multiple of 16 up to 128
+// (causalAttentionWmmaSupports); fatal otherwise.
 bool causalAttentionWmmaSupports(int32_t dtype, int64_t headDim);
 void causalAttentionFwdWmma(cudaStream_t stream, int32_t dtype, const void *q,
                             const void *k, const void *v, void *out,
                             float *lse, int64_t batch, int64_t seq,
                             int64_t heads, int64_t kv_heads, int64_t head_dim,
                             float scale);
+void causalAttentionGradWmma(cudaStream_t stream, int32_t dtype,
+                             const void *dout, const void *q, const void *k,
+                             const void *v, const void *out, const float *lse,
+                             void *dq, void *dk, void *dv, int64_t batch,
+                             int64_t seq, int64_t heads, int64_t kv_heads,
+                             int64_t head_dim, float scale);
 
 // ---- Optimizer (Optimizer.cu) ----
 // As asrt_sgd_update, asrt_adamw_update, asrt_adamw_update_multi,

@@ -71,49 +71,28 @@ protected:
   /// batched GEMMs (AttentionGemm.cu). The gradients run on the CPU
   /// forward's out and lse, so that they are compared on the same inputs.
   void compare(const AttentionShape &s, uint32_t seed) {
-    for (bool gemm : {false, true})
-      compare(s, seed, gemm);
-    compareWmmaForward(s, seed);
+    compare(s, seed, Path::Flash);
+    compare(s, seed, Path::Gemm);
+    compare(s, seed, Path::Wmma);
   }
 
-  /// The tensor-core forward (AttentionWmma.cu), where it applies (bf16,
-  /// head_dim a multiple of 16): out and lse against the CPU's. Its
-  /// probabilities are rounded to bf16 for the P V product, as the batched
-  /// GEMMs' are; its backward is the flash kernels', tested above.
-  void compareWmmaForward(const AttentionShape &s, uint32_t seed) {
+  /// The CUDA backend's attention paths: the flash kernels (CUDA cores),
+  /// the batched GEMMs and the WMMA flash kernels (tensor cores; bf16 with
+  /// head_dim a multiple of 16 only, skipped otherwise).
+  enum class Path { Flash, Gemm, Wmma };
+
+  void compare(const AttentionShape &s, uint32_t seed, Path path) {
     const int32_t t = GetParam();
-    if (!cuda::causalAttentionWmmaSupports(t, s.headDim))
+    if (path == Path::Wmma && !cuda::causalAttentionWmmaSupports(t, s.headDim))
       return;
-    SCOPED_TRACE(describe(s) + ", WMMA forward");
-    const size_t qSize = size_t(s.batch * s.seq * s.heads * s.headDim);
-    const size_t kvSize = size_t(s.batch * s.seq * s.kvHeads * s.headDim);
-    const size_t lseSize = size_t(s.batch * s.heads * s.seq);
-    const float scale = 1.0f / std::sqrt(float(s.headDim));
-    HostTensor hq(t, uniform(qSize, seed, -3, 3));
-    HostTensor hk(t, uniform(kvSize, seed + 1, -1, 1));
-    HostTensor hv(t, uniform(kvSize, seed + 2, -1, 1));
-    HostTensor cpuOut(t, qSize), cpuLse(ASRT_DTYPE_F32, lseSize);
-    asrt_causal_attention_fwd(&ctx, t, hq.data(), hk.data(), hv.data(),
-                              cpuOut.data(),
-                              static_cast<float *>(cpuLse.data()), s.batch,
-                              s.seq, s.heads, s.kvHeads, s.headDim, scale);
-    HostTensor gpuOut(t, qSize), gpuLse(ASRT_DTYPE_F32, lseSize);
-    void *dq = upload(hq), *dk = upload(hk), *dv = upload(hv);
-    void *dOut = upload(gpuOut), *dLse = upload(gpuLse);
-    cuda::causalAttentionFwdWmma(stream, t, dq, dk, dv, dOut,
-                                 static_cast<float *>(dLse), s.batch, s.seq,
-                                 s.heads, s.kvHeads, s.headDim, scale);
-    download(dOut, gpuOut);
-    download(dLse, gpuLse);
-    expectCloseScaled(gpuOut, cpuOut, "causal_attention_fwd out (WMMA)",
-                      /*roundedProbabilities=*/true);
-    expectCloseScaled(gpuLse, cpuLse, "causal_attention_fwd lse (WMMA)");
-  }
-  void compare(const AttentionShape &s, uint32_t seed, bool gemm) {
-    SCOPED_TRACE(describe(s) + (gemm ? ", batched GEMMs" : ", flash kernels"));
+    const bool gemm = path == Path::Gemm;
+    // Both tensor-core paths round probabilities (and dS) to bf16.
+    const bool rounded = path != Path::Flash;
+    SCOPED_TRACE(describe(s) + (gemm                   ? ", batched GEMMs"
+                                : path == Path::Wmma ? ", WMMA"
+                                                     : ", flash kernels"));
     if (gemm && !blas)
       blas = std::make_unique<cuda::Blas>(stream);
-    const int32_t t = GetParam();
     const size_t qSize = size_t(s.batch * s.seq * s.heads * s.headDim);
     const size_t kvSize = size_t(s.batch * s.seq * s.kvHeads * s.headDim);
     const size_t lseSize = size_t(s.batch * s.heads * s.seq);
@@ -139,13 +118,17 @@ protected:
       cuda::causalAttentionFwdGemm(*blas, t, dq, dk, dv, dOut,
                                    static_cast<float *>(dLse), s.batch, s.seq,
                                    s.heads, s.kvHeads, s.headDim, scale);
+    else if (path == Path::Wmma)
+      cuda::causalAttentionFwdWmma(stream, t, dq, dk, dv, dOut,
+                                   static_cast<float *>(dLse), s.batch, s.seq,
+                                   s.heads, s.kvHeads, s.headDim, scale);
     else
       cuda::causalAttentionFwd(stream, t, dq, dk, dv, dOut,
                                static_cast<float *>(dLse), s.batch, s.seq,
                                s.heads, s.kvHeads, s.headDim, scale);
     download(dOut, gpuOut);
     download(dLse, gpuLse);
-    expectCloseScaled(gpuOut, cpuOut, "causal_attention_fwd out", gemm);
+    expectCloseScaled(gpuOut, cpuOut, "causal_attention_fwd out", rounded);
     // The log-sum-exp is f32 for either dtype, from the same (rounded)
     // inputs: f32's tolerance.
     expectCloseScaled(gpuLse, cpuLse, "causal_attention_fwd lse");
@@ -165,6 +148,11 @@ protected:
                                     static_cast<const float *>(dCpuLse), dDq,
                                     dDk, dDv, s.batch, s.seq, s.heads,
                                     s.kvHeads, s.headDim, scale);
+    else if (path == Path::Wmma)
+      cuda::causalAttentionGradWmma(stream, t, dDout, dq, dk, dv, dCpuOut,
+                                    static_cast<const float *>(dCpuLse), dDq,
+                                    dDk, dDv, s.batch, s.seq, s.heads,
+                                    s.kvHeads, s.headDim, scale);
     else
       cuda::causalAttentionGrad(stream, t, dDout, dq, dk, dv, dCpuOut,
                                 static_cast<const float *>(dCpuLse), dDq, dDk,
@@ -173,9 +161,9 @@ protected:
     download(dDq, gpuDq);
     download(dDk, gpuDk);
     download(dDv, gpuDv);
-    expectCloseScaled(gpuDq, cpuDq, "causal_attention_grad dq", gemm);
-    expectCloseScaled(gpuDk, cpuDk, "causal_attention_grad dk", gemm);
-    expectCloseScaled(gpuDv, cpuDv, "causal_attention_grad dv", gemm);
+    expectCloseScaled(gpuDq, cpuDq, "causal_attention_grad dq", rounded);
+    expectCloseScaled(gpuDk, cpuDk, "causal_attention_grad dk", rounded);
+    expectCloseScaled(gpuDv, cpuDv, "causal_attention_grad dv", rounded);
   }
 
   /// Bound to the test's stream (the batched-GEMM path's GEMMs and kernels
