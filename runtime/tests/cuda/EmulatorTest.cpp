@@ -251,6 +251,9 @@ TEST(CudaEmulatorRuntime, StreamsAndEvents) {
       << "not recorded yet";
   EXPECT_EQ(cudaEventRecord(a, stream), cudaSuccess);
   EXPECT_EQ(cudaEventRecord(b, stream), cudaSuccess);
+  EXPECT_EQ(cudaEventElapsedTime(&ms, a, b), cudaErrorNotReady)
+      << "recorded, but the stream has not run the records yet";
+  EXPECT_EQ(cudaEventSynchronize(b), cudaSuccess);
   EXPECT_EQ(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
   EXPECT_GE(ms, 0.0f);
   EXPECT_EQ(cudaEventRecord(untimed, stream), cudaSuccess);
@@ -325,6 +328,42 @@ TEST(CudaEmulatorWmmaDeathTest, AMisalignedFragmentLoadIsReported) {
         std::exit(cudaGetLastError() == cudaErrorLaunchFailure ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "256-bit aligned pointer");
+}
+
+TEST(CudaEmulatorRuntime, WorkRunsWhenItsStreamIsWaitedFor) {
+  // A producer stream fills a buffer; a consumer stream copies it. Without
+  // the event wait the consumer reads what was there before (the producer's
+  // work has not run), as it may on a GPU; with it, the filled values.
+  cudaStream_t producer = nullptr, consumer = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking),
+            cudaSuccess);
+  cudaEvent_t filled = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&filled, cudaEventDisableTiming),
+            cudaSuccess);
+  for (bool wait : {false, true}) {
+    DeviceArray<int> data(64), copy(64);
+    cudaMemset(data.p, 0, 64 * sizeof(int));
+    int *d = data.p;
+    asrt_emu::launchKernel(
+        [](int *p) { p[threadIdx.x] = int(threadIdx.x) + 1; }, dim3(1),
+        dim3(64), 0, producer, d);
+    ASSERT_EQ(cudaEventRecord(filled, producer), cudaSuccess);
+    if (wait)
+      ASSERT_EQ(cudaStreamWaitEvent(consumer, filled, 0), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(copy.p, data.p, 64 * sizeof(int),
+                              cudaMemcpyDeviceToDevice, consumer),
+              cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(consumer), cudaSuccess);
+    for (int i = 0; i < 64; ++i)
+      ASSERT_EQ(copy.p[i], wait ? i + 1 : 0) << "wait " << wait << ", " << i;
+    ASSERT_EQ(cudaStreamSynchronize(producer), cudaSuccess);
+    EXPECT_EQ(data.p[63], 64);
+  }
+  cudaEventDestroy(filled);
+  cudaStreamDestroy(producer);
+  cudaStreamDestroy(consumer);
 }
 
 /// Column-major C[m, n] = op(A) op(B) in double, the GEMM's definition.

@@ -76,6 +76,15 @@ bool inDeviceMemory(const Operand &op, cudaDataType type, int64_t stride,
   return false;
 }
 
+/// The product itself: column-major C = alpha op(A) op(B) + beta C over
+/// `batch` matrices (C not read when beta is 0).
+void multiply(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+              float alphaValue, const void *a, cudaDataType aType,
+              int64_t lda, long long strideA, const void *b,
+              cudaDataType bType, int64_t ldb, long long strideB,
+              float betaValue, void *c, cudaDataType cType, int64_t ldc,
+              long long strideC, int64_t batch, bool readsAB);
+
 cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa,
                     cublasOperation_t transb, int64_t m, int64_t n, int64_t k,
                     const void *alpha, const void *a, cudaDataType aType,
@@ -110,13 +119,37 @@ cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa,
     return CUBLAS_STATUS_NOT_SUPPORTED;
   if (m == 0 || n == 0 || batch == 0)
     return CUBLAS_STATUS_SUCCESS;
+  // Host pointer mode: alpha and beta are read before the call returns;
+  // the product runs in the handle's stream order (at once on the null
+  // stream, where an operand outside memory is reported as the status).
   const float alphaValue = *static_cast<const float *>(alpha);
   const float betaValue = *static_cast<const float *>(beta);
-  bool readsAB = k > 0 && alphaValue != 0.0f;
-  if ((readsAB && (!inDeviceMemory(opA, aType, strideA, batch, call) ||
-                   !inDeviceMemory(opB, bType, strideB, batch, call))) ||
-      !inDeviceMemory(opC, cType, strideC, batch, call))
-    return CUBLAS_STATUS_EXECUTION_FAILED;
+  auto run = [=]() -> cublasStatus_t {
+    bool readsAB = k > 0 && alphaValue != 0.0f;
+    if ((readsAB && (!inDeviceMemory(opA, aType, strideA, batch, call) ||
+                     !inDeviceMemory(opB, bType, strideB, batch, call))) ||
+        !inDeviceMemory(opC, cType, strideC, batch, call))
+      return CUBLAS_STATUS_EXECUTION_FAILED;
+    multiply(transA, transB, m, n, k, alphaValue, a, aType, lda, strideA, b,
+             bType, ldb, strideB, betaValue, c, cType, ldc, strideC, batch,
+             readsAB);
+    return CUBLAS_STATUS_SUCCESS;
+  };
+  if (!handle->stream)
+    return run();
+  asrt_emu::enqueue(handle->stream, [run] { (void)run(); });
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+} // namespace
+
+namespace {
+void multiply(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+              float alphaValue, const void *a, cudaDataType aType,
+              int64_t lda, long long strideA, const void *b,
+              cudaDataType bType, int64_t ldb, long long strideB,
+              float betaValue, void *c, cudaDataType cType, int64_t ldc,
+              long long strideC, int64_t batch, bool readsAB) {
   for (int64_t p = 0; p < batch; ++p) {
     const char *pa = static_cast<const char *>(a) +
                      p * strideA * int64_t(elementBytes(aType));
@@ -136,7 +169,6 @@ cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa,
         storeElement(pc, cType, i + j * ldc, float(result));
       }
   }
-  return CUBLAS_STATUS_SUCCESS;
 }
 
 } // namespace

@@ -4,8 +4,9 @@
 // The emulated build compiles each of the backend's .cu files as C++ with
 // this header included first, after rewrite_launches.py has turned every
 // `kernel<<<grid, block, shmem, stream>>>(args)` into a call of
-// asrt_emu::launch. A launch runs its blocks one after another on the
-// calling thread; the threads of a block run as fibers (ucontext), each
+// asrt_emu::launchKernel. A launch is queued on its stream (Streams.cpp);
+// when the stream runs it, its blocks run one after another on the host
+// thread that runs the stream; the threads of a block run as fibers, each
 // until it finishes or reaches a barrier (__syncthreads, a warp shuffle),
 // where the emulator switches to the next. So block barriers, warp
 // shuffles and shared memory (`__shared__` becomes a thread-local static:
@@ -35,10 +36,11 @@
 
 #include <cmath>
 #include <cstddef>
-#include <type_traits>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <type_traits>
 
 namespace asrt_emu {
 
@@ -52,17 +54,30 @@ struct ThreadCoords {
 };
 extern thread_local const ThreadCoords *current;
 
-/// Runs body() as every thread of a grid<<<grid, block>>> on `stream`: sets
-/// cudaErrorInvalidConfiguration (returned by cudaGetLastError) and runs
-/// nothing when the configuration is one CUDA refuses.
-void runGrid(void (*body)(const void *), const void *closure, dim3 grid,
-             dim3 block, size_t sharedBytes, cudaStream_t stream);
+/// Queues a grid<<<grid, block>>> on `stream` (the null stream runs it at
+/// once) whose every thread runs body(); sets cudaErrorInvalidConfiguration
+/// or cudaErrorInvalidResourceHandle (returned by cudaGetLastError) and
+/// queues nothing when CUDA would refuse the launch.
+void runGrid(std::function<void()> body, dim3 grid, dim3 block,
+             size_t sharedBytes, cudaStream_t stream);
 
+/// A launch of `body` (which may capture by reference only on the null
+/// stream, where it runs before launch returns).
 template <typename Body>
 void launch(const Body &body, dim3 grid, dim3 block, size_t sharedBytes = 0,
             cudaStream_t stream = nullptr) {
-  runGrid([](const void *closure) { (*static_cast<const Body *>(closure))(); },
-          &body, grid, block, sharedBytes, stream);
+  runGrid(std::function<void()>(body), grid, block, sharedBytes, stream);
+}
+
+/// What rewrite_launches.py makes of kernel<<<grid, block, shmem,
+/// stream>>>(args...): the arguments are copied now, as CUDA copies a
+/// kernel's parameters at the launch, and every thread calls kernel(args...)
+/// when the stream runs the grid.
+template <typename Kernel, typename... Args>
+void launchKernel(Kernel kernel, dim3 grid, dim3 block, size_t sharedBytes,
+                  cudaStream_t stream, Args... args) {
+  runGrid([kernel, args...] { kernel(args...); }, grid, block, sharedBytes,
+          stream);
 }
 
 /// Runs each block's threads in reverse order (true) or in index order,

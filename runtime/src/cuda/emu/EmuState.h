@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdarg>
+#include <functional>
 
 namespace asrt_emu {
 
@@ -20,6 +21,28 @@ void setStickyError(cudaError_t error, const char *format, ...)
 
 /// Whether `stream` is the null stream or one created and not destroyed.
 bool validStream(cudaStream_t stream);
+
+// ---- Streams and events (Streams.cpp) ----
+
+/// Queues `op` on `stream`, to run when the stream is synchronized with or
+/// waited for; on the null stream, runs it at once (after the blocking
+/// streams' queued work). False if the stream is not live.
+bool enqueue(cudaStream_t stream, std::function<void()> op);
+cudaStream_t createStream(bool blocking);
+/// Runs the stream's queued work, then forgets the stream.
+bool destroyStream(cudaStream_t stream);
+/// Runs everything queued on `stream` (the null stream: on the blocking
+/// streams); on every stream.
+bool synchronizeStream(cudaStream_t stream);
+void synchronizeDevice();
+cudaEvent_t createEvent(bool timing);
+bool destroyEvent(cudaEvent_t event);
+/// cudaEventRecord, cudaStreamWaitEvent, cudaEventSynchronize and
+/// cudaEventElapsedTime (cudaErrorNotReady for a record not yet run).
+cudaError_t recordEvent(cudaEvent_t event, cudaStream_t stream);
+cudaError_t waitEvent(cudaStream_t stream, cudaEvent_t event);
+cudaError_t synchronizeEvent(cudaEvent_t event);
+cudaError_t eventMilliseconds(cudaEvent_t start, cudaEvent_t end, float *ms);
 
 /// Whether [p, p + bytes) lies within one live device allocation.
 bool isDeviceRange(const void *p, size_t bytes);

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <memory>
 
 // Under AddressSanitizer every switch is announced, so that ASan knows
 // which stack is live (scripts/cuda-emu-asan.sh runs the emulated tests so).
@@ -466,25 +467,16 @@ bool validConfiguration(dim3 grid, dim3 block, size_t sharedBytes) {
 
 } // namespace
 
-void runGrid(void (*body)(const void *), const void *closure, dim3 grid,
-             dim3 block, size_t sharedBytes, cudaStream_t stream) {
-  if (active) {
-    std::fprintf(stderr, "CUDA emulator: a kernel launched a kernel\n");
-    std::abort();
-  }
+namespace {
+/// Runs a grid now, on this host thread (its stream's turn has come).
+void executeGrid(const std::function<void()> &body, dim3 grid, dim3 block) {
   if (stickyError() != cudaSuccess)
     return; // the context is broken: the launch does nothing
-  if (!validConfiguration(grid, block, sharedBytes)) {
-    setLastError(cudaErrorInvalidConfiguration);
-    return;
-  }
-  if (!validStream(stream)) {
-    setLastError(cudaErrorInvalidResourceHandle);
-    return;
-  }
   BlockRun run;
-  run.body = body;
-  run.closure = closure;
+  run.body = [](const void *closure) {
+    (*static_cast<const std::function<void()> *>(closure))();
+  };
+  run.closure = &body;
   run.reverse = reverseSchedule();
   const size_t threads = size_t(block.x) * block.y * block.z;
   run.threads.resize(threads);
@@ -505,6 +497,26 @@ void runGrid(void (*body)(const void *), const void *closure, dim3 grid,
         runBlock(run, uint3{x, y, z});
   active = nullptr;
   std::fflush(stdout); // the kernels' printf, before any later message
+}
+} // namespace
+
+void runGrid(std::function<void()> body, dim3 grid, dim3 block,
+             size_t sharedBytes, cudaStream_t stream) {
+  if (active) {
+    std::fprintf(stderr, "CUDA emulator: a kernel launched a kernel\n");
+    std::abort();
+  }
+  if (stickyError() != cudaSuccess)
+    return;
+  if (!validConfiguration(grid, block, sharedBytes)) {
+    setLastError(cudaErrorInvalidConfiguration);
+    return;
+  }
+  auto shared = std::make_shared<std::function<void()>>(std::move(body));
+  if (!enqueue(stream, [shared, grid, block] {
+        executeGrid(*shared, grid, block);
+      }))
+    setLastError(cudaErrorInvalidResourceHandle);
 }
 
 void setReverseSchedule(bool reverse) { reverseOrder.store(reverse ? 1 : 0); }

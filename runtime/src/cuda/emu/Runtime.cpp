@@ -1,12 +1,10 @@
 // The CUDA emulator's runtime API: the cudart functions the backend and its
 // tests call, on one emulated device whose memory is host memory.
 //
-// Every stream operation runs when it is enqueued, on the calling thread, so
-// a stream's work is done by the time the call returns: synchronisation
-// calls only report errors, event waits are always satisfied, and events
-// record the host clock. That is one legal schedule of CUDA's stream
-// semantics; what it cannot show is a missing event wait between streams.
-// What it does check, as CUDA does or more strictly: launch configurations
+// Asynchronous calls check their arguments at once and queue the work on
+// their stream (Streams.cpp), which runs it when something waits for it;
+// synchronous ones first run what the legacy stream would wait for. What
+// it checks, as CUDA does or more strictly: launch configurations
 // and streams (Fibers.cpp), copy directions against live device
 // allocations, double or foreign frees, and a device memory limit
 // (ASRT_CUDA_EMU_MEMORY_MIB, default 4096) so that out-of-memory paths run.
@@ -29,22 +27,14 @@ namespace {
 thread_local cudaError_t lastError = cudaSuccess;
 std::atomic<int> sticky{cudaSuccess};
 
-struct Event {
-  bool recorded = false;
-  bool timing = true;
-  std::chrono::steady_clock::time_point when;
-};
-
-/// The device's allocations, streams and events. One mutex: the backend's
-/// communication thread calls CUDA too.
+/// The device's allocations. One mutex: the backend's communication thread
+/// calls CUDA too.
 struct Device {
   std::mutex mutex;
   // Device memory: start -> the bytes asked for (what range checks use;
   // the allocation itself is rounded up to kAlignment).
   std::map<uintptr_t, size_t> allocations;
   std::set<void *> pinned;                 // cudaMallocHost
-  std::set<void *> streams;
-  std::set<void *> events;
   size_t used = 0;
   size_t capacity = [] {
     const char *mib = std::getenv("ASRT_CUDA_EMU_MEMORY_MIB");
@@ -95,25 +85,41 @@ cudaError_t allocate(void **ptr, size_t bytes) {
   return cudaSuccess;
 }
 
-cudaError_t release(void *ptr) {
-  if (cudaError_t e = broken())
-    return e;
-  if (!ptr)
-    return cudaSuccess;
+bool isAllocation(void *ptr) {
+  Device &d = device();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  return d.allocations.count(uintptr_t(ptr)) != 0;
+}
+
+/// Frees a live device allocation (checked by the caller).
+void releaseNow(void *ptr) {
   Device &d = device();
   std::lock_guard<std::mutex> lock(d.mutex);
   auto it = d.allocations.find(uintptr_t(ptr));
   if (it == d.allocations.end())
-    return fail(cudaErrorInvalidValue); // not a live device allocation
+    return; // freed twice in stream order: reported when it was queued
   d.used -= std::max<size_t>(1, (it->second + kAlignment - 1) / kAlignment *
                                     kAlignment);
   d.allocations.erase(it);
   std::free(ptr);
+}
+
+/// cudaFree / cudaFreeAsync on `stream`.
+cudaError_t release(void *ptr, cudaStream_t stream) {
+  if (cudaError_t e = broken())
+    return e;
+  if (!ptr)
+    return cudaSuccess;
+  if (!isAllocation(ptr))
+    return fail(cudaErrorInvalidValue); // not a live device allocation
+  if (!enqueue(stream, [ptr] { releaseNow(ptr); }))
+    return fail(cudaErrorInvalidResourceHandle);
   return cudaSuccess;
 }
 
+/// cudaMemcpyAsync on `stream` (cudaMemcpy: the null stream).
 cudaError_t copy(void *dst, const void *src, size_t count,
-                 cudaMemcpyKind kind) {
+                 cudaMemcpyKind kind, cudaStream_t stream) {
   if (cudaError_t e = broken())
     return e;
   if (count == 0)
@@ -143,29 +149,9 @@ cudaError_t copy(void *dst, const void *src, size_t count,
   }
   if (!ok)
     return fail(cudaErrorInvalidMemcpyDirection);
-  std::memmove(dst, src, count);
+  if (!enqueue(stream, [dst, src, count] { std::memmove(dst, src, count); }))
+    return fail(cudaErrorInvalidResourceHandle);
   return cudaSuccess;
-}
-
-/// Registers a new stream or event handle in `handles`.
-void track(std::set<void *> Device::*handles, void *handle) {
-  Device &d = device();
-  std::lock_guard<std::mutex> lock(d.mutex);
-  (d.*handles).insert(handle);
-}
-
-/// Unregisters a handle; false if it was not live (never created, or
-/// destroyed already).
-bool untrack(std::set<void *> Device::*handles, void *handle) {
-  Device &d = device();
-  std::lock_guard<std::mutex> lock(d.mutex);
-  return handle && (d.*handles).erase(handle);
-}
-
-Event *findEvent(cudaEvent_t event) {
-  Device &d = device();
-  std::lock_guard<std::mutex> lock(d.mutex);
-  return d.events.count(event) ? reinterpret_cast<Event *>(event) : nullptr;
 }
 
 } // namespace
@@ -182,14 +168,6 @@ void setStickyError(cudaError_t error, const char *format, ...) {
   std::fprintf(stderr, "\n");
   int expected = cudaSuccess;
   sticky.compare_exchange_strong(expected, error);
-}
-
-bool validStream(cudaStream_t stream) {
-  if (!stream)
-    return true;
-  Device &d = device();
-  std::lock_guard<std::mutex> lock(d.mutex);
-  return d.streams.count(stream) != 0;
 }
 
 bool isDeviceRange(const void *p, size_t bytes) {
@@ -234,6 +212,7 @@ const char *cudaGetErrorName(cudaError_t error) {
   case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
   case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
   case cudaErrorNoDevice: return "cudaErrorNoDevice";
+  case cudaErrorNotReady: return "cudaErrorNotReady";
   default: return "cudaErrorUnknown";
   }
 }
@@ -250,6 +229,7 @@ const char *cudaGetErrorString(cudaError_t error) {
   case cudaErrorLaunchFailure: return "unspecified launch failure";
   case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
   case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+  case cudaErrorNotReady: return "device not ready";
   default: return "unknown error";
   }
 }
@@ -326,7 +306,10 @@ cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr,
   return pool && value ? broken() : fail(cudaErrorInvalidValue);
 }
 
-cudaError_t cudaDeviceSynchronize() { return broken(); }
+cudaError_t cudaDeviceSynchronize() {
+  synchronizeDevice();
+  return broken();
+}
 
 cudaError_t cudaMemGetInfo(size_t *freeBytes, size_t *totalBytes) {
   if (!freeBytes || !totalBytes)
@@ -341,7 +324,11 @@ cudaError_t cudaMemGetInfo(size_t *freeBytes, size_t *totalBytes) {
 // ---- Memory ----
 
 cudaError_t cudaMalloc(void **ptr, size_t bytes) { return allocate(ptr, bytes); }
-cudaError_t cudaFree(void *ptr) { return release(ptr); }
+
+cudaError_t cudaFree(void *ptr) {
+  synchronizeDevice(); // as CUDA's cudaFree does
+  return release(ptr, nullptr);
+}
 
 cudaError_t cudaMallocAsync(void **ptr, size_t bytes, cudaStream_t stream) {
   if (!validStream(stream))
@@ -352,7 +339,7 @@ cudaError_t cudaMallocAsync(void **ptr, size_t bytes, cudaStream_t stream) {
 cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream) {
   if (!validStream(stream))
     return fail(cudaErrorInvalidResourceHandle);
-  return release(ptr);
+  return release(ptr, stream);
 }
 
 cudaError_t cudaMallocHost(void **ptr, size_t bytes) {
@@ -386,14 +373,14 @@ cudaError_t cudaFreeHost(void *ptr) {
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
                        cudaMemcpyKind kind) {
-  return copy(dst, src, count, kind);
+  return copy(dst, src, count, kind, nullptr);
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
                             cudaMemcpyKind kind, cudaStream_t stream) {
   if (!validStream(stream))
     return fail(cudaErrorInvalidResourceHandle);
-  return copy(dst, src, count, kind);
+  return copy(dst, src, count, kind, stream);
 }
 
 cudaError_t cudaMemset(void *ptr, int value, size_t count) {
@@ -410,20 +397,18 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t count,
     return cudaSuccess;
   if (!isDeviceRange(ptr, count))
     return fail(cudaErrorInvalidValue);
-  std::memset(ptr, value, count);
+  enqueue(stream, [ptr, value, count] { std::memset(ptr, value, count); });
   return cudaSuccess;
 }
 
-// ---- Streams and events ----
+// ---- Streams and events (Streams.cpp) ----
 
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned) {
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags) {
   if (!stream)
     return fail(cudaErrorInvalidValue);
   if (cudaError_t e = broken())
     return e;
-  void *handle = new char; // a unique address per stream
-  track(&Device::streams, handle);
-  *stream = static_cast<cudaStream_t>(handle);
+  *stream = createStream(!(flags & cudaStreamNonBlocking));
   return cudaSuccess;
 }
 
@@ -432,17 +417,15 @@ cudaError_t cudaStreamCreate(cudaStream_t *stream) {
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  if (!untrack(&Device::streams, stream))
+  if (!stream || !destroyStream(stream))
     return fail(cudaErrorInvalidResourceHandle);
-  delete static_cast<char *>(static_cast<void *>(stream));
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  if (cudaError_t e = broken())
-    return e;
-  return validStream(stream) ? cudaSuccess
-                             : fail(cudaErrorInvalidResourceHandle);
+  if (!synchronizeStream(stream))
+    return fail(cudaErrorInvalidResourceHandle);
+  return broken();
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
@@ -450,10 +433,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
     return fail(cudaErrorInvalidValue);
   if (cudaError_t e = broken())
     return e;
-  Event *created = new Event;
-  created->timing = !(flags & cudaEventDisableTiming);
-  track(&Device::events, created);
-  *event = reinterpret_cast<cudaEvent_t>(created);
+  *event = createEvent(!(flags & cudaEventDisableTiming));
   return cudaSuccess;
 }
 
@@ -462,50 +442,38 @@ cudaError_t cudaEventCreate(cudaEvent_t *event) {
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  if (!untrack(&Device::events, event))
-    return fail(cudaErrorInvalidResourceHandle);
-  delete reinterpret_cast<Event *>(event);
-  return cudaSuccess;
+  return destroyEvent(event) ? cudaSuccess
+                             : fail(cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (cudaError_t e = broken())
     return e;
-  Event *e = findEvent(event);
-  if (!e || !validStream(stream))
-    return fail(cudaErrorInvalidResourceHandle);
-  e->recorded = true;
-  e->when = std::chrono::steady_clock::now();
-  return cudaSuccess;
+  cudaError_t status = recordEvent(event, stream);
+  return status == cudaSuccess ? status : fail(status);
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  if (cudaError_t e = broken())
-    return e;
-  return findEvent(event) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+  cudaError_t status = synchronizeEvent(event);
+  if (status != cudaSuccess)
+    return fail(status);
+  return broken();
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,
                                  cudaEvent_t end) {
   if (cudaError_t e = broken())
     return e;
-  Event *a = findEvent(start), *b = findEvent(end);
   if (!ms)
     return fail(cudaErrorInvalidValue);
-  if (!a || !b || !a->timing || !b->timing)
-    return fail(cudaErrorInvalidResourceHandle);
-  if (!a->recorded || !b->recorded)
-    return fail(cudaErrorInvalidResourceHandle);
-  *ms = std::chrono::duration<float, std::milli>(b->when - a->when).count();
-  return cudaSuccess;
+  cudaError_t status = eventMilliseconds(start, end, ms);
+  return status == cudaSuccess ? status : fail(status);
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
                                 unsigned) {
   if (cudaError_t e = broken())
     return e;
-  // The recorded work is done: it ran when it was enqueued.
-  if (!findEvent(event) || !validStream(stream))
-    return fail(cudaErrorInvalidResourceHandle);
-  return cudaSuccess;
+  cudaError_t status = waitEvent(stream, event);
+  return status == cudaSuccess ? status : fail(status);
 }

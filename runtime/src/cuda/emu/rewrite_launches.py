@@ -2,8 +2,11 @@
 """Turns a CUDA kernel file into C++ for the CUDA emulator (CudaEmu.h).
 
 Each launch `kernel<<<grid, block, shmem, stream>>>(args);` becomes
-`::asrt_emu::launch([&] { kernel(args); }, grid, block, shmem, stream);`:
-the lambda is what every emulated thread runs. CUDA's `__noinline__`
+`::asrt_emu::launchKernel([](auto... a) { kernel(a...); }, grid, block,
+shmem, stream, args);`: the arguments are copied at the launch, as CUDA
+copies a kernel's parameters, and every emulated thread calls the kernel
+with them when the stream runs the grid. All four launch parameters must
+be given. CUDA's `__noinline__`
 becomes the GNU attribute (a macro cannot do it: libstdc++ spells that
 attribute `__noinline__`). Everything else is copied as it is, and a
 #line directive keeps diagnostics pointing at the .cu file.
@@ -30,6 +33,20 @@ def matching(text, start, open_ch, close_ch):
             i = text.index(ch, i + 1)  # the backend's launches hold no escapes
         i += 1
     raise ValueError("unbalanced %s%s" % (open_ch, close_ch))
+
+
+def top_level_commas(text):
+    """Commas of `text` outside parentheses, brackets and braces."""
+    depth = 0
+    commas = 0
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            commas += 1
+    return commas
 
 
 def kernel_start(text, end):
@@ -73,10 +90,14 @@ def rewrite(text):
                              % launch.start())
         args_close = matching(text, args_open, "(", ")")
         args = text[args_open + 1:args_close - 1]
+        if top_level_commas(config) != 3:
+            raise ValueError("launch at offset %d: give all four launch "
+                             "parameters (grid, block, shared bytes, stream)"
+                             % launch.start())
         # Newlines stay where they were, so #line keeps lines in step.
         out.append(text[pos:start])
-        out.append("::asrt_emu::launch([&] { %s(%s); }, %s)"
-                   % (kernel, args, config))
+        out.append("::asrt_emu::launchKernel([](auto... a) { %s(a...); }, %s%s)"
+                   % (kernel, config, ", " + args if args.strip() else ""))
         pos = args_close
     out.append(text[pos:])
     return re.sub(r"\b__noinline__\b", "__attribute__((noinline))",
