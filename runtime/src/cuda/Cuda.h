@@ -61,11 +61,13 @@ void cast(cudaStream_t stream, int32_t srcDtype, const void *src,
 
 // ---- Linear (cuBLAS) (Linear.cu) ----
 } // namespace autoshard::rt::cuda
-struct cublasContext; // cuBLAS's handle type: cublasHandle_t
+struct cublasContext;   // cuBLAS's handle type: cublasHandle_t
+struct cublasLtContext; // cuBLASLt's: cublasLtHandle_t
 namespace autoshard::rt::cuda {
 
 /// A cuBLAS handle bound to one stream, with a workspace of its own and the
-/// math mode the linear layers need (no TF32; bf16 GEMMs reduce in f32).
+/// math mode the linear layers need (no TF32; bf16 GEMMs reduce in f32),
+/// and a cuBLASLt handle for the fused epilogues, sharing the workspace.
 /// The linear functions enqueue on its stream; the stream must outlive it.
 /// A context owns one per compute stream.
 class Blas {
@@ -77,10 +79,13 @@ public:
 
   cudaStream_t stream() const { return stream_; }
   cublasContext *handle() const { return handle_; }
+  cublasLtContext *lt() const { return lt_; }
+  void *workspace() const { return workspace_; }
 
 private:
   cudaStream_t stream_;
   cublasContext *handle_ = nullptr;
+  cublasLtContext *lt_ = nullptr;
   void *workspace_ = nullptr;
 };
 

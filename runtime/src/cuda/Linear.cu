@@ -10,11 +10,12 @@
 //   of bf16 values are exact in f32 and accumulate in f32, and the handle's
 //   CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION keeps split-K partial
 //   sums in f32, so the output is rounded to bf16 once, as on the CPU.
-// - The bias is added as the CPU adds it: y is seeded with b (an exact copy,
-//   b has y's dtype) and the GEMM accumulates onto it with beta = 1, rounding
-//   once. Known cost: one extra write and read of y next to the GEMM; a
-//   cuBLASLt CUBLASLT_EPILOGUE_BIAS matmul would fuse it (future work, once
-//   it can be checked against this on a device).
+// - The bias is added as the CPU adds it, to the f32 sum before the one
+//   rounding: in bf16 by cuBLASLt's CUBLASLT_EPILOGUE_BIAS (one kernel, y
+//   written once), with split-K partial sums restricted to f32
+//   (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE); in f32, and in bf16 when
+//   cuBLASLt offers no algorithm for the shape, y is seeded with b (an
+//   exact copy) and the GEMM accumulates onto it with beta = 1.
 //
 // cuBLAS is column-major and the ABI's matrices are row-major: a row-major
 // [r, c] matrix is the column-major [c, r] matrix with leading dimension c,
@@ -26,6 +27,7 @@
 #include "core/ArgChecks.h"
 #include "core/Context.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
 namespace autoshard::rt::cuda {
@@ -102,6 +104,82 @@ __global__ void biasGradKernel(const T *dy, T *db, int64_t rows, int64_t out,
 
 #undef ASRT_FOR_EACH
 
+/// The descriptors of one cuBLASLt matmul, destroyed with it.
+struct LtMatmul {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  const char *op;
+
+  explicit LtMatmul(const char *op) : op(op) {}
+  LtMatmul(const LtMatmul &) = delete;
+  LtMatmul &operator=(const LtMatmul &) = delete;
+  ~LtMatmul() {
+    if (pref)
+      checkBlas(cublasLtMatmulPreferenceDestroy(pref), op);
+    for (cublasLtMatrixLayout_t layout : {a, b, d})
+      if (layout)
+        checkBlas(cublasLtMatrixLayoutDestroy(layout), op);
+    if (desc)
+      checkBlas(cublasLtMatmulDescDestroy(desc), op);
+  }
+  void set(cublasLtMatmulDescAttributes_t attr, const void *value,
+           size_t bytes) {
+    checkBlas(cublasLtMatmulDescSetAttribute(desc, attr, value, bytes), op);
+  }
+};
+
+/// y = x w^T + b as one cuBLASLt matmul with the bias epilogue; false (and
+/// nothing queued) when cuBLASLt has no algorithm for it. rows, in, out > 0.
+bool linearFwdBiasLt(Blas &blas, const GemmTypes &types, const void *x,
+                     const void *w, const void *b, void *y, int64_t rows,
+                     int64_t in, int64_t out) {
+  LtMatmul mm("linear_fwd (cuBLASLt bias epilogue)");
+  checkBlas(cublasLtMatmulDescCreate(&mm.desc, types.compute, CUDA_R_32F),
+            mm.op);
+  const cublasOperation_t transA = CUBLAS_OP_T, transB = CUBLAS_OP_N;
+  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  const cudaDataType_t biasType = types.data;
+  mm.set(CUBLASLT_MATMUL_DESC_TRANSA, &transA, sizeof transA);
+  mm.set(CUBLASLT_MATMUL_DESC_TRANSB, &transB, sizeof transB);
+  mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
+  mm.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
+  mm.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType, sizeof biasType);
+  // Column-major, as in linearFwd's GEMM: w as [in, out] (transposed), x
+  // as [in, rows], y as [out, rows].
+  checkBlas(cublasLtMatrixLayoutCreate(&mm.a, types.data, in, out, in), mm.op);
+  checkBlas(cublasLtMatrixLayoutCreate(&mm.b, types.data, in, rows, in), mm.op);
+  checkBlas(cublasLtMatrixLayoutCreate(&mm.d, types.data, out, rows, out),
+            mm.op);
+  checkBlas(cublasLtMatmulPreferenceCreate(&mm.pref), mm.op);
+  const uint64_t workspaceBytes = kWorkspaceBytes;
+  const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  checkBlas(cublasLtMatmulPreferenceSetAttribute(
+                mm.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                &workspaceBytes, sizeof workspaceBytes),
+            mm.op);
+  checkBlas(cublasLtMatmulPreferenceSetAttribute(
+                mm.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                &reductions, sizeof reductions),
+            mm.op);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      blas.lt(), mm.desc, mm.a, mm.b, mm.d, mm.d, mm.pref, 1, &result, &found);
+  // No algorithm for this shape: the GEMM path. Any other failure is a
+  // wrong call, and fatal.
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED ||
+      (status == CUBLAS_STATUS_SUCCESS && found == 0))
+    return false;
+  checkBlas(status, mm.op);
+  const float alpha = 1.0f, beta = 0.0f;
+  checkBlas(cublasLtMatmul(blas.lt(), mm.desc, &alpha, w, mm.a, x, mm.b,
+                           &beta, y, mm.d, y, mm.d, &result.algo,
+                           blas.workspace(), kWorkspaceBytes, blas.stream()),
+            mm.op);
+  return true;
+}
+
 } // namespace
 
 GemmTypes gemmTypes(const char *op, int32_t dtype) {
@@ -123,6 +201,9 @@ Blas::Blas(cudaStream_t stream) : stream_(stream) {
   cublasHandle_t handle = nullptr;
   checkBlas(cublasCreate(&handle), "Blas: cublasCreate");
   handle_ = handle;
+  cublasLtHandle_t lt = nullptr;
+  checkBlas(cublasLtCreate(&lt), "Blas: cublasLtCreate");
+  lt_ = lt;
   checkBlas(cublasSetStream(handle, stream), "Blas: cublasSetStream");
   // Set after the stream: cublasSetStream resets the workspace to cuBLAS's
   // default pool. A workspace of our own keeps cuBLAS from allocating on
@@ -143,6 +224,8 @@ Blas::~Blas() {
   // synchronizes the device, then the workspace can go.
   if (handle_)
     checkBlas(cublasDestroy(handle_), "Blas: cublasDestroy");
+  if (lt_)
+    checkBlas(cublasLtDestroy(lt_), "Blas: cublasLtDestroy");
   if (workspace_)
     check(cudaFree(workspace_), "Blas: freeing the workspace");
 }
@@ -156,6 +239,9 @@ void linearFwd(Blas &blas, int32_t dtype, const void *x, const void *w,
   const GemmTypes types = gemmTypes(op, dtype);
   cudaStream_t stream = blas.stream();
   if (rows == 0 || out == 0)
+    return;
+  if (b && in > 0 && dtype == ASRT_DTYPE_BF16 &&
+      linearFwdBiasLt(blas, types, x, w, b, y, rows, in, out))
     return;
   if (b) {
     dispatchFloat(op, dtype, [&](auto tag) {

@@ -6,6 +6,7 @@
 // launched with asrt_emu::launch, what rewrite_launches.py makes of <<<>>>.
 #include "CudaEmu.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <gtest/gtest.h>
 
@@ -434,6 +435,76 @@ TEST(CudaEmulatorBlas, ArgumentsCublasRefusesAreRefused) {
   EXPECT_EQ(gemm(4, CUDA_R_32F, b.p, CUDA_R_32F, CUBLAS_COMPUTE_16F),
             CUBLAS_STATUS_NOT_SUPPORTED);
   EXPECT_EQ(cublasDestroy(handle), CUBLAS_STATUS_SUCCESS);
+}
+
+TEST(CudaEmulatorBlas, LtMatmulAddsTheBiasEpilogueAndChecksShapes) {
+  cublasLtHandle_t lt = nullptr;
+  ASSERT_EQ(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
+  const int m = 3, n = 2, k = 4; // D[m, n] = A^T B + bias, A stored [k, m]
+  DeviceArray<float> a(k * m), b(k * n), d(m * n), bias(m);
+  for (int i = 0; i < k * m; ++i)
+    a.p[i] = float(i % 5 - 2);
+  for (int i = 0; i < k * n; ++i)
+    b.p[i] = float(i % 3 - 1);
+  for (int i = 0; i < m; ++i)
+    bias.p[i] = 10.0f * float(i + 1);
+  cublasLtMatmulDesc_t desc = nullptr;
+  ASSERT_EQ(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+            CUBLAS_STATUS_SUCCESS);
+  const cublasOperation_t transA = CUBLAS_OP_T;
+  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  const float *biasPointer = bias.p;
+  ASSERT_EQ(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                           &transA, sizeof transA),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                           &epilogue, sizeof epilogue),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtMatmulDescSetAttribute(
+                desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasPointer,
+                sizeof biasPointer),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                           &epilogue, 1),
+            CUBLAS_STATUS_INVALID_VALUE); // a wrong attribute size
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr,
+                         wrong = nullptr;
+  ASSERT_EQ(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, k, m, k),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, k, n, k),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, m),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtMatrixLayoutCreate(&wrong, CUDA_R_32F, m, k, m),
+            CUBLAS_STATUS_SUCCESS);
+  cublasLtMatmulPreference_t pref = nullptr;
+  ASSERT_EQ(cublasLtMatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  // A laid out [m, k] under a transpose does not make m x k.
+  EXPECT_EQ(cublasLtMatmulAlgoGetHeuristic(lt, desc, wrong, lb, ld, ld, pref,
+                                           1, &result, &found),
+            CUBLAS_STATUS_INVALID_VALUE);
+  ASSERT_EQ(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 1,
+                                           &result, &found),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(found, 1);
+  const float alpha = 1.0f, beta = 0.0f;
+  ASSERT_EQ(cublasLtMatmul(lt, desc, &alpha, a.p, la, b.p, lb, &beta, d.p, ld,
+                           d.p, ld, &result.algo, nullptr, 0, nullptr),
+            CUBLAS_STATUS_SUCCESS);
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < m; ++i) {
+      float want = bias.p[i];
+      for (int l = 0; l < k; ++l)
+        want += a.p[l + i * k] * b.p[l + j * k];
+      EXPECT_EQ(d.p[i + j * m], want) << i << ", " << j;
+    }
+  for (cublasLtMatrixLayout_t layout : {la, lb, ld, wrong})
+    cublasLtMatrixLayoutDestroy(layout);
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatmulDescDestroy(desc);
+  cublasLtDestroy(lt);
 }
 
 TEST(CudaEmulatorBlasDeathTest, AGemmReachingPastItsBufferIsAnIllegalAddress) {
