@@ -32,22 +32,9 @@ namespace {
 using asrt_emu::isDeviceRange;
 using asrt_emu::setStickyError;
 
-size_t elementBytes(cudaDataType type) {
-  return type == CUDA_R_32F ? 4 : 2;
-}
-
-double loadElement(const void *base, cudaDataType type, int64_t i) {
-  if (type == CUDA_R_32F)
-    return static_cast<const float *>(base)[i];
-  return __bfloat162float(static_cast<const __nv_bfloat16 *>(base)[i]);
-}
-
-void storeElement(void *base, cudaDataType type, int64_t i, float v) {
-  if (type == CUDA_R_32F)
-    static_cast<float *>(base)[i] = v;
-  else
-    static_cast<__nv_bfloat16 *>(base)[i] = __float2bfloat16_rn(v);
-}
+using asrt_emu::elementBytes;
+using asrt_emu::loadElement;
+using asrt_emu::storeElement;
 
 /// A column-major operand: `rows` x `cols` stored with leading dimension ld.
 struct Operand {
@@ -172,6 +159,23 @@ void multiply(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
 }
 
 } // namespace
+
+namespace asrt_emu {
+size_t elementBytes(cudaDataType type) { return type == CUDA_R_32F ? 4 : 2; }
+
+double loadElement(const void *base, cudaDataType type, int64_t i) {
+  if (type == CUDA_R_32F)
+    return static_cast<const float *>(base)[i];
+  return __bfloat162float(static_cast<const __nv_bfloat16 *>(base)[i]);
+}
+
+void storeElement(void *base, cudaDataType type, int64_t i, float v) {
+  if (type == CUDA_R_32F)
+    static_cast<float *>(base)[i] = v;
+  else
+    static_cast<__nv_bfloat16 *>(base)[i] = __float2bfloat16_rn(v);
+}
+} // namespace asrt_emu
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t *handle) {
   if (!handle)

@@ -45,20 +45,9 @@ cublasStatus_t setValue(T &field, const void *buf, size_t size) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
-size_t bytesOf(cudaDataType type) { return type == CUDA_R_32F ? 4 : 2; }
-
-double loadAt(const void *base, cudaDataType type, int64_t i) {
-  if (type == CUDA_R_32F)
-    return static_cast<const float *>(base)[i];
-  return __bfloat162float(static_cast<const __nv_bfloat16 *>(base)[i]);
-}
-
-void storeAt(void *base, cudaDataType type, int64_t i, float v) {
-  if (type == CUDA_R_32F)
-    static_cast<float *>(base)[i] = v;
-  else
-    static_cast<__nv_bfloat16 *>(base)[i] = __float2bfloat16_rn(v);
-}
+using asrt_emu::elementBytes;
+using asrt_emu::loadElement;
+using asrt_emu::storeElement;
 
 bool supported(cudaDataType type) {
   return type == CUDA_R_32F || type == CUDA_R_16BF;
@@ -70,7 +59,7 @@ bool inside(const void *p, const Layout &layout, const char *what) {
   if (layout.rows == 0 || layout.cols == 0)
     return true;
   size_t last = (layout.rows - 1) + (layout.cols - 1) * size_t(layout.ld);
-  if (asrt_emu::isDeviceRange(p, (last + 1) * bytesOf(layout.type)))
+  if (asrt_emu::isDeviceRange(p, (last + 1) * elementBytes(layout.type)))
     return true;
   asrt_emu::setStickyError(cudaErrorIllegalAddress,
                            "cublasLtMatmul: %s (%llu x %llu, ld %lld) reaches "
@@ -275,14 +264,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
       for (uint64_t i = 0; i < m; ++i) {
         double sum = 0.0;
         for (uint64_t l = 0; l < k; ++l)
-          sum += loadAt(A, a.type, ta ? l + i * a.ld : i + l * a.ld) *
-                 loadAt(B, b.type, tb ? j + l * b.ld : l + j * b.ld);
+          sum += loadElement(A, a.type, ta ? l + i * a.ld : i + l * a.ld) *
+                 loadElement(B, b.type, tb ? j + l * b.ld : l + j * b.ld);
         double result = double(alphaValue) * sum;
         if (betaValue != 0.0f)
-          result += double(betaValue) * loadAt(C, c.type, i + j * c.ld);
+          result += double(betaValue) * loadElement(C, c.type, i + j * c.ld);
         if (bias)
-          result += loadAt(desc.bias, biasType, int64_t(i));
-        storeAt(D, d.type, int64_t(i + j * d.ld), float(result));
+          result += loadElement(desc.bias, biasType, int64_t(i));
+        storeElement(D, d.type, int64_t(i + j * d.ld), float(result));
       }
   });
   return CUBLAS_STATUS_SUCCESS;

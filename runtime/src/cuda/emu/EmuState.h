@@ -4,8 +4,11 @@
 #pragma once
 
 #include <cuda_runtime_api.h>
+#include <library_types.h>
 
 #include <cstdarg>
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 
 namespace asrt_emu {
@@ -21,6 +24,12 @@ void setStickyError(cudaError_t error, const char *format, ...)
 
 /// Whether `stream` is the null stream or one created and not destroyed.
 bool validStream(cudaStream_t stream);
+
+/// The elements of the emulated BLAS (Blas.cpp): f32 (CUDA_R_32F) or bf16
+/// (CUDA_R_16BF), element i of `base`, read as a double or stored rounded.
+size_t elementBytes(cudaDataType type);
+double loadElement(const void *base, cudaDataType type, int64_t i);
+void storeElement(void *base, cudaDataType type, int64_t i, float v);
 
 // ---- Streams and events (Streams.cpp) ----
 
