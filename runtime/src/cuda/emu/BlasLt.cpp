@@ -23,7 +23,8 @@ struct MatmulDesc {
   cublasOperation_t transA = CUBLAS_OP_N, transB = CUBLAS_OP_N;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   const void *bias = nullptr;
-  cudaDataType_t biasType = cudaDataType_t(-1); // default: D's type
+  bool biasTypeSet = false; // default: D's type
+  cudaDataType_t biasType = CUDA_R_32F;
 };
 
 struct Layout {
@@ -109,8 +110,11 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t handle,
   case CUBLASLT_MATMUL_DESC_TRANSB: return setValue(desc->transB, buf, size);
   case CUBLASLT_MATMUL_DESC_EPILOGUE: return setValue(desc->epilogue, buf, size);
   case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return setValue(desc->bias, buf, size);
-  case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
-    return setValue(desc->biasType, buf, size);
+  case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: {
+    cublasStatus_t status = setValue(desc->biasType, buf, size);
+    desc->biasTypeSet = status == CUBLAS_STATUS_SUCCESS;
+    return status;
+  }
   default: return CUBLAS_STATUS_NOT_SUPPORTED; // not modelled here
   }
 }
@@ -181,7 +185,7 @@ cublasStatus_t check(const MatmulDesc &d, const Layout &a, const Layout &b,
       d.epilogue != CUBLASLT_EPILOGUE_BIAS)
     return CUBLAS_STATUS_NOT_SUPPORTED; // not modelled here
   const cudaDataType_t biasType =
-      d.biasType == cudaDataType_t(-1) ? out.type : d.biasType;
+      d.biasTypeSet ? d.biasType : out.type;
   if (d.epilogue == CUBLASLT_EPILOGUE_BIAS && !supported(biasType))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   return CUBLAS_STATUS_SUCCESS;
@@ -251,7 +255,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
   const float alphaValue = *static_cast<const float *>(alpha);
   const float betaValue = *static_cast<const float *>(beta);
   const cudaDataType_t biasType =
-      desc.biasType == cudaDataType_t(-1) ? d.type : desc.biasType;
+      desc.biasTypeSet ? desc.biasType : d.type;
   asrt_emu::enqueue(stream, [=] {
     const bool ta = desc.transA != CUBLAS_OP_N, tb = desc.transB != CUBLAS_OP_N;
     const bool bias = desc.epilogue == CUBLASLT_EPILOGUE_BIAS;
