@@ -104,6 +104,15 @@ __global__ void biasGradKernel(const T *dy, T *db, int64_t rows, int64_t out,
 
 #undef ASRT_FOR_EACH
 
+/// The largest power of two up to 256 that divides p's address.
+uint32_t alignmentOf(const void *p) {
+  uintptr_t address = reinterpret_cast<uintptr_t>(p);
+  uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment != 0)
+    alignment /= 2;
+  return alignment;
+}
+
 /// The descriptors of one cuBLASLt matmul, destroyed with it.
 struct LtMatmul {
   cublasLtMatmulDesc_t desc = nullptr;
@@ -152,6 +161,18 @@ bool linearFwdBiasLt(Blas &blas, const GemmTypes &types, const void *x,
   checkBlas(cublasLtMatrixLayoutCreate(&mm.d, types.data, out, rows, out),
             mm.op);
   checkBlas(cublasLtMatmulPreferenceCreate(&mm.pref), mm.op);
+  // cuBLASLt's heuristic assumes 256-byte aligned operands unless told
+  // otherwise; a view into the arena may be less aligned.
+  const void *operands[4] = {w, x, y, y};
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t alignment = alignmentOf(operands[i]);
+    checkBlas(cublasLtMatmulPreferenceSetAttribute(
+                  mm.pref,
+                  cublasLtMatmulPreferenceAttributes_t(
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES + i),
+                  &alignment, sizeof alignment),
+              mm.op);
+  }
   const uint64_t workspaceBytes = kWorkspaceBytes;
   const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
   checkBlas(cublasLtMatmulPreferenceSetAttribute(

@@ -500,6 +500,28 @@ TEST(CudaEmulatorBlas, LtMatmulAddsTheBiasEpilogueAndChecksShapes) {
         want += a.p[l + i * k] * b.p[l + j * k];
       EXPECT_EQ(d.p[i + j * m], want) << i << ", " << j;
     }
+  // D 4 bytes past a 256-byte boundary: the default heuristic's algorithm
+  // assumes 256-byte alignment and cannot run it; one chosen with D's
+  // actual alignment can.
+  DeviceArray<float> shifted(m * n + 1);
+  EXPECT_EQ(cublasLtMatmul(lt, desc, &alpha, a.p, la, b.p, lb, &beta,
+                           shifted.p + 1, ld, shifted.p + 1, ld, &result.algo,
+                           nullptr, 0, nullptr),
+            CUBLAS_STATUS_NOT_SUPPORTED);
+  const uint32_t four = 4;
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    ASSERT_EQ(cublasLtMatmulPreferenceSetAttribute(pref, attr, &four,
+                                                   sizeof four),
+              CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 1,
+                                           &result, &found),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cublasLtMatmul(lt, desc, &alpha, a.p, la, b.p, lb, &beta,
+                           shifted.p + 1, ld, shifted.p + 1, ld, &result.algo,
+                           nullptr, 0, nullptr),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(shifted.p[1], d.p[0]);
   for (cublasLtMatrixLayout_t layout : {la, lb, ld, wrong})
     cublasLtMatrixLayoutDestroy(layout);
   cublasLtMatmulPreferenceDestroy(pref);

@@ -65,9 +65,11 @@ protected:
                        << " elements differ";
   }
 
-  /// linear_fwd on both backends, with or without a bias.
+  /// linear_fwd on both backends, with or without a bias; the GPU's y
+  /// `yOffset` elements into its allocation (a view off the allocation's
+  /// alignment, as an arena's may be).
   void forward(int64_t rows, int64_t in, int64_t out, bool withBias,
-               uint32_t seed) {
+               uint32_t seed, size_t yOffset = 0) {
     int32_t t = GetParam();
     HostTensor x(t, uniform(size_t(rows * in), seed, -1, 1));
     HostTensor w(t, uniform(size_t(out * in), seed + 1, -1, 1));
@@ -80,10 +82,12 @@ protected:
     HostTensor mag(ASRT_DTYPE_F32, size_t(rows * out));
     asrt_linear_fwd(&ctx, ASRT_DTYPE_F32, ax.data(), aw.data(),
                     withBias ? ab.data() : nullptr, mag.data(), rows, in, out);
-    void *dx = upload(x), *dw = upload(w), *db = upload(b), *dy = upload(gpuY);
+    HostTensor padded(t, size_t(rows * out) + yOffset);
+    void *dx = upload(x), *dw = upload(w), *db = upload(b);
+    void *dy = static_cast<char *>(upload(padded)) + yOffset * padded.elementSize();
     cuda::linearFwd(*blas, t, dx, dw, withBias ? db : nullptr, dy, rows, in,
                     out);
-    download(dy, gpuY);
+    downloadBytes(dy, gpuY.data(), gpuY.bytes.size());
     expectCloseGemm(gpuY, cpuY, mag,
                     withBias ? "linear_fwd with bias"
                              : "linear_fwd without bias");
@@ -143,6 +147,12 @@ constexpr int64_t kRows = 37, kIn = 96, kOut = 130;
 TEST_P(CudaLinearTest, ForwardWithAndWithoutBias) {
   forward(kRows, kIn, kOut, /*withBias=*/true, 1);
   forward(kRows, kIn, kOut, /*withBias=*/false, 4);
+}
+
+// y three elements into its buffer: 6 or 12 bytes off the 256-byte
+// alignment cuBLASLt's heuristic assumes unless told (Linear.cu tells it).
+TEST_P(CudaLinearTest, ForwardWithBiasIntoAViewOffAlignment) {
+  forward(kRows, kIn, kOut, /*withBias=*/true, 11, /*yOffset=*/3);
 }
 
 TEST_P(CudaLinearTest, GradInput) { gradInput(kRows, kIn, kOut, 7); }

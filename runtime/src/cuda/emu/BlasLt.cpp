@@ -4,8 +4,10 @@
 // to every column before D is rounded). What it checks, as cuBLASLt does:
 // descriptor attributes of the right size, layouts whose shapes agree with
 // the transposes (CUBLAS_STATUS_INVALID_VALUE otherwise), the type
-// combinations of Blas.cpp, an algorithm from the heuristic, and operands
-// inside device allocations (a sticky illegal address otherwise). The
+// combinations of Blas.cpp, an algorithm from the heuristic, pointers at
+// least as aligned as the preference let the algorithm assume (256 bytes
+// by default; CUBLAS_STATUS_NOT_SUPPORTED otherwise), and operands inside
+// device allocations (a sticky illegal address otherwise). The
 // product runs in the stream's order (Streams.cpp), summed in double and
 // rounded once, bias included.
 #include "EmuState.h"
@@ -36,6 +38,9 @@ struct Layout {
 struct Preference {
   uint64_t maxWorkspace = 0;
   uint32_t reductionSchemes = CUBLASLT_REDUCTION_SCHEME_MASK; // sums exactly here
+  // The alignment (bytes) the chosen algorithm may assume of A, B, C, D:
+  // cuBLASLt's default is 256.
+  uint32_t minAlignment[4] = {256, 256, 256, 256};
 };
 
 template <typename T>
@@ -158,6 +163,11 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(
     return setValue(pref->maxWorkspace, buf, size);
   if (attr == CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK)
     return setValue(pref->reductionSchemes, buf, size);
+  if (attr >= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES &&
+      attr <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES)
+    return setValue(
+        pref->minAlignment[attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES],
+        buf, size);
   return CUBLAS_STATUS_NOT_SUPPORTED;
 }
 
@@ -216,6 +226,10 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   }
   results[0] = cublasLtMatmulHeuristicResult_t{};
   results[0].algo.data[0] = 0x617372745f656d75ull; // the one emulated algo
+  // The algorithm may assume the alignments the preference allowed.
+  for (int i = 0; i < 4; ++i)
+    results[0].algo.data[1 + i] =
+        reinterpret_cast<Preference *>(pref)->minAlignment[i];
   results[0].state = CUBLAS_STATUS_SUCCESS;
   results[0].wavesCount = 1.0f;
   *returned = 1;
@@ -250,6 +264,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
     return status;
   if (desc.epilogue == CUBLASLT_EPILOGUE_BIAS && !desc.bias)
     return CUBLAS_STATUS_INVALID_VALUE;
+  // An algorithm chosen for more alignment than the pointers have cannot
+  // run them (the heuristic assumes 256 bytes unless the preference says
+  // less).
+  const void *pointers[4] = {A, B, C, D};
+  for (int i = 0; i < 4; ++i)
+    if (reinterpret_cast<uintptr_t>(pointers[i]) % algo->data[1 + i] != 0)
+      return CUBLAS_STATUS_NOT_SUPPORTED;
   if (!asrt_emu::validStream(stream))
     return CUBLAS_STATUS_INVALID_VALUE;
   const float alphaValue = *static_cast<const float *>(alpha);
