@@ -398,16 +398,15 @@ else
   if ((s != 0)); then
     note gpt2_error "$(diagnose gpt2-small)"
   else
-    # The same step with attention as cuBLAS batched GEMMs on tensor cores
-    # (ASRT_CUDA_ATTENTION=gemm) instead of the flash kernels (CUDA cores):
-    # the faster becomes the default.
-    ASRT_CUDA_ATTENTION=gemm bounded "$(stage_time 90)" "$build/steps/gpt2-small" \
-      --steps $steps --log-every 1 >"$report/gpt2-small-gemm.log" 2>&1
-    note gemm_status $?
-    # And as flash kernels on tensor cores through WMMA (AttentionWmma.cu).
-    ASRT_CUDA_ATTENTION=wmma bounded "$(stage_time 90)" "$build/steps/gpt2-small" \
-      --steps $steps --log-every 1 >"$report/gpt2-small-wmma.log" 2>&1
-    note wmma_status $?
+    # The same step with attention on tensor cores instead of the flash
+    # kernels (CUDA cores): as cuBLAS batched GEMMs (ASRT_CUDA_ATTENTION=gemm)
+    # and as flash kernels through WMMA (wmma). The fastest becomes the
+    # default.
+    for attention in gemm wmma; do
+      ASRT_CUDA_ATTENTION=$attention bounded "$(stage_time 90)" "$build/steps/gpt2-small" \
+        --steps $steps --log-every 1 >"$report/gpt2-small-$attention.log" 2>&1
+      note "${attention}_status" $?
+    done
     # Where the step's device time goes: a few more steps with each op's
     # kernels timed on the device (CUDA events), apart from the timed run.
     bounded "$(stage_time 60)" "$build/steps/gpt2-small" --steps 4 --device-op-times \
@@ -480,20 +479,15 @@ if kv.get("gpt2_status") == "0" and os.path.exists(f"{report}/gpt2-small.json"):
 elif "gpt2_status" in kv:
     print(f"  gpt2-small (autoshard) : failed, status {kv.get('gpt2_status')}: "
           f"{kv.get('gpt2_error', '')} (log: {report}/gpt2-small.log)")
-if kv.get("gemm_status") == "0":
-    timed = timed_steps(f"{report}/gpt2-small-gemm.log")
-    if timed:
-        rows.append(("autoshard (gemm)", timed[len(timed) // 2]))
-elif "gemm_status" in kv:
-    print(f"  gpt2-small gemm attn   : status {kv['gemm_status']}: "
-          f"first error in {report}/gpt2-small-gemm.log")
-if kv.get("wmma_status") == "0":
-    timed = timed_steps(f"{report}/gpt2-small-wmma.log")
-    if timed:
-        rows.append(("autoshard (wmma)", timed[len(timed) // 2]))
-elif "wmma_status" in kv:
-    print(f"  gpt2-small wmma attn   : status {kv['wmma_status']}: "
-          f"first error in {report}/gpt2-small-wmma.log")
+for attention in ("gemm", "wmma"):
+    status = kv.get(f"{attention}_status")
+    if status == "0":
+        timed = timed_steps(f"{report}/gpt2-small-{attention}.log")
+        if timed:
+            rows.append((f"autoshard ({attention})", timed[len(timed) // 2]))
+    elif status is not None:
+        print(f"  gpt2-small {attention} attn   : status {status}: "
+              f"first error in {report}/gpt2-small-{attention}.log")
 if kv.get("ops_status") == "0" and os.path.exists(f"{report}/gpt2-small-ops.json"):
     profile = json.load(open(f"{report}/gpt2-small-ops.json"))
     steps = max(profile.get("steps") or 1, 1)

@@ -93,6 +93,12 @@ struct WmmaShape {
   }
 };
 
+/// Every accumulator = 0.
+template <int Frags> __device__ void clear(FragAcc (&acc)[Frags]) {
+  for (int f = 0; f < Frags; ++f)
+    wmma::fill_fragment(acc[f], 0.0f);
+}
+
 /// What a block's tile index names: 64 rows from r0 of head `head` (of
 /// nHeads) of batch row b, the warp's 16 from rw.
 struct RowBlock {
@@ -242,8 +248,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     loadRowFragments(query, staged, q, s, b, qw, s.heads, h, lane);
 
     FragAcc acc[Frags];
-    for (int f = 0; f < Frags; ++f)
-      wmma::fill_fragment(acc[f], 0.0f);
+    clear(acc);
     // Row `row` of the warp's 16: lanes 2 row and 2 row + 1, each with 16
     // of the tile's 32 columns, both holding the row's m and l.
     const int row = lane / 2, half = lane % 2;
@@ -369,8 +374,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     loadRowFragments(gradOut, staged, dout, s, b, qw, s.heads, h, lane);
 
     FragAcc acc[Frags];
-    for (int f = 0; f < Frags; ++f)
-      wmma::fill_fragment(acc[f], 0.0f);
+    clear(acc);
     const int row = lane / 2, half = lane % 2;
     const int64_t t = qw + row;
     const float rowLse = t < s.seq ? lse[s.rowStat(b, h, t)] : 0.0f;
@@ -448,10 +452,8 @@ __global__ void __launch_bounds__(kBlockThreads)
     loadRowFragments(value, staged, v, s, b, kw, s.kvHeads, g, lane);
 
     FragAcc accK[Frags], accV[Frags];
-    for (int f = 0; f < Frags; ++f) {
-      wmma::fill_fragment(accK[f], 0.0f);
-      wmma::fill_fragment(accV[f], 0.0f);
-    }
+    clear(accK);
+    clear(accV);
     const int row = lane / 2, half = lane % 2;
     const int64_t j = kw + row;
 

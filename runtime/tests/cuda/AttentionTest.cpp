@@ -217,6 +217,28 @@ TEST(CudaAttentionDeathTest, HeadDimAboveTheSupportedLimitIsFatal) {
                "causal_attention_grad: head_dim = 256 exceeds 128");
 }
 
+TEST(CudaAttentionDeathTest, TheWmmaKernelsRefuseWhatTheyDoNotSupport) {
+  // Abi.cpp only calls them where causalAttentionWmmaSupports says so.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_FALSE(cuda::causalAttentionWmmaSupports(ASRT_DTYPE_F32, 64));
+  EXPECT_FALSE(cuda::causalAttentionWmmaSupports(ASRT_DTYPE_BF16, 24));
+  EXPECT_FALSE(cuda::causalAttentionWmmaSupports(ASRT_DTYPE_BF16, 144));
+  EXPECT_TRUE(cuda::causalAttentionWmmaSupports(ASRT_DTYPE_BF16, 128));
+  EXPECT_DEATH(cuda::causalAttentionFwdWmma(nullptr, ASRT_DTYPE_F32, nullptr,
+                                            nullptr, nullptr, nullptr, nullptr,
+                                            1, 4, 2, 1, 64, 0.1f),
+               "causal_attention_fwd: the WMMA attention takes bf16 with "
+               "head_dim a multiple of 16 up to 128, not dtype 0 with "
+               "head_dim 64");
+  EXPECT_DEATH(cuda::causalAttentionGradWmma(
+                   nullptr, ASRT_DTYPE_BF16, nullptr, nullptr, nullptr,
+                   nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 4,
+                   2, 1, 24, 0.1f),
+               "causal_attention_grad: the WMMA attention takes bf16 with "
+               "head_dim a multiple of 16 up to 128, not dtype 2 with "
+               "head_dim 24");
+}
+
 TEST(CudaAttentionDeathTest, HeadsNotAMultipleOfKvHeadsIsFatal) {
   // Re-executes the binary rather than forking a process with CUDA threads.
   GTEST_FLAG_SET(death_test_style, "threadsafe");

@@ -224,6 +224,11 @@ template <typename Frag> void position(int e, int &r, int &c) {
 template <typename Layout> constexpr bool isRowMajor() {
   return std::is_same<Layout, row_major>::value;
 }
+/// Element (r, c) of a matrix at p with leading dimension ldm.
+template <typename T>
+T &element(T *p, int r, int c, unsigned ldm, bool rowMajor) {
+  return rowMajor ? p[size_t(r) * ldm + c] : p[r + size_t(c) * ldm];
+}
 } // namespace detail
 
 /// Every element = value (of the fragment's element type, not deduced
@@ -246,8 +251,7 @@ void load_matrix_sync(fragment<Use, M, N, K, T, Layout> &f, const T *p,
   for (int e = 0; e < Frag::num_elements; ++e) {
     int r, c;
     detail::position<Frag>(e, r, c);
-    f.x[e] = detail::isRowMajor<Layout>() ? p[size_t(r) * ldm + c]
-                                          : p[r + size_t(c) * ldm];
+    f.x[e] = detail::element(p, r, c, ldm, detail::isRowMajor<Layout>());
   }
 }
 
@@ -259,8 +263,7 @@ void load_matrix_sync(fragment<accumulator, M, N, K, T> &f, const T *p,
   for (int e = 0; e < Frag::num_elements; ++e) {
     int r, c;
     detail::position<Frag>(e, r, c);
-    f.x[e] = layout == mem_row_major ? p[size_t(r) * ldm + c]
-                                     : p[r + size_t(c) * ldm];
+    f.x[e] = detail::element(p, r, c, ldm, layout == mem_row_major);
   }
 }
 
@@ -272,8 +275,7 @@ void store_matrix_sync(T *p, const fragment<accumulator, M, N, K, T> &f,
   for (int e = 0; e < Frag::num_elements; ++e) {
     int r, c;
     detail::position<Frag>(e, r, c);
-    (layout == mem_row_major ? p[size_t(r) * ldm + c]
-                             : p[r + size_t(c) * ldm]) = f.x[e];
+    detail::element(p, r, c, ldm, layout == mem_row_major) = f.x[e];
   }
 }
 

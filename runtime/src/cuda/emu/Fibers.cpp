@@ -1,6 +1,8 @@
-// The CUDA emulator's kernel launches: a grid's blocks run one after
-// another on the launching thread, a block's threads as fibers that switch
-// at barriers (CudaEmu.h says what this models and what it does not).
+// The CUDA emulator's kernel launches: a grid is queued on its stream
+// (Streams.cpp); when the stream runs it, its blocks run one after another
+// on the host thread running the stream, a block's threads as fibers that
+// switch at barriers (CudaEmu.h says what this models and what it does
+// not).
 #include "CudaEmu.h"
 #include "EmuState.h"
 
