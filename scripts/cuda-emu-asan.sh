@@ -2,7 +2,7 @@
 # The CUDA backend's kernels on the CUDA emulator under AddressSanitizer and
 # UndefinedBehaviorSanitizer: the runtime built alone in its own build dir
 # (default build-emu-asan), then the emulator's, the kernels' (in both
-# thread orders) and the device's emulated tests. Emulated device memory is
+# thread orders), the device's and the emulated NCCL's tests. Emulated device memory is
 # allocated at the size asked for, so a kernel or a cuBLAS call that reads
 # or writes past a buffer (on a GPU: silent corruption or a fault) is
 # reported here. docs/CudaBackend.md, "Emulated build".
@@ -23,7 +23,8 @@ if [ ! -f "$build/build.ninja" ]; then
     -DPython3_EXECUTABLE=/usr/bin/python3 \
     -DAUTOSHARD_ENABLE_CUDA=ON -DAUTOSHARD_CUDA_EMU=ON
 fi
-tests=(asrt_cuda_emulator_test asrt_cuda_kernels_emu_test asrt_cuda_device_emu_test)
+tests=(asrt_cuda_emulator_test asrt_cuda_kernels_emu_test asrt_cuda_device_emu_test
+  asrt_nccl_emu_test)
 cmake --build "$build" --target "${tests[@]}"
 
 # Leaks are not this check's subject (the tests' death-test children exit

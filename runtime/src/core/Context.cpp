@@ -28,7 +28,10 @@ struct AllocationTable {
 
 namespace {
 std::atomic<FatalAbortHook> fatalAbortHook{nullptr};
-std::atomic<FatalCleanupHook> fatalCleanupHook{nullptr};
+/// Slots for fatal()'s cleanups, filled in order, each taken (emptied) by
+/// the fatal() that runs it.
+constexpr int kFatalCleanupSlots = 4;
+std::atomic<FatalCleanupHook> fatalCleanupHooks[kFatalCleanupSlots];
 std::atomic<int> fatalRank{0};
 } // namespace
 
@@ -36,8 +39,17 @@ void setFatalAbortHook(FatalAbortHook hook) { fatalAbortHook.store(hook); }
 
 void setFatalRank(int rank) { fatalRank.store(rank); }
 
-void setFatalCleanupHook(FatalCleanupHook hook) {
-  fatalCleanupHook.store(hook);
+void addFatalCleanupHook(FatalCleanupHook hook) {
+  for (std::atomic<FatalCleanupHook> &slot : fatalCleanupHooks) {
+    FatalCleanupHook expected = nullptr;
+    if (slot.load() == hook ||
+        slot.compare_exchange_strong(expected, hook))
+      return;
+  }
+  // More kinds of cleanup than slots is a programming error, but fatal()
+  // must not be where it is found: the hook is dropped, loudly.
+  std::fprintf(stderr,
+               "autoshard runtime: no slot left for a fatal cleanup hook\n");
 }
 
 void fatal(const char *fmt, ...) {
@@ -56,9 +68,11 @@ void fatal(const char *fmt, ...) {
   std::fprintf(stderr, "autoshard runtime error (rank %d): %s\n",
                fatalRank.load(), message.c_str());
   std::fflush(stderr);
-  // Once: a cleanup that fails fatally must not run itself again.
-  if (FatalCleanupHook cleanup = fatalCleanupHook.exchange(nullptr))
-    cleanup();
+  // Each once, in the order added: a cleanup that fails fatally must not
+  // run itself again.
+  for (std::atomic<FatalCleanupHook> &slot : fatalCleanupHooks)
+    if (FatalCleanupHook cleanup = slot.exchange(nullptr))
+      cleanup();
   if (FatalAbortHook hook = fatalAbortHook.load())
     hook(1);
   // _Exit, not exit: fatal() may run on a worker thread, where running

@@ -37,10 +37,13 @@ void setFatalAbortHook(FatalAbortHook hook);
 /// The rank fatal() names in its message (0 until set).
 void setFatalRank(int rank);
 /// Best-effort cleanup fatal() runs after printing and before ending the
-/// job: the NVMe store removes its files, which may be large, even when a
-/// step fails. One slot; null clears it.
+/// job, each hook once, in the order added: the NCCL communicator aborts
+/// its communicators (ncclCommAbort, so that no collective is left
+/// running on the GPU), the NVMe store removes its files, which may be
+/// large, even when a step fails. Adding a hook twice adds it once; a few
+/// slots.
 using FatalCleanupHook = void (*)();
-void setFatalCleanupHook(FatalCleanupHook hook);
+void addFatalCleanupHook(FatalCleanupHook hook);
 
 /// Host memory: what memory=host arguments and the host arena live in
 /// (pinned host memory on a GPU backend; plain memory on the CPU backend).

@@ -78,7 +78,7 @@ NvmeStore::create(const std::string &parent, int rank) {
     std::lock_guard<std::mutex> lock(liveMutex);
     liveStores.insert(store.get());
   }
-  setFatalCleanupHook(removeLiveStoresAfterFatal);
+  addFatalCleanupHook(removeLiveStoresAfterFatal);
   return store;
 }
 

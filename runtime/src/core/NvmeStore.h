@@ -21,7 +21,7 @@ namespace autoshard::rt {
 ///
 /// The store owns its files: its destructor closes and removes them and the
 /// directory, so every way the driver returns cleans up; fatal() does it
-/// too (setFatalCleanupHook) on the rank that fails. A process killed by a
+/// too (addFatalCleanupHook) on the rank that fails. A process killed by a
 /// signal leaves its directory behind, recognisable by its name.
 ///
 /// Not thread-safe for adding; reads and writes of different arguments may

@@ -99,6 +99,10 @@ std::unique_ptr<Comm> createBackendComm(asrt_context *ctx,
   // the TCP rendezvous); then all create the world communicator at once.
   std::string id = control.rank() == 0 ? ncclUniqueIdBytes() : std::string();
   control.broadcast(id, 0);
+  // A rank that fails (its collective timeout included) aborts its NCCL
+  // communicators before it exits, as PyTorch's watchdog does, so that no
+  // collective is left running on the GPU for a dead job.
+  addFatalCleanupHook(abortNcclComms);
   return createNcclComm(control.rank(), control.size(), grid, id,
                         device.stream(Lane::Comm), device);
 #else

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 
 using namespace autoshard::rt;
@@ -154,6 +155,23 @@ TEST(ContextDeathTest, ArenaWithoutOneIsFatal) {
               "asrt_arena: this context has no arena");
   EXPECT_EXIT(asrt_arena(nullptr), ::testing::ExitedWithCode(1),
               "asrt_arena: context is null");
+}
+
+void firstCleanup() { std::fprintf(stderr, "cleanup one\n"); }
+void secondCleanup() { std::fprintf(stderr, "cleanup two\n"); }
+
+// fatal() runs every cleanup hook once, in the order added; a hook added
+// twice runs once.
+TEST(ContextTest, FatalRunsEachCleanupHookOnceInOrder) {
+  EXPECT_EXIT(
+      {
+        addFatalCleanupHook(firstCleanup);
+        addFatalCleanupHook(secondCleanup);
+        addFatalCleanupHook(firstCleanup);
+        fatal("the end");
+      },
+      ::testing::ExitedWithCode(1),
+      "error \\(rank 0\\): the end\ncleanup one\ncleanup two\n$");
 }
 
 } // namespace

@@ -16,6 +16,10 @@
 //                        SIGSTOP) at the start of step FAKE_FAULT_STEP,
 //                        as a rank that dies or hangs mid-run;
 //   FAKE_SKIP_WAIT_STEP=N  step N returns without waiting its bias bucket.
+// FAKE_CUDA_EMU: linked with the CUDA backend built for the CUDA emulator
+// (its collectives over the emulated NCCL), whose device memory is host
+// memory: the step still computes on the host, once the streams that wrote
+// its arguments have run.
 #include "autoshard/rt/abi.h"
 #include "comm/Comm.h"
 #include "core/Backend.h"
@@ -24,6 +28,10 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
+
+#ifdef FAKE_CUDA_EMU
+#include <cuda_runtime_api.h>
+#endif
 
 #define FAKE_STR2(x) #x
 #define FAKE_STR(x) FAKE_STR2(x)
@@ -78,6 +86,11 @@ extern "C" void autoshard_step(asrt_context *ctx, void *const *args,
   using autoshard::rt::OpTimer;
   ++stepsRun;
   injectFault(ctx);
+#ifdef FAKE_CUDA_EMU
+  // The driver's uploads are queued on the device's streams.
+  if (cudaDeviceSynchronize() != cudaSuccess)
+    autoshard::rt::fatal("fake step: cudaDeviceSynchronize failed");
+#endif
   const auto *w = static_cast<const float *>(args[0]);
   const auto *b = static_cast<const float *>(args[1]);
   const auto *mw = static_cast<const float *>(args[2]);
@@ -136,8 +149,12 @@ extern "C" void autoshard_step(asrt_context *ctx, void *const *args,
   asrt_bucket_add(ctx, dw + half, dwHigh, half);
   int64_t weightBucket = asrt_bucket_start(ctx);
   // Blocking, issued while both buckets are in flight: it runs after them.
-  asrt_all_reduce(ctx, &loss, results[4], 1, ASRT_DTYPE_F32, ASRT_REDUCE_AVG,
-                  1);
+  // From device memory, as a compiled step's loss is (NCCL's buffers must
+  // be).
+  auto *lossBuffer = static_cast<float *>(asrt_alloc(ctx, 4));
+  *lossBuffer = loss;
+  asrt_all_reduce(ctx, lossBuffer, results[4], 1, ASRT_DTYPE_F32,
+                  ASRT_REDUCE_AVG, 1);
   asrt_wait(ctx, weightBucket);
 #ifdef FAKE_SKIP_WAIT_STEP
   if (stepsRun != FAKE_SKIP_WAIT_STEP)
@@ -162,5 +179,6 @@ extern "C" void autoshard_step(asrt_context *ctx, void *const *args,
   asrt_free(ctx, dw);
   asrt_free(ctx, db);
   asrt_free(ctx, dwHigh);
+  asrt_free(ctx, lossBuffer);
 }
 

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 namespace asrt_emu {
 
@@ -37,6 +38,24 @@ void storeElement(void *base, cudaDataType type, int64_t i, float v);
 /// waited for; on the null stream, runs it at once (after the blocking
 /// streams' queued work). False if the stream is not live.
 bool enqueue(cudaStream_t stream, std::function<void()> op);
+/// Work that a stream starts when it reaches it and that finishes on
+/// another host thread (an emulated NCCL collective, on its
+/// communicator's thread). `start` runs once, after everything queued
+/// before it; `done` says, without blocking, whether it has finished;
+/// `wait` blocks until it has. The stream's later work runs after it.
+struct AsyncOp {
+  virtual ~AsyncOp() = default;
+  virtual void start() = 0;
+  virtual bool done() = 0;
+  virtual void wait() = 0;
+};
+bool enqueueAsync(cudaStream_t stream, std::shared_ptr<AsyncOp> op);
+/// cudaStreamQuery: runs `stream`'s queued work up to the first
+/// asynchronous operation that has not finished (starting it);
+/// cudaSuccess when nothing is left, cudaErrorNotReady otherwise (also
+/// while another thread runs the queue), cudaErrorInvalidResourceHandle
+/// for a stream that is not live.
+cudaError_t queryStream(cudaStream_t stream);
 cudaStream_t createStream(bool blocking);
 /// Runs the stream's queued work, then forgets the stream.
 bool destroyStream(cudaStream_t stream);

@@ -1,5 +1,13 @@
 // The CUDA emulator's runtime API: the cudart functions the backend and its
-// tests call, on one emulated device whose memory is host memory.
+// tests call, on emulated devices whose memory is host memory.
+//
+// The emulated machine has ASRT_CUDA_EMU_DEVICES GPUs (default 8, as an
+// HGX node), each with its own UUID, the same in every process on the host
+// as a real machine's are: ranks on local ranks 0 and 1 get different
+// GPUs, and ASRT_CUDA_EMU_DEVICES=1 makes them share one. The current
+// device is per host thread (cudaSetDevice), so that one process can run a
+// rank per device on threads; the devices share the one memory capacity
+// below, and their streams are one set.
 //
 // Asynchronous calls check their arguments at once and queue the work on
 // their stream (Streams.cpp), which runs it when something waits for it;
@@ -46,6 +54,20 @@ Device &device() {
   static Device *d = new Device; // never destroyed: used until exit
   return *d;
 }
+
+/// How many devices the emulated machine has.
+int deviceCount() {
+  static const int count = [] {
+    const char *text = std::getenv("ASRT_CUDA_EMU_DEVICES");
+    int value = text ? std::atoi(text) : 0;
+    return value >= 1 && value <= 64 ? value : 8;
+  }();
+  return count;
+}
+
+bool validOrdinal(int ordinal) { return ordinal >= 0 && ordinal < deviceCount(); }
+
+thread_local int currentOrdinal = 0;
 
 /// Alignment of every emulated allocation, as cudaMalloc guarantees.
 constexpr size_t kAlignment = 256;
@@ -236,31 +258,37 @@ const char *cudaGetErrorString(cudaError_t error) {
 cudaError_t cudaGetDeviceCount(int *count) {
   if (!count)
     return fail(cudaErrorInvalidValue);
-  *count = 1;
+  *count = deviceCount();
   return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int ordinal) {
   if (cudaError_t e = broken())
     return e;
-  return ordinal == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice);
+  if (!validOrdinal(ordinal))
+    return fail(cudaErrorInvalidDevice);
+  currentOrdinal = ordinal;
+  return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int *ordinal) {
   if (!ordinal)
     return fail(cudaErrorInvalidValue);
-  *ordinal = 0;
+  *ordinal = currentOrdinal;
   return broken();
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int ordinal) {
   if (!prop)
     return fail(cudaErrorInvalidValue);
-  if (ordinal != 0)
+  if (!validOrdinal(ordinal))
     return fail(cudaErrorInvalidDevice);
   *prop = cudaDeviceProp{};
   std::snprintf(prop->name, sizeof prop->name, "autoshard CUDA emulator");
-  std::memcpy(prop->uuid.bytes, "asrt-cuda-emu-00", sizeof prop->uuid.bytes);
+  // 16 bytes: "asrt-emu-gpu-" and the ordinal in three digits.
+  char uuid[sizeof prop->uuid.bytes + 1];
+  std::snprintf(uuid, sizeof uuid, "asrt-emu-gpu-%03d", ordinal);
+  std::memcpy(prop->uuid.bytes, uuid, sizeof prop->uuid.bytes);
   prop->totalGlobalMem = device().capacity;
   prop->major = 9;
   prop->minor = 0;
@@ -275,7 +303,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr,
                                    int ordinal) {
   if (!value)
     return fail(cudaErrorInvalidValue);
-  if (ordinal != 0)
+  if (!validOrdinal(ordinal))
     return fail(cudaErrorInvalidDevice);
   switch (attr) {
   case cudaDevAttrMemoryPoolsSupported: *value = 1; break;
@@ -292,7 +320,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr,
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int ordinal) {
   if (!pool)
     return fail(cudaErrorInvalidValue);
-  if (ordinal != 0)
+  if (!validOrdinal(ordinal))
     return fail(cudaErrorInvalidDevice);
   static int thePool;
   *pool = reinterpret_cast<cudaMemPool_t>(&thePool);
@@ -425,6 +453,15 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (!synchronizeStream(stream))
     return fail(cudaErrorInvalidResourceHandle);
   return broken();
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  if (cudaError_t e = broken())
+    return e;
+  cudaError_t status = queryStream(stream);
+  // Not ready is an answer, not an error: CUDA does not record it.
+  return status == cudaSuccess || status == cudaErrorNotReady ? status
+                                                              : fail(status);
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) {

@@ -14,11 +14,20 @@
 // at once, after everything queued on blocking streams, as CUDA's legacy
 // stream waits for them. Whoever flushes runs the work, on its own host
 // thread; a stream's operations never run concurrently.
+//
+// An asynchronous operation (enqueueAsync: an emulated NCCL collective)
+// is started when the stream reaches it and finishes elsewhere, on its
+// communicator's thread; the stream waits for it there, as a GPU stream
+// waits for a collective kernel that waits for its peers. cudaStreamQuery
+// runs what it can without waiting and says "not ready" at an unfinished
+// asynchronous operation, so that a host thread polling it is never stuck
+// in a collective a dead peer never completes.
 #include "EmuState.h"
 
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <vector>
@@ -26,10 +35,18 @@
 namespace asrt_emu {
 namespace {
 
+/// A queued operation: a function run by whoever flushes the stream, or an
+/// asynchronous operation started then and waited for.
+struct Op {
+  std::function<void()> run;
+  std::shared_ptr<AsyncOp> async;
+  bool started = false; // async: start() has been called
+};
+
 struct Stream {
   bool blocking = true;
   std::mutex queueMutex; // ops, queued, completed
-  std::deque<std::function<void()>> ops;
+  std::deque<Op> ops;
   uint64_t queued = 0;    // operations ever queued
   uint64_t completed = 0; // operations run
   std::mutex runMutex;    // held by the thread running the queue
@@ -95,7 +112,7 @@ void runUpTo(Stream &s, uint64_t position) {
   }
   std::lock_guard<std::mutex> running(s.runMutex);
   for (;;) {
-    std::function<void()> op;
+    Op op;
     {
       std::lock_guard<std::mutex> lock(s.queueMutex);
       if (s.ops.empty() || (position != 0 && s.completed >= position))
@@ -103,8 +120,48 @@ void runUpTo(Stream &s, uint64_t position) {
       op = std::move(s.ops.front());
       s.ops.pop_front();
     }
-    op();
+    if (op.async) {
+      if (!op.started)
+        op.async->start();
+      op.async->wait();
+    } else {
+      op.run();
+    }
     std::lock_guard<std::mutex> lock(s.queueMutex);
+    ++s.completed;
+  }
+}
+
+/// Runs `s`'s queue while nothing in it has to be waited for: true when it
+/// is empty, false at an asynchronous operation that has not finished
+/// (started now if it had not been) or when another thread is running the
+/// queue.
+bool runWhileReady(Stream &s) {
+  std::unique_lock<std::mutex> running(s.runMutex, std::try_to_lock);
+  if (!running.owns_lock())
+    return false;
+  for (;;) {
+    std::unique_lock<std::mutex> lock(s.queueMutex);
+    if (s.ops.empty())
+      return true;
+    Op &front = s.ops.front();
+    if (front.async) {
+      if (!front.started) {
+        front.started = true;
+        std::shared_ptr<AsyncOp> async = front.async;
+        lock.unlock();
+        async->start();
+        lock.lock();
+      }
+      if (!s.ops.front().async->done())
+        return false;
+    }
+    Op op = std::move(s.ops.front());
+    s.ops.pop_front();
+    lock.unlock();
+    if (!op.async)
+      op.run();
+    lock.lock();
     ++s.completed;
   }
 }
@@ -141,11 +198,18 @@ bool destroyStream(cudaStream_t handle) {
   return true;
 }
 
-bool enqueue(cudaStream_t handle, std::function<void()> op) {
+namespace {
+
+bool enqueueOp(cudaStream_t handle, Op op) {
   if (!handle) {
     for (Stream *s : allStreams(/*blockingOnly=*/true))
       runUpTo(*s, 0);
-    op();
+    if (op.async) {
+      op.async->start();
+      op.async->wait();
+    } else {
+      op.run();
+    }
     return true;
   }
   Stream *s = liveStream(handle);
@@ -155,6 +219,33 @@ bool enqueue(cudaStream_t handle, std::function<void()> op) {
   s->ops.push_back(std::move(op));
   ++s->queued;
   return true;
+}
+
+} // namespace
+
+bool enqueue(cudaStream_t handle, std::function<void()> op) {
+  Op queued;
+  queued.run = std::move(op);
+  return enqueueOp(handle, std::move(queued));
+}
+
+bool enqueueAsync(cudaStream_t handle, std::shared_ptr<AsyncOp> op) {
+  Op queued;
+  queued.async = std::move(op);
+  return enqueueOp(handle, std::move(queued));
+}
+
+cudaError_t queryStream(cudaStream_t handle) {
+  if (!handle) {
+    bool ready = true;
+    for (Stream *s : allStreams(/*blockingOnly=*/true))
+      ready = runWhileReady(*s) && ready;
+    return ready ? cudaSuccess : cudaErrorNotReady;
+  }
+  Stream *s = liveStream(handle);
+  if (!s)
+    return cudaErrorInvalidResourceHandle;
+  return runWhileReady(*s) ? cudaSuccess : cudaErrorNotReady;
 }
 
 bool synchronizeStream(cudaStream_t handle) {
