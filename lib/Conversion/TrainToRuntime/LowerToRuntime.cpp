@@ -149,6 +149,10 @@ private:
   /// (adamwGroups), and the group of each member.
   SmallVector<SmallVector<Operation *>> adamwGroupList;
   DenseMap<Operation *, unsigned> adamwGroupOf;
+  /// Linear layers run with their GELU (linearGeluPairs): the layer of
+  /// each such GELU, and the layers, which emit nothing at their own place.
+  DenseMap<Operation *, Operation *> fusedLinearOf;
+  llvm::SmallPtrSet<Operation *, 16> fusedLinears;
 
   /// Memory plan inputs: each allocation's bytes, category and what it
   /// holds; the gradient and gathered-parameter tensors of the step and
@@ -745,6 +749,15 @@ LogicalResult StepLowering::run() {
     }
   }
 
+  // A linear layer paired with its GELU runs as one call at the GELU, which
+  // reads the layer's operands there; the layer emits nothing itself.
+  for (auto [linear, gelu] : linearGeluPairs(body)) {
+    fusedLinearOf[gelu] = linear;
+    fusedLinears.insert(linear);
+    for (Value operand : linear->getOperands())
+      lastUse[operand] = std::max(lastUse[operand], positionOf[gelu]);
+  }
+
   classifyTensors();
 
   // void autoshard_step(asrt_context *ctx, void *const *args,
@@ -775,6 +788,12 @@ LogicalResult StepLowering::run() {
     currentOp = &op;
     if (auto group = adamwGroupOf.find(&op); group != adamwGroupOf.end()) {
       emitAdamwGroup(adamwGroupList[group->second], &op);
+      continue;
+    }
+    if (fusedLinears.contains(&op))
+      continue;
+    if (auto fused = fusedLinearOf.find(&op); fused != fusedLinearOf.end()) {
+      emitLinearGelu(fused->second, &op, *this);
       continue;
     }
     if (failed(emitRuntimeCall(&op, *this)))

@@ -132,6 +132,24 @@ LogicalResult emitLinear(Operation *op, StepEmitter &e) {
   return success();
 }
 
+} // namespace
+
+void autoshard::emitLinearGelu(Operation *linearOp, Operation *geluOp,
+                               StepEmitter &e) {
+  auto linear = cast<train::LinearOp>(linearOp);
+  auto gelu = cast<train::GeluOp>(geluOp);
+  Value x = e.buffer(linear.getInput()), w = e.buffer(linear.getWeight()),
+        b = e.buffer(linear.getBias());
+  Value pre = e.output(linear.getResult());
+  Value y = e.output(gelu.getResult());
+  e.call("asrt_linear_gelu_fwd",
+         {dtypeOf(e, linear.getInput()), x, w, b, pre, y,
+          e.i64(rows(linear.getInput())), e.i64(lastDim(linear.getInput())),
+          e.i64(lastDim(linear.getResult()))});
+}
+
+namespace {
+
 LogicalResult emitLinearGradInput(Operation *op, StepEmitter &e) {
   auto grad = cast<train::LinearGradInputOp>(op);
   Value out = e.output(grad.getResult());
@@ -953,6 +971,31 @@ static bool shareAdamwCall(train::AdamwOp a, train::AdamwOp b) {
     });
   };
   return !readsUpdated(a, b) && !readsUpdated(b, a);
+}
+
+SmallVector<std::pair<Operation *, Operation *>>
+autoshard::linearGeluPairs(Block &body) {
+  SmallVector<std::pair<Operation *, Operation *>> pairs;
+  for (auto linear : body.getOps<train::LinearOp>()) {
+    if (!linear.getBias())
+      continue;
+    Value result = linear.getResult();
+    // The first GELU of the result, in program order.
+    train::GeluOp gelu;
+    for (Operation *user : result.getUsers())
+      if (auto candidate = dyn_cast<train::GeluOp>(user))
+        if (!gelu || candidate->isBeforeInBlock(gelu))
+          gelu = candidate;
+    if (!gelu || gelu->getBlock() != linear->getBlock())
+      continue;
+    // The call produces the result at the GELU: nothing may read it before.
+    bool readEarlier = llvm::any_of(result.getUsers(), [&](Operation *user) {
+      return user != gelu.getOperation() && user->isBeforeInBlock(gelu);
+    });
+    if (!readEarlier)
+      pairs.push_back({linear.getOperation(), gelu.getOperation()});
+  }
+  return pairs;
 }
 
 SmallVector<SmallVector<Operation *>> autoshard::adamwGroups(Block &body) {

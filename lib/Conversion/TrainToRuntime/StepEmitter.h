@@ -68,6 +68,17 @@ private:
 /// diagnostic on `op`, for an op the runtime cannot run.
 mlir::LogicalResult emitRuntimeCall(mlir::Operation *op, StepEmitter &emitter);
 
+/// Linear layers with a bias whose result feeds a train.gelu, paired with
+/// their first GELU, when nothing reads the layer's result before that GELU:
+/// one asrt_linear_gelu_fwd call at the GELU carries out both (a GPU runs it
+/// as one GEMM with a GELU epilogue). In program order.
+llvm::SmallVector<std::pair<mlir::Operation *, mlir::Operation *>>
+linearGeluPairs(mlir::Block &body);
+/// The asrt_linear_gelu_fwd call of a pair of linearGeluPairs, emitted at
+/// the GELU: both results' buffers are placed there.
+void emitLinearGelu(mlir::Operation *linear, mlir::Operation *gelu,
+                    StepEmitter &emitter);
+
 /// Runs of two or more neighbouring train.adamw ops that one
 /// asrt_adamw_update_multi call carries out: the same gradient dtype,
 /// learning rate, step, clipping scale, betas and eps, none reading what

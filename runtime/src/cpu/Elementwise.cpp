@@ -1,6 +1,7 @@
 // Elementwise kernels on the CPU: ReLU, GPT-2's GELU, SwiGLU's gate, add.
 #include "Checks.h"
 #include "Element.h"
+#include "Layers.h"
 
 #include "core/Context.h"
 
@@ -86,10 +87,8 @@ inline SigmoidParts sigmoidParts(float g) {
 
 } // namespace
 
-extern "C" void asrt_gelu_fwd(asrt_context *ctx, int32_t dtype, const void *x,
-                              void *y, int64_t n) {
-  OpTimer timer(ctx, "gelu_fwd");
-  const char *op = "gelu_fwd";
+void autoshard::rt::cpu::geluForward(const char *op, int32_t dtype,
+                                     const void *x, void *y, int64_t n) {
   checkCount(op, "n", n);
   dispatchFloatDtype(op, dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -100,6 +99,12 @@ extern "C" void asrt_gelu_fwd(asrt_context *ctx, int32_t dtype, const void *x,
       store(result, i, xi * geluParts(xi).s);
     }
   });
+}
+
+extern "C" void asrt_gelu_fwd(asrt_context *ctx, int32_t dtype, const void *x,
+                              void *y, int64_t n) {
+  OpTimer timer(ctx, "gelu_fwd");
+  geluForward("gelu_fwd", dtype, x, y, n);
 }
 
 extern "C" void asrt_gelu_grad(asrt_context *ctx, int32_t dtype, const void *dy,

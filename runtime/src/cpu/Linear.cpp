@@ -2,6 +2,7 @@
 #include "Checks.h"
 #include "Element.h"
 #include "Gemm.h"
+#include "Layers.h"
 #include "Scratch.h"
 
 #include "core/Context.h"
@@ -11,11 +12,10 @@
 using autoshard::rt::OpTimer;
 using namespace autoshard::rt::cpu;
 
-extern "C" void asrt_linear_fwd(asrt_context *ctx, int32_t dtype, const void *x,
-                                const void *w, const void *b, void *y,
-                                int64_t rows, int64_t in, int64_t out) {
-  OpTimer timer(ctx, "linear_fwd");
-  const char *op = "linear_fwd";
+void autoshard::rt::cpu::linearForward(const char *op, int32_t dtype,
+                                       const void *x, const void *w,
+                                       const void *b, void *y, int64_t rows,
+                                       int64_t in, int64_t out) {
   blasDim(op, "rows", rows);
   blasDim(op, "in", in);
   blasDim(op, "out", out);
@@ -37,6 +37,30 @@ extern "C" void asrt_linear_fwd(asrt_context *ctx, int32_t dtype, const void *x,
     gemm(false, true, rows, out, in, 1.0f, xf, in, wf, in, beta, yf, out);
     finishGemmOutput(yf, static_cast<T *>(y), rows * out);
   });
+}
+
+extern "C" void asrt_linear_fwd(asrt_context *ctx, int32_t dtype, const void *x,
+                                const void *w, const void *b, void *y,
+                                int64_t rows, int64_t in, int64_t out) {
+  OpTimer timer(ctx, "linear_fwd");
+  linearForward("linear_fwd", dtype, x, w, b, y, rows, in, out);
+}
+
+// The two calls' work in sequence: the same bits as asrt_linear_fwd then
+// asrt_gelu_fwd (GELU of the rounded pre-activation).
+extern "C" void asrt_linear_gelu_fwd(asrt_context *ctx, int32_t dtype,
+                                     const void *x, const void *w,
+                                     const void *b, void *pre, void *y,
+                                     int64_t rows, int64_t in, int64_t out) {
+  OpTimer timer(ctx, "linear_gelu_fwd");
+  const char *op = "linear_gelu_fwd";
+  if (!b)
+    autoshard::rt::fatal("%s: the bias is null; the fused call is for a "
+                         "linear layer with a bias (asrt_linear_fwd and "
+                         "asrt_gelu_fwd otherwise)",
+                         op);
+  linearForward(op, dtype, x, w, b, pre, rows, in, out);
+  geluForward(op, dtype, pre, y, rows * out);
 }
 
 extern "C" void asrt_linear_grad_input(asrt_context *ctx, int32_t dtype,

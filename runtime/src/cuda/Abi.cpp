@@ -59,6 +59,15 @@ extern "C" void asrt_linear_fwd(asrt_context *ctx, int32_t dtype, const void *x,
                   out);
 }
 
+extern "C" void asrt_linear_gelu_fwd(asrt_context *ctx, int32_t dtype,
+                                     const void *x, const void *w,
+                                     const void *b, void *pre, void *y,
+                                     int64_t rows, int64_t in, int64_t out) {
+  OpTimer timer(ctx, "linear_gelu_fwd");
+  cuda::linearGeluFwd(device(ctx, "linear_gelu_fwd").blas(), dtype, x, w, b,
+                      pre, y, rows, in, out);
+}
+
 extern "C" void asrt_linear_grad_input(asrt_context *ctx, int32_t dtype,
                                        const void *dy, const void *w, void *dx,
                                        int64_t rows, int64_t in, int64_t out) {

@@ -94,6 +94,14 @@ private:
 // asrt_bias_grad. The GEMMs run on blas's stream.
 void linearFwd(Blas &blas, int32_t dtype, const void *x, const void *w,
                const void *b, void *y, int64_t rows, int64_t in, int64_t out);
+/// asrt_linear_gelu_fwd: pre = x w^T + b, y = gelu(pre). In bf16 one
+/// cuBLASLt matmul with CUBLASLT_EPILOGUE_GELU_AUX_BIAS (pre stored as the
+/// epilogue's auxiliary output; the GELU taken of the f32 sum before it is
+/// rounded) when cuBLASLt has an algorithm and out is a multiple of 8 (the
+/// auxiliary leading dimension's rule); otherwise linearFwd then geluFwd.
+void linearGeluFwd(Blas &blas, int32_t dtype, const void *x, const void *w,
+                   const void *b, void *pre, void *y, int64_t rows, int64_t in,
+                   int64_t out);
 void linearGradInput(Blas &blas, int32_t dtype, const void *dy, const void *w,
                      void *dx, int64_t rows, int64_t in, int64_t out);
 void linearGradWeight(Blas &blas, int32_t dtype, const void *dy, const void *x,

@@ -10,6 +10,9 @@
 //   of bf16 values are exact in f32 and accumulate in f32, and the handle's
 //   CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION keeps split-K partial
 //   sums in f32, so the output is rounded to bf16 once, as on the CPU.
+// - A linear layer paired with its GELU (linearGeluFwd) runs in bf16 as one
+//   cuBLASLt matmul with CUBLASLT_EPILOGUE_GELU_AUX_BIAS: pre-activation as
+//   the auxiliary output, the GELU of the f32 sum before its rounding.
 // - The bias is added as the CPU adds it, to the f32 sum before the one
 //   rounding: in bf16 by cuBLASLt's CUBLASLT_EPILOGUE_BIAS (one kernel, y
 //   written once), with split-K partial sums restricted to f32
@@ -138,22 +141,34 @@ struct LtMatmul {
   }
 };
 
-/// y = x w^T + b as one cuBLASLt matmul with the bias epilogue; false (and
-/// nothing queued) when cuBLASLt has no algorithm for it. rows, in, out > 0.
+/// y = x w^T + b as one cuBLASLt matmul with the bias epilogue, or, given
+/// `pre`, y = gelu(x w^T + b) with the GELU epilogue storing x w^T + b into
+/// `pre` (its leading dimension `out`, which must be a multiple of 8);
+/// false (and nothing queued) when cuBLASLt has no algorithm for it. rows,
+/// in, out > 0.
 bool linearFwdBiasLt(Blas &blas, const GemmTypes &types, const void *x,
-                     const void *w, const void *b, void *y, int64_t rows,
-                     int64_t in, int64_t out) {
-  LtMatmul mm("linear_fwd (cuBLASLt bias epilogue)");
+                     const void *w, const void *b, void *pre, void *y,
+                     int64_t rows, int64_t in, int64_t out) {
+  LtMatmul mm(pre ? "linear_gelu_fwd (cuBLASLt GELU and bias epilogue)"
+                  : "linear_fwd (cuBLASLt bias epilogue)");
   checkBlas(cublasLtMatmulDescCreate(&mm.desc, types.compute, CUDA_R_32F),
             mm.op);
   const cublasOperation_t transA = CUBLAS_OP_T, transB = CUBLAS_OP_N;
-  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  const cublasLtEpilogue_t epilogue =
+      pre ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS;
   const cudaDataType_t biasType = types.data;
   mm.set(CUBLASLT_MATMUL_DESC_TRANSA, &transA, sizeof transA);
   mm.set(CUBLASLT_MATMUL_DESC_TRANSB, &transB, sizeof transB);
   mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
   mm.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
   mm.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType, sizeof biasType);
+  if (pre) {
+    // The auxiliary output has D's shape and type ([out, rows]
+    // column-major); set before the heuristic, which reads its alignment.
+    const int64_t auxLd = out;
+    mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pre, sizeof pre);
+    mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &auxLd, sizeof auxLd);
+  }
   // Column-major, as in linearFwd's GEMM: w as [in, out] (transposed), x
   // as [in, rows], y as [out, rows].
   checkBlas(cublasLtMatrixLayoutCreate(&mm.a, types.data, in, out, in), mm.op);
@@ -262,7 +277,7 @@ void linearFwd(Blas &blas, int32_t dtype, const void *x, const void *w,
   if (rows == 0 || out == 0)
     return;
   if (b && in > 0 && dtype == ASRT_DTYPE_BF16 &&
-      linearFwdBiasLt(blas, types, x, w, b, y, rows, in, out))
+      linearFwdBiasLt(blas, types, x, w, b, nullptr, y, rows, in, out))
     return;
   if (b) {
     dispatchFloat(op, dtype, [&](auto tag) {
@@ -281,6 +296,27 @@ void linearFwd(Blas &blas, int32_t dtype, const void *x, const void *w,
   // [in, rows].
   gemm(blas, op, types, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, w, in, x, in,
        b ? 1.0f : 0.0f, y, out);
+}
+
+void linearGeluFwd(Blas &blas, int32_t dtype, const void *x, const void *w,
+                   const void *b, void *pre, void *y, int64_t rows, int64_t in,
+                   int64_t out) {
+  const char *op = "linear_gelu_fwd";
+  if (!b)
+    fatal("%s: the bias is null; the fused call is for a linear layer with a "
+          "bias (asrt_linear_fwd and asrt_gelu_fwd otherwise)",
+          op);
+  checkCount(op, "rows", rows);
+  checkCount(op, "in", in);
+  checkCount(op, "out", out);
+  const GemmTypes types = gemmTypes(op, dtype);
+  if (rows == 0 || out == 0)
+    return;
+  if (in > 0 && dtype == ASRT_DTYPE_BF16 && out % 8 == 0 &&
+      linearFwdBiasLt(blas, types, x, w, b, pre, y, rows, in, out))
+    return;
+  linearFwd(blas, dtype, x, w, b, pre, rows, in, out);
+  geluFwd(blas.stream(), dtype, pre, y, rows * out);
 }
 
 void linearGradInput(Blas &blas, int32_t dtype, const void *dy, const void *w,

@@ -3,6 +3,7 @@
 
 #include "autoshard/rt/abi.h"
 
+#include <cstring>
 #include <string>
 #include <tuple>
 
@@ -331,6 +332,29 @@ TEST_F(LinearEdgeTest, UnsupportedDtypeIsFatal) {
                "\\(0\\) or bf16 \\(2\\)");
   EXPECT_DEATH(asrt_bias_grad(&ctx, 42, &dummy, &dummy, 1, 1),
                "bias_grad: dtype 42 \\(\\?\\) is not supported");
+}
+
+// The fused call is asrt_linear_fwd then asrt_gelu_fwd, bit for bit: the
+// compiler may pair the two, the CPU's results must not move.
+TEST_F(LinearEdgeTest, LinearGeluIsLinearThenGeluBitForBit) {
+  const int64_t rows = 7, in = 9, out = 5;
+  std::vector<float> x = uniformFloats(rows * in, 71, -2.0f, 2.0f);
+  std::vector<float> w = uniformFloats(out * in, 72, -1.0f, 1.0f);
+  std::vector<float> b = uniformFloats(out, 73, -1.0f, 1.0f);
+  std::vector<float> pre = poisoned(rows * out), y = poisoned(rows * out);
+  asrt_linear_gelu_fwd(&ctx, ASRT_DTYPE_F32, x.data(), w.data(), b.data(),
+                       pre.data(), y.data(), rows, in, out);
+  std::vector<float> pre2 = poisoned(rows * out), y2 = poisoned(rows * out);
+  asrt_linear_fwd(&ctx, ASRT_DTYPE_F32, x.data(), w.data(), b.data(),
+                  pre2.data(), rows, in, out);
+  asrt_gelu_fwd(&ctx, ASRT_DTYPE_F32, pre2.data(), y2.data(), rows * out);
+  EXPECT_EQ(0, std::memcmp(pre.data(), pre2.data(), pre.size() * 4));
+  EXPECT_EQ(0, std::memcmp(y.data(), y2.data(), y.size() * 4));
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(asrt_linear_gelu_fwd(&ctx, ASRT_DTYPE_F32, x.data(), w.data(),
+                                    nullptr, pre.data(), y.data(), rows, in,
+                                    out),
+               "linear_gelu_fwd: the bias is null");
 }
 
 } // namespace

@@ -93,6 +93,33 @@ protected:
                              : "linear_fwd without bias");
   }
 
+  /// linear_gelu_fwd on both backends: pre as linear_fwd's output, y as
+  /// GELU's within the same bounds (in bf16 the GPU's fused epilogue takes
+  /// the GELU of the f32 sum, the CPU of the rounded pre-activation: they
+  /// differ by GELU's slope, at most about 1.13, times pre's rounding,
+  /// under y's bf16 bound).
+  void linearGelu(int64_t rows, int64_t in, int64_t out, uint32_t seed) {
+    int32_t t = GetParam();
+    HostTensor x(t, uniform(size_t(rows * in), seed, -1, 1));
+    HostTensor w(t, uniform(size_t(out * in), seed + 1, -1, 1));
+    HostTensor b(t, uniform(size_t(out), seed + 2, -2, 2));
+    const size_t n = size_t(rows * out);
+    HostTensor cpuPre(t, n), cpuY(t, n), gpuPre(t, n), gpuY(t, n);
+    asrt_linear_gelu_fwd(&ctx, t, x.data(), w.data(), b.data(), cpuPre.data(),
+                         cpuY.data(), rows, in, out);
+    HostTensor ax = absF32(x), aw = absF32(w), ab = absF32(b);
+    HostTensor mag(ASRT_DTYPE_F32, n);
+    asrt_linear_fwd(&ctx, ASRT_DTYPE_F32, ax.data(), aw.data(), ab.data(),
+                    mag.data(), rows, in, out);
+    void *dx = upload(x), *dw = upload(w), *db = upload(b);
+    void *dpre = upload(gpuPre), *dy = upload(gpuY);
+    cuda::linearGeluFwd(*blas, t, dx, dw, db, dpre, dy, rows, in, out);
+    download(dpre, gpuPre);
+    download(dy, gpuY);
+    expectCloseGemm(gpuPre, cpuPre, mag, "linear_gelu_fwd's pre-activation");
+    expectCloseGemm(gpuY, cpuY, mag, "linear_gelu_fwd's GELU");
+  }
+
   void gradInput(int64_t rows, int64_t in, int64_t out, uint32_t seed) {
     int32_t t = GetParam();
     HostTensor dy(t, uniform(size_t(rows * out), seed, -1, 1));
@@ -153,6 +180,13 @@ TEST_P(CudaLinearTest, ForwardWithAndWithoutBias) {
 // alignment cuBLASLt's heuristic assumes unless told (Linear.cu tells it).
 TEST_P(CudaLinearTest, ForwardWithBiasIntoAViewOffAlignment) {
   forward(kRows, kIn, kOut, /*withBias=*/true, 11, /*yOffset=*/3);
+}
+
+// out a multiple of 8: in bf16 one cuBLASLt matmul with the GELU epilogue;
+// otherwise (and in f32) the GEMM then the GELU kernel.
+TEST_P(CudaLinearTest, ForwardWithGelu) {
+  linearGelu(kRows, kIn, 128, 25);
+  linearGelu(kRows, kIn, kOut, 26);
 }
 
 TEST_P(CudaLinearTest, GradInput) { gradInput(kRows, kIn, kOut, 7); }

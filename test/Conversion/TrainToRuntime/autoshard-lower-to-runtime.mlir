@@ -310,3 +310,50 @@ func.func @step(
   %c1, %mc1, %vc1 = train.adamw %c, %s, %mc, %vc, %lr2, %t1 : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>, tensor<i32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
   return %a1, %b1, %c1, %d1, %ma1, %va1, %mb1, %vb1, %mc1, %vc1, %md1, %vd1, %t1, %lr : tensor<8xf32>, tensor<8x2xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<i32>, tensor<f32>
 }
+
+// -----
+
+// A linear layer with a bias whose result feeds a GELU runs as one
+// asrt_linear_gelu_fwd call at the GELU (a GPU runs it as one GEMM with a
+// GELU epilogue), writing both the pre-activation, which GELU's gradient
+// reads later, and the activation. Not without a bias, and not when
+// anything reads the layer's result before its GELU.
+
+// CHECK-LABEL: func.func @autoshard_step(
+// CHECK: %[[W1:.*]] = llvm.load
+// CHECK: %[[B1:.*]] = llvm.load
+// CHECK: %[[W2:.*]] = llvm.load
+// CHECK: %[[X:.*]] = llvm.load
+// CHECK-NOT: call @asrt_linear_fwd
+// CHECK: call @asrt_linear_gelu_fwd(%{{[^,]*}}, %{{[^,]*}}, %[[X]], %[[W1]], %[[B1]], %[[PRE:[^,]*]], %[[ACT:[^,]*]],
+// CHECK: call @asrt_linear_fwd(%{{[^,]*}}, %{{[^,]*}}, %[[X]], %[[W2]], %{{[^,]*}}, %[[PRE2:[^,]*]],
+// CHECK: call @asrt_gelu_fwd(%{{[^,]*}}, %{{[^,]*}}, %[[PRE2]],
+// CHECK: call @asrt_linear_fwd(%{{[^,]*}}, %{{[^,]*}}, %[[X]], %[[W1]], %[[B1]], %[[PRE3:[^,]*]],
+// CHECK: call @asrt_add(%{{[^,]*}}, %{{[^,]*}}, %[[PRE3]], %[[PRE3]],
+// CHECK: call @asrt_gelu_fwd(%{{[^,]*}}, %{{[^,]*}}, %[[PRE3]],
+// CHECK: call @asrt_gelu_grad(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[PRE]],
+// CHECK-NOT: asrt_linear_gelu_fwd
+// CHECK: return
+func.func @step(
+    %w1: tensor<8x4xf32> {train.role = #train.role<param>, train.name = "w1", train.init = #train.init<normal, std = 0.02>},
+    %b1: tensor<8xf32> {train.role = #train.role<param>, train.name = "b1", train.init = #train.init<zeros>},
+    %w2: tensor<8x4xf32> {train.role = #train.role<param>, train.name = "w2", train.init = #train.init<normal, std = 0.02>},
+    %x: tensor<16x4xf32> {train.role = #train.role<input>, train.name = "x"},
+    %lr: tensor<f32> {train.role = #train.role<hyper>, train.name = "lr", train.init = #train.init<constant, value = 0.1>})
+    -> (tensor<8x4xf32> {train.role = #train.role<param>, train.name = "w1"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step} {
+  %h = train.linear %x, %w1, %b1 : (tensor<16x4xf32>, tensor<8x4xf32>, tensor<8xf32>) -> tensor<16x8xf32>
+  %a = train.gelu %h : tensor<16x8xf32>
+  %h2 = train.linear %x, %w2 : (tensor<16x4xf32>, tensor<8x4xf32>) -> tensor<16x8xf32>
+  %a2 = train.gelu %h2 : tensor<16x8xf32>
+  %h3 = train.linear %x, %w1, %b1 : (tensor<16x4xf32>, tensor<8x4xf32>, tensor<8xf32>) -> tensor<16x8xf32>
+  %s = train.add %h3, %h3 : tensor<16x8xf32>
+  %a3 = train.gelu %h3 : tensor<16x8xf32>
+  %d = train.add %a2, %a3 : tensor<16x8xf32>
+  %g = train.gelu_grad %d, %h : tensor<16x8xf32>
+  %r = train.add %g, %s : tensor<16x8xf32>
+  %gw = train.linear_grad_weight %r, %x : (tensor<16x8xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  %w1n = train.sgd %w1, %gw, %lr : (tensor<8x4xf32>, tensor<8x4xf32>, tensor<f32>) -> tensor<8x4xf32>
+  return %w1n, %lr : tensor<8x4xf32>, tensor<f32>
+}

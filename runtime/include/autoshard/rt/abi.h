@@ -148,6 +148,15 @@ void asrt_linear_grad_input(asrt_context *ctx, int32_t dtype, const void *dy,
 void asrt_linear_grad_weight(asrt_context *ctx, int32_t dtype, const void *dy,
                              const void *x, void *dw, int64_t rows, int64_t in,
                              int64_t out);
+/* pre[rows, out] = x[rows, in] * w[out, in]^T + b[out], and
+ * y[rows, out] = gelu(pre) (asrt_gelu_fwd's GELU): a linear layer with a
+ * bias and its GELU in one call, which a GPU runs as one GEMM whose
+ * epilogue adds the bias, stores pre and applies the GELU. b must not be
+ * null. The CPU backend gives asrt_linear_fwd's then asrt_gelu_fwd's bits;
+ * a GPU's GELU may start from the unrounded bf16 pre-activation. */
+void asrt_linear_gelu_fwd(asrt_context *ctx, int32_t dtype, const void *x,
+                          const void *w, const void *b, void *pre, void *y,
+                          int64_t rows, int64_t in, int64_t out);
 /* db[out] = sum over rows of dy[rows, out] */
 void asrt_bias_grad(asrt_context *ctx, int32_t dtype, const void *dy,
                     void *db, int64_t rows, int64_t out);

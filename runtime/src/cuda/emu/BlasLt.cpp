@@ -1,7 +1,11 @@
 // The CUDA emulator's cuBLASLt: the handle, descriptor and matmul calls the
 // linear layers make (Linear.cu), for column-major matrices with the
-// default epilogue or CUBLASLT_EPILOGUE_BIAS (a bias of D's row count added
-// to every column before D is rounded). What it checks, as cuBLASLt does:
+// default epilogue, CUBLASLT_EPILOGUE_BIAS (a bias of D's row count added
+// to every column before D is rounded) or CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+// (the biased sum stored, rounded, into the auxiliary matrix, and D the
+// tanh-approximated GELU of the unrounded sum). What it checks, as cuBLASLt
+// does: the auxiliary pointer and leading dimension set (a multiple of 8,
+// at least D's rows), inside a device allocation;
 // descriptor attributes of the right size, layouts whose shapes agree with
 // the transposes (CUBLAS_STATUS_INVALID_VALUE otherwise), the type
 // combinations of Blas.cpp, an algorithm from the heuristic, pointers at
@@ -15,6 +19,7 @@
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 
+#include <cmath>
 #include <cstring>
 
 namespace {
@@ -27,6 +32,8 @@ struct MatmulDesc {
   const void *bias = nullptr;
   bool biasTypeSet = false; // default: D's type
   cudaDataType_t biasType = CUDA_R_32F;
+  void *aux = nullptr; // GELU_AUX_BIAS's output: D's type and shape
+  int64_t auxLd = 0;
 };
 
 struct Layout {
@@ -115,6 +122,10 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t handle,
   case CUBLASLT_MATMUL_DESC_TRANSB: return setValue(desc->transB, buf, size);
   case CUBLASLT_MATMUL_DESC_EPILOGUE: return setValue(desc->epilogue, buf, size);
   case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return setValue(desc->bias, buf, size);
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+    return setValue(desc->aux, buf, size);
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+    return setValue(desc->auxLd, buf, size);
   case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: {
     cublasStatus_t status = setValue(desc->biasType, buf, size);
     desc->biasTypeSet = status == CUBLAS_STATUS_SUCCESS;
@@ -192,12 +203,18 @@ cublasStatus_t check(const MatmulDesc &d, const Layout &a, const Layout &b,
       d.scale != CUDA_R_32F)
     return CUBLAS_STATUS_NOT_SUPPORTED;
   if (d.epilogue != CUBLASLT_EPILOGUE_DEFAULT &&
-      d.epilogue != CUBLASLT_EPILOGUE_BIAS)
+      d.epilogue != CUBLASLT_EPILOGUE_BIAS &&
+      d.epilogue != CUBLASLT_EPILOGUE_GELU_AUX_BIAS)
     return CUBLAS_STATUS_NOT_SUPPORTED; // not modelled here
   const cudaDataType_t biasType =
       d.biasTypeSet ? d.biasType : out.type;
-  if (d.epilogue == CUBLASLT_EPILOGUE_BIAS && !supported(biasType))
+  if (d.epilogue != CUBLASLT_EPILOGUE_DEFAULT && !supported(biasType))
     return CUBLAS_STATUS_NOT_SUPPORTED;
+  // The GELU input matrix: its leading dimension a multiple of 8 and at
+  // least D's rows (cublasLt.h's rule for CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD).
+  if (d.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS &&
+      (d.auxLd % 8 != 0 || d.auxLd < int64_t(m) || d.auxLd < 1))
+    return CUBLAS_STATUS_INVALID_VALUE;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -262,7 +279,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
   cublasStatus_t status = check(desc, a, b, c, d, m, n, k);
   if (status != CUBLAS_STATUS_SUCCESS)
     return status;
-  if (desc.epilogue == CUBLASLT_EPILOGUE_BIAS && !desc.bias)
+  const bool gelu = desc.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  if ((desc.epilogue != CUBLASLT_EPILOGUE_DEFAULT && !desc.bias) ||
+      (gelu && !desc.aux))
     return CUBLAS_STATUS_INVALID_VALUE;
   // An algorithm chosen for more alignment than the pointers have cannot
   // run them (the heuristic assumes 256 bytes unless the preference says
@@ -279,11 +298,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
       desc.biasTypeSet ? desc.biasType : d.type;
   asrt_emu::enqueue(stream, [=] {
     const bool ta = desc.transA != CUBLAS_OP_N, tb = desc.transB != CUBLAS_OP_N;
-    const bool bias = desc.epilogue == CUBLASLT_EPILOGUE_BIAS;
+    const bool bias = desc.epilogue != CUBLASLT_EPILOGUE_DEFAULT;
+    const Layout auxLayout{d.type, m, n, desc.auxLd};
     if (!inside(A, a, "A") || !inside(B, b, "B") ||
         (betaValue != 0.0f && !inside(C, c, "C")) || !inside(D, d, "D") ||
         (bias && !inside(desc.bias, Layout{biasType, m, 1, int64_t(m)},
-                         "the bias")))
+                         "the bias")) ||
+        (gelu && !inside(desc.aux, auxLayout, "the GELU input (aux)")))
       return;
     for (uint64_t j = 0; j < n; ++j)
       for (uint64_t i = 0; i < m; ++i) {
@@ -296,6 +317,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
           result += double(betaValue) * loadElement(C, c.type, i + j * c.ld);
         if (bias)
           result += loadElement(desc.bias, biasType, int64_t(i));
+        if (gelu) {
+          // The GELU input as the auxiliary output; the GELU (GPT-2's tanh
+          // form) of the f32 sum, not of its rounding.
+          const float pre = float(result);
+          storeElement(desc.aux, d.type, int64_t(i + j * desc.auxLd), pre);
+          const float u = 0.7978845608f * (pre + 0.044715f * pre * pre * pre);
+          result = 0.5f * pre * (1.0f + std::tanh(u));
+        }
         storeElement(D, d.type, int64_t(i + j * d.ld), float(result));
       }
   });

@@ -1,0 +1,17 @@
+// The CPU's dense layer and GELU as functions of their own, for the ABI
+// calls that chain them (asrt_linear_gelu_fwd) with one op timer.
+#pragma once
+
+#include <cstdint>
+
+namespace autoshard::rt::cpu {
+
+/// asrt_linear_fwd's work: y = x w^T (+ b). `op` names it in errors.
+void linearForward(const char *op, int32_t dtype, const void *x,
+                   const void *w, const void *b, void *y, int64_t rows,
+                   int64_t in, int64_t out);
+/// asrt_gelu_fwd's work over n elements.
+void geluForward(const char *op, int32_t dtype, const void *x, void *y,
+                 int64_t n);
+
+} // namespace autoshard::rt::cpu
