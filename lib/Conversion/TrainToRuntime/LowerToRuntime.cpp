@@ -150,9 +150,12 @@ private:
   SmallVector<SmallVector<Operation *>> adamwGroupList;
   DenseMap<Operation *, unsigned> adamwGroupOf;
   /// Linear layers run with their GELU (linearGeluPairs): the layer of
-  /// each such GELU, and the layers, which emit nothing at their own place.
+  /// each such GELU; GELU gradients run with the input gradient before them
+  /// and their bias gradient (linearGradGeluGroups), by GELU gradient. The
+  /// ops these calls absorb emit nothing at their own place.
   DenseMap<Operation *, Operation *> fusedLinearOf;
-  llvm::SmallPtrSet<Operation *, 16> fusedLinears;
+  DenseMap<Operation *, LinearGradGelu> fusedGradOf;
+  llvm::SmallPtrSet<Operation *, 32> absorbed;
 
   /// Memory plan inputs: each allocation's bytes, category and what it
   /// holds; the gradient and gathered-parameter tensors of the step and
@@ -753,9 +756,20 @@ LogicalResult StepLowering::run() {
   // reads the layer's operands there; the layer emits nothing itself.
   for (auto [linear, gelu] : linearGeluPairs(body)) {
     fusedLinearOf[gelu] = linear;
-    fusedLinears.insert(linear);
+    absorbed.insert(linear);
     for (Value operand : linear->getOperands())
       lastUse[operand] = std::max(lastUse[operand], positionOf[gelu]);
+  }
+  // Likewise in the backward: a layer's input gradient, GELU's gradient and
+  // the bias gradient of the result, as one call at GELU's gradient.
+  for (const LinearGradGelu &group : linearGradGeluGroups(body)) {
+    fusedGradOf[group.geluGrad] = group;
+    absorbed.insert(group.gradInput);
+    if (group.biasGrad)
+      absorbed.insert(group.biasGrad);
+    for (Value operand : group.gradInput->getOperands())
+      lastUse[operand] =
+          std::max(lastUse[operand], positionOf[group.geluGrad]);
   }
 
   classifyTensors();
@@ -790,10 +804,14 @@ LogicalResult StepLowering::run() {
       emitAdamwGroup(adamwGroupList[group->second], &op);
       continue;
     }
-    if (fusedLinears.contains(&op))
+    if (absorbed.contains(&op))
       continue;
     if (auto fused = fusedLinearOf.find(&op); fused != fusedLinearOf.end()) {
       emitLinearGelu(fused->second, &op, *this);
+      continue;
+    }
+    if (auto fused = fusedGradOf.find(&op); fused != fusedGradOf.end()) {
+      emitLinearGradGelu(fused->second, *this);
       continue;
     }
     if (failed(emitRuntimeCall(&op, *this)))

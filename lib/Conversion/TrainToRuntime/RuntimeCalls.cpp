@@ -148,6 +148,23 @@ void autoshard::emitLinearGelu(Operation *linearOp, Operation *geluOp,
           e.i64(lastDim(linear.getResult()))});
 }
 
+void autoshard::emitLinearGradGelu(const LinearGradGelu &group,
+                                   StepEmitter &e) {
+  auto gradInput = cast<train::LinearGradInputOp>(group.gradInput);
+  auto geluGrad = cast<train::GeluGradOp>(group.geluGrad);
+  Value dy = e.buffer(gradInput.getGradOutput()),
+        w = e.buffer(gradInput.getWeight()), pre = e.buffer(geluGrad.getInput());
+  Value dpre = e.output(geluGrad.getResult());
+  Value db = group.biasGrad
+                 ? e.output(cast<train::BiasGradOp>(group.biasGrad).getResult())
+                 : e.nullPtr();
+  e.call("asrt_linear_grad_gelu",
+         {dtypeOf(e, gradInput.getGradOutput()), dy, w, pre, dpre, db,
+          e.i64(rows(gradInput.getGradOutput())),
+          e.i64(lastDim(gradInput.getResult())),
+          e.i64(lastDim(gradInput.getGradOutput()))});
+}
+
 namespace {
 
 LogicalResult emitLinearGradInput(Operation *op, StepEmitter &e) {
@@ -996,6 +1013,27 @@ autoshard::linearGeluPairs(Block &body) {
       pairs.push_back({linear.getOperation(), gelu.getOperation()});
   }
   return pairs;
+}
+
+SmallVector<LinearGradGelu> autoshard::linearGradGeluGroups(Block &body) {
+  SmallVector<LinearGradGelu> groups;
+  for (auto geluGrad : body.getOps<train::GeluGradOp>()) {
+    Value dx = geluGrad.getGradOutput();
+    auto gradInput = dx.getDefiningOp<train::LinearGradInputOp>();
+    // The input gradient is the call's intermediate: GELU's gradient must
+    // be its only reader.
+    if (!gradInput || gradInput->getBlock() != geluGrad->getBlock() ||
+        !dx.hasOneUse())
+      continue;
+    LinearGradGelu group{gradInput.getOperation(), geluGrad.getOperation(),
+                         nullptr};
+    for (Operation *user : geluGrad.getResult().getUsers())
+      if (isa<train::BiasGradOp>(user) &&
+          (!group.biasGrad || user->isBeforeInBlock(group.biasGrad)))
+        group.biasGrad = user;
+    groups.push_back(group);
+  }
+  return groups;
 }
 
 SmallVector<SmallVector<Operation *>> autoshard::adamwGroups(Block &body) {

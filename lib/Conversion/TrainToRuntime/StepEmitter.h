@@ -79,6 +79,20 @@ linearGeluPairs(mlir::Block &body);
 void emitLinearGelu(mlir::Operation *linear, mlir::Operation *gelu,
                     StepEmitter &emitter);
 
+/// A train.gelu_grad whose gradient operand is a train.linear_grad_input
+/// read by nothing else, and the first train.bias_grad of its result, if
+/// any: one asrt_linear_grad_gelu call at the GELU gradient carries out all
+/// of them (a GPU runs it as one GEMM whose epilogue applies GELU's
+/// derivative and reduces the bias gradient). The linear layer's operands
+/// are read there, and the bias gradient is produced there.
+struct LinearGradGelu {
+  mlir::Operation *gradInput = nullptr;
+  mlir::Operation *geluGrad = nullptr;
+  mlir::Operation *biasGrad = nullptr; // or null
+};
+llvm::SmallVector<LinearGradGelu> linearGradGeluGroups(mlir::Block &body);
+void emitLinearGradGelu(const LinearGradGelu &group, StepEmitter &emitter);
+
 /// Runs of two or more neighbouring train.adamw ops that one
 /// asrt_adamw_update_multi call carries out: the same gradient dtype,
 /// learning rate, step, clipping scale, betas and eps, none reading what

@@ -107,10 +107,9 @@ extern "C" void asrt_gelu_fwd(asrt_context *ctx, int32_t dtype, const void *x,
   geluForward("gelu_fwd", dtype, x, y, n);
 }
 
-extern "C" void asrt_gelu_grad(asrt_context *ctx, int32_t dtype, const void *dy,
-                               const void *x, void *dx, int64_t n) {
-  OpTimer timer(ctx, "gelu_grad");
-  const char *op = "gelu_grad";
+void autoshard::rt::cpu::geluGrad(const char *op, int32_t dtype,
+                                  const void *dy, const void *x, void *dx,
+                                  int64_t n) {
   checkCount(op, "n", n);
   dispatchFloatDtype(op, dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -129,6 +128,12 @@ extern "C" void asrt_gelu_grad(asrt_context *ctx, int32_t dtype, const void *dy,
       store(result, i, gi * (p.s + xc * p.sprime * du));
     }
   });
+}
+
+extern "C" void asrt_gelu_grad(asrt_context *ctx, int32_t dtype, const void *dy,
+                               const void *x, void *dx, int64_t n) {
+  OpTimer timer(ctx, "gelu_grad");
+  geluGrad("gelu_grad", dtype, dy, x, dx, n);
 }
 
 extern "C" void asrt_swiglu_fwd(asrt_context *ctx, int32_t dtype,

@@ -63,11 +63,10 @@ extern "C" void asrt_linear_gelu_fwd(asrt_context *ctx, int32_t dtype,
   geluForward(op, dtype, pre, y, rows * out);
 }
 
-extern "C" void asrt_linear_grad_input(asrt_context *ctx, int32_t dtype,
-                                       const void *dy, const void *w, void *dx,
-                                       int64_t rows, int64_t in, int64_t out) {
-  OpTimer timer(ctx, "linear_grad_input");
-  const char *op = "linear_grad_input";
+void autoshard::rt::cpu::linearGradInput(const char *op, int32_t dtype,
+                                         const void *dy, const void *w,
+                                         void *dx, int64_t rows, int64_t in,
+                                         int64_t out) {
   blasDim(op, "rows", rows);
   blasDim(op, "in", in);
   blasDim(op, "out", out);
@@ -81,6 +80,13 @@ extern "C" void asrt_linear_grad_input(asrt_context *ctx, int32_t dtype,
     gemm(false, false, rows, in, out, 1.0f, dyf, out, wf, in, 0.0f, dxf, in);
     finishGemmOutput(dxf, static_cast<T *>(dx), rows * in);
   });
+}
+
+extern "C" void asrt_linear_grad_input(asrt_context *ctx, int32_t dtype,
+                                       const void *dy, const void *w, void *dx,
+                                       int64_t rows, int64_t in, int64_t out) {
+  OpTimer timer(ctx, "linear_grad_input");
+  linearGradInput("linear_grad_input", dtype, dy, w, dx, rows, in, out);
 }
 
 extern "C" void asrt_linear_grad_weight(asrt_context *ctx, int32_t dtype,
@@ -105,10 +111,9 @@ extern "C" void asrt_linear_grad_weight(asrt_context *ctx, int32_t dtype,
   });
 }
 
-extern "C" void asrt_bias_grad(asrt_context *ctx, int32_t dtype, const void *dy,
-                               void *db, int64_t rows, int64_t out) {
-  OpTimer timer(ctx, "bias_grad");
-  const char *op = "bias_grad";
+void autoshard::rt::cpu::biasGrad(const char *op, int32_t dtype,
+                                  const void *dy, void *db, int64_t rows,
+                                  int64_t out) {
   checkCount(op, "rows", rows);
   checkCount(op, "out", out);
   dispatchFloatDtype(op, dtype, [&](auto tag) {
@@ -132,4 +137,24 @@ extern "C" void asrt_bias_grad(asrt_context *ctx, int32_t dtype, const void *dy,
         store(result, j0 + j, static_cast<float>(acc[j]));
     }
   });
+}
+
+extern "C" void asrt_bias_grad(asrt_context *ctx, int32_t dtype, const void *dy,
+                               void *db, int64_t rows, int64_t out) {
+  OpTimer timer(ctx, "bias_grad");
+  biasGrad("bias_grad", dtype, dy, db, rows, out);
+}
+
+// The three calls' work in sequence, dpre holding the input gradient
+// before GELU's derivative scales it in place: the unfused bits.
+extern "C" void asrt_linear_grad_gelu(asrt_context *ctx, int32_t dtype,
+                                      const void *dy, const void *w,
+                                      const void *pre, void *dpre, void *db,
+                                      int64_t rows, int64_t in, int64_t out) {
+  OpTimer timer(ctx, "linear_grad_gelu");
+  const char *op = "linear_grad_gelu";
+  linearGradInput(op, dtype, dy, w, dpre, rows, in, out);
+  geluGrad(op, dtype, dpre, pre, dpre, rows * in);
+  if (db)
+    biasGrad(op, dtype, dpre, db, rows, in);
 }

@@ -68,6 +68,15 @@ extern "C" void asrt_linear_gelu_fwd(asrt_context *ctx, int32_t dtype,
                       pre, y, rows, in, out);
 }
 
+extern "C" void asrt_linear_grad_gelu(asrt_context *ctx, int32_t dtype,
+                                      const void *dy, const void *w,
+                                      const void *pre, void *dpre, void *db,
+                                      int64_t rows, int64_t in, int64_t out) {
+  OpTimer timer(ctx, "linear_grad_gelu");
+  cuda::linearGradGelu(device(ctx, "linear_grad_gelu").blas(), dtype, dy, w,
+                       pre, dpre, db, rows, in, out);
+}
+
 extern "C" void asrt_linear_grad_input(asrt_context *ctx, int32_t dtype,
                                        const void *dy, const void *w, void *dx,
                                        int64_t rows, int64_t in, int64_t out) {

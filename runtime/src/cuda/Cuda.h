@@ -104,6 +104,15 @@ void linearGeluFwd(Blas &blas, int32_t dtype, const void *x, const void *w,
                    int64_t out);
 void linearGradInput(Blas &blas, int32_t dtype, const void *dy, const void *w,
                      void *dx, int64_t rows, int64_t in, int64_t out);
+/// asrt_linear_grad_gelu: dpre = (dy w) * gelu'(pre), db = column sums of
+/// dpre (when not null). In bf16 one cuBLASLt matmul with
+/// CUBLASLT_EPILOGUE_DGELU_BGRAD (DGELU without db; GELU's derivative
+/// applied to the f32 product before rounding) when cuBLASLt has an
+/// algorithm and in is a multiple of 8; otherwise linearGradInput, geluGrad
+/// in place and biasGrad.
+void linearGradGelu(Blas &blas, int32_t dtype, const void *dy, const void *w,
+                    const void *pre, void *dpre, void *db, int64_t rows,
+                    int64_t in, int64_t out);
 void linearGradWeight(Blas &blas, int32_t dtype, const void *dy, const void *x,
                       void *dw, int64_t rows, int64_t in, int64_t out);
 void biasGrad(cudaStream_t stream, int32_t dtype, const void *dy, void *db,

@@ -141,6 +141,54 @@ struct LtMatmul {
   }
 };
 
+/// Runs `mm` (its descriptor and layouts set up) as D = A B with alpha 1
+/// and beta 0: the preference tells the heuristic each operand's actual
+/// alignment (it assumes 256 bytes otherwise, and a view into the arena may
+/// have less), the workspace and f32 split-K sums; false, and nothing
+/// queued, when cuBLASLt has no algorithm. Any other failure is fatal.
+bool runLtMatmul(Blas &blas, LtMatmul &mm, const void *a, const void *b,
+                 void *d) {
+  checkBlas(cublasLtMatmulPreferenceCreate(&mm.pref), mm.op);
+  // cuBLASLt's heuristic assumes 256-byte aligned operands unless told
+  // otherwise; a view into the arena may be less aligned.
+  const void *operands[4] = {a, b, d, d};
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t alignment = alignmentOf(operands[i]);
+    checkBlas(cublasLtMatmulPreferenceSetAttribute(
+                  mm.pref,
+                  cublasLtMatmulPreferenceAttributes_t(
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES + i),
+                  &alignment, sizeof alignment),
+              mm.op);
+  }
+  const uint64_t workspaceBytes = kWorkspaceBytes;
+  const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  checkBlas(cublasLtMatmulPreferenceSetAttribute(
+                mm.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                &workspaceBytes, sizeof workspaceBytes),
+            mm.op);
+  checkBlas(cublasLtMatmulPreferenceSetAttribute(
+                mm.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                &reductions, sizeof reductions),
+            mm.op);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      blas.lt(), mm.desc, mm.a, mm.b, mm.d, mm.d, mm.pref, 1, &result, &found);
+  // No algorithm for this shape: the GEMM path. Any other failure is a
+  // wrong call, and fatal.
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED ||
+      (status == CUBLAS_STATUS_SUCCESS && found == 0))
+    return false;
+  checkBlas(status, mm.op);
+  const float alpha = 1.0f, beta = 0.0f;
+  checkBlas(cublasLtMatmul(blas.lt(), mm.desc, &alpha, a, mm.a, b, mm.b,
+                           &beta, d, mm.d, d, mm.d, &result.algo,
+                           blas.workspace(), kWorkspaceBytes, blas.stream()),
+            mm.op);
+  return true;
+}
+
 /// y = x w^T + b as one cuBLASLt matmul with the bias epilogue, or, given
 /// `pre`, y = gelu(x w^T + b) with the GELU epilogue storing x w^T + b into
 /// `pre` (its leading dimension `out`, which must be a multiple of 8);
@@ -175,45 +223,44 @@ bool linearFwdBiasLt(Blas &blas, const GemmTypes &types, const void *x,
   checkBlas(cublasLtMatrixLayoutCreate(&mm.b, types.data, in, rows, in), mm.op);
   checkBlas(cublasLtMatrixLayoutCreate(&mm.d, types.data, out, rows, out),
             mm.op);
-  checkBlas(cublasLtMatmulPreferenceCreate(&mm.pref), mm.op);
-  // cuBLASLt's heuristic assumes 256-byte aligned operands unless told
-  // otherwise; a view into the arena may be less aligned.
-  const void *operands[4] = {w, x, y, y};
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t alignment = alignmentOf(operands[i]);
-    checkBlas(cublasLtMatmulPreferenceSetAttribute(
-                  mm.pref,
-                  cublasLtMatmulPreferenceAttributes_t(
-                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES + i),
-                  &alignment, sizeof alignment),
-              mm.op);
+  return runLtMatmul(blas, mm, w, x, y);
+}
+
+/// dpre = (dy w) * gelu'(pre) as one cuBLASLt matmul with the DGELU
+/// epilogue (pre its auxiliary input, leading dimension `in`, a multiple
+/// of 8), and with DGELU_BGRAD db = the column sums of dpre when db is not
+/// null; false (and nothing queued) when cuBLASLt has no algorithm for it.
+/// rows, in, out > 0.
+bool linearGradGeluLt(Blas &blas, const GemmTypes &types, const void *dy,
+                      const void *w, const void *pre, void *dpre, void *db,
+                      int64_t rows, int64_t in, int64_t out) {
+  LtMatmul mm(db ? "linear_grad_gelu (cuBLASLt GELU-derivative and "
+                   "bias-gradient epilogue)"
+                 : "linear_grad_gelu (cuBLASLt GELU-derivative epilogue)");
+  checkBlas(cublasLtMatmulDescCreate(&mm.desc, types.compute, CUDA_R_32F),
+            mm.op);
+  const cublasOperation_t trans = CUBLAS_OP_N;
+  const cublasLtEpilogue_t epilogue =
+      db ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
+  const int64_t auxLd = in;
+  mm.set(CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof trans);
+  mm.set(CUBLASLT_MATMUL_DESC_TRANSB, &trans, sizeof trans);
+  mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
+  mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pre, sizeof pre);
+  mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &auxLd, sizeof auxLd);
+  if (db) {
+    const cudaDataType_t biasType = types.data;
+    mm.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &db, sizeof db);
+    mm.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType, sizeof biasType);
   }
-  const uint64_t workspaceBytes = kWorkspaceBytes;
-  const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-  checkBlas(cublasLtMatmulPreferenceSetAttribute(
-                mm.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                &workspaceBytes, sizeof workspaceBytes),
+  // Column-major, as in linearGradInput's GEMM: w as [in, out], dy as
+  // [out, rows], dpre as [in, rows] (pre has its shape).
+  checkBlas(cublasLtMatrixLayoutCreate(&mm.a, types.data, in, out, in), mm.op);
+  checkBlas(cublasLtMatrixLayoutCreate(&mm.b, types.data, out, rows, out),
             mm.op);
-  checkBlas(cublasLtMatmulPreferenceSetAttribute(
-                mm.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                &reductions, sizeof reductions),
+  checkBlas(cublasLtMatrixLayoutCreate(&mm.d, types.data, in, rows, in),
             mm.op);
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      blas.lt(), mm.desc, mm.a, mm.b, mm.d, mm.d, mm.pref, 1, &result, &found);
-  // No algorithm for this shape: the GEMM path. Any other failure is a
-  // wrong call, and fatal.
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED ||
-      (status == CUBLAS_STATUS_SUCCESS && found == 0))
-    return false;
-  checkBlas(status, mm.op);
-  const float alpha = 1.0f, beta = 0.0f;
-  checkBlas(cublasLtMatmul(blas.lt(), mm.desc, &alpha, w, mm.a, x, mm.b,
-                           &beta, y, mm.d, y, mm.d, &result.algo,
-                           blas.workspace(), kWorkspaceBytes, blas.stream()),
-            mm.op);
-  return true;
+  return runLtMatmul(blas, mm, w, dy, dpre);
 }
 
 } // namespace
@@ -317,6 +364,24 @@ void linearGeluFwd(Blas &blas, int32_t dtype, const void *x, const void *w,
     return;
   linearFwd(blas, dtype, x, w, b, pre, rows, in, out);
   geluFwd(blas.stream(), dtype, pre, y, rows * out);
+}
+
+void linearGradGelu(Blas &blas, int32_t dtype, const void *dy, const void *w,
+                    const void *pre, void *dpre, void *db, int64_t rows,
+                    int64_t in, int64_t out) {
+  const char *op = "linear_grad_gelu";
+  checkCount(op, "rows", rows);
+  checkCount(op, "in", in);
+  checkCount(op, "out", out);
+  const GemmTypes types = gemmTypes(op, dtype);
+  if (rows > 0 && in > 0 && out > 0 && dtype == ASRT_DTYPE_BF16 &&
+      in % 8 == 0 &&
+      linearGradGeluLt(blas, types, dy, w, pre, dpre, db, rows, in, out))
+    return;
+  linearGradInput(blas, dtype, dy, w, dpre, rows, in, out);
+  geluGrad(blas.stream(), dtype, dpre, pre, dpre, rows * in);
+  if (db)
+    biasGrad(blas.stream(), dtype, dpre, db, rows, in);
 }
 
 void linearGradInput(Blas &blas, int32_t dtype, const void *dy, const void *w,

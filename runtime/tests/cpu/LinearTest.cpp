@@ -357,5 +357,29 @@ TEST_F(LinearEdgeTest, LinearGeluIsLinearThenGeluBitForBit) {
                "linear_gelu_fwd: the bias is null");
 }
 
+// The backward's fused call is asrt_linear_grad_input, asrt_gelu_grad and
+// asrt_bias_grad, bit for bit, with or without the bias gradient.
+TEST_F(LinearEdgeTest, LinearGradGeluIsItsThreeCallsBitForBit) {
+  const int64_t rows = 6, in = 5, out = 7;
+  std::vector<float> dy = uniformFloats(rows * out, 81, -1.0f, 1.0f);
+  std::vector<float> w = uniformFloats(out * in, 82, -1.0f, 1.0f);
+  std::vector<float> pre = uniformFloats(rows * in, 83, -3.0f, 3.0f);
+  std::vector<float> dx = poisoned(rows * in), dpre = poisoned(rows * in);
+  std::vector<float> db = poisoned(in), db2 = poisoned(in);
+  asrt_linear_grad_input(&ctx, ASRT_DTYPE_F32, dy.data(), w.data(), dx.data(),
+                         rows, in, out);
+  asrt_gelu_grad(&ctx, ASRT_DTYPE_F32, dx.data(), pre.data(), dpre.data(),
+                 rows * in);
+  asrt_bias_grad(&ctx, ASRT_DTYPE_F32, dpre.data(), db.data(), rows, in);
+  std::vector<float> fused = poisoned(rows * in), fused2 = poisoned(rows * in);
+  asrt_linear_grad_gelu(&ctx, ASRT_DTYPE_F32, dy.data(), w.data(), pre.data(),
+                        fused.data(), db2.data(), rows, in, out);
+  EXPECT_EQ(0, std::memcmp(fused.data(), dpre.data(), dpre.size() * 4));
+  EXPECT_EQ(0, std::memcmp(db2.data(), db.data(), db.size() * 4));
+  asrt_linear_grad_gelu(&ctx, ASRT_DTYPE_F32, dy.data(), w.data(), pre.data(),
+                        fused2.data(), nullptr, rows, in, out);
+  EXPECT_EQ(0, std::memcmp(fused2.data(), dpre.data(), dpre.size() * 4));
+}
+
 } // namespace
 } // namespace autoshard::rt::test

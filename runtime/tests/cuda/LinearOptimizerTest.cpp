@@ -120,6 +120,54 @@ protected:
     expectCloseGemm(gpuY, cpuY, mag, "linear_gelu_fwd's GELU");
   }
 
+  /// linear_grad_gelu on both backends, with and without the bias
+  /// gradient. Magnitudes: the product over absolute values (GELU's slope
+  /// is at most about 1.13, so its terms are within that), and its column
+  /// sums for db. In bf16 the GPU's fused epilogue scales the f32 product,
+  /// the CPU the rounded one.
+  void linearGradGelu(int64_t rows, int64_t in, int64_t out, uint32_t seed) {
+    int32_t t = GetParam();
+    HostTensor dy(t, uniform(size_t(rows * out), seed, -1, 1));
+    HostTensor w(t, uniform(size_t(out * in), seed + 1, -1, 1));
+    HostTensor pre(t, uniform(size_t(rows * in), seed + 2, -3, 3));
+    const size_t n = size_t(rows * in);
+    HostTensor ady = absF32(dy), aw = absF32(w);
+    HostTensor mag(ASRT_DTYPE_F32, n), dbMag(ASRT_DTYPE_F32, size_t(in));
+    asrt_linear_grad_input(&ctx, ASRT_DTYPE_F32, ady.data(), aw.data(),
+                           mag.data(), rows, in, out);
+    asrt_bias_grad(&ctx, ASRT_DTYPE_F32, mag.data(), dbMag.data(), rows, in);
+    for (bool withBias : {true, false}) {
+      HostTensor cpuD(t, n), gpuD(t, n), cpuDb(t, size_t(in)),
+          gpuDb(t, size_t(in));
+      asrt_linear_grad_gelu(&ctx, t, dy.data(), w.data(), pre.data(),
+                            cpuD.data(), withBias ? cpuDb.data() : nullptr,
+                            rows, in, out);
+      void *ddy = upload(dy), *dw = upload(w), *dpre = upload(pre);
+      void *dd = upload(gpuD), *ddb = upload(gpuDb);
+      cuda::linearGradGelu(*blas, t, ddy, dw, dpre, dd,
+                           withBias ? ddb : nullptr, rows, in, out);
+      download(dd, gpuD);
+      expectCloseGemm(gpuD, cpuD, mag, "linear_grad_gelu's input gradient");
+      if (withBias) {
+        download(ddb, gpuDb);
+        // The CPU sums the input gradient's rounded elements, the bf16
+        // epilogue its f32 ones: each term may differ by about two bf16
+        // roundings (2^-8 of itself), so db by 2^-7 of the sum of the
+        // terms' magnitudes (as a multiple of expectCloseGemm's 1e-5).
+        HostTensor termMag(ASRT_DTYPE_F32, size_t(in));
+        HostTensor absD = absF32(cpuD);
+        asrt_bias_grad(&ctx, ASRT_DTYPE_F32, absD.data(), termMag.data(),
+                       rows, in);
+        const float scale = t == ASRT_DTYPE_BF16 ? 0.0078125f / 1e-5f : 1.0f;
+        std::vector<float> bound(static_cast<size_t>(in));
+        for (size_t i = 0; i < bound.size(); ++i)
+          bound[i] = std::max(dbMag.get(i), scale * termMag.get(i));
+        expectCloseGemm(gpuDb, cpuDb, HostTensor(ASRT_DTYPE_F32, bound),
+                        "linear_grad_gelu's bias grad");
+      }
+    }
+  }
+
   void gradInput(int64_t rows, int64_t in, int64_t out, uint32_t seed) {
     int32_t t = GetParam();
     HostTensor dy(t, uniform(size_t(rows * out), seed, -1, 1));
@@ -187,6 +235,14 @@ TEST_P(CudaLinearTest, ForwardWithBiasIntoAViewOffAlignment) {
 TEST_P(CudaLinearTest, ForwardWithGelu) {
   linearGelu(kRows, kIn, 128, 25);
   linearGelu(kRows, kIn, kOut, 26);
+}
+
+// in a multiple of 8: in bf16 one cuBLASLt matmul with the GELU-derivative
+// (and bias-gradient) epilogue; otherwise the GEMM, GELU's gradient and the
+// bias gradient.
+TEST_P(CudaLinearTest, GradInputThroughGelu) {
+  linearGradGelu(kRows, 128, kOut, 27);
+  linearGradGelu(kRows, 100, kOut, 28);
 }
 
 TEST_P(CudaLinearTest, GradInput) { gradInput(kRows, kIn, kOut, 7); }

@@ -357,3 +357,49 @@ func.func @step(
   %w1n = train.sgd %w1, %gw, %lr : (tensor<8x4xf32>, tensor<8x4xf32>, tensor<f32>) -> tensor<8x4xf32>
   return %w1n, %lr : tensor<8x4xf32>, tensor<f32>
 }
+
+// -----
+
+// In the backward, a layer's input gradient read only by GELU's gradient,
+// and the bias gradient of the result, run as one asrt_linear_grad_gelu
+// call at GELU's gradient (a GPU runs it as one GEMM whose epilogue applies
+// GELU's derivative and reduces the bias gradient); without a bias
+// gradient it passes null. Not when the input gradient has another reader.
+
+// CHECK-LABEL: func.func @autoshard_step(
+// CHECK: %[[W:.*]] = llvm.load
+// CHECK: %[[PRE:.*]] = llvm.load
+// CHECK: %[[DY:.*]] = llvm.load
+// CHECK-NOT: call @asrt_linear_grad_input
+// CHECK: call @asrt_linear_grad_gelu(%{{[^,]*}}, %{{[^,]*}}, %[[DY]], %[[W]], %[[PRE]], %[[DPRE:[^,]*]], %[[DB:[^,]*]],
+// CHECK-NOT: call @asrt_bias_grad
+// CHECK: %[[NULL:.*]] = llvm.mlir.zero
+// CHECK: call @asrt_linear_grad_gelu(%{{[^,]*}}, %{{[^,]*}}, %[[DY]], %[[W]], %[[PRE]], %{{[^,]*}}, %[[NULL]],
+// CHECK: call @asrt_linear_grad_input(%{{[^,]*}}, %{{[^,]*}}, %[[DY]], %[[W]], %[[DX3:[^,]*]],
+// CHECK: call @asrt_gelu_grad(%{{[^,]*}}, %{{[^,]*}}, %[[DX3]], %[[PRE]],
+// CHECK: call @asrt_add(%{{[^,]*}}, %{{[^,]*}}, %[[DX3]],
+// CHECK-NOT: asrt_linear_grad_gelu
+// CHECK: return
+func.func @step(
+    %w: tensor<8x4xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.02>},
+    %pre: tensor<16x4xf32> {train.role = #train.role<input>, train.name = "pre"},
+    %dy: tensor<16x8xf32> {train.role = #train.role<input>, train.name = "dy"},
+    %lr: tensor<f32> {train.role = #train.role<hyper>, train.name = "lr", train.init = #train.init<constant, value = 0.1>})
+    -> (tensor<8x4xf32> {train.role = #train.role<param>, train.name = "w"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step} {
+  %dx = train.linear_grad_input %dy, %w : (tensor<16x8xf32>, tensor<8x4xf32>) -> tensor<16x4xf32>
+  %dpre = train.gelu_grad %dx, %pre : tensor<16x4xf32>
+  %db = train.bias_grad %dpre : (tensor<16x4xf32>) -> tensor<4xf32>
+  %dx2 = train.linear_grad_input %dy, %w : (tensor<16x8xf32>, tensor<8x4xf32>) -> tensor<16x4xf32>
+  %dpre2 = train.gelu_grad %dx2, %pre : tensor<16x4xf32>
+  %dx3 = train.linear_grad_input %dy, %w : (tensor<16x8xf32>, tensor<8x4xf32>) -> tensor<16x4xf32>
+  %dpre3 = train.gelu_grad %dx3, %pre : tensor<16x4xf32>
+  %s = train.add %dx3, %dpre2 : tensor<16x4xf32>
+  %t = train.add %s, %dpre3 : tensor<16x4xf32>
+  %u = train.add %t, %dpre : tensor<16x4xf32>
+  %gw = train.linear_grad_weight %dy, %u : (tensor<16x8xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  %gb = train.bias_grad %u : (tensor<16x4xf32>) -> tensor<4xf32>
+  %w1 = train.sgd %w, %gw, %lr : (tensor<8x4xf32>, tensor<8x4xf32>, tensor<f32>) -> tensor<8x4xf32>
+  return %w1, %lr : tensor<8x4xf32>, tensor<f32>
+}

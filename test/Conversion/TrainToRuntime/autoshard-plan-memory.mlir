@@ -14,13 +14,13 @@
 // in an arena slightly larger than their live peak (64-byte alignment and
 // packing).
 // ONE: train.memory_plan = {
-// ONE-SAME: arena = 84800
+// ONE-SAME: arena = 84544
 // ONE-SAME: batch = 8448
 // ONE-SAME: live = 84520
 // ONE-SAME: optimizer_states = 27688
 // ONE-SAME: other = 8
 // ONE-SAME: parameters = 27688
-// ONE-SAME: peak = 148632
+// ONE-SAME: peak = 148376
 // ONE-SAME: persistent = 63832
 
 // ZeRO-3 on 2 ranks: parameters and momentum are flat shards, 1024+32+2048+

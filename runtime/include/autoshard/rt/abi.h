@@ -157,6 +157,17 @@ void asrt_linear_grad_weight(asrt_context *ctx, int32_t dtype, const void *dy,
 void asrt_linear_gelu_fwd(asrt_context *ctx, int32_t dtype, const void *x,
                           const void *w, const void *b, void *pre, void *y,
                           int64_t rows, int64_t in, int64_t out);
+/* The backward of a linear layer into the GELU before it, pre being the
+ * GELU's input: dpre[rows, in] = (dy[rows, out] * w[out, in]) * gelu'(pre)
+ * (asrt_linear_grad_input, then asrt_gelu_grad), and, when db is not null,
+ * db[in] = sum over rows of dpre (asrt_bias_grad of dpre: the bias gradient
+ * of the layer that produced pre). A GPU runs it as one GEMM whose epilogue
+ * applies GELU's derivative and reduces the bias gradient. The CPU backend
+ * gives the three calls' bits; a GPU's may start from the unrounded bf16
+ * product. */
+void asrt_linear_grad_gelu(asrt_context *ctx, int32_t dtype, const void *dy,
+                           const void *w, const void *pre, void *dpre,
+                           void *db, int64_t rows, int64_t in, int64_t out);
 /* db[out] = sum over rows of dy[rows, out] */
 void asrt_bias_grad(asrt_context *ctx, int32_t dtype, const void *dy,
                     void *db, int64_t rows, int64_t out);

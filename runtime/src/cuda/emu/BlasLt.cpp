@@ -1,11 +1,14 @@
 // The CUDA emulator's cuBLASLt: the handle, descriptor and matmul calls the
 // linear layers make (Linear.cu), for column-major matrices with the
 // default epilogue, CUBLASLT_EPILOGUE_BIAS (a bias of D's row count added
-// to every column before D is rounded) or CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+// to every column before D is rounded), CUBLASLT_EPILOGUE_GELU_AUX_BIAS
 // (the biased sum stored, rounded, into the auxiliary matrix, and D the
-// tanh-approximated GELU of the unrounded sum). What it checks, as cuBLASLt
-// does: the auxiliary pointer and leading dimension set (a multiple of 8,
-// at least D's rows), inside a device allocation;
+// tanh-approximated GELU of the unrounded sum), CUBLASLT_EPILOGUE_DGELU
+// (D = the product times GELU's derivative at the auxiliary matrix's
+// element) and CUBLASLT_EPILOGUE_DGELU_BGRAD (also the bias pointer's
+// vector = the row sums of that D before rounding). What it checks, as
+// cuBLASLt does: the auxiliary pointer and leading dimension set (a
+// multiple of 8, at least D's rows), inside a device allocation;
 // descriptor attributes of the right size, layouts whose shapes agree with
 // the transposes (CUBLAS_STATUS_INVALID_VALUE otherwise), the type
 // combinations of Blas.cpp, an algorithm from the heuristic, pointers at
@@ -21,6 +24,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace {
 
@@ -184,6 +188,28 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(
 
 namespace {
 
+/// Whether `e` reads or writes the auxiliary (GELU input) matrix, and
+/// whether it has a bias vector (read, or written for DGELU_BGRAD).
+bool usesAux(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU ||
+         e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+}
+bool usesBias(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+         e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+}
+/// GPT-2's tanh GELU and its derivative, in f32 as the kernels take them.
+float gelu(float x) {
+  const float u = 0.7978845608f * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.0f + std::tanh(u));
+}
+float geluDerivative(float x) {
+  const float c = std::fmin(std::fmax(x, -20.0f), 20.0f);
+  const float t = std::tanh(0.7978845608f * (c + 0.044715f * c * c * c));
+  const float du = 0.7978845608f * (1.0f + 3.0f * 0.044715f * c * c);
+  return 0.5f * (1.0f + t) + c * 0.5f * (1.0f - t * t) * du;
+}
+
 /// The shapes and types of a matmul, checked: m x n = op(A) (m x k) op(B).
 cublasStatus_t check(const MatmulDesc &d, const Layout &a, const Layout &b,
                      const Layout &c, const Layout &out, uint64_t &m,
@@ -203,16 +229,15 @@ cublasStatus_t check(const MatmulDesc &d, const Layout &a, const Layout &b,
       d.scale != CUDA_R_32F)
     return CUBLAS_STATUS_NOT_SUPPORTED;
   if (d.epilogue != CUBLASLT_EPILOGUE_DEFAULT &&
-      d.epilogue != CUBLASLT_EPILOGUE_BIAS &&
-      d.epilogue != CUBLASLT_EPILOGUE_GELU_AUX_BIAS)
+      d.epilogue != CUBLASLT_EPILOGUE_BIAS && !usesAux(d.epilogue))
     return CUBLAS_STATUS_NOT_SUPPORTED; // not modelled here
   const cudaDataType_t biasType =
       d.biasTypeSet ? d.biasType : out.type;
-  if (d.epilogue != CUBLASLT_EPILOGUE_DEFAULT && !supported(biasType))
+  if (usesBias(d.epilogue) && !supported(biasType))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   // The GELU input matrix: its leading dimension a multiple of 8 and at
   // least D's rows (cublasLt.h's rule for CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD).
-  if (d.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS &&
+  if (usesAux(d.epilogue) &&
       (d.auxLd % 8 != 0 || d.auxLd < int64_t(m) || d.auxLd < 1))
     return CUBLAS_STATUS_INVALID_VALUE;
   return CUBLAS_STATUS_SUCCESS;
@@ -279,9 +304,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
   cublasStatus_t status = check(desc, a, b, c, d, m, n, k);
   if (status != CUBLAS_STATUS_SUCCESS)
     return status;
-  const bool gelu = desc.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-  if ((desc.epilogue != CUBLASLT_EPILOGUE_DEFAULT && !desc.bias) ||
-      (gelu && !desc.aux))
+  const cublasLtEpilogue_t epilogue = desc.epilogue;
+  if ((usesBias(epilogue) && !desc.bias) || (usesAux(epilogue) && !desc.aux))
     return CUBLAS_STATUS_INVALID_VALUE;
   // An algorithm chosen for more alignment than the pointers have cannot
   // run them (the heuristic assumes 256 bytes unless the preference says
@@ -298,14 +322,21 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
       desc.biasTypeSet ? desc.biasType : d.type;
   asrt_emu::enqueue(stream, [=] {
     const bool ta = desc.transA != CUBLAS_OP_N, tb = desc.transB != CUBLAS_OP_N;
-    const bool bias = desc.epilogue != CUBLASLT_EPILOGUE_DEFAULT;
+    const bool addBias = epilogue == CUBLASLT_EPILOGUE_BIAS ||
+                         epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    const bool geluForward = epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    const bool geluBackward = epilogue == CUBLASLT_EPILOGUE_DGELU ||
+                              epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    const bool biasGradient = epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD;
     const Layout auxLayout{d.type, m, n, desc.auxLd};
     if (!inside(A, a, "A") || !inside(B, b, "B") ||
         (betaValue != 0.0f && !inside(C, c, "C")) || !inside(D, d, "D") ||
-        (bias && !inside(desc.bias, Layout{biasType, m, 1, int64_t(m)},
-                         "the bias")) ||
-        (gelu && !inside(desc.aux, auxLayout, "the GELU input (aux)")))
+        (usesBias(epilogue) &&
+         !inside(desc.bias, Layout{biasType, m, 1, int64_t(m)}, "the bias")) ||
+        (usesAux(epilogue) &&
+         !inside(desc.aux, auxLayout, "the GELU input (aux)")))
       return;
+    std::vector<double> rowSums(biasGradient ? m : 0, 0.0);
     for (uint64_t j = 0; j < n; ++j)
       for (uint64_t i = 0; i < m; ++i) {
         double sum = 0.0;
@@ -315,18 +346,26 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
         double result = double(alphaValue) * sum;
         if (betaValue != 0.0f)
           result += double(betaValue) * loadElement(C, c.type, i + j * c.ld);
-        if (bias)
+        if (addBias)
           result += loadElement(desc.bias, biasType, int64_t(i));
-        if (gelu) {
-          // The GELU input as the auxiliary output; the GELU (GPT-2's tanh
-          // form) of the f32 sum, not of its rounding.
+        const int64_t auxAt = int64_t(i + j * desc.auxLd);
+        if (geluForward) {
+          // The GELU input as the auxiliary output; the GELU of the f32
+          // sum, not of its rounding.
           const float pre = float(result);
-          storeElement(desc.aux, d.type, int64_t(i + j * desc.auxLd), pre);
-          const float u = 0.7978845608f * (pre + 0.044715f * pre * pre * pre);
-          result = 0.5f * pre * (1.0f + std::tanh(u));
+          storeElement(desc.aux, d.type, auxAt, pre);
+          result = gelu(pre);
         }
+        if (geluBackward)
+          result = float(result) *
+                   geluDerivative(float(loadElement(desc.aux, d.type, auxAt)));
+        if (biasGradient)
+          rowSums[i] += float(result);
         storeElement(D, d.type, int64_t(i + j * d.ld), float(result));
       }
+    for (uint64_t i = 0; i < rowSums.size(); ++i)
+      storeElement(const_cast<void *>(desc.bias), biasType, int64_t(i),
+                   float(rowSums[i]));
   });
   return CUBLAS_STATUS_SUCCESS;
 }
