@@ -89,11 +89,10 @@ extern "C" void asrt_linear_grad_input(asrt_context *ctx, int32_t dtype,
   linearGradInput("linear_grad_input", dtype, dy, w, dx, rows, in, out);
 }
 
-extern "C" void asrt_linear_grad_weight(asrt_context *ctx, int32_t dtype,
-                                        const void *dy, const void *x, void *dw,
-                                        int64_t rows, int64_t in, int64_t out) {
-  OpTimer timer(ctx, "linear_grad_weight");
-  const char *op = "linear_grad_weight";
+void autoshard::rt::cpu::linearGradWeight(const char *op, int32_t dtype,
+                                          const void *dy, const void *x,
+                                          void *dw, int64_t rows, int64_t in,
+                                          int64_t out) {
   blasDim(op, "rows", rows);
   blasDim(op, "in", in);
   blasDim(op, "out", out);
@@ -109,6 +108,23 @@ extern "C" void asrt_linear_grad_weight(asrt_context *ctx, int32_t dtype,
     gemm(true, false, out, in, rows, 1.0f, dyf, out, xf, in, 0.0f, dwf, in);
     finishGemmOutput(dwf, static_cast<T *>(dw), out * in);
   });
+}
+
+extern "C" void asrt_linear_grad_weight(asrt_context *ctx, int32_t dtype,
+                                        const void *dy, const void *x, void *dw,
+                                        int64_t rows, int64_t in, int64_t out) {
+  OpTimer timer(ctx, "linear_grad_weight");
+  linearGradWeight("linear_grad_weight", dtype, dy, x, dw, rows, in, out);
+}
+
+extern "C" void asrt_linear_grad_weight_bias(asrt_context *ctx, int32_t dtype,
+                                             const void *dy, const void *x,
+                                             void *dw, void *db, int64_t rows,
+                                             int64_t in, int64_t out) {
+  OpTimer timer(ctx, "linear_grad_weight_bias");
+  const char *op = "linear_grad_weight_bias";
+  linearGradWeight(op, dtype, dy, x, dw, rows, in, out);
+  biasGrad(op, dtype, dy, db, rows, out);
 }
 
 void autoshard::rt::cpu::biasGrad(const char *op, int32_t dtype,

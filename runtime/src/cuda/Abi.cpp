@@ -77,6 +77,15 @@ extern "C" void asrt_linear_grad_gelu(asrt_context *ctx, int32_t dtype,
                        pre, dpre, db, rows, in, out);
 }
 
+extern "C" void asrt_linear_grad_weight_bias(asrt_context *ctx, int32_t dtype,
+                                             const void *dy, const void *x,
+                                             void *dw, void *db, int64_t rows,
+                                             int64_t in, int64_t out) {
+  OpTimer timer(ctx, "linear_grad_weight_bias");
+  cuda::linearGradWeightBias(device(ctx, "linear_grad_weight_bias").blas(),
+                             dtype, dy, x, dw, db, rows, in, out);
+}
+
 extern "C" void asrt_linear_grad_input(asrt_context *ctx, int32_t dtype,
                                        const void *dy, const void *w, void *dx,
                                        int64_t rows, int64_t in, int64_t out) {

@@ -115,6 +115,13 @@ void linearGradGelu(Blas &blas, int32_t dtype, const void *dy, const void *w,
                     int64_t in, int64_t out);
 void linearGradWeight(Blas &blas, int32_t dtype, const void *dy, const void *x,
                       void *dw, int64_t rows, int64_t in, int64_t out);
+/// asrt_linear_grad_weight_bias: dw = dy^T x and db = the column sums of
+/// dy. In bf16 one cuBLASLt matmul with CUBLASLT_EPILOGUE_BGRADB (the bias
+/// gradient of the GEMM's B operand, dy) when cuBLASLt has an algorithm;
+/// otherwise linearGradWeight and biasGrad.
+void linearGradWeightBias(Blas &blas, int32_t dtype, const void *dy,
+                          const void *x, void *dw, void *db, int64_t rows,
+                          int64_t in, int64_t out);
 void biasGrad(cudaStream_t stream, int32_t dtype, const void *dy, void *db,
               int64_t rows, int64_t out);
 

@@ -263,6 +263,33 @@ bool linearGradGeluLt(Blas &blas, const GemmTypes &types, const void *dy,
   return runLtMatmul(blas, mm, w, dy, dpre);
 }
 
+/// dw = dy^T x as one cuBLASLt matmul whose BGRADB epilogue writes db, the
+/// sums of B (dy, as [rows, out] after its transpose) over the GEMM's k
+/// (rows); false (and nothing queued) when cuBLASLt has no algorithm for
+/// it. rows, in, out > 0.
+bool linearGradWeightBiasLt(Blas &blas, const GemmTypes &types,
+                            const void *dy, const void *x, void *dw, void *db,
+                            int64_t rows, int64_t in, int64_t out) {
+  LtMatmul mm("linear_grad_weight_bias (cuBLASLt bias-gradient epilogue)");
+  checkBlas(cublasLtMatmulDescCreate(&mm.desc, types.compute, CUDA_R_32F),
+            mm.op);
+  const cublasOperation_t transA = CUBLAS_OP_N, transB = CUBLAS_OP_T;
+  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BGRADB;
+  const cudaDataType_t biasType = types.data;
+  mm.set(CUBLASLT_MATMUL_DESC_TRANSA, &transA, sizeof transA);
+  mm.set(CUBLASLT_MATMUL_DESC_TRANSB, &transB, sizeof transB);
+  mm.set(CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
+  mm.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &db, sizeof db);
+  mm.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType, sizeof biasType);
+  // Column-major, as in linearGradWeight's GEMM: x as [in, rows], dy as
+  // [out, rows] (transposed), dw as [in, out].
+  checkBlas(cublasLtMatrixLayoutCreate(&mm.a, types.data, in, rows, in), mm.op);
+  checkBlas(cublasLtMatrixLayoutCreate(&mm.b, types.data, out, rows, out),
+            mm.op);
+  checkBlas(cublasLtMatrixLayoutCreate(&mm.d, types.data, in, out, in), mm.op);
+  return runLtMatmul(blas, mm, x, dy, dw);
+}
+
 } // namespace
 
 GemmTypes gemmTypes(const char *op, int32_t dtype) {
@@ -421,6 +448,21 @@ void linearGradWeight(Blas &blas, int32_t dtype, const void *dy, const void *x,
   // transposed.
   gemm(blas, op, types, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, x, in, dy, out,
        0.0f, dw, in);
+}
+
+void linearGradWeightBias(Blas &blas, int32_t dtype, const void *dy,
+                          const void *x, void *dw, void *db, int64_t rows,
+                          int64_t in, int64_t out) {
+  const char *op = "linear_grad_weight_bias";
+  checkCount(op, "rows", rows);
+  checkCount(op, "in", in);
+  checkCount(op, "out", out);
+  const GemmTypes types = gemmTypes(op, dtype);
+  if (rows > 0 && in > 0 && out > 0 && dtype == ASRT_DTYPE_BF16 &&
+      linearGradWeightBiasLt(blas, types, dy, x, dw, db, rows, in, out))
+    return;
+  linearGradWeight(blas, dtype, dy, x, dw, rows, in, out);
+  biasGrad(blas.stream(), dtype, dy, db, rows, out);
 }
 
 void biasGrad(cudaStream_t stream, int32_t dtype, const void *dy, void *db,

@@ -381,5 +381,21 @@ TEST_F(LinearEdgeTest, LinearGradGeluIsItsThreeCallsBitForBit) {
   EXPECT_EQ(0, std::memcmp(fused2.data(), dpre.data(), dpre.size() * 4));
 }
 
+// The weight and bias gradients of one dy in one call: the two calls' bits.
+TEST_F(LinearEdgeTest, LinearGradWeightBiasIsItsTwoCallsBitForBit) {
+  const int64_t rows = 9, in = 4, out = 6;
+  std::vector<float> dy = uniformFloats(rows * out, 91, -1.0f, 1.0f);
+  std::vector<float> x = uniformFloats(rows * in, 92, -1.0f, 1.0f);
+  std::vector<float> dw = poisoned(out * in), db = poisoned(out);
+  std::vector<float> dw2 = poisoned(out * in), db2 = poisoned(out);
+  asrt_linear_grad_weight(&ctx, ASRT_DTYPE_F32, dy.data(), x.data(), dw.data(),
+                          rows, in, out);
+  asrt_bias_grad(&ctx, ASRT_DTYPE_F32, dy.data(), db.data(), rows, out);
+  asrt_linear_grad_weight_bias(&ctx, ASRT_DTYPE_F32, dy.data(), x.data(),
+                               dw2.data(), db2.data(), rows, in, out);
+  EXPECT_EQ(0, std::memcmp(dw.data(), dw2.data(), dw.size() * 4));
+  EXPECT_EQ(0, std::memcmp(db.data(), db2.data(), db.size() * 4));
+}
+
 } // namespace
 } // namespace autoshard::rt::test

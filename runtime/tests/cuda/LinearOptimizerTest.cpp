@@ -202,6 +202,31 @@ protected:
     expectCloseGemm(gpuDw, cpuDw, mag, "linear_grad_weight");
   }
 
+  /// linear_grad_weight_bias on both backends: dw at the GEMM bound, db
+  /// at it too, its magnitude the column sums of |dy|.
+  void gradWeightBias(int64_t rows, int64_t in, int64_t out, uint32_t seed) {
+    int32_t t = GetParam();
+    HostTensor dy(t, uniform(size_t(rows * out), seed, -1, 1));
+    HostTensor x(t, uniform(size_t(rows * in), seed + 1, -1, 1));
+    HostTensor cpuDw(t, size_t(out * in)), gpuDw(t, size_t(out * in));
+    HostTensor cpuDb(t, size_t(out)), gpuDb(t, size_t(out));
+    asrt_linear_grad_weight_bias(&ctx, t, dy.data(), x.data(), cpuDw.data(),
+                                 cpuDb.data(), rows, in, out);
+    HostTensor ady = absF32(dy), ax = absF32(x);
+    HostTensor mag(ASRT_DTYPE_F32, size_t(out * in)),
+        dbMag(ASRT_DTYPE_F32, size_t(out));
+    asrt_linear_grad_weight(&ctx, ASRT_DTYPE_F32, ady.data(), ax.data(),
+                            mag.data(), rows, in, out);
+    asrt_bias_grad(&ctx, ASRT_DTYPE_F32, ady.data(), dbMag.data(), rows, out);
+    void *ddy = upload(dy), *dx = upload(x), *ddw = upload(gpuDw),
+         *ddb = upload(gpuDb);
+    cuda::linearGradWeightBias(*blas, t, ddy, dx, ddw, ddb, rows, in, out);
+    download(ddw, gpuDw);
+    download(ddb, gpuDb);
+    expectCloseGemm(gpuDw, cpuDw, mag, "linear_grad_weight_bias's dw");
+    expectCloseGemm(gpuDb, cpuDb, dbMag, "linear_grad_weight_bias's db");
+  }
+
   void biasGrad(int64_t rows, int64_t out, uint32_t seed) {
     int32_t t = GetParam();
     HostTensor dy(t, uniform(size_t(rows * out), seed, -1, 1));
@@ -243,6 +268,13 @@ TEST_P(CudaLinearTest, ForwardWithGelu) {
 TEST_P(CudaLinearTest, GradInputThroughGelu) {
   linearGradGelu(kRows, 128, kOut, 27);
   linearGradGelu(kRows, 100, kOut, 28);
+}
+
+// In bf16 one cuBLASLt matmul with the BGRADB epilogue; otherwise the
+// weight-gradient GEMM and the bias-gradient kernel.
+TEST_P(CudaLinearTest, GradWeightWithBiasGrad) {
+  gradWeightBias(kRows, kIn, kOut, 29);
+  gradWeightBias(1000, 64, 48, 30);
 }
 
 TEST_P(CudaLinearTest, GradInput) { gradInput(kRows, kIn, kOut, 7); }

@@ -168,6 +168,14 @@ void asrt_linear_gelu_fwd(asrt_context *ctx, int32_t dtype, const void *x,
 void asrt_linear_grad_gelu(asrt_context *ctx, int32_t dtype, const void *dy,
                            const void *w, const void *pre, void *dpre,
                            void *db, int64_t rows, int64_t in, int64_t out);
+/* dw[out, in] = dy[rows, out]^T * x[rows, in] and db[out] = sum over rows
+ * of dy (asrt_linear_grad_weight and asrt_bias_grad of the same dy), which
+ * a GPU runs as one GEMM whose epilogue reduces the bias gradient. The CPU
+ * backend gives the two calls' bits. */
+void asrt_linear_grad_weight_bias(asrt_context *ctx, int32_t dtype,
+                                  const void *dy, const void *x, void *dw,
+                                  void *db, int64_t rows, int64_t in,
+                                  int64_t out);
 /* db[out] = sum over rows of dy[rows, out] */
 void asrt_bias_grad(asrt_context *ctx, int32_t dtype, const void *dy,
                     void *db, int64_t rows, int64_t out);

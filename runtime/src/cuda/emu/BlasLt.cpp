@@ -5,8 +5,10 @@
 // (the biased sum stored, rounded, into the auxiliary matrix, and D the
 // tanh-approximated GELU of the unrounded sum), CUBLASLT_EPILOGUE_DGELU
 // (D = the product times GELU's derivative at the auxiliary matrix's
-// element) and CUBLASLT_EPILOGUE_DGELU_BGRAD (also the bias pointer's
-// vector = the row sums of that D before rounding). What it checks, as
+// element), CUBLASLT_EPILOGUE_DGELU_BGRAD (also the bias pointer's
+// vector = the row sums of that D before rounding) and
+// CUBLASLT_EPILOGUE_BGRADB (the bias pointer's vector, one element per
+// column of D, = op(B)'s column sums over k). What it checks, as
 // cuBLASLt does: the auxiliary pointer and leading dimension set (a
 // multiple of 8, at least D's rows), inside a device allocation;
 // descriptor attributes of the right size, layouts whose shapes agree with
@@ -196,7 +198,7 @@ bool usesAux(cublasLtEpilogue_t e) {
 }
 bool usesBias(cublasLtEpilogue_t e) {
   return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
-         e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+         e == CUBLASLT_EPILOGUE_DGELU_BGRAD || e == CUBLASLT_EPILOGUE_BGRADB;
 }
 /// GPT-2's tanh GELU and its derivative, in f32 as the kernels take them.
 float gelu(float x) {
@@ -228,8 +230,8 @@ cublasStatus_t check(const MatmulDesc &d, const Layout &a, const Layout &b,
        d.compute != CUBLAS_COMPUTE_32F_PEDANTIC) ||
       d.scale != CUDA_R_32F)
     return CUBLAS_STATUS_NOT_SUPPORTED;
-  if (d.epilogue != CUBLASLT_EPILOGUE_DEFAULT &&
-      d.epilogue != CUBLASLT_EPILOGUE_BIAS && !usesAux(d.epilogue))
+  if (d.epilogue != CUBLASLT_EPILOGUE_DEFAULT && !usesBias(d.epilogue) &&
+      !usesAux(d.epilogue))
     return CUBLAS_STATUS_NOT_SUPPORTED; // not modelled here
   const cudaDataType_t biasType =
       d.biasTypeSet ? d.biasType : out.type;
@@ -328,11 +330,15 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
     const bool geluBackward = epilogue == CUBLASLT_EPILOGUE_DGELU ||
                               epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD;
     const bool biasGradient = epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    const bool biasGradientOfB = epilogue == CUBLASLT_EPILOGUE_BGRADB;
+    const uint64_t biasLength = biasGradientOfB ? n : m;
     const Layout auxLayout{d.type, m, n, desc.auxLd};
     if (!inside(A, a, "A") || !inside(B, b, "B") ||
         (betaValue != 0.0f && !inside(C, c, "C")) || !inside(D, d, "D") ||
         (usesBias(epilogue) &&
-         !inside(desc.bias, Layout{biasType, m, 1, int64_t(m)}, "the bias")) ||
+         !inside(desc.bias,
+                 Layout{biasType, biasLength, 1, int64_t(biasLength)},
+                 "the bias")) ||
         (usesAux(epilogue) &&
          !inside(desc.aux, auxLayout, "the GELU input (aux)")))
       return;
@@ -366,6 +372,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
     for (uint64_t i = 0; i < rowSums.size(); ++i)
       storeElement(const_cast<void *>(desc.bias), biasType, int64_t(i),
                    float(rowSums[i]));
+    if (biasGradientOfB)
+      for (uint64_t j = 0; j < n; ++j) {
+        double sum = 0.0;
+        for (uint64_t l = 0; l < k; ++l)
+          sum += loadElement(B, b.type, tb ? j + l * b.ld : l + j * b.ld);
+        storeElement(const_cast<void *>(desc.bias), biasType, int64_t(j),
+                     float(sum));
+      }
   });
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -488,15 +488,21 @@ ncclResult_t ncclComm::wireFailure(const WireResult &r,
                                    const std::string &during) {
   if (r.status == Wire::Woken)
     return ncclInternalError; // torn down: nobody reads the result
-  const char *side = r.fd == next.get() ? "successor" : "predecessor";
-  int peer = r.fd == next.get() ? (rank + 1) % nranks
-                                : (rank + nranks - 1) % nranks;
-  if (r.status == Wire::PeerGone)
+  if (r.status == Wire::PeerGone) {
+    // A ring neighbour, or (while joining) the bootstrap root.
+    const bool ring = r.fd >= 0 && (r.fd == next.get() || r.fd == prev.get());
+    std::string peer = "the bootstrap root's process";
+    if (ring)
+      peer = r.fd == next.get()
+                 ? "its ring successor, rank " +
+                       std::to_string((rank + 1) % nranks)
+                 : "its ring predecessor, rank " +
+                       std::to_string((rank + nranks - 1) % nranks);
     return refuse(ncclRemoteError,
-                  "emulated NCCL: rank %d lost its connection to its ring "
-                  "%s, rank %d, during %s (%s): that process exited or "
-                  "aborted its communicator",
-                  rank, side, peer, during.c_str(), r.error.c_str());
+                  "emulated NCCL: rank %d lost its connection to %s, during "
+                  "%s (%s): that process exited or aborted its communicator",
+                  rank, peer.c_str(), during.c_str(), r.error.c_str());
+  }
   return refuse(ncclSystemError, "emulated NCCL: rank %d, during %s: %s",
                 rank, during.c_str(), r.error.c_str());
 }
