@@ -216,7 +216,6 @@ struct ncclComm : std::enable_shared_from_this<ncclComm> {
   void teardown();
   /// Blocks until the state leaves ncclInProgress; returns it.
   ncclResult_t awaitState();
-  void settle(ncclResult_t result);
 
   // On the communicator's thread.
   ncclResult_t connectRing(const std::vector<uint16_t> &ports,
@@ -396,12 +395,6 @@ bool ncclComm::post(std::function<ncclResult_t()> task, bool settles) {
   tasks.push_back({std::move(task), settles});
   changed.notify_all();
   return true;
-}
-
-void ncclComm::settle(ncclResult_t result) {
-  std::lock_guard<std::mutex> lock(mutex);
-  state = result;
-  changed.notify_all();
 }
 
 ncclResult_t ncclComm::awaitState() {
