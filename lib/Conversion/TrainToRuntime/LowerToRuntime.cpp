@@ -155,6 +155,9 @@ private:
   /// ops these calls absorb emit nothing at their own place.
   DenseMap<Operation *, Operation *> fusedLinearOf;
   DenseMap<Operation *, LinearGradGelu> fusedGradOf;
+  /// Weight and bias gradients of one output gradient
+  /// (linearGradWeightBiasPairs), by the later of the two.
+  DenseMap<Operation *, LinearGradWeightBias> fusedWeightBiasOf;
   llvm::SmallPtrSet<Operation *, 32> absorbed;
 
   /// Memory plan inputs: each allocation's bytes, category and what it
@@ -772,6 +775,18 @@ LogicalResult StepLowering::run() {
           std::max(lastUse[operand], positionOf[group.geluGrad]);
   }
 
+  // And a weight gradient with the bias gradient of the same output
+  // gradient, as one call at the later of the two.
+  for (const LinearGradWeightBias &pair :
+       linearGradWeightBiasPairs(body, absorbed)) {
+    fusedWeightBiasOf[pair.later] = pair;
+    Operation *earlier =
+        pair.later == pair.weightGrad ? pair.biasGrad : pair.weightGrad;
+    absorbed.insert(earlier);
+    for (Value operand : earlier->getOperands())
+      lastUse[operand] = std::max(lastUse[operand], positionOf[pair.later]);
+  }
+
   classifyTensors();
 
   // void autoshard_step(asrt_context *ctx, void *const *args,
@@ -812,6 +827,11 @@ LogicalResult StepLowering::run() {
     }
     if (auto fused = fusedGradOf.find(&op); fused != fusedGradOf.end()) {
       emitLinearGradGelu(fused->second, *this);
+      continue;
+    }
+    if (auto fused = fusedWeightBiasOf.find(&op);
+        fused != fusedWeightBiasOf.end()) {
+      emitLinearGradWeightBias(fused->second, *this);
       continue;
     }
     if (failed(emitRuntimeCall(&op, *this)))

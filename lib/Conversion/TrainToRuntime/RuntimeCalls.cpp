@@ -165,6 +165,19 @@ void autoshard::emitLinearGradGelu(const LinearGradGelu &group,
           e.i64(lastDim(gradInput.getGradOutput()))});
 }
 
+void autoshard::emitLinearGradWeightBias(const LinearGradWeightBias &pair,
+                                         StepEmitter &e) {
+  auto weightGrad = cast<train::LinearGradWeightOp>(pair.weightGrad);
+  auto biasGrad = cast<train::BiasGradOp>(pair.biasGrad);
+  Value dy = weightGrad.getGradOutput();
+  Value dw = e.output(weightGrad.getResult());
+  Value db = e.output(biasGrad.getResult());
+  e.call("asrt_linear_grad_weight_bias",
+         {dtypeOf(e, dy), e.buffer(dy), e.buffer(weightGrad.getInput()), dw, db,
+          e.i64(rows(dy)), e.i64(lastDim(weightGrad.getInput())),
+          e.i64(lastDim(dy))});
+}
+
 namespace {
 
 LogicalResult emitLinearGradInput(Operation *op, StepEmitter &e) {
@@ -1034,6 +1047,54 @@ SmallVector<LinearGradGelu> autoshard::linearGradGeluGroups(Block &body) {
     groups.push_back(group);
   }
   return groups;
+}
+
+SmallVector<LinearGradWeightBias> autoshard::linearGradWeightBiasPairs(
+    Block &body, const llvm::SmallPtrSetImpl<Operation *> &taken) {
+  SmallVector<LinearGradWeightBias> pairs;
+  llvm::SmallPtrSet<Operation *, 32> paired;
+  // Whether the result of `op` is read before, or by, `at`.
+  auto readBy = [](Operation *op, Operation *at) {
+    return llvm::any_of(op->getResult(0).getUsers(), [&](Operation *user) {
+      return user == at || user->isBeforeInBlock(at);
+    });
+  };
+  for (auto biasGrad : body.getOps<train::BiasGradOp>()) {
+    if (taken.contains(biasGrad))
+      continue;
+    Value dy = biasGrad.getGradOutput();
+    // The first weight gradient of dy that can go with it.
+    LinearGradWeightBias best;
+    for (Operation *user : dy.getUsers()) {
+      auto weightGrad = dyn_cast<train::LinearGradWeightOp>(user);
+      if (!weightGrad || weightGrad.getGradOutput() != dy ||
+          weightGrad->getBlock() != biasGrad->getBlock() ||
+          paired.contains(weightGrad) || taken.contains(weightGrad) ||
+          weightGrad->hasAttr(train::TrainDialect::kOnHostAttrName) !=
+              biasGrad->hasAttr(train::TrainDialect::kOnHostAttrName))
+        continue;
+      bool weightFirst = weightGrad->isBeforeInBlock(biasGrad);
+      Operation *earlier = weightFirst ? weightGrad.getOperation()
+                                       : biasGrad.getOperation();
+      Operation *later = weightFirst ? biasGrad.getOperation()
+                                     : weightGrad.getOperation();
+      // The call produces both results at the later op, and reads the
+      // weight gradient's input there.
+      if (readBy(earlier, later))
+        continue;
+      if (!best.weightGrad || weightGrad->isBeforeInBlock(best.weightGrad))
+        best = {weightGrad.getOperation(), biasGrad.getOperation(), later};
+    }
+    if (!best.weightGrad)
+      continue;
+    paired.insert(best.weightGrad);
+    pairs.push_back(best);
+  }
+  llvm::sort(pairs, [](const LinearGradWeightBias &a,
+                       const LinearGradWeightBias &b) {
+    return a.later->isBeforeInBlock(b.later);
+  });
+  return pairs;
 }
 
 SmallVector<SmallVector<Operation *>> autoshard::adamwGroups(Block &body) {

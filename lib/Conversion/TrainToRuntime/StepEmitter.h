@@ -8,6 +8,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace autoshard {
 
@@ -92,6 +93,23 @@ struct LinearGradGelu {
 };
 llvm::SmallVector<LinearGradGelu> linearGradGeluGroups(mlir::Block &body);
 void emitLinearGradGelu(const LinearGradGelu &group, StepEmitter &emitter);
+
+/// A train.linear_grad_weight and a train.bias_grad of the same output
+/// gradient, when neither result is read before the later of the two and
+/// the bias gradient is not taken by linearGradGeluGroups (`taken`): one
+/// asrt_linear_grad_weight_bias call at the later op carries out both (a
+/// GPU runs it as one GEMM whose epilogue reduces the bias gradient). The
+/// weight gradient's operands are read there, and both results are produced
+/// there. Each op is in at most one pair; in program order of `later`.
+struct LinearGradWeightBias {
+  mlir::Operation *weightGrad = nullptr;
+  mlir::Operation *biasGrad = nullptr;
+  mlir::Operation *later = nullptr; // one of the two
+};
+llvm::SmallVector<LinearGradWeightBias> linearGradWeightBiasPairs(
+    mlir::Block &body, const llvm::SmallPtrSetImpl<mlir::Operation *> &taken);
+void emitLinearGradWeightBias(const LinearGradWeightBias &pair,
+                              StepEmitter &emitter);
 
 /// Runs of two or more neighbouring train.adamw ops that one
 /// asrt_adamw_update_multi call carries out: the same gradient dtype,

@@ -403,3 +403,54 @@ func.func @step(
   %w1 = train.sgd %w, %gw, %lr : (tensor<8x4xf32>, tensor<8x4xf32>, tensor<f32>) -> tensor<8x4xf32>
   return %w1, %lr : tensor<8x4xf32>, tensor<f32>
 }
+
+// -----
+
+// A weight gradient and the bias gradient of the same output gradient run
+// as one asrt_linear_grad_weight_bias call at the later of the two (a GPU
+// runs it as one GEMM whose epilogue reduces the bias gradient), in either
+// order; a second weight gradient of that output gradient runs alone. Not
+// when the earlier result is read before the later op.
+
+// CHECK-LABEL: func.func @autoshard_step(
+// CHECK: llvm.load
+// CHECK: %[[X:.*]] = llvm.load
+// CHECK: %[[DY:.*]] = llvm.load
+// CHECK: %[[DY2:.*]] = llvm.load
+// CHECK: %[[DY3:.*]] = llvm.load
+// CHECK-NOT: call @asrt_linear_grad_weight(
+// CHECK-NOT: call @asrt_bias_grad(
+// CHECK: call @asrt_linear_grad_weight_bias(%{{[^,]*}}, %{{[^,]*}}, %[[DY]], %[[X]], %[[DW:[^,]*]], %[[DB:[^,]*]], %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}})
+// CHECK: call @asrt_linear_grad_weight(%{{[^,]*}}, %{{[^,]*}}, %[[DY]], %[[X]],
+// CHECK-NOT: call @asrt_linear_grad_weight(
+// CHECK-NOT: call @asrt_bias_grad(
+// CHECK: call @asrt_linear_grad_weight_bias(%{{[^,]*}}, %{{[^,]*}}, %[[DY2]], %[[X]],
+// CHECK: call @asrt_linear_grad_weight(%{{[^,]*}}, %{{[^,]*}}, %[[DY3]], %[[X]], %[[DW3:[^,]*]],
+// CHECK: call @asrt_add(%{{[^,]*}}, %{{[^,]*}}, %[[DW3]], %[[DW3]],
+// CHECK: call @asrt_bias_grad(%{{[^,]*}}, %{{[^,]*}}, %[[DY3]],
+// CHECK-NOT: asrt_linear_grad_weight_bias
+// CHECK: return
+func.func @step(
+    %w: tensor<8x4xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.02>},
+    %x: tensor<16x4xf32> {train.role = #train.role<input>, train.name = "x"},
+    %dy: tensor<16x8xf32> {train.role = #train.role<input>, train.name = "dy"},
+    %dy2: tensor<16x8xf32> {train.role = #train.role<input>, train.name = "dy2"},
+    %dy3: tensor<16x8xf32> {train.role = #train.role<input>, train.name = "dy3"},
+    %lr: tensor<f32> {train.role = #train.role<hyper>, train.name = "lr", train.init = #train.init<constant, value = 0.1>})
+    -> (tensor<8x4xf32> {train.role = #train.role<param>, train.name = "w"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step} {
+  %gw = train.linear_grad_weight %dy, %x : (tensor<16x8xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  %gb = train.bias_grad %dy : (tensor<16x8xf32>) -> tensor<8xf32>
+  %gwx = train.linear_grad_weight %dy, %x : (tensor<16x8xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  %gb2 = train.bias_grad %dy2 : (tensor<16x8xf32>) -> tensor<8xf32>
+  %gw2 = train.linear_grad_weight %dy2, %x : (tensor<16x8xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  %gw3 = train.linear_grad_weight %dy3, %x : (tensor<16x8xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  %s = train.add %gw3, %gw3 : tensor<8x4xf32>
+  %gb3 = train.bias_grad %dy3 : (tensor<16x8xf32>) -> tensor<8xf32>
+  %t = train.add %gw, %gwx : tensor<8x4xf32>
+  %u = train.add %t, %gw2 : tensor<8x4xf32>
+  %v = train.add %u, %s : tensor<8x4xf32>
+  %w1 = train.sgd %w, %v, %lr : (tensor<8x4xf32>, tensor<8x4xf32>, tensor<f32>) -> tensor<8x4xf32>
+  return %w1, %lr : tensor<8x4xf32>, tensor<f32>
+}
