@@ -265,6 +265,18 @@ TEST_P(CudaLinearTest, ForwardWithGelu) {
 // in a multiple of 8: in bf16 one cuBLASLt matmul with the GELU-derivative
 // (and bias-gradient) epilogue; otherwise the GEMM, GELU's gradient and the
 // bias gradient.
+TEST_P(CudaLinearTest, ForwardWithGeluRefusesANullBias) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  int32_t t = GetParam();
+  HostTensor x(t, size_t(kRows * kIn)), w(t, size_t(kOut * kIn)),
+      y(t, size_t(kRows * kOut));
+  void *dx = upload(x), *dw = upload(w), *dpre = upload(y), *dy = upload(y);
+  EXPECT_DEATH(cuda::linearGeluFwd(*blas, t, dx, dw, nullptr, dpre, dy, kRows,
+                                   kIn, kOut),
+               "linear_gelu_fwd: the bias is null; the fused call is for a "
+               "linear layer with a bias");
+}
+
 TEST_P(CudaLinearTest, GradInputThroughGelu) {
   linearGradGelu(kRows, 128, kOut, 27);
   linearGradGelu(kRows, 100, kOut, 28);

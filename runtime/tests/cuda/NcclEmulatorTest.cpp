@@ -272,4 +272,63 @@ TEST(NcclEmulatorTest, SplitGroupsAndNoColor) {
   destroy(ranks);
 }
 
+TEST(NcclEmulatorTest, BadArgumentsAreRefusedByName) {
+  EXPECT_EQ(ncclGetVersion(nullptr), ncclInvalidArgument);
+  EXPECT_NE(lastError().find("ncclGetVersion: null"), std::string::npos)
+      << lastError();
+  EXPECT_EQ(ncclGetUniqueId(nullptr), ncclInvalidArgument);
+  EXPECT_NE(lastError().find("null id"), std::string::npos) << lastError();
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  EXPECT_EQ(ncclCommInitRankConfig(nullptr, 1, id, 0, nullptr),
+            ncclInvalidArgument);
+  EXPECT_NE(lastError().find("null comm"), std::string::npos) << lastError();
+  ncclComm_t comm = nullptr;
+  EXPECT_EQ(ncclCommInitRankConfig(&comm, 2, id, 2, nullptr),
+            ncclInvalidArgument);
+  EXPECT_NE(lastError().find("rank 2 of 2 ranks is not in 0..nranks-1"),
+            std::string::npos)
+      << lastError();
+  ncclUniqueId forged;
+  std::memset(&forged, 0x5a, sizeof forged);
+  EXPECT_EQ(ncclCommInitRankConfig(&comm, 1, forged, 0, nullptr),
+            ncclInvalidArgument);
+  EXPECT_NE(lastError().find("not one ncclGetUniqueId made"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(comm, nullptr);
+
+  std::vector<Rank> ranks = makeRanks(1);
+  ASSERT_EQ(settle(ranks[0].comm), ncclSuccess) << lastError();
+  ncclComm_t child = nullptr;
+  EXPECT_EQ(ncclCommSplit(ranks[0].comm, 0, 0, nullptr, nullptr),
+            ncclInvalidArgument);
+  EXPECT_NE(lastError().find("null newcomm"), std::string::npos)
+      << lastError();
+  EXPECT_EQ(ncclCommSplit(ranks[0].comm, -2, 0, &child, nullptr),
+            ncclInvalidArgument);
+  EXPECT_NE(lastError().find("color -2 is negative (and not "
+                             "NCCL_SPLIT_NOCOLOR)"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(child, nullptr);
+  // Neither refusal touched the communicator.
+  ncclResult_t state = ncclInProgress;
+  EXPECT_EQ(ncclCommGetAsyncError(ranks[0].comm, &state), ncclSuccess);
+  EXPECT_EQ(state, ncclSuccess);
+  int count = 0;
+  EXPECT_EQ(ncclCommCount(ranks[0].comm, &count), ncclSuccess);
+  EXPECT_EQ(count, 1);
+  EXPECT_EQ(ncclCommCount(ranks[0].comm, nullptr), ncclInvalidArgument);
+  EXPECT_NE(lastError().find("null count"), std::string::npos) << lastError();
+  EXPECT_EQ(ncclCommUserRank(ranks[0].comm, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommGetAsyncError(ranks[0].comm, nullptr),
+            ncclInvalidArgument);
+  destroy(ranks);
+  // A destroyed communicator is no live one.
+  EXPECT_EQ(ncclCommCount(ranks[0].comm, &count), ncclInvalidArgument);
+  EXPECT_NE(lastError().find("not a live communicator"), std::string::npos)
+      << lastError();
+}
+
 } // namespace
