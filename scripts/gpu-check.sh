@@ -18,7 +18,9 @@
 #       the prepared objects with the CUDA runtime, trains the tiny GPT for
 #       50 steps against the CPU loss curve, times GPT-2 small (bf16, seq
 #       1024) and the same step in PyTorch (eager and torch.compile,
-#       bench/torch_gpt2.py), and prints a table last.
+#       bench/torch_gpt2.py), our three attention kernels per call against
+#       PyTorch's attention backends, cuDNN's among them
+#       (bench/torch_attention.py), and prints a table last.
 #       --no-build    use --build-dir as it is (CI: the project's own build)
 #       --minimal     configure as a machine without MPI, OpenBLAS, zlib and
 #                     GoogleTest would (the latter built from the inputs)
@@ -408,10 +410,25 @@ else
       note "${attention}_status" $?
     done
     # Where the step's device time goes: a few more steps with each op's
-    # kernels timed on the device (CUDA events), apart from the timed run.
+    # kernels timed on the device (CUDA events), apart from the timed run;
+    # for the other two attentions too, whose per-call times go beside
+    # PyTorch's attention kernels' (below).
     bounded "$(stage_time 60)" "$build/steps/gpt2-small" --steps 4 --device-op-times \
       --stats-json "$report/gpt2-small-ops.json" >"$report/gpt2-small-ops.log" 2>&1
     note ops_status $?
+    for attention in gemm wmma; do
+      ASRT_CUDA_ATTENTION=$attention bounded "$(stage_time 45)" "$build/steps/gpt2-small" \
+        --steps 4 --device-op-times --stats-json "$report/gpt2-small-ops-$attention.json" \
+        >"$report/gpt2-small-ops-$attention.log" 2>&1
+    done
+  fi
+  # PyTorch's attention kernels (flash, cuDNN, memory-efficient, math) at
+  # GPT-2 small's attention shape: whether cuDNN's fused attention would
+  # beat ours (issue 7).
+  if python3 -c "import torch" 2>/dev/null; then
+    bounded "$(stage_time 60)" python3 bench/torch_attention.py --batch $gpt2_batch --heads 12 \
+      --seq 1024 --head-dim 64 --json "$report/attention.json" >"$report/attention.log" 2>&1
+    note attention_status $?
   fi
   torch_modes=both
   ((quick)) && torch_modes=eager
@@ -501,6 +518,43 @@ if kv.get("ops_status") == "0" and os.path.exists(f"{report}/gpt2-small-ops.json
         print(f"    {name:28}{ms:9.2f} ms {100 * ms / total:5.1f}%")
 elif "ops_status" in kv:
     print(f"  gpt2-small device time : status {kv.get('ops_status')} (log: {report}/gpt2-small-ops.log)")
+# Attention per call, ours (device time of the op, --device-op-times)
+# beside PyTorch's kernels at the same shape (bench/torch_attention.py).
+attn = []
+for variant, path in (("flash", "gpt2-small-ops.json"), ("gemm", "gpt2-small-ops-gemm.json"),
+                      ("wmma", "gpt2-small-ops-wmma.json")):
+    def per_call(op):
+        """Mean device ms per call, less the slowest (the first's setup)."""
+        calls, total = op["device_calls"], op["device_ms"]
+        if calls > 1 and "device_max_ms" in op:
+            return (total - op["device_max_ms"]) / (calls - 1)
+        return total / calls
+    try:
+        ops = json.load(open(f"{report}/{path}")).get("ops", {})
+        attn.append((f"autoshard {variant}", per_call(ops["causal_attention_fwd"]),
+                     per_call(ops["causal_attention_grad"])))
+    except (OSError, ValueError, KeyError, ZeroDivisionError):
+        pass
+torch_attn = {}
+if os.path.exists(f"{report}/attention.json"):
+    torch_attn = json.load(open(f"{report}/attention.json")).get("backends", {})
+for backend, r in torch_attn.items():
+    if "fwd_ms" in r:
+        attn.append((f"pytorch {backend}", r["fwd_ms"], r["bwd_ms"]))
+if attn:
+    best = min(attn, key=lambda a: a[1] + a[2])
+    print(f"\nCausal attention per call, bf16, batch {batch} x 12 heads x seq {seq} x 64 "
+          f"(ours: in the step, the slowest call left out; pytorch: median call)")
+    print(f"  {'':18}{'fwd ms':>10}{'bwd ms':>10}{'total':>10}")
+    for name, f, b in attn:
+        mark = "  fastest" if (name, f, b) == best else ""
+        print(f"  {name:18}{f:10.3f}{b:10.3f}{f + b:10.3f}{mark}")
+for backend, r in torch_attn.items():
+    if "error" in r:
+        print(f"  pytorch {backend:10}not run: {r['error'][:120]}")
+if kv.get("attention_status") not in (None, "0") and not torch_attn:
+    print(f"  pytorch attention      : status {kv.get('attention_status')} "
+          f"(log: {report}/attention.log)")
 for mode, m in (torch.get("modes") or {}).items():
     rows.append((f"pytorch {mode}", m["step_ms_median"]))
 if kv.get("torch_status") not in (None, "0"):

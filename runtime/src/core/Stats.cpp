@@ -64,6 +64,7 @@ void Stats::recordDeviceOp(std::string_view op, int64_t ns) {
   OpStats &s = opEntry(counters.ops, op);
   s.deviceCalls += 1;
   s.deviceNs += ns;
+  s.deviceMaxNs = std::max(s.deviceMaxNs, ns);
 }
 
 void Stats::recordCollective(CollectiveKind kind, int64_t bytesSent) {
@@ -366,7 +367,9 @@ void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
        << formatDouble(static_cast<double>(op.totalNs) / 1e6);
     if (op.deviceCalls > 0)
       os << ", \"device_calls\": " << op.deviceCalls << ", \"device_ms\": "
-         << formatDouble(static_cast<double>(op.deviceNs) / 1e6);
+         << formatDouble(static_cast<double>(op.deviceNs) / 1e6)
+         << ", \"device_max_ms\": "
+         << formatDouble(static_cast<double>(op.deviceMaxNs) / 1e6);
     os << "}";
     first = false;
   }

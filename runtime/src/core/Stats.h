@@ -53,6 +53,10 @@ struct OpStats {
   /// and the device's time running their work.
   int64_t deviceCalls = 0;
   int64_t deviceNs = 0;
+  /// The slowest of them (the first call's one-time costs, as a rule:
+  /// loading the kernels, a library's plan), which a per-call time may
+  /// leave out.
+  int64_t deviceMaxNs = 0;
 };
 
 struct CollectiveStats {

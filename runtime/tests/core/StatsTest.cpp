@@ -124,10 +124,10 @@ TEST(StatsTest, ReportsDeviceOpTimesOnlyWhenMeasured) {
       << summary.str();
   for (const char *expected :
        {"\"linear_fwd\": {\"calls\": 1, \"total_ms\": 0.1, "
-        "\"device_calls\": 2, \"device_ms\": 4}",
+        "\"device_calls\": 2, \"device_ms\": 4, \"device_max_ms\": 3}",
         "\"copy\": {\"calls\": 1, \"total_ms\": 0.05}",
         "\"causal_attention_fwd\": {\"calls\": 0, \"total_ms\": 0, "
-        "\"device_calls\": 1, \"device_ms\": 5}"})
+        "\"device_calls\": 1, \"device_ms\": 5, \"device_max_ms\": 5}"})
     EXPECT_NE(json.str().find(expected), std::string::npos)
         << "missing " << expected << " in\n"
         << json.str();
