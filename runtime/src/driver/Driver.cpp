@@ -22,9 +22,12 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include <unistd.h>
 
 namespace autoshard::rt {
 
@@ -307,10 +310,33 @@ void traceStep(Trace &trace, int64_t step,
   trace.record(e);
 }
 
-Status checkTraceFileWritable(const std::string &path) {
-  std::ofstream out(path);
-  if (!out)
-    return Error("--trace: cannot create '" + path + "'");
+/// Whether `path`, a file the run writes at its end (`option` names it),
+/// can be written: its directory exists and takes new files, and the file,
+/// if there, is a writable one. Checked before training, so that a typo
+/// costs seconds rather than the run; nothing is created.
+Status checkOutputFile(const char *option, const std::string &path) {
+  namespace fs = std::filesystem;
+  const std::string name = std::string(option) + ": cannot create '" + path;
+  fs::path file(path);
+  if (!file.has_filename())
+    return Error(name + "': it names a directory; give a file path");
+  std::error_code ec;
+  fs::file_status status = fs::status(file, ec);
+  if (fs::exists(status)) {
+    if (fs::is_directory(status))
+      return Error(name + "': it is a directory; give a file path");
+    if (::access(path.c_str(), W_OK) != 0)
+      return Error(name + "': " + std::strerror(errno));
+    return Status::success();
+  }
+  fs::path dir = file.parent_path().empty() ? fs::path(".")
+                                            : file.parent_path();
+  if (!fs::is_directory(fs::status(dir, ec)))
+    return Error(name + "': no directory '" + dir.string() +
+                 "' (the run does not create directories for it)");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    return Error(name + "': cannot create files in '" + dir.string() +
+                 "': " + std::strerror(errno));
   return Status::success();
 }
 
@@ -469,6 +495,19 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
       return 2;
     }
   }
+  // The files written at the end, by rank 0, before the run rather than
+  // after it.
+  Status writable;
+  if (control.rank() == 0)
+    for (auto [option, path] :
+         {std::pair{"--save-params", &options.saveParamsFile},
+          std::pair{"--save-grads", &options.saveGradsFile},
+          std::pair{"--stats-json", &options.statsJsonFile},
+          std::pair{"--trace", &options.traceFile}})
+      if (writable && !path->empty())
+        writable = checkOutputFile(option, *path);
+  if (!allRanksOk(writable, control))
+    return 1;
   // Offload: memory=nvme arguments need a directory for their files.
   if (Status s = checkOffloadDirGiven(*manifest, options.offloadDir); !s) {
     printErrorOnRankZero(control, s.message());
@@ -623,10 +662,6 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   // after a barrier, so that their tracks line up.
   std::unique_ptr<Trace> trace;
   if (!options.traceFile.empty()) {
-    Status writable = control.rank() == 0 ? checkTraceFileWritable(options.traceFile)
-                                    : Status::success();
-    if (!allRanksOk(writable, control))
-      return 1;
     control.barrier();
     trace = std::make_unique<Trace>(steadyClockNs());
     ctx.setTrace(trace.get());
