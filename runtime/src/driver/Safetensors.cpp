@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -93,6 +94,9 @@ int64_t safetensorsDtypeSize(const std::string &dtype) {
 } // namespace
 
 Expected<SafetensorsFile> readSafetensors(const std::string &path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return Error("'" + path + "' is a directory; expected a safetensors file");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return Error("cannot open '" + path + "': " + std::strerror(errno));

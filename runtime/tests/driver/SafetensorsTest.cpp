@@ -87,6 +87,12 @@ TEST_F(SafetensorsTest, WriterRejectsDuplicateNames) {
 
 TEST_F(SafetensorsTest, ReaderDiagnostics) {
   EXPECT_NE(errorOf().find("cannot open"), std::string::npos);
+  {
+    Expected<SafetensorsFile> dir = readSafetensors(".");
+    ASSERT_FALSE(dir.ok());
+    EXPECT_EQ(dir.status().message(),
+              "'.' is a directory; expected a safetensors file");
+  }
 
   writeRaw("{}", "");
   EXPECT_TRUE(readSafetensors(path).ok());
