@@ -596,8 +596,30 @@ void AutoStrategyPass::runOnOperation() {
       return failure();
     return candidate.plannedBytes = exact->total();
   };
-  for (int attempt = 0; attempt < 4 && choice.chosen >= 0; ++attempt) {
+  // Each exact plan compiles the step once: at most kMaxExactPlans of them
+  // in the search. The choice is always one whose exact plan fits; when the
+  // search runs out before one does, the plans it did not build are not
+  // taken on their estimate alone.
+  constexpr int kMaxExactPlans = 12;
+  int exactPlans = 0;
+  bool exhausted = false;
+  while (choice.chosen >= 0) {
     Candidate &candidate = choice.candidates[choice.chosen];
+    if (candidate.plannedBytes < 0 && exactPlans++ == kMaxExactPlans) {
+      exhausted = true;
+      for (Candidate &c : choice.candidates)
+        if (c.fits && c.plannedBytes < 0) {
+          c.fits = false;
+          c.overflows.push_back(
+              "not confirmed: the estimate fits, but the exact memory "
+              "plans of " +
+              std::to_string(kMaxExactPlans) +
+              " plans that fit by their estimates did not, and no more "
+              "were built");
+        }
+      choice.chosen = -1;
+      break;
+    }
     FailureOr<int64_t> planned = plannedBytes(candidate);
     if (failed(planned))
       return signalPassFailure();
@@ -632,8 +654,12 @@ void AutoStrategyPass::runOnOperation() {
     }
     selectCandidate(choice);
     if (choice.chosen >= 0)
-      choice.reason += " (by the compiler's memory plan: the estimate, an "
-                       "upper bound, fit no plan)";
+      choice.reason += exhausted
+                           ? " (by the compiler's memory plan, among the "
+                             "smallest estimates: the plans that fit by "
+                             "their estimates did not)"
+                           : " (by the compiler's memory plan: the "
+                             "estimate, an upper bound, fit no plan)";
   }
 
   if (!report.empty()) {
