@@ -66,6 +66,18 @@ public:
     return temporaries.contains(ptr) && lastUseOf[ptr] == position &&
            !isDirectResult(result);
   }
+  bool canReuseUntil(Value input, Value result, Operation *wait) override {
+    Value ptr = buffer(input);
+    if (!temporaries.contains(ptr) || !input.hasOneUse() ||
+        lastUseOf[ptr] != positionOf.lookup(wait) || isDirectResult(result))
+      return false;
+    // Views and aliases of the buffer (a reshape's result) must be dead
+    // already: the op may write `result` before `wait`.
+    return llvm::all_of(bufferOf, [&](const auto &entry) {
+      return entry.first == input || rootOf(entry.second) != ptr ||
+             lastUse.lookup(entry.first) <= position;
+    });
+  }
   void reuse(Value result, Value input) override {
     map(result, buffer(input));
   }

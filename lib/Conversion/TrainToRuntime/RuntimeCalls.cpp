@@ -676,8 +676,16 @@ LogicalResult emitMembers(Operation *op, StepEmitter &e, const Group &group,
         tensorType(sends.front()).getElementType())
       return op->emitOpError() << "mixes element types in one bucket; the "
                                   "runtime packs one type per bucket";
+  // An all-reduce writes a result over its input when the input dies here.
+  auto outputOf = [&](Value send, Value result) {
+    if (bucketKind == kBucketAllReduce && e.canReuse(send, result)) {
+      e.reuse(result, send);
+      return e.buffer(send);
+    }
+    return e.output(result);
+  };
   if (sends.size() == 1) {
-    single(sends.front(), e.output(results.front()));
+    single(sends.front(), outputOf(sends.front(), results.front()));
     return success();
   }
   e.call("asrt_bucket_begin", {e.i32(bucketKind), dtype,
@@ -685,7 +693,7 @@ LogicalResult emitMembers(Operation *op, StepEmitter &e, const Group &group,
                                e.i32(group.axesMask)});
   for (auto [i, pair] : llvm::enumerate(llvm::zip(sends, results))) {
     auto [send, result] = pair;
-    Value out = e.output(result);
+    Value out = outputOf(send, result);
     e.call("asrt_bucket_add",
            {e.buffer(send), out, e.i64(numElements(fullOf(i)))});
   }
@@ -778,7 +786,17 @@ LogicalResult emitCollectiveStart(Operation *op, StepEmitter &e) {
                                e.i32(reduction), e.i32(group->axesMask)});
   for (auto [i, pair] : llvm::enumerate(llvm::zip(sends, results))) {
     auto [send, result] = pair;
-    Value out = e.output(result);
+    // An all-reduce writes its result over its input when nothing else
+    // reads the input (the runtime packs every send before it unpacks a
+    // recv): a gradient and its reduced value share one buffer, as with
+    // PyTorch DDP's gradient_as_bucket_view.
+    Value out;
+    if (kind == kBucketAllReduce && e.canReuseUntil(send, result, wait)) {
+      e.reuse(result, send);
+      out = e.buffer(send);
+    } else {
+      out = e.output(result);
+    }
     e.call("asrt_bucket_add",
            {e.buffer(send), out, e.i64(numElements(full(i)))});
   }

@@ -33,6 +33,12 @@ public:
   /// temporary of the step that dies at this op, and `result` needs no
   /// buffer of its own (it is not written to a caller's result buffer).
   virtual bool canReuse(mlir::Value input, mlir::Value result) = 0;
+  /// Likewise for an asynchronous op that reads `input` from its start
+  /// (this op) until `wait` and writes `result` by then: `input` is a
+  /// temporary read by this op alone, no other tensor in its buffer is read
+  /// after this op, and nothing reads the buffer after `wait`.
+  virtual bool canReuseUntil(mlir::Value input, mlir::Value result,
+                             mlir::Operation *wait) = 0;
   /// Makes `result` live in `input`'s buffer, written by the op.
   virtual void reuse(mlir::Value result, mlir::Value input) = 0;
 

@@ -454,3 +454,69 @@ func.func @step(
   %w1 = train.sgd %w, %v, %lr : (tensor<8x4xf32>, tensor<8x4xf32>, tensor<f32>) -> tensor<8x4xf32>
   return %w1, %lr : tensor<8x4xf32>, tensor<f32>
 }
+
+// -----
+
+// An all-reduce writes a gradient's reduced value over the gradient when
+// nothing but the collective reads it (PyTorch DDP's gradient_as_bucket_view):
+// in a started bucket, when the start is its only reader; in a blocking
+// bucket, when it dies there. A gradient read after the start, or a view of
+// a gradient that is still read, gets a buffer of its own.
+
+// CHECK-LABEL: func.func @autoshard_step(
+// CHECK: call @asrt_linear_grad_weight(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[G0:[^,]*]],
+// CHECK: call @asrt_linear_grad_weight(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[G1:[^,]*]],
+// CHECK: call @asrt_bucket_begin(
+// CHECK: call @asrt_bucket_add(%{{[^,]*}}, %[[G0]], %[[G0]],
+// CHECK-NOT: %[[G1]], %[[G1]]
+// CHECK: call @asrt_bucket_start(
+// CHECK: call @asrt_add(%{{[^,]*}}, %{{[^,]*}}, %[[G1]], %[[G1]],
+// CHECK: call @asrt_wait(
+// CHECK: call @asrt_linear_grad_weight(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[G2:[^,]*]],
+// CHECK: call @asrt_linear_grad_weight(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[G3:[^,]*]],
+// CHECK: call @asrt_bucket_begin(
+// CHECK: call @asrt_bucket_add(%{{[^,]*}}, %[[G2]], %[[G2]],
+// CHECK: call @asrt_bucket_add(%{{[^,]*}}, %[[G3]], %[[G3]],
+// CHECK: call @asrt_bucket_end(
+// CHECK: call @asrt_linear_grad_weight(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[G4:[^,]*]],
+// CHECK: call @asrt_linear_grad_weight(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[G5:[^,]*]],
+// CHECK: call @asrt_bucket_begin(
+// CHECK-NOT: %[[G4]], %[[G4]]
+// CHECK: call @asrt_bucket_add(%{{[^,]*}}, %[[G5]], %[[G5]],
+// CHECK: call @asrt_add(%{{[^,]*}}, %{{[^,]*}}, %[[G4]], %[[G4]],
+// CHECK: return
+func.func @step(
+    %w: tensor<4x16xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.02>},
+    %x: tensor<4x16xf32> {train.role = #train.role<input>, train.name = "x"},
+    %dy: tensor<4x4xf32> {train.role = #train.role<input>, train.name = "dy"},
+    %lr: tensor<f32> {train.role = #train.role<hyper>, train.name = "lr", train.init = #train.init<constant, value = 0.1>})
+    -> (tensor<4x16xf32> {train.role = #train.role<param>, train.name = "w"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.partitioned, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
+  %g0 = train.linear_grad_weight %dy, %x : (tensor<4x4xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %g1 = train.linear_grad_weight %dy, %x : (tensor<4x4xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %h = train.collective_start all_reduce %g0, %g1 on @world grid_axes = [0] reduction = average : tensor<4x16xf32>, tensor<4x16xf32> -> !train.pending<tensor<4x16xf32>, tensor<4x16xf32>>
+  %s = train.add %g1, %g1 : tensor<4x16xf32>
+  %r0, %r1 = train.collective_wait %h : !train.pending<tensor<4x16xf32>, tensor<4x16xf32>>
+  %g2 = train.linear_grad_weight %dy, %x : (tensor<4x4xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %g3 = train.linear_grad_weight %dy, %x : (tensor<4x4xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %r2, %r3 = train.all_reduce_bucket %g2, %g3 on @world grid_axes = [0] reduction = average : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<4x16xf32>, tensor<4x16xf32>
+  %g4 = train.linear_grad_weight %dy, %x : (tensor<4x4xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %v4 = train.reshape %g4 : tensor<4x16xf32> to tensor<64xf32>
+  %g5 = train.linear_grad_weight %dy, %x : (tensor<4x4xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %h2 = train.collective_start all_reduce %v4, %g5 on @world grid_axes = [0] reduction = average : tensor<64xf32>, tensor<4x16xf32> -> !train.pending<tensor<64xf32>, tensor<4x16xf32>>
+  %u4 = train.add %g4, %g4 : tensor<4x16xf32>
+  %r4, %r5 = train.collective_wait %h2 : !train.pending<tensor<64xf32>, tensor<4x16xf32>>
+  %r4m = train.reshape %r4 : tensor<64xf32> to tensor<4x16xf32>
+  %t0 = train.add %r0, %r1 : tensor<4x16xf32>
+  %t1 = train.add %t0, %s : tensor<4x16xf32>
+  %t2 = train.add %t1, %r2 : tensor<4x16xf32>
+  %t3 = train.add %t2, %r3 : tensor<4x16xf32>
+  %t4 = train.add %t3, %u4 : tensor<4x16xf32>
+  %t5 = train.add %t4, %r4m : tensor<4x16xf32>
+  %t6 = train.add %t5, %r5 : tensor<4x16xf32>
+  %w1 = train.sgd %w, %t6, %lr : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<f32>) -> tensor<4x16xf32>
+  return %w1, %lr : tensor<4x16xf32>, tensor<f32>
+}
+
+shard.grid @world(shape = 2)
