@@ -290,6 +290,15 @@ bool linearGradWeightBiasLt(Blas &blas, const GemmTypes &types,
   return runLtMatmul(blas, mm, x, dy, dw);
 }
 
+/// A linear entry point's checks: its three extents and its dtype.
+GemmTypes linearTypes(const char *op, int32_t dtype, int64_t rows, int64_t in,
+                      int64_t out) {
+  checkCount(op, "rows", rows);
+  checkCount(op, "in", in);
+  checkCount(op, "out", out);
+  return gemmTypes(op, dtype);
+}
+
 } // namespace
 
 GemmTypes gemmTypes(const char *op, int32_t dtype) {
@@ -343,10 +352,7 @@ Blas::~Blas() {
 void linearFwd(Blas &blas, int32_t dtype, const void *x, const void *w,
                const void *b, void *y, int64_t rows, int64_t in, int64_t out) {
   const char *op = "linear_fwd";
-  checkCount(op, "rows", rows);
-  checkCount(op, "in", in);
-  checkCount(op, "out", out);
-  const GemmTypes types = gemmTypes(op, dtype);
+  const GemmTypes types = linearTypes(op, dtype, rows, in, out);
   cudaStream_t stream = blas.stream();
   if (rows == 0 || out == 0)
     return;
@@ -380,10 +386,7 @@ void linearGeluFwd(Blas &blas, int32_t dtype, const void *x, const void *w,
     fatal("%s: the bias is null; the fused call is for a linear layer with a "
           "bias (asrt_linear_fwd and asrt_gelu_fwd otherwise)",
           op);
-  checkCount(op, "rows", rows);
-  checkCount(op, "in", in);
-  checkCount(op, "out", out);
-  const GemmTypes types = gemmTypes(op, dtype);
+  const GemmTypes types = linearTypes(op, dtype, rows, in, out);
   if (rows == 0 || out == 0)
     return;
   if (in > 0 && dtype == ASRT_DTYPE_BF16 && out % 8 == 0 &&
@@ -397,10 +400,7 @@ void linearGradGelu(Blas &blas, int32_t dtype, const void *dy, const void *w,
                     const void *pre, void *dpre, void *db, int64_t rows,
                     int64_t in, int64_t out) {
   const char *op = "linear_grad_gelu";
-  checkCount(op, "rows", rows);
-  checkCount(op, "in", in);
-  checkCount(op, "out", out);
-  const GemmTypes types = gemmTypes(op, dtype);
+  const GemmTypes types = linearTypes(op, dtype, rows, in, out);
   if (rows > 0 && in > 0 && out > 0 && dtype == ASRT_DTYPE_BF16 &&
       in % 8 == 0 &&
       linearGradGeluLt(blas, types, dy, w, pre, dpre, db, rows, in, out))
@@ -414,10 +414,7 @@ void linearGradGelu(Blas &blas, int32_t dtype, const void *dy, const void *w,
 void linearGradInput(Blas &blas, int32_t dtype, const void *dy, const void *w,
                      void *dx, int64_t rows, int64_t in, int64_t out) {
   const char *op = "linear_grad_input";
-  checkCount(op, "rows", rows);
-  checkCount(op, "in", in);
-  checkCount(op, "out", out);
-  const GemmTypes types = gemmTypes(op, dtype);
+  const GemmTypes types = linearTypes(op, dtype, rows, in, out);
   if (rows == 0 || in == 0)
     return;
   if (out == 0) {
@@ -433,10 +430,7 @@ void linearGradInput(Blas &blas, int32_t dtype, const void *dy, const void *w,
 void linearGradWeight(Blas &blas, int32_t dtype, const void *dy, const void *x,
                       void *dw, int64_t rows, int64_t in, int64_t out) {
   const char *op = "linear_grad_weight";
-  checkCount(op, "rows", rows);
-  checkCount(op, "in", in);
-  checkCount(op, "out", out);
-  const GemmTypes types = gemmTypes(op, dtype);
+  const GemmTypes types = linearTypes(op, dtype, rows, in, out);
   if (in == 0 || out == 0)
     return;
   if (rows == 0) {
@@ -454,10 +448,7 @@ void linearGradWeightBias(Blas &blas, int32_t dtype, const void *dy,
                           const void *x, void *dw, void *db, int64_t rows,
                           int64_t in, int64_t out) {
   const char *op = "linear_grad_weight_bias";
-  checkCount(op, "rows", rows);
-  checkCount(op, "in", in);
-  checkCount(op, "out", out);
-  const GemmTypes types = gemmTypes(op, dtype);
+  const GemmTypes types = linearTypes(op, dtype, rows, in, out);
   if (rows > 0 && in > 0 && out > 0 && dtype == ASRT_DTYPE_BF16 &&
       linearGradWeightBiasLt(blas, types, dy, x, dw, db, rows, in, out))
     return;
