@@ -39,6 +39,7 @@ void autoshard::buildStrategyPipeline(OpPassManager &pm,
   plan.reshardAfterForward = options.reshardAfterForward;
   plan.bucketCapMb = options.bucketCapMb;
   plan.reduceDtype = options.reduceDtype;
+  plan.reduceEvery = options.reduceEvery;
   plan.paramGroups.assign(options.paramGroups.begin(),
                           options.paramGroups.end());
   plan.persistenceThreshold = options.persistenceThreshold;
@@ -107,6 +108,11 @@ struct StrategyPipelineOptions
       *this, "reduce-dtype",
       llvm::cl::desc("Element type gradients are reduced in (gradient, f32)"),
       llvm::cl::init("gradient")};
+  Option<std::string> reduceEvery{
+      *this, "reduce-every",
+      llvm::cl::desc("When sharded gradients are reduced under gradient "
+                     "accumulation (step, micro-batch)"),
+      llvm::cl::init("step")};
   ListOption<std::string> paramGroups{
       *this, "param-groups",
       llvm::cl::desc("Parameter groups with their own placements, "
@@ -182,6 +188,7 @@ void autoshard::registerAutoshardPasses() {
         options.reshardAfterForward = cl.reshardAfterForward;
         options.bucketCapMb = cl.bucketCapMb;
         options.reduceDtype = cl.reduceDtype;
+        options.reduceEvery = cl.reduceEvery;
         options.paramGroups.assign(cl.paramGroups.begin(),
                                    cl.paramGroups.end());
         options.persistenceThreshold = cl.persistenceThreshold;

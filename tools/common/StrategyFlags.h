@@ -61,6 +61,15 @@ inline llvm::cl::opt<std::string> reduceDtypeFlag(
                    "own, the default) or f32 (bf16 gradients cast up before "
                    "the reduction; parameters still gathered in bf16)"),
     llvm::cl::init("gradient"), llvm::cl::cat(strategyCategory()));
+inline llvm::cl::opt<std::string> reduceEveryFlag(
+    "reduce-every",
+    llvm::cl::desc("When sharded gradients are reduce-scattered under "
+                   "gradient accumulation: step (once, after the last "
+                   "micro-batch; the default) or micro-batch (each "
+                   "micro-batch's gradient when complete, summed into the "
+                   "shard, as DeepSpeed's ZeRO-2: K times the bytes, no "
+                   "full gradient kept across micro-batches)"),
+    llvm::cl::init("step"), llvm::cl::cat(strategyCategory()));
 
 inline llvm::cl::list<std::string> paramGroupFlag(
     "param-group",
@@ -200,6 +209,9 @@ inline std::optional<std::string> validateStrategyFlags() {
   if (reduceDtypeFlag != "gradient" && reduceDtypeFlag != "f32")
     return "unknown --reduce-dtype '" + reduceDtypeFlag.getValue() +
            "'; valid: gradient, f32";
+  if (reduceEveryFlag != "step" && reduceEveryFlag != "micro-batch")
+    return "unknown --reduce-every '" + reduceEveryFlag.getValue() +
+           "'; valid: step, micro-batch";
   bool hybrid = strategyFlag == "hybrid";
   if (hybrid && (shardGroupSizeFlag < 1 ||
                  worldSizeFlag % shardGroupSizeFlag != 0))
@@ -222,6 +234,7 @@ inline StrategyOptions strategyOptionsFromFlags(bool exposeGradients) {
   options.reshardAfterForward = reshardAfterForwardFlag;
   options.bucketCapMb = bucketCapMbFlag;
   options.reduceDtype = reduceDtypeFlag;
+  options.reduceEvery = reduceEveryFlag;
   options.paramGroups.assign(paramGroupFlag.begin(), paramGroupFlag.end());
   options.persistenceThreshold = persistenceThresholdFlag;
   options.overlap = overlapFlag;
@@ -260,6 +273,7 @@ inline std::string strategyPipelineText(const StrategyOptions &options) {
          (options.reshardAfterForward ? "true" : "false") +
          " bucket-cap-mb=" + std::to_string(options.bucketCapMb) +
          " reduce-dtype=" + options.reduceDtype +
+         " reduce-every=" + options.reduceEvery +
          paramGroupsText(options.paramGroups) +
          " persistence-threshold=" +
          std::to_string(options.persistenceThreshold) +

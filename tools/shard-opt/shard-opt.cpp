@@ -50,6 +50,7 @@ int main(int argc, char **argv) {
        reshardAfterForwardFlag.getNumOccurrences() ||
        bucketCapMbFlag.getNumOccurrences() ||
        reduceDtypeFlag.getNumOccurrences() ||
+       reduceEveryFlag.getNumOccurrences() ||
        paramGroupFlag.getNumOccurrences() ||
        persistenceThresholdFlag.getNumOccurrences() ||
        overlapFlag.getNumOccurrences() ||
@@ -59,7 +60,7 @@ int main(int argc, char **argv) {
        offloadFlag.getNumOccurrences() ||
        offloadParamsFlag.getNumOccurrences()))
     return fail("--world-size, --shard-group-size, --reshard-after-forward, "
-                "--bucket-cap-mb, --reduce-dtype, --param-group, "
+                "--bucket-cap-mb, --reduce-dtype, --reduce-every, --param-group, "
                 "--persistence-threshold, --overlap, --prefetch-depth, "
                 "--memory-budget, --activation-checkpointing, --offload and "
                 "--offload-params need --strategy");

@@ -27,6 +27,9 @@ struct StrategyOptions {
   int64_t bucketCapMb = 25;
   /// Element type gradients are reduced in: "gradient" or "f32".
   std::string reduceDtype = "gradient";
+  /// When sharded gradients are reduced under gradient accumulation:
+  /// "step" or "micro-batch".
+  std::string reduceEvery = "step";
   /// Parameter groups, PRESET=REGEX, first match first.
   std::vector<std::string> paramGroups;
   /// Parameters of at most this many elements stay whole (0: none).

@@ -917,13 +917,28 @@ func.func private @f() attributes {train.step, train.plan = #train.plan<strategy
 
 // -----
 
-// expected-error@+1 {{expected 'reduce_dtype' or 'groups' (each at most once), got 'reduce'}}
+// expected-error@+1 {{expected 'reduce_dtype', 'reduce_every' or 'groups' (each at most once), got 'reduce'}}
 func.func private @f() attributes {p = #train.plan<strategy = "x", grid = @world, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25, reduce = f32>}
 
 // -----
 
 // expected-error@+1 {{unknown reduce_dtype 'f16'; valid: gradient, f32}}
 func.func private @f() attributes {p = #train.plan<strategy = "x", grid = @world, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25, reduce_dtype = f16>}
+
+// -----
+
+// expected-error@+1 {{unknown reduce_every 'layer'; valid: step, micro_batch}}
+func.func private @f() attributes {p = #train.plan<strategy = "x", grid = @world, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25, reduce_every = layer>}
+
+// -----
+
+// expected-error@+1 {{expected 'reduce_dtype', 'reduce_every' or 'groups' (each at most once), got 'reduce_every'}}
+func.func private @f() attributes {p = #train.plan<strategy = "x", grid = @world, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25, reduce_every = micro_batch, reduce_every = step>}
+
+// -----
+
+// expected-error@+1 {{reduce_every = micro_batch reduce-scatters sharded gradients every micro-batch, but this plan shards no gradients; use a plan with sharded gradients (zero2, zero3, fsdp, hybrid) or reduce_every = step}}
+func.func private @f() attributes {p = #train.plan<strategy = "x", grid = @world, optimizer_states = sharded, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25, reduce_every = micro_batch>}
 
 // -----
 

@@ -186,6 +186,18 @@ shard.grid @grid2(shape = 2)
 func.func private @grouped_plan() -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
     attributes {train.step, train.plan = #train.plan<strategy = "zero3", grid = @grid2, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25, reduce_dtype = f32, groups = [#train.param_group<names = "wte|wpe", optimizer_states = replicated, gradients = replicated, parameters = replicated, unit = param>, <max_elements = 100000, optimizer_states = sharded, gradients = sharded, parameters = replicated, unit = block, shard_axes = [0]>]>}
 
+// The plan of a step that reduces every micro-batch: reduce_every is printed
+// between reduce_dtype and groups, and only when it is not step.
+// CHECK-LABEL: func.func private @micro_batch_plan
+// CHECK-SAME: bucket_cap_mb = 25, reduce_every = micro_batch>
+func.func private @micro_batch_plan() -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.plan = #train.plan<strategy = "zero2", grid = @grid2, optimizer_states = sharded, gradients = sharded, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25, reduce_every = micro_batch>}
+
+// CHECK-LABEL: func.func private @step_plan
+// CHECK-SAME: bucket_cap_mb = 25>
+func.func private @step_plan() -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.plan = #train.plan<strategy = "zero2", grid = @grid2, optimizer_states = sharded, gradients = sharded, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25, reduce_every = step>}
+
 // CHECK-LABEL: func.func @async_collectives
 func.func @async_collectives(%s0: tensor<6xf32>, %s1: tensor<2xf32>, %g: tensor<3x4xf32>) {
   // CHECK: %[[H:.*]] = train.collective_start all_gather_shards %{{.*}}, %{{.*}} on @grid2 grid_axes = [0] : tensor<6xf32>, tensor<2xf32> -> !train.pending<tensor<3x4xf32>, tensor<3xf32>>

@@ -17,6 +17,7 @@
   runs.py traffic A.log --manifest M --strategy S --world W [--shard-group G]
           [--clip] [--forward-only NAME ...] [--keep-gathered]
           [--reduce-bytes B] [--gather-bytes B] [--micro-batches K]
+          [--reduce-every-micro-batch]
       the bytes rank 0 sent per step, per collective kind, equal the
       strategy's formula (docs/Strategies.md) for the parameters the
       manifest (the binary's --print-manifest) lists (--strategy mixed:
@@ -25,6 +26,8 @@
       reduced and parameters gathered with B bytes per element (default:
       the parameter's own, f32 for mixed precision's master weights);
       with K micro-batches, sharded parameters are gathered in each
+      (and with --reduce-every-micro-batch, gradients reduce-scattered in
+      each)
   runs.py peak A.log --manifest M
       the peak memory rank 0 measured equals the peak of the compiler's
       memory plan (the manifest's memory record)
@@ -259,7 +262,8 @@ def cmd_traffic(args):
         if placement == "none":
             expected["all_reduce"] += ring(world, e, red(b))
             continue
-        expected["reduce_scatter"] += shard(n, e, red(b))
+        scatters = args.micro_batches if args.reduce_every_micro_batch else 1
+        expected["reduce_scatter"] += scatters * shard(n, e, red(b))
         expected["all_reduce"] += ring(world // n, ceil_div(e, n), red(b))
         if placement == "states":
             expected["all_gather"] += shard(n, e, gat(b))
@@ -546,6 +550,7 @@ def main():
     p.add_argument("--forward-only", nargs="*", default=[])
     p.add_argument("--keep-gathered", action="store_true")
     p.add_argument("--micro-batches", type=int, default=1)
+    p.add_argument("--reduce-every-micro-batch", action="store_true")
     p.add_argument("--reduce-bytes", type=int, default=0)
     p.add_argument("--gather-bytes", type=int, default=0)
     p = sub.add_parser("peak")

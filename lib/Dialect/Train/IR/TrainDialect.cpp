@@ -21,14 +21,17 @@ using namespace autoshard::train;
 #include "autoshard/Dialect/Train/IR/TrainDialect.cpp.inc"
 #include "autoshard/Dialect/Train/IR/TrainEnums.cpp.inc"
 
-/// The plan's optional trailing fields, `, reduce_dtype = f32` and
-/// `, groups = [...]`, each printed only when it differs from its default.
+/// The plan's optional trailing fields, `, reduce_dtype = f32`,
+/// `, reduce_every = micro_batch` and `, groups = [...]`, each printed only
+/// when it differs from its default.
 static ParseResult
 parsePlanOptionalFields(AsmParser &parser, ReduceDtype &reduce,
+                        ReduceEvery &every,
                         SmallVector<ParamGroupAttr> &groups) {
   reduce = ReduceDtype::Gradient;
+  every = ReduceEvery::Step;
   groups.clear();
-  bool seenReduce = false, seenGroups = false;
+  bool seenReduce = false, seenEvery = false, seenGroups = false;
   while (succeeded(parser.parseOptionalComma())) {
     SMLoc loc = parser.getCurrentLocation();
     StringRef keyword;
@@ -48,6 +51,20 @@ parsePlanOptionalFields(AsmParser &parser, ReduceDtype &reduce,
       reduce = *parsed;
       continue;
     }
+    if (keyword == "reduce_every" && !seenEvery) {
+      seenEvery = true;
+      StringRef value;
+      SMLoc valueLoc = parser.getCurrentLocation();
+      if (parser.parseKeyword(&value))
+        return failure();
+      std::optional<ReduceEvery> parsed = symbolizeReduceEvery(value);
+      if (!parsed)
+        return parser.emitError(valueLoc)
+               << "unknown reduce_every '" << value
+               << "'; valid: step, micro_batch";
+      every = *parsed;
+      continue;
+    }
     if (keyword == "groups" && !seenGroups) {
       seenGroups = true;
       if (parser.parseCommaSeparatedList(
@@ -63,16 +80,20 @@ parsePlanOptionalFields(AsmParser &parser, ReduceDtype &reduce,
       continue;
     }
     return parser.emitError(loc)
-           << "expected 'reduce_dtype' or 'groups' (each at most once), got '"
+           << "expected 'reduce_dtype', 'reduce_every' or 'groups' (each at "
+              "most once), got '"
            << keyword << "'";
   }
   return success();
 }
 
 static void printPlanOptionalFields(AsmPrinter &printer, ReduceDtype reduce,
+                                    ReduceEvery every,
                                     ArrayRef<ParamGroupAttr> groups) {
   if (reduce != ReduceDtype::Gradient)
     printer << ", reduce_dtype = " << stringifyReduceDtype(reduce);
+  if (every != ReduceEvery::Step)
+    printer << ", reduce_every = " << stringifyReduceEvery(every);
   if (groups.empty())
     return;
   printer << ", groups = [";
@@ -302,11 +323,22 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                ArrayRef<int16_t> shardAxes, Unit unit,
                                Reshard reshard, int64_t bucketCapMb,
                                ReduceDtype reduceDtype,
+                               ReduceEvery reduceEvery,
                                ArrayRef<ParamGroupAttr> groups) {
   if (failed(verifyPlacements(emitError, optimizerStates, gradients,
                               parameters)) ||
       failed(verifyShardAxes(emitError, shardAxes)))
     return failure();
+  if (reduceEvery == ReduceEvery::MicroBatch &&
+      gradients != Placement::Sharded &&
+      llvm::none_of(groups, [](ParamGroupAttr group) {
+        return group.getGradients() == Placement::Sharded;
+      }))
+    return emitError()
+           << "reduce_every = micro_batch reduce-scatters sharded gradients "
+              "every micro-batch, but this plan shards no gradients; use a "
+              "plan with sharded gradients (zero2, zero3, fsdp, hybrid) or "
+              "reduce_every = step";
   if (bucketCapMb < 1)
     return emitError() << "bucket_cap_mb must be at least 1, got "
                        << bucketCapMb;

@@ -92,7 +92,7 @@ std::string keyString(const Key &key) {
 
 /// One open bucket per key: collectives of other kinds in between do not
 /// close it (they do not depend on it), a reader of one of its members
-/// does.
+/// does, and so does the start of a micro-batch (its train.slice_rows).
 class Grouper {
 public:
   Grouper(StringRef grid, int64_t capBytes) : grid(grid), capBytes(capBytes) {}
@@ -103,6 +103,11 @@ public:
       // it) needs that bucket done before it.
       for (std::string &name : bucketsReadBy(&op))
         flush(name);
+      // A micro-batch begins: what the last one issued is not held back
+      // for this one's collectives.
+      if (isa<SliceRowsOp>(op))
+        while (!open.empty())
+          flush(open.begin()->first);
       std::optional<std::pair<Key, int64_t>> described = describe(&op);
       if (!described)
         continue;

@@ -157,6 +157,62 @@ StringRef unitOf(StringRef name) {
   return "";
 }
 
+/// A gradient as autodiff builds it under gradient accumulation: the mean
+/// `scale(sum, 1/K)`, `sum` a tree of train.add whose leaves are the
+/// micro-batches' contributions, grouped here by micro-batch (a micro-batch
+/// begins at its train.slice_rows).
+struct MicroBatchParts {
+  ScaleOp mean;
+  /// Each micro-batch's contributions, micro-batches in program order.
+  SmallVector<SmallVector<Value>> parts;
+  /// The tree's adds, each before the adds it reads.
+  SmallVector<Operation *> adds;
+};
+
+std::optional<MicroBatchParts> splitByMicroBatch(Value grad) {
+  auto mean = grad.getDefiningOp<ScaleOp>();
+  if (!mean)
+    return std::nullopt;
+  MicroBatchParts split;
+  split.mean = mean;
+  // The leaves, left to right: adds read by nothing else are the tree.
+  SmallVector<Value> leaves;
+  SmallVector<Value> stack{mean.getInput()};
+  while (!stack.empty()) {
+    Value value = stack.pop_back_val();
+    auto add = value.getDefiningOp<AddOp>();
+    if (add && value.hasOneUse()) {
+      split.adds.push_back(add);
+      stack.push_back(add.getRhs());
+      stack.push_back(add.getLhs());
+      continue;
+    }
+    leaves.push_back(value);
+  }
+  // A leaf's micro-batch: the number of slice_rows before it (block
+  // arguments come before every micro-batch).
+  Block *body = mean->getBlock();
+  DenseMap<Operation *, int64_t> phase;
+  int64_t slices = 0;
+  for (Operation &op : *body) {
+    if (isa<SliceRowsOp>(op))
+      ++slices;
+    phase[&op] = slices;
+  }
+  auto phaseOf = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    return def && def->getBlock() == body ? phase.lookup(def) : int64_t(0);
+  };
+  std::map<int64_t, SmallVector<Value>> byPhase;
+  for (Value leaf : leaves)
+    byPhase[phaseOf(leaf)].push_back(leaf);
+  if (byPhase.size() < 2)
+    return std::nullopt;
+  for (auto &[p, values] : byPhase)
+    split.parts.push_back(std::move(values));
+  return split;
+}
+
 class Partitioner {
 public:
   Partitioner(FunctionOpInterface step, PlanAttr plan, const Grid &grid)
@@ -186,6 +242,17 @@ private:
   LogicalResult reduceGradients(ArrayRef<OptimizerOpInterface> optimizers,
                                 ArrayRef<const Policy *> policies);
   void reduceClippingNorms();
+  /// ZeRO-2/3 under reduce_every = micro_batch: each micro-batch's part of
+  /// a gradient reduce-scattered when it is complete and summed into the
+  /// shard; returns the mean shard.
+  Value reduceEachMicroBatch(const MicroBatchParts &split,
+                             const Layout &layout, Operation *firstReader);
+  /// Every reader of `grad` reads `reduced` instead (`reduction`, which
+  /// reads `input`, excepted); where `reduced` is f32 and `grad` is not,
+  /// the optimizer and clipping read it as it is and other readers a cast
+  /// back.
+  void replaceGradient(Value grad, Value input, Value reduced,
+                       Operation *reduction);
   LogicalResult shardOptimizer(OptimizerOpInterface optimizer,
                                const Policy &policy);
   LogicalResult gatherParameters();
@@ -312,68 +379,154 @@ Partitioner::reduceGradients(ArrayRef<OptimizerOpInterface> optimizers,
     for (Operation *user : grad.getUsers())
       if (!firstReader || user->isBeforeInBlock(firstReader))
         firstReader = user;
-    if (toShards && !sharded(policy->grads))
-      b.setInsertionPoint(firstReader);
-    else
-      b.setInsertionPointAfterValue(grad);
     // With reduce_dtype = f32, a bf16 gradient is cast up and reduced in
     // f32; the optimizer and clipping read the f32 result.
     Value input = grad;
     auto gradType = cast<RankedTensorType>(grad.getType());
-    if (plan.getReduceDtype() == ReduceDtype::F32 &&
-        !gradType.getElementType().isF32())
-      input = CastOp::create(b, grad.getLoc(),
-                             gradType.clone(b.getF32Type()), grad);
     Value reduced;
-    Operation *reduction;
-    if (!toShards) {
-      reduced = allReduce(input, grid.allAxes, shard::ReductionKind::Average);
-      reduction = reduced.getDefiningOp();
-    } else {
-      auto scatter = ReduceScatterShardsOp::create(
-          b, grad.getLoc(),
-          TypeRange{shardType(input.getType(), layout.groupSize)},
-          ValueRange{input}, gridName(), axesAttr(layout), Reduction::Average);
-      reduction = scatter;
-      reduced = scatter.getResult(0);
-      // Across replicas the shards are averaged just before they are read,
-      // so grouping can bucket the reduce-scatters of the backward pass
-      // and, separately, these averages.
-      if (!layout.replicateAxes.empty()) {
+    Operation *reduction = nullptr;
+    std::optional<MicroBatchParts> split;
+    if (toShards && sharded(policy->grads) &&
+        plan.getReduceEvery() == ReduceEvery::MicroBatch) {
+      split = splitByMicroBatch(grad);
+      if (split)
+        reduced = reduceEachMicroBatch(*split, layout, firstReader);
+    }
+    if (!reduced) {
+      if (toShards && !sharded(policy->grads))
         b.setInsertionPoint(firstReader);
-        reduced = allReduce(reduced, layout.replicateAxes,
-                            shard::ReductionKind::Average);
-      }
-      gradientShards[reduced] = &layout;
-    }
-    if (input == grad) {
-      grad.replaceAllUsesExcept(reduced, reduction);
-      continue;
-    }
-    // The optimizer and clipping take an f32 gradient; any other reader (an
-    // exposed gradient result) keeps the gradient's type.
-    Value castBack;
-    for (OpOperand &use : llvm::make_early_inc_range(grad.getUses())) {
-      Operation *user = use.getOwner();
-      if (user == input.getDefiningOp())
-        continue;
-      if (isa<OptimizerOpInterface, SumOfSquaresOp>(user)) {
-        use.set(reduced);
-        continue;
-      }
-      if (!castBack) {
-        b.setInsertionPointAfterValue(reduced);
-        castBack = CastOp::create(
+      else
+        b.setInsertionPointAfterValue(grad);
+      if (plan.getReduceDtype() == ReduceDtype::F32 &&
+          !gradType.getElementType().isF32())
+        input = CastOp::create(b, grad.getLoc(),
+                               gradType.clone(b.getF32Type()), grad);
+      if (!toShards) {
+        reduced =
+            allReduce(input, grid.allAxes, shard::ReductionKind::Average);
+        reduction = reduced.getDefiningOp();
+      } else {
+        auto scatter = ReduceScatterShardsOp::create(
             b, grad.getLoc(),
-            cast<RankedTensorType>(reduced.getType())
-                .clone(gradType.getElementType()),
-            reduced);
+            TypeRange{shardType(input.getType(), layout.groupSize)},
+            ValueRange{input}, gridName(), axesAttr(layout),
+            Reduction::Average);
+        reduction = scatter;
+        reduced = scatter.getResult(0);
+        // Across replicas the shards are averaged just before they are
+        // read, so grouping can bucket the reduce-scatters of the backward
+        // pass and, separately, these averages.
+        if (!layout.replicateAxes.empty()) {
+          b.setInsertionPoint(firstReader);
+          reduced = allReduce(reduced, layout.replicateAxes,
+                              shard::ReductionKind::Average);
+        }
       }
-      use.set(castBack);
+    }
+    if (toShards)
+      gradientShards[reduced] = &layout;
+    replaceGradient(grad, input, reduced, reduction);
+    if (split) {
+      // The full mean and its sum have no readers left.
+      split->mean->erase();
+      for (Operation *add : split->adds)
+        add->erase();
     }
   }
   reduceClippingNorms();
   return success();
+}
+
+void Partitioner::replaceGradient(Value grad, Value input, Value reduced,
+                                  Operation *reduction) {
+  auto gradType = cast<RankedTensorType>(grad.getType());
+  if (reduced.getType() ==
+      cast<RankedTensorType>(reduced.getType())
+          .clone(gradType.getElementType())) {
+    grad.replaceAllUsesExcept(reduced, reduction);
+    return;
+  }
+  // The optimizer and clipping take an f32 gradient; any other reader (an
+  // exposed gradient result) keeps the gradient's type.
+  Value castBack;
+  for (OpOperand &use : llvm::make_early_inc_range(grad.getUses())) {
+    Operation *user = use.getOwner();
+    if (input != grad && user == input.getDefiningOp())
+      continue;
+    if (isa<OptimizerOpInterface, SumOfSquaresOp>(user)) {
+      use.set(reduced);
+      continue;
+    }
+    if (!castBack) {
+      b.setInsertionPointAfterValue(reduced);
+      castBack = CastOp::create(
+          b, grad.getLoc(),
+          cast<RankedTensorType>(reduced.getType())
+              .clone(gradType.getElementType()),
+          reduced);
+    }
+    use.set(castBack);
+  }
+}
+
+Value Partitioner::reduceEachMicroBatch(const MicroBatchParts &split,
+                                        const Layout &layout,
+                                        Operation *firstReader) {
+  ScaleOp mean = split.mean; // op handles are not const-callable
+  Location loc = mean.getLoc();
+  auto reduceType = [&](Type type) -> Type {
+    auto tensor = cast<RankedTensorType>(type);
+    if (plan.getReduceDtype() == ReduceDtype::F32 &&
+        !tensor.getElementType().isF32())
+      return tensor.clone(b.getF32Type());
+    return tensor;
+  };
+  Value sum;
+  for (auto [index, leaves] : llvm::enumerate(split.parts)) {
+    // The micro-batch's gradient is complete at its last contribution.
+    Operation *last = nullptr;
+    for (Value leaf : leaves)
+      if (Operation *def = leaf.getDefiningOp();
+          def && (!last || last->isBeforeInBlock(def)))
+        last = def;
+    if (last)
+      b.setInsertionPointAfter(last);
+    else
+      b.setInsertionPointToStart(&body);
+    Value part = leaves.front();
+    for (Value leaf : ArrayRef(leaves).drop_front())
+      part = AddOp::create(b, loc, part, leaf);
+    Type type = reduceType(part.getType());
+    if (type != part.getType())
+      part = CastOp::create(b, loc, type, part);
+    Value shard = ReduceScatterShardsOp::create(
+                      b, loc, TypeRange{shardType(type, layout.groupSize)},
+                      ValueRange{part}, gridName(), axesAttr(layout),
+                      Reduction::Average)
+                      .getResult(0);
+    // Averaged into the shard where the micro-batch ends (the next one's
+    // first slice_rows), so that grouping closes the micro-batch's buckets
+    // and scheduling waits for them there, before the next micro-batch
+    // computes; after the last, before the gradient's first reader.
+    Operation *end = firstReader;
+    if (index + 1 < split.parts.size())
+      for (Operation *op = shard.getDefiningOp()->getNextNode(); op;
+           op = op->getNextNode())
+        if (isa<SliceRowsOp>(op)) {
+          end = op;
+          break;
+        }
+    b.setInsertionPoint(end);
+    Value share = ScaleOp::create(b, loc, shard, mean.getFactorAttr());
+    sum = sum ? AddOp::create(b, loc, sum, share).getResult() : share;
+  }
+  Value reduced = sum;
+  if (!layout.replicateAxes.empty()) {
+    b.setInsertionPoint(firstReader);
+    reduced = allReduce(reduced, layout.replicateAxes,
+                        shard::ReductionKind::Average);
+  }
+  return reduced;
 }
 
 /// Global-norm clipping sums the squares of every gradient. A whole

@@ -114,6 +114,31 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
                          << "'; valid: gradient, f32";
       return signalPassFailure();
     }
+    std::optional<ReduceEvery> every;
+    if (reduceEvery == "step")
+      every = ReduceEvery::Step;
+    else if (reduceEvery == "micro-batch")
+      every = ReduceEvery::MicroBatch;
+    if (!every) {
+      module.emitError() << "unknown reduce-every '" << reduceEvery
+                         << "'; valid: step, micro-batch";
+      return signalPassFailure();
+    }
+    if (*every == ReduceEvery::MicroBatch &&
+        preset->gradients != Placement::Sharded &&
+        llvm::none_of(paramGroups, [](const std::string &entry) {
+          std::optional<StrategyPreset> group =
+              lookupStrategy(StringRef(entry).split('=').first);
+          return group && group->gradients == Placement::Sharded;
+        })) {
+      module.emitError()
+          << "--reduce-every=micro-batch reduce-scatters sharded gradients "
+             "every micro-batch; '"
+          << strategy
+          << "' keeps gradients whole (use zero2, zero3, fsdp or hybrid, or "
+             "a parameter group of one of them)";
+      return signalPassFailure();
+    }
     SmallVector<int64_t> gridShape{worldSize};
     SmallVector<int16_t> shardAxes{0};
     if (preset->hybrid) {
@@ -161,7 +186,7 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
         FlatSymbolRefAttr::get(grid.getSymNameAttr()), preset->optimizerStates,
         preset->gradients, preset->parameters, shardAxes, preset->unit,
         reshardAfterForward ? Reshard::AfterForward : Reshard::AfterBackward,
-        bucketCapMb, *reduce, *groups);
+        bucketCapMb, *reduce, *every, *groups);
     (*step)->setAttr(TrainDialect::kPlanAttrName, plan);
   }
 };

@@ -159,6 +159,15 @@ def Train_ReduceDtype : I32EnumAttr<"ReduceDtype",
   let cppNamespace = "::autoshard::train";
 }
 
+def Train_ReduceEvery : I32EnumAttr<"ReduceEvery",
+    "how often sharded gradients are reduced under gradient accumulation", [
+  I32EnumAttrCase<"Step", 0, "step">,
+  I32EnumAttrCase<"MicroBatch", 1, "micro_batch">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::autoshard::train";
+}
+
 def Train_CollectiveKind : I32EnumAttr<"CollectiveKind",
     "which collective an asynchronous start issues", [
   I32EnumAttrCase<"AllReduce", 0, "all_reduce">,
@@ -332,6 +341,13 @@ def Train_PlanAttr : Train_Attr<"Plan", "plan"> {
     (`gradient`, the default, omitted when printed) or `f32`, which casts
     bf16 gradients up before the reduction while parameters are still
     gathered in bf16 (FSDP's `MixedPrecision(reduce_dtype=torch.float32)`).
+    `reduce_every` says when sharded gradients are reduce-scattered under
+    gradient accumulation: once per `step`, after the last micro-batch (the
+    default, omitted when printed; FSDP under `no_sync`), or every
+    `micro_batch`, each micro-batch's gradient as soon as it is complete,
+    summed into the shard (DeepSpeed's ZeRO-2, FSDP without `no_sync`):
+    K times the reduce-scatter bytes, but no full gradient outlives its
+    micro-batch.
 
     ```mlir
     shard.grid @world(shape = 4)
@@ -357,6 +373,9 @@ def Train_PlanAttr : Train_Attr<"Plan", "plan"> {
     DefaultValuedParameter<"::autoshard::train::ReduceDtype",
                            "::autoshard::train::ReduceDtype::Gradient">
         :$reduce_dtype,
+    DefaultValuedParameter<"::autoshard::train::ReduceEvery",
+                           "::autoshard::train::ReduceEvery::Step">
+        :$reduce_every,
     OptionalArrayRefParameter<"::autoshard::train::ParamGroupAttr">:$groups);
   let assemblyFormat = [{
     `<` `strategy` `=` $strategy `,` `grid` `=` $grid `,`
@@ -366,7 +385,7 @@ def Train_PlanAttr : Train_Attr<"Plan", "plan"> {
         `shard_axes` `=` `[` $shard_axes `]` `,`
         `unit` `=` $unit `,` `reshard` `=` $reshard `,`
         `bucket_cap_mb` `=` $bucket_cap_mb ``
-        custom<PlanOptionalFields>($reduce_dtype, $groups) `>`
+        custom<PlanOptionalFields>($reduce_dtype, $reduce_every, $groups) `>`
   }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

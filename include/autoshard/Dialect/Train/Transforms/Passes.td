@@ -105,6 +105,12 @@ def PlanPass : Pass<"autoshard-plan", "mlir::ModuleOp"> {
            /*default=*/"\"gradient\"",
            "Element type gradients are reduced in: gradient (their own) or "
            "f32 (bf16 gradients cast up before the reduction)">,
+    Option<"reduceEvery", "reduce-every", "std::string",
+           /*default=*/"\"step\"",
+           "When sharded gradients are reduce-scattered under gradient "
+           "accumulation: step (once, after the last micro-batch) or "
+           "micro-batch (each micro-batch's gradient when complete: K times "
+           "the bytes, no full gradient kept across micro-batches)">,
   ];
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }

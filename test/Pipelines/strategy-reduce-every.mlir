@@ -1,0 +1,82 @@
+// RUN: shard-opt --strategy=zero2 --overlap=false --world-size=2 %S/Inputs/accumulation-step.mlir | FileCheck %s --check-prefix=STEP
+// RUN: shard-opt --strategy=zero2 --overlap=false --world-size=2 --reduce-every=micro-batch %S/Inputs/accumulation-step.mlir | FileCheck %s --check-prefix=MB
+// RUN: shard-opt --strategy=zero2 --overlap=false --world-size=2 --reduce-every=micro-batch %S/Inputs/accumulation-step.mlir | shard-opt > /dev/null
+// RUN: shard-opt --strategy=zero3 --overlap=false --world-size=2 --reduce-every=micro-batch --reduce-dtype=f32 %S/Inputs/accumulation-step.mlir | FileCheck %s --check-prefix=F32
+// RUN: shard-opt --strategy=zero2 --world-size=2 --reduce-every=micro-batch %S/Inputs/accumulation-step.mlir | FileCheck %s --check-prefix=OVERLAP
+// RUN: shard-opt --strategy=zero2 --overlap=false --world-size=2 --reduce-every=micro-batch %S/Inputs/mixed-precision-step.mlir | FileCheck %s --check-prefix=ONE
+// RUN: not shard-opt --strategy=zero2 --reduce-every=sometimes %S/Inputs/accumulation-step.mlir 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not shard-opt --strategy=zero1 --world-size=2 --reduce-every=micro-batch %S/Inputs/accumulation-step.mlir 2>&1 | FileCheck %s --check-prefix=WHOLE
+// RUN: shard-opt --strategy=zero1 --overlap=false --world-size=2 --reduce-every=micro-batch --param-group=zero2=w %S/Inputs/accumulation-step.mlir | FileCheck %s --check-prefix=GROUP
+// RUN: not shard-opt %S/Inputs/accumulation-step.mlir --pass-pipeline='builtin.module(autoshard-plan{strategy=zero2 world-size=2 reduce-every=micro_batch})' 2>&1 | FileCheck %s --check-prefix=BADPASS
+
+// Gradient accumulation under sharded gradients. By default (reduce_every
+// = step) the micro-batches' bf16 gradients are summed in full and the
+// mean reduce-scattered once, after the last micro-batch: the full sum
+// lives across micro-batches. With --reduce-every=micro-batch each
+// micro-batch's gradient (its two contributions summed) is reduce-scattered
+// as soon as it is complete and its mean share added into the shard where
+// the micro-batch ends: twice the reduce-scatter bytes, and no full
+// gradient outlives its micro-batch.
+
+// STEP: bucket_cap_mb = 25>
+// STEP: %[[G0:.*]] = train.add
+// STEP-NEXT: train.slice_rows %arg1 {offset = 2 : i64}
+// STEP-NOT: train.reduce_scatter_shards
+// STEP: %[[S:.*]] = train.add %[[G0]],
+// STEP-NEXT: train.linear_grad_weight
+// STEP-NEXT: %[[SUM:.*]] = train.add %[[S]],
+// STEP-NEXT: %[[MEAN:.*]] = train.scale %[[SUM]] {factor = 5.000000e-01 : f32} : tensor<4x4xbf16>
+// STEP-NEXT: %[[GS:.*]] = train.reduce_scatter_shards %[[MEAN]] on @world grid_axes = [0] reduction = average : tensor<4x4xbf16> -> tensor<8xbf16>
+// STEP-NOT: train.reduce_scatter_shards
+// STEP: train.adamw %{{.*}}, %[[GS]],
+
+// MB: bucket_cap_mb = 25, reduce_every = micro_batch>
+// MB: train.slice_rows %arg1 {offset = 0 : i64}
+// MB: %[[A0:.*]] = train.linear_grad_weight
+// MB-NEXT: %[[B0:.*]] = train.linear_grad_weight
+// MB-NEXT: %[[G0:.*]] = train.add %[[A0]], %[[B0]] : tensor<4x4xbf16>
+// MB-NEXT: %[[R0:.*]] = train.reduce_scatter_shards %[[G0]] on @world grid_axes = [0] reduction = average : tensor<4x4xbf16> -> tensor<8xbf16>
+// MB-NEXT: %[[H0:.*]] = train.scale %[[R0]] {factor = 5.000000e-01 : f32} : tensor<8xbf16>
+// MB-NEXT: train.slice_rows %arg1 {offset = 2 : i64}
+// MB: %[[A1:.*]] = train.linear_grad_weight
+// MB-NEXT: %[[B1:.*]] = train.linear_grad_weight
+// MB-NEXT: %[[G1:.*]] = train.add %[[A1]], %[[B1]] : tensor<4x4xbf16>
+// MB-NEXT: %[[R1:.*]] = train.reduce_scatter_shards %[[G1]] {{.*}} -> tensor<8xbf16>
+// MB-NOT: tensor<4x4xbf16>
+// MB: %[[H1:.*]] = train.scale %[[R1]] {factor = 5.000000e-01 : f32} : tensor<8xbf16>
+// MB-NEXT: %[[GS:.*]] = train.add %[[H0]], %[[H1]] : tensor<8xbf16>
+// MB-NEXT: train.sum_of_squares %[[GS]] : tensor<8xbf16>
+// MB: train.adamw %{{.*}}, %[[GS]],
+
+// With f32 reduction each micro-batch's gradient is cast up before its
+// reduce-scatter and the shard accumulates in f32.
+// F32: reduce_dtype = f32, reduce_every = micro_batch>
+// F32: %[[G0:.*]] = train.add %{{.*}} : tensor<4x4xbf16>
+// F32-NEXT: %[[C0:.*]] = train.cast %[[G0]] : tensor<4x4xbf16> to tensor<4x4xf32>
+// F32-NEXT: %[[R0:.*]] = train.reduce_scatter_shards %[[C0]] {{.*}} : tensor<4x4xf32> -> tensor<8xf32>
+// F32-NEXT: %[[H0:.*]] = train.scale %[[R0]] {factor = 5.000000e-01 : f32} : tensor<8xf32>
+// F32-NEXT: train.slice_rows %arg1 {offset = 2 : i64}
+// F32: %[[G1:.*]] = train.add %{{.*}} : tensor<4x4xbf16>
+// F32-NEXT: %[[C1:.*]] = train.cast %[[G1]] : tensor<4x4xbf16> to tensor<4x4xf32>
+// F32-NEXT: %[[R1:.*]] = train.reduce_scatter_shards %[[C1]]
+// F32: %[[H1:.*]] = train.scale %[[R1]] {factor = 5.000000e-01 : f32} : tensor<8xf32>
+// F32-NEXT: %[[GS:.*]] = train.add %[[H0]], %[[H1]] : tensor<8xf32>
+// F32: train.adamw %arg0, %[[GS]],
+
+// Overlapped, the first micro-batch's reduce-scatter is waited for where
+// that micro-batch ends, before the next one computes.
+// OVERLAP: %[[T0:.*]] = train.collective_start reduce_scatter_shards
+// OVERLAP-NEXT: %[[R0:.*]] = train.collective_wait %[[T0]]
+// OVERLAP-NEXT: train.scale %[[R0]]
+// OVERLAP-NEXT: train.slice_rows %arg1 {offset = 2 : i64}
+
+// A step without micro-batches reduces as it would anyway.
+// ONE: %[[G:.*]] = train.linear_grad_weight
+// ONE-NEXT: %[[GS:.*]] = train.reduce_scatter_shards %[[G]]
+// ONE: train.adamw %{{.*}}, %[[GS]],
+
+// BAD: shard-opt: error: unknown --reduce-every 'sometimes'; valid: step, micro-batch
+// WHOLE: error: --reduce-every=micro-batch reduce-scatters sharded gradients every micro-batch; 'zero1' keeps gradients whole (use zero2, zero3, fsdp or hybrid, or a parameter group of one of them)
+// GROUP: reduce_every = micro_batch, groups = [<names = "w"
+// GROUP-COUNT-2: train.reduce_scatter_shards
+// BADPASS: error: unknown reduce-every 'micro_batch'; valid: step, micro-batch
