@@ -112,8 +112,10 @@ CostEstimate autoshard::cost::estimateCost(const ModelDescription &model,
 
   // Communication: each call priced alone, then summed per phase.
   LinkParameters link = linkParameters(cluster, options.bandwidthEfficiency);
-  PhaseComm forwardGathers, backwardGathers, reductions, afterBackward,
-      optimizer;
+  // Reductions run in the last micro-batch's backward pass, or (sharded
+  // gradients reduced every micro-batch) in each one's.
+  PhaseComm forwardGathers, backwardGathers, reductions, everyMicroBatch,
+      afterBackward, optimizer;
   for (const CollectiveCall &call : planCollectives(model, plan, N)) {
     double seconds =
         collectiveTime(call, cluster, link, options.allReduceAlgorithm).seconds;
@@ -124,7 +126,9 @@ CostEstimate autoshard::cost::estimateCost(const ModelDescription &model,
       forwardGathers.add(seconds);
       break;
     case Phase::Backward:
-      (call.kind == CollectiveKind::AllGather ? backwardGathers : reductions)
+      (call.kind == CollectiveKind::AllGather ? backwardGathers
+       : call.repeat > 1                      ? everyMicroBatch
+                                              : reductions)
           .add(seconds);
       break;
     case Phase::AfterBackward:
@@ -145,18 +149,21 @@ CostEstimate autoshard::cost::estimateCost(const ModelDescription &model,
     time.exposedCommunication = time.communication;
   } else {
     // Per micro-batch, the communication stream runs the forward gathers
-    // during the forward pass and the backward gathers (and, in the last
-    // micro-batch, every reduction) during the backward pass. Nothing
-    // precedes the step's first gather; nothing follows its last reduction.
+    // during the forward pass and the backward gathers (and the reductions
+    // of that micro-batch: every one in the last) during the backward pass.
+    // Nothing precedes the step's first gather; nothing follows a micro-
+    // batch's last reduction, which is waited for where it ends.
     double exposed = 0;
     for (int64_t mb = 0; mb < K; ++mb) {
       bool first = mb == 0, last = mb == K - 1;
       exposed +=
           exposedTime(forwardGathers.total, first ? forwardGathers.first : 0.0,
                       forwardPerMicroBatch);
-      double backward = backwardGathers.total + (last ? reductions.total : 0);
-      exposed += exposedTime(backward, last ? reductions.last : 0.0,
-                             backwardPerMicroBatch);
+      double backward = backwardGathers.total + everyMicroBatch.total +
+                        (last ? reductions.total : 0);
+      double tail = last && reductions.any ? reductions.last
+                                           : everyMicroBatch.last;
+      exposed += exposedTime(backward, tail, backwardPerMicroBatch);
     }
     // The clipping norm needs every gradient; ZeRO-1/2's gathers of updated
     // shards overlap the rest of the update, except the last.

@@ -121,9 +121,14 @@ MemoryEstimate autoshard::cost::estimateMemory(const ModelDescription &model,
     }
 
     // Gradients until the optimizer: whole, or the shard (which goes to the
-    // host right away when the optimizer runs there).
+    // host right away when the optimizer runs there). Accumulated over
+    // micro-batches and reduced once per step, a sharded gradient is kept
+    // whole (in the compute type) until the last micro-batch.
     bool shardedGradients = layout.gradients == Placement::Sharded;
-    if (!(shardedGradients && offloadOptimizer))
+    if (shardedGradients && model.microBatches > 1 &&
+        plan.reduceEvery == ReduceEvery::Step)
+      device.gradients += b.compute * k;
+    else if (!(shardedGradients && offloadOptimizer))
       device.gradients += b.gradient * grads;
     offloadedGradientBytes += b.gradient * optStates;
     updatedBytes += b.updatedParameter * optStates;

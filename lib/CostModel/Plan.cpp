@@ -99,6 +99,10 @@ std::string autoshard::cost::verifyPlan(const Plan &plan,
   if (plan.bucketCapBytes < 1)
     errors.push_back("bucket cap " + std::to_string(plan.bucketCapBytes) +
                      " bytes: it must be at least 1");
+  if (plan.reduceEvery == ReduceEvery::MicroBatch && !shardsGradients(plan))
+    errors.push_back("reduction every micro-batch reduce-scatters sharded "
+                     "gradients, and this plan shards none (use zero2, "
+                     "zero3, fsdp or hybrid)");
   if (plan.prefetchDepth < 0)
     errors.push_back("prefetch depth " + std::to_string(plan.prefetchDepth) +
                      ": it must be at least 0");
@@ -131,6 +135,15 @@ std::string autoshard::cost::verifyPlan(const Plan &plan,
   for (const std::string &error : errors)
     text += (text.empty() ? "" : "; ") + error;
   return text;
+}
+
+bool autoshard::cost::shardsGradients(const Plan &plan) {
+  if (plan.layout.gradients == Placement::Sharded)
+    return true;
+  for (const auto &[name, layout] : plan.parameterLayouts)
+    if (layout.gradients == Placement::Sharded)
+      return true;
+  return false;
 }
 
 static bool shardsParameters(const Plan &plan) {
@@ -169,6 +182,13 @@ autoshard::cost::enumerateCandidatePlans(const ModelDescription &model,
     bool sharded = shardsParameters(base);
     std::vector<Reshard> reshards =
         sharded ? space.reshards : std::vector<Reshard>{Reshard::AfterForward};
+    // Reducing every micro-batch differs from once per step only for
+    // sharded gradients and more than one micro-batch.
+    std::vector<ReduceEvery> reduceEvery;
+    for (ReduceEvery every : space.reduceEvery)
+      if (every == ReduceEvery::Step ||
+          (shardsGradients(base) && model.microBatches > 1))
+        reduceEvery.push_back(every);
     // The per-layer mixes of this base: small parameters kept whole.
     std::vector<std::pair<int64_t, std::map<std::string, Layout>>> mixes;
     for (int64_t threshold : space.persistenceThresholds) {
@@ -190,6 +210,7 @@ autoshard::cost::enumerateCandidatePlans(const ModelDescription &model,
         mixes.push_back({threshold, std::move(layouts)});
     }
     for (const auto &[threshold, layouts] : mixes)
+    for (ReduceEvery every : reduceEvery)
     for (Reshard reshard : reshards)
       for (int64_t cap : space.bucketCapsBytes)
         for (int64_t depth : space.prefetchDepths)
@@ -210,6 +231,7 @@ autoshard::cost::enumerateCandidatePlans(const ModelDescription &model,
                 plan.optimizerOffload = optimizer;
                 plan.parameterOffload = parameters;
                 plan.reduceDtype = space.reduceDtype;
+                plan.reduceEvery = every;
                 plan.masterWeights = space.masterWeights;
                 if (verifyPlan(plan, model, cluster).empty())
                   plans.push_back(std::move(plan));
@@ -250,6 +272,10 @@ const char *autoshard::cost::stringify(ActivationCheckpointing mode) {
   return "none";
 }
 
+const char *autoshard::cost::stringify(ReduceEvery every) {
+  return every == ReduceEvery::MicroBatch ? "micro-batch" : "step";
+}
+
 static std::string formatCap(int64_t bytes) {
   if (bytes % (int64_t(1) << 20) == 0)
     return std::to_string(bytes >> 20) + "MiB";
@@ -272,6 +298,8 @@ std::string autoshard::cost::describePlan(const Plan &plan) {
     text += " overlap=false";
   if (plan.reduceDtype == ReduceDtype::F32)
     text += " reduce=f32";
+  if (plan.reduceEvery == ReduceEvery::MicroBatch)
+    text += " reduce-every=micro-batch";
   text += std::string(" offload=") + stringify(plan.optimizerOffload) + "/" +
           stringify(plan.parameterOffload);
   text += std::string(" checkpoint=") + stringify(plan.checkpointing);

@@ -84,7 +84,13 @@ Traffic autoshard::cost::stepTraffic(const ModelDescription &model,
     }
     const int64_t n = layout.shardGroupSize, R = N / n;
     clipGroups.insert(n);
+    // Sharded gradients reduced every micro-batch are scattered K times.
+    const int64_t scatters = layout.gradients == Placement::Sharded &&
+                                     plan.reduceEvery == ReduceEvery::MicroBatch
+                                 ? model.microBatches
+                                 : 1;
     traffic.reduceScatter +=
+        scatters *
         ringBytesPerRank(CollectiveKind::ReduceScatter, k, n, b.gradient);
     // The replicas of a hybrid shard average it across the shard groups.
     traffic.allReduce += ringBytesPerRank(CollectiveKind::AllReduce,
@@ -266,6 +272,7 @@ autoshard::cost::planCollectives(const ModelDescription &model,
   addUnitGathers(model, plan, backwardGathers, Phase::Backward, b.compute,
                  calls);
 
+  const size_t firstReduction = calls.size();
   Bucketer reductions(calls, plan.bucketCapBytes);
   for (size_t i = count; i-- > 0;) {
     const ParameterTensor &p = model.parameters[i];
@@ -283,6 +290,12 @@ autoshard::cost::planCollectives(const ModelDescription &model,
                    ceilDiv(p.elements, n));
   }
   reductions.closeAll();
+  // Reduced every micro-batch, the sharded gradients' reduce-scatters run K
+  // times (their buckets close at each micro-batch's end).
+  if (plan.reduceEvery == ReduceEvery::MicroBatch)
+    for (size_t i = firstReduction; i < calls.size(); ++i)
+      if (calls[i].releasesFullGradients)
+        calls[i].repeat = model.microBatches;
 
   // After the backward pass: the clipping norm over each shard group size.
   if (model.clipGradients) {

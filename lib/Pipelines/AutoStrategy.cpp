@@ -251,6 +251,15 @@ Choice autoshard::chooseStrategy(const cost::ModelDescription &model,
   cost::CandidateSpace space;
   space.reduceDtype = base.reduceDtype == "f32" ? cost::ReduceDtype::F32
                                                 : cost::ReduceDtype::Gradient;
+  // Under gradient accumulation, plans that shard gradients are tried both
+  // ways: reduced once per step (fewer bytes) and every micro-batch (no
+  // full gradient kept); --reduce-every=micro-batch pins the second, which
+  // leaves only plans that shard gradients.
+  if (base.reduceEvery == "micro-batch" && model.microBatches > 1)
+    space.reduceEvery = {cost::ReduceEvery::MicroBatch};
+  else if (base.reduceEvery == "step" && base.searchSchedule)
+    space.reduceEvery = {cost::ReduceEvery::Step,
+                         cost::ReduceEvery::MicroBatch};
   // The schedule's settings are searched too, from their defaults (PyTorch's
   // 25 MiB buckets, one gather ahead) to larger buckets and a deeper
   // prefetch; a value other than the default pins its setting.
@@ -290,6 +299,7 @@ Choice autoshard::chooseStrategy(const cost::ModelDescription &model,
     options.persistenceThreshold = plan.persistenceThreshold;
     options.offload = cost::stringify(plan.optimizerOffload);
     options.offloadParams = cost::stringify(plan.parameterOffload);
+    options.reduceEvery = cost::stringify(plan.reduceEvery);
     choice.candidates.push_back(std::move(candidate));
   }
 
@@ -469,6 +479,7 @@ struct AutoStrategyPass
     reportFile = strategy.costReportFile;
     memoryBudget = strategy.memoryBudget;
     reduceDtype = strategy.reduceDtype;
+    reduceEvery = strategy.reduceEvery;
     exposeGradients = strategy.exposeGradients;
     overlap = strategy.overlap;
     prefetchDepth = strategy.prefetchDepth;
@@ -507,6 +518,9 @@ struct AutoStrategyPass
   Option<std::string> reduceDtype{*this, "reduce-dtype",
                                   llvm::cl::desc("gradient or f32"),
                                   llvm::cl::init("gradient")};
+  Option<std::string> reduceEvery{*this, "reduce-every",
+                                  llvm::cl::desc("step or micro-batch"),
+                                  llvm::cl::init("step")};
   Option<bool> exposeGradients{*this, "expose-gradients",
                                llvm::cl::desc("Return the gradients"),
                                llvm::cl::init(false)};
@@ -527,6 +541,11 @@ void AutoStrategyPass::runOnOperation() {
   if (report != "" && report != "text" && report != "json") {
     module.emitError() << "unknown cost report '" << report
                        << "'; valid: text, json";
+    return signalPassFailure();
+  }
+  if (reduceEvery != "step" && reduceEvery != "micro-batch") {
+    module.emitError() << "unknown reduce-every '" << reduceEvery
+                       << "'; valid: step, micro-batch";
     return signalPassFailure();
   }
   llvm::Expected<cost::DeviceSpec> spec = cost::lookupDevice(device);
@@ -569,6 +588,7 @@ void AutoStrategyPass::runOnOperation() {
   base.worldSize = worldSize;
   base.exposeGradients = exposeGradients;
   base.reduceDtype = reduceDtype;
+  base.reduceEvery = reduceEvery;
   base.overlap = overlap;
   base.prefetchDepth = prefetchDepth;
   base.bucketCapMb = bucketCapMb;

@@ -217,6 +217,27 @@ TEST(CostModelMemory, PendingGradientsAreTheBucketsInFlight) {
   }
 }
 
+TEST(CostModelMemory, AccumulationKeepsFullGradientsUntilTheReduction) {
+  // Two micro-batches under ZeRO-2 in f32: reduced once per step, the full
+  // sums (6 x 4000 bytes) live until the last micro-batch; reduced every
+  // micro-batch, only the shards (6 x 1000 bytes) do.
+  ModelDescription model;
+  for (int i = 0; i < 6; ++i)
+    model.parameters.push_back({"p" + std::to_string(i), 1000, true, -1});
+  model.microBatches = 2;
+  Plan plan = preset("zero2", 4);
+  EXPECT_EQ(estimateMemory(model, plan, cluster(4)).device.gradients,
+            6 * 4000);
+  plan.reduceEvery = ReduceEvery::MicroBatch;
+  EXPECT_EQ(estimateMemory(model, plan, cluster(4)).device.gradients,
+            6 * 1000);
+  // One micro-batch: nothing accumulates, the two agree.
+  model.microBatches = 1;
+  Plan once = preset("zero2", 4);
+  EXPECT_EQ(estimateMemory(model, once, cluster(4)).device.gradients,
+            estimateMemory(model, plan, cluster(4)).device.gradients);
+}
+
 TEST(CostModelMemory, OptimizerOffloadMovesStatesToTheHost) {
   // ZeRO-Offload (arXiv:2101.06840, section 4.1): the host keeps f32 states,
   // an f32 master and the f32 gradient of the rank's shard: 16 bytes per

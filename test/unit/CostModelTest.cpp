@@ -121,6 +121,12 @@ TEST(CostModelPlan, VerifyNamesWhatIsWrong) {
   EXPECT_NE(verifyPlan(cpuOffload, model, makeCluster(testCpu(), 4))
                 .find("'test-cpu' cannot offload"),
             std::string::npos);
+  Plan everyMicroBatch = preset("zero1", 8);
+  everyMicroBatch.reduceEvery = ReduceEvery::MicroBatch;
+  EXPECT_NE(verifyPlan(everyMicroBatch, model, gpus)
+                .find("reduction every micro-batch reduce-scatters sharded "
+                      "gradients, and this plan shards none"),
+            std::string::npos);
   Plan group = preset("fsdp", 8);
   group.parameterLayouts["no.such.weight"] = Layout();
   EXPECT_NE(verifyPlan(group, model, gpus).find("'no.such.weight'"),
@@ -153,6 +159,19 @@ TEST(CostModelPlan, CandidatesCoverTheSpace) {
   EXPECT_EQ(
       enumerateCandidatePlans(model, makeCluster(testGpu(), 16), space).size(),
       size_t(2 + 2 * 2));
+  // Reducing every micro-batch is a variant of the plans that shard
+  // gradients (fsdp here), and only under gradient accumulation.
+  space.reduceEvery = {ReduceEvery::Step, ReduceEvery::MicroBatch};
+  EXPECT_EQ(
+      enumerateCandidatePlans(model, makeCluster(testGpu(), 16), space).size(),
+      size_t(2 + 2 * 2));
+  model.microBatches = 4;
+  std::vector<Plan> accumulating =
+      enumerateCandidatePlans(model, makeCluster(testGpu(), 16), space);
+  EXPECT_EQ(accumulating.size(), size_t(2 + 2 * 2 * 2));
+  for (const Plan &plan : accumulating)
+    if (plan.reduceEvery == ReduceEvery::MicroBatch)
+      EXPECT_EQ(plan.name, "fsdp");
 }
 
 TEST(CostModelTime, ComputeIsFlopsOverPeakTimesEfficiency) {
@@ -219,6 +238,26 @@ TEST(CostModelTime, OverlapHidesCommunicationBehindCompute) {
   EXPECT_DOUBLE_EQ(overlapped.time.total(),
                    overlapped.time.compute() +
                        overlapped.time.exposedCommunication);
+}
+
+TEST(CostModelTime, ReducingEveryMicroBatchCostsMoreWire) {
+  // Four micro-batches of GPT-2 small under ZeRO-2: reducing every
+  // micro-batch sends four times the reduce-scatter bytes and is busier
+  // on the wire, but holds less gradient memory.
+  ModelDescription model = gpt2(64, Precision::BF16);
+  model.microBatches = 4;
+  ClusterSpec cluster = makeCluster(testGpu(), 16);
+  Plan step = preset("zero2", 16);
+  Plan every = step;
+  every.reduceEvery = ReduceEvery::MicroBatch;
+  CostEstimate a = estimateCost(model, step, cluster);
+  CostEstimate b = estimateCost(model, every, cluster);
+  EXPECT_EQ(b.traffic.reduceScatter, 4 * a.traffic.reduceScatter);
+  EXPECT_GT(b.time.communication, a.time.communication);
+  EXPECT_GE(b.time.exposedCommunication, 0);
+  EXPECT_LT(b.memory.device.gradients, a.memory.device.gradients);
+  EXPECT_NE(describePlan(every).find("reduce-every=micro-batch"),
+            std::string::npos);
 }
 
 TEST(CostModelTime, DdpOnOneRankHasNoCommunication) {

@@ -196,6 +196,35 @@ TEST(CostModelTraffic, CallsSumToTheFormula) {
   }
 }
 
+TEST(CostModelTraffic, ReducingEveryMicroBatchScattersKTimes) {
+  // Sharded gradients reduced every micro-batch: the reduce-scatter term
+  // times K; gathers and the hybrid replicas' all-reduce do not change.
+  ModelDescription three = smallModel(Precision::F32, 3);
+  for (const char *name : {"zero2", "zero3", "fsdp", "hybrid"}) {
+    Plan step = preset(name, 4, 2);
+    Plan every = step;
+    every.reduceEvery = ReduceEvery::MicroBatch;
+    Traffic a = stepTraffic(three, step, 4);
+    Traffic b = stepTraffic(three, every, 4);
+    EXPECT_EQ(b.reduceScatter, 3 * a.reduceScatter) << name;
+    EXPECT_EQ(b.allGather, a.allGather) << name;
+    EXPECT_EQ(b.allReduce, a.allReduce) << name;
+    // The calls agree: the scatters of sharded gradients run K times.
+    EXPECT_EQ(sumOfCalls(planCollectives(three, every, 4)), b) << name;
+  }
+  // ZeRO-1 in a mixed plan: its whole gradients still reduce once.
+  Plan mixed = preset("zero2", 4);
+  Layout zero1 = mixed.layout;
+  zero1.gradients = Placement::Replicated;
+  mixed.parameterLayouts["out.bias"] = zero1;
+  mixed.reduceEvery = ReduceEvery::MicroBatch;
+  Plan once = mixed;
+  once.reduceEvery = ReduceEvery::Step;
+  EXPECT_EQ(stepTraffic(three, mixed, 4).reduceScatter -
+                stepTraffic(three, once, 4).reduceScatter,
+            2 * 3 * (5 + 3) * 4);
+}
+
 TEST(CostModelTraffic, BucketsCloseAtTheCap) {
   // DDP on 4 ranks in f32: gradients 40, 48 and 80 bytes in backward order
   // (bias, fc2, fc1). A 64-byte cap closes a bucket once it holds 64 bytes.

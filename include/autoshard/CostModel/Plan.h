@@ -25,6 +25,10 @@ enum class Placement { Replicated, Sharded };
 enum class GatherUnit { Parameter, Block };
 enum class Reshard { AfterForward, AfterBackward };
 enum class ReduceDtype { Gradient, F32 };
+/// When sharded gradients are reduce-scattered under gradient accumulation:
+/// once per step, after the last micro-batch (the full sum kept until
+/// then), or every micro-batch (K times the bytes, no full gradient kept).
+enum class ReduceEvery { Step, MicroBatch };
 enum class Offload { None, Cpu, Nvme };
 
 /// Where the f32 master weights of a bf16 step live.
@@ -63,6 +67,7 @@ struct Plan {
 
   Reshard reshard = Reshard::AfterForward;
   ReduceDtype reduceDtype = ReduceDtype::Gradient;
+  ReduceEvery reduceEvery = ReduceEvery::Step;
   /// Grouping closes a bucket once it holds this many bytes.
   int64_t bucketCapBytes = int64_t(25) << 20;
   /// Gathers in flight ahead of the one in use, reductions in flight at once
@@ -93,8 +98,9 @@ std::optional<Plan> presetPlan(const std::string &name, int64_t worldSize,
 /// "" when `plan` is valid for `model` on `cluster`, else every rule it
 /// breaks, naming what would be valid: group sizes that divide the world,
 /// sharded gradients only with sharded states, sharded parameters only with
-/// sharded gradients, parameter offload only of sharded parameters and with
-/// the optimizer offloaded, offload only on a device with a host link.
+/// sharded gradients, reduction every micro-batch only with sharded
+/// gradients, parameter offload only of sharded parameters and with the
+/// optimizer offloaded, offload only on a device with a host link.
 std::string verifyPlan(const Plan &plan, const ModelDescription &model,
                        const ClusterSpec &cluster);
 
@@ -120,6 +126,9 @@ struct CandidateSpace {
   /// the sharded parameters to the same tier.
   bool offload = true;
   ReduceDtype reduceDtype = ReduceDtype::Gradient;
+  /// When sharded gradients are reduced; MicroBatch is tried only for
+  /// plans that shard gradients, and only with more than one micro-batch.
+  std::vector<ReduceEvery> reduceEvery = {ReduceEvery::Step};
   MasterWeights masterWeights = MasterWeights::WithParameters;
 };
 
@@ -133,6 +142,11 @@ const char *stringify(Placement placement);
 const char *stringify(Reshard reshard);
 const char *stringify(Offload offload);
 const char *stringify(ActivationCheckpointing mode);
+/// "step" or "micro-batch", as the --reduce-every flag spells them.
+const char *stringify(ReduceEvery every);
+
+/// Whether the plan shards some gradient (its own layout or a group's).
+bool shardsGradients(const Plan &plan);
 
 /// One line naming the plan's choices: "fsdp reshard=after_forward
 /// bucket=25MiB prefetch=1 offload=none/none checkpoint=none".

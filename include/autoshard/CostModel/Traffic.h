@@ -91,7 +91,8 @@ struct CollectiveCall {
   /// shards being averaged.
   std::vector<int64_t> memberElements;
   /// How many times the call runs per step: the micro-batches for gathers of
-  /// sharded parameters, 1 otherwise.
+  /// sharded parameters, and for reduce-scatters of sharded gradients
+  /// reduced every micro-batch; 1 otherwise.
   int64_t repeat = 1;
   /// A reduce-scatter of sharded gradients (ZeRO-2/3, FSDP): its members'
   /// full gradients live only until it completes. ZeRO-1's reduce-scatters
