@@ -65,3 +65,30 @@ func.func @step(%x: tensor<2x4xf32> {train.role = #train.role<input>, train.name
   %loss = train.softmax_cross_entropy %q, %y : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// A weight with no rows (found probing the compiler: the lowering divided
+// by the zero-wide logits and shard-compile died of SIGFPE).
+// expected-error@+1 {{argument #0 of type 'tensor<0x4xf32>' has a dimension of size 0; a training step's tensors have at least one element in every dimension}}
+func.func @step(%w: tensor<0x4xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
+                %x: tensor<8x4xf32> {train.role = #train.role<input>, train.name = "x"},
+                %y: tensor<8xi32> {train.role = #train.role<label>, train.name = "y"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.optimizer = #train.sgd<lr = 0.1, momentum = 0.0, weight_decay = 0.0>} {
+  %h = train.linear %x, %w : (tensor<8x4xf32>, tensor<0x4xf32>) -> tensor<8x0xf32>
+  %loss = train.softmax_cross_entropy %h, %y : (tensor<8x0xf32>, tensor<8xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// A batch of no rows: compiled, the binary would refuse its own manifest.
+// expected-error@+1 {{argument #0 of type 'tensor<0x4xf32>' has a dimension of size 0}}
+func.func @step(%x: tensor<0x4xf32> {train.role = #train.role<input>, train.name = "x"},
+                %y: tensor<0xi32> {train.role = #train.role<label>, train.name = "y"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step} {
+  %loss = train.softmax_cross_entropy %x, %y : (tensor<0x4xf32>, tensor<0xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

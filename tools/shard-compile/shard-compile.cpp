@@ -2,6 +2,7 @@
 
 #include "RuntimeLink.h"
 
+#include "../common/OutputFile.h"
 #include "../common/StrategyFlags.h"
 #include "autoshard/Target/ObjectFile.h"
 
@@ -124,6 +125,9 @@ int main(int argc, char **argv) {
       "shard-compile: compile a training step into a distributed training "
       "binary\n\n  shard-compile --strategy=ddp --world-size=2 model.mlir "
       "-o train\n  mpirun -np 2 ./train --steps 100\n");
+  // The linker would write an empty -o to ./a.out.
+  if (outputFilename.empty())
+    return fail("-o needs a file name");
 
   using namespace autoshard::tools;
   if (strategyFlag.getNumOccurrences() == 0)
@@ -168,14 +172,16 @@ int main(int argc, char **argv) {
 
   if (emit == Emit::MLIR || emit == Emit::LLVMIR) {
     std::unique_ptr<llvm::ToolOutputFile> output =
-        openOutputFile(outputFilename, &error);
+        autoshard::tools::openOutput(outputFilename, error);
     if (!output)
       return fail(error);
     if (emit == Emit::MLIR)
       module->print(output->os());
     else if (failed(autoshard::emitLLVMIR(*module, output->os())))
       return 1;
-    output->keep();
+    if (std::optional<std::string> writeError =
+            autoshard::tools::keepOutput(*output, outputFilename))
+      return fail(*writeError);
     return 0;
   }
 
@@ -190,12 +196,14 @@ int main(int argc, char **argv) {
   }
   {
     std::unique_ptr<llvm::ToolOutputFile> object =
-        openOutputFile(objectPath, &error);
+        autoshard::tools::openOutput(objectPath, error);
     if (!object)
       return fail(error);
     if (failed(autoshard::emitObjectFile(*module, object->os())))
       return 1;
-    object->keep();
+    if (std::optional<std::string> writeError =
+            autoshard::tools::keepOutput(*object, objectPath))
+      return fail(*writeError);
   }
   if (emit == Emit::Obj)
     return 0;

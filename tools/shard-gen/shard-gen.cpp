@@ -4,6 +4,8 @@
 #include "autoshard/Dialect/Train/IR/TrainDialect.h"
 #include "autoshard/Models/ModelConfig.h"
 
+#include "../common/OutputFile.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -308,7 +310,7 @@ int main(int argc, char **argv) {
 
   std::string error;
   std::unique_ptr<llvm::ToolOutputFile> output =
-      openOutputFile(outputFilename, &error);
+      autoshard::tools::openOutput(outputFilename, error);
   if (!output)
     return fail(error);
 
@@ -346,6 +348,8 @@ int main(int argc, char **argv) {
     output->os() << parameters << "\n";
   else
     (*module)->print(output->os());
-  output->keep();
+  if (std::optional<std::string> writeError =
+          autoshard::tools::keepOutput(*output, outputFilename))
+    return fail(*writeError);
   return 0;
 }

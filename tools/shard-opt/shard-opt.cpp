@@ -1,5 +1,6 @@
 //===- shard-opt.cpp - mlir-opt with autoshard's dialects and strategies --===//
 
+#include "../common/OutputFile.h"
 #include "../common/StrategyFlags.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -100,11 +101,13 @@ int main(int argc, char **argv) {
   if (!input)
     return fail(error);
   std::unique_ptr<llvm::ToolOutputFile> output =
-      openOutputFile(outputFilename, &error);
+      autoshard::tools::openOutput(outputFilename, error);
   if (!output)
     return fail(error);
   if (failed(MlirOptMain(output->os(), std::move(input), registry, config)))
     return 1;
-  output->keep();
+  if (std::optional<std::string> writeError =
+          autoshard::tools::keepOutput(*output, outputFilename))
+    return fail(*writeError);
   return 0;
 }

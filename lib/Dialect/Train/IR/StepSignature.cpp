@@ -196,8 +196,9 @@ static LogicalResult verifyFlatShard(FunctionOpInterface func, StringRef what,
   return success();
 }
 
-/// Every tensor of the step, argument or op result, has a static shape, and
-/// none of them, nor all together, hold more than kMaxStepBytes: the passes
+/// Every tensor of the step, argument or op result, has a static shape with
+/// no dimension of size 0, and none of them, nor all together, hold more
+/// than kMaxStepBytes: the passes
 /// size buffers, shards and collectives from these shapes. Names the first
 /// tensor that breaks a rule or tips the sum.
 static LogicalResult verifyStepTensors(FunctionOpInterface func) {
@@ -211,6 +212,13 @@ static LogicalResult verifyStepTensors(FunctionOpInterface func) {
       return emitError() << "of type " << tensor
                          << " has no static shape; a training step's "
                             "tensors are statically shaped";
+    // The runtime sizes kernels, blocks and shards from these shapes and
+    // refuses an empty tensor in its manifest.
+    if (llvm::is_contained(type.getShape(), 0))
+      return emitError() << "of type " << type
+                         << " has a dimension of size 0; a training step's "
+                            "tensors have at least one element in every "
+                            "dimension";
     std::optional<int64_t> bytes = boundedBytes(type);
     if (!bytes)
       return emitError() << "of type " << type

@@ -163,7 +163,10 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
       return signalPassFailure();
     if (auto existing = (*step)->getAttr(TrainDialect::kPlanAttrName)) {
       step->emitOpError() << "already has a plan " << existing
-                          << "; a step is planned once";
+                          << "; a step is planned once (shard-opt --strategy "
+                             "and shard-compile plan the step themselves: "
+                             "give them the step before any plan, such as "
+                             "shard-gen's output)";
       return signalPassFailure();
     }
 

@@ -67,7 +67,7 @@ func.func private @decl(tensor<f32> {train.role = #train.role<hyper>, train.name
 // -----
 
 shard.grid @mesh(shape = 2)
-// expected-error@+1 {{already has a plan}}
+// expected-error@+1 {{already has a plan #train.plan<strategy = "ddp", grid = @mesh, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>; a step is planned once (shard-opt --strategy and shard-compile plan the step themselves: give them the step before any plan, such as shard-gen's output)}}
 func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
     attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @mesh, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
