@@ -157,26 +157,52 @@ StringRef unitOf(StringRef name) {
   return "";
 }
 
+/// Where the micro-batches of a step begin: its train.slice_rows in
+/// program order, and for every op the number of them at or before it (the
+/// micro-batch an op belongs to, block arguments and the shared ops before
+/// the first micro-batch counting 0).
+struct MicroBatches {
+  SmallVector<Operation *> slices;
+  DenseMap<Operation *, int64_t> phase;
+
+  explicit MicroBatches(Block &body) {
+    for (Operation &op : body) {
+      if (isa<SliceRowsOp>(op))
+        slices.push_back(&op);
+      phase[&op] = static_cast<int64_t>(slices.size());
+    }
+  }
+  int64_t phaseOf(Value v) const {
+    Operation *def = v.getDefiningOp();
+    return def ? phase.lookup(def) : 0;
+  }
+  /// The first op of the micro-batch after phase `p`, or null.
+  Operation *after(int64_t p) const {
+    return p < static_cast<int64_t>(slices.size()) ? slices[p] : nullptr;
+  }
+};
+
 /// A gradient as autodiff builds it under gradient accumulation: the mean
 /// `scale(sum, 1/K)`, `sum` a tree of train.add whose leaves are the
-/// micro-batches' contributions, grouped here by micro-batch (a micro-batch
-/// begins at its train.slice_rows).
+/// micro-batches' contributions, grouped here by micro-batch.
 struct MicroBatchParts {
   ScaleOp mean;
-  /// Each micro-batch's contributions, micro-batches in program order.
-  SmallVector<SmallVector<Value>> parts;
+  /// Each micro-batch's contributions and the phase they belong to,
+  /// micro-batches in program order.
+  SmallVector<std::pair<int64_t, SmallVector<Value>>> parts;
   /// The tree's adds, each before the adds it reads.
   SmallVector<Operation *> adds;
 };
 
-std::optional<MicroBatchParts> splitByMicroBatch(Value grad) {
+std::optional<MicroBatchParts> splitByMicroBatch(Value grad,
+                                                 const MicroBatches &batches) {
   auto mean = grad.getDefiningOp<ScaleOp>();
   if (!mean)
     return std::nullopt;
   MicroBatchParts split;
   split.mean = mean;
   // The leaves, left to right: adds read by nothing else are the tree.
-  SmallVector<Value> leaves;
+  std::map<int64_t, SmallVector<Value>> byPhase;
   SmallVector<Value> stack{mean.getInput()};
   while (!stack.empty()) {
     Value value = stack.pop_back_val();
@@ -187,29 +213,12 @@ std::optional<MicroBatchParts> splitByMicroBatch(Value grad) {
       stack.push_back(add.getLhs());
       continue;
     }
-    leaves.push_back(value);
+    byPhase[batches.phaseOf(value)].push_back(value);
   }
-  // A leaf's micro-batch: the number of slice_rows before it (block
-  // arguments come before every micro-batch).
-  Block *body = mean->getBlock();
-  DenseMap<Operation *, int64_t> phase;
-  int64_t slices = 0;
-  for (Operation &op : *body) {
-    if (isa<SliceRowsOp>(op))
-      ++slices;
-    phase[&op] = slices;
-  }
-  auto phaseOf = [&](Value v) {
-    Operation *def = v.getDefiningOp();
-    return def && def->getBlock() == body ? phase.lookup(def) : int64_t(0);
-  };
-  std::map<int64_t, SmallVector<Value>> byPhase;
-  for (Value leaf : leaves)
-    byPhase[phaseOf(leaf)].push_back(leaf);
   if (byPhase.size() < 2)
     return std::nullopt;
-  for (auto &[p, values] : byPhase)
-    split.parts.push_back(std::move(values));
+  for (auto &[phase, values] : byPhase)
+    split.parts.push_back({phase, std::move(values)});
   return split;
 }
 
@@ -246,6 +255,7 @@ private:
   /// a gradient reduce-scattered when it is complete and summed into the
   /// shard; returns the mean shard.
   Value reduceEachMicroBatch(const MicroBatchParts &split,
+                             const MicroBatches &batches,
                              const Layout &layout, Operation *firstReader);
   /// Every reader of `grad` reads `reduced` instead (`reduction`, which
   /// reads `input`, excepted); where `reduced` is f32 and `grad` is not,
@@ -372,6 +382,11 @@ Partitioner::reduceGradients(ArrayRef<OptimizerOpInterface> optimizers,
     }
   }
 
+  // Micro-batch boundaries, taken before any rewrite; ops this loop
+  // inserts are never looked up.
+  std::optional<MicroBatches> batches;
+  if (plan.getReduceEvery() == ReduceEvery::MicroBatch)
+    batches.emplace(body);
   for (auto [grad, policy] : gradients) {
     bool toShards = sharded(policy->states);
     const Layout &layout = *policy->layout;
@@ -386,11 +401,10 @@ Partitioner::reduceGradients(ArrayRef<OptimizerOpInterface> optimizers,
     Value reduced;
     Operation *reduction = nullptr;
     std::optional<MicroBatchParts> split;
-    if (toShards && sharded(policy->grads) &&
-        plan.getReduceEvery() == ReduceEvery::MicroBatch) {
-      split = splitByMicroBatch(grad);
+    if (toShards && sharded(policy->grads) && batches) {
+      split = splitByMicroBatch(grad, *batches);
       if (split)
-        reduced = reduceEachMicroBatch(*split, layout, firstReader);
+        reduced = reduceEachMicroBatch(*split, *batches, layout, firstReader);
     }
     if (!reduced) {
       if (toShards && !sharded(policy->grads))
@@ -470,6 +484,7 @@ void Partitioner::replaceGradient(Value grad, Value input, Value reduced,
 }
 
 Value Partitioner::reduceEachMicroBatch(const MicroBatchParts &split,
+                                        const MicroBatches &batches,
                                         const Layout &layout,
                                         Operation *firstReader) {
   ScaleOp mean = split.mean; // op handles are not const-callable
@@ -482,7 +497,8 @@ Value Partitioner::reduceEachMicroBatch(const MicroBatchParts &split,
     return tensor;
   };
   Value sum;
-  for (auto [index, leaves] : llvm::enumerate(split.parts)) {
+  for (auto [index, microBatch] : llvm::enumerate(split.parts)) {
+    const auto &[phase, leaves] = microBatch;
     // The micro-batch's gradient is complete at its last contribution.
     Operation *last = nullptr;
     for (Value leaf : leaves)
@@ -508,15 +524,9 @@ Value Partitioner::reduceEachMicroBatch(const MicroBatchParts &split,
     // first slice_rows), so that grouping closes the micro-batch's buckets
     // and scheduling waits for them there, before the next micro-batch
     // computes; after the last, before the gradient's first reader.
-    Operation *end = firstReader;
-    if (index + 1 < split.parts.size())
-      for (Operation *op = shard.getDefiningOp()->getNextNode(); op;
-           op = op->getNextNode())
-        if (isa<SliceRowsOp>(op)) {
-          end = op;
-          break;
-        }
-    b.setInsertionPoint(end);
+    Operation *end = index + 1 < split.parts.size() ? batches.after(phase)
+                                                    : nullptr;
+    b.setInsertionPoint(end ? end : firstReader);
     Value share = ScaleOp::create(b, loc, shard, mean.getFactorAttr());
     sum = sum ? AddOp::create(b, loc, sum, share).getResult() : share;
   }
