@@ -2,6 +2,7 @@
 // RUN: shard-opt --strategy=zero3 --overlap=false --world-size=2 --param-group='ddp=out\..*' --param-group='zero2=h\.0\.fc2\..*' %S/Inputs/two-layer-step.mlir | shard-opt > /dev/null
 // RUN: shard-opt --strategy=zero3 --overlap=false --world-size=2 --persistence-threshold=12 %S/Inputs/two-layer-step.mlir | FileCheck %s --check-prefix=PERSIST
 // RUN: not shard-opt --strategy=zero3 --overlap=false --param-group=ddp %S/Inputs/two-layer-step.mlir 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not shard-opt --strategy=zero3 --overlap=false --param-group='ddp=out\..*' --param-group='zero2=fc2' %S/Inputs/two-layer-step.mlir 2>&1 | FileCheck %s --check-prefix=NOMATCH
 
 // Parameter groups under ZeRO-3: out.bias is placed as DDP places it
 // (averaged whole), h.0.fc2.weight as ZeRO-2 (gradient reduce-scattered,
@@ -47,3 +48,7 @@
 // PERSIST-NOT: train.all_gather_shards %arg2
 
 // BAD: error: parameter group 'ddp' must be PRESET=REGEX with PRESET one of ddp, zero1, zero2, zero3, fsdp, hybrid
+// A group that matches no parameter name (the expression must match a
+// whole name) is refused rather than silently placing nothing.
+// NOMATCH: error: parameter group 'zero2=fc2' matches no parameter of the step; its regular expression must match a whole parameter name, such as 'h.0.fc1.weight'
+

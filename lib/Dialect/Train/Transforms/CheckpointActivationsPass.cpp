@@ -60,9 +60,13 @@ public:
   Checkpointer(Block &body, const StepSignature &sig, bool selective)
       : body(body), sig(sig), selective(selective) {}
 
+  /// Recomputes each block's activations; returns how many ops it cloned,
+  /// or -1 when the step has no transformer block.
   int64_t run() {
     markBackward();
     assignBlocks();
+    if (groups.empty())
+      return -1;
     int64_t recomputed = 0;
     for (auto &[key, group] : groups)
       recomputed += recompute(group);
@@ -235,8 +239,14 @@ struct CheckpointActivationsPass
       return signalPassFailure();
     }
     StepSignature sig(*step);
-    Checkpointer(step->getFunctionBody().front(), sig, mode == "selective")
-        .run();
+    if (Checkpointer(step->getFunctionBody().front(), sig,
+                     mode == "selective")
+            .run() < 0)
+      step->emitWarning()
+          << "activation checkpointing '" << mode
+          << "' recomputes transformer blocks, and this step has none "
+             "(parameters named h.<i>.* or model.layers.<i>.*): nothing is "
+             "recomputed";
   }
 };
 

@@ -183,6 +183,29 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
                     static_cast<int64_t>(gridShape.size()));
     if (failed(groups))
       return signalPassFailure();
+    // A --param-group whose expression matches no parameter of a step that
+    // has some is a typo, not a plan (the first groups are those of
+    // --param-group, in order).
+    StepSignature sig(*step);
+    for (auto [entry, group] : llvm::zip(paramGroups, *groups)) {
+      StringRef example;
+      bool matches = false;
+      for (const StepValue &arg : sig.getArgs()) {
+        if (arg.role != Role::Param)
+          continue;
+        if (example.empty())
+          example = arg.name;
+        matches |= group.selects(arg.name, arg.type.getNumElements());
+      }
+      if (!matches && !example.empty()) {
+        module.emitError()
+            << "parameter group '" << entry
+            << "' matches no parameter of the step; its regular expression "
+               "must match a whole parameter name, such as '"
+            << example << "'";
+        return signalPassFailure();
+      }
+    }
 
     auto plan = PlanAttr::get(
         &getContext(), StringAttr::get(&getContext(), preset->name),
