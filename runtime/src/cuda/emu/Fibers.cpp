@@ -12,6 +12,7 @@
 #endif
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 
@@ -267,7 +268,15 @@ bool reverseSchedule() {
   int order = reverseOrder.load();
   if (order < 0) {
     const char *value = std::getenv("ASRT_CUDA_EMU_SCHEDULE");
-    order = value && std::string(value) == "reverse";
+    std::string text = value ? value : "";
+    if (!text.empty() && text != "reverse" && text != "forward") {
+      std::fprintf(stderr,
+                   "CUDA emulator: ASRT_CUDA_EMU_SCHEDULE='%s': expected "
+                   "forward (the default) or reverse\n",
+                   value);
+      std::exit(2);
+    }
+    order = text == "reverse";
     reverseOrder.store(order);
   }
   return order == 1;

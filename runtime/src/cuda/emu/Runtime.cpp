@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
@@ -34,6 +35,28 @@ namespace {
 thread_local cudaError_t lastError = cudaSuccess;
 std::atomic<int> sticky{cudaSuccess};
 
+/// The integer environment variable `name`, `fallback` when unset or
+/// empty; anything but a whole number in [min, max] ends the process with
+/// a message naming the variable (a typo must not silently mean the
+/// default).
+long long envInteger(const char *name, long long fallback, long long min,
+                     long long max) {
+  const char *text = std::getenv(name);
+  if (!text || !*text)
+    return fallback;
+  char *end = nullptr;
+  errno = 0;
+  long long value = std::strtoll(text, &end, 10);
+  if (errno != 0 || *end != '\0' || value < min || value > max) {
+    std::fprintf(stderr,
+                 "CUDA emulator: %s='%s': expected a whole number from %lld "
+                 "to %lld (unset: %lld)\n",
+                 name, text, min, max, fallback);
+    std::exit(2);
+  }
+  return value;
+}
+
 /// The device's allocations. One mutex: the backend's communication thread
 /// calls CUDA too.
 struct Device {
@@ -43,11 +66,8 @@ struct Device {
   std::map<uintptr_t, size_t> allocations;
   std::set<void *> pinned;                 // cudaMallocHost
   size_t used = 0;
-  size_t capacity = [] {
-    const char *mib = std::getenv("ASRT_CUDA_EMU_MEMORY_MIB");
-    long long value = mib ? std::atoll(mib) : 0;
-    return size_t(value > 0 ? value : 4096) << 20;
-  }();
+  size_t capacity =
+      size_t(envInteger("ASRT_CUDA_EMU_MEMORY_MIB", 4096, 1, 1 << 24)) << 20;
 };
 
 Device &device() {
@@ -57,11 +77,8 @@ Device &device() {
 
 /// How many devices the emulated machine has.
 int deviceCount() {
-  static const int count = [] {
-    const char *text = std::getenv("ASRT_CUDA_EMU_DEVICES");
-    int value = text ? std::atoi(text) : 0;
-    return value >= 1 && value <= 64 ? value : 8;
-  }();
+  static const int count =
+      static_cast<int>(envInteger("ASRT_CUDA_EMU_DEVICES", 8, 1, 64));
   return count;
 }
 
