@@ -1,6 +1,7 @@
 // Crash-safe file writes: temporary file, fsync, rename, fsync the directory.
 #include "ckpt/AtomicFile.h"
 #include "ckpt/Checksum.h"
+#include "core/RegularFile.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -129,25 +130,22 @@ std::string parentDirectory(const std::string &path) {
 }
 
 Expected<std::string> readWholeFile(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return Error("cannot open " + quoted(path) + ": " + systemError(errno));
+  // A FIFO would block a plain open(2) until a writer came.
+  Expected<RegularFile> in = RegularFile::open(path, "");
+  if (!in)
+    return Error(in.message());
   std::string contents;
   char buffer[1 << 16];
   for (;;) {
-    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    ssize_t n = ::read(in->fd(), buffer, sizeof buffer);
     if (n < 0 && errno == EINTR)
       continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return Error("cannot read " + quoted(path) + ": " + systemError(err));
-    }
+    if (n < 0)
+      return Error("cannot read " + quoted(path) + ": " + systemError(errno));
     if (n == 0)
       break;
     contents.append(buffer, static_cast<size_t>(n));
   }
-  ::close(fd);
   return contents;
 }
 

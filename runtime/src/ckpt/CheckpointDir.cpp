@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <dirent.h>
+#include <string_view>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -81,6 +82,15 @@ Status removeFilesAndDirectory(const std::string &dir) {
 }
 
 } // namespace
+
+bool isCheckpointDirName(const std::string &name) {
+  int64_t step;
+  for (std::string_view suffix : {"", kStagingSuffix, kDeletingSuffix})
+    if (endsWith(name, std::string(suffix)) &&
+        parseCheckpointName(name.substr(0, name.size() - suffix.size()), step))
+      return true;
+  return false;
+}
 
 std::string checkpointDirName(int64_t step) {
   char name[64];

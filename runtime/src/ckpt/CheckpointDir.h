@@ -14,6 +14,11 @@ namespace autoshard::rt {
 /// which is renamed to this name once its MANIFEST is written.
 std::string checkpointDirName(int64_t step);
 
+/// Whether `name` (one path component) is a directory name the checkpoint
+/// code writes, renames and removes inside a --checkpoint-dir: "step-N",
+/// "step-N.partial" or "step-N.deleting". Nothing else there is touched.
+bool isCheckpointDirName(const std::string &name);
+
 struct CheckpointEntry {
   int64_t step = 0;
   std::string path;

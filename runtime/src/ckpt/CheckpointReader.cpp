@@ -4,6 +4,7 @@
 #include "ckpt/Checksum.h"
 #include "ckpt/Layout.h"
 #include "core/Dtype.h"
+#include "core/RegularFile.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -39,19 +40,6 @@ Status readAt(int fd, const std::string &path, uint64_t offset, size_t bytes,
   }
   return Status::success();
 }
-
-class OpenFile {
-public:
-  explicit OpenFile(const std::string &path)
-      : fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
-  ~OpenFile() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-  OpenFile(const OpenFile &) = delete;
-  OpenFile &operator=(const OpenFile &) = delete;
-  int fd;
-};
 
 } // namespace
 
@@ -90,8 +78,8 @@ Status CheckpointReader::checkFiles() const {
                    std::strerror(errno) + "); the MANIFEST lists it with " +
                    std::to_string(file.bytes) + " bytes");
     if (!S_ISREG(info.st_mode))
-      return Error("checkpoint file " + quoted(path) +
-                   " is not a regular file");
+      return Error(
+          notRegularFileMessage(path, "checkpoint file", info.st_mode));
     auto size = static_cast<uint64_t>(info.st_size);
     if (size != file.bytes)
       return Error("checkpoint file " + quoted(path) + " has " +
@@ -108,23 +96,22 @@ Status CheckpointReader::verifyFile(const std::string &name) const {
     return Error("checkpoint " + quoted(dir) + " lists no file " +
                  quoted(name));
   std::string path = dir + "/" + name;
-  OpenFile in(path);
-  if (in.fd < 0)
-    return Error("cannot open checkpoint file " + quoted(path) + ": " +
-                 std::strerror(errno));
+  Expected<RegularFile> in = RegularFile::open(path, "checkpoint file");
+  if (!in)
+    return Error(in.message());
   std::vector<char> buffer(1 << 20);
   uint32_t crc = 0;
   uint64_t done = 0;
   while (done < file->bytes) {
     size_t piece = static_cast<size_t>(
         std::min<uint64_t>(buffer.size(), file->bytes - done));
-    if (Status s = readAt(in.fd, path, done, piece, buffer.data()); !s)
+    if (Status s = readAt(in->fd(), path, done, piece, buffer.data()); !s)
       return s;
     crc = crc32Update(crc, buffer.data(), piece);
     done += piece;
   }
   char extra;
-  if (::pread(in.fd, &extra, 1, static_cast<off_t>(file->bytes)) == 1)
+  if (::pread(in->fd(), &extra, 1, static_cast<off_t>(file->bytes)) == 1)
     return Error("checkpoint file " + quoted(path) + " is longer than the " +
                  std::to_string(file->bytes) + " bytes the MANIFEST records");
   if (crc != file->crc)
@@ -154,13 +141,12 @@ Status CheckpointReader::readRange(const std::string &name, int64_t begin,
   for (const RangePiece &piece : *pieces) {
     const CheckpointBlock &b = tensor->blocks[piece.block];
     std::string path = dir + "/" + b.file;
-    OpenFile in(path);
-    if (in.fd < 0)
-      return Error("cannot open checkpoint file " + quoted(path) + ": " +
-                   std::strerror(errno));
+    Expected<RegularFile> in = RegularFile::open(path, "checkpoint file");
+    if (!in)
+      return Error(in.message());
     // The whole block, so that its checksum covers what is used.
     block.resize(static_cast<size_t>(b.count * size));
-    if (Status s = readAt(in.fd, path, b.offset, block.size(), block.data());
+    if (Status s = readAt(in->fd(), path, b.offset, block.size(), block.data());
         !s)
       return s;
     uint32_t crc = crc32Of(block.data(), block.size());

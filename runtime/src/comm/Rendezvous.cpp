@@ -197,6 +197,49 @@ int pollTimeoutMs(Deadline deadline) {
       std::clamp<int64_t>(left.count(), 0, std::numeric_limits<int>::max()));
 }
 
+/// The one line a rank prints while forming the group takes long
+/// (TcpGroupOptions::slowJoinNotice). Waits bounded by a deadline wake at
+/// wake(deadline) and call due(); the phase of the join sets what the line
+/// says.
+class JoinNotice {
+public:
+  explicit JoinNotice(const TcpGroupOptions &options)
+      : options(options), start(Clock::now()),
+        at(options.slowJoinNotice.count() > 0 ? start + options.slowJoinNotice
+                                              : Deadline::max()) {}
+
+  /// What the line says, computed when it is printed.
+  void describe(std::function<std::string()> line) { text = std::move(line); }
+  /// The earlier of `deadline` and the time to print the line.
+  Deadline wake(Deadline deadline) const { return std::min(deadline, at); }
+  /// Prints the line once, if its time has come.
+  void due() {
+    if (Clock::now() < at || !text)
+      return;
+    at = Deadline::max();
+    std::string line = "rendezvous: " + text() + "; it gives up " +
+                       formatDuration(options.connectTimeout) +
+                       " after it began (a fixed limit)";
+    if (options.notice) {
+      options.notice(line);
+    } else {
+      std::fprintf(stderr, "autoshard: %s\n", line.c_str());
+      std::fflush(stderr);
+    }
+  }
+  /// How long this rank has waited, for the line.
+  std::string waited() const {
+    return formatDuration(std::chrono::duration_cast<std::chrono::milliseconds>(
+        Clock::now() - start));
+  }
+
+private:
+  const TcpGroupOptions &options;
+  Deadline start;
+  Deadline at;
+  std::function<std::string()> text;
+};
+
 /// A file descriptor, closed when dropped.
 class Socket {
 public:
@@ -446,7 +489,8 @@ Status sendMessage(Link &link, const Message &m, Deadline deadline,
 
 Expected<Message> receiveMessage(Link &link, Deadline deadline,
                                  const std::string &during,
-                                 std::chrono::milliseconds timeout) {
+                                 std::chrono::milliseconds timeout,
+                                 JoinNotice *notice = nullptr) {
   while (true) {
     Message m;
     Expected<bool> got = takeMessage(link, m);
@@ -457,12 +501,15 @@ Expected<Message> receiveMessage(Link &link, Deadline deadline,
     if (link.closed)
       return closedError(link, during);
     pollfd p{link.socket.get(), POLLIN, 0};
-    int ready = ::poll(&p, 1, pollTimeoutMs(deadline));
+    int ready = ::poll(
+        &p, 1, pollTimeoutMs(notice ? notice->wake(deadline) : deadline));
     if (ready < 0 && errno != EINTR)
       return Error("rendezvous: poll failed: " + errnoText(errno));
     if (ready == 0 && Clock::now() >= deadline)
       return Error("rendezvous: timed out after " + formatDuration(timeout) +
                    " waiting for " + peerName(link) + " during " + during);
+    if (notice)
+      notice->due();
     if (ready > 0)
       if (Status s = readAvailable(link, during); !s)
         return Error(s.message());
@@ -535,7 +582,8 @@ void noticeAll(std::vector<Link> &links, const Message &abort) {
 }
 
 /// One connection attempt to `address`, bounded by `deadline`.
-Expected<Socket> connectOnce(const addrinfo &address, Deadline deadline) {
+Expected<Socket> connectOnce(const addrinfo &address, Deadline deadline,
+                             JoinNotice &notice) {
   Socket socket(::socket(address.ai_family,
                          address.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
                          address.ai_protocol));
@@ -547,13 +595,14 @@ Expected<Socket> connectOnce(const addrinfo &address, Deadline deadline) {
       return Error(errnoText(errno));
     while (true) {
       pollfd p{socket.get(), POLLOUT, 0};
-      int ready = ::poll(&p, 1, pollTimeoutMs(deadline));
+      int ready = ::poll(&p, 1, pollTimeoutMs(notice.wake(deadline)));
       if (ready > 0)
         break;
       if (ready < 0 && errno != EINTR)
         return Error(errnoText(errno));
       if (ready == 0 && Clock::now() >= deadline)
         return Error("connection attempt timed out");
+      notice.due();
     }
     int err = 0;
     socklen_t length = sizeof err;
@@ -578,9 +627,17 @@ Expected<Socket> connectOnce(const addrinfo &address, Deadline deadline) {
 }
 
 Expected<Socket> connectWithRetry(const std::string &host, int port, int rank,
-                                  Deadline deadline,
-                                  std::chrono::milliseconds timeout) {
+                                  int worldSize, Deadline deadline,
+                                  std::chrono::milliseconds timeout,
+                                  JoinNotice &notice) {
   std::string lastError = "no attempt was made";
+  notice.describe([&, rank, worldSize, port] {
+    return "rank " + std::to_string(rank) + " of " + std::to_string(worldSize) +
+           " has tried for " + notice.waited() + " to reach rank 0 at " + host +
+           ":" + std::to_string(port) +
+           " (MASTER_ADDR:MASTER_PORT; last error: " + lastError +
+           "), which is not there yet";
+  });
   std::chrono::milliseconds backoff(10);
   while (true) {
     addrinfo hints{};
@@ -594,7 +651,7 @@ Expected<Socket> connectWithRetry(const std::string &host, int port, int rank,
       std::unique_ptr<addrinfo, void (*)(addrinfo *)> owned(addresses,
                                                             &freeaddrinfo);
       for (addrinfo *a = addresses; a; a = a->ai_next) {
-        Expected<Socket> socket = connectOnce(*a, deadline);
+        Expected<Socket> socket = connectOnce(*a, deadline, notice);
         if (socket)
           return std::move(*socket);
         lastError = socket.message();
@@ -616,6 +673,7 @@ Expected<Socket> connectWithRetry(const std::string &host, int port, int rank,
                    " (last error: " + lastError +
                    "); check that rank 0 is running and that MASTER_ADDR and "
                    "MASTER_PORT are the same on every rank");
+    notice.due();
     // Rank 0 may not listen yet: retry, backing off to half a second.
     std::this_thread::sleep_for(std::min<Clock::duration>(backoff, left));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
@@ -837,6 +895,23 @@ Expected<TcpGroup> TcpGroup::accept(TcpListener listener, int worldSize,
   Deadline deadline = Clock::now() + options.connectTimeout;
   std::vector<std::optional<Link>> joined(worldSize - 1);
   int joinedCount = 0;
+  auto missingRanks = [&] {
+    std::vector<int> missing;
+    for (int r = 1; r < worldSize; ++r)
+      if (!joined[r - 1])
+        missing.push_back(r);
+    return missing;
+  };
+  JoinNotice notice(options);
+  notice.describe([&] {
+    std::vector<int> missing = missingRanks();
+    return "rank 0 has waited " + notice.waited() + " on port " +
+           std::to_string(listener.port()) + " for the other ranks: " +
+           std::to_string(worldSize - static_cast<int>(missing.size())) +
+           " of " + std::to_string(worldSize) + " joined (missing rank" +
+           (missing.size() == 1 ? " " : "s ") + rankList(missing) +
+           "; each connects to MASTER_ADDR:MASTER_PORT)";
+  });
   std::vector<Link> pending; // accepted; hello not yet complete
   // Refusing the group: every connected rank learns why before it closes.
   auto refuse = [&](const std::string &message) -> Error {
@@ -895,14 +970,12 @@ Expected<TcpGroup> TcpGroup::accept(TcpListener listener, int worldSize,
     std::vector<pollfd> fds{pollfd{listener.fd, POLLIN, 0}};
     for (const Link &link : pending)
       fds.push_back(pollfd{link.socket.get(), POLLIN, 0});
-    int ready = ::poll(fds.data(), fds.size(), pollTimeoutMs(deadline));
+    int ready =
+        ::poll(fds.data(), fds.size(), pollTimeoutMs(notice.wake(deadline)));
     if (ready < 0 && errno != EINTR)
       return refuse("rendezvous: poll failed: " + errnoText(errno));
     if (ready == 0 && Clock::now() >= deadline) {
-      std::vector<int> missing;
-      for (int r = 1; r < worldSize; ++r)
-        if (!joined[r - 1])
-          missing.push_back(r);
+      std::vector<int> missing = missingRanks();
       return refuse("rendezvous: only " + std::to_string(joinedCount + 1) +
                     " of " + std::to_string(worldSize) +
                     " ranks joined rank 0 on port " +
@@ -910,6 +983,7 @@ Expected<TcpGroup> TcpGroup::accept(TcpListener listener, int worldSize,
                     formatDuration(options.connectTimeout) + "; missing rank" +
                     (missing.size() == 1 ? " " : "s ") + rankList(missing));
     }
+    notice.due();
     if (ready <= 0)
       continue;
     for (size_t j = 1; j < fds.size(); ++j)
@@ -954,8 +1028,9 @@ Expected<TcpGroup> TcpGroup::connect(const std::string &host, int port,
     return Error("rendezvous: port " + std::to_string(port) +
                  " is not a TCP port (1..65535)");
   Deadline deadline = Clock::now() + options.connectTimeout;
-  Expected<Socket> socket =
-      connectWithRetry(host, port, rank, deadline, options.connectTimeout);
+  JoinNotice notice(options);
+  Expected<Socket> socket = connectWithRetry(
+      host, port, rank, worldSize, deadline, options.connectTimeout, notice);
   if (!socket)
     return Error(socket.message());
 
@@ -978,8 +1053,15 @@ Expected<TcpGroup> TcpGroup::connect(const std::string &host, int port,
           sendMessage(link, Message{Kind::Hello, 0, hello}, deadline, during);
       !s)
     return Error(s.message());
+  notice.describe([&] {
+    return "rank " + std::to_string(rank) + " of " + std::to_string(worldSize) +
+           " reached rank 0 at " + where + " and has waited " +
+           notice.waited() +
+           " for the group to form (rank 0 starts it once all " +
+           std::to_string(worldSize) + " ranks have joined)";
+  });
   Expected<Message> reply =
-      receiveMessage(link, deadline, during, options.connectTimeout);
+      receiveMessage(link, deadline, during, options.connectTimeout, &notice);
   if (!reply) {
     if (link.closed)
       return Error("rendezvous: rank 0 at " + where +

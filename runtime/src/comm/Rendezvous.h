@@ -52,6 +52,13 @@ struct TcpGroupOptions {
   std::chrono::milliseconds connectTimeout = std::chrono::seconds(300);
   /// Per operation (allGather, barrier, broadcast), from its start.
   std::chrono::milliseconds operationTimeout = std::chrono::seconds(300);
+  /// When the group has not formed this long after accept() or connect()
+  /// began, one line says which rank waits for whom, where, and how long
+  /// it waits in all: a missing peer would otherwise show nothing until
+  /// connectTimeout. Zero: no line. It changes no deadline.
+  std::chrono::milliseconds slowJoinNotice = std::chrono::seconds(10);
+  /// Where that line goes (tests); empty: stderr, as "autoshard: LINE".
+  std::function<void(const std::string &)> notice;
 };
 
 /// Rank 0's listening socket, opened before the group forms so that a

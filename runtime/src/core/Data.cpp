@@ -2,12 +2,14 @@
 #include "core/Data.h"
 #include "core/Dtype.h"
 #include "core/Philox.h"
+#include "core/RegularFile.h"
 #include "core/TokenData.h"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <unistd.h>
 
 namespace autoshard::rt {
 
@@ -290,19 +292,18 @@ private:
   size_t offset = 0;
 };
 
-/// True when `path` can be read and its first bytes are not the asdata
-/// magic (a file shorter than the magic included).
+/// True when `path` is a regular file that can be read and its first bytes
+/// are not the asdata magic (a file shorter than the magic included).
+/// Anything else (a directory, a FIFO: opened without blocking) is left to
+/// the asdata reader, which names it.
 bool startsWithoutAsdataMagic(const std::string &path) {
-  std::FILE *in = std::fopen(path.c_str(), "rb");
+  Expected<RegularFile> in = RegularFile::open(path, "");
   if (!in)
     return false;
   char magic[8];
-  size_t got = std::fread(magic, 1, sizeof magic, in);
-  // A directory opens but fails to read: leave it to the asdata reader.
-  bool readable = got == sizeof magic || !std::ferror(in);
-  std::fclose(in);
-  return readable &&
-         (got < sizeof magic || std::memcmp(magic, kAsdataMagic, 8) != 0);
+  ssize_t got = ::pread(in->fd(), magic, sizeof magic, 0);
+  return got >= 0 && (static_cast<size_t>(got) < sizeof magic ||
+                      std::memcmp(magic, kAsdataMagic, 8) != 0);
 }
 
 } // namespace

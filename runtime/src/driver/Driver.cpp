@@ -1,5 +1,6 @@
 // The training binary's flow: launch, manifest, buffers, steps, reports.
 #include "driver/Driver.h"
+#include "ckpt/CheckpointDir.h"
 #include "ckpt/Checkpointer.h"
 #include "comm/Comm.h"
 #include "comm/Rendezvous.h"
@@ -15,19 +16,18 @@
 #include "core/Trace.h"
 #include "driver/OffloadArgs.h"
 #include "driver/Options.h"
+#include "driver/OutputFiles.h"
 #include "driver/Params.h"
 
 #include <chrono>
 #include <cinttypes>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include <unistd.h>
 
 namespace autoshard::rt {
 
@@ -51,6 +51,45 @@ std::string worldSizeMismatchMessage(const Manifest &manifest, int worldSize,
          std::to_string(worldSize) + (worldSize == 1 ? " rank" : " ranks") +
          "; launch it " + launch + " or recompile with --world-size=" +
          std::to_string(worldSize);
+}
+
+std::string nonFiniteLossMessage(int64_t step, double loss,
+                                 const Options &options,
+                                 int64_t newestCheckpoint) {
+  char value[32];
+  // A NaN's sign means nothing; printf would write "-nan" for some.
+  std::snprintf(value, sizeof value, "%g", std::isnan(loss) ? NAN : loss);
+  std::string message = "step " + std::to_string(step) + ": the loss is " +
+                        value +
+                        "; training diverged, and the run stops before "
+                        "it saves this state";
+  std::string lower = "a lower --lr";
+  if (options.lr) {
+    char lr[32];
+    std::snprintf(lr, sizeof lr, "%g", *options.lr);
+    lower += std::string(" (this run's is ") + lr + ")";
+  }
+  if (options.checkpointDir.empty())
+    return message + ". Rerun with " + lower +
+           "; with --checkpoint-dir a run keeps checkpoints to resume from";
+  message += " or removes an older checkpoint";
+  if (newestCheckpoint < 0)
+    return message + ". No checkpoint was written before this step; " +
+           "rerun with " + lower;
+  std::string newest = "'" + options.checkpointDir + "/" +
+                       checkpointDirName(newestCheckpoint) + "'";
+  if (newestCheckpoint == step - 1)
+    // The loss of step N is computed from the state after step N - 1, so
+    // that checkpoint gives the same loss again, whatever the --lr.
+    return message + ". The newest checkpoint, " + newest +
+           ", is kept, but it holds the state this loss was computed from: "
+           "resumed, it gives this loss again at step " +
+           std::to_string(step) +
+           ". Move it away and resume from an older one with --resume and " +
+           lower + ", or rerun from the start with a lower --lr";
+  return message + ". The newest good checkpoint, " + newest + " (step " +
+         std::to_string(newestCheckpoint) +
+         "), is kept: resume from it with --resume and " + lower;
 }
 
 Status checkLrOverride(const Manifest &manifest) {
@@ -310,36 +349,6 @@ void traceStep(Trace &trace, int64_t step,
   trace.record(e);
 }
 
-/// Whether `path`, a file the run writes at its end (`option` names it),
-/// can be written: its directory exists and takes new files, and the file,
-/// if there, is a writable one. Checked before training, so that a typo
-/// costs seconds rather than the run; nothing is created.
-Status checkOutputFile(const char *option, const std::string &path) {
-  namespace fs = std::filesystem;
-  const std::string name = std::string(option) + ": cannot create '" + path;
-  fs::path file(path);
-  if (!file.has_filename())
-    return Error(name + "': it names a directory; give a file path");
-  std::error_code ec;
-  fs::file_status status = fs::status(file, ec);
-  if (fs::exists(status)) {
-    if (fs::is_directory(status))
-      return Error(name + "': it is a directory; give a file path");
-    if (::access(path.c_str(), W_OK) != 0)
-      return Error(name + "': " + std::strerror(errno));
-    return Status::success();
-  }
-  fs::path dir = file.parent_path().empty() ? fs::path(".")
-                                            : file.parent_path();
-  if (!fs::is_directory(fs::status(dir, ec)))
-    return Error(name + "': no directory '" + dir.string() +
-                 "' (the run does not create directories for it)");
-  if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    return Error(name + "': cannot create files in '" + dir.string() +
-                 "': " + std::strerror(errno));
-  return Status::success();
-}
-
 /// --trace: rank 0 gathers every rank's events and writes one file, each
 /// rank a process (pid = rank). Collective; rank 0 alone decides on the
 /// file.
@@ -496,16 +505,11 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     }
   }
   // The files written at the end, by rank 0, before the run rather than
-  // after it.
+  // after it; and no output may overwrite an input, another output or a
+  // checkpoint.
   Status writable;
   if (control.rank() == 0)
-    for (auto [option, path] :
-         {std::pair{"--save-params", &options.saveParamsFile},
-          std::pair{"--save-grads", &options.saveGradsFile},
-          std::pair{"--stats-json", &options.statsJsonFile},
-          std::pair{"--trace", &options.traceFile}})
-      if (writable && !path->empty())
-        writable = checkOutputFile(option, *path);
+    writable = checkRunFiles(options);
   if (!allRanksOk(writable, control))
     return 1;
   // Offload: memory=nvme arguments need a directory for their files.
@@ -693,16 +697,25 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     totalMs += ms;
     stepMs.push_back(ms);
     int64_t oneBased = step + 1;
+    // The step's loss result is the global-batch loss on every rank: the
+    // partitioner all-reduces it (average over every grid axis), so
+    // printing and checking it need no communication, and a NaN or an
+    // infinity on any rank is one on all of them.
+    float loss = 0;
+    ctx.device->toHost(Lane::Compute, &loss, results[lossIndex], sizeof loss);
     if (oneBased % options.logEvery == 0 || oneBased == options.steps) {
-      // The step's loss result is the global-batch loss on every rank: the
-      // partitioner averages it, so printing needs no communication.
-      float loss = 0;
-      ctx.device->toHost(Lane::Compute, &loss, results[lossIndex],
-                         sizeof loss);
       if (control.rank() == 0) {
         std::printf("%s\n", formatStepLine(oneBased, loss, ms).c_str());
         std::fflush(stdout);
       }
+    }
+    // A diverged run stops before its state replaces a good checkpoint:
+    // every rank sees the same loss, so all of them stop here together.
+    if (!std::isfinite(loss)) {
+      printErrorOnRankZero(control,
+                           nonFiniteLossMessage(oneBased, loss, options,
+                                                checkpointer.newestStep()));
+      return 1;
     }
     ++stepsRun;
     // Test hook: a job that dies between checkpoints. Every rank exits at

@@ -5,6 +5,7 @@
 #include "core/Backend.h"
 #include "core/Control.h"
 #include "core/Manifest.h"
+#include "driver/Options.h"
 
 #include <cstdint>
 #include <memory>
@@ -53,6 +54,15 @@ std::string formatStepLine(int64_t step, double loss, double ms);
 /// variables, anything else mpirun.
 std::string worldSizeMismatchMessage(const Manifest &manifest, int worldSize,
                                      std::string_view launcher = "mpi");
+
+/// The error for a step whose loss is NaN or infinite: the step, the
+/// loss, what is kept (`newestCheckpoint`: the step of the newest
+/// checkpoint written or resumed from, -1 if none; all of them are kept),
+/// and to go on with a lower --lr. A checkpoint of the step before holds
+/// the state that gave this loss, so it is not called good.
+std::string nonFiniteLossMessage(int64_t step, double loss,
+                                 const Options &options,
+                                 int64_t newestCheckpoint);
 
 /// Whether --lr can apply: the step needs a hyper named `lr` holding one
 /// float. The error lists the hypers the step does have.

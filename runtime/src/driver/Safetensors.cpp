@@ -2,16 +2,16 @@
 #include "driver/Safetensors.h"
 #include "core/Dtype.h"
 #include "core/Json.h"
+#include "core/RegularFile.h"
 #include "core/Stats.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace autoshard::rt {
 
@@ -94,15 +94,27 @@ int64_t safetensorsDtypeSize(const std::string &dtype) {
 } // namespace
 
 Expected<SafetensorsFile> readSafetensors(const std::string &path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    return Error("'" + path + "' is a directory; expected a safetensors file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Error("cannot open '" + path + "': " + std::strerror(errno));
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  std::string bytes = contents.str();
+  // Opened without blocking: a FIFO (or a device) is refused, not waited on.
+  Expected<RegularFile> in = RegularFile::open(path, "");
+  if (!in) {
+    struct stat info;
+    if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode))
+      return Error("'" + path + "' is " + describeFileType(info.st_mode) +
+                   "; expected a safetensors file");
+    return Error(in.message());
+  }
+  std::string bytes;
+  char buffer[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(in->fd(), buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return Error("cannot read '" + path + "': " + std::strerror(errno));
+    if (n == 0)
+      break;
+    bytes.append(buffer, static_cast<size_t>(n));
+  }
   auto bad = [&](const std::string &what) {
     return Error("'" + path + "' is not a valid safetensors file: " + what);
   };

@@ -62,6 +62,22 @@ TEST(AtomicFile, ErrorsNameTheFile) {
   EXPECT_NE(missing.message().find("absent': No such file"), std::string::npos);
 }
 
+// A MANIFEST that is a FIFO (or any non-file) is refused at once: a plain
+// open would wait for a writer forever.
+TEST(AtomicFile, ReadingAFifoIsRefusedNotWaitedOn) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo((dir / "MANIFEST").c_str(), 0600), 0);
+  Expected<std::string> fifo = readWholeFile(dir / "MANIFEST");
+  ASSERT_FALSE(fifo);
+  EXPECT_EQ(fifo.message(),
+            "'" + dir.path() +
+                "/MANIFEST' is not a regular file (it is a FIFO)");
+  Expected<std::string> directory = readWholeFile(dir.path());
+  ASSERT_FALSE(directory);
+  EXPECT_NE(directory.message().find("(it is a directory)"), std::string::npos)
+      << directory.message();
+}
+
 TEST(AtomicFile, MakeDirectoriesCreatesParentsAndRefusesFiles) {
   TempDir dir;
   ASSERT_TRUE(makeDirectories(dir / "a/b/c"));

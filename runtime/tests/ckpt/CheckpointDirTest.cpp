@@ -43,6 +43,15 @@ TEST(CheckpointDir, Names) {
   EXPECT_EQ(checkpointDirName(123456789), "step-123456789");
 }
 
+TEST(CheckpointDir, NamesItWritesRenamesAndRemoves) {
+  for (const char *name : {"step-00000040", "step-7", "step-00000040.partial",
+                           "step-00000040.deleting"})
+    EXPECT_TRUE(isCheckpointDirName(name)) << name;
+  for (const char *name : {"step-", "step-x", "steps-1", "step-1.tmp", "logs",
+                           "step-1/", ".partial", "MANIFEST"})
+    EXPECT_FALSE(isCheckpointDirName(name)) << name;
+}
+
 TEST(CheckpointDir, ListsCheckpointsByStepAndIgnoresEverythingElse) {
   TempDir root;
   EXPECT_TRUE(listCheckpoints(root / "absent")->empty());

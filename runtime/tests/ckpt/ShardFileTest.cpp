@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -218,6 +220,17 @@ TEST(ShardFile, MissingTruncatedAndIncompleteAreRefused) {
                                    "/rank-00001.safetensors' is missing"),
             std::string::npos)
       << missing.message();
+  // A FIFO in its place: refused by its type, and never opened (an open
+  // would wait for a writer).
+  ASSERT_EQ(::mkfifo((dir + "/rank-00001.safetensors").c_str(), 0600), 0);
+  Status fifo = reader->checkFiles();
+  ASSERT_FALSE(fifo);
+  EXPECT_EQ(fifo.message(), "checkpoint file '" + dir +
+                                "/rank-00001.safetensors' is not a regular "
+                                "file (it is a FIFO)");
+  Status verified = reader->verifyFile("rank-00001.safetensors");
+  ASSERT_FALSE(verified);
+  EXPECT_EQ(verified.message(), fifo.message());
 
   ASSERT_EQ(std::remove((dir + "/MANIFEST").c_str()), 0);
   Expected<CheckpointReader> incomplete = CheckpointReader::open(dir);

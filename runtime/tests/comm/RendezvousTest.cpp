@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -408,6 +409,92 @@ TEST(TcpGroup, RankZeroGivesUpOnAMissingRank) {
   EXPECT_TRUE(says(one->message(), "refused the group") &&
               says(one->message(), "missing rank 2"))
       << one->message();
+}
+
+/// The notice lines of one rank, collected from another thread.
+struct Notices {
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  std::function<void(const std::string &)> sink() {
+    return [this](const std::string &line) {
+      std::lock_guard<std::mutex> lock(mutex);
+      lines.push_back(line);
+    };
+  }
+};
+
+// A missing peer: every waiting rank says early, once, who waits for whom
+// and for how long in all, and the group still fails at the connect
+// timeout, not sooner.
+TEST(TcpGroup, WaitingRanksSayWhoIsMissingBeforeTheTimeout) {
+  TcpGroupOptions options = generous();
+  options.connectTimeout = 1500ms;
+  options.slowJoinNotice = 200ms;
+  Notices rootNotices, oneNotices;
+  options.notice = rootNotices.sink();
+  std::optional<Expected<TcpGroup>> root, one;
+  Expected<TcpListener> listener = TcpListener::open(0, "127.0.0.1");
+  ASSERT_TRUE(listener) << listener.message();
+  int port = listener->port();
+  std::thread peer([&] {
+    TcpGroupOptions patient = generous();
+    patient.slowJoinNotice = 200ms;
+    patient.notice = oneNotices.sink();
+    one.emplace(TcpGroup::connect("127.0.0.1", port, 1, 3, patient));
+  });
+  auto start = std::chrono::steady_clock::now();
+  root.emplace(TcpGroup::accept(std::move(*listener), 3, options));
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  peer.join();
+  ASSERT_FALSE(*root);
+  EXPECT_GE(elapsed, 1500ms);
+  ASSERT_EQ(rootNotices.lines.size(), 1u);
+  const std::string &line = rootNotices.lines[0];
+  EXPECT_TRUE(says(line, "rendezvous: rank 0 has waited ") &&
+              says(line, " on port " + std::to_string(port) +
+                             " for the other ranks: 2 of 3 joined (missing "
+                             "rank 2; each connects to "
+                             "MASTER_ADDR:MASTER_PORT); it gives up 1.5 s "
+                             "after it began (a fixed limit)"))
+      << line;
+  ASSERT_EQ(oneNotices.lines.size(), 1u);
+  EXPECT_TRUE(says(oneNotices.lines[0],
+                   "rendezvous: rank 1 of 3 reached rank 0 at 127.0.0.1:" +
+                       std::to_string(port) + " and has waited ") &&
+              says(oneNotices.lines[0],
+                   "for the group to form (rank 0 starts it once all 3 "
+                   "ranks have joined); it gives up 30 s after it began"))
+      << oneNotices.lines[0];
+}
+
+TEST(TcpGroup, ARankWithoutRankZeroSaysWhereItLooks) {
+  int port = freePort();
+  ASSERT_GT(port, 0);
+  TcpGroupOptions options = generous();
+  options.connectTimeout = 800ms;
+  options.slowJoinNotice = 200ms;
+  Notices notices;
+  options.notice = notices.sink();
+  Expected<TcpGroup> group =
+      TcpGroup::connect("127.0.0.1", port, 1, 2, options);
+  ASSERT_FALSE(group);
+  ASSERT_EQ(notices.lines.size(), 1u);
+  EXPECT_TRUE(
+      says(notices.lines[0], "rendezvous: rank 1 of 2 has tried for ") &&
+      says(notices.lines[0],
+           " to reach rank 0 at 127.0.0.1:" + std::to_string(port) +
+               " (MASTER_ADDR:MASTER_PORT; last error: ") &&
+      says(notices.lines[0], "it gives up 0.8 s after it began"))
+      << notices.lines[0];
+}
+
+TEST(TcpGroup, AGroupThatFormsInTimeSaysNothing) {
+  TcpGroupOptions options = generous();
+  options.slowJoinNotice = 10s;
+  Notices notices;
+  options.notice = notices.sink();
+  EXPECT_EQ(formGroup(3, options).size(), 3u);
+  EXPECT_TRUE(notices.lines.empty());
 }
 
 TEST(TcpGroup, StrangersOnThePortAreIgnored) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -324,6 +326,14 @@ TEST_F(AsdataTest, Directory) {
   EXPECT_NE(openError().find("is not a regular file (it is a directory)"),
             std::string::npos);
   path = ::testing::TempDir() + "unused.bin"; // for TearDown
+}
+
+// A FIFO without a writer (mkfifo f; ./train --data f) is refused at once;
+// the format sniffing and the open used to wait for a writer forever.
+TEST_F(AsdataTest, Fifo) {
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  EXPECT_EQ(openError(),
+            "data file '" + path + "' is not a regular file (it is a FIFO)");
 }
 
 TEST_F(AsdataTest, BadMagic) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -443,6 +445,14 @@ TEST_F(TokenFileTest, MissingFileAndDirectory) {
                 .find("is not a regular file (it is a directory)"),
             std::string::npos);
   path = ::testing::TempDir() + "unused.bin"; // for TearDown
+}
+
+TEST_F(TokenFileTest, FifoIsRefusedNotWaitedOn) {
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  EXPECT_EQ(openError(lmManifest(2), DataFormat::Tokens),
+            "token file '" + path + "' is not a regular file (it is a FIFO)");
+  EXPECT_EQ(openError(),
+            "data file '" + path + "' is not a regular file (it is a FIFO)");
 }
 
 } // namespace

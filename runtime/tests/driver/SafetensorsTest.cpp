@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -92,6 +94,15 @@ TEST_F(SafetensorsTest, ReaderDiagnostics) {
     ASSERT_FALSE(dir.ok());
     EXPECT_EQ(dir.status().message(),
               "'.' is a directory; expected a safetensors file");
+  }
+  {
+    // --load-params of a FIFO: refused, not waited on.
+    ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+    Expected<SafetensorsFile> fifo = readSafetensors(path);
+    ASSERT_FALSE(fifo.ok());
+    EXPECT_EQ(fifo.status().message(),
+              "'" + path + "' is a FIFO; expected a safetensors file");
+    std::remove(path.c_str());
   }
 
   writeRaw("{}", "");

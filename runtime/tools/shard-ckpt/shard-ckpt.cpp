@@ -6,16 +6,22 @@
 #include "ckpt/Layout.h"
 #include "ckpt/ShardFile.h"
 #include "core/Dtype.h"
+#include "core/Paths.h"
 #include "core/Philox.h"
+#include "core/RegularFile.h"
 #include "driver/Safetensors.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
+#include <fcntl.h>
 #include <map>
 #include <optional>
 #include <string>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
 
 using namespace autoshard::rt;
@@ -35,7 +41,8 @@ const char *const kUsage =
     "consolidate  checks every file's CRC-32 and writes every param and\n"
     "             opt_state as one full tensor, named as in the manifest;\n"
     "             the file loads with --load-params. Its __metadata__ keeps\n"
-    "             the checkpoint's step, seed and data source.\n"
+    "             the checkpoint's step, seed and data source. OUT must be\n"
+    "             a new or regular file outside every checkpoint directory.\n"
     "shard        writes DIR/step-N, the sharded checkpoint the binary whose\n"
     "             manifest STEP_MANIFEST is ('./train --print-manifest >\n"
     "             FILE') would have written: every param and opt_state of\n"
@@ -75,6 +82,46 @@ Expected<CheckpointReader> openCheckpoint(const std::string &path) {
   return Error(quoted(path) + " is neither a checkpoint (no " +
                kCheckpointManifestName +
                ") nor a checkpoint directory holding a complete one");
+}
+
+/// Whether `dir` is a checkpoint's own directory: one the checkpoint code
+/// names (step-N, step-N.partial, step-N.deleting) or one that holds a
+/// MANIFEST. A file written there changes or joins a checkpoint.
+bool isCheckpointDirectory(const std::string &dir) {
+  struct stat info;
+  std::string real = resolvedPath(dir);
+  std::string name = real.substr(real.find_last_of('/') + 1);
+  return isCheckpointDirName(name) ||
+         ::stat((dir + "/" + kCheckpointManifestName).c_str(), &info) == 0;
+}
+
+/// Whether consolidate may write `out`, which it does by renaming a new
+/// file onto it: that would replace whatever `out` is (a device, a FIFO)
+/// and, inside the checkpoint being read (`checkpoint`) or any other, a
+/// shard file or the MANIFEST. Checked before the checkpoint is read.
+Status checkConsolidateOutput(const std::string &out,
+                              const std::string &checkpoint) {
+  const std::string name = "OUT " + quoted(out);
+  struct stat info;
+  if (::stat(out.c_str(), &info) == 0 && !S_ISREG(info.st_mode))
+    return Error(name + " is " + describeFileType(info.st_mode) +
+                 ", not a regular file: consolidate writes a new file and "
+                 "renames it onto OUT, which would replace it; give the path "
+                 "of a new or a regular file");
+  std::string dir = parentDirectory(out);
+  if (::stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
+    return Error(name + ": its directory " + quoted(dir) +
+                 " does not exist (consolidate creates no directories)");
+  if (isWithinDirectory(dir, checkpoint))
+    return Error(name + " lies inside " + quoted(checkpoint) +
+                 ", the checkpoint being consolidated: writing OUT would "
+                 "replace or add a file of it; give a path outside that "
+                 "directory");
+  if (isCheckpointDirectory(dir))
+    return Error(name + " lies inside " + quoted(dir) +
+                 ", a checkpoint's directory: writing OUT would replace or "
+                 "add a file of it; give a path outside that directory");
+  return Status::success();
 }
 
 /// Every file's size and CRC-32, and every block's CRC-32 (by reading each
@@ -121,6 +168,8 @@ int consolidate(const std::vector<std::string> &args) {
   Expected<CheckpointReader> reader = openCheckpoint(args[0]);
   if (!reader)
     return fail(reader.message());
+  if (Status s = checkConsolidateOutput(args[1], reader->directory()); !s)
+    return fail(s.message());
   std::map<std::string, std::vector<char>> tensors;
   if (Status s = verifyAll(*reader, &tensors); !s)
     return fail(s.message());
@@ -139,7 +188,14 @@ int consolidate(const std::vector<std::string> &args) {
       {"checkpoint_strategy", m.strategy},
       {"checkpoint_grid", m.grid}};
   // Written like a checkpoint file: a crash leaves no half-written output.
-  std::string temp = args[1] + ".tmp";
+  // The temporary is a new file of this process (O_EXCL), so that no
+  // file of that name is overwritten and no FIFO of that name blocks.
+  std::string temp = args[1] + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return fail("cannot create " + quoted(temp) + " (the temporary file of " +
+                quoted(args[1]) + "): " + std::strerror(errno));
+  ::close(fd);
   Status written = writeSafetensors(temp, views, metadata);
   if (written)
     written = syncAndRename(temp, args[1]);
@@ -264,6 +320,19 @@ int shard(const std::vector<std::string> &args) {
     header.data = meta("checkpoint_data").value_or("synthetic");
   }
 
+  // Starting the checkpoint removes an incomplete DIR/step-N and the
+  // leftovers of an interrupted save of it, with every file in them.
+  for (const std::string &doomed :
+       {checkpointDirName(header.step),
+        checkpointDirName(header.step) + ".partial",
+        checkpointDirName(header.step) + ".deleting"})
+    for (auto [what, path] :
+         {std::pair{"IN", &input}, std::pair{"--manifest", &manifestPath}})
+      if (isWithinDirectory(*path, out + "/" + doomed))
+        return fail(std::string(what) + " " + quoted(*path) + " lies inside " +
+                    quoted(out + "/" + doomed) + ", which writing step " +
+                    std::to_string(header.step) + " into --out " + quoted(out) +
+                    " would remove with its files; move it out first");
   Expected<std::string> staging = beginCheckpoint(out, header.step);
   if (!staging)
     return fail(staging.message());

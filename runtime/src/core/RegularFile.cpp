@@ -1,0 +1,76 @@
+// Opening an input file without blocking on a FIFO or a device.
+#include "core/RegularFile.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <utility>
+
+namespace autoshard::rt {
+
+std::string describeFileType(mode_t mode) {
+  if (S_ISREG(mode))
+    return "a regular file";
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISFIFO(mode))
+    return "a FIFO";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  if (S_ISLNK(mode))
+    return "a symbolic link";
+  return "of an unknown file type";
+}
+
+std::string notRegularFileMessage(const std::string &path,
+                                  const std::string &what, mode_t mode) {
+  return (what.empty() ? "" : what + " ") + "'" + path +
+         "' is not a regular file (it is " + describeFileType(mode) + ")";
+}
+
+Expected<RegularFile> RegularFile::open(const std::string &path,
+                                        const std::string &what) {
+  std::string name = (what.empty() ? "" : what + " ") + "'" + path + "'";
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return Error("cannot open " + name + ": " + std::strerror(errno));
+  RegularFile file(fd, 0);
+  struct stat info;
+  if (::fstat(fd, &info) != 0)
+    return Error("cannot read " + name + ": " + std::strerror(errno));
+  if (!S_ISREG(info.st_mode))
+    return Error(notRegularFileMessage(path, what, info.st_mode));
+  // Reads of a regular file ignore O_NONBLOCK; cleared all the same, so
+  // that no reader ever sees EAGAIN.
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0)
+    ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  file.bytes = info.st_size;
+  return std::move(file);
+}
+
+RegularFile::RegularFile(RegularFile &&other) noexcept
+    : descriptor(std::exchange(other.descriptor, -1)), bytes(other.bytes) {}
+
+RegularFile &RegularFile::operator=(RegularFile &&other) noexcept {
+  if (this != &other) {
+    if (descriptor >= 0)
+      ::close(descriptor);
+    descriptor = std::exchange(other.descriptor, -1);
+    bytes = other.bytes;
+  }
+  return *this;
+}
+
+RegularFile::~RegularFile() {
+  if (descriptor >= 0)
+    ::close(descriptor);
+}
+
+} // namespace autoshard::rt
