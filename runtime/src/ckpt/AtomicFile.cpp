@@ -134,19 +134,7 @@ Expected<std::string> readWholeFile(const std::string &path) {
   Expected<RegularFile> in = RegularFile::open(path, "");
   if (!in)
     return Error(in.message());
-  std::string contents;
-  char buffer[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(in->fd(), buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return Error("cannot read " + quoted(path) + ": " + systemError(errno));
-    if (n == 0)
-      break;
-    contents.append(buffer, static_cast<size_t>(n));
-  }
-  return contents;
+  return in->readAll(path);
 }
 
 Status makeDirectories(const std::string &dir) {

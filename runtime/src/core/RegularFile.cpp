@@ -55,6 +55,21 @@ Expected<RegularFile> RegularFile::open(const std::string &path,
   return std::move(file);
 }
 
+Expected<std::string> RegularFile::readAll(const std::string &path) const {
+  std::string contents;
+  char buffer[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(descriptor, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return Error("cannot read '" + path + "': " + std::strerror(errno));
+    if (n == 0)
+      return contents;
+    contents.append(buffer, static_cast<size_t>(n));
+  }
+}
+
 RegularFile::RegularFile(RegularFile &&other) noexcept
     : descriptor(std::exchange(other.descriptor, -1)), bytes(other.bytes) {}
 

@@ -28,6 +28,9 @@ public:
   ~RegularFile();
 
   int fd() const { return descriptor; }
+  /// The rest of the file, read to its end; `path` names it in the error
+  /// ("cannot read '<path>': <reason>").
+  Expected<std::string> readAll(const std::string &path) const;
   /// Its size when it was opened.
   off_t size() const { return bytes; }
 

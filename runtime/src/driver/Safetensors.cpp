@@ -103,18 +103,10 @@ Expected<SafetensorsFile> readSafetensors(const std::string &path) {
                    "; expected a safetensors file");
     return Error(in.message());
   }
-  std::string bytes;
-  char buffer[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(in->fd(), buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return Error("cannot read '" + path + "': " + std::strerror(errno));
-    if (n == 0)
-      break;
-    bytes.append(buffer, static_cast<size_t>(n));
-  }
+  Expected<std::string> read = in->readAll(path);
+  if (!read)
+    return Error(read.message());
+  std::string bytes = std::move(*read);
   auto bad = [&](const std::string &what) {
     return Error("'" + path + "' is not a valid safetensors file: " + what);
   };
