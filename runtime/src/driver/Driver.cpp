@@ -19,6 +19,7 @@
 #include "driver/OutputFiles.h"
 #include "driver/Params.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <climits>
@@ -298,16 +299,33 @@ std::vector<void *> gatherGlobal(asrt_context &ctx,
   return global;
 }
 
-Status writeStatsFile(const std::string &path, const Stats::Snapshot &stats,
-                      const RunInfo &run) {
+/// Writes `path` through `write`; an error names `option`, the path and,
+/// where the system gave one, the reason (a full disk: "No space left on
+/// device").
+template <typename Write>
+Status writeTextFile(const char *option, const std::string &path,
+                     Write write) {
+  auto failed = [&](const char *verb) {
+    std::string reason = errno ? std::string(": ") + std::strerror(errno) : "";
+    return Error(std::string(option) + ": cannot " + verb + " '" + path +
+                 "'" + reason);
+  };
+  errno = 0;
   std::ofstream out(path);
   if (!out)
-    return Error("--stats-json: cannot create '" + path + "'");
-  writeStatsJson(out, stats, run);
+    return failed("create");
+  write(out);
   out.close();
   if (!out)
-    return Error("--stats-json: cannot write '" + path + "'");
+    return failed("write");
   return Status::success();
+}
+
+Status writeStatsFile(const std::string &path, const Stats::Snapshot &stats,
+                      const RunInfo &run) {
+  return writeTextFile("--stats-json", path, [&](std::ostream &out) {
+    writeStatsJson(out, stats, run);
+  });
 }
 
 /// Fatal when the step returned with asynchronous collectives or offload
@@ -358,14 +376,9 @@ Status writeTrace(const std::string &path, const Trace &trace,
       control.gather(trace.jsonEvents(control.rank()));
   if (control.rank() != 0)
     return Status::success();
-  std::ofstream out(path);
-  if (!out)
-    return Error("--trace: cannot create '" + path + "'");
-  writeTraceFile(out, ranks);
-  out.close();
-  if (!out)
-    return Error("--trace: cannot write '" + path + "'");
-  return Status::success();
+  return writeTextFile("--trace", path, [&](std::ostream &out) {
+    writeTraceFile(out, ranks);
+  });
 }
 
 std::string programName(int argc, char **argv) {
