@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <string_view>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -221,6 +223,46 @@ Status pruneCheckpoints(const std::string &root, int keep,
     removed.push_back(path);
   }
   return Status::success();
+}
+
+Expected<int> lockCheckpointDirectory(const std::string &root) {
+  const std::string path = root + "/" + kCheckpointLockName;
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK,
+                  0644);
+  if (fd < 0)
+    return Error("cannot open the lock " + quoted(path) + ": " +
+                 std::strerror(errno));
+  struct stat info;
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    return Error("the lock " + quoted(path) + " is not a regular file");
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    char holder[256] = {};
+    ssize_t n = ::pread(fd, holder, sizeof holder - 1, 0);
+    ::close(fd);
+    if (err != EWOULDBLOCK)
+      return Error("cannot lock " + quoted(path) + ": " + std::strerror(err));
+    std::string who(holder, n > 0 ? size_t(n) : 0);
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' '))
+      who.pop_back();
+    return Error("--checkpoint-dir " + quoted(root) +
+                 " is in use by another run (" +
+                 (who.empty() ? std::string("it holds ") + quoted(path)
+                              : who + " holds " + quoted(path)) +
+                 "): two runs in one directory would replace and remove "
+                 "each other's checkpoints; wait for that run to end or "
+                 "choose another directory");
+  }
+  char host[128] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::string who = "pid " + std::to_string(::getpid()) + " on " + host + "\n";
+  if (::ftruncate(fd, 0) != 0 ||
+      ::pwrite(fd, who.data(), who.size(), 0) != ssize_t(who.size())) {
+    // The lock holds without its note; the note only names the holder.
+  }
+  return fd;
 }
 
 } // namespace autoshard::rt

@@ -59,4 +59,15 @@ Status pruneCheckpoints(const std::string &root, int keep,
 /// it stops being a checkpoint at once, then its files and itself.
 Status removeCheckpointDirectory(const std::string &path);
 
+/// The lock file of a checkpoint directory, `root/.lock`.
+inline constexpr char kCheckpointLockName[] = ".lock";
+
+/// Takes `root`'s lock for this process (an exclusive flock of
+/// root/.lock, which records the holder's pid and host) and returns its
+/// descriptor, to be closed when the run ends; the kernel drops the lock
+/// when the process dies, so a killed run never leaves it behind. Another
+/// process holding it is an error naming the holder: two runs writing one
+/// directory would replace and prune each other's checkpoints.
+Expected<int> lockCheckpointDirectory(const std::string &root);
+
 } // namespace autoshard::rt

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <unistd.h>
 
 namespace autoshard::rt {
 
@@ -33,6 +34,11 @@ Checkpointer::Checkpointer(CheckpointOptions options, const Manifest &manifest,
       planHash(fnv1a64(manifestText)), seed(seed), data(std::move(data)),
       control(control), rank(control.rank()), worldSize(control.size()),
       assignments(assignCheckpointBlocks(manifest)) {}
+
+Checkpointer::~Checkpointer() {
+  if (lockFd >= 0)
+    ::close(lockFd); // drops the flock
+}
 
 bool Checkpointer::due(int64_t step, int64_t lastStep) const {
   if (!enabled() || step <= newest)
@@ -101,6 +107,15 @@ Expected<int64_t> Checkpointer::start(const std::vector<void *> &args,
           manifestText = *text;
       }
     }
+  }
+  // The directory exists now (created, or holding the checkpoint to
+  // resume): this run takes it.
+  if (rank == 0 && found.ok()) {
+    Expected<int> lock = lockCheckpointDirectory(root);
+    if (lock)
+      lockFd = *lock;
+    else
+      found = Error(lock.message());
   }
   if (Status s = agreeOnStatus(found, control); !s)
     return Error(s.message());

@@ -54,6 +54,7 @@ public:
   Checkpointer(CheckpointOptions options, const Manifest &manifest,
                std::string_view manifestText, uint64_t seed, std::string data,
                ControlPlane &control);
+  ~Checkpointer();
   Checkpointer(const Checkpointer &) = delete;
   Checkpointer &operator=(const Checkpointer &) = delete;
 
@@ -64,6 +65,8 @@ public:
   /// returns its step, which must not exceed `totalSteps`. Without: checks
   /// that the directory holds no complete checkpoint (a fresh run must not
   /// mix its checkpoints with another run's), creates it, returns 0.
+  /// Either way rank 0 then holds the directory's lock until the run ends:
+  /// a second run on the same directory is refused.
   Expected<int64_t> start(const std::vector<void *> &args, int64_t totalSteps);
 
   /// Whether step `step` (1-based, completed) gets a checkpoint: every
@@ -94,6 +97,8 @@ private:
   std::vector<BlockAssignment> assignments;
   std::string resumedPath;
   int64_t newest = -1;
+  /// Rank 0's lock of the directory (lockCheckpointDirectory), or -1.
+  int lockFd = -1;
 };
 
 } // namespace autoshard::rt

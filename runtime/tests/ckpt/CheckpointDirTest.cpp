@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 using namespace autoshard::rt;
 using autoshard::rt::testing::TempDir;
@@ -85,6 +86,34 @@ TEST(CheckpointDir, StagingIsInvisibleUntilTheCommit) {
   EXPECT_EQ(steps(root / "ck", true), (std::vector<int64_t>{4}));
   EXPECT_EQ(*readWholeFile(root / "ck/step-00000004/MANIFEST"), "manifest\n");
   EXPECT_FALSE(exists(*staging));
+}
+
+TEST(CheckpointDir, OneRunAtATimeHoldsTheLock) {
+  // flock locks belong to an open file: a second open, even in this
+  // process, is another run.
+  TempDir root;
+  Expected<int> first = lockCheckpointDirectory(root.path());
+  ASSERT_TRUE(first) << first.message();
+  Expected<int> second = lockCheckpointDirectory(root.path());
+  ASSERT_FALSE(second);
+  EXPECT_NE(second.message().find("is in use by another run (pid " +
+                                  std::to_string(::getpid()) + " on "),
+            std::string::npos)
+      << second.message();
+  EXPECT_NE(second.message().find("wait for that run to end or choose "
+                                  "another directory"),
+            std::string::npos);
+  // The lock file is not a checkpoint.
+  EXPECT_TRUE(listCheckpoints(root.path())->empty());
+  // Released with its descriptor (or the process): the next run takes it.
+  ::close(*first);
+  Expected<int> third = lockCheckpointDirectory(root.path());
+  ASSERT_TRUE(third) << third.message();
+  ::close(*third);
+  // A directory that does not exist cannot be locked, and says so.
+  Expected<int> missing = lockCheckpointDirectory(root / "no/such");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.message().find("cannot open the lock"), std::string::npos);
 }
 
 TEST(CheckpointDir, NeverOverwritesACompleteCheckpoint) {

@@ -333,6 +333,13 @@ int shard(const std::vector<std::string> &args) {
                     quoted(out + "/" + doomed) + ", which writing step " +
                     std::to_string(header.step) + " into --out " + quoted(out) +
                     " would remove with its files; move it out first");
+  // A training run writing --out at the same time would prune or replace
+  // this checkpoint (and it theirs): take the directory's lock, held until
+  // the process exits.
+  if (Status s = makeDirectories(out); !s)
+    return fail("--out: " + s.message());
+  if (Expected<int> lock = lockCheckpointDirectory(out); !lock)
+    return fail(lock.message());
   Expected<std::string> staging = beginCheckpoint(out, header.step);
   if (!staging)
     return fail(staging.message());
