@@ -123,11 +123,14 @@ MemoryEstimate autoshard::cost::estimateMemory(const ModelDescription &model,
     // Gradients until the optimizer: whole, or the shard (which goes to the
     // host right away when the optimizer runs there). Accumulated over
     // micro-batches and reduced once per step, a sharded gradient is kept
-    // whole (in the compute type) until the last micro-batch.
+    // whole (in the compute type) until the last micro-batch; reduced every
+    // micro-batch, its shard accumulates in f32.
     bool shardedGradients = layout.gradients == Placement::Sharded;
-    if (shardedGradients && model.microBatches > 1 &&
-        plan.reduceEvery == ReduceEvery::Step)
+    bool accumulates = shardedGradients && model.microBatches > 1;
+    if (accumulates && plan.reduceEvery == ReduceEvery::Step)
       device.gradients += b.compute * k;
+    else if (accumulates && !offloadOptimizer)
+      device.gradients += 4 * grads;
     else if (!(shardedGradients && offloadOptimizer))
       device.gradients += b.gradient * grads;
     offloadedGradientBytes += b.gradient * optStates;

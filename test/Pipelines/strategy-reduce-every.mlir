@@ -3,6 +3,7 @@
 // RUN: shard-opt --strategy=zero2 --overlap=false --world-size=2 --reduce-every=micro-batch %S/Inputs/accumulation-step.mlir | shard-opt > /dev/null
 // RUN: shard-opt --strategy=zero3 --overlap=false --world-size=2 --reduce-every=micro-batch --reduce-dtype=f32 %S/Inputs/accumulation-step.mlir | FileCheck %s --check-prefix=F32
 // RUN: shard-opt --strategy=zero2 --world-size=2 --reduce-every=micro-batch %S/Inputs/accumulation-step.mlir | FileCheck %s --check-prefix=OVERLAP
+// RUN: shard-opt %S/Inputs/accumulation-step.mlir --pass-pipeline='builtin.module(autoshard-strategy{strategy=zero2 world-size=2 expose-gradients=true reduce-every=micro-batch overlap=false})' | FileCheck %s --check-prefix=EXPOSED
 // RUN: shard-opt --strategy=zero2 --overlap=false --world-size=2 --reduce-every=micro-batch %S/Inputs/mixed-precision-step.mlir | FileCheck %s --check-prefix=ONE
 // RUN: not shard-opt --strategy=zero2 --reduce-every=sometimes %S/Inputs/accumulation-step.mlir 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not shard-opt --strategy=zero1 --world-size=2 --reduce-every=micro-batch %S/Inputs/accumulation-step.mlir 2>&1 | FileCheck %s --check-prefix=WHOLE
@@ -14,9 +15,10 @@
 // mean reduce-scattered once, after the last micro-batch: the full sum
 // lives across micro-batches. With --reduce-every=micro-batch each
 // micro-batch's gradient (its two contributions summed) is reduce-scattered
-// as soon as it is complete and its mean share added into the shard where
-// the micro-batch ends: twice the reduce-scatter bytes, and no full
-// gradient outlives its micro-batch.
+// as soon as it is complete and its mean share added into an f32 shard
+// where the micro-batch ends: twice the reduce-scatter bytes, and no full
+// gradient outlives its micro-batch. An exposed gradient is that shard
+// cast back to the gradient's type.
 
 // STEP: bucket_cap_mb = 25>
 // STEP: %[[G0:.*]] = train.add
@@ -36,16 +38,18 @@
 // MB-NEXT: %[[B0:.*]] = train.linear_grad_weight
 // MB-NEXT: %[[G0:.*]] = train.add %[[A0]], %[[B0]] : tensor<4x4xbf16>
 // MB-NEXT: %[[R0:.*]] = train.reduce_scatter_shards %[[G0]] on @world grid_axes = [0] reduction = average : tensor<4x4xbf16> -> tensor<8xbf16>
-// MB-NEXT: %[[H0:.*]] = train.scale %[[R0]] {factor = 5.000000e-01 : f32} : tensor<8xbf16>
+// MB-NEXT: %[[U0:.*]] = train.cast %[[R0]] : tensor<8xbf16> to tensor<8xf32>
+// MB-NEXT: %[[H0:.*]] = train.scale %[[U0]] {factor = 5.000000e-01 : f32} : tensor<8xf32>
 // MB-NEXT: train.slice_rows %arg1 {offset = 2 : i64}
 // MB: %[[A1:.*]] = train.linear_grad_weight
 // MB-NEXT: %[[B1:.*]] = train.linear_grad_weight
 // MB-NEXT: %[[G1:.*]] = train.add %[[A1]], %[[B1]] : tensor<4x4xbf16>
 // MB-NEXT: %[[R1:.*]] = train.reduce_scatter_shards %[[G1]] {{.*}} -> tensor<8xbf16>
 // MB-NOT: tensor<4x4xbf16>
-// MB: %[[H1:.*]] = train.scale %[[R1]] {factor = 5.000000e-01 : f32} : tensor<8xbf16>
-// MB-NEXT: %[[GS:.*]] = train.add %[[H0]], %[[H1]] : tensor<8xbf16>
-// MB-NEXT: train.sum_of_squares %[[GS]] : tensor<8xbf16>
+// MB: %[[U1:.*]] = train.cast %[[R1]] : tensor<8xbf16> to tensor<8xf32>
+// MB-NEXT: %[[H1:.*]] = train.scale %[[U1]] {factor = 5.000000e-01 : f32} : tensor<8xf32>
+// MB-NEXT: %[[GS:.*]] = train.add %[[H0]], %[[H1]] : tensor<8xf32>
+// MB-NEXT: train.sum_of_squares %[[GS]] : tensor<8xf32>
 // MB: train.adamw %{{.*}}, %[[GS]],
 
 // With f32 reduction each micro-batch's gradient is cast up before its
@@ -67,8 +71,14 @@
 // that micro-batch ends, before the next one computes.
 // OVERLAP: %[[T0:.*]] = train.collective_start reduce_scatter_shards
 // OVERLAP-NEXT: %[[R0:.*]] = train.collective_wait %[[T0]]
-// OVERLAP-NEXT: train.scale %[[R0]]
+// OVERLAP-NEXT: %[[U0:.*]] = train.cast %[[R0]]
+// OVERLAP-NEXT: train.scale %[[U0]]
 // OVERLAP-NEXT: train.slice_rows %arg1 {offset = 2 : i64}
+
+// EXPOSED: %[[GS:.*]] = train.add %{{.*}}, %{{.*}} : tensor<8xf32>
+// EXPOSED-NEXT: %[[BACK:.*]] = train.cast %[[GS]] : tensor<8xf32> to tensor<8xbf16>
+// EXPOSED: train.adamw %{{.*}}, %[[GS]],
+// EXPOSED: return {{.*}}%[[BACK]]
 
 // A step without micro-batches reduces as it would anyway.
 // ONE: %[[G:.*]] = train.linear_grad_weight

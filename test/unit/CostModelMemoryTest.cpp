@@ -231,6 +231,14 @@ TEST(CostModelMemory, AccumulationKeepsFullGradientsUntilTheReduction) {
   plan.reduceEvery = ReduceEvery::MicroBatch;
   EXPECT_EQ(estimateMemory(model, plan, cluster(4)).device.gradients,
             6 * 1000);
+  // bf16: the full sums in bf16 (2 bytes), the shards in f32 (4 bytes).
+  model.precision = Precision::BF16;
+  EXPECT_EQ(estimateMemory(model, plan, cluster(4)).device.gradients,
+            6 * 250 * 4);
+  Plan step = preset("zero2", 4);
+  EXPECT_EQ(estimateMemory(model, step, cluster(4)).device.gradients,
+            6 * 1000 * 2);
+  model.precision = Precision::F32;
   // One micro-batch: nothing accumulates, the two agree.
   model.microBatches = 1;
   Plan once = preset("zero2", 4);

@@ -591,7 +591,17 @@ LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
         return func.emitOpError()
                << "grad result \"" << result.name
                << "\" must be named <param>.grad after a param argument";
-      if (sig.getArgs()[*param].type.getShape() != result.type.getShape())
+      // Either may be a flat shard (ZeRO-1/2 reduce the gradient of a whole
+      // parameter into shards): what must agree is the full shape.
+      auto fullShape = [](RankedTensorType type, FlatShardAttr shard) {
+        return shard ? shard.getShape() : type.getShape();
+      };
+      if (fullShape(sig.getArgs()[*param].type,
+                    func.getArgAttrOfType<FlatShardAttr>(
+                        *param, TrainDialect::kShardAttrName)) !=
+          fullShape(result.type,
+                    func.getResultAttrOfType<FlatShardAttr>(
+                        result.index, TrainDialect::kShardAttrName)))
         return func.emitOpError()
                << "grad result \"" << result.name << "\" has type "
                << result.type << " but its param has type "

@@ -252,7 +252,7 @@ private:
                                 ArrayRef<const Policy *> policies);
   void reduceClippingNorms();
   /// ZeRO-2/3 under reduce_every = micro_batch: each micro-batch's part of
-  /// a gradient reduce-scattered when it is complete and summed into the
+  /// a gradient reduce-scattered when it is complete and summed into an f32
   /// shard; returns the mean shard.
   Value reduceEachMicroBatch(const MicroBatchParts &split,
                              const MicroBatches &batches,
@@ -527,6 +527,12 @@ Value Partitioner::reduceEachMicroBatch(const MicroBatchParts &split,
     Operation *end = index + 1 < split.parts.size() ? batches.after(phase)
                                                     : nullptr;
     b.setInsertionPoint(end ? end : firstReader);
+    // The shard accumulates in f32 whatever the gradient's type, as FSDP's
+    // sharded f32 gradients do: K bf16 roundings of a running sum would
+    // lose the small late contributions.
+    auto shardTensor = cast<RankedTensorType>(shard.getType());
+    if (!shardTensor.getElementType().isF32())
+      shard = CastOp::create(b, loc, shardTensor.clone(b.getF32Type()), shard);
     Value share = ScaleOp::create(b, loc, shard, mean.getFactorAttr());
     sum = sum ? AddOp::create(b, loc, sum, share).getResult() : share;
   }
@@ -721,14 +727,27 @@ LogicalResult Partitioner::finishSignature() {
   Operation *terminator = body.getTerminator();
   SmallVector<Type> argTypes(body.getArgumentTypes());
   SmallVector<Type> resultTypes(terminator->getOperandTypes());
-  // Only the new values of sharded arguments (and the gradients of sharded
-  // parameters) may change type: a step returns parameters, optimizer
+  // What a result may be a shard of: the new value of a sharded argument,
+  // and the gradient of a parameter whose gradient is reduced into shards
+  // (its optimizer states are sharded: ZeRO-1/2 as well as ZeRO-3/FSDP).
+  auto shardLayoutOf = [&](const StepValue &result) -> const Layout * {
+    if (std::optional<unsigned> of = sig.getUpdatedArg(result.index))
+      return shardedArgs.contains(*of) ? shardedArgs.lookup(*of).second
+                                       : nullptr;
+    std::optional<unsigned> of = sig.getGradientOf(result.index);
+    if (!of)
+      return nullptr;
+    if (shardedArgs.contains(*of))
+      return shardedArgs.lookup(*of).second;
+    auto policy = policies.find(*of);
+    return policy != policies.end() && sharded(policy->second.states)
+               ? policy->second.layout
+               : nullptr;
+  };
+  // Only those may change type: a step returns parameters, optimizer
   // states, gradients and the loss, none of which depend on the batch.
   for (const StepValue &result : sig.getResults()) {
-    std::optional<unsigned> of = sig.getUpdatedArg(result.index);
-    if (!of)
-      of = sig.getGradientOf(result.index);
-    bool shardedResult = of && shardedArgs.contains(*of);
+    bool shardedResult = shardLayoutOf(result) != nullptr;
     if (resultTypes[result.index] != result.type && !shardedResult)
       return terminator->emitOpError()
              << "the per-rank step would return "
@@ -763,18 +782,14 @@ LogicalResult Partitioner::finishSignature() {
   SmallVector<DictionaryAttr> resultAttrs;
   step.getAllResultAttrs(resultAttrs);
   for (const StepValue &result : sig.getResults()) {
-    std::optional<unsigned> of = sig.getUpdatedArg(result.index);
-    if (!of)
-      of = sig.getGradientOf(result.index);
     // A shard may have the full tensor's type (a 1-D tensor on one rank, or
     // of one element): what decides is that the result has the shard type.
-    if (!of || !shardedArgs.contains(*of))
-      continue;
-    const Layout &layout = *shardedArgs.lookup(*of).second;
-    if (resultTypes[result.index] != shardType(result.type, layout.groupSize))
+    const Layout *layout = shardLayoutOf(result);
+    if (!layout ||
+        resultTypes[result.index] != shardType(result.type, layout->groupSize))
       continue;
     resultAttrs[result.index] =
-        withShard(resultAttrs[result.index], result.type.getShape(), layout);
+        withShard(resultAttrs[result.index], result.type.getShape(), *layout);
   }
   step.setAllResultAttrs(resultAttrs);
   return success();
