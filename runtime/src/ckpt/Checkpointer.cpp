@@ -55,7 +55,27 @@ Expected<int64_t> Checkpointer::start(const std::vector<void *> &args,
   // Rank 0 looks at the directory; everyone else gets its verdict.
   Status found;
   std::string chosen, manifestText;
-  if (rank == 0) {
+  // A step-N directory is one checkpoint, not a directory of them: a run
+  // there would nest its checkpoints inside another's.
+  std::string trimmed = root;
+  while (trimmed.size() > 1 && trimmed.back() == '/')
+    trimmed.pop_back();
+  size_t slash = trimmed.find_last_of('/');
+  std::string last =
+      slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
+  std::string parent = slash == std::string::npos ? std::string(".")
+                       : slash == 0               ? std::string("/")
+                                                  : trimmed.substr(0, slash);
+  if (rank == 0 && isCheckpointDirName(last)) {
+    found = Error("--checkpoint-dir " + quoted(root) +
+                  " is one checkpoint (a " + quoted(last) +
+                  " directory), not a directory of checkpoints; give the "
+                  "directory that holds it, " +
+                  quoted(parent) +
+                  (options.resume ? " (--resume takes its newest complete "
+                                    "checkpoint)"
+                                  : ""));
+  } else if (rank == 0) {
     Expected<std::vector<CheckpointEntry>> entries = listCheckpoints(root);
     if (!entries) {
       found = Error("--checkpoint-dir: " + entries.message());
