@@ -172,11 +172,14 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
 
     // The grid is built detached so the symbol table can rename it if the
     // module already defines a @world.
-    SymbolTable symbols(module);
+    // It goes into the module that holds the step (a nested one, too),
+    // where the step's symbol lookups find it.
+    ModuleOp scope = (*step)->getParentOfType<ModuleOp>();
+    SymbolTable symbols(scope);
     OpBuilder builder(&getContext());
-    auto grid = shard::GridOp::create(builder, module.getLoc(), "world",
+    auto grid = shard::GridOp::create(builder, scope.getLoc(), "world",
                                       gridShape);
-    symbols.insert(grid, module.getBody()->begin());
+    symbols.insert(grid, scope.getBody()->begin());
 
     FailureOr<SmallVector<ParamGroupAttr>> groups =
         buildGroups(module, *preset, shardAxes,

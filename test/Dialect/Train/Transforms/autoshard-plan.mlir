@@ -73,3 +73,21 @@ func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "
     attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @mesh, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
   return %l : tensor<f32>
 }
+
+// -----
+
+// A step in a nested module: the grid goes where the step's symbol lookups
+// find it, into that module (it was put in the outer one, and the plan then
+// named a grid the step could not see).
+// CHECK-LABEL: module @inner
+// CHECK-NEXT: shard.grid @world(shape = 4)
+// CHECK: func.func @nested_step
+// CHECK-SAME: grid = @world
+module {
+  module @inner {
+    func.func @nested_step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
+        -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step} {
+      return %l : tensor<f32>
+    }
+  }
+}
