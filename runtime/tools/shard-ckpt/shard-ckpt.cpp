@@ -340,6 +340,31 @@ int shard(const std::vector<std::string> &args) {
     return fail("--out: " + s.message());
   if (Expected<int> lock = lockCheckpointDirectory(out); !lock)
     return fail(lock.message());
+  // A directory of checkpoints belongs to one run: a resume takes the
+  // newest, whoever wrote it. Only checkpoints this run could resume from
+  // may stand beside the new one.
+  Expected<std::vector<CheckpointEntry>> existing = listCheckpoints(out);
+  if (!existing)
+    return fail("--out: " + existing.message());
+  for (auto it = existing->rbegin(); it != existing->rend(); ++it) {
+    if (!it->complete)
+      continue;
+    std::string manifestFile = it->path + "/" + kCheckpointManifestName;
+    Expected<std::string> text = readWholeFile(manifestFile);
+    if (!text)
+      return fail("--out: " + text.message());
+    Expected<CheckpointManifest> newest =
+        parseCheckpointManifest(*text, manifestFile);
+    if (!newest)
+      return fail("--out: " + newest.message());
+    if (Status s = checkResumable(*newest, it->path, *manifest, header.seed,
+                                  header.data);
+        !s)
+      return fail("--out " + quoted(out) + " holds checkpoints of another "
+                  "run, which a resume there could mix with this one: " +
+                  s.message() + "; write into an empty directory");
+    break;
+  }
   Expected<std::string> staging = beginCheckpoint(out, header.step);
   if (!staging)
     return fail(staging.message());
