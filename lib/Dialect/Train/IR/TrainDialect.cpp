@@ -21,6 +21,24 @@ using namespace autoshard::train;
 #include "autoshard/Dialect/Train/IR/TrainDialect.cpp.inc"
 #include "autoshard/Dialect/Train/IR/TrainEnums.cpp.inc"
 
+/// The keyword value of an enum field `field`, or an error listing the
+/// `valid` spellings.
+template <typename Enum>
+static ParseResult parseEnumField(AsmParser &parser, StringRef field,
+                                  std::optional<Enum> (*symbolize)(StringRef),
+                                  StringRef valid, Enum &out) {
+  StringRef value;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseKeyword(&value))
+    return failure();
+  std::optional<Enum> parsed = symbolize(value);
+  if (!parsed)
+    return parser.emitError(loc) << "unknown " << field << " '" << value
+                                 << "'; valid: " << valid;
+  out = *parsed;
+  return success();
+}
+
 /// The plan's optional trailing fields, `, reduce_dtype = f32`,
 /// `, reduce_every = micro_batch` and `, groups = [...]`, each printed only
 /// when it differs from its default.
@@ -39,30 +57,16 @@ parsePlanOptionalFields(AsmParser &parser, ReduceDtype &reduce,
       return failure();
     if (keyword == "reduce_dtype" && !seenReduce) {
       seenReduce = true;
-      StringRef value;
-      SMLoc valueLoc = parser.getCurrentLocation();
-      if (parser.parseKeyword(&value))
+      if (failed(parseEnumField(parser, keyword, symbolizeReduceDtype,
+                                "gradient, f32", reduce)))
         return failure();
-      std::optional<ReduceDtype> parsed = symbolizeReduceDtype(value);
-      if (!parsed)
-        return parser.emitError(valueLoc)
-               << "unknown reduce_dtype '" << value
-               << "'; valid: gradient, f32";
-      reduce = *parsed;
       continue;
     }
     if (keyword == "reduce_every" && !seenEvery) {
       seenEvery = true;
-      StringRef value;
-      SMLoc valueLoc = parser.getCurrentLocation();
-      if (parser.parseKeyword(&value))
+      if (failed(parseEnumField(parser, keyword, symbolizeReduceEvery,
+                                "step, micro_batch", every)))
         return failure();
-      std::optional<ReduceEvery> parsed = symbolizeReduceEvery(value);
-      if (!parsed)
-        return parser.emitError(valueLoc)
-               << "unknown reduce_every '" << value
-               << "'; valid: step, micro_batch";
-      every = *parsed;
       continue;
     }
     if (keyword == "groups" && !seenGroups) {
