@@ -362,9 +362,14 @@ void autoshard::selectCandidate(Choice &choice) {
                     .str()
               : llvm::formatv("{0}: estimated {1:f1} ms per step, the least "
                               "sharded of the plans that fit within 5% of "
-                              "the fastest ({2:f1} ms); DDP does not fit{3}",
+                              "the fastest ({2:f1} ms); {3}{4}",
                               cost::describePlan(chosen.estimate.plan),
                               ms(chosen.estimate.time.total()), ms(best),
+                              llvm::any_of(choice.candidates, plainDdp)
+                                  ? "DDP does not fit"
+                                  // --reduce-every=micro-batch leaves only
+                                  // plans that shard gradients.
+                                  : "DDP is not among the candidates",
                               fitsOnDevice ? ""
                                            : ", and no plan fits without "
                                              "offload")

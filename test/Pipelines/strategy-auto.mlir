@@ -62,6 +62,18 @@
 // RUN: not shard-opt --strategy=zero3 --device=h100-80gb %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=NOTAUTO
 // NOTAUTO: shard-opt: error: --device, --nodes, --gpus-per-node, --cost-report and --cost-report-file are for --strategy=auto
 
+// Under gradient accumulation, plans that shard gradients are also tried
+// reducing every micro-batch; --reduce-every=micro-batch pins that, which
+// leaves no DDP plan to choose.
+// RUN: shard-opt --strategy=auto --world-size=2 --device=h100-80gb --cost-report %S/Inputs/accumulation-step.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=ACCUM
+// ACCUM-DAG: zero2 bucket=25MiB prefetch=1 offload=none/none checkpoint=none
+// ACCUM-DAG: zero2 bucket=25MiB prefetch=1 reduce-every=micro-batch offload=none/none checkpoint=none
+// RUN: shard-opt --strategy=auto --world-size=2 --device=h100-80gb --reduce-every=micro-batch --cost-report %S/Inputs/accumulation-step.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=PINNED
+// PINNED-NOT: {{^[ *] ddp }}
+// PINNED: chosen: {{.*}}reduce-every=micro-batch{{.*}}; DDP is not among the candidates
+// RUN: not shard-opt %S/Inputs/accumulation-step.mlir --pass-pipeline='builtin.module(autoshard-auto-strategy{world-size=2 reduce-every=often})' 2>&1 | FileCheck %s --check-prefix=AUTOEVERY
+// AUTOEVERY: error: unknown reduce-every 'often'; valid: step, micro-batch
+
 // The plot script draws the JSON report, as SVG and as PNG.
 // RUN: %python %S/../../scripts/cost_plot.py %t.json %t.png
 // RUN: %python -c "import sys; sys.exit(open(sys.argv[1], 'rb').read(8) != bytes([137, 80, 78, 71, 13, 10, 26, 10]))" %t.png

@@ -60,12 +60,8 @@ Expected<int64_t> Checkpointer::start(const std::vector<void *> &args,
   std::string trimmed = root;
   while (trimmed.size() > 1 && trimmed.back() == '/')
     trimmed.pop_back();
-  size_t slash = trimmed.find_last_of('/');
-  std::string last =
-      slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
-  std::string parent = slash == std::string::npos ? std::string(".")
-                       : slash == 0               ? std::string("/")
-                                                  : trimmed.substr(0, slash);
+  std::string last = trimmed.substr(trimmed.find_last_of('/') + 1);
+  std::string parent = parentDirectory(trimmed);
   if (rank == 0 && isCheckpointDirName(last)) {
     found = Error("--checkpoint-dir " + quoted(root) +
                   " is one checkpoint (a " + quoted(last) +

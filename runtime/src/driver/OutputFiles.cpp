@@ -86,8 +86,9 @@ Status checkRunFiles(const Options &options) {
   for (auto [option, path] :
        {std::pair{"--data", &options.dataFile},
         std::pair{"--load-params", &options.loadParamsFile}})
-    if (!path->empty() && identifyFile(*path).exists)
-      inputs.push_back({option, path, identifyFile(*path)});
+    if (!path->empty())
+      if (FileIdentity id = identifyFile(*path); id.exists)
+        inputs.push_back({option, path, id});
 
   // "--a 'x' and --b 'y' name the same file", or "--a and --b both name
   // 'x'" when they are spelt alike.

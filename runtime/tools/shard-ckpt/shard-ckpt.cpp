@@ -346,24 +346,17 @@ int shard(const std::vector<std::string> &args) {
   Expected<std::vector<CheckpointEntry>> existing = listCheckpoints(out);
   if (!existing)
     return fail("--out: " + existing.message());
-  for (auto it = existing->rbegin(); it != existing->rend(); ++it) {
-    if (!it->complete)
-      continue;
-    std::string manifestFile = it->path + "/" + kCheckpointManifestName;
-    Expected<std::string> text = readWholeFile(manifestFile);
-    if (!text)
-      return fail("--out: " + text.message());
-    Expected<CheckpointManifest> newest =
-        parseCheckpointManifest(*text, manifestFile);
+  if (std::any_of(existing->begin(), existing->end(),
+                  [](const CheckpointEntry &e) { return e.complete; })) {
+    Expected<CheckpointReader> newest = openCheckpoint(out);
     if (!newest)
       return fail("--out: " + newest.message());
-    if (Status s = checkResumable(*newest, it->path, *manifest, header.seed,
-                                  header.data);
+    if (Status s = checkResumable(newest->manifest(), newest->directory(),
+                                  *manifest, header.seed, header.data);
         !s)
       return fail("--out " + quoted(out) + " holds checkpoints of another "
                   "run, which a resume there could mix with this one: " +
                   s.message() + "; write into an empty directory");
-    break;
   }
   Expected<std::string> staging = beginCheckpoint(out, header.step);
   if (!staging)

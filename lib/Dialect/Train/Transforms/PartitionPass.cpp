@@ -263,6 +263,15 @@ private:
   /// back.
   void replaceGradient(Value grad, Value input, Value reduced,
                        Operation *reduction);
+  /// What a reduction of `grad` reads: `grad`, or with reduce_dtype = f32
+  /// a bf16 gradient cast up (at the builder's insertion point).
+  Value reductionInput(Value grad) {
+    auto type = cast<RankedTensorType>(grad.getType());
+    if (plan.getReduceDtype() != ReduceDtype::F32 ||
+        type.getElementType().isF32())
+      return grad;
+    return CastOp::create(b, grad.getLoc(), type.clone(b.getF32Type()), grad);
+  }
   LogicalResult shardOptimizer(OptimizerOpInterface optimizer,
                                const Policy &policy);
   LogicalResult gatherParameters();
@@ -411,10 +420,7 @@ Partitioner::reduceGradients(ArrayRef<OptimizerOpInterface> optimizers,
         b.setInsertionPoint(firstReader);
       else
         b.setInsertionPointAfterValue(grad);
-      if (plan.getReduceDtype() == ReduceDtype::F32 &&
-          !gradType.getElementType().isF32())
-        input = CastOp::create(b, grad.getLoc(),
-                               gradType.clone(b.getF32Type()), grad);
+      input = reductionInput(grad);
       if (!toShards) {
         reduced =
             allReduce(input, grid.allAxes, shard::ReductionKind::Average);
@@ -454,9 +460,7 @@ Partitioner::reduceGradients(ArrayRef<OptimizerOpInterface> optimizers,
 void Partitioner::replaceGradient(Value grad, Value input, Value reduced,
                                   Operation *reduction) {
   auto gradType = cast<RankedTensorType>(grad.getType());
-  if (reduced.getType() ==
-      cast<RankedTensorType>(reduced.getType())
-          .clone(gradType.getElementType())) {
+  if (getElementTypeOrSelf(reduced) == gradType.getElementType()) {
     grad.replaceAllUsesExcept(reduced, reduction);
     return;
   }
@@ -489,13 +493,6 @@ Value Partitioner::reduceEachMicroBatch(const MicroBatchParts &split,
                                         Operation *firstReader) {
   ScaleOp mean = split.mean; // op handles are not const-callable
   Location loc = mean.getLoc();
-  auto reduceType = [&](Type type) -> Type {
-    auto tensor = cast<RankedTensorType>(type);
-    if (plan.getReduceDtype() == ReduceDtype::F32 &&
-        !tensor.getElementType().isF32())
-      return tensor.clone(b.getF32Type());
-    return tensor;
-  };
   Value sum;
   for (auto [index, microBatch] : llvm::enumerate(split.parts)) {
     const auto &[phase, leaves] = microBatch;
@@ -512,14 +509,12 @@ Value Partitioner::reduceEachMicroBatch(const MicroBatchParts &split,
     Value part = leaves.front();
     for (Value leaf : ArrayRef(leaves).drop_front())
       part = AddOp::create(b, loc, part, leaf);
-    Type type = reduceType(part.getType());
-    if (type != part.getType())
-      part = CastOp::create(b, loc, type, part);
-    Value shard = ReduceScatterShardsOp::create(
-                      b, loc, TypeRange{shardType(type, layout.groupSize)},
-                      ValueRange{part}, gridName(), axesAttr(layout),
-                      Reduction::Average)
-                      .getResult(0);
+    part = reductionInput(part);
+    Value shard =
+        ReduceScatterShardsOp::create(
+            b, loc, TypeRange{shardType(part.getType(), layout.groupSize)},
+            ValueRange{part}, gridName(), axesAttr(layout), Reduction::Average)
+            .getResult(0);
     // Averaged into the shard where the micro-batch ends (the next one's
     // first slice_rows), so that grouping closes the micro-batch's buckets
     // and scheduling waits for them there, before the next micro-batch
