@@ -123,12 +123,13 @@ MemoryEstimate autoshard::cost::estimateMemory(const ModelDescription &model,
     // Gradients until the optimizer: whole, or the shard (which goes to the
     // host right away when the optimizer runs there). Accumulated over
     // micro-batches and reduced once per step, a sharded gradient is kept
-    // whole (in the compute type) until the last micro-batch; reduced every
-    // micro-batch, its shard accumulates in f32.
+    // whole until the last micro-batch, in the reduce type (a bf16 one is
+    // accumulated in f32 when the reduction is); reduced every micro-batch,
+    // its shard accumulates in f32.
     bool shardedGradients = layout.gradients == Placement::Sharded;
     bool accumulates = shardedGradients && model.microBatches > 1;
     if (accumulates && plan.reduceEvery == ReduceEvery::Step)
-      device.gradients += b.compute * k;
+      device.gradients += b.gradient * k;
     else if (accumulates && !offloadOptimizer)
       device.gradients += 4 * grads;
     else if (!(shardedGradients && offloadOptimizer))

@@ -3,6 +3,9 @@
 // RUN: shard-opt --strategy=zero2 --overlap=false --world-size=2 --reduce-every=micro-batch %S/Inputs/accumulation-step.mlir | shard-opt > /dev/null
 // RUN: shard-opt --strategy=zero3 --overlap=false --world-size=2 --reduce-every=micro-batch --reduce-dtype=f32 %S/Inputs/accumulation-step.mlir | FileCheck %s --check-prefix=F32
 // RUN: shard-opt --strategy=zero2 --world-size=2 --reduce-every=micro-batch %S/Inputs/accumulation-step.mlir | FileCheck %s --check-prefix=OVERLAP
+// RUN: shard-opt --strategy=zero2 --overlap=false --world-size=2 --reduce-dtype=f32 %S/Inputs/accumulation-step.mlir | FileCheck %s --check-prefix=ACC32
+// RUN: shard-opt --strategy=ddp --overlap=false --world-size=2 --reduce-dtype=f32 %S/Inputs/accumulation-step.mlir | FileCheck %s --check-prefix=DDP32
+// RUN: shard-opt %S/Inputs/accumulation-step.mlir --pass-pipeline='builtin.module(autoshard-strategy{strategy=zero1 world-size=2 expose-gradients=true reduce-dtype=f32 overlap=false})' | FileCheck %s --check-prefix=ZERO1
 // RUN: shard-opt %S/Inputs/accumulation-step.mlir --pass-pipeline='builtin.module(autoshard-strategy{strategy=zero2 world-size=2 expose-gradients=true reduce-every=micro-batch overlap=false})' | FileCheck %s --check-prefix=EXPOSED
 // RUN: shard-opt --strategy=zero2 --overlap=false --world-size=2 --reduce-every=micro-batch %S/Inputs/mixed-precision-step.mlir | FileCheck %s --check-prefix=ONE
 // RUN: not shard-opt --strategy=zero2 --reduce-every=sometimes %S/Inputs/accumulation-step.mlir 2>&1 | FileCheck %s --check-prefix=BAD
@@ -66,6 +69,40 @@
 // F32: %[[H1:.*]] = train.scale %[[R1]] {factor = 5.000000e-01 : f32} : tensor<8xf32>
 // F32-NEXT: %[[GS:.*]] = train.add %[[H0]], %[[H1]] : tensor<8xf32>
 // F32: train.adamw %arg0, %[[GS]],
+
+// Reduced once per step in f32, the micro-batches' bf16 gradients are
+// accumulated in f32 (FSDP2 accumulates in its reduce dtype): each micro-
+// batch's sum is cast up as soon as it is complete and added into an f32
+// sum, whose mean the reduction reads; no bf16 sum spans micro-batches.
+// ACC32: reduce_dtype = f32>
+// ACC32: %[[G0:.*]] = train.add %{{.*}} : tensor<4x4xbf16>
+// ACC32-NEXT: %[[C0:.*]] = train.cast %[[G0]] : tensor<4x4xbf16> to tensor<4x4xf32>
+// ACC32-NEXT: train.slice_rows %arg1 {offset = 2 : i64}
+// ACC32-NOT: train.reduce_scatter_shards
+// ACC32: %[[G1:.*]] = train.add %{{.*}} : tensor<4x4xbf16>
+// ACC32-NEXT: %[[C1:.*]] = train.cast %[[G1]] : tensor<4x4xbf16> to tensor<4x4xf32>
+// ACC32-NEXT: %[[SUM:.*]] = train.add %[[C0]], %[[C1]] : tensor<4x4xf32>
+// ACC32-NEXT: %[[MEAN:.*]] = train.scale %[[SUM]] {factor = 5.000000e-01 : f32} : tensor<4x4xf32>
+// ACC32-NEXT: %[[GS:.*]] = train.reduce_scatter_shards %[[MEAN]] {{.*}} : tensor<4x4xf32> -> tensor<8xf32>
+// ACC32-NOT: train.reduce_scatter_shards
+// ACC32: train.adamw %{{.*}}, %[[GS]],
+
+// DDP averages the f32 mean over the grid (in one bucket with the loss).
+// DDP32: %[[C0:.*]] = train.cast %{{.*}} : tensor<4x4xbf16> to tensor<4x4xf32>
+// DDP32-NEXT: train.slice_rows %arg1 {offset = 2 : i64}
+// DDP32: %[[C1:.*]] = train.cast %{{.*}} : tensor<4x4xbf16> to tensor<4x4xf32>
+// DDP32-NEXT: %[[SUM:.*]] = train.add %[[C0]], %[[C1]] : tensor<4x4xf32>
+// DDP32-NEXT: %[[MEAN:.*]] = train.scale %[[SUM]]
+// DDP32: %[[R:.*]]:2 = train.all_reduce_bucket %[[MEAN]], %{{.*}} : tensor<4x4xf32>, tensor<f32> -> tensor<4x4xf32>, tensor<f32>
+// DDP32: train.adamw %arg0, %[[R]]#0,
+
+// ZeRO-1 reduce-scatters the f32 mean at the optimizer; the exposed
+// gradient is the shard cast back to bf16.
+// ZERO1: %[[MEAN:.*]] = train.scale %{{.*}} {factor = 5.000000e-01 : f32} : tensor<4x4xf32>
+// ZERO1: %[[GS:.*]] = train.reduce_scatter_shards %[[MEAN]] {{.*}} : tensor<4x4xf32> -> tensor<8xf32>
+// ZERO1: %[[BACK:.*]] = train.cast %[[GS]] : tensor<8xf32> to tensor<8xbf16>
+// ZERO1: train.adamw %{{.*}}, %[[GS]],
+// ZERO1: return {{.*}}%[[BACK]]
 
 // Overlapped, the first micro-batch's reduce-scatter is waited for where
 // that micro-batch ends, before the next one computes.

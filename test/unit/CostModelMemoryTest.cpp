@@ -238,6 +238,10 @@ TEST(CostModelMemory, AccumulationKeepsFullGradientsUntilTheReduction) {
   Plan step = preset("zero2", 4);
   EXPECT_EQ(estimateMemory(model, step, cluster(4)).device.gradients,
             6 * 1000 * 2);
+  // Reduced in f32, the full sums accumulate in f32.
+  step.reduceDtype = ReduceDtype::F32;
+  EXPECT_EQ(estimateMemory(model, step, cluster(4)).device.gradients,
+            6 * 1000 * 4);
   model.precision = Precision::F32;
   // One micro-batch: nothing accumulates, the two agree.
   model.microBatches = 1;

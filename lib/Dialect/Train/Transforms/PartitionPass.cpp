@@ -251,6 +251,14 @@ private:
   LogicalResult reduceGradients(ArrayRef<OptimizerOpInterface> optimizers,
                                 ArrayRef<const Policy *> policies);
   void reduceClippingNorms();
+  /// Each micro-batch's contributions to a split gradient summed in the
+  /// gradient's type, just after the last of them, micro-batches in order.
+  SmallVector<Value> sumEachMicroBatch(const MicroBatchParts &split);
+  /// Under reduce_every = step and reduce_dtype = f32, a bf16 gradient's
+  /// micro-batch sums cast up and accumulated in f32 as each is complete
+  /// (FSDP2 accumulates unsharded gradients in its reduce dtype); returns
+  /// the f32 mean, what the reduction reads.
+  Value accumulateInF32(const MicroBatchParts &split);
   /// ZeRO-2/3 under reduce_every = micro_batch: each micro-batch's part of
   /// a gradient reduce-scattered when it is complete and summed into an f32
   /// shard; returns the mean shard.
@@ -393,8 +401,9 @@ Partitioner::reduceGradients(ArrayRef<OptimizerOpInterface> optimizers,
 
   // Micro-batch boundaries, taken before any rewrite; ops this loop
   // inserts are never looked up.
+  bool eachMicroBatch = plan.getReduceEvery() == ReduceEvery::MicroBatch;
   std::optional<MicroBatches> batches;
-  if (plan.getReduceEvery() == ReduceEvery::MicroBatch)
+  if (eachMicroBatch || plan.getReduceDtype() == ReduceDtype::F32)
     batches.emplace(body);
   for (auto [grad, policy] : gradients) {
     bool toShards = sharded(policy->states);
@@ -403,24 +412,29 @@ Partitioner::reduceGradients(ArrayRef<OptimizerOpInterface> optimizers,
     for (Operation *user : grad.getUsers())
       if (!firstReader || user->isBeforeInBlock(firstReader))
         firstReader = user;
-    // With reduce_dtype = f32, a bf16 gradient is cast up and reduced in
-    // f32; the optimizer and clipping read the f32 result.
+    // With reduce_dtype = f32, a bf16 gradient is cast up (its micro-
+    // batches accumulated in f32) and reduced in f32; the optimizer and
+    // clipping read the f32 result.
     Value input = grad;
     auto gradType = cast<RankedTensorType>(grad.getType());
     Value reduced;
     Operation *reduction = nullptr;
     std::optional<MicroBatchParts> split;
-    if (toShards && sharded(policy->grads) && batches) {
+    if (batches && (!eachMicroBatch || (toShards && sharded(policy->grads))))
       split = splitByMicroBatch(grad, *batches);
-      if (split)
-        reduced = reduceEachMicroBatch(*split, *batches, layout, firstReader);
-    }
+    if (split && eachMicroBatch)
+      reduced = reduceEachMicroBatch(*split, *batches, layout, firstReader);
+    else if (split && !gradType.getElementType().isF32())
+      input = accumulateInF32(*split);
+    else
+      split.reset(); // the gradient stays as autodiff built it
     if (!reduced) {
       if (toShards && !sharded(policy->grads))
         b.setInsertionPoint(firstReader);
       else
-        b.setInsertionPointAfterValue(grad);
-      input = reductionInput(grad);
+        b.setInsertionPointAfterValue(input);
+      if (input == grad)
+        input = reductionInput(grad);
       if (!toShards) {
         reduced =
             allReduce(input, grid.allAxes, shard::ReductionKind::Average);
@@ -487,15 +501,11 @@ void Partitioner::replaceGradient(Value grad, Value input, Value reduced,
   }
 }
 
-Value Partitioner::reduceEachMicroBatch(const MicroBatchParts &split,
-                                        const MicroBatches &batches,
-                                        const Layout &layout,
-                                        Operation *firstReader) {
-  ScaleOp mean = split.mean; // op handles are not const-callable
-  Location loc = mean.getLoc();
-  Value sum;
-  for (auto [index, microBatch] : llvm::enumerate(split.parts)) {
-    const auto &[phase, leaves] = microBatch;
+SmallVector<Value>
+Partitioner::sumEachMicroBatch(const MicroBatchParts &split) {
+  Location loc = split.mean->getLoc();
+  SmallVector<Value> sums;
+  for (const auto &[phase, leaves] : split.parts) {
     // The micro-batch's gradient is complete at its last contribution.
     Operation *last = nullptr;
     for (Value leaf : leaves)
@@ -506,10 +516,40 @@ Value Partitioner::reduceEachMicroBatch(const MicroBatchParts &split,
       b.setInsertionPointAfter(last);
     else
       b.setInsertionPointToStart(&body);
-    Value part = leaves.front();
+    Value sum = leaves.front();
     for (Value leaf : ArrayRef(leaves).drop_front())
-      part = AddOp::create(b, loc, part, leaf);
-    part = reductionInput(part);
+      sum = AddOp::create(b, loc, sum, leaf);
+    sums.push_back(sum);
+  }
+  return sums;
+}
+
+Value Partitioner::accumulateInF32(const MicroBatchParts &split) {
+  ScaleOp mean = split.mean; // op handles are not const-callable
+  Location loc = mean.getLoc();
+  Value total;
+  for (Value part : sumEachMicroBatch(split)) {
+    b.setInsertionPointAfterValue(part);
+    auto type = cast<RankedTensorType>(part.getType());
+    Value up = CastOp::create(b, loc, type.clone(b.getF32Type()), part);
+    total = total ? AddOp::create(b, loc, total, up).getResult() : up;
+  }
+  b.setInsertionPointAfterValue(total);
+  return ScaleOp::create(b, loc, total, mean.getFactorAttr());
+}
+
+Value Partitioner::reduceEachMicroBatch(const MicroBatchParts &split,
+                                        const MicroBatches &batches,
+                                        const Layout &layout,
+                                        Operation *firstReader) {
+  ScaleOp mean = split.mean; // op handles are not const-callable
+  Location loc = mean.getLoc();
+  Value sum;
+  SmallVector<Value> sums = sumEachMicroBatch(split);
+  for (auto [index, microBatch] : llvm::enumerate(split.parts)) {
+    int64_t phase = microBatch.first;
+    b.setInsertionPointAfterValue(sums[index]);
+    Value part = reductionInput(sums[index]);
     Value shard =
         ReduceScatterShardsOp::create(
             b, loc, TypeRange{shardType(part.getType(), layout.groupSize)},
