@@ -671,6 +671,11 @@ func.func private @f() attributes {train.optimizer = #train.sgd<lr = 0.1, moment
 
 // -----
 
+// expected-error@+1 {{struct is missing required parameter: lr}}
+func.func private @f() attributes {train.step, train.optimizer = #train.adamw<beta1 = 0.9>}
+
+// -----
+
 // expected-error@+1 {{lr must be finite and > 0, got -0.1}}
 func.func private @f() attributes {train.optimizer = #train.sgd<lr = -0.1, momentum = 0.0, weight_decay = 0.0>}
 

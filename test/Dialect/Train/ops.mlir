@@ -145,10 +145,24 @@ func.func @adamw_and_clipping(%p: tensor<16xf32>, %g: tensor<16xbf16>, %m: tenso
 }
 
 // CHECK-LABEL: func.func private @forward_step
-// CHECK-SAME: train.max_grad_norm = 1.000000e+00 : f32, train.optimizer = #train.adamw<lr = 6.000000e-04 : f64, beta1 = 9.000000e-01 : f64, beta2 = 0.94999999999999996 : f64, eps = 1.000000e-08 : f64, weight_decay = 1.000000e-01 : f64>
+// CHECK-SAME: train.max_grad_norm = 1.000000e+00 : f32, train.optimizer = #train.adamw<lr = 6.000000e-04 : f64, beta2 = 0.94999999999999996 : f64, weight_decay = 1.000000e-01 : f64>
 func.func private @forward_step() -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
     attributes {train.step, train.max_grad_norm = 1.0 : f32,
                 train.optimizer = #train.adamw<lr = 6.0e-4, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1>}
+
+// Fields at torch's defaults may be omitted and are not printed.
+// CHECK-LABEL: func.func private @default_adamw
+// CHECK-SAME: train.optimizer = #train.adamw<lr = 1.000000e-03 : f64>
+func.func private @default_adamw() -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.optimizer = #train.adamw<lr = 1.0e-3, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.01>}
+// CHECK-LABEL: func.func private @some_adamw
+// CHECK-SAME: train.optimizer = #train.adamw<lr = 1.000000e-03 : f64, beta2 = 0.94999999999999996 : f64>
+func.func private @some_adamw() -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.optimizer = #train.adamw<lr = 1.0e-3, beta2 = 0.95>}
+// CHECK-LABEL: func.func private @default_sgd
+// CHECK-SAME: train.optimizer = #train.sgd<lr = 1.000000e-01 : f64>
+func.func private @default_sgd() -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.optimizer = #train.sgd<lr = 0.1>}
 
 // CHECK-LABEL: func.func @accumulation_ops
 func.func @accumulation_ops(%x: tensor<8x64xi32>, %l: tensor<f32>) {

@@ -8,6 +8,9 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Transforms/RegionUtils.h"
+#include "llvm/Support/Format.h"
+
+#include <cmath>
 
 namespace autoshard::train {
 #define GEN_PASS_DEF_AUTODIFFPASS
@@ -243,10 +246,22 @@ LogicalResult Autodiff::applyOptimizer(Attribute config, Value loss) {
     lrInit = cast<SgdConfigAttr>(config).getLr().getValueAsDouble();
   Value lr;
   if (std::optional<unsigned> index = sig.getArgIndex("lr")) {
-    if (sig.getArgs()[*index].role != Role::Hyper)
+    const StepValue &arg = sig.getArgs()[*index];
+    if (arg.role != Role::Hyper)
       return step.emitOpError()
              << "has an argument named \"lr\" that is not a hyper; the "
                 "optimizer's learning rate needs that name";
+    // The hyper's init is the learning rate the binary starts with.
+    double start = arg.init && arg.init.getKind() == InitKind::Constant
+                       ? arg.init.getValueAsDouble()
+                       : 0.0;
+    if (!(start >= 0 && std::isfinite(start))) {
+      std::string text;
+      llvm::raw_string_ostream(text) << llvm::format("%g", start);
+      return step.emitOpError()
+             << "starts its learning rate, hyper \"lr\", at " << text
+             << "; a learning rate is a finite number >= 0";
+    }
     lr = body.getArgument(*index);
   } else {
     lr = addArgument(RankedTensorType::get({}, b.getF32Type()), Role::Hyper,

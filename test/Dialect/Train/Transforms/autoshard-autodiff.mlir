@@ -165,6 +165,21 @@ func.func @step(%w: tensor<3x2xf32> {train.role = #train.role<param>, train.name
 
 // -----
 
+// The step's own "lr" hyper is the learning rate the binary starts with.
+// expected-error@+1 {{starts its learning rate, hyper "lr", at -0.1; a learning rate is a finite number >= 0}}
+func.func @step(%w: tensor<3x2xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
+                %x: tensor<2x2xf32> {train.role = #train.role<input>, train.name = "x"},
+                %y: tensor<2xi32> {train.role = #train.role<label>, train.name = "y"},
+                %lr: tensor<f32> {train.role = #train.role<hyper>, train.name = "lr", train.init = #train.init<constant, value = -0.1>})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.optimizer = #train.sgd<lr = 0.1>} {
+  %h = train.linear %x, %w : (tensor<2x2xf32>, tensor<3x2xf32>) -> tensor<2x3xf32>
+  %loss = train.softmax_cross_entropy %h, %y : (tensor<2x3xf32>, tensor<2xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // expected-error@+1 {{has no parameter on which the loss depends, so there is nothing to train}}
 func.func @step(%w: tensor<3x2xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
                 %x: tensor<2x3xf32> {train.role = #train.role<input>, train.name = "x"},

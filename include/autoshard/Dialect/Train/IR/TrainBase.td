@@ -414,6 +414,13 @@ def Train_FlatShardAttr : Train_Attr<"FlatShard", "flat_shard"> {
   }];
 }
 
+// An optimizer hyper-parameter that may be omitted: an f64 FloatAttr, as
+// the parser builds from a bare literal, with torch's default.
+class Train_FloatDefault<string value>
+    : DefaultValuedParameter<"::mlir::FloatAttr",
+          "::mlir::FloatAttr::get(::mlir::Float64Type::get($_ctxt), " # value #
+          ")">;
+
 def Train_AdamwConfigAttr : Train_Attr<"AdamwConfig", "adamw"> {
   let summary = "AdamW as the optimizer autodiff should build";
   let description = [{
@@ -428,13 +435,16 @@ def Train_AdamwConfigAttr : Train_Attr<"AdamwConfig", "adamw"> {
                                    eps = 1.0e-8, weight_decay = 0.1>
     ```
 
-    Every field is explicit (torch's defaults are beta1 0.9, beta2 0.999,
-    eps 1e-8, weight_decay 0.01; GPT training usually sets beta2 0.95 and
-    weight_decay 0.1).
+    `lr` is required; the other fields default to torch.optim.AdamW's
+    (beta1 0.9, beta2 0.999, eps 1e-8, weight_decay 0.01), and a field at
+    its default is not printed. GPT training usually sets beta2 0.95 and
+    weight_decay 0.1.
   }];
-  let parameters = (ins "::mlir::FloatAttr":$lr, "::mlir::FloatAttr":$beta1,
-                        "::mlir::FloatAttr":$beta2, "::mlir::FloatAttr":$eps,
-                        "::mlir::FloatAttr":$weight_decay);
+  let parameters = (ins "::mlir::FloatAttr":$lr,
+                        Train_FloatDefault<"0.9">:$beta1,
+                        Train_FloatDefault<"0.999">:$beta2,
+                        Train_FloatDefault<"1.0e-8">:$eps,
+                        Train_FloatDefault<"0.01">:$weight_decay);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
@@ -446,10 +456,13 @@ def Train_SgdConfigAttr : Train_Attr<"SgdConfig", "sgd"> {
     train.optimizer = #train.sgd<lr = 0.1, momentum = 0.9, weight_decay = 0.0>
     ```
 
-    Weight decay applies to parameters of rank 2 or more.
+    Weight decay applies to parameters of rank 2 or more. `lr` is required;
+    momentum and weight_decay default to torch.optim.SGD's 0, and a field at
+    its default is not printed.
   }];
-  let parameters = (ins "::mlir::FloatAttr":$lr, "::mlir::FloatAttr":$momentum,
-                        "::mlir::FloatAttr":$weight_decay);
+  let parameters = (ins "::mlir::FloatAttr":$lr,
+                        Train_FloatDefault<"0.0">:$momentum,
+                        Train_FloatDefault<"0.0">:$weight_decay);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
