@@ -619,7 +619,7 @@ void AutoStrategyPass::runOnOperation() {
     FailureOr<MemoryPlan> exact = planStepMemory(**built);
     if (failed(exact))
       return failure();
-    return candidate.plannedBytes = exact->total();
+    return candidate.plannedBytes = exact->peak();
   };
   // Each exact plan compiles the step once: at most kMaxExactPlans of them
   // in the search. The choice is always one whose exact plan fits; when the

@@ -15,9 +15,13 @@
 // CHECK-DAG: llvm.func @asrt_bucket_add(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64)
 // CHECK: llvm.func @autoshard_step(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr)
 // The loss and the six gradients are averaged in one bucket, started
-// asynchronously and waited before the clipping norm reads it.
+// asynchronously and waited before the clipping norm reads it. The bucket
+// packs into a buffer of the step's arena: the 6922 gradient elements and
+// the loss, each padded to a multiple of the 2 ranks, 27696 bytes.
 // CHECK: llvm.call @asrt_bucket_begin(
 // CHECK-COUNT-7: llvm.call @asrt_bucket_add(
+// CHECK: %[[BYTES:.*]] = llvm.mlir.constant(27696 : i64) : i64
+// CHECK-NEXT: llvm.call @asrt_bucket_pack_buffer(%{{.*}}, %{{.*}}, %[[BYTES]]) : (!llvm.ptr, !llvm.ptr, i64) -> ()
 // CHECK-NEXT: %[[H:.*]] = llvm.call @asrt_bucket_start(%{{.*}}) : (!llvm.ptr) -> i64
 // CHECK-NEXT: llvm.call @asrt_wait(%{{.*}}, %[[H]]) : (!llvm.ptr, i64) -> ()
 // CHECK-NOT: asrt_all_reduce
@@ -26,5 +30,6 @@
 // Without overlap the bucket runs where it is issued.
 // SYNC: llvm.call @asrt_bucket_begin(
 // SYNC-COUNT-7: llvm.call @asrt_bucket_add(
+// SYNC: llvm.call @asrt_bucket_pack_buffer(
 // SYNC-NEXT: llvm.call @asrt_bucket_end(
 // SYNC-NOT: asrt_bucket_start

@@ -1,10 +1,11 @@
-//===- MemoryPlan.h - what a rank's training step holds in memory -*- C++ -*-===//
+//===- MemoryPlan.h - what a rank's training step holds in memory -*- C++
+//-*-===//
 //
 // The lowering places every tensor of the per-rank step in a buffer and
 // knows when each is allocated and freed; the memory plan is that
 // knowledge, summed: the persistent state the driver allocates (arguments
 // and the results that do not update one) and the peak of the step's own
-// buffers, by category, plus the runtime's communication buffers.
+// buffers (the buckets' pack buffers among them), by category.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,8 +30,10 @@ enum class MemoryCategory {
   Gathered,
   Batch,
   Other,
+  /// The buffers the runtime packs buckets into, in the step's arena.
+  Communication,
 };
-constexpr int kNumMemoryCategories = 7;
+constexpr int kNumMemoryCategories = 8;
 
 /// "parameters", "gradients", ...: the manifest's and the report's names.
 llvm::StringRef memoryCategoryName(MemoryCategory category);
@@ -52,9 +55,6 @@ struct MemoryPlan {
   /// different moments: activations peak at the end of the forward pass,
   /// gradients in the backward pass).
   std::array<int64_t, kNumMemoryCategories> stepMaxBy{};
-  /// The largest packed bytes of the collectives in flight at once: the
-  /// runtime's communication buffers, which it allocates itself.
-  int64_t communication = 0;
   /// The step's largest tensors live at the peak, largest first: what each
   /// is and its bytes (the persistent ones are summed in `atPeak`).
   std::vector<std::pair<std::string, int64_t>> largestAtPeak;
@@ -69,10 +69,9 @@ struct MemoryPlan {
 
   /// Host memory the rank needs for offloaded state and values.
   int64_t hostPeak() const { return hostPersistent + hostArena; }
-  /// What the runtime measures: persistent plus step peak.
+  /// What the rank needs, and what the runtime measures: persistent plus
+  /// step peak.
   int64_t peak() const { return persistent + stepPeak; }
-  /// What the rank needs: the peak plus the communication buffers.
-  int64_t total() const { return peak() + communication; }
 };
 
 /// The memory plan of the module's (partitioned or unplanned) training step,

@@ -51,18 +51,19 @@ def PlanMemoryPass : Pass<"autoshard-plan-memory", "mlir::ModuleOp"> {
     Computes what one rank of the (partitioned) step holds in memory from
     the buffers `autoshard-lower-to-runtime` gives its tensors: the
     persistent state the driver allocates (every argument, and the results
-    that update none), the peak of the step's own buffers in program
-    order, and the runtime's communication buffers (the packed bytes of
-    the buckets and asynchronous collectives in flight). It records the
-    plan on the step as `train.memory_plan`, a dictionary of bytes: `peak`
-    (persistent plus step: what the runtime measures), `persistent`,
-    `step`, `communication`, and the bytes at the peak by category
-    (`parameters`, `gradients`, `optimizer_states`, `activations`,
-    `gathered`, `batch`, `other`).
+    that update none) and the peak of the step's own buffers in program
+    order, the buffers the buckets are packed into among them (the
+    lowering places those in the step's arena too, from the collective's
+    issue to its completion). It records the plan on the step as
+    `train.memory_plan`, a dictionary of bytes: `peak` (persistent plus
+    arena: what the runtime measures), `persistent`, `arena`, `live`, and
+    the bytes at the peak by category (`parameters`, `gradients`,
+    `optimizer_states`, `activations`, `gathered`, `batch`, `other`,
+    `communication`).
 
     With `budget` (bytes, or a size such as `80GiB`), a plan whose peak
-    plus communication buffers exceeds it is an error naming both, the
-    categories at the peak and the largest tensors then.
+    exceeds it is an error naming both, the categories at the peak and the
+    largest tensors then.
   }];
   let options = [
     Option<"budget", "budget", "std::string", /*default=*/"\"\"",

@@ -39,23 +39,27 @@ struct MemoryBreakdown {
   /// Device buffers of transfers to and from host memory or NVMe.
   int64_t offloadStaging = 0;
   /// The step buffers of the DDP memory plan at their peak, when measured:
-  /// activations and the gradients alive with them, in the compiled step's
-  /// arena (gradients are never kept between steps). 0 when unknown.
+  /// activations and the gradients alive with them, and its buckets' pack
+  /// buffers, in the compiled step's arena (gradients are never kept
+  /// between steps). 0 when unknown.
   int64_t stepBuffers = 0;
 
   int64_t modelStates() const {
     return parameters + gradients + optimizerStates;
   }
   /// The peak. With the measured step buffers: the states kept between
-  /// steps, those buffers (gradients included, at the moment they peak
-  /// with the activations; a sharded plan's gradient shards and pending
-  /// full gradients are no larger than DDP's full gradients), and what a
-  /// plan adds to them. Otherwise every category at once, an upper bound
-  /// (activations peak before the gradients do).
+  /// steps, those buffers (gradients and DDP's pack buffers included, at
+  /// the moment they peak with the activations; a sharded plan's gradient
+  /// shards, pending full gradients and packed reductions are no larger
+  /// than DDP's), and the gathered parameters a plan adds to them (the
+  /// units in use and prefetched, whose pack buffers this leaves out).
+  /// Otherwise every category at once, an upper bound (activations peak
+  /// before the gradients do, and the buffers of collectives in flight
+  /// with neither).
   int64_t total() const {
     if (stepBuffers > 0)
       return parameters + optimizerStates + stepBuffers + gatheredParameters +
-             communicationBuffers + offloadStaging;
+             offloadStaging;
     return modelStates() + activations + gatheredParameters + pendingGradients +
            communicationBuffers + offloadStaging;
   }

@@ -65,8 +65,9 @@ struct ActivationMeasurement {
   ActivationCheckpointing checkpointing = ActivationCheckpointing::None;
   int64_t bytesPerRank = 0;
   /// The plan's step buffers at their peak (its arena): the activations
-  /// with the gradients and temporaries alive at the same moment, which the
-  /// compiled step keeps in one arena. 0 when not measured.
+  /// with the gradients, temporaries and bucket pack buffers alive at the
+  /// same moment, which the compiled step keeps in one arena. 0 when not
+  /// measured.
   int64_t stepBytesPerRank = 0;
 };
 

@@ -81,6 +81,7 @@ public:
   void reuse(Value result, Value input) override {
     map(result, buffer(input));
   }
+  Value packBuffer(int64_t bytes, Operation *until) override;
   void bindHandle(Value pending, Value handle) override {
     handles[pending] = handle;
   }
@@ -123,6 +124,10 @@ private:
   void emitAdamwGroup(ArrayRef<Operation *> group, Operation *op);
   /// An asrt_alloc of the buffer of `tensor`, recorded for the memory plan.
   Value allocate(Value tensor);
+  /// A buffer of `bytes` at a fixed offset of the device or host arena,
+  /// allocated here; its offset is set by placeInArena.
+  Value arenaBuffer(bool host, int64_t bytes, MemoryCategory category,
+                    std::string what);
   void classifyTensors();
   std::pair<MemoryCategory, std::string> describe(Value tensor);
   void computeMemoryPlan(func::FuncOp func);
@@ -258,7 +263,21 @@ constexpr int64_t kArenaAlignment = 64;
 Value StepLowering::allocate(Value tensor) {
   // Offloaded values (host ops' results, copies to the host, NVMe reads)
   // live in the host arena.
-  bool host = getMemorySpace(tensor) == MemorySpace::Host;
+  auto [category, what] = describe(tensor);
+  return arenaBuffer(getMemorySpace(tensor) == MemorySpace::Host,
+                     byteSize(tensor), category, std::move(what));
+}
+
+Value StepLowering::packBuffer(int64_t bytes, Operation *until) {
+  Value ptr = arenaBuffer(/*host=*/false, bytes, MemoryCategory::Communication,
+                          "bucket pack buffer");
+  temporaries.insert(ptr);
+  lastUseOf[ptr] = until ? positionOf.lookup(until) : position;
+  return ptr;
+}
+
+Value StepLowering::arenaBuffer(bool host, int64_t bytes,
+                                MemoryCategory category, std::string what) {
   Value &base = host ? hostArena : arena;
   if (!base) {
     OpBuilder::InsertionGuard guard(b);
@@ -269,11 +288,10 @@ Value StepLowering::allocate(Value tensor) {
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
   Value ptr = LLVM::GEPOp::create(b, currentLoc, ptrType, b.getI8Type(), base,
                                   ValueRange{offset.getResult()});
-  auto [category, what] = describe(tensor);
   Allocation &a = allocations[ptr];
-  a.bytes = byteSize(tensor);
+  a.bytes = bytes;
   a.category = category;
-  a.what = what;
+  a.what = std::move(what);
   a.firstUse = position;
   a.offset = offset;
   a.host = host;
@@ -465,18 +483,6 @@ static std::optional<StringRef> paramNameOf(Value v, const StepSignature &sig) {
   return StringRef(sig.getArgs()[arg.getArgNumber()].name);
 }
 
-/// The packed bytes of a collective over a group of `n` ranks whose
-/// members have the full tensors `fulls`: each is padded to n * ceil(k/n).
-static int64_t packedBytes(int64_t n, ValueRange fulls) {
-  int64_t bytes = 0;
-  for (Value full : fulls) {
-    auto type = cast<RankedTensorType>(full.getType());
-    bytes += n * llvm::divideCeil(type.getNumElements(), n) *
-             llvm::divideCeil(type.getElementTypeBitWidth(), 8);
-  }
-  return bytes;
-}
-
 /// For the memory plan: which tensors are gradients (of which parameter)
 /// and which are gathered parameters. A gradient is what an optimizer
 /// reads as one, and what flows into it through reductions, casts, sums
@@ -594,8 +600,8 @@ std::pair<MemoryCategory, std::string> StepLowering::describe(Value tensor) {
 }
 
 /// The plan of the emitted step: its allocations and frees in program
-/// order on top of the persistent state, and the collectives' packed
-/// bytes in flight on the tensor program.
+/// order (the buckets' pack buffers among them) on top of the persistent
+/// state.
 void StepLowering::computeMemoryPlan(func::FuncOp func) {
   plan = MemoryPlan();
   auto persistentCategory = [](Role role) {
@@ -680,44 +686,6 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
   });
   largest.truncate(std::min<size_t>(largest.size(), 5));
   plan.largestAtPeak.assign(largest.begin(), largest.end());
-
-  // The runtime packs every bucket, and every asynchronous collective,
-  // into a buffer of its own from its issue to its completion.
-  int64_t inFlight = 0;
-  DenseMap<Operation *, int64_t> waitBytes;
-  for (Operation &op : body) {
-    if (auto start = dyn_cast<CollectiveStartOp>(op)) {
-      auto wait = cast<CollectiveWaitOp>(*start.getHandle().user_begin());
-      int64_t n = start.getGroupSize();
-      int64_t bytes =
-          n == 1 ? 0
-                 : packedBytes(n, start.getKind() ==
-                                          CollectiveKind::AllGatherShards
-                                      ? ValueRange(wait.getResults())
-                                      : start.getInputs());
-      waitBytes[wait] = bytes;
-      inFlight += bytes;
-    } else if (auto wait = dyn_cast<CollectiveWaitOp>(op)) {
-      inFlight -= waitBytes.lookup(wait);
-    } else if (op.getNumOperands() > 1 &&
-               isa<AllReduceBucketOp, AllGatherShardsOp,
-                   ReduceScatterShardsOp>(op)) {
-      int64_t n = 1;
-      if (auto bucket = dyn_cast<AllReduceBucketOp>(op))
-        n = bucket.getGroupSize();
-      else if (auto gather = dyn_cast<AllGatherShardsOp>(op))
-        n = gather.getGroupSize();
-      else
-        n = cast<ReduceScatterShardsOp>(op).getGroupSize();
-      if (n > 1)
-        plan.communication = std::max(
-            plan.communication,
-            inFlight + packedBytes(n, isa<AllGatherShardsOp>(op)
-                                          ? ValueRange(op.getResults())
-                                          : ValueRange(op.getOperands())));
-    }
-    plan.communication = std::max(plan.communication, inFlight);
-  }
 }
 
 LogicalResult StepLowering::run() {
@@ -866,8 +834,7 @@ std::string withMemoryRecord(StringRef manifest, const MemoryPlan &plan) {
   std::string record = "memory peak=" + std::to_string(plan.peak()) +
                        " persistent=" + std::to_string(plan.persistent) +
                        " arena=" + std::to_string(plan.stepPeak) +
-                       " live=" + std::to_string(plan.stepLive) +
-                       " communication=" + std::to_string(plan.communication);
+                       " live=" + std::to_string(plan.stepLive);
   for (int c = 0; c < kNumMemoryCategories; ++c)
     record += " " + memoryCategoryName(static_cast<MemoryCategory>(c)).str() +
               "=" + std::to_string(plan.atPeak[c]);

@@ -22,7 +22,7 @@ using namespace autoshard::train;
 namespace {
 
 // The ABI version of runtime/include/autoshard/rt/abi.h this lowering emits.
-constexpr int kAbiVersion = 4;
+constexpr int kAbiVersion = 5;
 constexpr int kManifestVersion = 1;
 
 std::optional<StringRef> dtypeName(Type type) {

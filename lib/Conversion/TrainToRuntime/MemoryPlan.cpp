@@ -34,6 +34,8 @@ StringRef autoshard::memoryCategoryName(MemoryCategory category) {
     return "batch";
   case MemoryCategory::Other:
     return "other";
+  case MemoryCategory::Communication:
+    return "communication";
   }
   llvm_unreachable("unknown memory category");
 }
@@ -122,9 +124,7 @@ struct PlanMemoryPass
         b.getNamedAttr("peak", b.getI64IntegerAttr(plan->peak())),
         b.getNamedAttr("persistent", b.getI64IntegerAttr(plan->persistent)),
         b.getNamedAttr("arena", b.getI64IntegerAttr(plan->stepPeak)),
-        b.getNamedAttr("live", b.getI64IntegerAttr(plan->stepLive)),
-        b.getNamedAttr("communication",
-                       b.getI64IntegerAttr(plan->communication))};
+        b.getNamedAttr("live", b.getI64IntegerAttr(plan->stepLive))};
     for (int c = 0; c < kNumMemoryCategories; ++c)
       fields.push_back(b.getNamedAttr(
           memoryCategoryName(static_cast<MemoryCategory>(c)),
@@ -141,14 +141,12 @@ struct PlanMemoryPass
     (*step)->setAttr(train::TrainDialect::kMemoryPlanAttrName,
                      b.getDictionaryAttr(fields));
 
-    if (!budgetBytes || plan->total() <= *budgetBytes)
+    if (!budgetBytes || plan->peak() <= *budgetBytes)
       return;
     InFlightDiagnostic diag =
         step->emitOpError()
-        << "needs " << formatBytes(plan->total()) << " per rank ("
-        << formatBytes(plan->peak()) << " of buffers at the peak and "
-        << formatBytes(plan->communication)
-        << " of communication buffers), over the memory budget of "
+        << "needs " << formatBytes(plan->peak())
+        << " per rank at its peak, over the memory budget of "
         << formatBytes(*budgetBytes);
     SmallVector<std::pair<int64_t, int>> byCategory;
     for (int c = 0; c < kNumMemoryCategories; ++c)

@@ -650,10 +650,31 @@ LogicalResult emitShardOf(Operation *op, StepEmitter &e) {
   return success();
 }
 
+} // namespace
+
+int64_t autoshard::packedBucketBytes(int64_t n, ValueRange fulls) {
+  int64_t bytes = 0;
+  for (Value full : fulls) {
+    auto type = cast<RankedTensorType>(full.getType());
+    bytes += n * llvm::divideCeil(type.getNumElements(), n) *
+             llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+  }
+  return bytes;
+}
+
+namespace {
+
 // asrt_bucket_kind values.
 constexpr int32_t kBucketAllReduce = 0;
 constexpr int32_t kBucketAllGatherShards = 1;
 constexpr int32_t kBucketReduceScatterShards = 2;
+
+/// The bucket's pack buffer in the step's arena, alive until `until` (the
+/// wait of a started bucket; this op when null), so that the memory plan
+/// counts it and the runtime allocates nothing.
+void emitPackBuffer(StepEmitter &e, int64_t bytes, Operation *until) {
+  e.call("asrt_bucket_pack_buffer", {e.packBuffer(bytes, until), e.i64(bytes)});
+}
 
 /// A collective over the members (send, result) of a group: one call for a
 /// single member, one bucket for several, aliases for a group of one rank
@@ -691,12 +712,15 @@ LogicalResult emitMembers(Operation *op, StepEmitter &e, const Group &group,
   e.call("asrt_bucket_begin", {e.i32(bucketKind), dtype,
                                e.i32(reduction.value_or(0)),
                                e.i32(group.axesMask)});
+  SmallVector<Value> fulls;
   for (auto [i, pair] : llvm::enumerate(llvm::zip(sends, results))) {
     auto [send, result] = pair;
     Value out = outputOf(send, result);
+    fulls.push_back(fullOf(i));
     e.call("asrt_bucket_add",
-           {e.buffer(send), out, e.i64(numElements(fullOf(i)))});
+           {e.buffer(send), out, e.i64(numElements(fulls.back()))});
   }
+  emitPackBuffer(e, packedBucketBytes(group.size, fulls), nullptr);
   e.call("asrt_bucket_end", {});
   return success();
 }
@@ -800,6 +824,10 @@ LogicalResult emitCollectiveStart(Operation *op, StepEmitter &e) {
     e.call("asrt_bucket_add",
            {e.buffer(send), out, e.i64(numElements(full(i)))});
   }
+  SmallVector<Value> fulls;
+  for (unsigned i = 0, n = sends.size(); i < n; ++i)
+    fulls.push_back(full(i));
+  emitPackBuffer(e, packedBucketBytes(group->size, fulls), wait);
   e.bindHandle(start.getHandle(), e.callReturningI64("asrt_bucket_start", {}));
   return success();
 }

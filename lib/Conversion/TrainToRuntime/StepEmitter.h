@@ -41,6 +41,9 @@ public:
                              mlir::Operation *wait) = 0;
   /// Makes `result` live in `input`'s buffer, written by the op.
   virtual void reuse(mlir::Value result, mlir::Value input) = 0;
+  /// A buffer of `bytes` in the step's arena that the runtime packs a
+  /// bucket into, alive from this op to `until` (this op when null).
+  virtual mlir::Value packBuffer(int64_t bytes, mlir::Operation *until) = 0;
 
   /// The runtime handle (an i64, 0 for a collective that needed no call)
   /// of a started collective's `!train.pending` value.
@@ -136,6 +139,11 @@ llvm::SmallVector<mlir::Value> adamwTensorFields(mlir::Operation *op,
 void emitAdamwMulti(llvm::ArrayRef<mlir::Operation *> ops,
                     llvm::ArrayRef<llvm::SmallVector<mlir::Value>> fields,
                     StepEmitter &emitter);
+
+/// The packed bytes of a bucket over a group of `n` ranks whose members
+/// have the full tensors `fulls`: each padded to n * ceil(numel / n)
+/// elements (docs/RuntimeABI.md, "Buckets").
+int64_t packedBucketBytes(int64_t n, mlir::ValueRange fulls);
 
 /// Whether a rule exists for `op`.
 bool hasRuntimeCallRule(mlir::Operation *op);

@@ -144,11 +144,6 @@ void allGatherBucket(Comm &comm, const Packer &p, const OpenBucket &b,
   }
 }
 
-/// The packed buffer of every kind: n * K elements.
-int64_t packedBytes(const OpenBucket &b) {
-  return b.groupSize() * b.totalChunk() * dtypeSize(b.dtype());
-}
-
 /// Whether the bucket needs the communicator: a group of two or more and
 /// something to send. Every rank adds the same members (SPMD), so every
 /// rank skips the collective together.
@@ -182,7 +177,7 @@ StreamOpInfo streamInfo(const OpenBucket &b, int64_t bytes, int64_t handle) {
 }
 
 /// The bucket's collective, on a closed bucket: one MPI call over `packed`
-/// (packedBytes(b) bytes of scratch), or copies on a group of one; the
+/// (b.packedBytes() bytes), or copies on a group of one; the
 /// packing queued by `p`.
 void runBucket(Comm *comm, const Packer &p, const OpenBucket &b,
                void *packed) {
@@ -214,9 +209,10 @@ void runInFlight(void *arg) {
   auto *slot = static_cast<InFlightBucket *>(arg);
   Device &device = *slot->ctx->device;
   device.waitFence(Lane::Comm, slot->issued);
-  void *packed = communicates(slot->bucket)
-                     ? slot->packBuffer(device, packedBytes(slot->bucket))
-                     : nullptr;
+  const OpenBucket &b = slot->bucket;
+  void *packed = !communicates(b) ? nullptr
+                 : b.packBuffer() ? b.packBuffer()
+                                  : slot->packBuffer(device, b.packedBytes());
   runBucket(slot->ctx->comm, Packer{device, Lane::Comm}, slot->bucket, packed);
   device.synchronize(Lane::Comm);
 }
@@ -247,6 +243,13 @@ extern "C" void asrt_bucket_add(asrt_context *ctx, const void *send, void *recv,
     fatal("%s: %s", fn, s.message().c_str());
 }
 
+extern "C" void asrt_bucket_pack_buffer(asrt_context *ctx, void *buffer,
+                                        int64_t bytes) {
+  const char *fn = "asrt_bucket_pack_buffer";
+  if (Status s = bucketOf(ctx, fn).packInto(buffer, bytes); !s)
+    fatal("%s: %s", fn, s.message().c_str());
+}
+
 extern "C" void asrt_bucket_end(asrt_context *ctx) {
   const char *fn = "asrt_bucket_end";
   OpenBucket &bucket = bucketOf(ctx, fn);
@@ -267,8 +270,10 @@ extern "C" void asrt_bucket_end(asrt_context *ctx) {
   Fence issued = device.fence(Lane::Compute);
   timer.setStreamOp(ctx->stream->runBlocking(fn, info, [&] {
     device.waitFence(Lane::Comm, issued);
-    runBucket(ctx->comm, Packer{device, Lane::Comm}, bucket,
-              ctx->inflight->blockingPackBuffer(device, packedBytes(bucket)));
+    void *packed = bucket.packBuffer();
+    if (!packed)
+      packed = ctx->inflight->blockingPackBuffer(device, bucket.packedBytes());
+    runBucket(ctx->comm, Packer{device, Lane::Comm}, bucket, packed);
     device.synchronize(Lane::Comm);
   }));
 }

@@ -65,6 +65,29 @@ Status OpenBucket::begin(int32_t kind, int32_t dtype, int32_t reduceOp,
   n = groupSize;
   chunkSum = 0;
   memberList.clear(); // keeps the capacity: no allocation in steady state
+  packTo = nullptr;
+  packToBytes = 0;
+  packGiven = false;
+  return Status::success();
+}
+
+int64_t OpenBucket::packedBytes() const {
+  return n * chunkSum * dtypeSize(elementType);
+}
+
+Status OpenBucket::packInto(void *buffer, int64_t bytes) {
+  if (!open)
+    return Error("no bucket is open; call asrt_bucket_begin before giving "
+                 "it a pack buffer");
+  if (bytes < 0 || (bytes > 0 && !buffer))
+    return Error("the pack buffer of " + describe(*this) + " is " +
+                 (bytes < 0 ? std::to_string(bytes) + " bytes"
+                            : std::string("null for ") + std::to_string(bytes) +
+                                  " bytes") +
+                 "; expected a buffer of at least the packed size");
+  packTo = buffer;
+  packToBytes = bytes;
+  packGiven = true;
   return Status::success();
 }
 
@@ -103,6 +126,13 @@ Status OpenBucket::close(const char *closer) {
                  " is empty; add at least one tensor with asrt_bucket_add "
                  "before " +
                  closer);
+  if (packGiven && n > 1 && packToBytes < packedBytes())
+    return Error("the pack buffer of " + describe(*this) + " has " +
+                 std::to_string(packToBytes) + " bytes; packing " +
+                 std::to_string(memberList.size()) + " members over " +
+                 std::to_string(n) + " ranks takes " +
+                 std::to_string(packedBytes()) +
+                 " (group size x the members' chunks x the element size)");
   open = false;
   return Status::success();
 }

@@ -49,9 +49,16 @@ public:
   /// for a null buffer under numel > 0 (numel 0 may pass null buffers, as
   /// the single-tensor functions allow).
   Status add(const void *send, void *recv, int64_t numel);
+  /// Packs the bucket into `buffer` (`bytes` bytes, which the caller owns
+  /// until the collective completes) instead of the runtime's scratch.
+  /// Fails when no bucket is open, for negative bytes, or a null buffer
+  /// under bytes > 0.
+  Status packInto(void *buffer, int64_t bytes);
   /// Closes the bucket; the members stay readable until the next begin.
-  /// Fails when no bucket is open or it has no members, and then stays as
-  /// it was. `closer` is the ABI call closing it, named in the errors.
+  /// Fails when no bucket is open, it has no members, or the buffer of
+  /// packInto is smaller than packedBytes() on a group of two or more, and
+  /// then stays as it was. `closer` is the ABI call closing it, named in
+  /// the errors.
   Status close(const char *closer = "asrt_bucket_end");
 
   bool isOpen() const { return open; }
@@ -64,6 +71,11 @@ public:
   /// The sum of the members' chunks: one rank's block of the packed buffer,
   /// whose whole size is groupSize() * totalChunk() elements.
   int64_t totalChunk() const { return chunkSum; }
+  /// The packed buffer's bytes: groupSize() * totalChunk() elements.
+  int64_t packedBytes() const;
+  /// The buffer packInto gave, or null: the runtime's scratch then. Not
+  /// null whenever the closed bucket communicates (close checked its size).
+  void *packBuffer() const { return packTo; }
 
 private:
   bool open = false;
@@ -74,6 +86,9 @@ private:
   int64_t n = 1;
   int64_t chunkSum = 0;
   std::vector<BucketMember> memberList;
+  void *packTo = nullptr;
+  int64_t packToBytes = 0;
+  bool packGiven = false;
 };
 
 } // namespace autoshard::rt

@@ -938,6 +938,50 @@ TEST(OpenBucketTest, MisuseIsAnError) {
   EXPECT_EQ(b.kind(), ASRT_BUCKET_ALL_REDUCE) << "the open bucket survives";
 }
 
+TEST(OpenBucketTest, PackBufferIsChecked) {
+  float x[8] = {};
+  char pack[64];
+  auto message = [](const Status &s) { return s.ok() ? "ok" : s.message(); };
+  OpenBucket b;
+  EXPECT_EQ(message(b.packInto(pack, 64)),
+            "no bucket is open; call asrt_bucket_begin before giving it a "
+            "pack buffer");
+  // Two members of 3 and 5 f32 over 2 ranks: 2 * (2 + 3) elements, 40 bytes.
+  ASSERT_TRUE(
+      b.begin(ASRT_BUCKET_ALL_REDUCE, ASRT_DTYPE_F32, ASRT_REDUCE_SUM, 1, 2)
+          .ok());
+  ASSERT_TRUE(b.add(x, x, 3).ok());
+  ASSERT_TRUE(b.add(x, x, 5).ok());
+  EXPECT_EQ(b.packedBytes(), 40);
+  EXPECT_EQ(message(b.packInto(nullptr, 40)),
+            "the pack buffer of the open all_reduce bucket (f32 over "
+            "grid_axes_mask 1, 2 members) is null for 40 bytes; expected a "
+            "buffer of at least the packed size");
+  EXPECT_EQ(message(b.packInto(pack, -1)),
+            "the pack buffer of the open all_reduce bucket (f32 over "
+            "grid_axes_mask 1, 2 members) is -1 bytes; expected a buffer of "
+            "at least the packed size");
+  ASSERT_TRUE(b.packInto(pack, 36).ok());
+  EXPECT_EQ(message(b.close()),
+            "the pack buffer of the open all_reduce bucket (f32 over "
+            "grid_axes_mask 1, 2 members) has 36 bytes; packing 2 members "
+            "over 2 ranks takes 40 (group size x the members' chunks x the "
+            "element size)");
+  EXPECT_TRUE(b.isOpen()) << "a refused close leaves the bucket open";
+  ASSERT_TRUE(b.packInto(pack, 40).ok());
+  ASSERT_TRUE(b.close().ok());
+  EXPECT_EQ(b.packBuffer(), pack);
+  // The next bucket packs into the runtime's scratch unless told otherwise;
+  // a group of one packs nothing, so any buffer will do.
+  ASSERT_TRUE(
+      b.begin(ASRT_BUCKET_ALL_REDUCE, ASRT_DTYPE_F32, ASRT_REDUCE_SUM, 0, 1)
+          .ok());
+  EXPECT_EQ(b.packBuffer(), nullptr);
+  ASSERT_TRUE(b.add(x, x, 8).ok());
+  ASSERT_TRUE(b.packInto(pack, 0).ok());
+  EXPECT_TRUE(b.close().ok());
+}
+
 // ---- Without a Comm: a group of one
 // -------------------------------------------
 
@@ -1088,6 +1132,8 @@ TEST(NoCommDeathTest, BucketMisuseIsFatal) {
                            "asrt_bucket_add: no bucket is open");
   EXPECT_FATAL_WITHOUT_MPI(asrt_bucket_end(&ctx),
                            "asrt_bucket_end: no bucket is open");
+  EXPECT_FATAL_WITHOUT_MPI(asrt_bucket_pack_buffer(&ctx, &x, 4),
+                           "asrt_bucket_pack_buffer: no bucket is open");
   EXPECT_FATAL_WITHOUT_MPI(
       {
         asrt_bucket_begin(&ctx, ASRT_BUCKET_ALL_REDUCE, ASRT_DTYPE_F32,
@@ -1438,6 +1484,40 @@ TEST_F(WorldTest, BucketOfEmptyMembersSendsNothing) {
   EXPECT_EQ(
       ctx.stats->snapshot().collectives[int(CollectiveKind::AllGather)].calls,
       1);
+}
+
+TEST_F(WorldTest, BucketsPackIntoTheCallersBuffer) {
+  // asrt_bucket_pack_buffer: the bucket packs into the caller's memory (the
+  // step's arena in generated code), which the collective overwrites up to
+  // the packed size and not past it, with the single-tensor results.
+  const float kSentinel = -7.0f;
+  for (BucketMode mode : {BucketMode::Blocking, BucketMode::Async}) {
+    std::vector<float> a(3), b(5), wantA(3), wantB(5), gotA(3), gotB(5);
+    for (int i = 0; i < 3; ++i)
+      a[i] = static_cast<float>(rank * 10 + i);
+    for (int i = 0; i < 5; ++i)
+      b[i] = static_cast<float>(rank * 100 + i);
+    asrt_all_reduce(&ctx, a.data(), wantA.data(), 3, ASRT_DTYPE_F32,
+                    ASRT_REDUCE_SUM, 1);
+    asrt_all_reduce(&ctx, b.data(), wantB.data(), 5, ASRT_DTYPE_F32,
+                    ASRT_REDUCE_SUM, 1);
+    // n * (ceil(3/n) + ceil(5/n)) elements, and one guard past them.
+    const int64_t packed = n * (shardChunk(3, n) + shardChunk(5, n));
+    std::vector<float> pack(packed + 1, kSentinel);
+    asrt_bucket_begin(&ctx, ASRT_BUCKET_ALL_REDUCE, ASRT_DTYPE_F32,
+                      ASRT_REDUCE_SUM, 1);
+    asrt_bucket_add(&ctx, a.data(), gotA.data(), 3);
+    asrt_bucket_add(&ctx, b.data(), gotB.data(), 5);
+    asrt_bucket_pack_buffer(&ctx, pack.data(),
+                            packed * static_cast<int64_t>(sizeof(float)));
+    endBucket(ctx, mode);
+    EXPECT_EQ(gotA, wantA);
+    EXPECT_EQ(gotB, wantB);
+    // A group of one copies each member and packs nothing.
+    if (n > 1)
+      EXPECT_EQ(pack[0], wantA[0]) << "the packed sums are in the buffer";
+    EXPECT_EQ(pack[packed], kSentinel) << "nothing past the packed size";
+  }
 }
 
 TEST_F(WorldTest, PackBufferOnlyGrows) {

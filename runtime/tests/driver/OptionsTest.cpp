@@ -323,7 +323,7 @@ TEST(DriverMessagesTest, WorldSizeMismatch) {
 TEST(DriverMessagesTest, LrOverrideNeedsAnLrHyper) {
   auto manifestWith = [](const std::string &hypers) {
     Expected<Manifest> m = parseManifest(
-        "autoshard-manifest 1\nabi 4\nstep train\nstrategy none\ngrid 1\n" +
+        "autoshard-manifest 1\nabi 5\nstep train\nstrategy none\ngrid 1\n" +
         hypers + "result 0 loss loss f32 scalar\nend\n");
     EXPECT_TRUE(m.ok()) << m.message();
     return *m;

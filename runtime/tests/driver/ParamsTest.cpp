@@ -15,7 +15,7 @@ using namespace autoshard::rt;
 namespace {
 
 const char *kManifest = "autoshard-manifest 1\n"
-                        "abi 4\n"
+                        "abi 5\n"
                         "step train\n"
                         "strategy none\n"
                         "grid 1\n"
@@ -236,7 +236,7 @@ TEST_F(ParamsTest, SavesGradsUnderTheirNames) {
 
 TEST_F(ParamsTest, SaveGradsNeedsExposedGradients) {
   EXPECT_TRUE(checkSaveGrads(manifest).ok());
-  Manifest none = parse("autoshard-manifest 1\nabi 4\nstep plain\n"
+  Manifest none = parse("autoshard-manifest 1\nabi 5\nstep plain\n"
                         "strategy none\ngrid 1\n"
                         "arg 0 param w f32 2 init=zeros\n"
                         "result 0 param w f32 2 updates=0\n"
@@ -270,7 +270,7 @@ TEST_F(ParamsTest, SaveErrorsNameTheFlag) {
 // (2 shards of 8), c replicated.
 const char *kShardedManifest =
     "autoshard-manifest 1\n"
-    "abi 4\n"
+    "abi 5\n"
     "step zero\n"
     "strategy zero3\n"
     "grid 2x2\n"

@@ -10,7 +10,7 @@
 
 shard.grid @world(shape = 2)
 
-// CHECK: llvm.mlir.global external constant @autoshard_manifest("autoshard-manifest 1\0Aabi 4\0Astep step\0Astrategy ddp\0Agrid 2\0A
+// CHECK: llvm.mlir.global external constant @autoshard_manifest("autoshard-manifest 1\0Aabi 5\0Astep step\0Astrategy ddp\0Agrid 2\0A
 // CHECK-SAME: arg 0 param w f32 4x16 init=normal:0.02\0A
 // CHECK-SAME: arg 1 input x f32 4x16 batch_dim=0 global=8\0A
 // CHECK-SAME: arg 2 label y i32 4 batch_dim=0 global=8 classes=4\0A
@@ -22,7 +22,7 @@ shard.grid @world(shape = 2)
 // and the logits (4x4 f32, 64) at its live peak. Its arena holds exactly
 // that, largest first: the gradient at 0, where the logits were (they
 // are dead by then), the loss at 64 and the logits' gradient at 256.
-// CHECK-SAME: memory peak=856 persistent=536 arena=320 live=320 communication=0 parameters=256 gradients=256 optimizer_states=0 activations=64 gathered=0 batch=272 other=8\0Aend\0A\00")
+// CHECK-SAME: memory peak=856 persistent=536 arena=320 live=320 parameters=256 gradients=256 optimizer_states=0 activations=64 gathered=0 batch=272 other=8 communication=0\0Aend\0A\00")
 // CHECK-NOT: shard.grid
 // CHECK-LABEL: func.func @autoshard_step(
 // CHECK-SAME: %[[CTX:.*]]: !llvm.ptr, %[[ARGS:.*]]: !llvm.ptr, %[[RESULTS:.*]]: !llvm.ptr)
@@ -469,7 +469,8 @@ func.func @step(
 // CHECK: call @asrt_bucket_begin(
 // CHECK: call @asrt_bucket_add(%{{[^,]*}}, %[[G0]], %[[G0]],
 // CHECK-NOT: %[[G1]], %[[G1]]
-// CHECK: call @asrt_bucket_start(
+// CHECK: call @asrt_bucket_pack_buffer(%{{[^,]*}}, %{{[^,]*}}, %{{[^)]*}})
+// CHECK-NEXT: call @asrt_bucket_start(
 // CHECK: call @asrt_add(%{{[^,]*}}, %{{[^,]*}}, %[[G1]], %[[G1]],
 // CHECK: call @asrt_wait(
 // CHECK: call @asrt_linear_grad_weight(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[G2:[^,]*]],
@@ -477,7 +478,8 @@ func.func @step(
 // CHECK: call @asrt_bucket_begin(
 // CHECK: call @asrt_bucket_add(%{{[^,]*}}, %[[G2]], %[[G2]],
 // CHECK: call @asrt_bucket_add(%{{[^,]*}}, %[[G3]], %[[G3]],
-// CHECK: call @asrt_bucket_end(
+// CHECK: call @asrt_bucket_pack_buffer(
+// CHECK-NEXT: call @asrt_bucket_end(
 // CHECK: call @asrt_linear_grad_weight(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[G4:[^,]*]],
 // CHECK: call @asrt_linear_grad_weight(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[G5:[^,]*]],
 // CHECK: call @asrt_bucket_begin(

@@ -32,7 +32,7 @@ extern "C" {
 
 /* Bumped whenever a declaration below changes meaning. The manifest of a
  * compiled step records the version it was generated for. */
-#define ASRT_ABI_VERSION 4
+#define ASRT_ABI_VERSION 5
 
 typedef struct asrt_context asrt_context;
 
@@ -429,6 +429,14 @@ void asrt_bucket_begin(asrt_context *ctx, int32_t kind, int32_t dtype,
 void asrt_bucket_add(asrt_context *ctx, const void *send, void *recv,
                      int64_t numel);
 void asrt_bucket_end(asrt_context *ctx);
+/* Gives the open bucket the buffer it packs into, of `bytes` bytes in the
+ * context's device memory (the generated code passes a place in the step's
+ * arena, so that the memory plan counts it); without this call the runtime
+ * packs into scratch of its own. The packed size is n * sum(k) elements of
+ * the bucket's dtype; a smaller buffer on a group of two or more is fatal
+ * when the bucket is closed. The buffer must stay untouched until the
+ * collective has completed (asrt_bucket_end's return, or asrt_wait's). */
+void asrt_bucket_pack_buffer(asrt_context *ctx, void *buffer, int64_t bytes);
 
 /* ---- Asynchronous collectives -------------------------------------------
  * asrt_bucket_start closes the open bucket like asrt_bucket_end, but only
