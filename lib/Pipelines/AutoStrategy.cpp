@@ -474,7 +474,8 @@ struct AutoStrategyPass
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(AutoStrategyPass)
 
   AutoStrategyPass() = default;
-  AutoStrategyPass(const AutoStrategyPass &other) : PassWrapper(other) {}
+  AutoStrategyPass(const AutoStrategyPass &other)
+      : PassWrapper(other), refinement(other.refinement) {}
   explicit AutoStrategyPass(const StrategyOptions &strategy) {
     worldSize = strategy.worldSize;
     device = strategy.device;
@@ -489,6 +490,12 @@ struct AutoStrategyPass
     overlap = strategy.overlap;
     prefetchDepth = strategy.prefetchDepth;
     bucketCapMb = strategy.bucketCapMb;
+    // Refinements of a preset's plan, which auto does not take: refused
+    // rather than dropped.
+    if (!strategy.paramGroups.empty())
+      refinement = "param-groups";
+    else if (!strategy.keepGathered.empty())
+      refinement = "keep-gathered";
   }
 
   StringRef getArgument() const final { return "autoshard-auto-strategy"; }
@@ -539,10 +546,19 @@ struct AutoStrategyPass
                               llvm::cl::init(25)};
 
   void runOnOperation() override;
+
+  std::string refinement;
 };
 
 void AutoStrategyPass::runOnOperation() {
   ModuleOp module = getOperation();
+  if (!refinement.empty()) {
+    module.emitError() << refinement
+                       << " refines a preset's plan; strategy auto chooses "
+                          "the plan itself (give a preset: ddp, zero1, "
+                          "zero2, zero3, fsdp or hybrid)";
+    return signalPassFailure();
+  }
   if (report != "" && report != "text" && report != "json") {
     module.emitError() << "unknown cost report '" << report
                        << "'; valid: text, json";

@@ -43,6 +43,8 @@ void autoshard::buildStrategyPipeline(OpPassManager &pm,
   plan.paramGroups.assign(options.paramGroups.begin(),
                           options.paramGroups.end());
   plan.persistenceThreshold = options.persistenceThreshold;
+  plan.keepGathered.assign(options.keepGathered.begin(),
+                           options.keepGathered.end());
   pm.addPass(train::createPlanPass(plan));
   pm.addPass(train::createPartitionPass());
   pm.addPass(train::createGroupCollectivesPass());
@@ -121,6 +123,10 @@ struct StrategyPipelineOptions
       *this, "persistence-threshold",
       llvm::cl::desc("Keep parameters of at most this many elements whole"),
       llvm::cl::init(0)};
+  ListOption<std::string> keepGathered{
+      *this, "keep-gathered",
+      llvm::cl::desc("Sharded parameters (whole-name REGEX) kept gathered "
+                     "from the forward pass to the backward pass")};
   Option<bool> overlap{
       *this, "overlap",
       llvm::cl::desc("Overlap collectives with compute (start/wait pairs)"),
@@ -192,6 +198,8 @@ void autoshard::registerAutoshardPasses() {
         options.paramGroups.assign(cl.paramGroups.begin(),
                                    cl.paramGroups.end());
         options.persistenceThreshold = cl.persistenceThreshold;
+        options.keepGathered.assign(cl.keepGathered.begin(),
+                                    cl.keepGathered.end());
         options.overlap = cl.overlap;
         options.prefetchDepth = cl.prefetchDepth;
         options.activationCheckpointing = cl.activationCheckpointing;

@@ -78,6 +78,14 @@ inline llvm::cl::list<std::string> paramGroupFlag(
                    "embeddings replicated under zero3); repeatable, the "
                    "first match decides"),
     llvm::cl::value_desc("PRESET=REGEX"), llvm::cl::cat(strategyCategory()));
+inline llvm::cl::list<std::string> keepGatheredFlag(
+    "keep-gathered",
+    llvm::cl::desc("Keep the sharded parameters whose whole name matches "
+                   "REGEX gathered from the forward pass to the backward pass "
+                   "instead of gathering them again (FSDP2's "
+                   "reshard_after_forward=False on their modules, e.g. the "
+                   "last block's); repeatable"),
+    llvm::cl::value_desc("REGEX"), llvm::cl::cat(strategyCategory()));
 inline llvm::cl::opt<int64_t> persistenceThresholdFlag(
     "persistence-threshold",
     llvm::cl::desc("Keep parameters of at most this many elements whole, "
@@ -212,6 +220,14 @@ inline std::optional<std::string> validateStrategyFlags() {
   if (reduceEveryFlag != "step" && reduceEveryFlag != "micro-batch")
     return "unknown --reduce-every '" + reduceEveryFlag.getValue() +
            "'; valid: step, micro-batch";
+  // auto chooses the placements and reshard points itself.
+  if (strategyFlag == "auto" && (paramGroupFlag.getNumOccurrences() ||
+                                 keepGatheredFlag.getNumOccurrences()))
+    return std::string(paramGroupFlag.getNumOccurrences() ? "--param-group"
+                                                          : "--keep-gathered") +
+           " refines a preset's plan; --strategy=auto chooses the plan "
+           "itself (give a preset: ddp, zero1, zero2, zero3, fsdp or "
+           "hybrid)";
   bool hybrid = strategyFlag == "hybrid";
   if (hybrid && (shardGroupSizeFlag < 1 ||
                  worldSizeFlag % shardGroupSizeFlag != 0))
@@ -237,6 +253,7 @@ inline StrategyOptions strategyOptionsFromFlags(bool exposeGradients) {
   options.reduceEvery = reduceEveryFlag;
   options.paramGroups.assign(paramGroupFlag.begin(), paramGroupFlag.end());
   options.persistenceThreshold = persistenceThresholdFlag;
+  options.keepGathered.assign(keepGatheredFlag.begin(), keepGatheredFlag.end());
   options.overlap = overlapFlag;
   options.prefetchDepth = prefetchDepthFlag;
   options.memoryBudget = memoryBudgetFlag;
@@ -253,14 +270,15 @@ inline StrategyOptions strategyOptionsFromFlags(bool exposeGradients) {
   return options;
 }
 
-/// ` param-groups={"a","b"}` (each group quoted in braces: a regular
-/// expression may hold the pipeline syntax's commas), or nothing.
-inline std::string paramGroupsText(const std::vector<std::string> &groups) {
-  if (groups.empty())
+/// ` NAME={"a","b"}` (each value quoted in braces: a regular expression
+/// may hold the pipeline syntax's commas), or nothing.
+inline std::string regexListText(const char *name,
+                                 const std::vector<std::string> &values) {
+  if (values.empty())
     return "";
-  std::string text = " param-groups={";
-  for (size_t i = 0; i < groups.size(); ++i)
-    text += (i ? ",\"" : "\"") + groups[i] + "\"";
+  std::string text = std::string(" ") + name + "={";
+  for (size_t i = 0; i < values.size(); ++i)
+    text += (i ? ",\"" : "\"") + values[i] + "\"";
   return text + "}";
 }
 
@@ -274,7 +292,8 @@ inline std::string strategyPipelineText(const StrategyOptions &options) {
          " bucket-cap-mb=" + std::to_string(options.bucketCapMb) +
          " reduce-dtype=" + options.reduceDtype +
          " reduce-every=" + options.reduceEvery +
-         paramGroupsText(options.paramGroups) +
+         regexListText("param-groups", options.paramGroups) +
+         regexListText("keep-gathered", options.keepGathered) +
          " persistence-threshold=" +
          std::to_string(options.persistenceThreshold) +
          " overlap=" + (options.overlap ? "true" : "false") +

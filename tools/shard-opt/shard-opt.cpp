@@ -46,25 +46,28 @@ int main(int argc, char **argv) {
 
   using namespace autoshard::tools;
   bool strategyGiven = strategyFlag.getNumOccurrences() > 0;
-  if (!strategyGiven &&
-      (worldSizeFlag.getNumOccurrences() || shardGroupSizeFlag.getNumOccurrences() ||
-       reshardAfterForwardFlag.getNumOccurrences() ||
-       bucketCapMbFlag.getNumOccurrences() ||
-       reduceDtypeFlag.getNumOccurrences() ||
-       reduceEveryFlag.getNumOccurrences() ||
-       paramGroupFlag.getNumOccurrences() ||
-       persistenceThresholdFlag.getNumOccurrences() ||
-       overlapFlag.getNumOccurrences() ||
-       prefetchDepthFlag.getNumOccurrences() ||
-       memoryBudgetFlag.getNumOccurrences() ||
-       activationCheckpointingFlag.getNumOccurrences() ||
-       offloadFlag.getNumOccurrences() ||
-       offloadParamsFlag.getNumOccurrences()))
-    return fail("--world-size, --shard-group-size, --reshard-after-forward, "
-                "--bucket-cap-mb, --reduce-dtype, --reduce-every, --param-group, "
-                "--persistence-threshold, --overlap, --prefetch-depth, "
-                "--memory-budget, --activation-checkpointing, --offload and "
-                "--offload-params need --strategy");
+  if (!strategyGiven && (worldSizeFlag.getNumOccurrences() ||
+                         shardGroupSizeFlag.getNumOccurrences() ||
+                         reshardAfterForwardFlag.getNumOccurrences() ||
+                         bucketCapMbFlag.getNumOccurrences() ||
+                         reduceDtypeFlag.getNumOccurrences() ||
+                         reduceEveryFlag.getNumOccurrences() ||
+                         paramGroupFlag.getNumOccurrences() ||
+                         keepGatheredFlag.getNumOccurrences() ||
+                         persistenceThresholdFlag.getNumOccurrences() ||
+                         overlapFlag.getNumOccurrences() ||
+                         prefetchDepthFlag.getNumOccurrences() ||
+                         memoryBudgetFlag.getNumOccurrences() ||
+                         activationCheckpointingFlag.getNumOccurrences() ||
+                         offloadFlag.getNumOccurrences() ||
+                         offloadParamsFlag.getNumOccurrences()))
+    return fail(
+        "--world-size, --shard-group-size, --reshard-after-forward, "
+        "--bucket-cap-mb, --reduce-dtype, --reduce-every, --param-group, "
+        "--keep-gathered, "
+        "--persistence-threshold, --overlap, --prefetch-depth, "
+        "--memory-budget, --activation-checkpointing, --offload and "
+        "--offload-params need --strategy");
   if (strategyGiven) {
     if (std::optional<std::string> error = validateStrategyFlags())
       return fail(*error);

@@ -34,6 +34,9 @@ struct StrategyOptions {
   std::vector<std::string> paramGroups;
   /// Parameters of at most this many elements stay whole (0: none).
   int64_t persistenceThreshold = 0;
+  /// Sharded parameters kept gathered from the forward pass to the
+  /// backward pass: whole-name regular expressions, any match.
+  std::vector<std::string> keepGathered;
   /// Split collectives into start/wait pairs that overlap with compute.
   bool overlap = true;
   /// Parameter gathers in flight ahead of the one in use.

@@ -922,7 +922,7 @@ func.func private @f() attributes {train.step, train.plan = #train.plan<strategy
 
 // -----
 
-// expected-error@+1 {{expected 'reduce_dtype', 'reduce_every' or 'groups' (each at most once), got 'reduce'}}
+// expected-error@+1 {{expected 'reduce_dtype', 'reduce_every', 'keep_gathered' or 'groups' (each at most once), got 'reduce'}}
 func.func private @f() attributes {p = #train.plan<strategy = "x", grid = @world, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25, reduce = f32>}
 
 // -----
@@ -937,7 +937,17 @@ func.func private @f() attributes {p = #train.plan<strategy = "x", grid = @world
 
 // -----
 
-// expected-error@+1 {{expected 'reduce_dtype', 'reduce_every' or 'groups' (each at most once), got 'reduce_every'}}
+// expected-error@+1 {{plan keep_gathered "(" is not a valid regular expression: parentheses not balanced}}
+func.func private @f() attributes {p = #train.plan<strategy = "x", grid = @world, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25, keep_gathered = "(">}
+
+// -----
+
+// expected-error@+1 {{expected string}}
+func.func private @f() attributes {p = #train.plan<strategy = "x", grid = @world, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25, keep_gathered = lm_head>}
+
+// -----
+
+// expected-error@+1 {{expected 'reduce_dtype', 'reduce_every', 'keep_gathered' or 'groups' (each at most once), got 'reduce_every'}}
 func.func private @f() attributes {p = #train.plan<strategy = "x", grid = @world, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25, reduce_every = micro_batch, reduce_every = step>}
 
 // -----

@@ -40,16 +40,18 @@ static ParseResult parseEnumField(AsmParser &parser, StringRef field,
 }
 
 /// The plan's optional trailing fields, `, reduce_dtype = f32`,
-/// `, reduce_every = micro_batch` and `, groups = [...]`, each printed only
-/// when it differs from its default.
+/// `, reduce_every = micro_batch`, `, keep_gathered = "REGEX"` and
+/// `, groups = [...]`, each printed only when it differs from its default.
 static ParseResult
 parsePlanOptionalFields(AsmParser &parser, ReduceDtype &reduce,
-                        ReduceEvery &every,
+                        ReduceEvery &every, StringAttr &keepGathered,
                         SmallVector<ParamGroupAttr> &groups) {
   reduce = ReduceDtype::Gradient;
   every = ReduceEvery::Step;
+  keepGathered = {};
   groups.clear();
-  bool seenReduce = false, seenEvery = false, seenGroups = false;
+  bool seenReduce = false, seenEvery = false, seenKeep = false,
+       seenGroups = false;
   while (succeeded(parser.parseOptionalComma())) {
     SMLoc loc = parser.getCurrentLocation();
     StringRef keyword;
@@ -69,6 +71,14 @@ parsePlanOptionalFields(AsmParser &parser, ReduceDtype &reduce,
         return failure();
       continue;
     }
+    if (keyword == "keep_gathered" && !seenKeep) {
+      seenKeep = true;
+      std::string regex;
+      if (parser.parseString(&regex))
+        return failure();
+      keepGathered = StringAttr::get(parser.getContext(), regex);
+      continue;
+    }
     if (keyword == "groups" && !seenGroups) {
       seenGroups = true;
       if (parser.parseCommaSeparatedList(
@@ -84,20 +94,24 @@ parsePlanOptionalFields(AsmParser &parser, ReduceDtype &reduce,
       continue;
     }
     return parser.emitError(loc)
-           << "expected 'reduce_dtype', 'reduce_every' or 'groups' (each at "
-              "most once), got '"
+           << "expected 'reduce_dtype', 'reduce_every', 'keep_gathered' or "
+              "'groups' (each at most once), got '"
            << keyword << "'";
   }
   return success();
 }
 
 static void printPlanOptionalFields(AsmPrinter &printer, ReduceDtype reduce,
-                                    ReduceEvery every,
+                                    ReduceEvery every, StringAttr keepGathered,
                                     ArrayRef<ParamGroupAttr> groups) {
   if (reduce != ReduceDtype::Gradient)
     printer << ", reduce_dtype = " << stringifyReduceDtype(reduce);
   if (every != ReduceEvery::Step)
     printer << ", reduce_every = " << stringifyReduceEvery(every);
+  if (keepGathered) {
+    printer << ", keep_gathered = ";
+    printer.printString(keepGathered.getValue());
+  }
   if (groups.empty())
     return;
   printer << ", groups = [";
@@ -326,13 +340,21 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                Placement parameters,
                                ArrayRef<int16_t> shardAxes, Unit unit,
                                Reshard reshard, int64_t bucketCapMb,
-                               ReduceDtype reduceDtype,
-                               ReduceEvery reduceEvery,
-                               ArrayRef<ParamGroupAttr> groups) {
+                               ReduceDtype reduceDtype, ReduceEvery reduceEvery,
+                               ArrayRef<ParamGroupAttr> groups,
+                               StringAttr keepGathered) {
   if (failed(verifyPlacements(emitError, optimizerStates, gradients,
                               parameters)) ||
       failed(verifyShardAxes(emitError, shardAxes)))
     return failure();
+  if (keepGathered) {
+    std::string error;
+    if (keepGathered.getValue().empty() ||
+        !anchoredRegex(keepGathered.getValue()).isValid(error))
+      return emitError() << "plan keep_gathered \"" << keepGathered.getValue()
+                         << "\" is not a valid regular expression"
+                         << (error.empty() ? "" : ": " + error);
+  }
   if (reduceEvery == ReduceEvery::MicroBatch &&
       gradients != Placement::Sharded &&
       llvm::none_of(groups, [](ParamGroupAttr group) {
@@ -352,6 +374,12 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "bucket_cap_mb must be at most " << maxBucketCapMb
                        << " (8 EiB in bytes), got " << bucketCapMb;
   return success();
+}
+
+bool PlanAttr::keepsGathered(StringRef name) const {
+  return getReshard() == Reshard::AfterBackward ||
+         (getKeepGathered() &&
+          anchoredRegex(getKeepGathered().getValue()).match(name));
 }
 
 ParamGroupAttr PlanAttr::groupOf(StringRef name, int64_t elements) const {

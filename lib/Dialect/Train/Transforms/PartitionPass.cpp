@@ -663,24 +663,32 @@ LogicalResult Partitioner::shardOptimizer(OptimizerOpInterface optimizer,
 /// Sharded parameters are gathered for their readers. A parameter read only
 /// through a cast (mixed precision) is cast while sharded, so the gather
 /// moves bf16. Readers are grouped into phases, separated by each micro-
-/// batch's start and (when gathered parameters are released after the
-/// forward pass) by its loss; each phase gathers once, before the first
-/// reader of its unit (the parameter, or its transformer block), the
-/// parameters that phase reads.
+/// batch's start and (when the parameter's gathered copy is released after
+/// the forward pass: reshard = after_forward, keep_gathered not selecting
+/// it) by its loss; each phase gathers once, before the first reader of its
+/// unit (the parameter, or its transformer block), the parameters that
+/// phase reads.
 LogicalResult Partitioner::gatherParameters() {
   DenseMap<Operation *, int64_t> position;
   int64_t next = 0;
   for (Operation &op : body)
     position[&op] = next++;
-  // Phase of an op: the number of boundaries before it.
-  SmallVector<int64_t> boundaries;
-  for (Operation &op : body)
-    if (isa<SliceRowsOp>(op) ||
-        (plan.getReshard() == Reshard::AfterForward &&
-         isa<SoftmaxCrossEntropyOp>(op)))
-      boundaries.push_back(position[&op]);
-  auto phaseOf = [&](Operation *op) {
-    return llvm::lower_bound(boundaries, position[op]) - boundaries.begin();
+  // Phase of an op: the number of boundaries before it, with the losses
+  // among them or not. Phases of the two kinds are numbered apart (the
+  // second kind negative), so that a unit whose parameters are released
+  // differently gathers each kind on its own.
+  SmallVector<int64_t> batchStarts, withLosses;
+  for (Operation &op : body) {
+    if (isa<SliceRowsOp>(op))
+      batchStarts.push_back(position[&op]);
+    if (isa<SliceRowsOp, SoftmaxCrossEntropyOp>(op))
+      withLosses.push_back(position[&op]);
+  }
+  auto phaseOf = [&](Operation *op, bool kept) -> int64_t {
+    ArrayRef<int64_t> boundaries = kept ? batchStarts : withLosses;
+    int64_t phase =
+        llvm::lower_bound(boundaries, position[op]) - boundaries.begin();
+    return kept ? -1 - phase : phase;
   };
 
   struct Source {
@@ -689,13 +697,15 @@ LogicalResult Partitioner::gatherParameters() {
     Type full;                        // the gathered type
     const Layout *layout;             // what it is a shard of
     SmallVector<OpOperand *> readers; // uses of the gathered value
+    bool kept;                        // gathered once for both passes
   };
   SmallVector<Source> sources;
   SmallVector<Operation *> deadCasts;
   for (unsigned index : shardedParams) {
     BlockArgument arg = body.getArgument(index);
     const Layout &layout = *shardedArgs.lookup(index).second;
-    Source source{index, arg, shardedArgs.lookup(index).first, &layout, {}};
+    Source source{index,   arg, shardedArgs.lookup(index).first,
+                  &layout, {},  plan.keepsGathered(sig.getArgs()[index].name)};
     SmallVector<OpOperand *> computeUses;
     for (OpOperand &use : arg.getUses())
       if (!isa<OptimizerOpInterface>(use.getOwner()))
@@ -728,7 +738,8 @@ LogicalResult Partitioner::gatherParameters() {
   std::map<std::pair<std::string, int64_t>, Operation *> firstReader;
   for (const Source &source : sources)
     for (OpOperand *use : source.readers) {
-      Operation *&first = firstReader[{unitKey(source), phaseOf(use->getOwner())}];
+      Operation *&first =
+          firstReader[{unitKey(source), phaseOf(use->getOwner(), source.kept)}];
       if (!first || position[use->getOwner()] < position[first])
         first = use->getOwner();
     }
@@ -739,7 +750,7 @@ LogicalResult Partitioner::gatherParameters() {
     std::string unit = unitKey(source);
     llvm::MapVector<int64_t, Value> gathered;
     for (OpOperand *use : source.readers) {
-      int64_t phase = phaseOf(use->getOwner());
+      int64_t phase = phaseOf(use->getOwner(), source.kept);
       Value &full = gathered[phase];
       if (!full) {
         Operation *at = firstReader.at({unit, phase});

@@ -7,6 +7,7 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/Support/Regex.h"
 
 #include <limits>
 
@@ -81,6 +82,69 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
           plan.unit, planAxes));
     }
     return groups;
+  }
+
+  /// The plan's keep_gathered from --keep-gathered (one alternative per
+  /// expression), or null. Each expression must be valid and select a
+  /// parameter the plan shards, under reshard after the forward pass.
+  FailureOr<StringAttr> buildKeepGathered(ModuleOp module,
+                                          const StepSignature &sig,
+                                          const StrategyPreset &plan,
+                                          ArrayRef<ParamGroupAttr> groups) {
+    if (keepGathered.empty())
+      return StringAttr();
+    if (!reshardAfterForward) {
+      module.emitError() << "--keep-gathered keeps some parameters gathered "
+                            "through the backward pass; with "
+                            "--reshard-after-forward=false every parameter "
+                            "already is";
+      return failure();
+    }
+    std::string joined;
+    for (const std::string &regex : keepGathered) {
+      std::string error;
+      if (regex.empty() || !llvm::Regex("^(" + regex + ")$").isValid(error)) {
+        module.emitError() << "--keep-gathered '" << regex
+                           << "' is not a valid regular expression"
+                           << (error.empty() ? "" : ": " + error);
+        return failure();
+      }
+      llvm::Regex anchored("^(" + regex + ")$");
+      StringRef whole, sharded;
+      bool matches = false;
+      for (const StepValue &arg : sig.getArgs()) {
+        if (arg.role != Role::Param)
+          continue;
+        Placement params = plan.parameters;
+        for (ParamGroupAttr group : groups)
+          if (group.selects(arg.name, arg.type.getNumElements())) {
+            params = group.getParameters();
+            break;
+          }
+        bool selected = anchored.match(arg.name);
+        if (params == Placement::Sharded) {
+          matches |= selected;
+          if (sharded.empty())
+            sharded = arg.name;
+        } else if (selected && whole.empty()) {
+          whole = arg.name;
+        }
+      }
+      if (!matches) {
+        InFlightDiagnostic diag = module.emitError();
+        diag << "--keep-gathered '" << regex
+             << "' selects no parameter that the plan shards";
+        if (!whole.empty())
+          diag << " ('" << whole << "' is kept whole anyway)";
+        diag << "; it applies to the sharded parameters of zero3, fsdp and "
+                "hybrid, named whole";
+        if (!sharded.empty())
+          diag << ", such as '" << sharded << "'";
+        return failure();
+      }
+      joined += (joined.empty() ? "(" : "|(") + regex + ")";
+    }
+    return StringAttr::get(&getContext(), joined);
   }
 
   void runOnOperation() override {
@@ -210,12 +274,17 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
       }
     }
 
+    FailureOr<StringAttr> keep =
+        buildKeepGathered(module, sig, *preset, *groups);
+    if (failed(keep))
+      return signalPassFailure();
+
     auto plan = PlanAttr::get(
         &getContext(), StringAttr::get(&getContext(), preset->name),
         FlatSymbolRefAttr::get(grid.getSymNameAttr()), preset->optimizerStates,
         preset->gradients, preset->parameters, shardAxes, preset->unit,
         reshardAfterForward ? Reshard::AfterForward : Reshard::AfterBackward,
-        bucketCapMb, *reduce, *every, *groups);
+        bucketCapMb, *reduce, *every, *groups, *keep);
     (*step)->setAttr(TrainDialect::kPlanAttrName, plan);
   }
 };

@@ -347,7 +347,12 @@ def Train_PlanAttr : Train_Attr<"Plan", "plan"> {
     `micro_batch`, each micro-batch's gradient as soon as it is complete,
     summed into the shard (DeepSpeed's ZeRO-2, FSDP without `no_sync`):
     K times the reduce-scatter bytes, but no full gradient outlives its
-    micro-batch.
+    micro-batch. `keep_gathered` (a POSIX extended regular expression
+    matched against whole parameter names; omitted: none) keeps the
+    sharded parameters it selects gathered from the forward pass to the
+    backward pass under `reshard = after_forward`, as FSDP2's
+    `reshard_after_forward=False` on their modules (the last block's
+    parameters, which the backward pass reads first).
 
     ```mlir
     shard.grid @world(shape = 4)
@@ -376,7 +381,8 @@ def Train_PlanAttr : Train_Attr<"Plan", "plan"> {
     DefaultValuedParameter<"::autoshard::train::ReduceEvery",
                            "::autoshard::train::ReduceEvery::Step">
         :$reduce_every,
-    OptionalArrayRefParameter<"::autoshard::train::ParamGroupAttr">:$groups);
+    OptionalArrayRefParameter<"::autoshard::train::ParamGroupAttr">:$groups,
+    OptionalParameter<"::mlir::StringAttr">:$keep_gathered);
   let assemblyFormat = [{
     `<` `strategy` `=` $strategy `,` `grid` `=` $grid `,`
         `optimizer_states` `=` $optimizer_states `,`
@@ -385,13 +391,18 @@ def Train_PlanAttr : Train_Attr<"Plan", "plan"> {
         `shard_axes` `=` `[` $shard_axes `]` `,`
         `unit` `=` $unit `,` `reshard` `=` $reshard `,`
         `bucket_cap_mb` `=` $bucket_cap_mb ``
-        custom<PlanOptionalFields>($reduce_dtype, $reduce_every, $groups) `>`
+        custom<PlanOptionalFields>($reduce_dtype, $reduce_every,
+                                   $keep_gathered, $groups) `>`
   }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// The first group that selects this parameter, or null: the plan's
     /// own placements apply.
     ParamGroupAttr groupOf(::llvm::StringRef name, int64_t elements) const;
+    /// Whether this parameter's gathered copy is kept from the forward
+    /// pass to the backward pass (reshard = after_backward, or a name
+    /// keep_gathered selects).
+    bool keepsGathered(::llvm::StringRef name) const;
   }];
 }
 

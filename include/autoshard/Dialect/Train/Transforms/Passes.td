@@ -111,6 +111,11 @@ def PlanPass : Pass<"autoshard-plan", "mlir::ModuleOp"> {
            "accumulation: step (once, after the last micro-batch) or "
            "micro-batch (each micro-batch's gradient when complete: K times "
            "the bytes, no full gradient kept across micro-batches)">,
+    ListOption<"keepGathered", "keep-gathered", "std::string",
+               "Keep the sharded parameters whose whole name matches one of "
+               "these regular expressions gathered from the forward pass to "
+               "the backward pass (FSDP2's reshard_after_forward=False on "
+               "their modules)">,
   ];
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
