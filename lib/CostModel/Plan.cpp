@@ -176,7 +176,6 @@ autoshard::cost::enumerateCandidatePlans(const ModelDescription &model,
         bases.push_back(*plan);
   }
 
-  const Offload tiers[] = {Offload::None, Offload::Cpu, Offload::Nvme};
   std::vector<Plan> plans;
   for (const Plan &base : bases) {
     bool sharded = shardsParameters(base);
@@ -215,8 +214,8 @@ autoshard::cost::enumerateCandidatePlans(const ModelDescription &model,
       for (int64_t cap : space.bucketCapsBytes)
         for (int64_t depth : space.prefetchDepths)
           for (ActivationCheckpointing mode : space.checkpointing)
-            for (Offload optimizer : tiers)
-              for (Offload parameters : tiers) {
+            for (Offload optimizer : space.optimizerOffloads)
+              for (Offload parameters : space.parameterOffloads) {
                 bool offloads =
                     optimizer != Offload::None || parameters != Offload::None;
                 if (offloads && !space.offload)
@@ -270,6 +269,23 @@ const char *autoshard::cost::stringify(ActivationCheckpointing mode) {
     return "blocks";
   }
   return "none";
+}
+
+std::optional<Offload> autoshard::cost::parseOffload(std::string_view text) {
+  for (Offload tier : {Offload::None, Offload::Cpu, Offload::Nvme})
+    if (text == stringify(tier))
+      return tier;
+  return std::nullopt;
+}
+
+std::optional<ActivationCheckpointing>
+autoshard::cost::parseActivationCheckpointing(std::string_view text) {
+  for (ActivationCheckpointing mode :
+       {ActivationCheckpointing::None, ActivationCheckpointing::Selective,
+        ActivationCheckpointing::Blocks})
+    if (text == stringify(mode))
+      return mode;
+  return std::nullopt;
 }
 
 const char *autoshard::cost::stringify(ReduceEvery every) {

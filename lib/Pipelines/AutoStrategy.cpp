@@ -277,6 +277,21 @@ Choice autoshard::chooseStrategy(const cost::ModelDescription &model,
   if (base.searchSchedule &&
       base.persistenceThreshold == defaults.persistenceThreshold)
     space.persistenceThresholds.push_back(100000);
+  // The user's reshard point, checkpointing mode and offload tiers pin
+  // their dimension of the search where they differ from the default.
+  if (!base.reshardAfterForward)
+    space.reshards = {cost::Reshard::AfterBackward};
+  if (std::optional<cost::ActivationCheckpointing> mode =
+          cost::parseActivationCheckpointing(base.activationCheckpointing);
+      mode && *mode != cost::ActivationCheckpointing::None)
+    space.checkpointing = {*mode};
+  if (std::optional<cost::Offload> tier = cost::parseOffload(base.offload);
+      tier && *tier != cost::Offload::None)
+    space.optimizerOffloads = {*tier};
+  if (std::optional<cost::Offload> tier =
+          cost::parseOffload(base.offloadParams);
+      tier && *tier != cost::Offload::None)
+    space.parameterOffloads = {*tier};
   for (const cost::Plan &plan :
        cost::enumerateCandidatePlans(model, cluster, space)) {
     if (!lookupStrategy(plan.name) ||
@@ -354,6 +369,18 @@ void autoshard::selectCandidate(Choice &choice) {
       choice.chosen = static_cast<int>(i);
   }
   const Candidate &chosen = choice.candidates[choice.chosen];
+  // --reduce-every=micro-batch leaves only plans that shard gradients, and
+  // --offload only plans that offload.
+  const char *ddp = llvm::any_of(choice.candidates, plainDdp)
+                        ? "DDP does not fit"
+                    : llvm::any_of(choice.candidates,
+                                   [](const Candidate &c) {
+                                     return c.options.strategy == "ddp";
+                                   })
+                        ? "DDP without offload is not among the candidates"
+                        : "DDP is not among the candidates";
+  bool anyOnDevice = llvm::any_of(
+      choice.candidates, [&](const Candidate &c) { return offloaded(c) == 0; });
   choice.reason =
       ddpFits ? llvm::formatv("{0}: DDP fits, estimated {1:f1} ms per step "
                               "(the fastest plan that fits: {2:f1} ms)",
@@ -364,15 +391,10 @@ void autoshard::selectCandidate(Choice &choice) {
                               "sharded of the plans that fit within 5% of "
                               "the fastest ({2:f1} ms); {3}{4}",
                               cost::describePlan(chosen.estimate.plan),
-                              ms(chosen.estimate.time.total()), ms(best),
-                              llvm::any_of(choice.candidates, plainDdp)
-                                  ? "DDP does not fit"
-                                  // --reduce-every=micro-batch leaves only
-                                  // plans that shard gradients.
-                                  : "DDP is not among the candidates",
-                              fitsOnDevice ? ""
-                                           : ", and no plan fits without "
-                                             "offload")
+                              ms(chosen.estimate.time.total()), ms(best), ddp,
+                              fitsOnDevice || !anyOnDevice
+                                  ? ""
+                                  : ", and no plan fits without offload")
                     .str();
 }
 
@@ -490,6 +512,11 @@ struct AutoStrategyPass
     overlap = strategy.overlap;
     prefetchDepth = strategy.prefetchDepth;
     bucketCapMb = strategy.bucketCapMb;
+    reshardAfterForward = strategy.reshardAfterForward;
+    persistenceThreshold = strategy.persistenceThreshold;
+    activationCheckpointing = strategy.activationCheckpointing;
+    offload = strategy.offload;
+    offloadParams = strategy.offloadParams;
     // Refinements of a preset's plan, which auto does not take: refused
     // rather than dropped.
     if (!strategy.paramGroups.empty())
@@ -544,6 +571,24 @@ struct AutoStrategyPass
   Option<int64_t> bucketCapMb{*this, "bucket-cap-mb",
                               llvm::cl::desc("Bucket cap in MiB"),
                               llvm::cl::init(25)};
+  // A value other than the default pins that dimension of the search.
+  Option<bool> reshardAfterForward{
+      *this, "reshard-after-forward",
+      llvm::cl::desc("false: only plans that keep gathered parameters"),
+      llvm::cl::init(true)};
+  Option<int64_t> persistenceThreshold{
+      *this, "persistence-threshold",
+      llvm::cl::desc("Parameters kept whole (0: searched)"), llvm::cl::init(0)};
+  Option<std::string> activationCheckpointing{
+      *this, "activation-checkpointing",
+      llvm::cl::desc("none (searched), blocks or selective"),
+      llvm::cl::init("none")};
+  Option<std::string> offload{*this, "offload",
+                              llvm::cl::desc("none (searched), cpu or nvme"),
+                              llvm::cl::init("none")};
+  Option<std::string> offloadParams{
+      *this, "offload-params", llvm::cl::desc("none (searched), cpu or nvme"),
+      llvm::cl::init("none")};
 
   void runOnOperation() override;
 
@@ -600,6 +645,31 @@ void AutoStrategyPass::runOnOperation() {
     module.emitError() << problem;
     return signalPassFailure();
   }
+  if (!cost::parseActivationCheckpointing(activationCheckpointing)) {
+    module.emitError() << "unknown activation-checkpointing '"
+                       << activationCheckpointing
+                       << "'; valid: none, selective, blocks";
+    return signalPassFailure();
+  }
+  // A pinned offload tier on a device that has nothing to offload to would
+  // leave no candidate at all.
+  for (auto [value, flag] : {std::pair{&offload, "offload"},
+                             std::pair{&offloadParams, "offload-params"}}) {
+    if (!cost::parseOffload(value->getValue())) {
+      module.emitError() << "unknown " << flag << " '" << value->getValue()
+                         << "'; valid: none, cpu, nvme";
+      return signalPassFailure();
+    }
+    if (value->getValue() != "none" && !cluster.device.canOffload()) {
+      module.emitError() << flag << "=" << value->getValue() << ": '"
+                         << cluster.device.name
+                         << "' cannot offload: offload moves state from a "
+                            "GPU to its host's memory or NVMe (give a GPU "
+                            "device, such as --device=h100-80gb, or no "
+                            "offload)";
+      return signalPassFailure();
+    }
+  }
 
   FailureOr<cost::ModelDescription> model = describeStep(module, worldSize);
   if (failed(model))
@@ -614,6 +684,11 @@ void AutoStrategyPass::runOnOperation() {
   base.prefetchDepth = prefetchDepth;
   base.bucketCapMb = bucketCapMb;
   base.memoryBudget = memoryBudget;
+  base.reshardAfterForward = reshardAfterForward;
+  base.persistenceThreshold = persistenceThreshold;
+  base.activationCheckpointing = activationCheckpointing;
+  base.offload = offload;
+  base.offloadParams = offloadParams;
   Choice choice = chooseStrategy(*model, cluster, base);
 
   // The estimate chose; the compiler's exact memory plan of the choice

@@ -78,6 +78,28 @@
 // RUN: not shard-opt %S/Inputs/accumulation-step.mlir --pass-pipeline='builtin.module(autoshard-auto-strategy{world-size=2 reduce-every=often})' 2>&1 | FileCheck %s --check-prefix=AUTOEVERY
 // AUTOEVERY: error: unknown reduce-every 'often'; valid: step, micro-batch
 
+// A strategy option other than its default pins that dimension of the
+// search instead of being dropped: the reshard point, the checkpointing
+// mode, the persistence threshold (plans that shard parameters) and the
+// offload tiers (on a device that can offload).
+// RUN: shard-opt --strategy=auto --world-size=4 --reshard-after-forward=false --cost-report %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=PINRESHARD
+// PINRESHARD-NOT: reshard=after_forward
+// PINRESHARD: chosen:
+// RUN: shard-opt --strategy=auto --world-size=4 --activation-checkpointing=selective --cost-report %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=PINCKPT
+// PINCKPT-NOT: checkpoint={{none|blocks}}
+// PINCKPT: chosen: {{.*}} checkpoint=selective
+// RUN: shard-opt --strategy=auto --world-size=4 --persistence-threshold=100 --cost-report %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=PINPERSIST
+// PINPERSIST: chosen: {{zero3|fsdp}} persist<=100 {{.*}} DDP is not among the candidates
+// RUN: shard-opt --strategy=auto --world-size=2 --offload=cpu --device=h100-80gb --cost-report %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=PINOFFLOAD
+// PINOFFLOAD-NOT: offload=none/
+// PINOFFLOAD: chosen: {{.*}} offload=cpu/{{.*}} DDP without offload is not among the candidates{{$}}
+// RUN: not shard-opt --strategy=auto --world-size=2 --offload=cpu %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=NOOFFLOAD
+// NOOFFLOAD: error: offload=cpu: 'cpu-node' cannot offload: offload moves state from a GPU to its host's memory or NVMe (give a GPU device, such as --device=h100-80gb, or no offload)
+// RUN: not shard-opt %examples/mlp.mlir --pass-pipeline='builtin.module(autoshard-auto-strategy{world-size=2 offload-params=disk})' 2>&1 | FileCheck %s --check-prefix=BADTIER
+// BADTIER: error: unknown offload-params 'disk'; valid: none, cpu, nvme
+// RUN: not shard-opt %examples/mlp.mlir --pass-pipeline='builtin.module(autoshard-auto-strategy{world-size=2 activation-checkpointing=all})' 2>&1 | FileCheck %s --check-prefix=BADCKPT
+// BADCKPT: error: unknown activation-checkpointing 'all'; valid: none, selective, blocks
+
 // The plot script draws the JSON report, as SVG and as PNG.
 // RUN: %python %S/../../scripts/cost_plot.py %t.json %t.png
 // RUN: %python -c "import sys; sys.exit(open(sys.argv[1], 'rb').read(8) != bytes([137, 80, 78, 71, 13, 10, 26, 10]))" %t.png

@@ -172,6 +172,23 @@ TEST(CostModelPlan, CandidatesCoverTheSpace) {
   for (const Plan &plan : accumulating)
     if (plan.reduceEvery == ReduceEvery::MicroBatch)
       EXPECT_EQ(plan.name, "fsdp");
+  // A pinned optimizer tier: only plans that offload the states there (and
+  // the parameters nowhere or to the same tier, the valid pairs).
+  CandidateSpace pinned;
+  pinned.presets = {"zero3"};
+  pinned.checkpointing = {ActivationCheckpointing::None};
+  pinned.reshards = {Reshard::AfterForward};
+  pinned.optimizerOffloads = {Offload::Cpu};
+  std::vector<Plan> offloaded =
+      enumerateCandidatePlans(model, makeCluster(testGpu(), 16), pinned);
+  ASSERT_FALSE(offloaded.empty());
+  for (const Plan &plan : offloaded)
+    EXPECT_EQ(plan.optimizerOffload, Offload::Cpu) << describePlan(plan);
+  EXPECT_EQ(parseOffload("nvme"), Offload::Nvme);
+  EXPECT_EQ(parseOffload("disk"), std::nullopt);
+  EXPECT_EQ(parseActivationCheckpointing("blocks"),
+            ActivationCheckpointing::Blocks);
+  EXPECT_EQ(parseActivationCheckpointing("all"), std::nullopt);
 }
 
 TEST(CostModelTime, ComputeIsFlopsOverPeakTimesEfficiency) {

@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace autoshard::cost {
@@ -125,6 +126,12 @@ struct CandidateSpace {
   /// Add offload variants: optimizer states to CPU or NVMe, and with them
   /// the sharded parameters to the same tier.
   bool offload = true;
+  /// The tiers tried for the optimizer states and for sharded parameters
+  /// (a user's --offload or --offload-params pins one).
+  std::vector<Offload> optimizerOffloads = {Offload::None, Offload::Cpu,
+                                            Offload::Nvme};
+  std::vector<Offload> parameterOffloads = {Offload::None, Offload::Cpu,
+                                            Offload::Nvme};
   ReduceDtype reduceDtype = ReduceDtype::Gradient;
   /// When sharded gradients are reduced; MicroBatch is tried only for
   /// plans that shard gradients, and only with more than one micro-batch.
@@ -142,6 +149,11 @@ const char *stringify(Placement placement);
 const char *stringify(Reshard reshard);
 const char *stringify(Offload offload);
 const char *stringify(ActivationCheckpointing mode);
+/// The inverses of stringify: "none", "cpu", "nvme"; "none", "selective",
+/// "blocks". Nothing for another spelling.
+std::optional<Offload> parseOffload(std::string_view text);
+std::optional<ActivationCheckpointing>
+parseActivationCheckpointing(std::string_view text);
 /// "step" or "micro-batch", as the --reduce-every flag spells them.
 const char *stringify(ReduceEvery every);
 

@@ -303,20 +303,27 @@ static llvm::Regex anchoredRegex(StringRef names) {
   return llvm::Regex(("^(" + names + ")$").str());
 }
 
+/// Fails, naming `field`, unless `regex` (when present) is a valid,
+/// non-empty regular expression.
+static LogicalResult verifyRegex(function_ref<InFlightDiagnostic()> emitError,
+                                 StringRef field, StringAttr regex) {
+  std::string error;
+  if (!regex || (!regex.getValue().empty() &&
+                 anchoredRegex(regex.getValue()).isValid(error)))
+    return success();
+  return emitError() << field << " \"" << regex.getValue()
+                     << "\" is not a valid regular expression"
+                     << (error.empty() ? "" : ": " + error);
+}
+
 LogicalResult
 ParamGroupAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        StringAttr names, int64_t maxElements,
                        Placement optimizerStates, Placement gradients,
                        Placement parameters, Unit unit,
                        ArrayRef<int16_t> shardAxes) {
-  if (names) {
-    std::string error;
-    if (names.getValue().empty() ||
-        !anchoredRegex(names.getValue()).isValid(error))
-      return emitError() << "param_group names \"" << names.getValue()
-                         << "\" is not a valid regular expression"
-                         << (error.empty() ? "" : ": " + error);
-  }
+  if (failed(verifyRegex(emitError, "param_group names", names)))
+    return failure();
   if (maxElements < 0)
     return emitError() << "param_group max_elements must be at least 0 (0: "
                           "any size), got "
@@ -345,16 +352,9 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                StringAttr keepGathered) {
   if (failed(verifyPlacements(emitError, optimizerStates, gradients,
                               parameters)) ||
-      failed(verifyShardAxes(emitError, shardAxes)))
+      failed(verifyShardAxes(emitError, shardAxes)) ||
+      failed(verifyRegex(emitError, "plan keep_gathered", keepGathered)))
     return failure();
-  if (keepGathered) {
-    std::string error;
-    if (keepGathered.getValue().empty() ||
-        !anchoredRegex(keepGathered.getValue()).isValid(error))
-      return emitError() << "plan keep_gathered \"" << keepGathered.getValue()
-                         << "\" is not a valid regular expression"
-                         << (error.empty() ? "" : ": " + error);
-  }
   if (reduceEvery == ReduceEvery::MicroBatch &&
       gradients != Placement::Sharded &&
       llvm::none_of(groups, [](ParamGroupAttr group) {
