@@ -14,6 +14,7 @@
 #include "core/Init.h"
 #include "core/Stats.h"
 #include "core/Trace.h"
+#include "driver/LrSchedule.h"
 #include "driver/OffloadArgs.h"
 #include "driver/Options.h"
 #include "driver/OutputFiles.h"
@@ -32,10 +33,13 @@
 
 namespace autoshard::rt {
 
-std::string formatStepLine(int64_t step, double loss, double ms) {
-  char line[128];
-  std::snprintf(line, sizeof line, "step %" PRId64 " loss %.8g ms %.3f", step,
-                loss, ms);
+std::string formatStepLine(int64_t step, double loss, double ms,
+                           std::optional<double> lr) {
+  char line[160];
+  int n = std::snprintf(line, sizeof line, "step %" PRId64 " loss %.8g ms %.3f",
+                        step, loss, ms);
+  if (lr && n > 0 && static_cast<size_t>(n) < sizeof line)
+    std::snprintf(line + n, sizeof line - n, " lr %.6g", *lr);
   return line;
 }
 
@@ -93,23 +97,52 @@ std::string nonFiniteLossMessage(int64_t step, double loss,
          "), is kept: resume from it with --resume and " + lower;
 }
 
-Status checkLrOverride(const Manifest &manifest) {
+Status checkLrOverride(const Manifest &manifest, const char *flag) {
   const TensorSpec *lr = manifest.findArg("lr");
   if (lr && lr->role == Role::Hyper && isFloatDtype(lr->dtype) &&
       lr->numElements() == 1)
     return Status::success();
   if (lr && lr->role == Role::Hyper)
-    return Error("--lr: the step's hyper 'lr' is " +
+    return Error(std::string(flag) + ": the step's hyper 'lr' is " +
                  std::string(dtypeName(lr->dtype)) + " " +
-                 formatShape(lr->shape) +
-                 ", not a single float that --lr could set");
+                 formatShape(lr->shape) + ", not a single float that " + flag +
+                 " could set");
   std::string hypers;
   for (const TensorSpec &arg : manifest.args)
     if (arg.role == Role::Hyper)
       hypers += (hypers.empty() ? "" : ", ") + arg.name;
-  return Error(
-      "--lr: step '" + manifest.step + "' has no hyper-parameter named 'lr' (" +
-      (hypers.empty() ? "it has no hypers" : "its hypers: " + hypers) + ")");
+  return Error(std::string(flag) + ": step '" + manifest.step +
+               "' has no hyper-parameter named 'lr' (" +
+               (hypers.empty() ? "it has no hypers" : "its hypers: " + hypers) +
+               ")");
+}
+
+Expected<double> scheduledPeakLr(const Manifest &manifest,
+                                 const Options &options) {
+  double peak = 0;
+  if (options.lr) {
+    peak = *options.lr;
+  } else {
+    const TensorSpec *lr = manifest.findArg("lr");
+    if (!lr || !lr->init ||
+        (lr->init->kind != InitKind::Constant &&
+         lr->init->kind != InitKind::Zeros))
+      return Error("--lr-schedule: the step's hyper 'lr' has no constant "
+                   "initial value to start from; give the peak learning "
+                   "rate with --lr");
+    peak = lr->init->kind == InitKind::Constant ? lr->init->value : 0.0;
+  }
+  if (options.lrSchedule.minLr > peak) {
+    char text[96];
+    std::snprintf(text, sizeof text,
+                  "--min-lr %g is above the peak learning "
+                  "rate %g",
+                  options.lrSchedule.minLr, peak);
+    return Error(std::string(text) +
+                 (options.lr ? " (--lr)" : " (the step's initial 'lr')") +
+                 "; a schedule decays from the peak down to --min-lr");
+  }
+  return peak;
 }
 
 namespace {
@@ -510,6 +543,20 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
       return 2;
     }
   }
+  // The schedule writes the hyper 'lr' before every step, from its peak.
+  std::optional<double> peakLr;
+  if (options.lrSchedule.active()) {
+    if (Status s = checkLrOverride(*manifest, "--lr-schedule"); !s) {
+      printErrorOnRankZero(control, s.message());
+      return 2;
+    }
+    Expected<double> peak = scheduledPeakLr(*manifest, options);
+    if (!peak) {
+      printErrorOnRankZero(control, peak.message());
+      return 2;
+    }
+    peakLr = *peak;
+  }
   // Before training, not after it: the step cannot grow gradients later.
   if (!options.saveGradsFile.empty()) {
     if (Status s = checkSaveGrads(*manifest); !s) {
@@ -692,9 +739,28 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   // (the same buffers every step) and copied up.
   StagedArgs batchArgs(ctx, *manifest, args, {Role::Input, Role::Label},
                        Staging::WriteOnly);
+  // The scheduled rate goes into the hyper's buffer (through a host copy
+  // on a GPU) before each step; a resumed run continues the schedule.
+  const TensorSpec *lrArg = peakLr ? manifest->findArg("lr") : nullptr;
+  const int64_t decaySteps = options.lrSchedule.decaySteps > 0
+                                 ? options.lrSchedule.decaySteps
+                                 : options.steps;
+  std::optional<double> stepLr;
   for (int64_t step = *firstStep; step < options.steps; ++step) {
     (*batches)->fill(step, batchArgs.args().data());
     batchArgs.writeBack();
+    if (lrArg) {
+      stepLr = scheduledLr(options.lrSchedule, *peakLr, step, decaySteps);
+      void *buffer = args[lrArg->index];
+      if (lrArg->memory == MemoryKind::Host || ctx.device->hostAccessible()) {
+        storeElement(buffer, lrArg->dtype, 0, *stepLr);
+      } else {
+        alignas(8) char staged[8];
+        storeElement(staged, lrArg->dtype, 0, *stepLr);
+        ctx.device->toDevice(Lane::Compute, buffer, staged,
+                             dtypeSize(lrArg->dtype));
+      }
+    }
     // Only the step itself is timed: that is what the compiler's cost model
     // predicts, and batch synthesis is not part of training. On a GPU the
     // step has finished when its queued kernels have.
@@ -718,7 +784,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     ctx.device->toHost(Lane::Compute, &loss, results[lossIndex], sizeof loss);
     if (oneBased % options.logEvery == 0 || oneBased == options.steps) {
       if (control.rank() == 0) {
-        std::printf("%s\n", formatStepLine(oneBased, loss, ms).c_str());
+        std::printf("%s\n", formatStepLine(oneBased, loss, ms, stepLr).c_str());
         std::fflush(stdout);
       }
     }

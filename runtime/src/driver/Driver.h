@@ -45,8 +45,10 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks);
 /// variable, or a job that needs MPI in a runtime built without it.
 Expected<std::unique_ptr<ControlPlane>> launchControl(int *argc, char ***argv);
 
-/// "step 3 loss 0.69314718 ms 1.250": the line rank 0 prints.
-std::string formatStepLine(int64_t step, double loss, double ms);
+/// "step 3 loss 0.69314718 ms 1.250": the line rank 0 prints; with a
+/// learning-rate schedule, the step's rate after it (" lr 0.0003").
+std::string formatStepLine(int64_t step, double loss, double ms,
+                           std::optional<double> lr = std::nullopt);
 
 /// The error for a binary started on the wrong number of ranks: what it was
 /// compiled for, what it got, and the two ways out.
@@ -64,8 +66,15 @@ std::string nonFiniteLossMessage(int64_t step, double loss,
                                  const Options &options,
                                  int64_t newestCheckpoint);
 
-/// Whether --lr can apply: the step needs a hyper named `lr` holding one
-/// float. The error lists the hypers the step does have.
-Status checkLrOverride(const Manifest &manifest);
+/// Whether --lr (or `flag`, which sets it too) can apply: the step needs a
+/// hyper named `lr` holding one float. The error lists the hypers the step
+/// does have.
+Status checkLrOverride(const Manifest &manifest, const char *flag = "--lr");
+
+/// The peak learning rate of a schedule: --lr, or the constant the step's
+/// hyper `lr` starts at; and that it is at least --min-lr. The error says
+/// which to give.
+Expected<double> scheduledPeakLr(const Manifest &manifest,
+                                 const Options &options);
 
 } // namespace autoshard::rt

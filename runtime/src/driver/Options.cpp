@@ -29,6 +29,8 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
   Options options;
   // Checkpoint flags that need --checkpoint-dir, for the check at the end.
   std::string needsCheckpointDir;
+  // --min-lr or --decay-steps, which a constant schedule would ignore.
+  std::string decayFlag;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string_view arg = args[i];
     if (arg.size() < 3 || arg.substr(0, 2) != "--") {
@@ -69,8 +71,14 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
                  "among its ranks)";
     else if (flag == "--seed")
       expected = "an integer in 0..18446744073709551615";
-    else if (flag == "--lr")
+    else if (flag == "--lr" || flag == "--min-lr")
       expected = "a finite number >= 0";
+    else if (flag == "--lr-schedule")
+      expected = "constant, cosine or linear";
+    else if (flag == "--warmup-steps")
+      expected = "an integer >= 0";
+    else if (flag == "--decay-steps")
+      expected = "an integer >= 1";
     else if (flag == "--collective-timeout")
       expected = "a number of seconds >= 0 (0 waits forever)";
     else if (flag == "--trace")
@@ -99,7 +107,20 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
       value = args[++i];
     }
 
-    if (flag == "--steps" || flag == "--log-every") {
+    if (flag == "--lr-schedule") {
+      std::optional<LrSchedule> schedule = parseLrSchedule(value);
+      if (!schedule)
+        return Error(invalid(flag, value, expected));
+      options.lrSchedule.kind = *schedule;
+    } else if (flag == "--warmup-steps" || flag == "--decay-steps") {
+      int64_t n;
+      if (!parseInteger(value, n) || n < (flag == "--warmup-steps" ? 0 : 1))
+        return Error(invalid(flag, value, expected));
+      (flag == "--warmup-steps" ? options.lrSchedule.warmupSteps
+                                : options.lrSchedule.decaySteps) = n;
+      if (flag == "--decay-steps")
+        decayFlag = "--decay-steps";
+    } else if (flag == "--steps" || flag == "--log-every") {
       int64_t n;
       if (!parseInteger(value, n) || n < 1)
         return Error(invalid(flag, value, expected));
@@ -148,17 +169,22 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
       if (!parseInteger(value, seed))
         return Error(invalid(flag, value, expected));
       options.seed = seed;
-    } else if (flag == "--lr" || flag == "--collective-timeout") {
+    } else if (flag == "--lr" || flag == "--min-lr" ||
+               flag == "--collective-timeout") {
       double number;
       const char *end = value.data() + value.size();
       auto [ptr, ec] = std::from_chars(value.data(), end, number);
       if (value.empty() || ec != std::errc() || ptr != end ||
           !std::isfinite(number) || number < 0)
         return Error(invalid(flag, value, expected));
-      if (flag == "--lr")
+      if (flag == "--lr") {
         options.lr = number;
-      else
+      } else if (flag == "--min-lr") {
+        options.lrSchedule.minLr = number;
+        decayFlag = "--min-lr";
+      } else {
         options.collectiveTimeout = number;
+      }
     } else if (flag == "--trace") {
       if (value.empty())
         return Error("--trace needs a value: a file name");
@@ -183,6 +209,16 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
       target = std::string(value);
     }
   }
+  const LrScheduleOptions &schedule = options.lrSchedule;
+  if (!decayFlag.empty() && schedule.kind == LrSchedule::Constant)
+    return Error(decayFlag + " shapes a decaying learning rate: it applies to "
+                             "--lr-schedule cosine or linear");
+  if (schedule.decaySteps > 0 && schedule.decaySteps <= schedule.warmupSteps)
+    return Error("--decay-steps " + std::to_string(schedule.decaySteps) +
+                 " must be after the warmup's " +
+                 std::to_string(schedule.warmupSteps) +
+                 " steps (--warmup-steps): the decay starts when the warmup "
+                 "ends");
   if (!needsCheckpointDir.empty() && options.checkpointDir.empty())
     return Error(needsCheckpointDir +
                  " applies to --checkpoint-dir DIR, which is not given");
@@ -217,6 +253,16 @@ std::string usageText(std::string_view program) {
          "                       token files' random windows (default 0)\n"
          "  --lr F               learning rate; overrides the step's hyper "
          "'lr'\n"
+         "  --lr-schedule S      constant (default), cosine or linear: the "
+         "learning rate\n"
+         "                       decays from --lr (or the hyper's initial "
+         "value) to\n"
+         "                       --min-lr (default 0) by --decay-steps "
+         "(default --steps)\n"
+         "  --warmup-steps W     raise the learning rate linearly over the "
+         "first W steps\n"
+         "  --min-lr F           where cosine and linear decay end\n"
+         "  --decay-steps N      the step by which they reach --min-lr\n"
          "  --log-every K        print the loss every K steps and at the last "
          "(default 1)\n"
          "  --data FILE          read batches from an asdata or token file "

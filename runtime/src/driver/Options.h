@@ -3,6 +3,7 @@
 
 #include "core/Data.h"
 #include "core/Expected.h"
+#include "driver/LrSchedule.h"
 
 #include <cstdint>
 #include <optional>
@@ -17,6 +18,10 @@ struct Options {
   uint64_t seed = 0;
   /// Overrides the hyper named `lr` when set.
   std::optional<double> lr;
+  /// How the hyper `lr` changes from step to step (--lr-schedule,
+  /// --warmup-steps, --min-lr, --decay-steps); its peak is --lr, or the
+  /// hyper's constant initial value.
+  LrScheduleOptions lrSchedule;
   int64_t logEvery = 1;
   /// Empty: synthetic batches.
   std::string dataFile;

@@ -298,6 +298,8 @@ TEST(DriverMessagesTest, StepLine) {
             "step 3 loss 0.69314718 ms 1.250");
   EXPECT_EQ(formatStepLine(10, 12345678.9, 0.0004),
             "step 10 loss 12345679 ms 0.000");
+  EXPECT_EQ(formatStepLine(4, 2.5, 1.0, 0.00023180194),
+            "step 4 loss 2.5 ms 1.000 lr 0.000231802");
 }
 
 TEST(DriverMessagesTest, WorldSizeMismatch) {
@@ -345,6 +347,33 @@ TEST(DriverMessagesTest, LrOverrideNeedsAnLrHyper) {
           .message(),
       "--lr: the step's hyper 'lr' is f32 2, not a single float that --lr "
       "could set");
+  EXPECT_EQ(checkLrOverride(manifestWith(""), "--lr-schedule").message(),
+            "--lr-schedule: step 'train' has no hyper-parameter named 'lr' "
+            "(it has no hypers)");
+
+  // A schedule's peak: --lr, or the constant the hyper starts at.
+  Manifest constant =
+      manifestWith("arg 0 hyper lr f32 scalar init=constant:0.004\n");
+  Options options;
+  options.lrSchedule.kind = LrSchedule::Cosine;
+  EXPECT_DOUBLE_EQ(*scheduledPeakLr(constant, options), 0.004);
+  options.lr = 0.5;
+  EXPECT_DOUBLE_EQ(*scheduledPeakLr(constant, options), 0.5);
+  options.lrSchedule.minLr = 0.6;
+  EXPECT_EQ(scheduledPeakLr(constant, options).message(),
+            "--min-lr 0.6 is above the peak learning rate 0.5 (--lr); a "
+            "schedule decays from the peak down to --min-lr");
+  options.lr.reset();
+  EXPECT_EQ(scheduledPeakLr(constant, options).message(),
+            "--min-lr 0.6 is above the peak learning rate 0.004 (the step's "
+            "initial 'lr'); a schedule decays from the peak down to --min-lr");
+  options.lrSchedule.minLr = 0;
+  EXPECT_EQ(
+      scheduledPeakLr(manifestWith("arg 0 hyper lr f32 scalar init=normal:1\n"),
+                      options)
+          .message(),
+      "--lr-schedule: the step's hyper 'lr' has no constant initial value to "
+      "start from; give the peak learning rate with --lr");
 }
 
 } // namespace

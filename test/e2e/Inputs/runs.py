@@ -64,7 +64,7 @@ import re
 import struct
 import sys
 
-STEP_LINE = re.compile(r"^step (\d+) loss (\S+) ms (\S+)$")
+STEP_LINE = re.compile(r"^step (\d+) loss (\S+) ms (\S+)(?: lr \S+)?$")
 
 
 def read_losses(path):
