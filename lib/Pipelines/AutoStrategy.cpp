@@ -4,6 +4,7 @@
 
 #include "autoshard/Conversion/MemoryPlan.h"
 #include "autoshard/CostModel/DeviceCatalog.h"
+#include "autoshard/Dialect/Train/IR/Flops.h"
 #include "autoshard/Dialect/Train/IR/StepSignature.h"
 #include "autoshard/Dialect/Train/Transforms/Passes.h"
 #include "autoshard/Dialect/Train/Transforms/Strategies.h"
@@ -42,9 +43,8 @@ int64_t elementsOf(Type type) {
   return cast<RankedTensorType>(type).getNumElements();
 }
 
-/// Multiply-add FLOPs (2 per multiply-add) of the ops that matter: matrix
-/// products and attention. `forwardBlocks` also collects the forward FLOPs
-/// of the ops reading a block's parameter or attending (what `blocks`
+/// Adds `op`'s FLOPs (opFlops) to `total` and, for a forward op that reads
+/// a block's parameter or attends, to `forwardBlocks` (what `blocks`
 /// checkpointing computes twice).
 void countFlops(Operation *op, double &total, double &forwardBlocks,
                 const StepSignature &sig) {
@@ -54,48 +54,12 @@ void countFlops(Operation *op, double &total, double &forwardBlocks,
     auto arg = dyn_cast<BlockArgument>(v);
     return arg && blockIndex(sig.getArgs()[arg.getArgNumber()].name) >= 0;
   };
-  auto matmul = [](Value out, Value weight) {
-    auto w = cast<RankedTensorType>(weight.getType());
-    // Every output element is a dot product over the weight's input dim.
-    return 2.0 * static_cast<double>(elementsOf(out.getType())) *
-           static_cast<double>(w.getDimSize(1));
-  };
-  if (auto linear = dyn_cast<LinearOp>(op)) {
-    double flops = matmul(linear.getResult(), linear.getWeight());
-    total += flops;
-    if (isBlockParam(linear.getWeight()))
-      forwardBlocks += flops;
-  } else if (auto grad = dyn_cast<LinearGradInputOp>(op)) {
-    // dx[M, K] = dy[M, N] . W[N, K]
-    auto w = cast<RankedTensorType>(grad.getWeight().getType());
-    total += 2.0 * static_cast<double>(elementsOf(grad.getResult().getType())) *
-             static_cast<double>(w.getDimSize(0));
-  } else if (auto grad = dyn_cast<LinearGradWeightOp>(op)) {
-    // dW[N, K] = dy^T . x, over every row.
-    auto dy = cast<RankedTensorType>(grad.getOperand(0).getType());
-    int64_t rows = dy.getNumElements() / dy.getShape().back();
-    total += 2.0 * static_cast<double>(elementsOf(grad.getResult().getType())) *
-             static_cast<double>(rows);
-  } else if (isa<CausalAttentionOp, CausalAttentionGradOp>(op)) {
-    // q: [B, T, H, D]: scores and values, 2 * 2 * B * H * T * T * D forward
-    // (the full score matrix, as model-FLOPs utilisation counts it); the
-    // backward pass twice that.
-    auto q = cast<RankedTensorType>(op->getOperand(isa<CausalAttentionOp>(op)
-                                                       ? 0
-                                                       : 1)
-                                        .getType());
-    if (q.getRank() != 4)
-      return;
-    double b = q.getDimSize(0), t = q.getDimSize(1), h = q.getDimSize(2),
-           d = q.getDimSize(3);
-    double forward = 4.0 * b * h * t * t * d;
-    if (isa<CausalAttentionOp>(op)) {
-      total += forward;
-      forwardBlocks += forward;
-    } else {
-      total += 2 * forward;
-    }
-  }
+  double flops = opFlops(op);
+  total += flops;
+  if (auto linear = dyn_cast<LinearOp>(op);
+      (linear && isBlockParam(linear.getWeight())) ||
+      isa<CausalAttentionOp>(op))
+    forwardBlocks += flops;
 }
 
 /// Runs `pipeline` on a copy of `module`; the copy, or failure.

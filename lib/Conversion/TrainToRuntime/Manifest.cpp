@@ -7,6 +7,7 @@
 
 #include "StepEmitter.h"
 
+#include "autoshard/Dialect/Train/IR/Flops.h"
 #include "autoshard/Dialect/Train/IR/StepSignature.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
@@ -106,6 +107,10 @@ FailureOr<std::string> autoshard::buildManifest(FunctionOpInterface step) {
   os << "grid ";
   llvm::interleave(gridShape, os, "x");
   os << "\n";
+  // This rank's matrix products and attention, recomputation included.
+  os << "flops "
+     << static_cast<int64_t>(blockFlops(step.getFunctionBody().front()))
+     << "\n";
 
   auto describe = [&](StringRef record, const StepValue &value)
       -> FailureOr<std::string> {

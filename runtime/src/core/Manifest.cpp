@@ -296,12 +296,24 @@ Status Parser::parseRecord(int line,
     }
     return Status::success();
   }
+  if (keyword == "flops") {
+    if (auto it = singletonLines.find(keyword); it != singletonLines.end())
+      return lineError(line, "duplicate 'flops' record (first on line " +
+                                 std::to_string(it->second) + ")");
+    singletonLines.emplace(std::string(keyword), line);
+    int64_t flops;
+    if (fields.size() != 2 || !parseInt(fields[1], flops) || flops < 0)
+      return lineError(line, "'flops' takes one field, the step's FLOPs (an "
+                             "integer >= 0)");
+    manifest.stepFlops = flops;
+    return Status::success();
+  }
   if (keyword == "autoshard-manifest")
     return lineError(line, "duplicate 'autoshard-manifest' record (it is only "
                            "valid on the first line)");
   return lineError(line, "unknown record " + quoted(keyword) +
                              "; expected one of abi, step, strategy, grid, "
-                             "memory, arg, result, end");
+                             "flops, memory, arg, result, end");
 }
 
 Status Parser::parseSingleton(int line,

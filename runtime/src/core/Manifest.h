@@ -117,6 +117,9 @@ struct Manifest {
   /// (memory=nvme arguments' bytes on this rank). Empty when the manifest
   /// has none.
   std::vector<std::pair<std::string, int64_t>> memory;
+  /// The `flops` record (optional): the FLOPs of this rank's step as
+  /// compiled (matrix products and attention); 0 when absent.
+  int64_t stepFlops = 0;
   /// The plan's value of `key`, or -1.
   int64_t plannedBytes(std::string_view key) const;
 

@@ -213,6 +213,13 @@ double steadyStepMs(std::vector<double> ms) {
   return ms.size() % 2 ? ms[mid] : (ms[mid - 1] + ms[mid]) / 2;
 }
 
+/// The step's FLOPs per second at the steady step time; 0 when unknown.
+static double flopRate(const RunInfo &run) {
+  return run.stepFlops > 0 && run.steadyStepMs > 0
+             ? static_cast<double>(run.stepFlops) / (run.steadyStepMs * 1e-3)
+             : 0.0;
+}
+
 void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
                   const RunInfo &run) {
   char line[256];
@@ -223,6 +230,14 @@ void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
                 run.steps, run.meanStepMs, run.steadyStepMs, stats.peakBytes,
                 formatBytes(stats.peakBytes).c_str(), run.rank);
   os << line;
+  if (run.stepFlops > 0 && run.steadyStepMs > 0) {
+    std::snprintf(line, sizeof line,
+                  "summary: compute per step on rank %d: %.4g GFLOP (matrix "
+                  "products and attention, as compiled), %.4g GFLOP/s\n",
+                  run.rank, static_cast<double>(run.stepFlops) * 1e-9,
+                  flopRate(run) * 1e-9);
+    os << line;
+  }
   if (stats.usedOffload()) {
     std::snprintf(line, sizeof line,
                   "summary: host memory peak %" PRId64 " bytes (%s), NVMe "
@@ -306,6 +321,8 @@ void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
   os << "  \"steps\": " << run.steps << ",\n";
   os << "  \"mean_step_ms\": " << formatDouble(run.meanStepMs) << ",\n";
   os << "  \"steady_step_ms\": " << formatDouble(run.steadyStepMs) << ",\n";
+  os << "  \"step_flops\": " << run.stepFlops << ",\n";
+  os << "  \"flop_per_s\": " << formatDouble(flopRate(run)) << ",\n";
   os << "  \"peak_bytes\": " << stats.peakBytes << ",\n";
   os << "  \"host_peak_bytes\": " << stats.hostPeakBytes << ",\n";
   os << "  \"nvme_bytes\": " << stats.nvmeBytes << ",\n";

@@ -832,6 +832,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   run.steps = stepsRun;
   run.meanStepMs = stepsRun > 0 ? totalMs / static_cast<double>(stepsRun) : 0;
   run.steadyStepMs = steadyStepMs(stepMs);
+  run.stepFlops = manifest->stepFlops;
 
   // Files hold full tensors, comparable with an unsharded run's: sharded
   // params and gradients are gathered (on every rank, after the statistics

@@ -176,6 +176,24 @@ TEST(ManifestTest, ParsesTheDocumentedExample) {
   EXPECT_EQ(m.results[1].describe(), "result 1 (loss loss)");
 }
 
+TEST(ManifestTest, ParsesTheStepFlops) {
+  // Line 6 is the first arg; the record may stand anywhere before end.
+  Expected<Manifest> flops = parseManifest(
+      withLine(6, "flops 1171456\narg 0 param fc1.weight f32 64x16 "
+                  "init=normal:0.25"));
+  ASSERT_TRUE(flops.ok()) << flops.message();
+  EXPECT_EQ(flops->stepFlops, 1171456);
+  EXPECT_EQ(parseManifest(kGood)->stepFlops, 0) << "optional";
+  EXPECT_EQ(errorOf(withLine(6, "flops -3")),
+            "manifest line 6: 'flops' takes one field, the step's FLOPs (an "
+            "integer >= 0)");
+  EXPECT_EQ(errorOf(withLine(6, "flops 1 2")),
+            "manifest line 6: 'flops' takes one field, the step's FLOPs (an "
+            "integer >= 0)");
+  EXPECT_EQ(errorOf(withLine(6, "flops 1\nflops 2")),
+            "manifest line 7: duplicate 'flops' record (first on line 6)");
+}
+
 TEST(ManifestTest, ParsesGradResultsAndAnIntegerStepCounter) {
   Expected<Manifest> parsed = parseManifest(kAdamWithGrad);
   ASSERT_TRUE(parsed.ok()) << parsed.message();
