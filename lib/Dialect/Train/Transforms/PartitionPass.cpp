@@ -419,15 +419,18 @@ Partitioner::reduceGradients(ArrayRef<OptimizerOpInterface> optimizers,
     auto gradType = cast<RankedTensorType>(grad.getType());
     Value reduced;
     Operation *reduction = nullptr;
+    // Split by micro-batch: a sharded gradient reduced every micro-batch,
+    // and a bf16 gradient reduced in f32 (accumulated in f32).
+    bool eachHere = eachMicroBatch && toShards && sharded(policy->grads);
+    bool upcast = plan.getReduceDtype() == ReduceDtype::F32 &&
+                  !gradType.getElementType().isF32();
     std::optional<MicroBatchParts> split;
-    if (batches && (!eachMicroBatch || (toShards && sharded(policy->grads))))
+    if (batches && (eachHere || upcast))
       split = splitByMicroBatch(grad, *batches);
-    if (split && eachMicroBatch)
+    if (split && eachHere)
       reduced = reduceEachMicroBatch(*split, *batches, layout, firstReader);
-    else if (split && !gradType.getElementType().isF32())
+    else if (split)
       input = accumulateInF32(*split);
-    else
-      split.reset(); // the gradient stays as autodiff built it
     if (!reduced) {
       if (toShards && !sharded(policy->grads))
         b.setInsertionPoint(firstReader);
