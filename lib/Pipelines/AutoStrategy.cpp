@@ -609,6 +609,11 @@ void AutoStrategyPass::runOnOperation() {
     module.emitError() << problem;
     return signalPassFailure();
   }
+  if (persistenceThreshold < 0) {
+    module.emitError() << "persistence threshold must be at least 0, got "
+                       << static_cast<int64_t>(persistenceThreshold);
+    return signalPassFailure();
+  }
   if (!cost::parseActivationCheckpointing(activationCheckpointing)) {
     module.emitError() << "unknown activation-checkpointing '"
                        << activationCheckpointing
@@ -775,9 +780,22 @@ void AutoStrategyPass::runOnOperation() {
       for (const std::string &line : smallest->overflows)
         diag.attachNote() << line;
     }
-    diag.attachNote() << "to fit: more ranks, a smaller micro-batch, "
-                         "activation checkpointing, or (not built yet) "
-                         "offload";
+    // What the search already tried, so the note names only what is left.
+    bool checkpointingPinned = activationCheckpointing != "none";
+    bool offloadPinned = offload != "none" || offloadParams != "none";
+    diag.attachNote()
+        << "to fit: more ranks, a smaller micro-batch or "
+        << (memoryBudget.empty() ? "a device with more memory"
+                                 : "a larger --memory-budget")
+        << "; the search tried "
+        << (checkpointingPinned
+                ? "only --activation-checkpointing=" + activationCheckpointing
+                : std::string("every activation checkpointing mode"))
+        << (!cluster.device.canOffload()
+                ? " and no offload ('" + cluster.device.name +
+                      "' has no host link to offload to)"
+            : offloadPinned ? " and only the offload tiers given"
+                            : " and offload to host memory and NVMe");
     return signalPassFailure();
   }
 

@@ -54,7 +54,7 @@
 // RUN: shard-gen gpt3-175b --micro-batch=8 --precision=bf16 2>/dev/null | not shard-opt --strategy=auto --world-size=2 --device=cpu-node 2>&1 | FileCheck %s --check-prefix=NOFIT
 // NOFIT: error: no strategy fits 2 cpu-node ranks: the smallest plan, zero3 {{.*}} checkpoint=blocks, needs {{.*}} TiB
 // NOFIT: note: device memory needs {{.*}} per rank, has 11.77 GiB
-// NOFIT: note: to fit: more ranks, a smaller micro-batch, activation checkpointing
+// NOFIT: note: to fit: more ranks, a smaller micro-batch or a device with more memory; the search tried every activation checkpointing mode and no offload ('cpu-node' has no host link to offload to)
 
 // Bad options name what would be valid.
 // RUN: not shard-opt --strategy=auto --world-size=2 --device=tpu %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=DEVICE
@@ -98,6 +98,8 @@
 // RUN: not shard-opt %examples/mlp.mlir --pass-pipeline='builtin.module(autoshard-auto-strategy{world-size=2 offload-params=disk})' 2>&1 | FileCheck %s --check-prefix=BADTIER
 // BADTIER: error: unknown offload-params 'disk'; valid: none, cpu, nvme
 // RUN: not shard-opt %examples/mlp.mlir --pass-pipeline='builtin.module(autoshard-auto-strategy{world-size=2 activation-checkpointing=all})' 2>&1 | FileCheck %s --check-prefix=BADCKPT
+// RUN: not shard-opt --strategy=auto --world-size=2 --persistence-threshold=-1 %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=BADPERSIST
+// BADPERSIST: error: persistence threshold must be at least 0, got -1
 // BADCKPT: error: unknown activation-checkpointing 'all'; valid: none, selective, blocks
 
 // The plot script draws the JSON report, as SVG and as PNG.
