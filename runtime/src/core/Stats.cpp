@@ -238,6 +238,15 @@ void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
                   flopRate(run) * 1e-9);
     os << line;
   }
+  if (run.stepTokens > 0 && run.steadyStepMs > 0) {
+    std::snprintf(line, sizeof line,
+                  "summary: throughput: %.6g tokens/s (%" PRId64
+                  " tokens per step over all ranks)\n",
+                  static_cast<double>(run.stepTokens) /
+                      (run.steadyStepMs * 1e-3),
+                  run.stepTokens);
+    os << line;
+  }
   if (stats.usedOffload()) {
     std::snprintf(line, sizeof line,
                   "summary: host memory peak %" PRId64 " bytes (%s), NVMe "
@@ -323,6 +332,7 @@ void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
   os << "  \"steady_step_ms\": " << formatDouble(run.steadyStepMs) << ",\n";
   os << "  \"step_flops\": " << run.stepFlops << ",\n";
   os << "  \"flop_per_s\": " << formatDouble(flopRate(run)) << ",\n";
+  os << "  \"step_tokens\": " << run.stepTokens << ",\n";
   os << "  \"peak_bytes\": " << stats.peakBytes << ",\n";
   os << "  \"host_peak_bytes\": " << stats.hostPeakBytes << ",\n";
   os << "  \"nvme_bytes\": " << stats.nvmeBytes << ",\n";

@@ -189,13 +189,17 @@ struct RunInfo {
   double steadyStepMs = 0.0;
   /// FLOPs of this rank's step (the manifest's `flops`); 0: unknown.
   int64_t stepFlops = 0;
+  /// Tokens of the global batch a step trains on (the elements of its
+  /// integer input, token ids); 0: a step without one.
+  int64_t stepTokens = 0;
 };
 
 /// steadyStepMs of the step times `ms`, in step order.
 double steadyStepMs(std::vector<double> ms);
 
 /// A few human-readable lines: steps, mean time per step, peak memory, the
-/// step's FLOPs and the rate they ran at (at the steady step time), bytes
+/// step's FLOPs and the rate they ran at and the tokens per second of a
+/// language model (at the steady step time), bytes
 /// sent per step for each collective kind, exposed and asynchronous
 /// communication time per step; when the run offloads, the host memory peak
 /// and NVMe bytes, the bytes and time per step of each transfer kind, and

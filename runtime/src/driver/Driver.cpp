@@ -833,6 +833,13 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   run.meanStepMs = stepsRun > 0 ? totalMs / static_cast<double>(stepsRun) : 0;
   run.steadyStepMs = steadyStepMs(stepMs);
   run.stepFlops = manifest->stepFlops;
+  // A language model's token ids: the global batch's elements.
+  for (const TensorSpec &arg : manifest->args)
+    if (arg.role == Role::Input && isIntegerDtype(arg.dtype) &&
+        arg.batchDim >= 0 && arg.localRows() > 0) {
+      run.stepTokens = arg.numElements() / arg.localRows() * arg.globalRows;
+      break;
+    }
 
   // Files hold full tensors, comparable with an unsharded run's: sharded
   // params and gradients are gathered (on every rank, after the statistics
