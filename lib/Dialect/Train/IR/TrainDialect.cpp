@@ -298,9 +298,8 @@ verifyShardAxes(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-/// `names` as an anchored regular expression: it must match the whole name.
-static llvm::Regex anchoredRegex(StringRef names) {
-  return llvm::Regex(("^(" + names + ")$").str());
+llvm::Regex autoshard::train::wholeNameRegex(StringRef regex) {
+  return llvm::Regex(("^(" + regex + ")$").str());
 }
 
 /// Fails, naming `field`, unless `regex` (when present) is a valid,
@@ -309,7 +308,7 @@ static LogicalResult verifyRegex(function_ref<InFlightDiagnostic()> emitError,
                                  StringRef field, StringAttr regex) {
   std::string error;
   if (!regex || (!regex.getValue().empty() &&
-                 anchoredRegex(regex.getValue()).isValid(error)))
+                 wholeNameRegex(regex.getValue()).isValid(error)))
     return success();
   return emitError() << field << " \"" << regex.getValue()
                      << "\" is not a valid regular expression"
@@ -338,7 +337,7 @@ ParamGroupAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 bool ParamGroupAttr::selects(StringRef name, int64_t elements) const {
   if (getMaxElements() > 0 && elements > getMaxElements())
     return false;
-  return !getNames() || anchoredRegex(getNames().getValue()).match(name);
+  return !getNames() || wholeNameRegex(getNames().getValue()).match(name);
 }
 
 LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
@@ -379,14 +378,20 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 bool PlanAttr::keepsGathered(StringRef name) const {
   return getReshard() == Reshard::AfterBackward ||
          (getKeepGathered() &&
-          anchoredRegex(getKeepGathered().getValue()).match(name));
+          wholeNameRegex(getKeepGathered().getValue()).match(name));
 }
 
-ParamGroupAttr PlanAttr::groupOf(StringRef name, int64_t elements) const {
-  for (ParamGroupAttr group : getGroups())
+ParamGroupAttr
+autoshard::train::firstSelectingGroup(ArrayRef<ParamGroupAttr> groups,
+                                      StringRef name, int64_t elements) {
+  for (ParamGroupAttr group : groups)
     if (group.selects(name, elements))
       return group;
   return {};
+}
+
+ParamGroupAttr PlanAttr::groupOf(StringRef name, int64_t elements) const {
+  return firstSelectingGroup(getGroups(), name, elements);
 }
 
 //===----------------------------------------------------------------------===//

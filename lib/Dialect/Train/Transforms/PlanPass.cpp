@@ -7,7 +7,6 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
-#include "llvm/Support/Regex.h"
 
 #include <limits>
 
@@ -103,24 +102,21 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
     std::string joined;
     for (const std::string &regex : keepGathered) {
       std::string error;
-      if (regex.empty() || !llvm::Regex("^(" + regex + ")$").isValid(error)) {
+      llvm::Regex anchored = wholeNameRegex(regex);
+      if (regex.empty() || !anchored.isValid(error)) {
         module.emitError() << "--keep-gathered '" << regex
                            << "' is not a valid regular expression"
                            << (error.empty() ? "" : ": " + error);
         return failure();
       }
-      llvm::Regex anchored("^(" + regex + ")$");
       StringRef whole, sharded;
       bool matches = false;
       for (const StepValue &arg : sig.getArgs()) {
         if (arg.role != Role::Param)
           continue;
-        Placement params = plan.parameters;
-        for (ParamGroupAttr group : groups)
-          if (group.selects(arg.name, arg.type.getNumElements())) {
-            params = group.getParameters();
-            break;
-          }
+        ParamGroupAttr group =
+            firstSelectingGroup(groups, arg.name, arg.type.getNumElements());
+        Placement params = group ? group.getParameters() : plan.parameters;
         bool selected = anchored.match(arg.name);
         if (params == Placement::Sharded) {
           matches |= selected;

@@ -22,6 +22,18 @@
 
 #include "autoshard/Dialect/Train/IR/TrainInterfaces.h.inc"
 
+#include "llvm/Support/Regex.h"
+
+namespace autoshard::train {
+/// `regex` anchored to match a whole name, as a param_group's names and a
+/// plan's keep_gathered match parameter names.
+llvm::Regex wholeNameRegex(llvm::StringRef regex);
+/// The first of `groups` that selects a parameter of this name and size
+/// (the one that places it), or null: the plan's own placements apply.
+ParamGroupAttr firstSelectingGroup(llvm::ArrayRef<ParamGroupAttr> groups,
+                                   llvm::StringRef name, int64_t elements);
+} // namespace autoshard::train
+
 #define GET_OP_CLASSES
 #include "autoshard/Dialect/Train/IR/TrainOps.h.inc"
 
