@@ -14,15 +14,14 @@ double autoshard::cost::exposedTime(double communication, double lead,
 }
 
 /// Bytes the optimizer streams per element it updates: the f32 master and
-/// every f32 state read and written, the gradient read, and in ZeRO's
-/// layout the compute copy written.
+/// every f32 state read and written, the gradient read, and under mixed
+/// precision the bf16 compute copy written (cast from the updated master).
 static double optimizerBytesPerElement(const ModelDescription &model,
                                        const Plan &plan, int64_t gradient) {
   double bytes = 8.0 +
                  8.0 * double(optimizerStatesPerElement(model.optimizer)) +
                  double(gradient);
-  if (model.precision == Precision::BF16 &&
-      plan.masterWeights == MasterWeights::WithOptimizerStates)
+  if (model.precision == Precision::BF16)
     bytes += double(computeElementBytes(model.precision));
   return bytes;
 }
@@ -114,14 +113,17 @@ CostEstimate autoshard::cost::estimateCost(const ModelDescription &model,
   LinkParameters link = linkParameters(cluster, options.bandwidthEfficiency);
   // Reductions run in the last micro-batch's backward pass, or (sharded
   // gradients reduced every micro-batch) in each one's.
-  PhaseComm forwardGathers, backwardGathers, reductions, everyMicroBatch,
-      afterBackward, optimizer;
+  PhaseComm firstForward, forwardGathers, backwardGathers, reductions,
+      everyMicroBatch, afterBackward, optimizer;
   for (const CollectiveCall &call : planCollectives(model, plan, N)) {
     double seconds =
         collectiveTime(call, cluster, link, options.allReduceAlgorithm).seconds;
     estimate.collectiveCalls += call.repeat;
     time.communication += seconds * double(call.repeat);
     switch (call.phase) {
+    case Phase::FirstForward:
+      firstForward.add(seconds);
+      break;
     case Phase::Forward:
       forwardGathers.add(seconds);
       break;
@@ -156,9 +158,12 @@ CostEstimate autoshard::cost::estimateCost(const ModelDescription &model,
     double exposed = 0;
     for (int64_t mb = 0; mb < K; ++mb) {
       bool first = mb == 0, last = mb == K - 1;
-      exposed +=
-          exposedTime(forwardGathers.total, first ? forwardGathers.first : 0.0,
-                      forwardPerMicroBatch);
+      // The first forward pass also gathers what is kept for the step.
+      double gathers = forwardGathers.total + (first ? firstForward.total : 0);
+      double lead = !first             ? 0.0
+                    : firstForward.any ? firstForward.first
+                                       : forwardGathers.first;
+      exposed += exposedTime(gathers, lead, forwardPerMicroBatch);
       double backward = backwardGathers.total + everyMicroBatch.total +
                         (last ? reductions.total : 0);
       double tail = last && reductions.any ? reductions.last

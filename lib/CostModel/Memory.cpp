@@ -68,8 +68,9 @@ MemoryEstimate autoshard::cost::estimateMemory(const ModelDescription &model,
   const ElementSizes b = elementSizes(model, plan);
   const int64_t states = optimizerStatesPerElement(model.optimizer);
   const bool bf16 = model.precision == Precision::BF16;
-  const bool masterWithStates =
-      bf16 && plan.masterWeights == MasterWeights::WithOptimizerStates;
+  // The f32 master of a bf16 step lives with the optimizer states (ZeRO's
+  // layout: the partition pass shards it with them under ZeRO-1/2).
+  const bool masterWithStates = bf16;
   const bool offloadOptimizer = plan.optimizerOffload != Offload::None;
   const bool offloadParameters = plan.parameterOffload != Offload::None;
   // Collectives that run at once: the in-use one and `depth` ahead, or one.
@@ -92,8 +93,9 @@ MemoryEstimate autoshard::cost::estimateMemory(const ModelDescription &model,
     const int64_t grads = localElements(k, layout.gradients, n);
     const int64_t optStates = localElements(k, layout.optimizerStates, n);
 
-    // Parameters: the f32 master where it is the parameter, and the bf16
-    // compute copy, cast from whatever this rank holds.
+    // Parameters: in f32 the parameter itself; under mixed precision the
+    // bf16 compute copy, placed as the parameters are (the f32 master is
+    // counted with the optimizer states, placed as they are).
     if (!offloadParameters) {
       if (!masterWithStates)
         device.parameters += 4 * params;
@@ -105,7 +107,7 @@ MemoryEstimate autoshard::cost::estimateMemory(const ModelDescription &model,
       tier(plan.parameterOffload) += b.compute * params;
     }
 
-    // Optimizer states (with the master weights in ZeRO's layout).
+    // Optimizer states, with the f32 master weights of a bf16 step.
     int64_t stateBytes = 4 * states * optStates;
     if (masterWithStates)
       stateBytes += 4 * optStates;

@@ -231,7 +231,6 @@ autoshard::cost::enumerateCandidatePlans(const ModelDescription &model,
                 plan.parameterOffload = parameters;
                 plan.reduceDtype = space.reduceDtype;
                 plan.reduceEvery = every;
-                plan.masterWeights = space.masterWeights;
                 if (verifyPlan(plan, model, cluster).empty())
                   plans.push_back(std::move(plan));
               }

@@ -49,11 +49,7 @@ ElementSizes autoshard::cost::elementSizes(const ModelDescription &model,
   ElementSizes sizes;
   sizes.compute = computeElementBytes(model.precision);
   sizes.gradient = plan.reduceDtype == ReduceDtype::F32 ? 4 : sizes.compute;
-  sizes.updatedParameter =
-      model.precision == Precision::BF16 &&
-              plan.masterWeights == MasterWeights::WithOptimizerStates
-          ? sizes.compute
-          : 4;
+  sizes.updatedParameter = sizes.compute;
   return sizes;
 }
 
@@ -245,8 +241,24 @@ autoshard::cost::planCollectives(const ModelDescription &model,
   auto shardedParameters = [&](size_t i) {
     return plan.layoutOf(model.parameters[i]).parameters == Placement::Sharded;
   };
+  // ZeRO-1/2 under mixed precision: the f32 master is sharded with the
+  // optimizer states and the replicated bf16 copy gathered once per step.
+  const bool bf16 = model.precision == Precision::BF16;
+  auto masterWithStates = [&](size_t i) {
+    const Layout &layout = plan.layoutOf(model.parameters[i]);
+    return bf16 && layout.optimizerStates == Placement::Sharded &&
+           layout.parameters == Placement::Replicated;
+  };
 
   // Forward: each unit of sharded parameters before its first reader.
+  // The compute copies first, together, in bucket-sized groups.
+  Bucketer copies(calls, plan.bucketCapBytes);
+  for (size_t i = 0; i < count; ++i)
+    if (masterWithStates(i))
+      copies.add(CollectiveKind::AllGather, Phase::FirstForward,
+                 plan.layoutOf(model.parameters[i]).shardGroupSize, 1,
+                 b.compute, model.parameters[i].elements);
+  copies.closeAll();
   std::vector<size_t> forward;
   for (size_t i = 0; i < count; ++i)
     if (shardedParameters(i))
@@ -317,13 +329,13 @@ autoshard::cost::planCollectives(const ModelDescription &model,
     }
   }
 
-  // The optimizer: ZeRO-1/2 gather the updated shards of replicated
+  // The optimizer: ZeRO-1/2 in f32 gather the updated shards of replicated
   // parameters, in bucket-sized groups.
   Bucketer updates(calls, plan.bucketCapBytes);
   for (size_t i = 0; i < count; ++i) {
     const ParameterTensor &p = model.parameters[i];
     const Layout &layout = plan.layoutOf(p);
-    if (layout.optimizerStates == Placement::Sharded &&
+    if (!bf16 && layout.optimizerStates == Placement::Sharded &&
         layout.parameters == Placement::Replicated)
       updates.add(CollectiveKind::AllGather, Phase::Optimizer,
                   layout.shardGroupSize, 1, b.updatedParameter, p.elements);

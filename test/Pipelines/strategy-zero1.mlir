@@ -1,6 +1,8 @@
 // RUN: shard-opt %S/Inputs/two-layer-step.mlir --pass-pipeline='builtin.module(autoshard-autodiff,autoshard-plan{strategy=zero1 world-size=2},autoshard-partition)' | FileCheck %s
 // RUN: shard-opt --strategy=zero1 --overlap=false --world-size=2 %S/Inputs/two-layer-step.mlir | FileCheck %s --check-prefix=GROUPED
 // RUN: shard-opt --strategy=zero1 --overlap=false --world-size=2 %S/Inputs/two-layer-step.mlir | shard-opt > /dev/null
+// RUN: shard-opt --strategy=zero1 --overlap=false --world-size=2 %S/Inputs/accumulation-step.mlir | FileCheck %s --check-prefix=MIXED
+// RUN: shard-opt --strategy=zero1 --overlap=false --world-size=2 %S/Inputs/accumulation-step.mlir | shard-opt > /dev/null
 
 // ZeRO-1: the optimizer states are flat shards (ceil(20/2) = 10, 6 and 2
 // elements); the gradients stay whole until the update, are reduce-scattered
@@ -31,3 +33,25 @@
 // GROUPED: train.reduce_scatter_shards %{{.*}}, %{{.*}}, %{{.*}} on @world grid_axes = [0] reduction = average : tensor<4x5xf32>, tensor<3x4xf32>, tensor<3xf32> -> tensor<10xf32>, tensor<6xf32>, tensor<2xf32>
 // GROUPED: train.all_gather_shards %{{.*}}, %{{.*}}, %{{.*}} on @world grid_axes = [0] : tensor<10xf32>, tensor<6xf32>, tensor<2xf32> -> tensor<4x5xf32>, tensor<3x4xf32>, tensor<3xf32>
 // GROUPED-NEXT: return
+
+// Mixed precision, 2 micro-batches: the f32 master weight is sharded with
+// its optimizer states (8 of 16 elements, returned as a shard); its bf16
+// compute copy is cast from the shard and gathered once for the whole step,
+// before its first reader, and both micro-batches read that one copy. The
+// optimizer updates the master shard in place: nothing is gathered after it.
+// MIXED-LABEL: func.func @step
+// MIXED-SAME: %[[W:[^:]+]]: tensor<8xf32> {{{[^}]*}}train.name = "w", train.role = #train.role<param>, train.shard = #train.flat_shard<shape = [4, 4], grid_axes = [0]>}
+// MIXED-SAME: -> (tensor<8xf32> {train.name = "w", train.role = #train.role<param>, train.shard = #train.flat_shard<shape = [4, 4], grid_axes = [0]>}
+// MIXED: %[[WB:.*]] = train.cast %[[W]] : tensor<8xf32> to tensor<8xbf16>
+// MIXED: %[[FULL:.*]] = train.all_gather_shards %[[WB]] on @world grid_axes = [0] : tensor<8xbf16> -> tensor<4x4xbf16>
+// MIXED-NEXT: train.linear %{{.*}}, %[[FULL]]
+// MIXED-NOT: all_gather_shards
+// MIXED: train.slice_rows %{{.*}} {offset = 2 : i64}
+// MIXED-NOT: all_gather_shards
+// MIXED: train.linear %{{.*}}, %[[FULL]]
+// MIXED-NOT: all_gather_shards
+// MIXED: %[[GS:.*]] = train.reduce_scatter_shards %{{.*}} : tensor<4x4xbf16> -> tensor<8xbf16>
+// MIXED-NOT: all_gather_shards
+// MIXED: %[[NW:[^,]*]], {{.*}} = train.adamw %[[W]], %[[GS]]
+// MIXED-NOT: all_gather_shards
+// MIXED: return %[[NW]],

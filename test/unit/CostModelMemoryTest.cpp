@@ -54,17 +54,16 @@ int64_t modelStates(const ModelDescription &model, const Plan &plan,
 
 // ZeRO (Rajbhandari et al. 2020), section 5, mixed-precision Adam with K =
 // 12: DDP 16 Psi, P_os 4 Psi + 12 Psi/N, P_os+g 2 Psi + 14 Psi/N, P_os+g+p
-// 16 Psi/N bytes per rank; exact when N divides every tensor. In ZeRO's
-// layout the f32 master weights live with the optimizer states.
+// 16 Psi/N bytes per rank; exact when N divides every tensor. The f32
+// master weights live with the optimizer states, as the partition pass
+// places them.
 TEST(CostModelMemory, MixedPrecisionAdamMatchesTheZeroPaper) {
   ModelDescription model = evenModel(Precision::BF16, Optimizer::AdamW);
   const int64_t psi = model.parameterCount();
   for (int64_t N : {1, 2, 4, 8, 16, 64}) {
     SCOPED_TRACE("N = " + std::to_string(N));
     auto states = [&](const char *name) {
-      Plan plan = preset(name, N);
-      plan.masterWeights = MasterWeights::WithOptimizerStates;
-      return modelStates(model, plan, N);
+      return modelStates(model, preset(name, N), N);
     };
     EXPECT_EQ(states("ddp"), 16 * psi);
     EXPECT_EQ(states("zero1"), 4 * psi + 12 * psi / N);
@@ -94,30 +93,13 @@ TEST(CostModelMemory, ShardGenModelsMatchTheZeroPaper) {
     const int64_t psi = model.parameterCount();
     for (int64_t N : {1, 8, 64, 256}) {
       auto states = [&](const char *name) {
-        Plan plan = preset(name, N);
-        plan.masterWeights = MasterWeights::WithOptimizerStates;
-        return modelStates(model, plan, N);
+        return modelStates(model, preset(name, N), N);
       };
       EXPECT_EQ(states("ddp"), 16 * psi);
       EXPECT_EQ(states("zero1"), 4 * psi + 12 * psi / N);
       EXPECT_EQ(states("zero2"), 2 * psi + 14 * psi / N);
       EXPECT_EQ(states("zero3"), 16 * psi / N);
     }
-  }
-}
-
-TEST(CostModelMemory, AutoshardKeepsTheMasterWithTheParameters) {
-  // autoshard's partitioner keeps the f32 master as the parameter argument,
-  // replicated under ZeRO-1/2 (docs/Strategies.md, "Known gaps"): DDP and
-  // ZeRO-3 match ZeRO; ZeRO-1/2 hold 4 Psi (N-1)/N more.
-  ModelDescription model = evenModel(Precision::BF16, Optimizer::AdamW);
-  const int64_t psi = model.parameterCount();
-  for (int64_t N : {1, 2, 8, 64}) {
-    EXPECT_EQ(modelStates(model, preset("ddp", N), N), 16 * psi);
-    EXPECT_EQ(modelStates(model, preset("zero1", N), N), 8 * psi + 8 * psi / N);
-    EXPECT_EQ(modelStates(model, preset("zero2", N), N),
-              6 * psi + 10 * psi / N);
-    EXPECT_EQ(modelStates(model, preset("zero3", N), N), 16 * psi / N);
   }
 }
 
@@ -253,7 +235,8 @@ TEST(CostModelMemory, AccumulationKeepsFullGradientsUntilTheReduction) {
 TEST(CostModelMemory, OptimizerOffloadMovesStatesToTheHost) {
   // ZeRO-Offload (arXiv:2101.06840, section 4.1): the host keeps f32 states,
   // an f32 master and the f32 gradient of the rank's shard: 16 bytes per
-  // element for AdamW. The device keeps the parameters.
+  // element for AdamW. The device keeps the bf16 compute copies; the f32
+  // masters are the host's.
   ModelDescription model = evenModel(Precision::BF16, Optimizer::AdamW);
   const int64_t psi = model.parameterCount(), N = 8;
   Plan plan = preset("zero2", N);
@@ -263,7 +246,7 @@ TEST(CostModelMemory, OptimizerOffloadMovesStatesToTheHost) {
   EXPECT_EQ(memory.host.nvmeBytes, 0);
   EXPECT_EQ(memory.device.optimizerStates, 0);
   EXPECT_EQ(memory.device.gradients, 0);
-  EXPECT_EQ(memory.device.parameters, 6 * psi); // f32 master + bf16 copy
+  EXPECT_EQ(memory.device.parameters, 2 * psi); // the bf16 copy
   // NVMe: states and master there (12 bytes), the gradient in host memory.
   plan.optimizerOffload = Offload::Nvme;
   memory = estimateMemory(model, plan, cluster(N));

@@ -107,17 +107,16 @@ TEST(CostModelTraffic, WithoutPaddingDdpAndZeroSendTwoPsiB) {
 
 TEST(CostModelTraffic, MixedPrecisionElementSizes) {
   // bf16: gradients reduced in bf16 (b_g = 2) unless reduce_dtype = f32;
-  // sharded parameters gathered in bf16 (b_c = 2); ZeRO-1/2 gather the f32
-  // master (b_m = 4), or ZeRO's bf16 copy when the master lives with the
-  // optimizer states.
+  // sharded parameters gathered in bf16 (b_c = 2); ZeRO-1/2 gather the
+  // bf16 compute copy (b_m = 2: the f32 master lives with the optimizer
+  // states), in f32 the parameter (b_m = 4).
   ModelDescription model = smallModel(Precision::BF16);
   const int64_t L = 24, C = 24;
   Plan zero1 = preset("zero1", 4);
   expectTraffic(stepTraffic(model, zero1, 4),
-                traffic(L + C, 3 * 11 * 4, 3 * 11 * 2));
-  zero1.masterWeights = MasterWeights::WithOptimizerStates;
-  expectTraffic(stepTraffic(model, zero1, 4),
                 traffic(L + C, 3 * 11 * 2, 3 * 11 * 2));
+  expectTraffic(stepTraffic(smallModel(Precision::F32), zero1, 4),
+                traffic(L + C, 3 * 11 * 4, 3 * 11 * 4));
   Plan fsdp = preset("fsdp", 4);
   fsdp.reduceDtype = ReduceDtype::F32;
   expectTraffic(stepTraffic(model, fsdp, 4),
@@ -139,6 +138,39 @@ TEST(CostModelTraffic, AccumulationGathersEveryMicroBatch) {
   // ZeRO-1/2 gather the updated shards once per step.
   EXPECT_EQ(stepTraffic(three, preset("zero2", 4), 4),
             stepTraffic(one, preset("zero2", 4), 4));
+}
+
+TEST(CostModelTraffic, MixedPrecisionZero12GatherTheComputeCopyOncePerStep) {
+  // Under mixed precision ZeRO-1/2 gather the bf16 copies before the first
+  // forward reader, once per step; in f32 they gather the updated
+  // parameters after the optimizer. Both in one bucket under the cap.
+  for (const char *name : {"zero1", "zero2"}) {
+    for (Precision precision : {Precision::BF16, Precision::F32}) {
+      ModelDescription model = smallModel(precision, 3);
+      int64_t gathers = 0, gatherCalls = 0;
+      for (const CollectiveCall &call :
+           planCollectives(model, preset(name, 4), 4)) {
+        if (call.kind != CollectiveKind::AllGather)
+          continue;
+        ++gatherCalls;
+        gathers += int64_t(call.memberElements.size());
+        EXPECT_EQ(call.repeat, 1) << name;
+        EXPECT_EQ(call.phase, precision == Precision::BF16 ? Phase::FirstForward
+                                                           : Phase::Optimizer)
+            << name;
+        EXPECT_EQ(call.elementBytes, precision == Precision::BF16 ? 2 : 4);
+      }
+      EXPECT_EQ(gathers, 3) << name;
+      EXPECT_EQ(gatherCalls, 1) << name;
+      // Calls: one bucket of the three, or three under a 1-byte cap.
+      Plan tiny = preset(name, 4);
+      tiny.bucketCapBytes = 1;
+      int64_t calls = 0;
+      for (const CollectiveCall &call : planCollectives(model, tiny, 4))
+        calls += call.kind == CollectiveKind::AllGather;
+      EXPECT_EQ(calls, 3) << name;
+    }
+  }
 }
 
 TEST(CostModelTraffic, ParameterGroupsUseTheirOwnRows) {

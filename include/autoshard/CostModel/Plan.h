@@ -32,18 +32,6 @@ enum class ReduceDtype { Gradient, F32 };
 enum class ReduceEvery { Step, MicroBatch };
 enum class Offload { None, Cpu, Nvme };
 
-/// Where the f32 master weights of a bf16 step live.
-enum class MasterWeights {
-  /// autoshard today: the master weight is the parameter argument, placed as
-  /// the parameters are; ZeRO-1/2 gather the updated f32 masters (b_m = 4).
-  WithParameters,
-  /// ZeRO's and DeepSpeed's layout: the master is part of the optimizer
-  /// states and sharded with them; the parameters are the bf16 compute copy,
-  /// and ZeRO-1/2 gather the updated bf16 copy. Same as WithParameters in
-  /// f32, where the parameter is the master.
-  WithOptimizerStates,
-};
-
 /// How one parameter, its gradient and its optimizer states are placed.
 struct Layout {
   Placement optimizerStates = Placement::Replicated;
@@ -80,7 +68,6 @@ struct Plan {
   Offload optimizerOffload = Offload::None;
   Offload parameterOffload = Offload::None;
   ActivationCheckpointing checkpointing = ActivationCheckpointing::None;
-  MasterWeights masterWeights = MasterWeights::WithParameters;
 
   const Layout &layoutOf(const ParameterTensor &parameter) const;
 };
@@ -136,7 +123,6 @@ struct CandidateSpace {
   /// When sharded gradients are reduced; MicroBatch is tried only for
   /// plans that shard gradients, and only with more than one micro-batch.
   std::vector<ReduceEvery> reduceEvery = {ReduceEvery::Step};
-  MasterWeights masterWeights = MasterWeights::WithParameters;
 };
 
 /// Every valid plan of the space, presets in order, then the variants.

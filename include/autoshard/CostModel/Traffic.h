@@ -52,8 +52,9 @@ struct ElementSizes {
   int64_t gradient = 4;
   /// b_c: the compute copy a sharded parameter is gathered in.
   int64_t compute = 4;
-  /// What ZeRO-1/2 gather after the update: the f32 master (b_m = 4) in
-  /// autoshard's layout, the compute copy in ZeRO's.
+  /// What ZeRO-1/2 gather of an updated parameter: the f32 parameter in an
+  /// f32 step; under mixed precision the bf16 compute copy (the f32 master
+  /// stays sharded with the optimizer states, as in ZeRO).
   int64_t updatedParameter = 4;
 };
 ElementSizes elementSizes(const ModelDescription &model, const Plan &plan);
@@ -69,12 +70,17 @@ Traffic stepTraffic(const ModelDescription &model, const Plan &plan,
 enum class Phase {
   /// Gathers of sharded parameters before their forward readers.
   Forward,
+  /// Gathers of the bf16 compute copies of ZeRO-1/2's replicated
+  /// parameters under mixed precision: once per step, all of them in
+  /// bucket-sized groups before the first forward reader of any, kept to
+  /// their last backward reader.
+  FirstForward,
   /// Gathers before backward readers, and every gradient reduction (they
   /// start as soon as their last input exists), including the loss.
   Backward,
   /// The clipping norm's all-reduce: it needs every gradient.
   AfterBackward,
-  /// ZeRO-1/2's gathers of the updated shards.
+  /// ZeRO-1/2's gathers of the updated f32 shards (f32 steps).
   Optimizer,
 };
 

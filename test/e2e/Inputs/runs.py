@@ -200,7 +200,9 @@ def read_placements(manifest):
     parameter, read off the manifest. The placement is "params" when the
     parameter is a shard, "states" when only its optimizer states are,
     "none" otherwise; the group is the number of ranks its shards span
-    (the product of the grid axes in their shard_axes mask)."""
+    (the product of the grid axes in their shard_axes mask). A mixed-
+    precision ZeRO-1/2 master is a shard too, so --strategy mixed reads
+    such a parameter as "params": use it for f32 steps."""
     params, sharded_states, grid = [], {}, []
     with open(manifest) as f:
         for line in f:

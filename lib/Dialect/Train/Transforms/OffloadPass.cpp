@@ -156,17 +156,28 @@ LogicalResult OffloadPass::offload(FunctionOpInterface step,
         onHost.insert(increment);
   }
   if (paramSpace != MemorySpace::Device) {
+    // Parameters the plan shards: not the f32 masters that ZeRO-1/2 shard
+    // with the optimizer states (--offload moves those).
+    auto plan = step->getAttrOfType<PlanAttr>(TrainDialect::kPlanAttrName);
+    auto planShards = [&](const StepValue &arg, FlatShardAttr shard) {
+      if (!plan)
+        return true;
+      ParamGroupAttr group =
+          plan.groupOf(arg.name, ShapedType::getNumElements(shard.getShape()));
+      return (group ? group.getParameters() : plan.getParameters()) ==
+             Placement::Sharded;
+    };
     bool sharded = false;
     for (const StepValue &arg : sig.getArgs()) {
-      if (arg.role != Role::Param ||
-          !step.getArgAttr(arg.index, TrainDialect::kShardAttrName))
+      auto shard = step.getArgAttrOfType<FlatShardAttr>(
+          arg.index, TrainDialect::kShardAttrName);
+      if (arg.role != Role::Param || !shard || !planShards(arg, shard))
         continue;
       sharded = true;
       if (argSpace[arg.index] == MemorySpace::Device)
         argSpace[arg.index] = paramSpace;
     }
     if (!sharded) {
-      auto plan = step->getAttrOfType<PlanAttr>(TrainDialect::kPlanAttrName);
       return step.emitOpError()
              << "has no sharded parameters to offload (strategy '"
              << (plan ? plan.getStrategy().getValue() : StringRef("none"))

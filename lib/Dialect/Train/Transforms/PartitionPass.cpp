@@ -17,6 +17,7 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <limits>
 #include <map>
 
 namespace autoshard::train {
@@ -92,6 +93,26 @@ struct Policy {
 };
 
 bool sharded(Placement placement) { return placement == Placement::Sharded; }
+
+/// The compute copy of a mixed-precision master weight: the one cast that,
+/// besides optimizer updates, reads an f32 parameter, to a narrower float
+/// type; null when `param` is read otherwise.
+CastOp computeCopyOf(BlockArgument param) {
+  if (!getElementTypeOrSelf(param.getType()).isF32())
+    return {};
+  CastOp copy;
+  for (OpOperand &use : param.getUses()) {
+    if (isa<OptimizerOpInterface>(use.getOwner()))
+      continue;
+    auto cast = dyn_cast<CastOp>(use.getOwner());
+    if (copy || !cast ||
+        getElementTypeOrSelf(cast.getResult().getType())
+                .getIntOrFloatBitWidth() >= 32)
+      return {};
+    copy = cast;
+  }
+  return copy;
+}
 
 /// Splits every batch argument along dimension 0 into `grid.size` rows each.
 LogicalResult splitBatch(FunctionOpInterface step, const Grid &grid) {
@@ -299,6 +320,10 @@ private:
   DenseMap<unsigned, std::pair<Type, const Layout *>> shardedArgs;
   /// Sharded parameter arguments, in argument order.
   SmallVector<unsigned> shardedParams;
+  /// Master weights of replicated parameters (ZeRO-1/2 under mixed
+  /// precision): sharded with their optimizer states, their compute copy
+  /// gathered once per step.
+  DenseSet<unsigned> mastersWithStates;
   /// Reduced gradient shards, for clipping: the layout each is a shard of.
   DenseMap<Value, const Layout *> gradientShards;
 };
@@ -620,8 +645,9 @@ void Partitioner::reduceClippingNorms() {
 
 /// The optimizer updates this rank's shard: sharded states become flat shard
 /// arguments; a replicated parameter is sliced for the update and its new
-/// value gathered back (ZeRO-1/2), a sharded one is a shard argument
-/// updated in place (ZeRO-3, FSDP).
+/// value gathered back (ZeRO-1/2), a sharded one, or the f32 master of a
+/// replicated one, is a shard argument updated in place (ZeRO-3, FSDP;
+/// ZeRO-1/2 under mixed precision).
 LogicalResult Partitioner::shardOptimizer(OptimizerOpInterface optimizer,
                                           const Policy &policy) {
   Operation *op = optimizer.getOperation();
@@ -635,15 +661,26 @@ LogicalResult Partitioner::shardOptimizer(OptimizerOpInterface optimizer,
     if (!shardedArgs.contains(arg.getArgNumber()))
       markSharded(arg, arg.getType(), layout);
   }
+  bool gatherUpdate = false;
   for (OpOperand &param : optimizer.getParamOperands()) {
     auto arg = cast<BlockArgument>(param.get());
-    if (sharded(policy.params)) {
+    // A replicated parameter's f32 master (mixed precision) is kept with
+    // the optimizer states, as DeepSpeed's ZeRO-1/2 keep it: this rank's
+    // shard is the argument, and the replicated value is the bf16 compute
+    // copy, gathered once per step.
+    bool master =
+        !sharded(policy.params) &&
+        (mastersWithStates.contains(arg.getArgNumber()) || computeCopyOf(arg));
+    if (sharded(policy.params) || master) {
       if (!shardedArgs.contains(arg.getArgNumber())) {
         markSharded(arg, arg.getType(), layout);
         shardedParams.push_back(arg.getArgNumber());
+        if (master)
+          mastersWithStates.insert(arg.getArgNumber());
       }
       continue;
     }
+    gatherUpdate = true;
     b.setInsertionPoint(op);
     param.set(ShardOfOp::create(b, op->getLoc(),
                                 shardType(arg.getType(), layout.groupSize),
@@ -652,7 +689,7 @@ LogicalResult Partitioner::shardOptimizer(OptimizerOpInterface optimizer,
   SmallVector<Type> before(op->getResultTypes());
   if (failed(rederiveResultTypes(op, layout.groupSize)))
     return failure();
-  if (!sharded(policy.params)) {
+  if (gatherUpdate) {
     // The first result is the new parameter (OptimizerOpInterface order).
     Value newShard = op->getResult(0);
     b.setInsertionPointAfter(op);
@@ -670,7 +707,8 @@ LogicalResult Partitioner::shardOptimizer(OptimizerOpInterface optimizer,
 /// the forward pass: reshard = after_forward, keep_gathered not selecting
 /// it) by its loss; each phase gathers once, before the first reader of its
 /// unit (the parameter, or its transformer block), the parameters that
-/// phase reads.
+/// phase reads. The master of a replicated parameter has one phase, the
+/// step: its compute copy is the replicated parameter.
 LogicalResult Partitioner::gatherParameters() {
   DenseMap<Operation *, int64_t> position;
   int64_t next = 0;
@@ -687,7 +725,12 @@ LogicalResult Partitioner::gatherParameters() {
     if (isa<SliceRowsOp, SoftmaxCrossEntropyOp>(op))
       withLosses.push_back(position[&op]);
   }
-  auto phaseOf = [&](Operation *op, bool kept) -> int64_t {
+  // When a gathered copy is released.
+  enum class Release { AfterForward, AfterMicroBatch, AfterStep };
+  auto phaseOf = [&](Operation *op, Release release) -> int64_t {
+    if (release == Release::AfterStep)
+      return std::numeric_limits<int64_t>::min();
+    bool kept = release == Release::AfterMicroBatch;
     ArrayRef<int64_t> boundaries = kept ? batchStarts : withLosses;
     int64_t phase =
         llvm::lower_bound(boundaries, position[op]) - boundaries.begin();
@@ -700,15 +743,19 @@ LogicalResult Partitioner::gatherParameters() {
     Type full;                        // the gathered type
     const Layout *layout;             // what it is a shard of
     SmallVector<OpOperand *> readers; // uses of the gathered value
-    bool kept;                        // gathered once for both passes
+    Release release;
   };
   SmallVector<Source> sources;
   SmallVector<Operation *> deadCasts;
   for (unsigned index : shardedParams) {
     BlockArgument arg = body.getArgument(index);
     const Layout &layout = *shardedArgs.lookup(index).second;
+    Release release = mastersWithStates.contains(index) ? Release::AfterStep
+                      : plan.keepsGathered(sig.getArgs()[index].name)
+                          ? Release::AfterMicroBatch
+                          : Release::AfterForward;
     Source source{index,   arg, shardedArgs.lookup(index).first,
-                  &layout, {},  plan.keepsGathered(sig.getArgs()[index].name)};
+                  &layout, {},  release};
     SmallVector<OpOperand *> computeUses;
     for (OpOperand &use : arg.getUses())
       if (!isa<OptimizerOpInterface>(use.getOwner()))
@@ -733,16 +780,21 @@ LogicalResult Partitioner::gatherParameters() {
 
   // The first reader of each (unit, phase): where every gather of that unit
   // and phase goes.
+  // The compute copies of ZeRO-1/2's masters form one unit, so that their
+  // gathers sit together and bucket as DeepSpeed's gathers of the updated
+  // bf16 parameters do: the copies live for the whole step anyway.
   auto unitKey = [&](const Source &source) -> std::string {
+    if (source.release == Release::AfterStep)
+      return "s";
     if (policies.lookup(source.arg).unit == Unit::Param)
-      return std::to_string(source.arg);
-    return unitOf(sig.getArgs()[source.arg].name).str();
+      return "p" + std::to_string(source.arg);
+    return "b" + unitOf(sig.getArgs()[source.arg].name).str();
   };
   std::map<std::pair<std::string, int64_t>, Operation *> firstReader;
   for (const Source &source : sources)
     for (OpOperand *use : source.readers) {
-      Operation *&first =
-          firstReader[{unitKey(source), phaseOf(use->getOwner(), source.kept)}];
+      Operation *&first = firstReader[{
+          unitKey(source), phaseOf(use->getOwner(), source.release)}];
       if (!first || position[use->getOwner()] < position[first])
         first = use->getOwner();
     }
@@ -753,7 +805,7 @@ LogicalResult Partitioner::gatherParameters() {
     std::string unit = unitKey(source);
     llvm::MapVector<int64_t, Value> gathered;
     for (OpOperand *use : source.readers) {
-      int64_t phase = phaseOf(use->getOwner(), source.kept);
+      int64_t phase = phaseOf(use->getOwner(), source.release);
       Value &full = gathered[phase];
       if (!full) {
         Operation *at = firstReader.at({unit, phase});

@@ -11,6 +11,10 @@
 // RUN: shard-opt %t.ddp.mlir --autoshard-offload=optimizer=nvme | FileCheck %s --check-prefix=NVME
 // RUN: shard-opt %t.zero3.mlir --autoshard-offload=params=cpu | FileCheck %s --check-prefix=PARAMS
 // RUN: shard-opt %t.llama-zero3.mlir --autoshard-offload=optimizer=cpu | FileCheck %s --check-prefix=MASTER
+// ZeRO-1 under mixed precision shards the masters with the states: they go
+// to the host with them, and only bf16 shards come back for the gathers.
+// RUN: shard-opt --strategy=zero1 --overlap=false --world-size=2 %t.llama.mlir > %t.llama-zero1.mlir
+// RUN: shard-opt %t.llama-zero1.mlir --autoshard-offload=optimizer=cpu | FileCheck %s --check-prefix=ZERO1-MASTER
 // Both none: unchanged.
 // RUN: shard-opt %t.zero2.mlir --autoshard-offload > %t.none.mlir
 // RUN: shard-opt %t.zero2.mlir | diff - %t.none.mlir
@@ -29,6 +33,9 @@
 // TWICE: error: 'func.func' op is already offloaded (argument #6 has train.memory); offload a step once
 // RUN: not shard-opt %t.ddp.mlir --autoshard-offload=params=cpu 2>&1 | FileCheck %s --check-prefix=NOT-SHARDED
 // NOT-SHARDED: error: 'func.func' op has no sharded parameters to offload (strategy 'ddp'); parameter offload keeps each rank's shards off the device: use zero3, fsdp or hybrid
+// The master shards of ZeRO-1 are not parameters the plan shards.
+// RUN: not shard-opt %t.llama-zero1.mlir --autoshard-offload=params=cpu 2>&1 | FileCheck %s --check-prefix=NOT-SHARDED-ZERO1
+// NOT-SHARDED-ZERO1: error: 'func.func' op has no sharded parameters to offload (strategy 'zero1'); parameter offload keeps each rank's shards off the device: use zero3, fsdp or hybrid
 // RUN: not shard-opt --strategy=zero3 --offload=ssd %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=FLAG
 // FLAG: shard-opt: error: unknown --offload 'ssd'; valid: none, cpu, nvme
 // RUN: not shard-compile --strategy=zero3 --offload-params=gpu %examples/mlp.mlir -o %t.exe 2>&1 | FileCheck %s --check-prefix=FLAG-PARAMS
@@ -116,3 +123,11 @@
 // SYNC: llvm.call @asrt_copy_to_device
 // SYNC: llvm.call @asrt_nvme_write
 // SYNC-NOT: asrt_transfer_start
+
+// ZERO1-MASTER-LABEL: func.func @train_step
+// ZERO1-MASTER-SAME: %[[NORM:[^:]+]]: tensor<8xf32> {train.init = #train.init<ones>, train.memory = #train.memory<host>, train.name = "model.norm.weight", train.role = #train.role<param>, train.shard = #train.flat_shard<shape = [16], grid_axes = [0]>}
+// ZERO1-MASTER: %[[CAST:.*]] = train.cast %[[NORM]] {train.on_host} : tensor<8xf32> to tensor<8xbf16>
+// ZERO1-MASTER: %[[DEV:.*]] = train.to_device %[[CAST]] : tensor<8xbf16>
+// ZERO1-MASTER: train.all_gather_shards {{.*}}%[[DEV]], {{.*}} on @world grid_axes = [0] : {{.*}} -> {{.*}}tensor<16xbf16>
+// ZERO1-MASTER: train.adamw %[[NORM]], {{.*}} {{{.*}}train.on_host
+
