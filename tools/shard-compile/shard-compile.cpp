@@ -2,6 +2,7 @@
 
 #include "RuntimeLink.h"
 
+#include "../common/LongLineDiagnostics.h"
 #include "../common/OutputFile.h"
 #include "../common/StrategyFlags.h"
 #include "autoshard/Target/ObjectFile.h"
@@ -156,7 +157,10 @@ int main(int argc, char **argv) {
       openInputFile(inputFilename, &error);
   if (!input)
     return fail(error);
+  const llvm::MemoryBuffer *source = input.get();
   sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  autoshard::tools::registerLongLineDiagnostics(
+      &context, source->getBufferIdentifier(), source->getBuffer());
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return 1;

@@ -1,8 +1,10 @@
 //===- shard-opt.cpp - mlir-opt with autoshard's dialects and strategies --===//
 
+#include "../common/LongLineDiagnostics.h"
 #include "../common/OutputFile.h"
 #include "../common/StrategyFlags.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -17,6 +19,10 @@
 #include <vector>
 
 using namespace mlir;
+
+/// The input whose long lines diagnostics excerpt (a dialect extension,
+/// which registers the handler, cannot capture it).
+static struct { llvm::StringRef name, text; } longLines;
 
 static int fail(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "shard-opt") << message << "\n";
@@ -103,11 +109,32 @@ int main(int argc, char **argv) {
       openInputFile(inputFilename, &error);
   if (!input)
     return fail(error);
+  // Diagnostics on a long line show an excerpt. MlirOptMain makes the
+  // context and its SourceMgr handler; the excerpts' handler follows it
+  // when the parser loads the func dialect (parse errors), and again when
+  // the pipeline is set up (the passes' diagnostics), in case the dialect
+  // was loaded before. The input stays here; MlirOptMain reads a view of
+  // it.
+  if (!config.shouldVerifyDiagnostics() && config.inputSplitMarker().empty()) {
+    longLines = {input->getBufferIdentifier(), input->getBuffer()};
+    registry.addExtension(+[](MLIRContext *context, func::FuncDialect *) {
+      autoshard::tools::registerLongLineDiagnostics(context, longLines.name,
+                                                    longLines.text);
+    });
+    MlirOptMainConfig inner = config;
+    config.setPassPipelineSetupFn([inner](PassManager &pm) -> LogicalResult {
+      autoshard::tools::registerLongLineDiagnostics(
+          pm.getContext(), longLines.name, longLines.text);
+      return inner.setupPassPipeline(pm);
+    });
+  }
+  std::unique_ptr<llvm::MemoryBuffer> view =
+      llvm::MemoryBuffer::getMemBuffer(input->getMemBufferRef());
   std::unique_ptr<llvm::ToolOutputFile> output =
       autoshard::tools::openOutput(outputFilename, error);
   if (!output)
     return fail(error);
-  if (failed(MlirOptMain(output->os(), std::move(input), registry, config)))
+  if (failed(MlirOptMain(output->os(), std::move(view), registry, config)))
     return 1;
   if (std::optional<std::string> writeError =
           autoshard::tools::keepOutput(*output, outputFilename))
