@@ -25,7 +25,8 @@
 #       --minimal     configure as a machine without MPI, OpenBLAS, zlib and
 #                     GoogleTest would (the latter built from the inputs)
 #       --timeout S   bound on each stage (default 300; each has its own,
-#                     lower one too)
+#                     lower one too, which scales with S: the build's 240 s
+#                     at 300 are 960 s at 1200, for a slower machine)
 #       --budget S    bound on the whole run (default 450): later stages get
 #                     what is left, and the table always comes last
 #       --quick       fewer timed steps, no torch.compile
@@ -147,10 +148,11 @@ mkdir -p "$report" || die "cannot create '$report'"
 results="$report/results.txt" # key=value lines for the table
 : >"$results"
 note() { echo "$1=$2" >>"$results"; }
-# Seconds a stage may take: its own bound, --timeout, and what is left of
-# --budget (keeping 20 s for the table), whichever is least; at least 10.
+# Seconds a stage may take: its own bound (scaled by --timeout / 300),
+# --timeout, and what is left of --budget (keeping 20 s for the table),
+# whichever is least; at least 10.
 stage_time() {
-  local t=$1 left=$((deadline - $(date +%s) - 20))
+  local t=$(($1 * timeout_s / 300)) left=$((deadline - $(date +%s) - 20))
   ((timeout_s < t)) && t=$timeout_s
   ((left < t)) && t=$left
   ((t < 10)) && t=10
