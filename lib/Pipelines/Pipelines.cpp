@@ -26,6 +26,7 @@ void autoshard::buildStrategyPipeline(OpPassManager &pm,
     return buildAutoStrategyPipeline(pm, options);
   train::AutodiffPassOptions autodiff;
   autodiff.exposeGradients = options.exposeGradients;
+  autodiff.forwardOnly = options.forwardOnly;
   pm.addPass(train::createAutodiffPass(autodiff));
   if (options.activationCheckpointing != "none") {
     train::CheckpointActivationsPassOptions checkpoint;
@@ -94,6 +95,10 @@ struct StrategyPipelineOptions
   Option<bool> exposeGradients{
       *this, "expose-gradients",
       llvm::cl::desc("Return each parameter's gradient as a result"),
+      llvm::cl::init(false)};
+  Option<bool> forwardOnly{
+      *this, "forward-only",
+      llvm::cl::desc("An evaluation step: the forward pass and the loss"),
       llvm::cl::init(false)};
   Option<int64_t> shardGroupSize{
       *this, "shard-group-size",
@@ -190,6 +195,7 @@ void autoshard::registerAutoshardPasses() {
         options.strategy = cl.strategy;
         options.worldSize = cl.worldSize;
         options.exposeGradients = cl.exposeGradients;
+        options.forwardOnly = cl.forwardOnly;
         options.shardGroupSize = cl.shardGroupSize;
         options.reshardAfterForward = cl.reshardAfterForward;
         options.bucketCapMb = cl.bucketCapMb;

@@ -43,6 +43,20 @@
 // updates a sharded argument is still marked as a shard, so its manifest
 // entry matches the argument's.
 // RUN: shard-opt --strategy=zero3 --overlap=false --world-size=1 %S/Inputs/two-layer-step.mlir | FileCheck %s --check-prefix=ONE
+// RUN: shard-opt --strategy=zero3 --forward-only --overlap=false --world-size=2 %S/Inputs/mixed-precision-step.mlir | FileCheck %s --check-prefix=EVAL
 // ONE: -> (
 // ONE-SAME: tensor<3xf32> {train.name = "out.bias", train.role = #train.role<param>, train.shard = #train.flat_shard<shape = [3], grid_axes = [0]>}
 // ONE-SAME: tensor<3xf32> {train.name = "out.bias.exp_avg", train.role = #train.role<opt_state>, train.shard = #train.flat_shard<shape = [3], grid_axes = [0]>}
+
+// An evaluation step (--forward-only): no optimizer updates the parameter,
+// which the plan still shards; its bf16 copy is gathered for the forward
+// pass, and the step returns the averaged loss alone.
+// EVAL-LABEL: func.func @step
+// EVAL-SAME: %[[W:[^:]+]]: tensor<6xf32> {{{[^}]*}}train.shard = #train.flat_shard<shape = [3, 4], grid_axes = [0]>}
+// EVAL-SAME: -> (tensor<f32> {train.name = "loss", train.role = #train.role<loss>})
+// EVAL: %[[WB:.*]] = train.cast %[[W]] : tensor<6xf32> to tensor<6xbf16>
+// EVAL-NEXT: %[[FULL:.*]] = train.all_gather_shards %[[WB]] on @world grid_axes = [0] : tensor<6xbf16> -> tensor<3x4xbf16>
+// EVAL-NEXT: train.linear %{{.*}}, %[[FULL]]
+// EVAL-NEXT: %[[LOSS:.*]] = train.softmax_cross_entropy
+// EVAL-NEXT: %[[AVG:.*]] = shard.all_reduce %[[LOSS]] on @world grid_axes = [0] reduction = average
+// EVAL-NEXT: return %[[AVG]] : tensor<f32>

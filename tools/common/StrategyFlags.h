@@ -93,6 +93,14 @@ inline llvm::cl::opt<int64_t> persistenceThresholdFlag(
                    "stage3_param_persistence_threshold; default 0: none)"),
     llvm::cl::init(0), llvm::cl::cat(strategyCategory()));
 
+inline llvm::cl::opt<bool> forwardOnlyFlag(
+    "forward-only",
+    llvm::cl::desc("Compile an evaluation step: the forward pass and the "
+                   "loss of the whole batch, no backward pass and no "
+                   "optimizer (the binary's --load-params gives it trained "
+                   "parameters)"),
+    llvm::cl::init(false), llvm::cl::cat(strategyCategory()));
+
 inline llvm::cl::opt<bool> overlapFlag(
     "overlap",
     llvm::cl::desc("Run collectives asynchronously, overlapped with compute: "
@@ -228,6 +236,23 @@ inline std::optional<std::string> validateStrategyFlags() {
            " refines a preset's plan; --strategy=auto chooses the plan "
            "itself (give a preset: ddp, zero1, zero2, zero3, fsdp or "
            "hybrid)";
+  // An evaluation step has no optimizer, backward pass or micro-batches.
+  if (forwardOnlyFlag) {
+    if (automatic)
+      return "--forward-only compiles an evaluation step; --strategy=auto "
+             "prices training steps (give a preset: ddp, zero1, zero2, "
+             "zero3, fsdp or hybrid)";
+    if (offloadFlag != "none")
+      return "--offload keeps optimizer states off the device; a "
+             "--forward-only step has none";
+    if (activationCheckpointingFlag != "none")
+      return "--activation-checkpointing recomputes what the backward pass "
+             "reads; a --forward-only step has none";
+    if (reduceEveryFlag.getNumOccurrences() ||
+        reduceDtypeFlag.getNumOccurrences())
+      return "--reduce-every and --reduce-dtype set how gradients are "
+             "reduced; a --forward-only step has none";
+  }
   bool hybrid = strategyFlag == "hybrid";
   if (hybrid && (shardGroupSizeFlag < 1 ||
                  worldSizeFlag % shardGroupSizeFlag != 0))
@@ -246,6 +271,7 @@ inline StrategyOptions strategyOptionsFromFlags(bool exposeGradients) {
   options.strategy = strategyFlag;
   options.worldSize = worldSizeFlag;
   options.exposeGradients = exposeGradients;
+  options.forwardOnly = forwardOnlyFlag;
   options.shardGroupSize = shardGroupSizeFlag;
   options.reshardAfterForward = reshardAfterForwardFlag;
   options.bucketCapMb = bucketCapMbFlag;
@@ -305,6 +331,7 @@ inline std::string strategyPipelineText(const StrategyOptions &options) {
               ? std::string()
               : " memory-budget=" + options.memoryBudget) +
          " expose-gradients=" + (options.exposeGradients ? "true" : "false") +
+         " forward-only=" + (options.forwardOnly ? "true" : "false") +
          (options.strategy == "auto"
               ? " device=" + options.device +
                     " nodes=" + std::to_string(options.nodes) +

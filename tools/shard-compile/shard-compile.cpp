@@ -135,6 +135,9 @@ int main(int argc, char **argv) {
     strategyFlag = "ddp";
   if (std::optional<std::string> error = validateStrategyFlags())
     return fail(*error);
+  if (exposeGradients && forwardOnlyFlag)
+    return fail("--expose-gradients returns the step's gradients; a "
+                "--forward-only step computes none");
   if (std::optional<std::string> error = checkBackend())
     return fail(*error);
 

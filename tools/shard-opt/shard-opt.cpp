@@ -66,14 +66,15 @@ int main(int argc, char **argv) {
                          memoryBudgetFlag.getNumOccurrences() ||
                          activationCheckpointingFlag.getNumOccurrences() ||
                          offloadFlag.getNumOccurrences() ||
-                         offloadParamsFlag.getNumOccurrences()))
+                         offloadParamsFlag.getNumOccurrences() ||
+                         forwardOnlyFlag.getNumOccurrences()))
     return fail(
         "--world-size, --shard-group-size, --reshard-after-forward, "
         "--bucket-cap-mb, --reduce-dtype, --reduce-every, --param-group, "
         "--keep-gathered, "
         "--persistence-threshold, --overlap, --prefetch-depth, "
-        "--memory-budget, --activation-checkpointing, --offload and "
-        "--offload-params need --strategy");
+        "--memory-budget, --activation-checkpointing, --offload, "
+        "--offload-params and --forward-only need --strategy");
   if (strategyGiven) {
     if (std::optional<std::string> error = validateStrategyFlags())
       return fail(*error);

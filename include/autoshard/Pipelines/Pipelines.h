@@ -19,6 +19,9 @@ struct StrategyOptions {
   int64_t worldSize = 1;
   /// Return each parameter's gradient as a `grad` result (autodiff).
   bool exposeGradients = false;
+  /// An evaluation step: the forward pass and the loss only (autodiff's
+  /// forward-only).
+  bool forwardOnly = false;
   /// Ranks per shard group of the hybrid strategy; 0 for the others.
   int64_t shardGroupSize = 0;
   /// Release gathered parameters after the forward pass.

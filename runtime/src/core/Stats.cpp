@@ -223,6 +223,13 @@ static double flopRate(const RunInfo &run) {
 void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
                   const RunInfo &run) {
   char line[256];
+  if (run.evaluation && run.steps > 0) {
+    std::snprintf(line, sizeof line,
+                  "summary: evaluation: mean loss %.8g over %" PRId64
+                  " steps (parameters unchanged)\n",
+                  run.meanLoss, run.steps);
+    os << line;
+  }
   std::snprintf(line, sizeof line,
                 "summary: %" PRId64 " steps, mean %.3f ms/step (%.3f after "
                 "the first, median), peak memory %" PRId64
@@ -333,6 +340,8 @@ void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
   os << "  \"step_flops\": " << run.stepFlops << ",\n";
   os << "  \"flop_per_s\": " << formatDouble(flopRate(run)) << ",\n";
   os << "  \"step_tokens\": " << run.stepTokens << ",\n";
+  if (run.evaluation)
+    os << "  \"mean_loss\": " << formatDouble(run.meanLoss) << ",\n";
   os << "  \"peak_bytes\": " << stats.peakBytes << ",\n";
   os << "  \"host_peak_bytes\": " << stats.hostPeakBytes << ",\n";
   os << "  \"nvme_bytes\": " << stats.nvmeBytes << ",\n";

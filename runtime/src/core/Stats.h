@@ -192,12 +192,17 @@ struct RunInfo {
   /// Tokens of the global batch a step trains on (the elements of its
   /// integer input, token ids); 0: a step without one.
   int64_t stepTokens = 0;
+  /// An evaluation step (compiled --forward-only: no result updates an
+  /// argument): the summary gives the mean of its losses.
+  bool evaluation = false;
+  double meanLoss = 0.0;
 };
 
 /// steadyStepMs of the step times `ms`, in step order.
 double steadyStepMs(std::vector<double> ms);
 
-/// A few human-readable lines: steps, mean time per step, peak memory, the
+/// A few human-readable lines: for an evaluation step the mean loss over its
+/// steps; steps, mean time per step, peak memory, the
 /// step's FLOPs and the rate they ran at and the tokens per second of a
 /// language model (at the steady step time), bytes
 /// sent per step for each collective kind, exposed and asynchronous

@@ -20,6 +20,7 @@
 #include "driver/OutputFiles.h"
 #include "driver/Params.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -732,7 +733,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   }
 
   const int lossIndex = manifest->lossResult();
-  double totalMs = 0;
+  double totalMs = 0, totalLoss = 0;
   std::vector<double> stepMs;
   int64_t stepsRun = 0;
   // Batches are written into host copies of the data arguments on a GPU
@@ -797,6 +798,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
       return 1;
     }
     ++stepsRun;
+    totalLoss += loss;
     // Test hook: a job that dies between checkpoints. Every rank exits at
     // once without finalizing, as when the launcher kills the job; the
     // barrier first lets the launcher forward the step lines already
@@ -833,6 +835,10 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   run.meanStepMs = stepsRun > 0 ? totalMs / static_cast<double>(stepsRun) : 0;
   run.steadyStepMs = steadyStepMs(stepMs);
   run.stepFlops = manifest->stepFlops;
+  run.evaluation = std::none_of(
+      manifest->results.begin(), manifest->results.end(),
+      [](const TensorSpec &result) { return result.updates >= 0; });
+  run.meanLoss = stepsRun > 0 ? totalLoss / static_cast<double>(stepsRun) : 0;
   // A language model's token ids: the global batch's elements.
   for (const TensorSpec &arg : manifest->args)
     if (arg.role == Role::Input && isIntegerDtype(arg.dtype) &&

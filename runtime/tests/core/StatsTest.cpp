@@ -133,6 +133,30 @@ TEST(StatsTest, ReportsDeviceOpTimesOnlyWhenMeasured) {
         << json.str();
 }
 
+TEST(StatsTest, EvaluationRunsReportTheirMeanLoss) {
+  Stats stats;
+  RunInfo run;
+  run.steps = 4;
+  run.meanLoss = 2.5;
+  std::ostringstream training, trainingJson;
+  writeSummary(training, stats.snapshot(), run);
+  writeStatsJson(trainingJson, stats.snapshot(), run);
+  EXPECT_EQ(training.str().find("evaluation"), std::string::npos);
+  EXPECT_EQ(trainingJson.str().find("mean_loss"), std::string::npos);
+  run.evaluation = true;
+  std::ostringstream summary, json;
+  writeSummary(summary, stats.snapshot(), run);
+  writeStatsJson(json, stats.snapshot(), run);
+  // The first line, before the timing.
+  EXPECT_EQ(summary.str().rfind("summary: evaluation: mean loss 2.5 over 4 "
+                                "steps (parameters unchanged)\n",
+                                0),
+            0u)
+      << summary.str();
+  EXPECT_NE(json.str().find("\"mean_loss\": 2.5,"), std::string::npos)
+      << json.str();
+}
+
 TEST(StatsTest, SteadyStepTimeIsTheMedianAfterTheFirstStep) {
   EXPECT_EQ(steadyStepMs({}), 0.0);
   EXPECT_EQ(steadyStepMs({9.0}), 9.0);

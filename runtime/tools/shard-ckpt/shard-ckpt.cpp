@@ -29,7 +29,8 @@ using namespace autoshard::rt;
 namespace {
 
 const char *const kUsage =
-    "usage: shard-ckpt consolidate CHECKPOINT OUT.safetensors\n"
+    "usage: shard-ckpt consolidate CHECKPOINT OUT.safetensors "
+    "[--params-only]\n"
     "       shard-ckpt shard IN.safetensors --manifest STEP_MANIFEST "
     "--out DIR\n"
     "                  [--step N] [--seed S] [--data FILE]\n"
@@ -43,6 +44,8 @@ const char *const kUsage =
     "             the file loads with --load-params. Its __metadata__ keeps\n"
     "             the checkpoint's step, seed and data source. OUT must be\n"
     "             a new or regular file outside every checkpoint directory.\n"
+    "             --params-only leaves the opt_states out: the parameters\n"
+    "             for an evaluation binary (shard-compile --forward-only).\n"
     "shard        writes DIR/step-N, the sharded checkpoint the binary whose\n"
     "             manifest STEP_MANIFEST is ('./train --print-manifest >\n"
     "             FILE') would have written: every param and opt_state of\n"
@@ -162,9 +165,16 @@ int verify(const std::vector<std::string> &args) {
   return 0;
 }
 
-int consolidate(const std::vector<std::string> &args) {
+int consolidate(std::vector<std::string> args) {
+  bool paramsOnly = false;
+  if (auto flag = std::find(args.begin(), args.end(), "--params-only");
+      flag != args.end()) {
+    paramsOnly = true;
+    args.erase(flag);
+  }
   if (args.size() != 2)
-    return usageError("consolidate takes CHECKPOINT and OUT.safetensors");
+    return usageError("consolidate takes CHECKPOINT and OUT.safetensors "
+                      "[--params-only]");
   Expected<CheckpointReader> reader = openCheckpoint(args[0]);
   if (!reader)
     return fail(reader.message());
@@ -177,6 +187,8 @@ int consolidate(const std::vector<std::string> &args) {
   std::vector<TensorView> views;
   uint64_t bytes = 0;
   for (const CheckpointTensor &t : m.tensors) {
+    if (paramsOnly && t.role != Role::Param)
+      continue;
     views.push_back({t.name, t.dtype, t.shape, tensors[t.name].data()});
     bytes += tensors[t.name].size();
   }
@@ -205,7 +217,7 @@ int consolidate(const std::vector<std::string> &args) {
   }
   std::printf("shard-ckpt: consolidated %zu tensors (%llu bytes) of %s "
               "(step %lld, strategy %s, grid %s) into %s\n",
-              m.tensors.size(), static_cast<unsigned long long>(bytes),
+              views.size(), static_cast<unsigned long long>(bytes),
               quoted(reader->directory()).c_str(),
               static_cast<long long>(m.step), m.strategy.c_str(),
               m.grid.c_str(), quoted(args[1]).c_str());

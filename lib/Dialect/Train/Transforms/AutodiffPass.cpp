@@ -409,6 +409,30 @@ struct AutodiffPass : autoshard::train::impl::AutodiffPassBase<AutodiffPass> {
     FailureOr<FunctionOpInterface> found = findStepFunction(getOperation());
     if (failed(found))
       return signalPassFailure();
+    if (forwardOnly && exposeGradients) {
+      (*found)->emitOpError()
+          << "cannot expose gradients of a forward-only (evaluation) step, "
+             "which computes none; drop expose-gradients or forward-only";
+      return signalPassFailure();
+    }
+    if (forwardOnly) {
+      // Evaluation: the forward pass and the loss as they are.
+      WalkResult updates =
+          (*found)->walk([](OptimizerOpInterface op) {
+            op->emitOpError()
+                << "updates a parameter, but the step is compiled forward-only "
+                   "(evaluation), which takes a forward step: parameters and "
+                   "batch in, the loss out, its backward pass and optimizer "
+                   "left to autodiff";
+            return WalkResult::interrupt();
+          });
+      if (updates.wasInterrupted())
+        return signalPassFailure();
+      (*found)->removeAttr(TrainDialect::kOptimizerAttrName);
+      (*found)->removeAttr(TrainDialect::kMaxGradNormAttrName);
+      (*found)->removeAttr(TrainDialect::kMicroBatchesAttrName);
+      return;
+    }
     // A step without an optimizer configuration carries its own backward.
     if (!(*found)->hasAttr(TrainDialect::kOptimizerAttrName))
       return;

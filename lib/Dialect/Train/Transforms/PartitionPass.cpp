@@ -919,6 +919,16 @@ LogicalResult Partitioner::run() {
     if (sharded(policy->states) &&
         failed(shardOptimizer(optimizer, *policy)))
       return failure();
+  // A parameter no optimizer updates (an evaluation step's, or a frozen
+  // one) is placed as the plan says too: sharded, it is a shard argument
+  // gathered for its readers.
+  for (const StepValue &arg : sig.getArgs())
+    if (arg.role == Role::Param && !shardedArgs.contains(arg.index) &&
+        sharded(this->policies[arg.index].params)) {
+      markSharded(body.getArgument(arg.index), arg.type,
+                  *this->policies[arg.index].layout);
+      shardedParams.push_back(arg.index);
+    }
   if (!shardedParams.empty() && failed(gatherParameters()))
     return failure();
 

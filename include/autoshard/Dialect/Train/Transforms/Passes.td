@@ -44,10 +44,17 @@ def AutodiffPass : Pass<"autoshard-autodiff", "mlir::ModuleOp"> {
     A step without `train.optimizer` already carries its backward and is
     left unchanged. Fails on a loss that no loss op computes and on an op
     on the gradient path that has no gradient rule.
+
+    `forward-only` builds an evaluation step instead: the forward pass and
+    the loss of the whole batch, nothing derived. The optimizer
+    configuration, `train.max_grad_norm` and `train.micro_batches` are
+    dropped; a step that carries its own optimizer updates is an error.
   }];
   let options = [
     Option<"exposeGradients", "expose-gradients", "bool", /*default=*/"false",
            "Also return each parameter's gradient as a `grad` result">,
+    Option<"forwardOnly", "forward-only", "bool", /*default=*/"false",
+           "Evaluation: keep the forward pass and the loss, derive nothing">,
   ];
 }
 
