@@ -34,6 +34,30 @@ std::string notRegularFileMessage(const std::string &path,
          "' is not a regular file (it is " + describeFileType(mode) + ")";
 }
 
+Expected<std::FILE *> openForWriting(const std::string &path) {
+  int fd = ::open(path.c_str(),
+                  O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    // POSIX: a non-blocking open for writing of a FIFO with no reader.
+    if (errno == ENXIO)
+      return Error("cannot create '" + path +
+                   "': it is a FIFO with no reader; start its reader first, "
+                   "or give a regular file");
+    return Error("cannot create '" + path + "': " + std::strerror(errno));
+  }
+  // Blocking writes from here: a reader is there, or it is not a FIFO.
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0)
+    ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  std::FILE *file = ::fdopen(fd, "wb");
+  if (!file) {
+    int err = errno;
+    ::close(fd);
+    return Error("cannot create '" + path + "': " + std::strerror(err));
+  }
+  return file;
+}
+
 Expected<RegularFile> RegularFile::open(const std::string &path,
                                         const std::string &what) {
   std::string name = (what.empty() ? "" : what + " ") + "'" + path + "'";

@@ -3,6 +3,7 @@
 
 #include "core/Expected.h"
 
+#include <cstdio>
 #include <string>
 #include <sys/types.h>
 
@@ -39,6 +40,14 @@ private:
   int descriptor = -1;
   off_t bytes = 0;
 };
+
+/// Opens `path` for writing ("wb": created or truncated) without blocking:
+/// fopen(3) waits on a FIFO until a reader comes, forever when none does.
+/// A FIFO without a reader is refused at once ("cannot create '<path>': it
+/// is a FIFO with no reader; start its reader first, or give a regular
+/// file"); with one, and for regular files and devices, writes proceed as
+/// usual. Other errors: "cannot create '<path>': <reason>".
+Expected<std::FILE *> openForWriting(const std::string &path);
 
 /// What a file of mode `mode` (st_mode) is, for messages: "a directory",
 /// "a FIFO", "a character device", "a block device", "a socket", "a

@@ -12,6 +12,7 @@
 #include "core/InFlightBuckets.h"
 #include "core/InFlightTransfers.h"
 #include "core/Init.h"
+#include "core/RegularFile.h"
 #include "core/Stats.h"
 #include "core/Trace.h"
 #include "driver/LrSchedule.h"
@@ -28,7 +29,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -335,23 +335,27 @@ std::vector<void *> gatherGlobal(asrt_context &ctx,
 
 /// Writes `path` through `write`; an error names `option`, the path and,
 /// where the system gave one, the reason (a full disk: "No space left on
-/// device").
+/// device"; a FIFO without a reader, which would block the run's end
+/// forever).
 template <typename Write>
 Status writeTextFile(const char *option, const std::string &path,
                      Write write) {
-  auto failed = [&](const char *verb) {
-    std::string reason = errno ? std::string(": ") + std::strerror(errno) : "";
-    return Error(std::string(option) + ": cannot " + verb + " '" + path +
-                 "'" + reason);
-  };
+  std::ostringstream text;
+  write(text);
+  const std::string &bytes = text.str();
+  Expected<std::FILE *> out = openForWriting(path);
+  if (!out)
+    return Error(std::string(option) + ": " + out.message());
   errno = 0;
-  std::ofstream out(path);
-  if (!out)
-    return failed("create");
-  write(out);
-  out.close();
-  if (!out)
-    return failed("write");
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), *out) == bytes.size();
+  int err = errno;
+  if (std::fclose(*out) != 0) {
+    ok = false;
+    err = err ? err : errno;
+  }
+  if (!ok)
+    return Error(std::string(option) + ": cannot write '" + path + "'" +
+                 (err ? std::string(": ") + std::strerror(err) : ""));
   return Status::success();
 }
 

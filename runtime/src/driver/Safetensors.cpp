@@ -58,9 +58,10 @@ Status writeSafetensors(const std::string &path,
   // Readers that map the file expect the data section 8-byte aligned.
   header.append((8 - header.size() % 8) % 8, ' ');
 
-  std::FILE *out = std::fopen(path.c_str(), "wb");
-  if (!out)
-    return Error("cannot create '" + path + "': " + std::strerror(errno));
+  Expected<std::FILE *> opened = openForWriting(path);
+  if (!opened)
+    return Error(opened.message());
+  std::FILE *out = *opened;
   bool ok = true;
   unsigned char length[8];
   for (int i = 0; i < 8; ++i)

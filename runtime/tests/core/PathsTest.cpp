@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <sys/stat.h>
@@ -96,6 +98,44 @@ TEST_F(PathsTest, AnythingButARegularFileIsRefusedAtOnce) {
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.message(),
             "cannot open '" + dir + "/absent': No such file or directory");
+}
+
+TEST_F(PathsTest, WritingNeverWaitsForAFifoReader) {
+  // A regular file is created (or truncated) and written.
+  Expected<std::FILE *> file = openForWriting(dir + "/out");
+  ASSERT_TRUE(file) << file.message();
+  EXPECT_GE(std::fputs("written", *file), 0);
+  EXPECT_EQ(std::fclose(*file), 0);
+  EXPECT_EQ(std::filesystem::file_size(dir + "/out"), 7u);
+  // A FIFO without a reader: refused at once instead of blocking forever.
+  ASSERT_EQ(::mkfifo((dir + "/out.fifo").c_str(), 0600), 0);
+  auto start = std::chrono::steady_clock::now();
+  Expected<std::FILE *> lonely = openForWriting(dir + "/out.fifo");
+  ASSERT_FALSE(lonely);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(lonely.message(), "cannot create '" + dir +
+                                  "/out.fifo': it is a FIFO with no reader; "
+                                  "start its reader first, or give a regular "
+                                  "file");
+  // With a reader, the bytes go through.
+  int reader = ::open((dir + "/out.fifo").c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  Expected<std::FILE *> piped = openForWriting(dir + "/out.fifo");
+  ASSERT_TRUE(piped) << piped.message();
+  EXPECT_EQ(std::fwrite("abc", 1, 3, *piped), 3u);
+  EXPECT_EQ(std::fclose(*piped), 0);
+  char text[4] = {};
+  EXPECT_EQ(::read(reader, text, 3), 3);
+  EXPECT_STREQ(text, "abc");
+  ::close(reader);
+  // A device is written as usual; a missing directory is named.
+  Expected<std::FILE *> null = openForWriting("/dev/null");
+  ASSERT_TRUE(null) << null.message();
+  std::fclose(*null);
+  Expected<std::FILE *> missing = openForWriting(dir + "/no/such");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.message(),
+            "cannot create '" + dir + "/no/such': No such file or directory");
 }
 
 } // namespace
