@@ -61,10 +61,17 @@ std::string worldSizeMismatchMessage(const Manifest &manifest, int worldSize,
 
 std::string nonFiniteLossMessage(int64_t step, double loss,
                                  const Options &options,
-                                 int64_t newestCheckpoint) {
+                                 int64_t newestCheckpoint, bool evaluation) {
   char value[32];
   // A NaN's sign means nothing; printf would write "-nan" for some.
   std::snprintf(value, sizeof value, "%g", std::isnan(loss) ? NAN : loss);
+  if (evaluation)
+    return "step " + std::to_string(step) + ": the loss is " + value +
+           "; this evaluation step trains nothing, so the parameters it " +
+           "evaluates give it: check " +
+           (options.loadParamsFile.empty()
+                ? std::string("them (none were loaded: --load-params)")
+                : "'" + options.loadParamsFile + "'");
   std::string message = "step " + std::to_string(step) + ": the loss is " +
                         value +
                         "; training diverged, and the run stops before "
@@ -738,6 +745,10 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
 
   const int lossIndex = manifest->lossResult();
   double totalMs = 0, totalLoss = 0;
+  // A step that updates nothing: an evaluation step (--forward-only).
+  const bool evaluation = std::none_of(
+      manifest->results.begin(), manifest->results.end(),
+      [](const TensorSpec &result) { return result.updates >= 0; });
   std::vector<double> stepMs;
   int64_t stepsRun = 0;
   // Batches are written into host copies of the data arguments on a GPU
@@ -796,9 +807,9 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     // A diverged run stops before its state replaces a good checkpoint:
     // every rank sees the same loss, so all of them stop here together.
     if (!std::isfinite(loss)) {
-      printErrorOnRankZero(control,
-                           nonFiniteLossMessage(oneBased, loss, options,
-                                                checkpointer.newestStep()));
+      printErrorOnRankZero(
+          control, nonFiniteLossMessage(oneBased, loss, options,
+                                        checkpointer.newestStep(), evaluation));
       return 1;
     }
     ++stepsRun;
@@ -839,9 +850,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   run.meanStepMs = stepsRun > 0 ? totalMs / static_cast<double>(stepsRun) : 0;
   run.steadyStepMs = steadyStepMs(stepMs);
   run.stepFlops = manifest->stepFlops;
-  run.evaluation = std::none_of(
-      manifest->results.begin(), manifest->results.end(),
-      [](const TensorSpec &result) { return result.updates >= 0; });
+  run.evaluation = evaluation;
   run.meanLoss = stepsRun > 0 ? totalLoss / static_cast<double>(stepsRun) : 0;
   // A language model's token ids: the global batch's elements.
   for (const TensorSpec &arg : manifest->args)

@@ -61,10 +61,13 @@ std::string worldSizeMismatchMessage(const Manifest &manifest, int worldSize,
 /// loss, what is kept (`newestCheckpoint`: the step of the newest
 /// checkpoint written or resumed from, -1 if none; all of them are kept),
 /// and to go on with a lower --lr. A checkpoint of the step before holds
-/// the state that gave this loss, so it is not called good.
+/// the state that gave this loss, so it is not called good. An evaluation
+/// step (`evaluation`: it updates nothing) trained nothing: the error
+/// points at the parameters it was given instead.
 std::string nonFiniteLossMessage(int64_t step, double loss,
                                  const Options &options,
-                                 int64_t newestCheckpoint);
+                                 int64_t newestCheckpoint,
+                                 bool evaluation = false);
 
 /// Whether --lr (or `flag`, which sets it too) can apply: the step needs a
 /// hyper named `lr` holding one float. The error lists the hypers the step

@@ -193,6 +193,18 @@ TEST(NonFiniteLoss, TheCheckpointOfThePreviousStepIsNotCalledGood) {
       << message;
 }
 
+TEST(NonFiniteLoss, AnEvaluationStepPointsAtItsParameters) {
+  Options options;
+  options.loadParamsFile = "trained.safetensors";
+  EXPECT_EQ(nonFiniteLossMessage(3, std::nan(""), options, -1, true),
+            "step 3: the loss is nan; this evaluation step trains nothing, "
+            "so the parameters it evaluates give it: check "
+            "'trained.safetensors'");
+  options.loadParamsFile.clear();
+  EXPECT_TRUE(says(nonFiniteLossMessage(3, INFINITY, options, -1, true),
+                   "check them (none were loaded: --load-params)"));
+}
+
 TEST(NonFiniteLoss, WithoutCheckpoints) {
   Options options;
   EXPECT_EQ(nonFiniteLossMessage(2, INFINITY, options, -1),
