@@ -192,7 +192,7 @@ CostEstimate autoshard::cost::estimateCost(const ModelDescription &model,
     double update = elements * optimizerBytesPerElement(model, plan, 4) /
                     (rankHostMemoryBandwidth(cluster) * efficiency);
     double up = plan.parameterOffload == Offload::None
-                    ? elements * double(b.updatedParameter) / pcie
+                    ? elements * double(b.compute) / pcie
                     : 0.0;
     double swap = 0;
     if (plan.optimizerOffload == Offload::Nvme)

@@ -68,9 +68,6 @@ MemoryEstimate autoshard::cost::estimateMemory(const ModelDescription &model,
   const ElementSizes b = elementSizes(model, plan);
   const int64_t states = optimizerStatesPerElement(model.optimizer);
   const bool bf16 = model.precision == Precision::BF16;
-  // The f32 master of a bf16 step lives with the optimizer states (ZeRO's
-  // layout: the partition pass shards it with them under ZeRO-1/2).
-  const bool masterWithStates = bf16;
   const bool offloadOptimizer = plan.optimizerOffload != Offload::None;
   const bool offloadParameters = plan.parameterOffload != Offload::None;
   // Collectives that run at once: the in-use one and `depth` ahead, or one.
@@ -94,10 +91,11 @@ MemoryEstimate autoshard::cost::estimateMemory(const ModelDescription &model,
     const int64_t optStates = localElements(k, layout.optimizerStates, n);
 
     // Parameters: in f32 the parameter itself; under mixed precision the
-    // bf16 compute copy, placed as the parameters are (the f32 master is
-    // counted with the optimizer states, placed as they are).
+    // bf16 compute copy, placed as the parameters are (the f32 master lives
+    // with the optimizer states, placed as they are: ZeRO's layout, which
+    // the partition pass builds).
     if (!offloadParameters) {
-      if (!masterWithStates)
+      if (!bf16)
         device.parameters += 4 * params;
       if (bf16)
         device.parameters += b.compute * params;
@@ -109,7 +107,7 @@ MemoryEstimate autoshard::cost::estimateMemory(const ModelDescription &model,
 
     // Optimizer states, with the f32 master weights of a bf16 step.
     int64_t stateBytes = 4 * states * optStates;
-    if (masterWithStates)
+    if (bf16)
       stateBytes += 4 * optStates;
     if (!offloadOptimizer) {
       device.optimizerStates += stateBytes;
@@ -137,7 +135,7 @@ MemoryEstimate autoshard::cost::estimateMemory(const ModelDescription &model,
     else if (!(shardedGradients && offloadOptimizer))
       device.gradients += b.gradient * grads;
     offloadedGradientBytes += b.gradient * optStates;
-    updatedBytes += b.updatedParameter * optStates;
+    updatedBytes += b.compute * optStates;
   }
 
   // Gathered parameters and the full gradients of open buckets, from the

@@ -49,7 +49,6 @@ ElementSizes autoshard::cost::elementSizes(const ModelDescription &model,
   ElementSizes sizes;
   sizes.compute = computeElementBytes(model.precision);
   sizes.gradient = plan.reduceDtype == ReduceDtype::F32 ? 4 : sizes.compute;
-  sizes.updatedParameter = sizes.compute;
   return sizes;
 }
 
@@ -93,7 +92,7 @@ Traffic autoshard::cost::stepTraffic(const ModelDescription &model,
                                           ceilDiv(k, n), R, b.gradient);
     if (layout.parameters == Placement::Replicated) {
       traffic.allGather +=
-          ringBytesPerRank(CollectiveKind::AllGather, k, n, b.updatedParameter);
+          ringBytesPerRank(CollectiveKind::AllGather, k, n, b.compute);
       continue;
     }
     traffic.allGather +=
@@ -241,24 +240,30 @@ autoshard::cost::planCollectives(const ModelDescription &model,
   auto shardedParameters = [&](size_t i) {
     return plan.layoutOf(model.parameters[i]).parameters == Placement::Sharded;
   };
-  // ZeRO-1/2 under mixed precision: the f32 master is sharded with the
-  // optimizer states and the replicated bf16 copy gathered once per step.
-  const bool bf16 = model.precision == Precision::BF16;
-  auto masterWithStates = [&](size_t i) {
-    const Layout &layout = plan.layoutOf(model.parameters[i]);
-    return bf16 && layout.optimizerStates == Placement::Sharded &&
-           layout.parameters == Placement::Replicated;
+  // ZeRO-1/2 (replicated parameters, sharded states) gather each updated
+  // parameter once per step, in bucket-sized groups: under mixed precision
+  // the bf16 copies of the masters sharded with the states, first, before
+  // the first forward reader of any; in f32 the updated shards, after the
+  // optimizer.
+  const Phase updatesPhase = model.precision == Precision::BF16
+                                 ? Phase::FirstForward
+                                 : Phase::Optimizer;
+  auto gatherUpdates = [&](Phase phase) {
+    if (phase != updatesPhase)
+      return;
+    Bucketer updates(calls, plan.bucketCapBytes);
+    for (const ParameterTensor &p : model.parameters) {
+      const Layout &layout = plan.layoutOf(p);
+      if (layout.optimizerStates == Placement::Sharded &&
+          layout.parameters == Placement::Replicated)
+        updates.add(CollectiveKind::AllGather, phase, layout.shardGroupSize, 1,
+                    b.compute, p.elements);
+    }
+    updates.closeAll();
   };
 
   // Forward: each unit of sharded parameters before its first reader.
-  // The compute copies first, together, in bucket-sized groups.
-  Bucketer copies(calls, plan.bucketCapBytes);
-  for (size_t i = 0; i < count; ++i)
-    if (masterWithStates(i))
-      copies.add(CollectiveKind::AllGather, Phase::FirstForward,
-                 plan.layoutOf(model.parameters[i]).shardGroupSize, 1,
-                 b.compute, model.parameters[i].elements);
-  copies.closeAll();
+  gatherUpdates(Phase::FirstForward);
   std::vector<size_t> forward;
   for (size_t i = 0; i < count; ++i)
     if (shardedParameters(i))
@@ -329,17 +334,7 @@ autoshard::cost::planCollectives(const ModelDescription &model,
     }
   }
 
-  // The optimizer: ZeRO-1/2 in f32 gather the updated shards of replicated
-  // parameters, in bucket-sized groups.
-  Bucketer updates(calls, plan.bucketCapBytes);
-  for (size_t i = 0; i < count; ++i) {
-    const ParameterTensor &p = model.parameters[i];
-    const Layout &layout = plan.layoutOf(p);
-    if (!bf16 && layout.optimizerStates == Placement::Sharded &&
-        layout.parameters == Placement::Replicated)
-      updates.add(CollectiveKind::AllGather, Phase::Optimizer,
-                  layout.shardGroupSize, 1, b.updatedParameter, p.elements);
-  }
-  updates.closeAll();
+  // The optimizer: ZeRO-1/2's gathers in f32.
+  gatherUpdates(Phase::Optimizer);
   return calls;
 }

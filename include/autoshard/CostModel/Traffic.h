@@ -50,12 +50,11 @@ struct Traffic {
 struct ElementSizes {
   /// b_g: a reduced gradient (the compute type, or 4 with reduce_dtype f32).
   int64_t gradient = 4;
-  /// b_c: the compute copy a sharded parameter is gathered in.
-  int64_t compute = 4;
-  /// What ZeRO-1/2 gather of an updated parameter: the f32 parameter in an
-  /// f32 step; under mixed precision the bf16 compute copy (the f32 master
+  /// b_c: the compute copy a sharded parameter is gathered in, and what
+  /// ZeRO-1/2 gather of an updated parameter: the f32 parameter in an f32
+  /// step, the bf16 compute copy under mixed precision (the f32 master
   /// stays sharded with the optimizer states, as in ZeRO).
-  int64_t updatedParameter = 4;
+  int64_t compute = 4;
 };
 ElementSizes elementSizes(const ModelDescription &model, const Plan &plan);
 

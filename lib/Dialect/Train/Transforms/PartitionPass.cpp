@@ -668,9 +668,7 @@ LogicalResult Partitioner::shardOptimizer(OptimizerOpInterface optimizer,
     // the optimizer states, as DeepSpeed's ZeRO-1/2 keep it: this rank's
     // shard is the argument, and the replicated value is the bf16 compute
     // copy, gathered once per step.
-    bool master =
-        !sharded(policy.params) &&
-        (mastersWithStates.contains(arg.getArgNumber()) || computeCopyOf(arg));
+    bool master = !sharded(policy.params) && computeCopyOf(arg);
     if (sharded(policy.params) || master) {
       if (!shardedArgs.contains(arg.getArgNumber())) {
         markSharded(arg, arg.getType(), layout);
