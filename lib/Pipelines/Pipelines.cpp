@@ -67,10 +67,13 @@ void autoshard::buildStrategyPipeline(OpPassManager &pm,
   }
 }
 
-void autoshard::buildLowerToLLVMPipeline(OpPassManager &pm) {
+void autoshard::buildLowerToLLVMPipeline(OpPassManager &pm,
+                                         bool evaluationEntry) {
   pm.addPass(createCSEPass());
   pm.addPass(createCanonicalizerPass());
-  pm.addPass(createLowerToRuntimePass());
+  LowerToRuntimePassOptions lowering;
+  lowering.entry = evaluationEntry ? "eval" : "step";
+  pm.addPass(createLowerToRuntimePass(lowering));
   pm.addPass(createConvertToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
 }

@@ -8,6 +8,7 @@
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/Linker/Linker.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
@@ -31,24 +32,48 @@ static std::unique_ptr<llvm::Module> translate(ModuleOp module,
   return llvmModule;
 }
 
-LogicalResult autoshard::emitLLVMIR(ModuleOp module, llvm::raw_ostream &os) {
+/// The translations of `modules`, linked into the first. Two lowered steps
+/// declare the same runtime functions, which the linker merges; their
+/// entry points and manifests have names of their own.
+static std::unique_ptr<llvm::Module> translate(ArrayRef<ModuleOp> modules,
+                                               llvm::LLVMContext &context) {
+  assert(!modules.empty() && "nothing to translate");
+  std::unique_ptr<llvm::Module> linked = translate(modules.front(), context);
+  if (!linked)
+    return nullptr;
+  for (ModuleOp module : modules.drop_front()) {
+    std::unique_ptr<llvm::Module> next = translate(module, context);
+    if (!next)
+      return nullptr;
+    if (llvm::Linker::linkModules(*linked, std::move(next))) {
+      module.emitError() << "cannot link the lowered steps into one module "
+                            "(do two of them define the same entry point?)";
+      return nullptr;
+    }
+  }
+  return linked;
+}
+
+LogicalResult autoshard::emitLLVMIR(ArrayRef<ModuleOp> modules,
+                                    llvm::raw_ostream &os) {
   llvm::LLVMContext context;
-  std::unique_ptr<llvm::Module> llvmModule = translate(module, context);
+  std::unique_ptr<llvm::Module> llvmModule = translate(modules, context);
   if (!llvmModule)
     return failure();
   llvmModule->print(os, nullptr);
   return success();
 }
 
-LogicalResult autoshard::emitObjectFile(ModuleOp module,
+LogicalResult autoshard::emitObjectFile(ArrayRef<ModuleOp> modules,
                                         llvm::raw_pwrite_stream &os) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
 
   llvm::LLVMContext context;
-  std::unique_ptr<llvm::Module> llvmModule = translate(module, context);
+  std::unique_ptr<llvm::Module> llvmModule = translate(modules, context);
   if (!llvmModule)
     return failure();
+  ModuleOp module = modules.front();
 
   llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
   std::string error;

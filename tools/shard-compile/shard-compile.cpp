@@ -5,6 +5,7 @@
 #include "../common/LongLineDiagnostics.h"
 #include "../common/OutputFile.h"
 #include "../common/StrategyFlags.h"
+#include "autoshard/Pipelines/EvaluationStep.h"
 #include "autoshard/Target/ObjectFile.h"
 
 #include "mlir/IR/AsmState.h"
@@ -35,6 +36,13 @@ static cl::opt<bool> exposeGradients(
     "expose-gradients",
     cl::desc("Return each parameter's gradient from the step (the binary's "
              "--save-grads writes them)"),
+    cl::init(false));
+static cl::opt<bool> withEval(
+    "with-eval",
+    cl::desc("Also link the model's evaluation step (the forward pass and "
+             "the loss, as --forward-only compiles it) into the training "
+             "binary, reading the training step's parameters: the binary's "
+             "--eval-every N evaluates held-out batches every N steps"),
     cl::init(false));
 static cl::opt<std::string> backend(
     "backend",
@@ -140,6 +148,10 @@ int main(int argc, char **argv) {
                 "--forward-only step computes none");
   if (std::optional<std::string> error = checkBackend())
     return fail(*error);
+  if (withEval)
+    if (std::optional<std::string> error = autoshard::evaluationStepUnsupported(
+            strategyOptionsFromFlags(exposeGradients)))
+      return fail(*error);
 
   DialectRegistry registry;
   autoshard::registerAutoshardDialects(registry);
@@ -168,24 +180,65 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
-  PassManager pm(&context);
-  if (failed(applyPassManagerCLOptions(pm)))
+  autoshard::StrategyOptions options =
+      strategyOptionsFromFlags(exposeGradients);
+  // --with-eval: the evaluation step starts from the same IR and is
+  // partitioned apart, then checked to hold the parameters as training does.
+  OwningOpRef<ModuleOp> evalModule;
+  if (withEval)
+    evalModule = module->clone();
+  auto runPipeline = [&](ModuleOp target,
+                         llvm::function_ref<void(PassManager &)> build) {
+    PassManager pm(&context);
+    if (failed(applyPassManagerCLOptions(pm)))
+      return failure();
+    build(pm);
+    return pm.run(target);
+  };
+  if (failed(runPipeline(*module, [&](PassManager &pm) {
+        autoshard::buildStrategyPipeline(pm, options);
+      })))
     return 1;
-  autoshard::buildStrategyPipeline(pm,
-                                   strategyOptionsFromFlags(exposeGradients));
-  autoshard::buildLowerToLLVMPipeline(pm);
-  if (failed(pm.run(*module)))
+  if (evalModule) {
+    if (failed(runPipeline(*evalModule, [&](PassManager &pm) {
+          autoshard::buildStrategyPipeline(
+              pm, autoshard::evaluationStepOptions(options));
+        })))
+      return 1;
+    if (failed(autoshard::checkEvaluationStepShares(*module, *evalModule)))
+      return 1;
+    if (!options.memoryBudget.empty() &&
+        failed(autoshard::checkEvaluationMemoryBudget(*module, *evalModule,
+                                                      options.memoryBudget)))
+      return 1;
+    if (failed(runPipeline(*evalModule, [&](PassManager &pm) {
+          autoshard::buildLowerToLLVMPipeline(pm, /*evaluationEntry=*/true);
+        })))
+      return 1;
+  }
+  if (failed(runPipeline(*module, [&](PassManager &pm) {
+        autoshard::buildLowerToLLVMPipeline(pm);
+      })))
     return 1;
+  SmallVector<ModuleOp, 2> lowered = {*module};
+  if (evalModule)
+    lowered.push_back(*evalModule);
 
   if (emit == Emit::MLIR || emit == Emit::LLVMIR) {
     std::unique_ptr<llvm::ToolOutputFile> output =
         autoshard::tools::openOutput(outputFilename, error);
     if (!output)
       return fail(error);
-    if (emit == Emit::MLIR)
-      module->print(output->os());
-    else if (failed(autoshard::emitLLVMIR(*module, output->os())))
+    if (emit == Emit::MLIR) {
+      // Two modules, in mlir-opt --split-input-file's form.
+      for (ModuleOp step : lowered) {
+        if (step != lowered.front())
+          output->os() << "\n// -----\n\n";
+        step.print(output->os());
+      }
+    } else if (failed(autoshard::emitLLVMIR(lowered, output->os()))) {
       return 1;
+    }
     if (std::optional<std::string> writeError =
             autoshard::tools::keepOutput(*output, outputFilename))
       return fail(*writeError);
@@ -206,7 +259,7 @@ int main(int argc, char **argv) {
         autoshard::tools::openOutput(objectPath, error);
     if (!object)
       return fail(error);
-    if (failed(autoshard::emitObjectFile(*module, object->os())))
+    if (failed(autoshard::emitObjectFile(lowered, object->os())))
       return 1;
     if (std::optional<std::string> writeError =
             autoshard::tools::keepOutput(*object, objectPath))

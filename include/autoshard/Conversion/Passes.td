@@ -37,7 +37,16 @@ def LowerToRuntimePass : Pass<"autoshard-lower-to-runtime", "mlir::ModuleOp"> {
 
     The step must have been partitioned if it has a plan. The output uses
     the func, arith and llvm dialects only.
+
+    With `entry=eval` the symbols are `autoshard_eval_step` and
+    `autoshard_eval_manifest`: a training binary's evaluation step
+    (`shard-compile --with-eval`), linked beside the training step.
   }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"step\"",
+           "The entry point: step (autoshard_step, autoshard_manifest) or "
+           "eval (autoshard_eval_step, autoshard_eval_manifest)">,
+  ];
   let dependentDialects = [
     "mlir::arith::ArithDialect",
     "mlir::func::FuncDialect",

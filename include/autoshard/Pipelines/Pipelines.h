@@ -73,8 +73,11 @@ void buildStrategyPipeline(mlir::OpPassManager &pm,
                            const StrategyOptions &options);
 
 /// Lowers a per-rank step to the LLVM dialect: runtime calls and the
-/// manifest (`autoshard-lower-to-runtime`), then func/arith to LLVM.
-void buildLowerToLLVMPipeline(mlir::OpPassManager &pm);
+/// manifest (`autoshard-lower-to-runtime`), then func/arith to LLVM. With
+/// `evaluationEntry` the step becomes a training binary's evaluation step
+/// (`autoshard_eval_step`, `autoshard_eval_manifest`).
+void buildLowerToLLVMPipeline(mlir::OpPassManager &pm,
+                              bool evaluationEntry = false);
 
 /// The dialects and interfaces the tools load: train, shard, func, arith,
 /// llvm, and the convert-to-llvm interfaces of the dialects the lowering

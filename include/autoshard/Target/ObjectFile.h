@@ -16,12 +16,17 @@ namespace autoshard {
 /// Registers the LLVM IR translations of the dialects the lowering emits.
 void registerObjectFileTranslations(mlir::DialectRegistry &registry);
 
-/// Translates `module` (LLVM dialect only) to LLVM IR text.
-llvm::LogicalResult emitLLVMIR(mlir::ModuleOp module, llvm::raw_ostream &os);
+/// Translates `modules` (LLVM dialect only) to LLVM IR text: one LLVM
+/// module, the translations linked together (a training step and its
+/// evaluation step share their runtime declarations; clashing private
+/// symbols are renamed).
+llvm::LogicalResult emitLLVMIR(llvm::ArrayRef<mlir::ModuleOp> modules,
+                               llvm::raw_ostream &os);
 
-/// Compiles `module` (LLVM dialect only) to a position-independent object
-/// file for the host, in process. Emits a diagnostic on `module` on failure.
-llvm::LogicalResult emitObjectFile(mlir::ModuleOp module,
+/// Compiles `modules` (LLVM dialect only), linked as emitLLVMIR does, to one
+/// position-independent object file for the host, in process. Emits a
+/// diagnostic on the first module on failure.
+llvm::LogicalResult emitObjectFile(llvm::ArrayRef<mlir::ModuleOp> modules,
                                    llvm::raw_pwrite_stream &os);
 
 } // namespace autoshard

@@ -35,9 +35,10 @@ int64_t byteSize(Value tensor) {
 /// Builds `autoshard_step` from the tensor-level step.
 class StepLowering : public StepEmitter {
 public:
-  StepLowering(ModuleOp module, FunctionOpInterface step)
-      : mod(module), step(step), sig(step), b(module.getContext()),
-        body(step.getFunctionBody().front()) {}
+  StepLowering(ModuleOp module, FunctionOpInterface step,
+               StringRef symbol = "autoshard_step")
+      : mod(module), step(step), symbol(symbol.str()), sig(step),
+        b(module.getContext()), body(step.getFunctionBody().front()) {}
 
   LogicalResult run();
 
@@ -134,6 +135,8 @@ private:
 
   ModuleOp mod;
   FunctionOpInterface step;
+  /// The entry point's name: autoshard_step, or autoshard_eval_step.
+  std::string symbol;
   StepSignature sig;
   OpBuilder b;
   Block &body;
@@ -773,9 +776,9 @@ LogicalResult StepLowering::run() {
   //                     void *const *results)
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
   b.setInsertionPointToEnd(mod.getBody());
-  auto func = func::FuncOp::create(
-      b, step.getLoc(), "autoshard_step",
-      b.getFunctionType({ptrType, ptrType, ptrType}, {}));
+  auto func =
+      func::FuncOp::create(b, step.getLoc(), symbol,
+                           b.getFunctionType({ptrType, ptrType, ptrType}, {}));
   Block *entry = func.addEntryBlock();
   b.setInsertionPointToStart(entry);
   ctx = entry->getArgument(0);
@@ -852,6 +855,7 @@ std::string withMemoryRecord(StringRef manifest, const MemoryPlan &plan) {
 
 struct LowerToRuntimePass
     : autoshard::impl::LowerToRuntimePassBase<LowerToRuntimePass> {
+  using LowerToRuntimePassBase::LowerToRuntimePassBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     FailureOr<FunctionOpInterface> found = findStepFunction(module);
@@ -864,17 +868,26 @@ struct LowerToRuntimePass
                             "autoshard-partition before lowering";
       return signalPassFailure();
     }
-    if (module.lookupSymbol("autoshard_step") ||
-        module.lookupSymbol("autoshard_manifest")) {
-      module.emitError() << "the module already defines autoshard_step or "
-                            "autoshard_manifest; lower a step once";
+    if (entry != "step" && entry != "eval") {
+      module.emitError() << "autoshard-lower-to-runtime: entry '" << entry
+                         << "' is not valid; expected step or eval";
+      return signalPassFailure();
+    }
+    std::string stepSymbol =
+        entry == "eval" ? "autoshard_eval_step" : "autoshard_step";
+    std::string manifestSymbol =
+        entry == "eval" ? "autoshard_eval_manifest" : "autoshard_manifest";
+    if (module.lookupSymbol(stepSymbol) ||
+        module.lookupSymbol(manifestSymbol)) {
+      module.emitError() << "the module already defines " << stepSymbol
+                         << " or " << manifestSymbol << "; lower a step once";
       return signalPassFailure();
     }
     FailureOr<std::string> manifest = buildManifest(step);
     if (failed(manifest))
       return signalPassFailure();
 
-    StepLowering lowering(module, step);
+    StepLowering lowering(module, step, stepSymbol);
     if (failed(lowering.run()))
       return signalPassFailure();
 
@@ -885,7 +898,7 @@ struct LowerToRuntimePass
     auto arrayType =
         LLVM::LLVMArrayType::get(b.getIntegerType(8), text.size());
     LLVM::GlobalOp::create(b, module.getLoc(), arrayType, /*isConstant=*/true,
-                           LLVM::Linkage::External, "autoshard_manifest",
+                           LLVM::Linkage::External, manifestSymbol,
                            b.getStringAttr(text));
 
     // The grid lives on in the manifest; the collectives are calls now.

@@ -159,6 +159,10 @@ struct asrt_context {
   /// The files of memory=nvme arguments (asrt_nvme_read, asrt_nvme_write);
   /// owned by the driver, null when the step has none.
   autoshard::rt::NvmeStore *nvme = nullptr;
+  /// While a training binary's evaluation step runs (--eval-every): its
+  /// argument indices mapped to the training step's, whose NVMe files its
+  /// shared parameters are (-1: none). Null otherwise.
+  const std::vector<int> *nvmeArgIndices = nullptr;
 
   /// Starts (non-null) or stops (null) recording a trace of the calls on
   /// this context and of its communication and offload threads. Nothing

@@ -164,19 +164,30 @@ extern "C" void asrt_copy_to_device(asrt_context *ctx, void *dst_device,
                  {TransferKind::ToDevice, -1, dst_device, src_host, bytes});
 }
 
+/// The NVMe store's index of the calling step's argument `argIndex`: its
+/// own, or, in a training binary's evaluation step, the training step's
+/// argument it shares (Context::nvmeArgIndices).
+static int32_t storeIndex(const asrt_context *ctx, int32_t argIndex) {
+  const std::vector<int> *map = ctx ? ctx->nvmeArgIndices : nullptr;
+  if (!map || argIndex < 0 || argIndex >= static_cast<int32_t>(map->size()))
+    return argIndex;
+  return (*map)[argIndex];
+}
+
 extern "C" void asrt_nvme_read(asrt_context *ctx, int32_t arg_index,
                                void *dst_host, int64_t bytes) {
   OpTimer timer(ctx, "nvme_read", "transfer");
   runSynchronous(ctx, timer, "asrt_nvme_read",
-                 {TransferKind::NvmeRead, arg_index, dst_host, nullptr, bytes});
+                 {TransferKind::NvmeRead, storeIndex(ctx, arg_index), dst_host,
+                  nullptr, bytes});
 }
 
 extern "C" void asrt_nvme_write(asrt_context *ctx, int32_t arg_index,
                                 const void *src_host, int64_t bytes) {
   OpTimer timer(ctx, "nvme_write", "transfer");
-  runSynchronous(
-      ctx, timer, "asrt_nvme_write",
-      {TransferKind::NvmeWrite, arg_index, nullptr, src_host, bytes});
+  runSynchronous(ctx, timer, "asrt_nvme_write",
+                 {TransferKind::NvmeWrite, storeIndex(ctx, arg_index), nullptr,
+                  src_host, bytes});
 }
 
 extern "C" int64_t asrt_transfer_start(asrt_context *ctx, int32_t kind,
@@ -207,7 +218,7 @@ extern "C" int64_t asrt_transfer_start(asrt_context *ctx, int32_t kind,
           fn, kind);
   }
   // A copy ignores arg_index (-1 by convention).
-  t.arg = isNvme(t.kind) ? arg_index : -1;
+  t.arg = isNvme(t.kind) ? storeIndex(ctx, arg_index) : -1;
   t.dst = dst;
   t.src = src;
   t.bytes = bytes;

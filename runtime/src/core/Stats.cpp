@@ -167,6 +167,15 @@ void Stats::resetCounters() {
   counters.offload = {};
 }
 
+void Stats::restoreCounters(const Snapshot &kept) {
+  std::lock_guard<std::mutex> lock(mutex);
+  counters.ops = kept.ops;
+  counters.collectives = kept.collectives;
+  counters.comm = kept.comm;
+  counters.transfers = kept.transfers;
+  counters.offload = kept.offload;
+}
+
 namespace {
 
 std::string formatBytes(int64_t bytes) {
@@ -228,6 +237,24 @@ void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
                   "summary: evaluation: mean loss %.8g over %" PRId64
                   " steps (parameters unchanged)\n",
                   run.meanLoss, run.steps);
+    os << line;
+  }
+  if (!run.evaluations.empty()) {
+    const EvaluationInfo &last = run.evaluations.back();
+    const EvaluationInfo &best =
+        *std::min_element(run.evaluations.begin(), run.evaluations.end(),
+                          [](const EvaluationInfo &a, const EvaluationInfo &b) {
+                            return a.meanLoss < b.meanLoss;
+                          });
+    std::snprintf(line, sizeof line,
+                  "summary: %zu %s of %" PRId64
+                  " held-out batches: last mean loss %.8g (after step %" PRId64
+                  "), best %.8g (after step %" PRId64
+                  "); not counted in the per-step figures below\n",
+                  run.evaluations.size(),
+                  run.evaluations.size() == 1 ? "evaluation" : "evaluations",
+                  last.batches, last.meanLoss, last.afterStep, best.meanLoss,
+                  best.afterStep);
     os << line;
   }
   std::snprintf(line, sizeof line,
@@ -342,6 +369,18 @@ void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
   os << "  \"step_tokens\": " << run.stepTokens << ",\n";
   if (run.evaluation)
     os << "  \"mean_loss\": " << formatDouble(run.meanLoss) << ",\n";
+  if (!run.evaluations.empty()) {
+    os << "  \"evaluations\": [";
+    for (size_t i = 0; i < run.evaluations.size(); ++i) {
+      const EvaluationInfo &e = run.evaluations[i];
+      os << (i ? ",\n    " : "\n    ") << "{\"after_step\": " << e.afterStep
+         << ", \"batches\": " << e.batches
+         << ", \"mean_loss\": " << formatDouble(e.meanLoss)
+         << ", \"ms\": " << formatDouble(e.ms)
+         << ", \"bytes_sent\": " << e.bytesSent << "}";
+    }
+    os << "\n  ],\n";
+  }
   os << "  \"peak_bytes\": " << stats.peakBytes << ",\n";
   os << "  \"host_peak_bytes\": " << stats.hostPeakBytes << ",\n";
   os << "  \"nvme_bytes\": " << stats.nvmeBytes << ",\n";

@@ -166,10 +166,26 @@ struct Stats {
   /// Clears the op, collective and transfer counters; memory counts stay,
   /// since live buffers are still live.
   void resetCounters();
+  /// Puts back the op, collective and transfer counters of `kept` (taken
+  /// earlier); memory counts stay, so that the peak of what ran since
+  /// counts. The driver keeps the evaluation steps' work out of the
+  /// training steps' per-step figures this way.
+  void restoreCounters(const Snapshot &kept);
 
 private:
   mutable std::mutex mutex;
   Snapshot counters;
+};
+
+/// One in-run evaluation (--eval-every): after which training step, the
+/// mean loss of its batches, their time and the bytes its collectives sent
+/// from this rank (all kinds).
+struct EvaluationInfo {
+  int64_t afterStep = 0;
+  int64_t batches = 0;
+  double meanLoss = 0.0;
+  double ms = 0.0;
+  int64_t bytesSent = 0;
 };
 
 /// What a run adds to the counters in its reports.
@@ -196,6 +212,8 @@ struct RunInfo {
   /// argument): the summary gives the mean of its losses.
   bool evaluation = false;
   double meanLoss = 0.0;
+  /// The in-run evaluations of a training run, in order.
+  std::vector<EvaluationInfo> evaluations;
 };
 
 /// steadyStepMs of the step times `ms`, in step order.

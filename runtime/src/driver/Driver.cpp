@@ -105,6 +105,44 @@ std::string nonFiniteLossMessage(int64_t step, double loss,
          "), is kept: resume from it with --resume and " + lower;
 }
 
+Expected<std::vector<int>> evaluationParamSources(const Manifest &train,
+                                                  const Manifest &eval) {
+  if (train.grid != eval.grid)
+    return Error("the evaluation step was compiled for grid " +
+                 eval.gridString() + ", the training step for " +
+                 train.gridString() +
+                 "; compile both with shard-compile "
+                 "--with-eval");
+  auto layout = [](const TensorSpec &spec) {
+    std::string text =
+        std::string(dtypeName(spec.dtype)) + " " + formatShape(spec.shape);
+    if (spec.isSharded())
+      text += " (a shard of " + formatShape(spec.fullShape) + ", axes mask " +
+              std::to_string(spec.shardAxes) + ")";
+    text += std::string(" in ") + memoryKindName(spec.memory) + " memory";
+    return text;
+  };
+  std::vector<int> sources(eval.args.size(), -1);
+  for (const TensorSpec &arg : eval.args) {
+    if (arg.role != Role::Param)
+      continue;
+    const TensorSpec *shared = train.findArg(arg.name);
+    if (!shared || shared->role != Role::Param)
+      return Error("the evaluation step reads parameter '" + arg.name +
+                   "', which the training step does not have");
+    if (shared->dtype != arg.dtype || shared->shape != arg.shape ||
+        shared->globalShape() != arg.globalShape() ||
+        shared->shardAxes != arg.shardAxes || shared->memory != arg.memory)
+      return Error("the evaluation step holds parameter '" + arg.name +
+                   "' as " + layout(arg) + ", the training step as " +
+                   layout(*shared) +
+                   "; the two steps must share it (shard-compile "
+                   "--with-eval checks this)");
+    sources[arg.index] = shared->index;
+  }
+  return sources;
+}
+
 Status checkLrOverride(const Manifest &manifest, const char *flag) {
   const TensorSpec *lr = manifest.findArg("lr");
   if (lr && lr->role == Role::Hyper && isFloatDtype(lr->dtype) &&
@@ -196,9 +234,16 @@ bool startedByMpirun() {
 /// buffer and copied up.
 std::vector<void *> allocateArgs(asrt_context &ctx, const Manifest &manifest,
                                  const Options &options, int rank,
-                                 NvmeStore *store) {
+                                 NvmeStore *store,
+                                 const std::vector<int> &sharedWith = {},
+                                 const std::vector<void *> &sharedArgs = {}) {
   std::vector<void *> args;
   for (const TensorSpec &arg : manifest.args) {
+    // An evaluation step's parameter: the training step's buffer.
+    if (!sharedWith.empty() && sharedWith[arg.index] >= 0) {
+      args.push_back(sharedArgs[sharedWith[arg.index]]);
+      continue;
+    }
     // An nvme argument (or a GPU's) is initialised in a temporary host
     // buffer and written to its file (or device): init stages each tensor
     // once, so the host never holds more than the largest one.
@@ -253,11 +298,15 @@ std::vector<void *> allocateArgs(asrt_context &ctx, const Manifest &manifest,
   return args;
 }
 
-/// Frees what allocateArgs allocated, each from the memory it came from.
+/// Frees what allocateArgs allocated, each from the memory it came from
+/// (not the buffers it shared).
 void freeArgs(asrt_context &ctx, const Manifest &manifest,
-              const std::vector<void *> &args) {
+              const std::vector<void *> &args,
+              const std::vector<int> &sharedWith = {}) {
   for (const TensorSpec &arg : manifest.args)
-    if (arg.memory == MemoryKind::Host)
+    if (!sharedWith.empty() && sharedWith[arg.index] >= 0)
+      continue;
+    else if (arg.memory == MemoryKind::Host)
       hostFree(&ctx, args[arg.index]);
     else
       asrt_free(&ctx, args[arg.index]); // null for nvme: nothing
@@ -397,14 +446,15 @@ void checkStepWaited(const asrt_context &ctx, int64_t step) {
 
 void traceStep(Trace &trace, int64_t step,
                std::chrono::steady_clock::time_point start,
-               std::chrono::steady_clock::time_point end) {
+               std::chrono::steady_clock::time_point end,
+               const char *name = "step") {
   auto ns = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
                t.time_since_epoch())
         .count();
   };
   TraceEvent e;
-  e.name = "step";
+  e.name = name;
   e.category = "step";
   e.startNs = ns(start);
   e.endNs = ns(end);
@@ -555,6 +605,35 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
       return 2;
     }
   }
+  // In-run evaluation (--eval-every): the evaluation step linked beside
+  // the training step (shard-compile --with-eval) reads its parameters.
+  std::optional<Manifest> evalManifest;
+  std::vector<int> evalSources;
+  if (options.evalEvery > 0) {
+    if (!hooks.evalManifest || !hooks.evalStep) {
+      printErrorOnRankZero(
+          control, "--eval-every: this binary has no evaluation step; "
+                   "compile it with shard-compile --with-eval (or evaluate "
+                   "the parameters --save-params writes with a binary "
+                   "compiled --forward-only)");
+      return 2;
+    }
+    Expected<Manifest> parsed = parseManifest(hooks.evalManifest);
+    if (!parsed) {
+      printErrorOnRankZero(control, "the evaluation step's manifest compiled "
+                                    "into this binary is invalid: " +
+                                        parsed.message());
+      return 1;
+    }
+    Expected<std::vector<int>> sources =
+        evaluationParamSources(*manifest, *parsed);
+    if (!sources) {
+      printErrorOnRankZero(control, sources.message());
+      return 1;
+    }
+    evalManifest = std::move(*parsed);
+    evalSources = std::move(*sources);
+  }
   // The schedule writes the hyper 'lr' before every step, from its peak.
   std::optional<double> peakLr;
   if (options.lrSchedule.active()) {
@@ -636,8 +715,27 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     return 1;
   ctx.nvme = nvme->get();
 
+  // The step's intermediate tensors live at fixed offsets in one arena; a
+  // binary's two steps never run at once, so they share the larger one.
+  int64_t arena = manifest->plannedBytes("arena");
+  int64_t hostArena = manifest->plannedBytes("host_arena");
   // Named by an out-of-memory error.
   ctx.plannedPeakBytes = manifest->plannedBytes("peak");
+  if (evalManifest) {
+    int64_t evalArena = evalManifest->plannedBytes("arena");
+    if (ctx.plannedPeakBytes >= 0 && evalArena > arena)
+      ctx.plannedPeakBytes += evalArena - std::max<int64_t>(arena, 0);
+    arena = std::max(arena, evalArena);
+    hostArena = std::max(hostArena, evalManifest->plannedBytes("host_arena"));
+    // Its own device buffers: the batch, hypers and the loss.
+    for (const TensorSpec &arg : evalManifest->args)
+      if (evalSources[arg.index] < 0 && arg.memory == MemoryKind::Device &&
+          ctx.plannedPeakBytes >= 0)
+        ctx.plannedPeakBytes += arg.numBytes();
+    for (const TensorSpec &result : evalManifest->results)
+      if (result.updates < 0 && ctx.plannedPeakBytes >= 0)
+        ctx.plannedPeakBytes += result.numBytes();
+  }
   std::vector<void *> args =
       allocateArgs(ctx, *manifest, options, control.rank(), ctx.nvme);
   if (ctx.nvme)
@@ -645,10 +743,16 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   std::vector<void *> ownedResults;
   std::vector<void *> results =
       allocateResults(ctx, *manifest, args, ownedResults);
-  // The step's intermediate tensors live at fixed offsets in one arena.
-  if (int64_t arena = manifest->plannedBytes("arena"); arena > 0)
+  std::vector<void *> evalArgs, evalResults, evalOwnedResults;
+  if (evalManifest) {
+    evalArgs = allocateArgs(ctx, *evalManifest, options, control.rank(),
+                            nullptr, evalSources, args);
+    evalResults =
+        allocateResults(ctx, *evalManifest, evalArgs, evalOwnedResults);
+  }
+  if (arena > 0)
     ctx.arena = asrt_alloc(&ctx, arena);
-  if (int64_t hostArena = manifest->plannedBytes("host_arena"); hostArena > 0)
+  if (hostArena > 0)
     ctx.hostArena = hostAlloc(&ctx, hostArena);
 
   // Every rank reads the file and keeps what it holds: a replicated
@@ -672,6 +776,24 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
           : openDataFile(options.dataFile, *manifest, control.rank(), control.size(),
                          options.dataFormat, options.seed);
   if (!allRanksOk(batches.status(), control))
+    return 1;
+  // Held-out batches: the first --eval-steps of --eval-data, or the
+  // synthetic batches after the run's last training step.
+  Expected<std::unique_ptr<BatchSource>> evalBatches =
+      std::unique_ptr<BatchSource>();
+  int64_t firstEvalBatch = 0;
+  if (evalManifest) {
+    if (options.evalDataFile.empty()) {
+      evalBatches = makeSyntheticBatches(*evalManifest, options.seed,
+                                         control.rank(), control.size());
+      firstEvalBatch = options.steps;
+    } else {
+      evalBatches =
+          openDataFile(options.evalDataFile, *evalManifest, control.rank(),
+                       control.size(), options.dataFormat, options.seed);
+    }
+  }
+  if (!allRanksOk(evalBatches.status(), control))
     return 1;
 
   if (control.rank() == 0) {
@@ -697,6 +819,14 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
       std::printf("autoshard: offload: --offload-dir '%s' is not used; this "
                   "step keeps no tensor in NVMe files\n",
                   options.offloadDir.c_str());
+    if (evalManifest)
+      std::printf(
+          "autoshard: evaluation every %" PRId64
+          " steps and after the last: %" PRId64 " held-out batches, %s%s\n",
+          options.evalEvery, options.evalSteps,
+          options.evalDataFile.empty() ? "synthetic, after step " : "",
+          options.evalDataFile.empty() ? std::to_string(options.steps).c_str()
+                                       : (*evalBatches)->describe().c_str());
     if (!options.loadParamsFile.empty())
       std::printf("autoshard: loaded %d %s and %d %s from '%s'\n",
                   loaded->params, loaded->params == 1 ? "param" : "params",
@@ -762,6 +892,65 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
                                  ? options.lrSchedule.decaySteps
                                  : options.steps;
   std::optional<double> stepLr;
+
+  // --eval-every: the evaluation step over the held-out batches, its work
+  // kept out of the training steps' counters.
+  std::optional<StagedArgs> evalBatchArgs;
+  if (evalManifest)
+    evalBatchArgs.emplace(ctx, *evalManifest, evalArgs,
+                          std::vector<Role>{Role::Input, Role::Label},
+                          Staging::WriteOnly);
+  std::vector<EvaluationInfo> evaluations;
+  auto evaluate = [&](int64_t afterStep) -> bool {
+    Stats::Snapshot kept = ctx.stats->snapshot();
+    ctx.nvmeArgIndices = &evalSources;
+    EvaluationInfo info;
+    info.afterStep = afterStep;
+    info.batches = options.evalSteps;
+    double totalEvalLoss = 0;
+    const int evalLoss = evalManifest->lossResult();
+    for (int64_t i = 0; i < options.evalSteps; ++i) {
+      (*evalBatches)->fill(firstEvalBatch + i, evalBatchArgs->args().data());
+      evalBatchArgs->writeBack();
+      auto start = std::chrono::steady_clock::now();
+      hooks.evalStep(&ctx, evalArgs.data(), evalResults.data());
+      ctx.device->synchronize(Lane::Compute);
+      auto end = std::chrono::steady_clock::now();
+      ctx.resolveDeviceOpTimes();
+      checkStepWaited(ctx, afterStep);
+      if (trace)
+        traceStep(*trace, afterStep, start, end, "eval");
+      info.ms += std::chrono::duration<double, std::milli>(end - start).count();
+      float loss = 0;
+      ctx.device->toHost(Lane::Compute, &loss, evalResults[evalLoss],
+                         sizeof loss);
+      totalEvalLoss += loss;
+    }
+    ctx.nvmeArgIndices = nullptr;
+    Stats::Snapshot after = ctx.stats->snapshot();
+    for (int k = 0; k < kNumCollectiveKinds; ++k)
+      info.bytesSent +=
+          after.collectives[k].bytesSent - kept.collectives[k].bytesSent;
+    ctx.stats->restoreCounters(kept);
+    info.meanLoss = totalEvalLoss / static_cast<double>(options.evalSteps);
+    if (control.rank() == 0) {
+      std::printf("eval after step %" PRId64 ": loss %.8g over %" PRId64
+                  " batches, ms %.3f\n",
+                  afterStep, info.meanLoss, info.batches, info.ms);
+      std::fflush(stdout);
+    }
+    // Every rank has the same (all-reduced) losses.
+    if (!std::isfinite(info.meanLoss)) {
+      printErrorOnRankZero(
+          control, "evaluation after " +
+                       nonFiniteLossMessage(afterStep, info.meanLoss, options,
+                                            checkpointer.newestStep()));
+      return false;
+    }
+    evaluations.push_back(info);
+    return true;
+  };
+
   for (int64_t step = *firstStep; step < options.steps; ++step) {
     (*batches)->fill(step, batchArgs.args().data());
     batchArgs.writeBack();
@@ -824,6 +1013,10 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
       control.barrier();
       std::_Exit(3);
     }
+    if (evalManifest &&
+        (oneBased % options.evalEvery == 0 || oneBased == options.steps) &&
+        !evaluate(oneBased))
+      return 1;
     if (checkpointer.due(oneBased, options.steps)) {
       // memory=nvme arguments (and a GPU's) are saved from host copies.
       StagedArgs saving(ctx, *manifest, args);
@@ -852,6 +1045,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   run.stepFlops = manifest->stepFlops;
   run.evaluation = evaluation;
   run.meanLoss = stepsRun > 0 ? totalLoss / static_cast<double>(stepsRun) : 0;
+  run.evaluations = evaluations;
   // A language model's token ids: the global batch's elements.
   for (const TensorSpec &arg : manifest->args)
     if (arg.role == Role::Input && isIntegerDtype(arg.dtype) &&
@@ -904,6 +1098,12 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
 
   for (void *buffer : ownedResults)
     asrt_free(&ctx, buffer);
+  if (evalManifest) {
+    evalBatchArgs.reset();
+    for (void *buffer : evalOwnedResults)
+      asrt_free(&ctx, buffer);
+    freeArgs(ctx, *evalManifest, evalArgs, evalSources);
+  }
   asrt_free(&ctx, ctx.arena);
   hostFree(&ctx, ctx.hostArena);
   freeArgs(ctx, *manifest, args);

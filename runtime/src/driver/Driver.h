@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace autoshard::rt {
 
@@ -21,6 +22,10 @@ namespace autoshard::rt {
 struct DriverHooks {
   const char *manifest = nullptr;
   void (*step)(asrt_context *, void *const *, void *const *) = nullptr;
+  /// The evaluation step (shard-compile --with-eval) and its manifest; null
+  /// in a binary without one.
+  const char *evalManifest = nullptr;
+  void (*evalStep)(asrt_context *, void *const *, void *const *) = nullptr;
   void (*initBackend)(asrt_context *, const BackendOptions &) = nullptr;
   const char *(*backendName)() = nullptr;
   std::unique_ptr<Comm> (*createComm)(asrt_context *, ControlPlane &,
@@ -68,6 +73,14 @@ std::string nonFiniteLossMessage(int64_t step, double loss,
                                  const Options &options,
                                  int64_t newestCheckpoint,
                                  bool evaluation = false);
+
+/// For each argument of a training binary's evaluation step (manifest
+/// `eval`), the training step's argument whose buffer it reads: a
+/// parameter's index, by name, or -1 for its own arguments (its batch, its
+/// hypers). The error names a parameter the training step lacks or holds
+/// otherwise (dtype, shape, shard, memory place), or a different grid.
+Expected<std::vector<int>> evaluationParamSources(const Manifest &train,
+                                                  const Manifest &eval);
 
 /// Whether --lr (or `flag`, which sets it too) can apply: the step needs a
 /// hyper named `lr` holding one float. The error lists the hypers the step

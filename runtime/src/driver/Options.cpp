@@ -31,6 +31,8 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
   std::string needsCheckpointDir;
   // --min-lr or --decay-steps, which a constant schedule would ignore.
   std::string decayFlag;
+  // --eval-steps or --eval-data, which need --eval-every.
+  std::string evalFlag;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string_view arg = args[i];
     if (arg.size() < 3 || arg.substr(0, 2) != "--") {
@@ -63,6 +65,7 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
 
     const char *expected = nullptr;
     if (flag == "--steps" || flag == "--log-every" || flag == "--threads" ||
+        flag == "--eval-every" || flag == "--eval-steps" ||
         flag == "--checkpoint-every" || flag == "--keep-checkpoints" ||
         flag == "--exit-after-step" || flag == "--exit-during-checkpoint")
       expected = "an integer >= 1";
@@ -85,9 +88,9 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
       expected = "a file name";
     else if (flag == "--data-format")
       expected = "auto, asdata or tokens";
-    else if (flag == "--data" || flag == "--load-params" ||
-             flag == "--save-params" || flag == "--save-grads" ||
-             flag == "--stats-json")
+    else if (flag == "--data" || flag == "--eval-data" ||
+             flag == "--load-params" || flag == "--save-params" ||
+             flag == "--save-grads" || flag == "--stats-json")
       expected = "a file name";
     else if (flag == "--checkpoint-dir" || flag == "--offload-dir")
       expected = "a directory name";
@@ -120,11 +123,17 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
                                 : options.lrSchedule.decaySteps) = n;
       if (flag == "--decay-steps")
         decayFlag = "--decay-steps";
-    } else if (flag == "--steps" || flag == "--log-every") {
+    } else if (flag == "--steps" || flag == "--log-every" ||
+               flag == "--eval-every" || flag == "--eval-steps") {
       int64_t n;
       if (!parseInteger(value, n) || n < 1)
         return Error(invalid(flag, value, expected));
-      (flag == "--steps" ? options.steps : options.logEvery) = n;
+      (flag == "--steps"        ? options.steps
+       : flag == "--log-every"  ? options.logEvery
+       : flag == "--eval-every" ? options.evalEvery
+                                : options.evalSteps) = n;
+      if (flag == "--eval-steps")
+        evalFlag = "--eval-steps";
     } else if (flag == "--checkpoint-every" || flag == "--exit-after-step" ||
                flag == "--exit-during-checkpoint") {
       int64_t n;
@@ -202,13 +211,25 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
       if (value.empty())
         return Error(std::string(flag) + " needs a value: a file name");
       std::string &target = flag == "--data"          ? options.dataFile
+                            : flag == "--eval-data"   ? options.evalDataFile
                             : flag == "--load-params" ? options.loadParamsFile
                             : flag == "--save-params" ? options.saveParamsFile
                             : flag == "--save-grads"  ? options.saveGradsFile
                                                       : options.statsJsonFile;
       target = std::string(value);
+      if (flag == "--eval-data")
+        evalFlag = "--eval-data";
     }
   }
+  if (!evalFlag.empty() && options.evalEvery == 0)
+    return Error(evalFlag + " applies to --eval-every N, which is not given");
+  // A token file's windows are random: evaluating on the training file
+  // would report a training loss as a held-out one.
+  if (options.evalEvery > 0 && !options.dataFile.empty() &&
+      options.evalDataFile.empty())
+    return Error("--eval-every evaluates held-out batches: give them with "
+                 "--eval-data FILE (the training data of --data would give "
+                 "a training loss)");
   const LrScheduleOptions &schedule = options.lrSchedule;
   if (!decayFlag.empty() && schedule.kind == LrSchedule::Constant)
     return Error(decayFlag + " shapes a decaying learning rate: it applies to "
@@ -272,6 +293,17 @@ std::string usageText(std::string_view program) {
          "when the\n"
          "                       file starts with its magic, else uint16 "
          "tokens)\n"
+         "  --eval-every N       evaluate every N steps and after the last "
+         "(a binary\n"
+         "                       compiled with shard-compile --with-eval): "
+         "the mean loss\n"
+         "                       of --eval-steps held-out batches\n"
+         "  --eval-steps K       batches per evaluation (default 10): the "
+         "first K of\n"
+         "                       --eval-data, or with synthetic data the K "
+         "after the\n"
+         "                       last training step's\n"
+         "  --eval-data FILE     the held-out batches (needed with --data)\n"
          "  --load-params FILE   replace the initial params and opt_states by "
          "those in a\n"
          "                       safetensors file (every param must be "

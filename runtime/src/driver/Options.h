@@ -27,6 +27,14 @@ struct Options {
   std::string dataFile;
   /// How to read dataFile; anything but Auto needs a dataFile.
   DataFormat dataFormat = DataFormat::Auto;
+  /// In-run evaluation (a binary compiled with shard-compile --with-eval):
+  /// every evalEvery training steps (0: never) and after the last, the
+  /// mean loss of the evaluation step over evalSteps held-out batches: the
+  /// first evalSteps batches of evalDataFile, or, with synthetic data,
+  /// the synthetic batches after the run's last step.
+  int64_t evalEvery = 0;
+  int64_t evalSteps = 10;
+  std::string evalDataFile;
   /// Params (and optionally opt_states) that replace the initial values.
   std::string loadParamsFile;
   std::string saveParamsFile;

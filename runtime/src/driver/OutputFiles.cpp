@@ -85,6 +85,7 @@ Status checkRunFiles(const Options &options) {
   // names it when it is opened.
   for (auto [option, path] :
        {std::pair{"--data", &options.dataFile},
+        std::pair{"--eval-data", &options.evalDataFile},
         std::pair{"--load-params", &options.loadParamsFile}})
     if (!path->empty())
       if (FileIdentity id = identifyFile(*path); id.exists)

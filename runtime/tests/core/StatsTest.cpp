@@ -157,6 +157,54 @@ TEST(StatsTest, EvaluationRunsReportTheirMeanLoss) {
       << json.str();
 }
 
+TEST(StatsTest, RestoredCountersKeepThePeak) {
+  Stats stats;
+  stats.recordOp("linear_fwd_f32", 100);
+  stats.recordCollective(CollectiveKind::AllReduce, 8);
+  stats.recordAlloc(10);
+  Stats::Snapshot kept = stats.snapshot();
+  // An evaluation's work: counted, then taken out again.
+  stats.recordOp("linear_fwd_f32", 40);
+  stats.recordOp("relu_fwd_f32", 5);
+  stats.recordCollective(CollectiveKind::AllGather, 64);
+  stats.recordAlloc(90);
+  stats.recordFree(90);
+  stats.restoreCounters(kept);
+  Stats::Snapshot s = stats.snapshot();
+  EXPECT_EQ(s.ops.size(), 1u);
+  EXPECT_EQ(s.ops.at("linear_fwd_f32").totalNs, 100);
+  EXPECT_EQ(s.collectives[0].bytesSent, 8);
+  EXPECT_EQ(s.collectives[1].bytesSent, 0);
+  EXPECT_EQ(s.currentBytes, 10);
+  EXPECT_EQ(s.peakBytes, 100);
+}
+
+TEST(StatsTest, InRunEvaluationsAreReported) {
+  Stats stats;
+  RunInfo run;
+  run.steps = 6;
+  std::ostringstream none;
+  writeSummary(none, stats.snapshot(), run);
+  EXPECT_EQ(none.str().find("held-out"), std::string::npos);
+  run.evaluations = {{3, 2, 4.5, 10.0, 128}, {6, 2, 4.25, 9.5, 128}};
+  run.evaluations.push_back({9, 2, 4.375, 9.0, 128});
+  std::ostringstream summary, json;
+  writeSummary(summary, stats.snapshot(), run);
+  writeStatsJson(json, stats.snapshot(), run);
+  EXPECT_EQ(summary.str().rfind("summary: 3 evaluations of 2 held-out "
+                                "batches: last mean loss 4.375 (after step "
+                                "9), best 4.25 (after step 6); not counted in "
+                                "the per-step figures below\n",
+                                0),
+            0u)
+      << summary.str();
+  EXPECT_NE(json.str().find("\"evaluations\": [\n    {\"after_step\": 3, "
+                            "\"batches\": 2, \"mean_loss\": 4.5, \"ms\": "
+                            "10, \"bytes_sent\": 128},\n"),
+            std::string::npos)
+      << json.str();
+}
+
 TEST(StatsTest, SteadyStepTimeIsTheMedianAfterTheFirstStep) {
   EXPECT_EQ(steadyStepMs({}), 0.0);
   EXPECT_EQ(steadyStepMs({9.0}), 9.0);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 using namespace autoshard::rt;
 
 namespace {
@@ -291,6 +293,68 @@ TEST(OptionsTest, OffloadDir) {
   EXPECT_EQ(errorOf({"--offload-dir", "--steps", "3"}),
             "--offload-dir needs a value: a directory name");
   EXPECT_NE(usageText("train").find("--offload-dir DIR"), std::string::npos);
+}
+
+TEST(OptionsTest, EvaluationFlags) {
+  Options o = parse({"--eval-every", "50", "--eval-steps=20", "--eval-data",
+                     "val.bin", "--data", "train.bin"});
+  EXPECT_EQ(o.evalEvery, 50);
+  EXPECT_EQ(o.evalSteps, 20);
+  EXPECT_EQ(o.evalDataFile, "val.bin");
+  Options defaults = parse({"--eval-every", "5"});
+  EXPECT_EQ(defaults.evalSteps, 10);
+  EXPECT_TRUE(defaults.evalDataFile.empty());
+  EXPECT_EQ(parse({}).evalEvery, 0);
+  EXPECT_EQ(errorOf({"--eval-every", "0"}),
+            "--eval-every: '0' is not valid; expected an integer >= 1");
+  EXPECT_EQ(errorOf({"--eval-steps", "4"}),
+            "--eval-steps applies to --eval-every N, which is not given");
+  EXPECT_EQ(errorOf({"--eval-data", "val.bin"}),
+            "--eval-data applies to --eval-every N, which is not given");
+  EXPECT_EQ(errorOf({"--eval-every", "5", "--data", "train.bin"}),
+            "--eval-every evaluates held-out batches: give them with "
+            "--eval-data FILE (the training data of --data would give a "
+            "training loss)");
+  EXPECT_NE(usageText("train").find("--eval-every N"), std::string::npos);
+}
+
+TEST(DriverMessagesTest, EvaluationStepSharesTheParameters) {
+  auto manifest = [](const std::string &grid, const std::string &params) {
+    Expected<Manifest> m = parseManifest(
+        "autoshard-manifest 1\nabi 5\nstep train\nstrategy zero3\ngrid " +
+        grid + "\n" + params + "arg " +
+        std::to_string(std::count(params.begin(), params.end(), '\n')) +
+        " input x f32 " + std::to_string(4 / std::stoi(grid)) +
+        "x4 batch_dim=0 global=4\n"
+        "result 0 loss loss f32 scalar\nend\n");
+    EXPECT_TRUE(m.ok()) << m.message();
+    return m.ok() ? *m : Manifest();
+  };
+  std::string w = "arg 0 param w f32 8 full=4x4 shard_axes=1 init=zeros\n";
+  std::string b = "arg 1 param b f32 4 init=zeros\n";
+  Manifest train = manifest("2", w + b);
+  // The evaluation step's own order: b first.
+  Manifest eval = manifest("2", "arg 0 param b f32 4 init=zeros\n"
+                                "arg 1 param w f32 8 full=4x4 shard_axes=1 "
+                                "init=zeros\n");
+  Expected<std::vector<int>> sources = evaluationParamSources(train, eval);
+  ASSERT_TRUE(sources.ok()) << sources.message();
+  EXPECT_EQ(*sources, (std::vector<int>{1, 0, -1}));
+
+  Manifest whole = manifest("2", "arg 0 param w f32 4x4 init=zeros\n" + b);
+  EXPECT_EQ(evaluationParamSources(train, whole).message(),
+            "the evaluation step holds parameter 'w' as f32 4x4 in device "
+            "memory, the training step as f32 8 (a shard of 4x4, axes mask "
+            "1) in device memory; the two steps must share it (shard-compile "
+            "--with-eval checks this)");
+  Manifest other = manifest("2", "arg 0 param v f32 4 init=zeros\n");
+  EXPECT_EQ(evaluationParamSources(train, other).message(),
+            "the evaluation step reads parameter 'v', which the training "
+            "step does not have");
+  Manifest wider = manifest("4", "arg 0 param b f32 4 init=zeros\n");
+  EXPECT_EQ(evaluationParamSources(train, wider).message(),
+            "the evaluation step was compiled for grid 4, the training step "
+            "for 2; compile both with shard-compile --with-eval");
 }
 
 TEST(DriverMessagesTest, StepLine) {

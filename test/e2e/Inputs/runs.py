@@ -36,6 +36,11 @@
   runs.py predicted-bytes REPORT.json --strategy S --stats STATS.json
       the bytes per step the cost report (--strategy=auto --cost-report=json)
       predicts for strategy S equal those the run's --stats-json measured
+  runs.py eval-loss A.log --after N B.log --rtol R
+      A's in-run evaluation after step N ("eval after step N: loss L ...",
+      --eval-every) gave the mean loss that B reports, within relative R:
+      B's own evaluation after step N, or, in an evaluation binary's log
+      (--forward-only), "summary: evaluation: mean loss L ..."
   runs.py asdata OUT --rows N --features D --classes C --seed S
       writes a learnable classification data set in the asdata format
   runs.py continues FULL.log PART.log --from C --steps N --rtol R
@@ -81,6 +86,40 @@ def read_losses(path):
 
 def rel_diff(a, b):
     return abs(a - b) / max(abs(a), abs(b), 1e-30)
+
+
+EVAL_LINE = re.compile(r"^eval after step (\d+): loss (\S+) over \d+ batches")
+EVAL_SUMMARY = re.compile(r"^summary: evaluation: mean loss (\S+) over")
+
+
+def read_eval_loss(path, after, summary_ok):
+    """The in-run evaluation's loss after step `after`, else (when
+    `summary_ok`) the evaluation summary's mean loss, else None."""
+    found = summary = None
+    with open(path) as f:
+        for line in f:
+            m = EVAL_LINE.match(line.strip())
+            if m and int(m.group(1)) == after:
+                found = float(m.group(2))
+            m = EVAL_SUMMARY.match(line.strip())
+            if m:
+                summary = float(m.group(1))
+    return found if found is not None or not summary_ok else summary
+
+
+def cmd_eval_loss(args):
+    found = read_eval_loss(args.a, args.after, summary_ok=False)
+    if found is None:
+        sys.exit(f"{args.a}: no 'eval after step {args.after}: loss L' line")
+    reference = read_eval_loss(args.b, args.after, summary_ok=True)
+    if reference is None:
+        sys.exit(f"{args.b}: neither 'eval after step {args.after}: loss L' "
+                 "nor 'summary: evaluation: mean loss L'")
+    d = rel_diff(found, reference)
+    print(f"eval-loss: after step {args.after} {found!r}, reference "
+          f"{reference!r}, relative difference {d:.3g}")
+    if not (math.isfinite(found) and d <= args.rtol):
+        sys.exit(f"evaluation losses differ by {d:.3g} > {args.rtol}")
 
 
 def cmd_losses(args):
@@ -570,6 +609,11 @@ def main():
     p.add_argument("report")
     p.add_argument("--strategy", required=True)
     p.add_argument("--stats", required=True)
+    p = sub.add_parser("eval-loss")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--after", type=int, required=True)
+    p.add_argument("--rtol", type=float, required=True)
     p = sub.add_parser("asdata")
     p.add_argument("out")
     p.add_argument("--rows", type=int, required=True)
@@ -583,7 +627,7 @@ def main():
     {"losses": cmd_losses, "params": cmd_params, "falls": cmd_falls,
      "below": cmd_below, "traffic": cmd_traffic, "peak": cmd_peak,
      "peak-below": cmd_peak_below, "predicted-peak": cmd_predicted_peak, "predicted-bytes": cmd_predicted_bytes,
-     "asdata": cmd_asdata}[args.cmd](args)
+     "eval-loss": cmd_eval_loss, "asdata": cmd_asdata}[args.cmd](args)
 
 
 if __name__ == "__main__":

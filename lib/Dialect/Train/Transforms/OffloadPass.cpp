@@ -131,7 +131,11 @@ LogicalResult OffloadPass::offload(FunctionOpInterface step,
   if (optimizerSpace != MemorySpace::Device) {
     SmallVector<Operation *> optimizers;
     body.walk([&](OptimizerOpInterface op) { optimizers.push_back(op); });
-    if (optimizers.empty())
+    // A step without updates that asks for them has not been through
+    // autodiff; one that does not (an evaluation step, a training binary's
+    // --with-eval) has no states, and its mixed-precision masters go where
+    // the training step keeps them.
+    if (optimizers.empty() && step->hasAttr(TrainDialect::kOptimizerAttrName))
       return step.emitOpError()
              << "has no optimizer update to offload; offload applies to a "
                 "whole training step (give the step a train.optimizer, or "

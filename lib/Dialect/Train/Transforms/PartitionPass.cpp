@@ -919,14 +919,25 @@ LogicalResult Partitioner::run() {
       return failure();
   // A parameter no optimizer updates (an evaluation step's, or a frozen
   // one) is placed as the plan says too: sharded, it is a shard argument
-  // gathered for its readers.
-  for (const StepValue &arg : sig.getArgs())
-    if (arg.role == Role::Param && !shardedArgs.contains(arg.index) &&
-        sharded(this->policies[arg.index].params)) {
-      markSharded(body.getArgument(arg.index), arg.type,
-                  *this->policies[arg.index].layout);
-      shardedParams.push_back(arg.index);
-    }
+  // gathered for its readers. An evaluation step (no optimizer at all)
+  // keeps a mixed-precision master where training keeps it, with the
+  // states the plan shards (ZeRO-1/2): the two steps then hold the same
+  // parameter layout, and a training binary's evaluation step (shard-compile
+  // --with-eval) reads the training step's buffers.
+  for (const StepValue &arg : sig.getArgs()) {
+    if (arg.role != Role::Param || shardedArgs.contains(arg.index))
+      continue;
+    const Policy &policy = this->policies[arg.index];
+    BlockArgument value = body.getArgument(arg.index);
+    bool master = optimizers.empty() && sharded(policy.states) &&
+                  !sharded(policy.params) && computeCopyOf(value);
+    if (!sharded(policy.params) && !master)
+      continue;
+    markSharded(value, arg.type, *policy.layout);
+    shardedParams.push_back(arg.index);
+    if (master)
+      mastersWithStates.insert(arg.index);
+  }
   if (!shardedParams.empty() && failed(gatherParameters()))
     return failure();
 

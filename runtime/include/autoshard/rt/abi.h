@@ -478,6 +478,22 @@ extern const char autoshard_manifest[];
 void autoshard_step(asrt_context *ctx, void *const *args,
                     void *const *results);
 
+/* The evaluation step of a binary compiled with `shard-compile --with-eval`:
+ * the same model's forward pass and loss, called like autoshard_step with
+ * arguments and results in the order of its own manifest. Its parameters
+ * are the training step's (the same name, shape, shard and memory place),
+ * and the driver passes the training step's buffers; it updates nothing.
+ * Optional: weak, so null in a binary without one. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((weak))
+#endif
+extern const char autoshard_eval_manifest[];
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((weak))
+#endif
+void autoshard_eval_step(asrt_context *ctx, void *const *args,
+                         void *const *results);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -15,6 +15,11 @@
 // to the host with them, and only bf16 shards come back for the gathers.
 // RUN: shard-opt --strategy=zero1 --overlap=false --world-size=2 %t.llama.mlir > %t.llama-zero1.mlir
 // RUN: shard-opt %t.llama-zero1.mlir --autoshard-offload=optimizer=cpu | FileCheck %s --check-prefix=ZERO1-MASTER
+// Its evaluation step (--forward-only: no optimizer, no states) holds
+// the same master shards, and optimizer= puts them where training does:
+// the step's other arguments stay on the device.
+// RUN: shard-opt --forward-only --strategy=zero1 --overlap=false --world-size=2 %t.llama.mlir > %t.llama-zero1-eval.mlir
+// RUN: shard-opt %t.llama-zero1-eval.mlir --autoshard-offload=optimizer=cpu | FileCheck %s --check-prefix=EVAL-MASTER
 // Both none: unchanged.
 // RUN: shard-opt %t.zero2.mlir --autoshard-offload > %t.none.mlir
 // RUN: shard-opt %t.zero2.mlir | diff - %t.none.mlir
@@ -130,4 +135,12 @@
 // ZERO1-MASTER: %[[DEV:.*]] = train.to_device %[[CAST]] : tensor<8xbf16>
 // ZERO1-MASTER: train.all_gather_shards {{.*}}%[[DEV]], {{.*}} on @world grid_axes = [0] : {{.*}} -> {{.*}}tensor<16xbf16>
 // ZERO1-MASTER: train.adamw %[[NORM]], {{.*}} {{{.*}}train.on_host
+
+// EVAL-MASTER-LABEL: func.func @train_step
+// EVAL-MASTER-SAME: %[[NORM:[^:]+]]: tensor<8xf32> {train.init = #train.init<ones>, train.memory = #train.memory<host>, train.name = "model.norm.weight", train.role = #train.role<param>, train.shard = #train.flat_shard<shape = [16], grid_axes = [0]>}
+// EVAL-MASTER-SAME: %{{[^:]+}}: tensor<2x8xi32> {train.name = "input_ids", train.role = #train.role<input>}
+// EVAL-MASTER: %[[CAST:.*]] = train.cast %[[NORM]] {train.on_host} : tensor<8xf32> to tensor<8xbf16>
+// EVAL-MASTER: %[[DEV:.*]] = train.to_device %[[CAST]] : tensor<8xbf16>
+// EVAL-MASTER: train.all_gather_shards {{.*}}%[[DEV]], {{.*}} on @world grid_axes = [0] : {{.*}} -> {{.*}}tensor<16xbf16>
+// EVAL-MASTER-NOT: train.adamw
 

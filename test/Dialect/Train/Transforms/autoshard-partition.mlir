@@ -239,3 +239,34 @@ func.func @shared_gradient_split(
   %b1 = train.sgd %b, %d, %lr : (tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
   return %a1, %b1, %lr : tensor<4xf32>, tensor<4xf32>, tensor<f32>
 }
+
+// -----
+
+// An evaluation step (no optimizer) under ZeRO-1 keeps a mixed-precision
+// master (an f32 parameter read only through a cast to bf16) where the
+// training step keeps it, sharded with the states the plan shards: this
+// rank's f32 shard is cast and the bf16 copy gathered before its reader.
+// f32 parameters read otherwise stay whole.
+shard.grid @world(shape = 2)
+// CHECK-LABEL: func.func @evaluation_masters
+// CHECK-SAME: %[[W:[^:]+]]: tensor<32xf32> {{{.*}}train.shard = #train.flat_shard<shape = [4, 16], grid_axes = [0]>}
+// CHECK-SAME: %[[V:[^:]+]]: tensor<4x4xf32> {{{.*}}train.name = "v", train.role = #train.role<param>}
+// CHECK-SAME: %[[B:[^:]+]]: tensor<4xf32> {{{.*}}train.name = "b", train.role = #train.role<param>}
+// CHECK: %[[SHARD:.*]] = train.cast %[[W]] : tensor<32xf32> to tensor<32xbf16>
+// CHECK: %[[FULL:.*]] = train.all_gather_shards %[[SHARD]] on @world grid_axes = [0] : tensor<32xbf16> -> tensor<4x16xbf16>
+// CHECK: train.linear %{{.*}}, %[[FULL]]
+func.func @evaluation_masters(
+    %w: tensor<4x16xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.02>},
+    %v: tensor<4x4xf32> {train.role = #train.role<param>, train.name = "v", train.init = #train.init<normal, std = 0.02>},
+    %b: tensor<4xf32> {train.role = #train.role<param>, train.name = "b", train.init = #train.init<zeros>},
+    %x: tensor<8x16xbf16> {train.role = #train.role<input>, train.name = "x"},
+    %y: tensor<8xi32> {train.role = #train.role<label>, train.name = "y"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.plan = #train.plan<strategy = "zero1", grid = @world, optimizer_states = sharded, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
+  %wc = train.cast %w : tensor<4x16xf32> to tensor<4x16xbf16>
+  %logits = train.linear %x, %wc : (tensor<8x16xbf16>, tensor<4x16xbf16>) -> tensor<8x4xbf16>
+  %l32 = train.cast %logits : tensor<8x4xbf16> to tensor<8x4xf32>
+  %biased = train.linear %l32, %v, %b : (tensor<8x4xf32>, tensor<4x4xf32>, tensor<4xf32>) -> tensor<8x4xf32>
+  %loss = train.softmax_cross_entropy %biased, %y : (tensor<8x4xf32>, tensor<8xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

@@ -284,7 +284,10 @@ def OffloadPass : Pass<"autoshard-offload", "mlir::ModuleOp"> {
     (`#train.memory<nvme>`), and runs the optimizer updates, the step
     counter and the masters' casts on the host (`train.on_host`).
     `params=cpu|nvme` does the same for sharded parameters (ZeRO-3, FSDP,
-    hybrid: DeepSpeed's offload_param).
+    hybrid: DeepSpeed's offload_param). A step without optimizer updates
+    and without `train.optimizer` (an evaluation step) has no states:
+    `optimizer=` moves its master weights alone, so that they sit where the
+    training step of the same options keeps them.
 
     Then every value that crosses gets a transfer: `train.to_host` right
     after a device value is computed (a gradient goes to the host as soon

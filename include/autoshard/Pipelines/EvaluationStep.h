@@ -1,0 +1,58 @@
+//===- EvaluationStep.h - a training binary's evaluation step ---*- C++ -*-===//
+//
+// shard-compile --with-eval links a second, forward-only step into the
+// training binary: the same model under the same strategy, run every N
+// training steps on held-out batches. It reads the training step's
+// parameter buffers, so both steps must hold each parameter alike.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOSHARD_PIPELINES_EVALUATIONSTEP_H
+#define AUTOSHARD_PIPELINES_EVALUATIONSTEP_H
+
+#include "autoshard/Pipelines/Pipelines.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <optional>
+#include <string>
+
+namespace autoshard {
+
+/// The options of the evaluation step of a training step built with
+/// `training`: forward-only, with the same strategy, grid, parameter
+/// groups, offload and schedule; what only a backward pass or an optimizer
+/// has (exposed gradients, activation checkpointing, the gradients'
+/// reduction type and cadence) is dropped.
+StrategyOptions evaluationStepOptions(const StrategyOptions &training);
+
+/// Why `training` cannot have an evaluation step linked beside it; none
+/// when it can. `--strategy=auto` chooses inside its pipeline, so the
+/// evaluation step would not know the choice.
+std::optional<std::string>
+evaluationStepUnsupported(const StrategyOptions &training);
+
+/// Checks that the partitioned evaluation step of `eval` can read the
+/// partitioned training step's (of `train`) parameters: every parameter of
+/// the evaluation step is one of the training step's, by name, with the
+/// same per-rank type, flat shard and memory place. Emits an error on the
+/// evaluation step naming the parameter and both layouts otherwise.
+mlir::LogicalResult checkEvaluationStepShares(mlir::ModuleOp train,
+                                              mlir::ModuleOp eval);
+
+/// The device bytes per rank of a training binary with its evaluation step
+/// (both partitioned), as its driver allocates them: the training step's
+/// persistent state, the evaluation step's arguments and results that are
+/// not shared parameters (its batch, its loss), and one arena, the larger
+/// of the two steps' (they never run at once).
+mlir::FailureOr<int64_t> plannedPeakWithEvaluation(mlir::ModuleOp train,
+                                                   mlir::ModuleOp eval);
+
+/// --memory-budget for a binary with an evaluation step: the error, on the
+/// evaluation step, names the bytes, their parts and the budget.
+mlir::LogicalResult checkEvaluationMemoryBudget(mlir::ModuleOp train,
+                                                mlir::ModuleOp eval,
+                                                llvm::StringRef budget);
+
+} // namespace autoshard
+
+#endif // AUTOSHARD_PIPELINES_EVALUATIONSTEP_H
