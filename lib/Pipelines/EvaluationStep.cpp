@@ -172,7 +172,7 @@ LogicalResult autoshard::checkEvaluationMemoryBudget(ModuleOp train,
          << (plan->evalArena > plan->trainArena ? "the evaluation step's "
                                                 : "the training step's ")
          << formatBytes(std::max(plan->trainArena, plan->evalArena))
-         << "; the evaluation step runs its whole batch at once). Without "
+         << "). Without "
             "--with-eval the training step alone needs "
          << formatBytes(plan->trainPersistent + plan->trainArena);
 }

@@ -64,15 +64,19 @@ public:
         exposeGradients(exposeGradients) {}
 
   LogicalResult run();
+  /// An evaluation step's micro-batches: the forward pass on each block of
+  /// the batch, no backward pass; the step returns the mean loss.
+  LogicalResult splitForwardPass(int64_t count);
 
 private:
   /// Builds the backward pass of `ops` (in program order) at the end of the
   /// step; `loss` is seeded when one of them computes it.
   LogicalResult differentiate(ArrayRef<Operation *> ops, Value loss);
   /// Replaces the forward pass by `count` copies on blocks of the batch
-  /// (micro-batches), each followed by its backward pass; returns the mean
-  /// loss.
-  FailureOr<Value> accumulate(int64_t count, Value loss);
+  /// (micro-batches), each followed by its backward pass unless
+  /// `forwardOnly`; returns the mean loss.
+  FailureOr<Value> accumulate(int64_t count, Value loss,
+                              bool forwardOnly = false);
   void addGradient(Value value, Value contribution, Location loc);
   /// A new argument at the end of the step.
   Value addArgument(Type type, Role role, StringRef name, InitAttr init);
@@ -132,7 +136,8 @@ LogicalResult Autodiff::differentiate(ArrayRef<Operation *> ops, Value loss) {
   return success();
 }
 
-FailureOr<Value> Autodiff::accumulate(int64_t count, Value loss) {
+FailureOr<Value> Autodiff::accumulate(int64_t count, Value loss,
+                                      bool forwardOnly) {
   Location loc = step.getLoc();
   // Ops that read the batch run once per micro-batch; the others (casts of
   // the master weights) run once and receive the summed gradients.
@@ -184,7 +189,7 @@ FailureOr<Value> Autodiff::accumulate(int64_t count, Value loss) {
         varied.insert(clone->result_begin(), clone->result_end());
     }
     losses.push_back(mapping.lookup(loss));
-    if (failed(differentiate(clones, losses.back())))
+    if (!forwardOnly && failed(differentiate(clones, losses.back())))
       return failure();
   }
 
@@ -195,7 +200,7 @@ FailureOr<Value> Autodiff::accumulate(int64_t count, Value loss) {
   for (auto &[value, grad] : grads)
     if (!perBatch.contains(value))
       grad = ScaleOp::create(b, loc, grad, inverse);
-  if (failed(differentiate(shared, Value())))
+  if (!forwardOnly && failed(differentiate(shared, Value())))
     return failure();
   Value total = losses.front();
   for (Value l : ArrayRef(losses).drop_front())
@@ -207,6 +212,16 @@ FailureOr<Value> Autodiff::accumulate(int64_t count, Value loss) {
   for (Operation *op : llvm::reverse(perMicroBatch))
     op->erase();
   return mean;
+}
+
+LogicalResult Autodiff::splitForwardPass(int64_t count) {
+  Value loss = body.getTerminator()->getOperand(0);
+  if (failed(accumulate(count, loss, /*forwardOnly=*/true)))
+    return failure();
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+    if (isOpTriviallyDead(&op))
+      op.erase();
+  return success();
 }
 
 Value Autodiff::addArgument(Type type, Role role, StringRef name,
@@ -428,6 +443,25 @@ struct AutodiffPass : autoshard::train::impl::AutodiffPassBase<AutodiffPass> {
           });
       if (updates.wasInterrupted())
         return signalPassFailure();
+      // Micro-batches bound the step's activations as they do training's
+      // (DeepSpeed evaluates train_micro_batch_size_per_gpu rows at once).
+      if (auto micro = (*found)->getAttrOfType<IntegerAttr>(
+              TrainDialect::kMicroBatchesAttrName);
+          micro && micro.getInt() > 1) {
+        auto step = dyn_cast<func::FuncOp>(found->getOperation());
+        if (!step || !llvm::hasSingleElement(step.getBody())) {
+          found->emitOpError() << "autoshard-autodiff cuts the batch of a "
+                                  "func.func of one block into micro-batches";
+          return signalPassFailure();
+        }
+        if (step.getNumResults() != 1) {
+          step.emitOpError() << "returns " << step.getNumResults()
+                             << " values; a forward step returns its loss";
+          return signalPassFailure();
+        }
+        if (failed(Autodiff(step, false).splitForwardPass(micro.getInt())))
+          return signalPassFailure();
+      }
       (*found)->removeAttr(TrainDialect::kOptimizerAttrName);
       (*found)->removeAttr(TrainDialect::kMaxGradNormAttrName);
       (*found)->removeAttr(TrainDialect::kMicroBatchesAttrName);

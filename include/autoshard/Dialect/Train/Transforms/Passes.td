@@ -46,7 +46,10 @@ def AutodiffPass : Pass<"autoshard-autodiff", "mlir::ModuleOp"> {
     on the gradient path that has no gradient rule.
 
     `forward-only` builds an evaluation step instead: the forward pass and
-    the loss of the whole batch, nothing derived. The optimizer
+    the loss, nothing derived. With `train.micro_batches = K` the forward
+    pass runs on each of the K blocks of the batch in turn, as training's
+    does, and the step returns the mean of their losses (the loss of the
+    whole batch, its activations a micro-batch's). The optimizer
     configuration, `train.max_grad_norm` and `train.micro_batches` are
     dropped; a step that carries its own optimizer updates is an error.
   }];
