@@ -461,8 +461,10 @@ struct AutoStrategyPass
 
   AutoStrategyPass() = default;
   AutoStrategyPass(const AutoStrategyPass &other)
-      : PassWrapper(other), refinement(other.refinement) {}
-  explicit AutoStrategyPass(const StrategyOptions &strategy) {
+      : PassWrapper(other), refinement(other.refinement),
+        chosenOut(other.chosenOut) {}
+  AutoStrategyPass(const StrategyOptions &strategy, StrategyOptions *chosenOut)
+      : chosenOut(chosenOut) {
     worldSize = strategy.worldSize;
     device = strategy.device;
     nodes = strategy.nodes;
@@ -557,6 +559,8 @@ struct AutoStrategyPass
   void runOnOperation() override;
 
   std::string refinement;
+  /// Where the chosen candidate's options go (buildAutoStrategyPipeline).
+  StrategyOptions *chosenOut = nullptr;
 };
 
 void AutoStrategyPass::runOnOperation() {
@@ -800,8 +804,11 @@ void AutoStrategyPass::runOnOperation() {
   }
 
   // Run the chosen strategy on the step.
+  const StrategyOptions &chosen = choice.candidates[choice.chosen].options;
+  if (chosenOut)
+    *chosenOut = chosen;
   OpPassManager pm(ModuleOp::getOperationName());
-  buildStrategyPipeline(pm, choice.candidates[choice.chosen].options);
+  buildStrategyPipeline(pm, chosen);
   if (failed(runPipeline(pm, module)))
     return signalPassFailure();
 }
@@ -809,8 +816,9 @@ void AutoStrategyPass::runOnOperation() {
 } // namespace
 
 void autoshard::buildAutoStrategyPipeline(OpPassManager &pm,
-                                          const StrategyOptions &options) {
-  pm.addPass(std::make_unique<AutoStrategyPass>(options));
+                                          const StrategyOptions &options,
+                                          StrategyOptions *chosen) {
+  pm.addPass(std::make_unique<AutoStrategyPass>(options, chosen));
 }
 
 void autoshard::registerAutoStrategyPass() {

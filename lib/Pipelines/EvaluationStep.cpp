@@ -27,12 +27,6 @@ autoshard::evaluationStepOptions(const StrategyOptions &training) {
 
 std::optional<std::string>
 autoshard::evaluationStepUnsupported(const StrategyOptions &training) {
-  if (training.strategy == "auto")
-    return std::string(
-        "--with-eval needs a named strategy: --strategy=auto chooses inside "
-        "the training step's pipeline, and the evaluation step must place "
-        "the parameters as the choice does; see the choice with "
-        "'shard-opt --strategy=auto --cost-report' and compile with it");
   if (training.forwardOnly)
     return std::string("--with-eval adds an evaluation step to a training "
                        "binary; --forward-only compiles an evaluation binary "

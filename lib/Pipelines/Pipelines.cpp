@@ -21,9 +21,12 @@
 using namespace mlir;
 
 void autoshard::buildStrategyPipeline(OpPassManager &pm,
-                                      const StrategyOptions &options) {
+                                      const StrategyOptions &options,
+                                      StrategyOptions *built) {
   if (options.strategy == "auto")
-    return buildAutoStrategyPipeline(pm, options);
+    return buildAutoStrategyPipeline(pm, options, built);
+  if (built)
+    *built = options;
   train::AutodiffPassOptions autodiff;
   autodiff.exposeGradients = options.exposeGradients;
   autodiff.forwardOnly = options.forwardOnly;

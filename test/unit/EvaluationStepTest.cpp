@@ -40,7 +40,7 @@ TEST(EvaluationStep, OptionsKeepThePlacementAndDropTheBackwardPass) {
   EXPECT_TRUE(eval.memoryBudget.empty());
 
   EXPECT_FALSE(evaluationStepUnsupported(training));
-  training.strategy = "auto";
+  training.forwardOnly = true;
   EXPECT_TRUE(evaluationStepUnsupported(training));
 }
 

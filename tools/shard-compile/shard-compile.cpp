@@ -182,6 +182,9 @@ int main(int argc, char **argv) {
 
   autoshard::StrategyOptions options =
       strategyOptionsFromFlags(exposeGradients);
+  // What the training step is built with: for --strategy=auto, the plan it
+  // chose, which the evaluation step follows.
+  autoshard::StrategyOptions built = options;
   // --with-eval: the evaluation step starts from the same IR and is
   // partitioned apart, then checked to hold the parameters as training does.
   OwningOpRef<ModuleOp> evalModule;
@@ -196,13 +199,13 @@ int main(int argc, char **argv) {
     return pm.run(target);
   };
   if (failed(runPipeline(*module, [&](PassManager &pm) {
-        autoshard::buildStrategyPipeline(pm, options);
+        autoshard::buildStrategyPipeline(pm, options, &built);
       })))
     return 1;
   if (evalModule) {
     if (failed(runPipeline(*evalModule, [&](PassManager &pm) {
           autoshard::buildStrategyPipeline(
-              pm, autoshard::evaluationStepOptions(options));
+              pm, autoshard::evaluationStepOptions(built));
         })))
       return 1;
     if (failed(autoshard::checkEvaluationStepShares(*module, *evalModule)))

@@ -64,9 +64,12 @@ std::string formatCostReport(const Choice &choice, bool json);
 
 /// Adds the pass that does all of this on the module and then runs the
 /// chosen strategy's pipeline (`autoshard-auto-strategy`); options.strategy
-/// is "auto", the other options hold for every candidate.
+/// is "auto", the other options hold for every candidate. `chosen`, when
+/// not null, receives the chosen candidate's options when the pass runs
+/// (shard-compile --with-eval builds the evaluation step with them).
 void buildAutoStrategyPipeline(mlir::OpPassManager &pm,
-                               const StrategyOptions &options);
+                               const StrategyOptions &options,
+                               StrategyOptions *chosen = nullptr);
 
 void registerAutoStrategyPass();
 

@@ -19,15 +19,15 @@
 namespace autoshard {
 
 /// The options of the evaluation step of a training step built with
-/// `training`: forward-only, with the same strategy, grid, parameter
-/// groups, offload and schedule; what only a backward pass or an optimizer
-/// has (exposed gradients, activation checkpointing, the gradients'
-/// reduction type and cadence) is dropped.
+/// `training` (a named strategy: for "auto", the options of the plan it
+/// chose, buildStrategyPipeline's `built`): forward-only, with the same
+/// strategy, grid, parameter groups, offload and schedule; what only a
+/// backward pass or an optimizer has (exposed gradients, activation
+/// checkpointing, the gradients' reduction type and cadence) is dropped.
 StrategyOptions evaluationStepOptions(const StrategyOptions &training);
 
-/// Why `training` cannot have an evaluation step linked beside it; none
-/// when it can. `--strategy=auto` chooses inside its pipeline, so the
-/// evaluation step would not know the choice.
+/// Why `training` cannot have an evaluation step linked beside it (it is
+/// one already); none when it can.
 std::optional<std::string>
 evaluationStepUnsupported(const StrategyOptions &training);
 

@@ -68,9 +68,12 @@ struct StrategyOptions {
 
 /// Derives the backward pass and optimizer when the step has only a forward
 /// pass, then plans and partitions it: the output is the per-rank program
-/// with its collectives, verified after each phase.
+/// with its collectives, verified after each phase. `built`, when not null,
+/// receives the options the step is built with: `options` themselves, or,
+/// for strategy "auto", the chosen plan's once the pipeline has run.
 void buildStrategyPipeline(mlir::OpPassManager &pm,
-                           const StrategyOptions &options);
+                           const StrategyOptions &options,
+                           StrategyOptions *built = nullptr);
 
 /// Lowers a per-rank step to the LLVM dialect: runtime calls and the
 /// manifest (`autoshard-lower-to-runtime`), then func/arith to LLVM. With
