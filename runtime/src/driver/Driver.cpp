@@ -593,6 +593,17 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
       std::fputs(hooks.manifest, stdout);
     return 0;
   }
+  if (options.printEvalManifest) {
+    if (!hooks.evalManifest) {
+      printErrorOnRankZero(control, "--print-eval-manifest: this binary has "
+                                    "no evaluation step (shard-compile "
+                                    "--with-eval links one)");
+      return 2;
+    }
+    if (control.rank() == 0)
+      std::fputs(hooks.evalManifest, stdout);
+    return 0;
+  }
   if (manifest->worldSize() != control.size()) {
     printErrorOnRankZero(control, worldSizeMismatchMessage(
                                       *manifest, control.size(),

@@ -50,14 +50,16 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
       inlineValue = arg.substr(eq + 1);
     }
 
-    if (flag == "--help" || flag == "--print-manifest" || flag == "--resume" ||
+    if (flag == "--help" || flag == "--print-manifest" ||
+        flag == "--print-eval-manifest" || flag == "--resume" ||
         flag == "--device-op-times") {
       if (inlineValue)
         return Error(std::string(flag) + " takes no value");
-      (flag == "--help"             ? options.help
-       : flag == "--print-manifest" ? options.printManifest
-       : flag == "--resume"         ? options.resume
-                                    : options.deviceOpTimes) = true;
+      (flag == "--help"                  ? options.help
+       : flag == "--print-manifest"      ? options.printManifest
+       : flag == "--print-eval-manifest" ? options.printEvalManifest
+       : flag == "--resume"              ? options.resume
+                                         : options.deviceOpTimes) = true;
       if (flag == "--resume")
         needsCheckpointDir = "--resume";
       continue;
@@ -355,6 +357,9 @@ std::string usageText(std::string_view program) {
          "(every rank's\n"
          "                       compute, collectives and waits) to FILE\n"
          "  --print-manifest     print the compiled step's manifest and exit\n"
+         "  --print-eval-manifest\n"
+         "                       print the evaluation step's manifest and "
+         "exit\n"
          "  --help               print this help and exit\n";
 }
 

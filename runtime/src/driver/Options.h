@@ -75,6 +75,8 @@ struct Options {
   int64_t exitAfterStep = 0;
   int64_t exitDuringCheckpoint = 0;
   bool printManifest = false;
+  /// The evaluation step's (shard-compile --with-eval).
+  bool printEvalManifest = false;
   bool help = false;
 };
 

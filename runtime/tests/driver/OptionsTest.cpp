@@ -316,6 +316,10 @@ TEST(OptionsTest, EvaluationFlags) {
             "--eval-data FILE (the training data of --data would give a "
             "training loss)");
   EXPECT_NE(usageText("train").find("--eval-every N"), std::string::npos);
+  EXPECT_TRUE(parse({"--print-eval-manifest"}).printEvalManifest);
+  EXPECT_FALSE(parse({"--print-manifest"}).printEvalManifest);
+  EXPECT_EQ(errorOf({"--print-eval-manifest=yes"}),
+            "--print-eval-manifest takes no value");
 }
 
 TEST(DriverMessagesTest, EvaluationStepSharesTheParameters) {
