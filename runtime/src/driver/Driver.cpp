@@ -911,6 +911,22 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     evalBatchArgs.emplace(ctx, *evalManifest, evalArgs,
                           std::vector<Role>{Role::Input, Role::Label},
                           Staging::WriteOnly);
+  // The parameters as global tensors in a safetensors file: gathered on
+  // every rank (collective), written by rank 0.
+  auto writeParams = [&](const std::string &path, const char *option,
+                         int64_t steps) {
+    std::vector<std::vector<char>> storage;
+    // memory=nvme params are read into host memory first; gatherGlobal
+    // takes device and host ones where they are.
+    StagedArgs params(ctx, *manifest, args, {Role::Param}, Staging::NvmeOnly);
+    std::vector<void *> global =
+        gatherGlobal(ctx, manifest->args, params.args(), Role::Param,
+                     control.rank(), storage);
+    Status saved;
+    if (control.rank() == 0)
+      saved = saveParams(path, *manifest, global, steps, options.seed, option);
+    return saved;
+  };
   std::vector<EvaluationInfo> evaluations;
   auto evaluate = [&](int64_t afterStep) -> bool {
     Stats::Snapshot kept = ctx.stats->snapshot();
@@ -942,15 +958,37 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     for (int k = 0; k < kNumCollectiveKinds; ++k)
       info.bytesSent +=
           after.collectives[k].bytesSent - kept.collectives[k].bytesSent;
-    ctx.stats->restoreCounters(kept);
     info.meanLoss = totalEvalLoss / static_cast<double>(options.evalSteps);
+    // Every rank has the same (all-reduced) losses, so every rank takes
+    // the same branches below.
+    const bool best = std::isfinite(info.meanLoss) &&
+                      std::all_of(evaluations.begin(), evaluations.end(),
+                                  [&](const EvaluationInfo &e) {
+                                    return info.meanLoss < e.meanLoss;
+                                  });
+    // --save-best: through a temporary file renamed over the old one, so
+    // that a run killed while writing keeps the previous best. Its gather
+    // stays out of the training counters too.
+    Status savedBest;
+    const bool saveBest = best && !options.saveBestFile.empty();
+    if (saveBest) {
+      std::string temp = options.saveBestFile + ".tmp";
+      savedBest = writeParams(temp, "--save-best", afterStep);
+      if (savedBest && control.rank() == 0 &&
+          std::rename(temp.c_str(), options.saveBestFile.c_str()) != 0)
+        savedBest = Error("--save-best: cannot rename '" + temp + "' to '" +
+                          options.saveBestFile + "': " + std::strerror(errno));
+    }
+    ctx.stats->restoreCounters(kept);
     if (control.rank() == 0) {
       std::printf("eval after step %" PRId64 ": loss %.8g over %" PRId64
-                  " batches, ms %.3f\n",
-                  afterStep, info.meanLoss, info.batches, info.ms);
+                  " batches, ms %.3f%s\n",
+                  afterStep, info.meanLoss, info.batches, info.ms,
+                  saveBest && savedBest ? " (best: parameters saved)" : "");
       std::fflush(stdout);
     }
-    // Every rank has the same (all-reduced) losses.
+    if (!allRanksOk(savedBest, control))
+      return false;
     if (!std::isfinite(info.meanLoss)) {
       printErrorOnRankZero(
           control, "evaluation after " +
@@ -1069,18 +1107,8 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   // params and gradients are gathered (on every rank, after the statistics
   // were taken) and rank 0 writes them.
   Status saved;
-  if (!options.saveParamsFile.empty()) {
-    std::vector<std::vector<char>> storage;
-    // memory=nvme params are read into host memory first; gatherGlobal
-    // takes device and host ones where they are.
-    StagedArgs params(ctx, *manifest, args, {Role::Param},
-                      Staging::NvmeOnly);
-    std::vector<void *> global = gatherGlobal(
-        ctx, manifest->args, params.args(), Role::Param, control.rank(), storage);
-    if (control.rank() == 0)
-      saved = saveParams(options.saveParamsFile, *manifest, global,
-                         options.steps, options.seed);
-  }
+  if (!options.saveParamsFile.empty())
+    saved = writeParams(options.saveParamsFile, "--save-params", options.steps);
   if (!allRanksOk(saved, control))
     return 1;
   Status savedGrads;

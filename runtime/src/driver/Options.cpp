@@ -31,7 +31,7 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
   std::string needsCheckpointDir;
   // --min-lr or --decay-steps, which a constant schedule would ignore.
   std::string decayFlag;
-  // --eval-steps or --eval-data, which need --eval-every.
+  // --eval-steps, --eval-data or --save-best, which need --eval-every.
   std::string evalFlag;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string_view arg = args[i];
@@ -91,8 +91,9 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
     else if (flag == "--data-format")
       expected = "auto, asdata or tokens";
     else if (flag == "--data" || flag == "--eval-data" ||
-             flag == "--load-params" || flag == "--save-params" ||
-             flag == "--save-grads" || flag == "--stats-json")
+             flag == "--save-best" || flag == "--load-params" ||
+             flag == "--save-params" || flag == "--save-grads" ||
+             flag == "--stats-json")
       expected = "a file name";
     else if (flag == "--checkpoint-dir" || flag == "--offload-dir")
       expected = "a directory name";
@@ -214,13 +215,14 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
         return Error(std::string(flag) + " needs a value: a file name");
       std::string &target = flag == "--data"          ? options.dataFile
                             : flag == "--eval-data"   ? options.evalDataFile
+                            : flag == "--save-best"   ? options.saveBestFile
                             : flag == "--load-params" ? options.loadParamsFile
                             : flag == "--save-params" ? options.saveParamsFile
                             : flag == "--save-grads"  ? options.saveGradsFile
                                                       : options.statsJsonFile;
       target = std::string(value);
-      if (flag == "--eval-data")
-        evalFlag = "--eval-data";
+      if (flag == "--eval-data" || flag == "--save-best")
+        evalFlag = std::string(flag);
     }
   }
   if (!evalFlag.empty() && options.evalEvery == 0)
@@ -306,6 +308,10 @@ std::string usageText(std::string_view program) {
          "after the\n"
          "                       last training step's\n"
          "  --eval-data FILE     the held-out batches (needed with --data)\n"
+         "  --save-best FILE     write the parameters as safetensors after "
+         "each evaluation\n"
+         "                       that lowers the best held-out loss "
+         "(replaced atomically)\n"
          "  --load-params FILE   replace the initial params and opt_states by "
          "those in a\n"
          "                       safetensors file (every param must be "

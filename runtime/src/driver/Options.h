@@ -35,6 +35,10 @@ struct Options {
   int64_t evalEvery = 0;
   int64_t evalSteps = 10;
   std::string evalDataFile;
+  /// The parameters after each evaluation that lowers the best held-out
+  /// loss so far (nanoGPT's checkpoint on improvement), replaced
+  /// atomically; empty: none.
+  std::string saveBestFile;
   /// Params (and optionally opt_states) that replace the initial values.
   std::string loadParamsFile;
   std::string saveParamsFile;

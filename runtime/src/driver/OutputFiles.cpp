@@ -72,6 +72,7 @@ Status checkRunFiles(const Options &options) {
   std::vector<RunFile> outputs, inputs;
   for (auto [option, path] :
        {std::pair{"--save-params", &options.saveParamsFile},
+        std::pair{"--save-best", &options.saveBestFile},
         std::pair{"--save-grads", &options.saveGradsFile},
         std::pair{"--stats-json", &options.statsJsonFile},
         std::pair{"--trace", &options.traceFile}}) {

@@ -123,8 +123,8 @@ Expected<LoadedParams> loadParams(const std::string &path,
 }
 
 Status saveParams(const std::string &path, const Manifest &manifest,
-                  const std::vector<void *> &args, int64_t steps,
-                  uint64_t seed) {
+                  const std::vector<void *> &args, int64_t steps, uint64_t seed,
+                  const char *option) {
   std::vector<TensorView> tensors;
   for (const TensorSpec &arg : manifest.args)
     if (arg.role == Role::Param)
@@ -133,7 +133,7 @@ Status saveParams(const std::string &path, const Manifest &manifest,
   Status written =
       writeSafetensors(path, tensors, fileMetadata(manifest, steps, seed));
   if (!written)
-    return Error("--save-params: " + written.message());
+    return Error(std::string(option) + ": " + written.message());
   return written;
 }
 

@@ -32,10 +32,11 @@ Expected<LoadedParams> loadParams(const std::string &path,
 
 /// --save-params: every param argument, under its name, with its global
 /// shape. `args` is indexed like the manifest's arguments and holds global
-/// tensors: sharded params must have been gathered first.
+/// tensors: sharded params must have been gathered first. Errors start
+/// with `option` (--save-params, --save-best).
 Status saveParams(const std::string &path, const Manifest &manifest,
-                  const std::vector<void *> &args, int64_t steps,
-                  uint64_t seed);
+                  const std::vector<void *> &args, int64_t steps, uint64_t seed,
+                  const char *option = "--save-params");
 
 /// --save-grads needs a step compiled with exposed gradients (grad results).
 Status checkSaveGrads(const Manifest &manifest);

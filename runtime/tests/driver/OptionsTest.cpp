@@ -311,6 +311,10 @@ TEST(OptionsTest, EvaluationFlags) {
             "--eval-steps applies to --eval-every N, which is not given");
   EXPECT_EQ(errorOf({"--eval-data", "val.bin"}),
             "--eval-data applies to --eval-every N, which is not given");
+  EXPECT_EQ(parse({"--eval-every", "5", "--save-best", "best.st"}).saveBestFile,
+            "best.st");
+  EXPECT_EQ(errorOf({"--save-best", "best.st"}),
+            "--save-best applies to --eval-every N, which is not given");
   EXPECT_EQ(errorOf({"--eval-every", "5", "--data", "train.bin"}),
             "--eval-every evaluates held-out batches: give them with "
             "--eval-data FILE (the training data of --data would give a "

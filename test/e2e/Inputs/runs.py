@@ -36,11 +36,12 @@
   runs.py predicted-bytes REPORT.json --strategy S --stats STATS.json
       the bytes per step the cost report (--strategy=auto --cost-report=json)
       predicts for strategy S equal those the run's --stats-json measured
-  runs.py eval-loss A.log --after N B.log --rtol R
+  runs.py eval-loss A.log --after N|best B.log --rtol R
       A's in-run evaluation after step N ("eval after step N: loss L ...",
-      --eval-every) gave the mean loss that B reports, within relative R:
-      B's own evaluation after step N, or, in an evaluation binary's log
-      (--forward-only), "summary: evaluation: mean loss L ..."
+      --eval-every; best: A's lowest) gave the mean loss that B reports,
+      within relative R: B's own evaluation after step N, or, in an
+      evaluation binary's log (--forward-only), "summary: evaluation: mean
+      loss L ..."
   runs.py asdata OUT --rows N --features D --classes C --seed S
       writes a learnable classification data set in the asdata format
   runs.py continues FULL.log PART.log --from C --steps N --rtol R
@@ -93,13 +94,17 @@ EVAL_SUMMARY = re.compile(r"^summary: evaluation: mean loss (\S+) over")
 
 
 def read_eval_loss(path, after, summary_ok):
-    """The in-run evaluation's loss after step `after`, else (when
-    `summary_ok`) the evaluation summary's mean loss, else None."""
+    """The in-run evaluation's loss after step `after` ("best": the lowest),
+    else (when `summary_ok`) the evaluation summary's mean loss, else
+    None."""
     found = summary = None
     with open(path) as f:
         for line in f:
             m = EVAL_LINE.match(line.strip())
-            if m and int(m.group(1)) == after:
+            if m and after == "best":
+                loss = float(m.group(2))
+                found = loss if found is None else min(found, loss)
+            elif m and int(m.group(1)) == int(after):
                 found = float(m.group(2))
             m = EVAL_SUMMARY.match(line.strip())
             if m:
@@ -612,7 +617,7 @@ def main():
     p = sub.add_parser("eval-loss")
     p.add_argument("a")
     p.add_argument("b")
-    p.add_argument("--after", type=int, required=True)
+    p.add_argument("--after", required=True)
     p.add_argument("--rtol", type=float, required=True)
     p = sub.add_parser("asdata")
     p.add_argument("out")
