@@ -7,6 +7,19 @@
 #include <cstdint>
 #include <type_traits>
 
+/// Before a loop whose iteration i reads and writes element i only: an
+/// in-place call (output = input) is then not sent to the scalar loop by the
+/// vectorizer's runtime overlap checks. Partially overlapping buffers are
+/// not allowed by the ABI anyway.
+#if defined(__clang__)
+#define ASRT_INDEPENDENT_ITERATIONS                                            \
+  _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define ASRT_INDEPENDENT_ITERATIONS _Pragma("GCC ivdep")
+#else
+#define ASRT_INDEPENDENT_ITERATIONS
+#endif
+
 namespace autoshard::rt::cpu {
 
 /// A bfloat16 element as stored in memory. A distinct type (not a bare

@@ -1,6 +1,7 @@
 // Elementwise kernels on the CPU: ReLU, GPT-2's GELU, SwiGLU's gate, add.
 #include "Checks.h"
 #include "Element.h"
+#include "Exp.h"
 #include "Layers.h"
 
 #include "core/Context.h"
@@ -26,6 +27,7 @@ extern "C" void asrt_relu_fwd(asrt_context *ctx, int32_t dtype, const void *x,
     T *result = static_cast<T *>(y);
     // Written so that a NaN input stays NaN (as torch.relu does) instead of
     // being hidden as 0 from the loss.
+    ASRT_INDEPENDENT_ITERATIONS
     for (int64_t i = 0; i < n; ++i) {
       float v = load(in, i);
       store(result, i, v < 0.0f ? 0.0f : v);
@@ -43,6 +45,7 @@ extern "C" void asrt_relu_grad(asrt_context *ctx, int32_t dtype, const void *dy,
     const T *g = static_cast<const T *>(dy);
     const T *in = static_cast<const T *>(x);
     T *result = static_cast<T *>(dx);
+    ASRT_INDEPENDENT_ITERATIONS
     for (int64_t i = 0; i < n; ++i) {
       float gi = load(g, i);
       store(result, i, load(in, i) > 0.0f ? gi : 0.0f);
@@ -65,7 +68,7 @@ struct GeluParts {
 
 inline GeluParts geluParts(float x) {
   float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
-  float e = std::exp(-2.0f * std::fabs(u));
+  float e = fastExp(-2.0f * std::fabs(u));
   float inv = 1.0f / (1.0f + e);
   float s = u >= 0.0f ? inv : e * inv;
   return {s, 2.0f * e * inv * inv};
@@ -80,9 +83,12 @@ struct SigmoidParts {
 };
 
 inline SigmoidParts sigmoidParts(float g) {
-  float e = std::exp(-std::fabs(g));
+  float e = fastExp(-std::fabs(g));
   float inv = 1.0f / (1.0f + e);
-  return g >= 0.0f ? SigmoidParts{inv, e * inv} : SigmoidParts{e * inv, inv};
+  // Two selects rather than a select of structs, which the vectorizer
+  // would not take.
+  float tail = e * inv;
+  return {g >= 0.0f ? inv : tail, g >= 0.0f ? tail : inv};
 }
 
 } // namespace
@@ -94,6 +100,7 @@ void autoshard::rt::cpu::geluForward(const char *op, int32_t dtype,
     using T = decltype(tag);
     const T *in = static_cast<const T *>(x);
     T *result = static_cast<T *>(y);
+    ASRT_INDEPENDENT_ITERATIONS
     for (int64_t i = 0; i < n; ++i) {
       float xi = load(in, i);
       store(result, i, xi * geluParts(xi).s);
@@ -116,6 +123,7 @@ void autoshard::rt::cpu::geluGrad(const char *op, int32_t dtype,
     const T *g = static_cast<const T *>(dy);
     const T *in = static_cast<const T *>(x);
     T *result = static_cast<T *>(dx);
+    ASRT_INDEPENDENT_ITERATIONS
     for (int64_t i = 0; i < n; ++i) {
       float xi = load(in, i);
       float gi = load(g, i);
@@ -147,6 +155,7 @@ extern "C" void asrt_swiglu_fwd(asrt_context *ctx, int32_t dtype,
     const T *g = static_cast<const T *>(gate);
     const T *u = static_cast<const T *>(up);
     T *result = static_cast<T *>(y);
+    ASRT_INDEPENDENT_ITERATIONS
     for (int64_t i = 0; i < n; ++i) {
       float gi = load(g, i), ui = load(u, i);
       store(result, i, gi * sigmoidParts(gi).s * ui);
@@ -168,6 +177,7 @@ extern "C" void asrt_swiglu_grad(asrt_context *ctx, int32_t dtype,
     const T *u = static_cast<const T *>(up);
     T *dg = static_cast<T *>(dgate);
     T *du = static_cast<T *>(dup);
+    ASRT_INDEPENDENT_ITERATIONS
     for (int64_t i = 0; i < n; ++i) {
       float di = load(d, i), gi = load(g, i), ui = load(u, i);
       SigmoidParts p = sigmoidParts(gi);
@@ -190,6 +200,7 @@ extern "C" void asrt_add(asrt_context *ctx, int32_t dtype, const void *a,
     const T *lhs = static_cast<const T *>(a);
     const T *rhs = static_cast<const T *>(b);
     T *result = static_cast<T *>(y);
+    ASRT_INDEPENDENT_ITERATIONS
     for (int64_t i = 0; i < n; ++i)
       store(result, i, load(lhs, i) + load(rhs, i));
   });
@@ -204,6 +215,7 @@ extern "C" void asrt_scale(asrt_context *ctx, int32_t dtype, const void *x,
     using T = decltype(tag);
     const T *in = static_cast<const T *>(x);
     T *result = static_cast<T *>(y);
+    ASRT_INDEPENDENT_ITERATIONS
     for (int64_t i = 0; i < n; ++i)
       store(result, i, factor * load(in, i));
   });

@@ -41,15 +41,6 @@ using namespace autoshard::rt::cpu;
 // lane rounds as a scalar does, and an element's result does not depend on
 // its chunk. The unit tests check that against the plain scalar loops.
 
-#if defined(__clang__)
-#define ASRT_INDEPENDENT_ITERATIONS                                            \
-  _Pragma("clang loop vectorize(assume_safety)")
-#elif defined(__GNUC__)
-#define ASRT_INDEPENDENT_ITERATIONS _Pragma("GCC ivdep")
-#else
-#define ASRT_INDEPENDENT_ITERATIONS
-#endif
-
 namespace {
 
 /// No thread's chunk is smaller than this many elements, so updates of

@@ -1,6 +1,8 @@
 // Row reductions (softmax, norms) and the shifted exponential, CPU kernels.
 #pragma once
 
+#include "cpu/Exp.h"
+
 #include <cmath>
 #include <cstdint>
 
@@ -10,9 +12,10 @@ namespace autoshard::rt::cpu {
 // reductions keep eight independent partial results, which hides the add
 // latency and lets the compiler use vector registers without reassociating
 // a single chain (which it may not do for floats). The exp loop has no
-// loop-carried dependence, so a vector expf could serve it; clang 22's
-// -fveclib=libmvec is not used because, without -mavx2, it calls glibc's
-// 8-wide AVX2 variant with SSE register halves (wrong results).
+// loop-carried dependence and calls fastExp (Exp.h), which vectorizes;
+// clang 22's -fveclib=libmvec is not used because, without -mavx2, it
+// calls glibc's 8-wide AVX2 variant with SSE register halves (wrong
+// results).
 
 constexpr int kPartials = 8;
 
@@ -37,7 +40,7 @@ inline float rowMaximum(const float *x, int64_t n) {
 /// x[j] = exp(x[j] - shift) for j < n.
 inline void expShifted(float *x, int64_t n, float shift) {
   for (int64_t j = 0; j < n; ++j)
-    x[j] = std::exp(x[j] - shift);
+    x[j] = fastExp(x[j] - shift);
 }
 
 /// sum of x[0, n) with float partial sums: for attention rows, whose terms
