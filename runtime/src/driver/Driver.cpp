@@ -29,6 +29,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -914,7 +916,8 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   // The parameters as global tensors in a safetensors file: gathered on
   // every rank (collective), written by rank 0.
   auto writeParams = [&](const std::string &path, const char *option,
-                         int64_t steps) {
+                         int64_t steps,
+                         const std::map<std::string, std::string> &extra = {}) {
     std::vector<std::vector<char>> storage;
     // memory=nvme params are read into host memory first; gatherGlobal
     // takes device and host ones where they are.
@@ -924,9 +927,39 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
                      control.rank(), storage);
     Status saved;
     if (control.rank() == 0)
-      saved = saveParams(path, *manifest, global, steps, options.seed, option);
+      saved = saveParams(path, *manifest, global, steps, options.seed, option,
+                         extra);
     return saved;
   };
+  // --save-best on a resumed run: the evaluation to beat is the one the
+  // file holds from before (rank 0 reads it; every rank decides alike).
+  std::optional<double> bestBefore;
+  if (evalManifest && options.resume && !options.saveBestFile.empty()) {
+    std::string shared;
+    Status readBest;
+    std::error_code ec;
+    if (control.rank() == 0 &&
+        std::filesystem::exists(options.saveBestFile, ec)) {
+      Expected<BestEvaluation> best = readBestEvaluation(options.saveBestFile);
+      if (best) {
+        char text[64];
+        std::snprintf(text, sizeof text, "%.17g %" PRId64, best->loss,
+                      best->afterStep);
+        shared = text;
+        std::printf("autoshard: --save-best: the evaluation to beat is "
+                    "'%s''s, loss %.8g after step %" PRId64 "\n",
+                    options.saveBestFile.c_str(), best->loss, best->afterStep);
+        std::fflush(stdout);
+      } else {
+        readBest = best.status();
+      }
+    }
+    if (!allRanksOk(readBest, control))
+      return 1;
+    control.broadcast(shared, 0);
+    if (!shared.empty())
+      bestBefore = std::strtod(shared.c_str(), nullptr);
+  }
   std::vector<EvaluationInfo> evaluations;
   auto evaluate = [&](int64_t afterStep) -> bool {
     Stats::Snapshot kept = ctx.stats->snapshot();
@@ -962,6 +995,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     // Every rank has the same (all-reduced) losses, so every rank takes
     // the same branches below.
     const bool best = std::isfinite(info.meanLoss) &&
+                      (!bestBefore || info.meanLoss < *bestBefore) &&
                       std::all_of(evaluations.begin(), evaluations.end(),
                                   [&](const EvaluationInfo &e) {
                                     return info.meanLoss < e.meanLoss;
@@ -973,7 +1007,12 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     const bool saveBest = best && !options.saveBestFile.empty();
     if (saveBest) {
       std::string temp = options.saveBestFile + ".tmp";
-      savedBest = writeParams(temp, "--save-best", afterStep);
+      char loss[32];
+      std::snprintf(loss, sizeof loss, "%.17g", info.meanLoss);
+      savedBest = writeParams(temp, "--save-best", afterStep,
+                              {{"eval_loss", loss},
+                               {"eval_after_step", std::to_string(afterStep)},
+                               {"eval_batches", std::to_string(info.batches)}});
       if (savedBest && control.rank() == 0 &&
           std::rename(temp.c_str(), options.saveBestFile.c_str()) != 0)
         savedBest = Error("--save-best: cannot rename '" + temp + "' to '" +

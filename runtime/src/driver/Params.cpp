@@ -6,6 +6,9 @@
 #include "driver/Safetensors.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -124,17 +127,46 @@ Expected<LoadedParams> loadParams(const std::string &path,
 
 Status saveParams(const std::string &path, const Manifest &manifest,
                   const std::vector<void *> &args, int64_t steps, uint64_t seed,
-                  const char *option) {
+                  const char *option,
+                  const std::map<std::string, std::string> &extraMetadata) {
   std::vector<TensorView> tensors;
   for (const TensorSpec &arg : manifest.args)
     if (arg.role == Role::Param)
       tensors.push_back(
           {arg.name, arg.dtype, arg.globalShape(), args[arg.index]});
-  Status written =
-      writeSafetensors(path, tensors, fileMetadata(manifest, steps, seed));
+  std::map<std::string, std::string> metadata =
+      fileMetadata(manifest, steps, seed);
+  metadata.insert(extraMetadata.begin(), extraMetadata.end());
+  Status written = writeSafetensors(path, tensors, metadata);
   if (!written)
     return Error(std::string(option) + ": " + written.message());
   return written;
+}
+
+Expected<BestEvaluation> readBestEvaluation(const std::string &path) {
+  Expected<SafetensorsFile> file = readSafetensors(path);
+  if (!file)
+    return Error("--save-best: " + file.message());
+  auto loss = file->metadata.find("eval_loss");
+  auto step = file->metadata.find("eval_after_step");
+  BestEvaluation best;
+  const char *end = nullptr;
+  if (loss != file->metadata.end() && step != file->metadata.end()) {
+    const std::string &text = loss->second;
+    best.loss = std::strtod(text.c_str(), const_cast<char **>(&end));
+    auto [ptr, ec] = std::from_chars(step->second.data(),
+                                     step->second.data() + step->second.size(),
+                                     best.afterStep);
+    if (end == text.c_str() + text.size() && !text.empty() &&
+        std::isfinite(best.loss) && ec == std::errc() &&
+        ptr == step->second.data() + step->second.size())
+      return best;
+  }
+  return Error("--save-best: '" + path +
+               "' records no held-out loss "
+               "(eval_loss and eval_after_step in its metadata), so a resumed "
+               "run cannot tell whether it holds a better evaluation; move it "
+               "away, or name another file");
 }
 
 Status checkSaveGrads(const Manifest &manifest) {

@@ -6,6 +6,7 @@
 #include "core/Manifest.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,10 +34,21 @@ Expected<LoadedParams> loadParams(const std::string &path,
 /// --save-params: every param argument, under its name, with its global
 /// shape. `args` is indexed like the manifest's arguments and holds global
 /// tensors: sharded params must have been gathered first. Errors start
-/// with `option` (--save-params, --save-best).
+/// with `option` (--save-params, --save-best). The file's metadata names
+/// the step, strategy, steps and seed, and holds `extraMetadata` too.
 Status saveParams(const std::string &path, const Manifest &manifest,
                   const std::vector<void *> &args, int64_t steps, uint64_t seed,
-                  const char *option = "--save-params");
+                  const char *option = "--save-params",
+                  const std::map<std::string, std::string> &extraMetadata = {});
+
+/// The best held-out loss a --save-best file records (its metadata's
+/// `eval_loss`, with `eval_after_step`), for a resumed run to beat; the
+/// error names a file that holds none (not written by --save-best).
+struct BestEvaluation {
+  double loss = 0;
+  int64_t afterStep = 0;
+};
+Expected<BestEvaluation> readBestEvaluation(const std::string &path);
 
 /// --save-grads needs a step compiled with exposed gradients (grad results).
 Status checkSaveGrads(const Manifest &manifest);

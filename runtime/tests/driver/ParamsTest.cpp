@@ -127,6 +127,31 @@ TEST_F(ParamsTest, SaveThenLoadRestoresTheParams) {
   EXPECT_EQ(std::memcmp(args[1], emb, sizeof emb), 0);
 }
 
+TEST_F(ParamsTest, ABestFileRecordsItsEvaluation) {
+  std::memcpy(args[0], w, sizeof w);
+  std::memcpy(args[1], emb, sizeof emb);
+  ASSERT_TRUE(saveParams(path, manifest, args, 40, 1, "--save-best",
+                         {{"eval_loss", "1.5419177055358887"},
+                          {"eval_after_step", "40"}})
+                  .ok());
+  Expected<BestEvaluation> best = readBestEvaluation(path);
+  ASSERT_TRUE(best.ok()) << best.message();
+  EXPECT_DOUBLE_EQ(best->loss, 1.5419177055358887);
+  EXPECT_EQ(best->afterStep, 40);
+  // A plain --save-params file records no evaluation.
+  ASSERT_TRUE(saveParams(path, manifest, args, 40, 1).ok());
+  EXPECT_EQ(readBestEvaluation(path).message(),
+            "--save-best: '" + path +
+                "' records no held-out loss (eval_loss and eval_after_step "
+                "in its metadata), so a resumed run cannot tell whether it "
+                "holds a better evaluation; move it away, or name another "
+                "file");
+  ASSERT_TRUE(saveParams(path, manifest, args, 40, 1, "--save-best",
+                         {{"eval_loss", "nan"}, {"eval_after_step", "40"}})
+                  .ok());
+  EXPECT_FALSE(readBestEvaluation(path).ok());
+}
+
 TEST_F(ParamsTest, MissingParams) {
   write({{"w.exp_avg", ASRT_DTYPE_F32, {2, 3}, expAvg}});
   EXPECT_EQ(loadError(),
