@@ -6,7 +6,8 @@
 #   scripts/gpu-check.sh prepare [--bin DIR] [--inputs DIR]
 #       On the build machine, with the compiler built: compiles the steps
 #       the check runs into objects (shard-compile --emit=obj), trains the
-#       tiny GPT on the CPU backend for the reference loss curve, tokenizes
+#       tiny GPT on the CPU backend for the reference loss curve and its
+#       held-out losses (the tiny step carries its evaluation step), tokenizes
 #       the corpus, and copies GoogleTest's sources; all into DIR
 #       (default gpu-inputs, git-ignored: carry it to the GPU machine).
 #
@@ -16,10 +17,10 @@
 #       On the GPU machine: builds the runtime alone with the CUDA backend
 #       (build-gpu), runs the CUDA kernels against the CPU backend's, links
 #       the prepared objects with the CUDA runtime, trains the tiny GPT for
-#       50 steps against the CPU loss curve, times GPT-2 small (bf16, seq
-#       1024) and the same step in PyTorch (eager and torch.compile,
-#       bench/torch_gpt2.py), our three attention kernels per call against
-#       PyTorch's attention backends, cuDNN's among them
+#       50 steps against the CPU loss curve and held-out loss, times GPT-2
+#       small (bf16, seq 1024) and the same step in PyTorch (eager and
+#       torch.compile, bench/torch_gpt2.py), our three attention kernels per
+#       call against PyTorch's attention backends, cuDNN's among them
 #       (bench/torch_attention.py), and prints a table last.
 #       --no-build    use --build-dir as it is (CI: the project's own build)
 #       --minimal     configure as a machine without MPI, OpenBLAS, zlib and
@@ -83,6 +84,8 @@ done
 # GPT-2 small runs in bf16 (f32 masters and AdamW) at seq 1024.
 tiny_batch=16
 tiny_steps=50
+# Its held-out loss every 25 steps, on 4 batches of the corpus's last 10%.
+tiny_eval=(--eval-every 25 --eval-steps 4)
 gpt2_batch=8
 
 # ---------------------------------------------------------------- prepare
@@ -104,16 +107,18 @@ if [[ $mode == prepare ]]; then
   run_logged gen-tiny "$bin/shard-gen" gpt2-tiny --micro-batch=$tiny_batch -o "$inputs/steps/tiny.mlir"
   run_logged gen-gpt2 "$bin/shard-gen" gpt2-small --micro-batch=$gpt2_batch --precision=bf16 \
     -o "$inputs/steps/gpt2-small.mlir"
-  for step in tiny gpt2-small; do
-    run_logged "obj-$step" "$bin/shard-compile" --strategy=ddp --world-size=1 --emit=obj \
-      "$inputs/steps/$step.mlir" -o "$inputs/steps/$step.o"
-  done
+  # The tiny GPT carries its evaluation step (--with-eval), so that the
+  # held-out losses are compared too.
+  run_logged obj-tiny "$bin/shard-compile" --strategy=ddp --world-size=1 --emit=obj \
+    --with-eval "$inputs/steps/tiny.mlir" -o "$inputs/steps/tiny.o"
+  run_logged obj-gpt2-small "$bin/shard-compile" --strategy=ddp --world-size=1 --emit=obj \
+    "$inputs/steps/gpt2-small.mlir" -o "$inputs/steps/gpt2-small.o"
   # The reference: the same tiny step on the CPU backend, same data.
   run_logged exe-tiny-cpu "$bin/shard-compile" --backend=cpu --strategy=ddp --world-size=1 \
-    "$inputs/steps/tiny.mlir" -o "$inputs/steps/tiny-cpu"
+    --with-eval "$inputs/steps/tiny.mlir" -o "$inputs/steps/tiny-cpu"
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 \
     run_logged ref-tiny "$inputs/steps/tiny-cpu" --steps $tiny_steps --log-every 1 \
-    --data "$inputs/tok/train.bin"
+    --data "$inputs/tok/train.bin" "${tiny_eval[@]}" --eval-data "$inputs/tok/val.bin"
   cp "$inputs/ref-tiny.log" "$inputs/ref/tiny-cpu.log"
   rm -f "$inputs/steps/tiny-cpu" "$inputs"/steps/*.mlir
   # GoogleTest's sources, for a machine without GoogleTest (Debian ships
@@ -375,14 +380,16 @@ elif ((no_device)); then
 else
   # 3. The tiny GPT against the CPU backend's loss curve.
   bounded "$(stage_time 90)" "$build/steps/tiny" --steps $tiny_steps --log-every 1 \
-    --data "$inputs/tok/train.bin" >"$report/tiny.log" 2>&1
+    --data "$inputs/tok/train.bin" "${tiny_eval[@]}" --eval-data "$inputs/tok/val.bin" >"$report/tiny.log" 2>&1
   s=$?
   if ((s != 0)); then
     note tiny "failed (status $s): $(diagnose tiny --data "$inputs/tok/train.bin")"
     train_status=1
   elif python3 test/e2e/Inputs/runs.py losses "$inputs/ref/tiny-cpu.log" "$report/tiny.log" \
-    --steps $tiny_steps --rtol 1e-3 >"$report/tiny-compare.log" 2>&1; then
-    note tiny "$tiny_steps steps, losses within 1e-3 of the CPU backend's ($(tail -n 1 "$report/tiny-compare.log"))"
+    --steps $tiny_steps --rtol 1e-3 >"$report/tiny-compare.log" 2>&1 &&
+    python3 test/e2e/Inputs/runs.py eval-loss "$report/tiny.log" --after $tiny_steps \
+      "$inputs/ref/tiny-cpu.log" --rtol 1e-3 >>"$report/tiny-compare.log" 2>&1; then
+    note tiny "$tiny_steps steps, losses and held-out loss within 1e-3 of the CPU backend's ($(tail -n 2 "$report/tiny-compare.log" | tr '\n' ' '))"
   else
     note tiny "losses differ from the CPU backend's: $(tail -n 1 "$report/tiny-compare.log")"
     train_status=1
