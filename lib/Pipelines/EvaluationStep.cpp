@@ -36,7 +36,8 @@ autoshard::evaluationStepUnsupported(const StrategyOptions &training) {
 
 namespace {
 
-/// "tensor<64xf32>, shard of 16x16 on axes [0], memory host".
+/// "tensor<8xf32> #train.flat_shard<shape = [4, 4], grid_axes = [0]> in
+/// device memory": the type, the shard (or "(whole)") and the place.
 std::string describeLayout(FunctionOpInterface step, unsigned index) {
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -90,7 +91,11 @@ LogicalResult autoshard::checkEvaluationStepShares(ModuleOp train,
 
 namespace {
 
-/// The parts of plannedPeakWithEvaluation.
+/// The device bytes per rank of a training binary with its evaluation step,
+/// as its driver allocates them: the training step's persistent state, the
+/// evaluation step's arguments and results that are not shared parameters
+/// (its batch, its loss), and one arena, the larger of the two steps' (they
+/// never run at once).
 struct CombinedPlan {
   int64_t trainPersistent = 0;
   int64_t evalOwn = 0;
@@ -133,14 +138,6 @@ FailureOr<CombinedPlan> planCombined(ModuleOp train, ModuleOp eval) {
 }
 
 } // namespace
-
-FailureOr<int64_t> autoshard::plannedPeakWithEvaluation(ModuleOp train,
-                                                        ModuleOp eval) {
-  FailureOr<CombinedPlan> plan = planCombined(train, eval);
-  if (failed(plan))
-    return failure();
-  return plan->total();
-}
 
 LogicalResult autoshard::checkEvaluationMemoryBudget(ModuleOp train,
                                                      ModuleOp eval,

@@ -39,16 +39,12 @@ evaluationStepUnsupported(const StrategyOptions &training);
 mlir::LogicalResult checkEvaluationStepShares(mlir::ModuleOp train,
                                               mlir::ModuleOp eval);
 
-/// The device bytes per rank of a training binary with its evaluation step
-/// (both partitioned), as its driver allocates them: the training step's
-/// persistent state, the evaluation step's arguments and results that are
-/// not shared parameters (its batch, its loss), and one arena, the larger
-/// of the two steps' (they never run at once).
-mlir::FailureOr<int64_t> plannedPeakWithEvaluation(mlir::ModuleOp train,
-                                                   mlir::ModuleOp eval);
-
-/// --memory-budget for a binary with an evaluation step: the error, on the
-/// evaluation step, names the bytes, their parts and the budget.
+/// --memory-budget for a binary with an evaluation step (both partitioned):
+/// its device bytes per rank as the driver allocates them (the training
+/// step's persistent state, the evaluation step's own batch and loss, one
+/// arena, the larger of the two steps'; they never run at once) must fit.
+/// The error, on the evaluation step, names the bytes, their parts and the
+/// budget.
 mlir::LogicalResult checkEvaluationMemoryBudget(mlir::ModuleOp train,
                                                 mlir::ModuleOp eval,
                                                 llvm::StringRef budget);
