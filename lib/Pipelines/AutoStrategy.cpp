@@ -805,8 +805,12 @@ void AutoStrategyPass::runOnOperation() {
 
   // Run the chosen strategy on the step.
   const StrategyOptions &chosen = choice.candidates[choice.chosen].options;
-  if (chosenOut)
+  if (chosenOut) {
+    // The memory the choice was made to fit, for what is built beside it
+    // (shard-compile --with-eval checks the evaluation step against it).
     *chosenOut = chosen;
+    chosenOut->memoryBudget = std::to_string(capacity);
+  }
   OpPassManager pm(ModuleOp::getOperationName());
   buildStrategyPipeline(pm, chosen);
   if (failed(runPipeline(pm, module)))

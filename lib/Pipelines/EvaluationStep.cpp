@@ -141,7 +141,8 @@ FailureOr<CombinedPlan> planCombined(ModuleOp train, ModuleOp eval) {
 
 LogicalResult autoshard::checkEvaluationMemoryBudget(ModuleOp train,
                                                      ModuleOp eval,
-                                                     StringRef budget) {
+                                                     StringRef budget,
+                                                     StringRef budgetSource) {
   FailureOr<int64_t> budgetBytes = parseByteSize(budget);
   if (failed(budgetBytes) || *budgetBytes <= 0)
     return eval.emitError() << "memory budget '" << budget
@@ -156,6 +157,7 @@ LogicalResult autoshard::checkEvaluationMemoryBudget(ModuleOp train,
   return (*evalStep).emitOpError()
          << "makes the training binary need " << formatBytes(plan->total())
          << " per rank, over the memory budget of " << formatBytes(*budgetBytes)
+         << (budgetSource.empty() ? "" : " (" + budgetSource.str() + ")")
          << ": the training step's persistent "
          << formatBytes(plan->trainPersistent)
          << ", the evaluation step's batch and loss "

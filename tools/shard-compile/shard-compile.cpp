@@ -210,9 +210,13 @@ int main(int argc, char **argv) {
       return 1;
     if (failed(autoshard::checkEvaluationStepShares(*module, *evalModule)))
       return 1;
-    if (!options.memoryBudget.empty() &&
-        failed(autoshard::checkEvaluationMemoryBudget(*module, *evalModule,
-                                                      options.memoryBudget)))
+    // The budget, or under --strategy=auto the memory the choice was made
+    // to fit.
+    if (!built.memoryBudget.empty() &&
+        failed(autoshard::checkEvaluationMemoryBudget(
+            *module, *evalModule, built.memoryBudget,
+            options.memoryBudget.empty() ? "the memory per rank of --device"
+                                         : "")))
       return 1;
     if (failed(runPipeline(*evalModule, [&](PassManager &pm) {
           autoshard::buildLowerToLLVMPipeline(pm, /*evaluationEntry=*/true);

@@ -66,7 +66,9 @@ std::string formatCostReport(const Choice &choice, bool json);
 /// chosen strategy's pipeline (`autoshard-auto-strategy`); options.strategy
 /// is "auto", the other options hold for every candidate. `chosen`, when
 /// not null, receives the chosen candidate's options when the pass runs
-/// (shard-compile --with-eval builds the evaluation step with them).
+/// (shard-compile --with-eval builds the evaluation step with them), their
+/// memory budget the bytes per rank the choice was made to fit (the
+/// --memory-budget, else the device's).
 void buildAutoStrategyPipeline(mlir::OpPassManager &pm,
                                const StrategyOptions &options,
                                StrategyOptions *chosen = nullptr);

@@ -44,10 +44,11 @@ mlir::LogicalResult checkEvaluationStepShares(mlir::ModuleOp train,
 /// step's persistent state, the evaluation step's own batch and loss, one
 /// arena, the larger of the two steps'; they never run at once) must fit.
 /// The error, on the evaluation step, names the bytes, their parts and the
-/// budget.
-mlir::LogicalResult checkEvaluationMemoryBudget(mlir::ModuleOp train,
-                                                mlir::ModuleOp eval,
-                                                llvm::StringRef budget);
+/// budget (and `budgetSource`, where it came from, when not empty).
+mlir::LogicalResult
+checkEvaluationMemoryBudget(mlir::ModuleOp train, mlir::ModuleOp eval,
+                            llvm::StringRef budget,
+                            llvm::StringRef budgetSource = "");
 
 } // namespace autoshard
 
