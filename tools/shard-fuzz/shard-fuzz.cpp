@@ -37,8 +37,10 @@ namespace {
 
 /// The plans every valid input is compiled for: replicated state with
 /// blocking collectives; fully sharded state with prefetched gathers,
-/// selective recomputation, offload and a memory plan; and a 2x2 hybrid
-/// grid with a parameter group and recomputed blocks.
+/// selective recomputation, offload and a memory plan; a 2x2 hybrid grid
+/// with a parameter group and recomputed blocks; and a ZeRO-2 evaluation
+/// step with offloaded masters (shard-compile --with-eval's second step,
+/// lowered as autoshard_eval_step).
 std::vector<autoshard::StrategyOptions> fuzzedPlans() {
   autoshard::StrategyOptions ddp;
   ddp.strategy = "ddp";
@@ -62,7 +64,13 @@ std::vector<autoshard::StrategyOptions> fuzzedPlans() {
   hybrid.paramGroups = {"ddp=.*bias"};
   hybrid.prefetchDepth = 2;
   hybrid.activationCheckpointing = "blocks";
-  return {ddp, zero3, hybrid};
+
+  autoshard::StrategyOptions evaluation;
+  evaluation.strategy = "zero2";
+  evaluation.worldSize = 2;
+  evaluation.forwardOnly = true;
+  evaluation.offload = "cpu";
+  return {ddp, zero3, hybrid, evaluation};
 }
 
 bool verbose() {
@@ -132,7 +140,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                   .c_str(),
               [&](OpPassManager &pm) {
                 autoshard::buildStrategyPipeline(pm, options);
-                autoshard::buildLowerToLLVMPipeline(pm);
+                autoshard::buildLowerToLLVMPipeline(pm, options.forwardOnly);
               });
 
   // Each pass alone, on the input as it is.
