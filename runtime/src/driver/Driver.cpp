@@ -804,6 +804,9 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
       evalBatches =
           openDataFile(options.evalDataFile, *evalManifest, control.rank(),
                        control.size(), options.dataFormat, options.seed);
+      // The same checks as --data's, named after the flag that gave it.
+      if (!evalBatches)
+        evalBatches = Error("--eval-data: " + evalBatches.message());
     }
   }
   if (!allRanksOk(evalBatches.status(), control))
