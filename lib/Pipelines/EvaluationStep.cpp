@@ -25,15 +25,6 @@ autoshard::evaluationStepOptions(const StrategyOptions &training) {
   return eval;
 }
 
-std::optional<std::string>
-autoshard::evaluationStepUnsupported(const StrategyOptions &training) {
-  if (training.forwardOnly)
-    return std::string("--with-eval adds an evaluation step to a training "
-                       "binary; --forward-only compiles an evaluation binary "
-                       "already");
-  return std::nullopt;
-}
-
 namespace {
 
 /// "tensor<8xf32> #train.flat_shard<shape = [4, 4], grid_axes = [0]> in

@@ -38,22 +38,19 @@ TEST(EvaluationStep, OptionsKeepThePlacementAndDropTheBackwardPass) {
   EXPECT_EQ(eval.reduceEvery, "step");
   // Checked on the two steps together.
   EXPECT_TRUE(eval.memoryBudget.empty());
-
-  EXPECT_FALSE(evaluationStepUnsupported(training));
-  training.forwardOnly = true;
-  EXPECT_TRUE(evaluationStepUnsupported(training));
 }
 
 namespace {
 
-std::string step(StringRef wType, StringRef wAttrs) {
+std::string step(StringRef wType, StringRef wAttrs, StringRef name = "w") {
   return (R"mlir(
 shard.grid @world(shape = 2)
 func.func @step(
     %w: )mlir" +
           wType +
-          R"mlir( {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>)mlir" +
-          wAttrs + R"mlir(},
+          R"mlir( {train.role = #train.role<param>, train.name = ")mlir" +
+          name + R"mlir(", train.init = #train.init<zeros>)mlir" + wAttrs +
+          R"mlir(},
     %x: tensor<2x4xf32> {train.role = #train.role<input>, train.name = "x"})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
     attributes {train.step, train.plan = #train.plan<strategy = "zero3", grid = @world, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
@@ -97,4 +94,15 @@ TEST(EvaluationStep, ParametersMustBeHeldAlike) {
             "memory, the evaluation step tensor<4x4xf32> (whole) in device "
             "memory; compile a separate evaluation binary with --forward-only "
             "(it loads the parameters the training run saves)");
+
+  OwningOpRef<ModuleOp> other =
+      parseSourceString<ModuleOp>(step("tensor<8xf32>", shard, "v"), &context);
+  ASSERT_TRUE(other);
+  EXPECT_TRUE(failed(checkEvaluationStepShares(*sharded, *other)));
+  EXPECT_EQ(message, "'func.func' op evaluates parameter 'v', which the "
+                     "training step does not have");
+
+  EXPECT_TRUE(failed(checkEvaluationMemoryBudget(*sharded, *same, "lots")));
+  EXPECT_EQ(message, "memory budget 'lots' is not a positive size; write "
+                     "bytes or a size with a unit, such as 80GiB or 1.5GB");
 }

@@ -13,9 +13,6 @@
 #include "autoshard/Pipelines/Pipelines.h"
 #include "mlir/IR/BuiltinOps.h"
 
-#include <optional>
-#include <string>
-
 namespace autoshard {
 
 /// The options of the evaluation step of a training step built with
@@ -25,11 +22,6 @@ namespace autoshard {
 /// backward pass or an optimizer has (exposed gradients, activation
 /// checkpointing, the gradients' reduction type and cadence) is dropped.
 StrategyOptions evaluationStepOptions(const StrategyOptions &training);
-
-/// Why `training` cannot have an evaluation step linked beside it (it is
-/// one already); none when it can.
-std::optional<std::string>
-evaluationStepUnsupported(const StrategyOptions &training);
 
 /// Checks that the partitioned evaluation step of `eval` can read the
 /// partitioned training step's (of `train`) parameters: every parameter of

@@ -448,8 +448,7 @@ void checkStepWaited(const asrt_context &ctx, int64_t step) {
 
 void traceStep(Trace &trace, int64_t step,
                std::chrono::steady_clock::time_point start,
-               std::chrono::steady_clock::time_point end,
-               const char *name = "step") {
+               std::chrono::steady_clock::time_point end, const char *name) {
   auto ns = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
                t.time_since_epoch())
@@ -909,6 +908,36 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
                                  : options.steps;
   std::optional<double> stepLr;
 
+  // One call of a compiled step, timed as the cost model predicts it (on a
+  // GPU it has finished when its queued kernels have), checked to leave
+  // nothing in flight, traced; its milliseconds and its loss, the global
+  // batch's on every rank (the partitioner all-reduces it, so printing and
+  // checking it need no communication, and a NaN or an infinity on any rank
+  // is one on all of them).
+  struct StepRun {
+    double ms;
+    float loss;
+  };
+  auto runStep = [&](void (*stepFn)(asrt_context *, void *const *,
+                                    void *const *),
+                     std::vector<void *> &stepArgs,
+                     std::vector<void *> &stepResults, int stepLoss,
+                     int64_t stepNumber, const char *traceName) {
+    auto start = std::chrono::steady_clock::now();
+    stepFn(&ctx, stepArgs.data(), stepResults.data());
+    ctx.device->synchronize(Lane::Compute);
+    auto end = std::chrono::steady_clock::now();
+    ctx.resolveDeviceOpTimes();
+    checkStepWaited(ctx, stepNumber);
+    if (trace)
+      traceStep(*trace, stepNumber, start, end, traceName);
+    StepRun run{std::chrono::duration<double, std::milli>(end - start).count(),
+                0.0f};
+    ctx.device->toHost(Lane::Compute, &run.loss, stepResults[stepLoss],
+                       sizeof run.loss);
+    return run;
+  };
+
   // --eval-every: the evaluation step over the held-out batches, its work
   // kept out of the training steps' counters.
   std::optional<StagedArgs> evalBatchArgs;
@@ -934,9 +963,10 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
                          extra);
     return saved;
   };
-  // --save-best on a resumed run: the evaluation to beat is the one the
-  // file holds from before (rank 0 reads it; every rank decides alike).
-  std::optional<double> bestBefore;
+  // The best held-out loss so far, which a new best must beat: on a resumed
+  // run with --save-best, first the one the file holds from before (rank 0
+  // reads it; every rank decides alike).
+  std::optional<double> bestLoss;
   if (evalManifest && options.resume && !options.saveBestFile.empty()) {
     std::string shared;
     Status readBest;
@@ -945,9 +975,8 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
         std::filesystem::exists(options.saveBestFile, ec)) {
       Expected<BestEvaluation> best = readBestEvaluation(options.saveBestFile);
       if (best) {
-        char text[64];
-        std::snprintf(text, sizeof text, "%.17g %" PRId64, best->loss,
-                      best->afterStep);
+        char text[32];
+        std::snprintf(text, sizeof text, "%.17g", best->loss);
         shared = text;
         std::printf("autoshard: --save-best: the evaluation to beat is "
                     "'%s''s, loss %.8g after step %" PRId64 "\n",
@@ -961,7 +990,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
       return 1;
     control.broadcast(shared, 0);
     if (!shared.empty())
-      bestBefore = std::strtod(shared.c_str(), nullptr);
+      bestLoss = std::strtod(shared.c_str(), nullptr);
   }
   std::vector<EvaluationInfo> evaluations;
   auto evaluate = [&](int64_t afterStep) -> bool {
@@ -975,19 +1004,10 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     for (int64_t i = 0; i < options.evalSteps; ++i) {
       (*evalBatches)->fill(firstEvalBatch + i, evalBatchArgs->args().data());
       evalBatchArgs->writeBack();
-      auto start = std::chrono::steady_clock::now();
-      hooks.evalStep(&ctx, evalArgs.data(), evalResults.data());
-      ctx.device->synchronize(Lane::Compute);
-      auto end = std::chrono::steady_clock::now();
-      ctx.resolveDeviceOpTimes();
-      checkStepWaited(ctx, afterStep);
-      if (trace)
-        traceStep(*trace, afterStep, start, end, "eval");
-      info.ms += std::chrono::duration<double, std::milli>(end - start).count();
-      float loss = 0;
-      ctx.device->toHost(Lane::Compute, &loss, evalResults[evalLoss],
-                         sizeof loss);
-      totalEvalLoss += loss;
+      StepRun run = runStep(hooks.evalStep, evalArgs, evalResults, evalLoss,
+                            afterStep, "eval");
+      info.ms += run.ms;
+      totalEvalLoss += run.loss;
     }
     ctx.nvmeArgIndices = nullptr;
     Stats::Snapshot after = ctx.stats->snapshot();
@@ -998,11 +1018,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     // Every rank has the same (all-reduced) losses, so every rank takes
     // the same branches below.
     const bool best = std::isfinite(info.meanLoss) &&
-                      (!bestBefore || info.meanLoss < *bestBefore) &&
-                      std::all_of(evaluations.begin(), evaluations.end(),
-                                  [&](const EvaluationInfo &e) {
-                                    return info.meanLoss < e.meanLoss;
-                                  });
+                      (!bestLoss || info.meanLoss < *bestLoss);
     // --save-best: through a temporary file renamed over the old one, so
     // that a run killed while writing keeps the previous best. Its gather
     // stays out of the training counters too.
@@ -1038,6 +1054,8 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
                                             checkpointer.newestStep()));
       return false;
     }
+    if (best)
+      bestLoss = info.meanLoss;
     evaluations.push_back(info);
     return true;
   };
@@ -1057,27 +1075,15 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
                              dtypeSize(lrArg->dtype));
       }
     }
-    // Only the step itself is timed: that is what the compiler's cost model
-    // predicts, and batch synthesis is not part of training. On a GPU the
-    // step has finished when its queued kernels have.
-    auto start = std::chrono::steady_clock::now();
-    hooks.step(&ctx, args.data(), results.data());
-    ctx.device->synchronize(Lane::Compute);
-    auto end = std::chrono::steady_clock::now();
-    ctx.resolveDeviceOpTimes();
-    double ms = std::chrono::duration<double, std::milli>(end - start).count();
-    checkStepWaited(ctx, step + 1);
-    if (trace)
-      traceStep(*trace, step + 1, start, end);
+    // Only the step itself is timed: batch synthesis is not part of
+    // training.
+    int64_t oneBased = step + 1;
+    StepRun run =
+        runStep(hooks.step, args, results, lossIndex, oneBased, "step");
+    const double ms = run.ms;
+    const float loss = run.loss;
     totalMs += ms;
     stepMs.push_back(ms);
-    int64_t oneBased = step + 1;
-    // The step's loss result is the global-batch loss on every rank: the
-    // partitioner all-reduces it (average over every grid axis), so
-    // printing and checking it need no communication, and a NaN or an
-    // infinity on any rank is one on all of them.
-    float loss = 0;
-    ctx.device->toHost(Lane::Compute, &loss, results[lossIndex], sizeof loss);
     if (oneBased % options.logEvery == 0 || oneBased == options.steps) {
       if (control.rank() == 0) {
         std::printf("%s\n", formatStepLine(oneBased, loss, ms, stepLr).c_str());
