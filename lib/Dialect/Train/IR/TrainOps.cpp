@@ -371,10 +371,12 @@ LogicalResult SliceRowsOp::resizeBatch(int64_t factor,
   // offset shrink with the input.
   auto result = cast<RankedTensorType>(getResult().getType());
   if (getOffset() % factor != 0 || result.getDimSize(0) % factor != 0)
-    return emitOpError() << "rows [" << getOffset() << ", "
+    return emitOpError() << "the micro-batch of rows [" << getOffset() << ", "
                          << getOffset() + result.getDimSize(0)
-                         << ") do not split evenly over " << factor
-                         << " ranks";
+                         << ") does not split evenly over " << factor
+                         << " ranks, each of which takes its share of every "
+                            "micro-batch; use a micro-batch of a multiple of "
+                         << factor << " rows";
   setOffset(getOffset() / factor);
   SmallVector<int64_t> shape(result.getShape());
   shape[0] /= factor;

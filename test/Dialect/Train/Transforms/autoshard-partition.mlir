@@ -185,7 +185,7 @@ func.func @step(%x: tensor<8x6xf32> {train.role = #train.role<input>, train.name
                 %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
     attributes {train.step, train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>} {
-  // expected-error@+1 {{rows [2, 4) do not split evenly over 4 ranks}}
+  // expected-error@+1 {{the micro-batch of rows [2, 4) does not split evenly over 4 ranks, each of which takes its share of every micro-batch; use a micro-batch of a multiple of 4 rows}}
   %mb = train.slice_rows %x {offset = 2 : i64} : tensor<8x6xf32> to tensor<2x6xf32>
   return %l : tensor<f32>
 }
