@@ -28,7 +28,9 @@ inline llvm::cl::OptionCategory &strategyCategory() {
 /// The help text of --strategy; cl::desc keeps only a pointer to it.
 inline const std::string &strategyHelp() {
   static const std::string help =
-      "Distribution strategy (" + autoshard::train::listStrategyNames() + ")";
+      "Distribution strategy (" + autoshard::train::listStrategyNames() +
+      "), or auto: the cost model chooses one for --device (docs/"
+      "CostModel.md)";
   return help;
 }
 

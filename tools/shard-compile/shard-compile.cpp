@@ -26,31 +26,37 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
+/// shard-compile's own options; --help shows these and the strategy
+/// options, not the LLVM code generator's hundreds that linking it
+/// registers (--help-hidden lists everything).
+static cl::OptionCategory compileCategory("shard-compile options");
+
 static cl::opt<std::string> inputFilename(cl::Positional,
                                           cl::desc("<training step .mlir>"),
-                                          cl::Required);
+                                          cl::Required,
+                                          cl::cat(compileCategory));
 static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
-                                           cl::value_desc("file"),
-                                           cl::Required);
+                                           cl::value_desc("file"), cl::Required,
+                                           cl::cat(compileCategory));
 static cl::opt<bool> exposeGradients(
     "expose-gradients",
     cl::desc("Return each parameter's gradient from the step (the binary's "
              "--save-grads writes them)"),
-    cl::init(false));
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool> withEval(
     "with-eval",
     cl::desc("Also link the model's evaluation step (the forward pass and "
              "the loss, as --forward-only compiles it) into the training "
              "binary, reading the training step's parameters: the binary's "
              "--eval-every N evaluates held-out batches every N steps"),
-    cl::init(false));
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<std::string> backend(
     "backend",
     cl::desc("Runtime backend the binary links: cpu (OpenBLAS), cuda "
              "(NVIDIA GPUs, one per rank) or cuda-emu (the CUDA backend on "
              "the CUDA emulator, on the host: slow, for testing the CUDA "
              "code without a GPU); the step's code is the same"),
-    cl::init("cpu"));
+    cl::init("cpu"), cl::cat(compileCategory));
 enum class Emit { Exe, Obj, LLVMIR, MLIR };
 static cl::opt<Emit> emit(
     "emit", cl::desc("What to write to -o (default exe)"),
@@ -60,7 +66,7 @@ static cl::opt<Emit> emit(
                           "elsewhere"),
                clEnumValN(Emit::LLVMIR, "llvm", "LLVM IR text"),
                clEnumValN(Emit::MLIR, "mlir", "the lowered MLIR")),
-    cl::init(Emit::Exe));
+    cl::init(Emit::Exe), cl::cat(compileCategory));
 
 static int fail(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "shard-compile") << message << "\n";
@@ -129,11 +135,15 @@ int main(int argc, char **argv) {
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
   registerAsmPrinterCLOptions();
+  cl::HideUnrelatedOptions(
+      {&compileCategory, &autoshard::tools::strategyCategory()});
   cl::ParseCommandLineOptions(
       argc, argv,
       "shard-compile: compile a training step into a distributed training "
       "binary\n\n  shard-compile --strategy=ddp --world-size=2 model.mlir "
-      "-o train\n  mpirun -np 2 ./train --steps 100\n");
+      "-o train\n  mpirun -np 2 ./train --steps 100\n\n  --help-hidden "
+      "also lists MLIR's debugging options (--mlir-print-ir-after-all, "
+      "--mlir-timing, ...)\n");
   // The linker would write an empty -o to ./a.out.
   if (outputFilename.empty())
     return fail("-o needs a file name");
