@@ -38,4 +38,20 @@ inline void checkAttentionShape(const char *op, int64_t batch, int64_t seq,
     fatal("%s: scale = %g is not finite", op, static_cast<double>(scale));
 }
 
+/// The shape of a rotary embedding call (abi.h): counts non-negative, an
+/// even head_dim (rotate-half pairs), a positive finite theta.
+inline void checkRopeShape(const char *op, int64_t batch, int64_t seq,
+                           int64_t heads, int64_t headDim, float theta) {
+  checkCount(op, "batch", batch);
+  checkCount(op, "seq", seq);
+  checkCount(op, "heads", heads);
+  checkCount(op, "head_dim", headDim);
+  if (headDim % 2 != 0)
+    fatal("%s: head_dim = %lld must be even (rotate-half pairs)", op,
+          static_cast<long long>(headDim));
+  if (!(theta > 0.0f) || !std::isfinite(theta))
+    fatal("%s: theta = %g must be positive and finite", op,
+          static_cast<double>(theta));
+}
+
 } // namespace autoshard::rt

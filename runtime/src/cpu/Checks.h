@@ -25,5 +25,6 @@ inline blasint blasDim(const char *op, const char *name, int64_t value) {
 using autoshard::rt::checkAttentionShape;
 using autoshard::rt::checkCount;
 using autoshard::rt::checkNotNull;
+using autoshard::rt::checkRopeShape;
 
 } // namespace autoshard::rt::cpu

@@ -60,20 +60,6 @@ void rotate(const char *op, const T *x, T *y, int64_t batch, int64_t seq,
     }
 }
 
-void checkShape(const char *op, int64_t batch, int64_t seq, int64_t heads,
-                int64_t headDim, float theta) {
-  checkCount(op, "batch", batch);
-  checkCount(op, "seq", seq);
-  checkCount(op, "heads", heads);
-  checkCount(op, "head_dim", headDim);
-  if (headDim % 2 != 0)
-    fatal("%s: head_dim = %lld must be even (rotate-half pairs)", op,
-          static_cast<long long>(headDim));
-  if (!(theta > 0.0f) || !std::isfinite(theta))
-    fatal("%s: theta = %g must be positive and finite", op,
-          static_cast<double>(theta));
-}
-
 } // namespace
 
 extern "C" void asrt_rope_fwd(asrt_context *ctx, int32_t dtype, const void *x,
@@ -81,7 +67,7 @@ extern "C" void asrt_rope_fwd(asrt_context *ctx, int32_t dtype, const void *x,
                               int64_t heads, int64_t head_dim, float theta) {
   OpTimer timer(ctx, "rope_fwd");
   const char *op = "rope_fwd";
-  checkShape(op, batch, seq, heads, head_dim, theta);
+  checkRopeShape(op, batch, seq, heads, head_dim, theta);
   dispatchFloatDtype(op, dtype, [&](auto tag) {
     using T = decltype(tag);
     rotate(op, static_cast<const T *>(x), static_cast<T *>(y), batch, seq,
@@ -94,7 +80,7 @@ extern "C" void asrt_rope_grad(asrt_context *ctx, int32_t dtype, const void *dy,
                                int64_t heads, int64_t head_dim, float theta) {
   OpTimer timer(ctx, "rope_grad");
   const char *op = "rope_grad";
-  checkShape(op, batch, seq, heads, head_dim, theta);
+  checkRopeShape(op, batch, seq, heads, head_dim, theta);
   dispatchFloatDtype(op, dtype, [&](auto tag) {
     using T = decltype(tag);
     rotate(op, static_cast<const T *>(dy), static_cast<T *>(dx), batch, seq,

@@ -17,6 +17,7 @@ namespace autoshard::rt::cuda {
 
 using autoshard::rt::checkCount;
 using autoshard::rt::checkNotNull;
+using autoshard::rt::checkRopeShape;
 
 /// The `n` indices (token ids, labels) at `indices`, device memory, copied
 /// to the host so that they can be checked there, before any kernel reads

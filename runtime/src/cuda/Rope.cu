@@ -52,24 +52,10 @@ __global__ void ropeKernel(const T *x, T *y, int64_t batch, int64_t seq,
   }
 }
 
-void checkShape(const char *op, int64_t batch, int64_t seq, int64_t heads,
-                int64_t headDim, float theta) {
-  checkCount(op, "batch", batch);
-  checkCount(op, "seq", seq);
-  checkCount(op, "heads", heads);
-  checkCount(op, "head_dim", headDim);
-  if (headDim % 2 != 0)
-    fatal("%s: head_dim = %lld must be even (rotate-half pairs)", op,
-          static_cast<long long>(headDim));
-  if (!(theta > 0.0f) || !std::isfinite(theta))
-    fatal("%s: theta = %g must be positive and finite", op,
-          static_cast<double>(theta));
-}
-
 void rotate(cudaStream_t stream, const char *op, int32_t dtype, const void *x,
             void *y, int64_t batch, int64_t seq, int64_t heads, int64_t headDim,
             float theta, bool inverse) {
-  checkShape(op, batch, seq, heads, headDim, theta);
+  checkRopeShape(op, batch, seq, heads, headDim, theta);
   dispatchFloat(op, dtype, [&](auto tag) {
     using T = decltype(tag);
     const int64_t pairs = seq * (headDim / 2), slices = batch * heads;
