@@ -238,25 +238,20 @@ CostEstimate autoshard::cost::estimateCost(const ModelDescription &model,
   return estimate;
 }
 
-static std::string gib(int64_t bytes) {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%.2f GiB", double(bytes) / (1 << 30));
-  return text;
-}
-
 std::vector<std::string> CostEstimate::overflows(int64_t budgetBytes) const {
   std::vector<std::string> lines;
   int64_t capacity = budgetBytes > 0 ? budgetBytes : deviceCapacityBytes;
   if (memory.device.total() > capacity)
-    lines.push_back("device memory needs " + gib(memory.device.total()) +
-                    " per rank, has " + gib(capacity));
+    lines.push_back("device memory needs " +
+                    formatBytes(memory.device.total()) + " per rank, has " +
+                    formatBytes(capacity));
   int64_t hostNeed = memory.host.hostBytes + memory.host.pinnedStagingBytes;
   if (hostNeed > 0 && hostNeed > hostCapacityBytes)
-    lines.push_back("host memory needs " + gib(hostNeed) + " per rank, has " +
-                    gib(hostCapacityBytes));
+    lines.push_back("host memory needs " + formatBytes(hostNeed) +
+                    " per rank, has " + formatBytes(hostCapacityBytes));
   if (memory.host.nvmeBytes > 0 && memory.host.nvmeBytes > nvmeCapacityBytes)
-    lines.push_back("NVMe needs " + gib(memory.host.nvmeBytes) +
-                    " per rank, has " + gib(nvmeCapacityBytes));
+    lines.push_back("NVMe needs " + formatBytes(memory.host.nvmeBytes) +
+                    " per rank, has " + formatBytes(nvmeCapacityBytes));
   return lines;
 }
 

@@ -299,6 +299,9 @@ autoshard::cost::loadDeviceDirectory(StringRef directory) {
 
 llvm::Expected<DeviceSpec> autoshard::cost::lookupDevice(StringRef name,
                                                          StringRef directory) {
+  if (name.ends_with(".json") ||
+      name.find(llvm::sys::path::get_separator()) != StringRef::npos)
+    return loadDeviceFile(name);
   std::string dir =
       directory.empty() ? getDefaultDeviceDirectory() : directory.str();
   llvm::Expected<std::vector<DeviceSpec>> devices = loadDeviceDirectory(dir);
@@ -311,5 +314,7 @@ llvm::Expected<DeviceSpec> autoshard::cost::lookupDevice(StringRef name,
     known += (known.empty() ? "" : ", ") + device.name;
   }
   return error("unknown device '" + name + "'; known devices: " + known +
-               " (from " + dir + ")");
+               " (from " + dir +
+               "), or the path of a device file of your "
+               "own (NAME.json, as those are)");
 }

@@ -4,6 +4,7 @@
 #include "autoshard/CostModel/Traffic.h"
 
 #include <algorithm>
+#include <cstdio>
 
 using namespace autoshard::cost;
 
@@ -214,4 +215,21 @@ MemoryEstimate autoshard::cost::estimateMemory(const ModelDescription &model,
       host.pinnedStagingBytes += 2 * largestValues(unitShards, 1);
   }
   return estimate;
+}
+
+std::string autoshard::cost::formatBytes(int64_t bytes) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 5) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[64];
+  if (unit == 0)
+    std::snprintf(text, sizeof(text), "%lld B", static_cast<long long>(bytes));
+  else
+    std::snprintf(text, sizeof(text), "%.2f %s (%lld bytes)", value,
+                  units[unit], static_cast<long long>(bytes));
+  return text;
 }

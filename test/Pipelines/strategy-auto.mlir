@@ -31,6 +31,28 @@
 // ROOM: * ddp bucket=25MiB {{.*}} checkpoint=none {{.*}} planned 112.4K
 // ROOM: chosen: ddp {{.*}} DDP fits
 
+// A device of the user's own, by path: the CPU node's figures with 224 KiB
+// of memory, 112 KiB for each of its 2 ranks, so the choice of the 112KiB
+// budget above.
+// RUN: %python -c "import json,sys; d=json.load(open(sys.argv[1])); d['name']='small-node'; d['figures']['memory_bytes']['value']=224*1024; json.dump(d,open(sys.argv[2],'w'))" %examples/../data/devices/cpu-node.json %t.small-node.json
+// RUN: rm -rf %t.devices && mkdir -p %t.devices && cp %t.small-node.json %t.devices/small-node.json
+// RUN: shard-opt --strategy=auto --world-size=2 --device=%t.devices/small-node.json --cost-report %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=OWN
+// OWN: cost report: train_step on 1 x 2 small-node (2 ranks)
+// OWN: * zero1 bucket=25MiB {{.*}} checkpoint=none {{.*}} planned 102.4K
+// OWN: chosen: zero1 {{.*}} DDP does not fit
+// RUN: not shard-opt --strategy=auto --world-size=2 --device=%t.none.json %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=OWNMISSING
+// OWNMISSING: error: cannot read device file '{{.*}}none.json': No such file or directory
+// The file is named after the device it describes.
+// RUN: not shard-opt --strategy=auto --world-size=2 --device=%t.small-node.json %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=OWNNAME
+// OWNNAME: error: {{.*}}small-node.json: the device is named 'small-node' but the file is '{{.*}}.json'; name the file after the device
+// When the estimates reject every plan and the exact plans do too, the
+// smallest plan's exact need is named.
+// RUN: %python -c "import json,sys; d=json.load(open(sys.argv[1])); d['name']='tiny-node'; d['figures']['memory_bytes']['value']=112*1024; json.dump(d,open(sys.argv[2],'w'))" %examples/../data/devices/cpu-node.json %t.devices/tiny-node.json
+// RUN: not shard-opt --strategy=auto --world-size=2 --device=%t.devices/tiny-node.json %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=TINY --implicit-check-not=warning
+// TINY: error: no strategy fits 2 tiny-node ranks: the smallest plan by the estimate, {{.*}} needs {{.*}} per rank
+// TINY: note: device memory needs {{.*}} KiB ({{[0-9]+}} bytes) per rank, has 56.00 KiB (57344 bytes)
+// TINY: note: the memory plan of the compiled step needs {{.*}} KiB ({{[0-9]+}} bytes) per rank, has 56.00 KiB (57344 bytes)
+
 // Llama 2 7B in bf16 on 64 H100s, one sequence of 4096 tokens each: DDP's
 // 16 bytes per parameter do not fit 80 GB; a sharded plan does.
 // RUN: shard-gen llama2-7b --micro-batch=64 --precision=bf16 2>/dev/null | shard-opt --strategy=auto --world-size=64 --device=h100-80gb --cost-report 2>%t.llama | FileCheck %s --check-prefix=LLAMA
@@ -52,7 +74,7 @@
 // GPT-3 on 2 CPU nodes (no host link to offload over) fits no plan: an
 // error with what the smallest needs.
 // RUN: shard-gen gpt3-175b --micro-batch=8 --precision=bf16 2>/dev/null | not shard-opt --strategy=auto --world-size=2 --device=cpu-node 2>&1 | FileCheck %s --check-prefix=NOFIT
-// NOFIT: error: no strategy fits 2 cpu-node ranks: the smallest plan, zero3 {{.*}} checkpoint=blocks, needs {{.*}} TiB
+// NOFIT: error: no strategy fits 2 cpu-node ranks: the smallest plan by the estimate, zero3 {{.*}} checkpoint=blocks, needs {{.*}} TiB
 // NOFIT: note: device memory needs {{.*}} per rank, has 11.77 GiB
 // NOFIT: note: to fit: more ranks, a smaller micro-batch or a device with more memory; the search tried every activation checkpointing mode and no offload ('cpu-node' has no host link to offload to)
 

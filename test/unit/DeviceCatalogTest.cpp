@@ -123,6 +123,25 @@ TEST_F(DeviceFiles, AValidFileLoads) {
   EXPECT_TRUE(bool(found)) << llvm::toString(found.takeError());
 }
 
+TEST_F(DeviceFiles, APathIsADeviceFileOfTheUsersOwn) {
+  // --device=PATH: a device the catalog lacks, without touching it.
+  std::string path = write("box.json", cpuFile("box", kCpuFigures));
+  llvm::Expected<DeviceSpec> device = lookupDevice(path);
+  ASSERT_TRUE(bool(device)) << llvm::toString(device.takeError());
+  EXPECT_EQ(device->name, "box");
+  // A bare file name with the extension is a path too, not a catalog name.
+  EXPECT_NE(errorOf(lookupDevice("box.json"))
+                .find("cannot read device file "
+                      "'box.json'"),
+            std::string::npos);
+  EXPECT_NE(errorOf(lookupDevice(std::string(dir) + "/none.json"))
+                .find("cannot read device file"),
+            std::string::npos);
+  EXPECT_NE(errorOf(lookupDevice("tpu-v5"))
+                .find("or the path of a device file of your own"),
+            std::string::npos);
+}
+
 TEST_F(DeviceFiles, MissingFileAndDirectory) {
   EXPECT_NE(errorOf(loadDeviceFile(std::string(dir) + "/none.json"))
                 .find("cannot read device file"),

@@ -145,7 +145,8 @@ inline llvm::cl::opt<std::string> deviceFlag(
     "device",
     llvm::cl::desc("--strategy=auto: the device the ranks are, a file of "
                    "data/devices (a100-80gb, h100-80gb, h200-141gb, "
-                   "cpu-node; default cpu-node)"),
+                   "cpu-node; default cpu-node) or the path of a device "
+                   "file of your own (NAME.json in the same format)"),
     llvm::cl::init("cpu-node"), llvm::cl::cat(strategyCategory()));
 inline llvm::cl::opt<int64_t> nodesFlag(
     "nodes",

@@ -12,6 +12,8 @@
 #ifndef AUTOSHARD_CONVERSION_MEMORYPLAN_H
 #define AUTOSHARD_CONVERSION_MEMORYPLAN_H
 
+#include "autoshard/CostModel/Memory.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LLVM.h"
 
@@ -78,8 +80,9 @@ struct MemoryPlan {
 /// from lowering a copy of it. Fails with the lowering's diagnostic.
 mlir::FailureOr<MemoryPlan> planStepMemory(mlir::ModuleOp module);
 
-/// "1.50 GiB (1610612736 bytes)".
-std::string formatBytes(int64_t bytes);
+/// "1.50 GiB (1610612736 bytes)": the cost model's, which this layer
+/// shares.
+using cost::formatBytes;
 
 /// Parses "80GiB", "1.5GB", "4096", "512MiB", "2T" (binary and decimal
 /// units, case-insensitive, optional "B"); fails on anything else.

@@ -36,7 +36,10 @@ llvm::Expected<std::vector<DeviceSpec>>
 loadDeviceDirectory(llvm::StringRef directory);
 
 /// The device called `name` in `directory` (the default directory when
-/// empty); an unknown name is an error listing the known ones.
+/// empty); an unknown name is an error listing the known ones. A `name`
+/// that ends in ".json" or names a directory is a device file of the
+/// user's own (loadDeviceFile), such as a GPU the catalog lacks or figures
+/// measured on the user's cluster.
 llvm::Expected<DeviceSpec> lookupDevice(llvm::StringRef name,
                                         llvm::StringRef directory = "");
 

@@ -17,6 +17,7 @@
 #include "autoshard/CostModel/Plan.h"
 
 #include <cstdint>
+#include <string>
 
 namespace autoshard::cost {
 
@@ -94,6 +95,9 @@ int64_t activationBytesPerRank(const ModelDescription &model, const Plan &plan,
 /// The memory of `plan` per rank. Requires a plan verifyPlan accepts.
 MemoryEstimate estimateMemory(const ModelDescription &model, const Plan &plan,
                               const ClusterSpec &cluster);
+
+/// A byte count for people: "1.50 GiB (1610612736 bytes)", "512 B".
+std::string formatBytes(int64_t bytes);
 
 } // namespace autoshard::cost
 

@@ -40,23 +40,6 @@ StringRef autoshard::memoryCategoryName(MemoryCategory category) {
   llvm_unreachable("unknown memory category");
 }
 
-std::string autoshard::formatBytes(int64_t bytes) {
-  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 5) {
-    value /= 1024;
-    ++unit;
-  }
-  char text[64];
-  if (unit == 0)
-    std::snprintf(text, sizeof(text), "%lld B", static_cast<long long>(bytes));
-  else
-    std::snprintf(text, sizeof(text), "%.2f %s (%lld bytes)", value,
-                  units[unit], static_cast<long long>(bytes));
-  return text;
-}
-
 FailureOr<int64_t> autoshard::parseByteSize(StringRef text) {
   StringRef rest = text.trim();
   size_t digits = 0;
