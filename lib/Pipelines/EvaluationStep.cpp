@@ -80,30 +80,9 @@ LogicalResult autoshard::checkEvaluationStepShares(ModuleOp train,
   return success();
 }
 
-namespace {
-
-/// The device bytes per rank of a training binary with its evaluation step,
-/// as its driver allocates them: the training step's persistent state, the
-/// evaluation step's arguments and results that are not shared parameters
-/// (its batch, its loss), and one arena, the larger of the two steps' (they
-/// never run at once).
-struct CombinedPlan {
-  int64_t trainPersistent = 0;
-  int64_t evalOwn = 0;
-  int64_t trainArena = 0;
-  int64_t evalArena = 0;
-  int64_t total() const {
-    return trainPersistent + evalOwn + std::max(trainArena, evalArena);
-  }
-};
-
-FailureOr<CombinedPlan> planCombined(ModuleOp train, ModuleOp eval) {
-  FailureOr<autoshard::MemoryPlan> trainPlan = autoshard::planStepMemory(train);
-  if (failed(trainPlan))
-    return failure();
-  FailureOr<autoshard::MemoryPlan> evalPlan = autoshard::planStepMemory(eval);
-  if (failed(evalPlan))
-    return failure();
+FailureOr<autoshard::EvaluationBinaryMemory>
+autoshard::combineStepMemory(const MemoryPlan &trainPlan, ModuleOp eval,
+                             const MemoryPlan &evalPlan) {
   FailureOr<FunctionOpInterface> evalStep = findStepFunction(eval);
   if (failed(evalStep))
     return failure();
@@ -120,15 +99,13 @@ FailureOr<CombinedPlan> planCombined(ModuleOp train, ModuleOp eval) {
     shared += type.getNumElements() *
               llvm::divideCeil(type.getElementTypeBitWidth(), 8);
   }
-  CombinedPlan plan;
-  plan.trainPersistent = trainPlan->persistent;
-  plan.evalOwn = evalPlan->persistent - shared;
-  plan.trainArena = trainPlan->stepPeak;
-  plan.evalArena = evalPlan->stepPeak;
+  EvaluationBinaryMemory plan;
+  plan.trainPersistent = trainPlan.persistent;
+  plan.evalOwn = evalPlan.persistent - shared;
+  plan.trainArena = trainPlan.stepPeak;
+  plan.evalArena = evalPlan.stepPeak;
   return plan;
 }
-
-} // namespace
 
 LogicalResult autoshard::checkEvaluationMemoryBudget(ModuleOp train,
                                                      ModuleOp eval,
@@ -139,7 +116,14 @@ LogicalResult autoshard::checkEvaluationMemoryBudget(ModuleOp train,
     return eval.emitError() << "memory budget '" << budget
                             << "' is not a positive size; write bytes or a "
                                "size with a unit, such as 80GiB or 1.5GB";
-  FailureOr<CombinedPlan> plan = planCombined(train, eval);
+  FailureOr<autoshard::MemoryPlan> trainPlan = autoshard::planStepMemory(train);
+  if (failed(trainPlan))
+    return failure();
+  FailureOr<autoshard::MemoryPlan> evalPlan = autoshard::planStepMemory(eval);
+  if (failed(evalPlan))
+    return failure();
+  FailureOr<EvaluationBinaryMemory> plan =
+      combineStepMemory(*trainPlan, eval, *evalPlan);
   if (failed(plan))
     return failure();
   if (plan->total() <= *budgetBytes)

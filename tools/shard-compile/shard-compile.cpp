@@ -6,6 +6,7 @@
 #include "../common/OutputFile.h"
 #include "../common/StrategyFlags.h"
 #include "autoshard/Pipelines/EvaluationStep.h"
+#include "autoshard/Pipelines/PlanReport.h"
 #include "autoshard/Target/ObjectFile.h"
 
 #include "mlir/IR/AsmState.h"
@@ -57,6 +58,19 @@ static cl::opt<std::string> backend(
              "the CUDA emulator, on the host: slow, for testing the CUDA "
              "code without a GPU); the step's code is the same"),
     cl::init("cpu"), cl::cat(compileCategory));
+static cl::opt<std::string> planReport(
+    "plan-report",
+    cl::desc("Print each rank's plan of the compiled step before launch: "
+             "device memory at the peak by category, host memory and NVMe "
+             "under offload, the bytes each collective kind sends per step, "
+             "offload transfers and FLOPs (text, or json for tools); the "
+             "binary's --stats-json measures the same"),
+    cl::ValueOptional, cl::cat(compileCategory));
+static cl::opt<std::string> planReportFile(
+    "plan-report-file",
+    cl::desc("Write the plan report here instead of stderr (with "
+             "--plan-report; alone, implies the text form)"),
+    cl::value_desc("file"), cl::cat(compileCategory));
 enum class Emit { Exe, Obj, LLVMIR, MLIR };
 static cl::opt<Emit> emit(
     "emit", cl::desc("What to write to -o (default exe)"),
@@ -161,6 +175,14 @@ int main(int argc, char **argv) {
                 "--forward-only compiles an evaluation binary already");
   if (std::optional<std::string> error = checkBackend())
     return fail(*error);
+  const bool wantPlanReport =
+      planReport.getNumOccurrences() || planReportFile.getNumOccurrences();
+  if (planReport.getNumOccurrences() && !planReport.empty() &&
+      planReport != "text" && planReport != "json")
+    return fail("unknown plan report '" + planReport.getValue() +
+                "'; valid: text, json");
+  if (planReportFile.getNumOccurrences() && planReportFile.empty())
+    return fail("--plan-report-file needs a file name");
 
   DialectRegistry registry;
   autoshard::registerAutoshardDialects(registry);
@@ -227,11 +249,36 @@ int main(int argc, char **argv) {
             options.memoryBudget.empty() ? "the memory per rank of --device"
                                          : "")))
       return 1;
-    if (failed(runPipeline(*evalModule, [&](PassManager &pm) {
-          autoshard::buildLowerToLLVMPipeline(pm, /*evaluationEntry=*/true);
-        })))
-      return 1;
   }
+  if (wantPlanReport) {
+    // From the partitioned steps, before lowering consumes them.
+    FailureOr<std::string> report = autoshard::formatPlanReport(
+        *module, evalModule ? *evalModule : ModuleOp(), planReport == "json",
+        built.memoryBudget);
+    if (failed(report))
+      return 1;
+    if (planReportFile.empty()) {
+      llvm::errs() << *report;
+    } else {
+      std::error_code error;
+      llvm::raw_fd_ostream out(planReportFile, error);
+      if (!error) {
+        out << *report;
+        out.close();
+        if (out.has_error())
+          error = out.error();
+      }
+      if (error) {
+        out.clear_error();
+        return fail("cannot write the plan report to '" +
+                    planReportFile.getValue() + "': " + error.message());
+      }
+    }
+  }
+  if (evalModule && failed(runPipeline(*evalModule, [&](PassManager &pm) {
+        autoshard::buildLowerToLLVMPipeline(pm, /*evaluationEntry=*/true);
+      })))
+    return 1;
   if (failed(runPipeline(*module, [&](PassManager &pm) {
         autoshard::buildLowerToLLVMPipeline(pm);
       })))

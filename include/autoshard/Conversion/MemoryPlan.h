@@ -13,6 +13,7 @@
 #define AUTOSHARD_CONVERSION_MEMORYPLAN_H
 
 #include "autoshard/CostModel/Memory.h"
+#include "autoshard/CostModel/Traffic.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LLVM.h"
@@ -76,8 +77,45 @@ struct MemoryPlan {
   int64_t peak() const { return persistent + stepPeak; }
 };
 
-/// The memory plan of the module's (partitioned or unplanned) training step,
-/// from lowering a copy of it. Fails with the lowering's diagnostic.
+/// What a rank's step moves, counted where the lowering emits each call:
+/// per collective kind, the calls (a bucket is one) and the bytes a ring
+/// sends (docs/RuntimeABI.md, "Collective byte counts"; a group of one rank
+/// makes no call); per offload transfer kind, the calls and the bytes. The
+/// runtime counts the same (--stats-json's "collectives" and "offload").
+struct StepTraffic {
+  struct Count {
+    int64_t calls = 0;
+    int64_t bytes = 0;
+  };
+  /// Indexed by cost::CollectiveKind: all_reduce, all_gather,
+  /// reduce_scatter.
+  std::array<Count, 3> collectives{};
+  /// Indexed by train::TransferKind: to_host, to_device, nvme_read,
+  /// nvme_write.
+  std::array<Count, 4> transfers{};
+
+  /// One collective over `groupSize` ranks whose members' full tensors
+  /// have `fullElements` elements of `elementBytes` bytes each.
+  void addCollective(cost::CollectiveKind kind, int64_t groupSize,
+                     llvm::ArrayRef<int64_t> fullElements,
+                     int64_t elementBytes);
+  int64_t collectiveBytes() const;
+};
+
+/// "to_host", "to_device", "nvme_read", "nvme_write" by index.
+llvm::StringRef transferKindName(int index);
+
+/// Everything lowering a step settles: its memory and its traffic.
+struct StepPlan {
+  MemoryPlan memory;
+  StepTraffic traffic;
+};
+
+/// The plan of the module's (partitioned or unplanned) training step, from
+/// lowering a copy of it. Fails with the lowering's diagnostic.
+mlir::FailureOr<StepPlan> planStep(mlir::ModuleOp module);
+
+/// planStep's memory plan.
 mlir::FailureOr<MemoryPlan> planStepMemory(mlir::ModuleOp module);
 
 /// "1.50 GiB (1610612736 bytes)": the cost model's, which this layer

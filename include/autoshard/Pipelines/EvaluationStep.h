@@ -10,8 +10,11 @@
 #ifndef AUTOSHARD_PIPELINES_EVALUATIONSTEP_H
 #define AUTOSHARD_PIPELINES_EVALUATIONSTEP_H
 
+#include "autoshard/Conversion/MemoryPlan.h"
 #include "autoshard/Pipelines/Pipelines.h"
 #include "mlir/IR/BuiltinOps.h"
+
+#include <algorithm>
 
 namespace autoshard {
 
@@ -30,6 +33,27 @@ StrategyOptions evaluationStepOptions(const StrategyOptions &training);
 /// evaluation step naming the parameter and both layouts otherwise.
 mlir::LogicalResult checkEvaluationStepShares(mlir::ModuleOp train,
                                               mlir::ModuleOp eval);
+
+/// The device bytes per rank of a training binary with its evaluation step,
+/// as its driver allocates them: the training step's persistent state, the
+/// evaluation step's arguments and results that are not shared parameters
+/// (its batch, its loss), and one arena, the larger of the two steps' (they
+/// never run at once).
+struct EvaluationBinaryMemory {
+  int64_t trainPersistent = 0;
+  int64_t evalOwn = 0;
+  int64_t trainArena = 0;
+  int64_t evalArena = 0;
+  int64_t total() const {
+    return trainPersistent + evalOwn + std::max(trainArena, evalArena);
+  }
+};
+
+/// The binary's memory from the two steps' plans (`eval` partitioned, as
+/// checkEvaluationStepShares accepts it).
+mlir::FailureOr<EvaluationBinaryMemory>
+combineStepMemory(const MemoryPlan &trainPlan, mlir::ModuleOp eval,
+                  const MemoryPlan &evalPlan);
 
 /// --memory-budget for a binary with an evaluation step (both partitioned):
 /// its device bytes per rank as the driver allocates them (the training

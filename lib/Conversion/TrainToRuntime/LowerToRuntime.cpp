@@ -910,7 +910,7 @@ struct LowerToRuntimePass
 
 } // namespace
 
-FailureOr<MemoryPlan> autoshard::planStepMemory(ModuleOp module) {
+FailureOr<StepPlan> autoshard::planStep(ModuleOp module) {
   OwningOpRef<ModuleOp> copy(module.clone());
   // The lowering pipeline cleans up before lowering; so does the plan.
   PassManager cleanup(module.getContext());
@@ -929,5 +929,12 @@ FailureOr<MemoryPlan> autoshard::planStepMemory(ModuleOp module) {
   StepLowering lowering(*copy, *step);
   if (failed(lowering.run()))
     return failure();
-  return lowering.memoryPlan();
+  return StepPlan{lowering.memoryPlan(), lowering.traffic};
+}
+
+FailureOr<MemoryPlan> autoshard::planStepMemory(ModuleOp module) {
+  FailureOr<StepPlan> plan = planStep(module);
+  if (failed(plan))
+    return failure();
+  return plan->memory;
 }

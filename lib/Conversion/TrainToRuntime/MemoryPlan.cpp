@@ -40,6 +40,28 @@ StringRef autoshard::memoryCategoryName(MemoryCategory category) {
   llvm_unreachable("unknown memory category");
 }
 
+void autoshard::StepTraffic::addCollective(cost::CollectiveKind kind,
+                                           int64_t groupSize,
+                                           ArrayRef<int64_t> fullElements,
+                                           int64_t elementBytes) {
+  Count &count = collectives[static_cast<int>(kind)];
+  ++count.calls;
+  for (int64_t elements : fullElements)
+    count.bytes +=
+        cost::ringBytesPerRank(kind, elements, groupSize, elementBytes);
+}
+
+int64_t autoshard::StepTraffic::collectiveBytes() const {
+  int64_t bytes = 0;
+  for (const Count &count : collectives)
+    bytes += count.bytes;
+  return bytes;
+}
+
+StringRef autoshard::transferKindName(int index) {
+  return train::stringifyTransferKind(static_cast<train::TransferKind>(index));
+}
+
 FailureOr<int64_t> autoshard::parseByteSize(StringRef text) {
   StringRef rest = text.trim();
   size_t digits = 0;

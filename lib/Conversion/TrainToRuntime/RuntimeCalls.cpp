@@ -620,6 +620,8 @@ LogicalResult emitAllReduce(Operation *op, StepEmitter &e) {
   } else {
     recv = e.output(result);
   }
+  e.countCollective(cost::CollectiveKind::AllReduce, group->size,
+                    allReduce.getInput());
   e.call("asrt_all_reduce",
          {e.buffer(allReduce.getInput()), recv,
           e.i64(numElements(allReduce.getInput())), e.i32(*dtype),
@@ -669,6 +671,14 @@ constexpr int32_t kBucketAllReduce = 0;
 constexpr int32_t kBucketAllGatherShards = 1;
 constexpr int32_t kBucketReduceScatterShards = 2;
 
+/// The kind the runtime counts a bucket kind's bytes under.
+cost::CollectiveKind trafficKind(int32_t bucketKind) {
+  return bucketKind == kBucketAllGatherShards ? cost::CollectiveKind::AllGather
+         : bucketKind == kBucketReduceScatterShards
+             ? cost::CollectiveKind::ReduceScatter
+             : cost::CollectiveKind::AllReduce;
+}
+
 /// The bucket's pack buffer in the step's arena, alive until `until` (the
 /// wait of a started bucket; this op when null), so that the memory plan
 /// counts it and the runtime allocates nothing.
@@ -691,6 +701,10 @@ LogicalResult emitMembers(Operation *op, StepEmitter &e, const Group &group,
       e.alias(result, send);
     return success();
   }
+  SmallVector<Value> allFulls;
+  for (unsigned i = 0, n = sends.size(); i < n; ++i)
+    allFulls.push_back(fullOf(i));
+  e.countCollective(trafficKind(bucketKind), group.size, allFulls);
   Value dtype = dtypeOf(e, sends.front());
   for (Value send : sends.drop_front())
     if (tensorType(send).getElementType() !=
@@ -827,6 +841,7 @@ LogicalResult emitCollectiveStart(Operation *op, StepEmitter &e) {
   SmallVector<Value> fulls;
   for (unsigned i = 0, n = sends.size(); i < n; ++i)
     fulls.push_back(full(i));
+  e.countCollective(trafficKind(kind), group->size, fulls);
   emitPackBuffer(e, packedBucketBytes(group->size, fulls), wait);
   e.bindHandle(start.getHandle(), e.callReturningI64("asrt_bucket_start", {}));
   return success();
@@ -854,6 +869,8 @@ using Rule = LogicalResult (*)(Operation *, StepEmitter &);
 LogicalResult emitToHost(Operation *op, StepEmitter &e) {
   auto copy = cast<train::ToHostOp>(op);
   Value out = e.output(copy.getResult());
+  e.countTransfer(static_cast<int>(train::TransferKind::ToHost),
+                  byteSize(copy.getInput()));
   e.call("asrt_copy_to_host", {out, e.buffer(copy.getInput()),
                                e.i64(byteSize(copy.getInput()))});
   return success();
@@ -862,6 +879,8 @@ LogicalResult emitToHost(Operation *op, StepEmitter &e) {
 LogicalResult emitToDevice(Operation *op, StepEmitter &e) {
   auto copy = cast<train::ToDeviceOp>(op);
   Value out = e.output(copy.getResult());
+  e.countTransfer(static_cast<int>(train::TransferKind::ToDevice),
+                  byteSize(copy.getInput()));
   e.call("asrt_copy_to_device", {out, e.buffer(copy.getInput()),
                                  e.i64(byteSize(copy.getInput()))});
   return success();
@@ -871,6 +890,8 @@ LogicalResult emitNvmeRead(Operation *op, StepEmitter &e) {
   auto read = cast<train::NvmeReadOp>(op);
   Value out = e.output(read.getResult());
   auto arg = cast<BlockArgument>(read.getSource());
+  e.countTransfer(static_cast<int>(train::TransferKind::NvmeRead),
+                  byteSize(read.getSource()));
   e.call("asrt_nvme_read", {e.i32(static_cast<int32_t>(arg.getArgNumber())),
                             out, e.i64(byteSize(read.getSource()))});
   return success();
@@ -879,6 +900,8 @@ LogicalResult emitNvmeRead(Operation *op, StepEmitter &e) {
 LogicalResult emitNvmeWrite(Operation *op, StepEmitter &e) {
   auto write = cast<train::NvmeWriteOp>(op);
   auto arg = cast<BlockArgument>(write.getTarget());
+  e.countTransfer(static_cast<int>(train::TransferKind::NvmeWrite),
+                  byteSize(write.getValue()));
   e.call("asrt_nvme_write", {e.i32(static_cast<int32_t>(arg.getArgNumber())),
                              e.buffer(write.getValue()),
                              e.i64(byteSize(write.getValue()))});
@@ -913,6 +936,7 @@ LogicalResult emitTransferStart(Operation *op, StepEmitter &e) {
         cast<BlockArgument>(start.getTarget()).getArgNumber());
     break;
   }
+  e.countTransfer(static_cast<int>(start.getKind()), byteSize(input));
   e.bindHandle(start.getHandle(),
                e.callReturningI64(
                    "asrt_transfer_start",
@@ -1221,4 +1245,20 @@ LogicalResult autoshard::emitRuntimeCall(Operation *op, StepEmitter &emitter) {
     return op->emitOpError() << "has no runtime lowering; the runtime runs "
                                 "train ops and shard.all_reduce";
   return it->second(op, emitter);
+}
+
+void StepEmitter::countCollective(cost::CollectiveKind kind, int64_t groupSize,
+                                  ValueRange fulls) {
+  SmallVector<int64_t> elements;
+  for (Value full : fulls)
+    elements.push_back(numElements(full));
+  traffic.addCollective(
+      kind, groupSize, elements,
+      llvm::divideCeil(tensorType(fulls.front()).getElementTypeBitWidth(), 8));
+}
+
+void StepEmitter::countTransfer(int kind, int64_t bytes) {
+  StepTraffic::Count &count = traffic.transfers[kind];
+  ++count.calls;
+  count.bytes += bytes;
 }

@@ -3,6 +3,8 @@
 #ifndef AUTOSHARD_LIB_CONVERSION_TRAINTORUNTIME_STEPEMITTER_H
 #define AUTOSHARD_LIB_CONVERSION_TRAINTORUNTIME_STEPEMITTER_H
 
+#include "autoshard/Conversion/MemoryPlan.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
@@ -68,6 +70,16 @@ public:
   mlir::Value callReturningI64(llvm::StringRef callee, mlir::ValueRange args);
 
   virtual mlir::ModuleOp module() = 0;
+
+  /// What the emitted calls move, counted by the rules as they emit them.
+  StepTraffic traffic;
+  /// Counts one emitted collective over `groupSize` ranks whose members'
+  /// full tensors are `fulls`.
+  void countCollective(cost::CollectiveKind kind, int64_t groupSize,
+                       mlir::ValueRange fulls);
+  /// Counts one emitted offload transfer (a train::TransferKind) of
+  /// `bytes`.
+  void countTransfer(int kind, int64_t bytes);
 
 private:
   mlir::func::FuncOp declare(llvm::StringRef callee, mlir::TypeRange args,

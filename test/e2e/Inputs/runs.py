@@ -425,6 +425,50 @@ def cmd_predicted_peak(args):
                  f"peak, more than {args.rtol:.0%}")
 
 
+def cmd_plan_report(args):
+    """shard-compile --plan-report=json against a run's --stats-json: every
+    collective kind's calls and bytes per step, every offload transfer's,
+    the device peak (the binary's, both steps' under --with-eval), host
+    memory, NVMe bytes and FLOPs, all exactly; each evaluation's bytes
+    against the evaluation step's per batch."""
+    with open(args.report) as f:
+        report = json.load(f)
+    with open(args.stats) as f:
+        stats = json.load(f)
+    steps = stats["steps"]
+    train = report["steps"][0]
+    errors = []
+
+    def same(what, planned, measured):
+        print(f"{what}: planned {planned}, measured {measured}")
+        if planned != measured:
+            errors.append(what)
+
+    same("strategy", train["strategy"], stats["strategy"])
+    same("world size", train["world_size"], stats["world_size"])
+    for kind, planned in train["collectives"].items():
+        measured = stats["collectives"].get(kind, {"calls": 0, "bytes_sent": 0})
+        same(f"{kind} calls", planned["calls"] * steps, measured["calls"])
+        same(f"{kind} bytes", planned["bytes"] * steps, measured["bytes_sent"])
+    for kind, planned in train["transfers"].items():
+        measured = stats["offload"][kind]
+        same(f"{kind} calls", planned["calls"] * steps, measured["calls"])
+        same(f"{kind} bytes", planned["bytes"] * steps, measured["bytes"])
+    same("device peak", report["device_peak"], stats["peak_bytes"])
+    same("host peak", train["memory"]["host_peak"], stats["host_peak_bytes"])
+    same("NVMe bytes", train["memory"]["nvme"], stats["nvme_bytes"])
+    same("FLOPs per step", train["flops"], stats["step_flops"])
+    if len(report["steps"]) > 1:
+        per_batch = report["steps"][1]["collective_bytes"]
+        if not stats.get("evaluations"):
+            errors.append("evaluations (none ran)")
+        for e in stats.get("evaluations", []):
+            same(f"evaluation after step {e['after_step']} bytes",
+                 per_batch * e["batches"], e["bytes_sent"])
+    if errors:
+        sys.exit("the plan report differs from the run: " + ", ".join(errors))
+
+
 def cmd_asdata(args):
     rng = random.Random(args.seed)
     teacher = [[rng.gauss(0, 1) for _ in range(args.features)]
@@ -619,6 +663,9 @@ def main():
     p.add_argument("b")
     p.add_argument("--after", required=True)
     p.add_argument("--rtol", type=float, required=True)
+    p = sub.add_parser("plan-report")
+    p.add_argument("report")
+    p.add_argument("stats")
     p = sub.add_parser("asdata")
     p.add_argument("out")
     p.add_argument("--rows", type=int, required=True)
@@ -632,7 +679,8 @@ def main():
     {"losses": cmd_losses, "params": cmd_params, "falls": cmd_falls,
      "below": cmd_below, "traffic": cmd_traffic, "peak": cmd_peak,
      "peak-below": cmd_peak_below, "predicted-peak": cmd_predicted_peak, "predicted-bytes": cmd_predicted_bytes,
-     "eval-loss": cmd_eval_loss, "asdata": cmd_asdata}[args.cmd](args)
+     "eval-loss": cmd_eval_loss, "plan-report": cmd_plan_report,
+     "asdata": cmd_asdata}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,250 @@
+//===- PlanReport.cpp - a compiled step's plan, before launch -------------===//
+
+#include "autoshard/Pipelines/PlanReport.h"
+
+#include "autoshard/Conversion/MemoryPlan.h"
+#include "autoshard/Dialect/Train/IR/Flops.h"
+#include "autoshard/Dialect/Train/IR/StepSignature.h"
+#include "autoshard/Dialect/Train/IR/TrainDialect.h"
+#include "autoshard/Pipelines/EvaluationStep.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace autoshard;
+using namespace autoshard::train;
+
+namespace {
+
+/// One step of the binary and what lowering it settled.
+struct StepReport {
+  std::string entry; // "step" or "eval"
+  std::string name;
+  std::string strategy = "none";
+  SmallVector<int64_t> grid{1};
+  StepPlan plan;
+  double flops = 0;
+
+  int64_t worldSize() const {
+    int64_t size = 1;
+    for (int64_t dim : grid)
+      size *= dim;
+    return size;
+  }
+};
+
+FailureOr<StepReport> reportStep(ModuleOp module, StringRef entry) {
+  FailureOr<FunctionOpInterface> step = findStepFunction(module);
+  if (failed(step))
+    return failure();
+  StepReport report;
+  report.entry = entry.str();
+  report.name = step->getName().str();
+  if (auto plan =
+          (*step)->getAttrOfType<PlanAttr>(TrainDialect::kPlanAttrName)) {
+    auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+        *step, plan.getGrid());
+    if (!grid)
+      return step->emitOpError() << "plan refers to " << plan.getGrid()
+                                 << ", which is not a shard.grid";
+    report.strategy = plan.getStrategy().getValue().str();
+    report.grid.assign(grid.getShape().begin(), grid.getShape().end());
+  }
+  report.flops = blockFlops(step->getFunctionBody().front());
+  FailureOr<StepPlan> plan = planStep(module);
+  if (failed(plan))
+    return failure();
+  report.plan = std::move(*plan);
+  return report;
+}
+
+const char *const kCollectiveNames[] = {"all_reduce", "all_gather",
+                                        "reduce_scatter"};
+
+/// Categories at the peak with bytes, largest first.
+SmallVector<std::pair<int64_t, StringRef>>
+categoriesAtPeak(const MemoryPlan &memory) {
+  SmallVector<std::pair<int64_t, StringRef>> categories;
+  for (int c = 0; c < kNumMemoryCategories; ++c)
+    if (memory.atPeak[c])
+      categories.push_back(
+          {memory.atPeak[c],
+           memoryCategoryName(static_cast<MemoryCategory>(c))});
+  llvm::stable_sort(categories, [](const auto &a, const auto &b) {
+    return a.first > b.first;
+  });
+  return categories;
+}
+
+std::string plural(int64_t count, StringRef word) {
+  return std::to_string(count) + " " + word.str() + (count == 1 ? "" : "s");
+}
+
+void printStep(llvm::raw_ostream &os, const StepReport &step) {
+  const MemoryPlan &memory = step.plan.memory;
+  const StepTraffic &traffic = step.plan.traffic;
+  os << (step.entry == "eval" ? "evaluation step " : "training step ")
+     << step.name << ": " << step.strategy << " over "
+     << plural(step.worldSize(), "rank") << " (grid ";
+  llvm::interleave(step.grid, os, "x");
+  os << ")\n";
+  os << "  device memory per rank: " << formatBytes(memory.peak())
+     << " at the peak: persistent " << formatBytes(memory.persistent)
+     << ", step arena " << formatBytes(memory.stepPeak) << "\n";
+  os << "    at the peak:";
+  llvm::interleave(
+      categoriesAtPeak(memory), os,
+      [&](const auto &c) {
+        os << " " << c.second << " " << formatBytes(c.first);
+      },
+      ",");
+  os << "\n";
+  if (!memory.largestAtPeak.empty()) {
+    os << "    largest tensors then:";
+    llvm::interleave(
+        ArrayRef(memory.largestAtPeak).take_front(3), os,
+        [&](const auto &t) {
+          os << " " << t.first << " " << formatBytes(t.second);
+        },
+        ",");
+    os << "\n";
+  }
+  if (memory.hostPeak())
+    os << "  host memory per rank: " << formatBytes(memory.hostPeak())
+       << " (offloaded state " << formatBytes(memory.hostPersistent)
+       << ", host arena " << formatBytes(memory.hostArena) << ")\n";
+  if (memory.nvme)
+    os << "  NVMe per rank: " << formatBytes(memory.nvme) << "\n";
+  int64_t calls = 0;
+  for (const StepTraffic::Count &c : traffic.collectives)
+    calls += c.calls;
+  os << "  collectives per step per rank: "
+     << formatBytes(traffic.collectiveBytes()) << " sent in "
+     << plural(calls, "call") << "\n";
+  for (auto [kind, count] : llvm::enumerate(traffic.collectives))
+    if (count.calls)
+      os << llvm::formatv("    {0,-15} {1,14} bytes in {2}\n",
+                          kCollectiveNames[kind], count.bytes,
+                          plural(count.calls, "call"));
+  if (llvm::any_of(traffic.transfers,
+                   [](const StepTraffic::Count &c) { return c.calls; })) {
+    os << "  offload transfers per step per rank:\n";
+    for (auto [kind, count] : llvm::enumerate(traffic.transfers))
+      if (count.calls)
+        os << llvm::formatv("    {0,-15} {1,14} bytes in {2}\n",
+                            transferKindName(kind), count.bytes,
+                            plural(count.calls, "call"));
+  }
+  os << llvm::formatv("  compute per step per rank: {0} FLOP ({1:f4} GFLOP: "
+                      "matrix products and attention)\n",
+                      static_cast<int64_t>(step.flops), step.flops / 1e9);
+}
+
+llvm::json::Object stepJson(const StepReport &step) {
+  const MemoryPlan &memory = step.plan.memory;
+  const StepTraffic &traffic = step.plan.traffic;
+  llvm::json::Object atPeak;
+  for (int c = 0; c < kNumMemoryCategories; ++c)
+    atPeak[memoryCategoryName(static_cast<MemoryCategory>(c))] =
+        memory.atPeak[c];
+  llvm::json::Object collectives;
+  for (auto [kind, count] : llvm::enumerate(traffic.collectives))
+    collectives[kCollectiveNames[kind]] =
+        llvm::json::Object{{"calls", count.calls}, {"bytes", count.bytes}};
+  llvm::json::Object transfers;
+  for (auto [kind, count] : llvm::enumerate(traffic.transfers))
+    transfers[transferKindName(kind)] =
+        llvm::json::Object{{"calls", count.calls}, {"bytes", count.bytes}};
+  llvm::json::Array grid;
+  for (int64_t dim : step.grid)
+    grid.push_back(dim);
+  return llvm::json::Object{
+      {"entry", step.entry},
+      {"step", step.name},
+      {"strategy", step.strategy},
+      {"grid", std::move(grid)},
+      {"world_size", step.worldSize()},
+      {"memory", llvm::json::Object{{"peak", memory.peak()},
+                                    {"persistent", memory.persistent},
+                                    {"arena", memory.stepPeak},
+                                    {"live", memory.stepLive},
+                                    {"at_peak", std::move(atPeak)},
+                                    {"host_persistent", memory.hostPersistent},
+                                    {"host_arena", memory.hostArena},
+                                    {"host_peak", memory.hostPeak()},
+                                    {"nvme", memory.nvme}}},
+      {"collectives", std::move(collectives)},
+      {"collective_bytes", traffic.collectiveBytes()},
+      {"transfers", std::move(transfers)},
+      {"flops", static_cast<int64_t>(step.flops)}};
+}
+
+} // namespace
+
+FailureOr<std::string> autoshard::formatPlanReport(ModuleOp train,
+                                                   ModuleOp eval, bool json,
+                                                   StringRef memoryBudget) {
+  SmallVector<StepReport, 2> steps;
+  FailureOr<StepReport> trainReport = reportStep(train, "step");
+  if (failed(trainReport))
+    return failure();
+  steps.push_back(std::move(*trainReport));
+  // The device bytes per rank the driver allocates: one step's plan, or
+  // both steps' as the driver shares them.
+  int64_t devicePeak = steps.front().plan.memory.peak();
+  if (eval) {
+    FailureOr<StepReport> evalReport = reportStep(eval, "eval");
+    if (failed(evalReport))
+      return failure();
+    steps.push_back(std::move(*evalReport));
+    FailureOr<EvaluationBinaryMemory> binary = combineStepMemory(
+        steps.front().plan.memory, eval, steps.back().plan.memory);
+    if (failed(binary))
+      return failure();
+    devicePeak = binary->total();
+  }
+  std::optional<int64_t> budget;
+  if (!memoryBudget.empty()) {
+    FailureOr<int64_t> bytes = parseByteSize(memoryBudget);
+    if (failed(bytes) || *bytes <= 0)
+      return train.emitError()
+             << "memory budget '" << memoryBudget
+             << "' is not a positive size; write bytes or a size with a "
+                "unit, such as 80GiB or 1.5GB";
+    budget = *bytes;
+  }
+
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (json) {
+    llvm::json::Array stepArray;
+    for (const StepReport &step : steps)
+      stepArray.push_back(stepJson(step));
+    llvm::json::Object report{{"schema", "autoshard-plan-report/1"},
+                              {"steps", std::move(stepArray)},
+                              {"device_peak", devicePeak}};
+    if (budget)
+      report["memory_budget"] = *budget;
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
+    return text;
+  }
+  os << "plan report (per rank, from the compiled step; the binary's "
+        "--stats-json measures the same)\n";
+  for (const StepReport &step : steps)
+    printStep(os, step);
+  os << "the binary's device memory per rank: " << formatBytes(devicePeak);
+  if (eval)
+    os << " (the training step's state, the evaluation step's batch and "
+          "loss, one arena for both)";
+  if (budget)
+    os << llvm::formatv(", {0:f1}% of the memory budget of {1}",
+                        100.0 * double(devicePeak) / double(*budget),
+                        formatBytes(*budget));
+  os << "\n";
+  return text;
+}
