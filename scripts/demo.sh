@@ -18,8 +18,10 @@ build/bin/shard-gen gpt2-tiny --layers=4 --hidden=128 --seq=128 \
   --micro-batch=32 -o "$out/gpt.mlir"
 # --with-eval links the model's evaluation step into the training binary:
 # --eval-every evaluates 20 held-out batches every 200 steps and at the end.
+# --plan-report says before launch what each rank will hold and send; the
+# run's summary measures the same peak and bytes.
 build/bin/shard-compile --strategy=ddp --world-size=2 --with-eval \
-  "$out/gpt.mlir" -o "$out/gpt-ddp2"
+  --plan-report "$out/gpt.mlir" -o "$out/gpt-ddp2"
 OPENBLAS_NUM_THREADS=1 mpirun "${mpiflags[@]}" -np 2 "$out/gpt-ddp2" \
   --steps "$steps" --log-every 50 --data "$out/kjv/train.bin" \
   --eval-every 200 --eval-steps 20 --eval-data "$out/kjv/val.bin" \

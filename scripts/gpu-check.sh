@@ -486,7 +486,7 @@ def timed_steps(log):
     """The step lines' own times, after 3 warmup steps (see above)."""
     timed = []
     for line in open(log, errors="replace"):
-        m = re.match(r"step (\d+) loss \S+ ms (\S+)$", line.strip())
+        m = re.match(r"step (\d+) loss \S+ ms (\S+)( |$)", line.strip())
         if m and int(m.group(1)) > 3:
             timed.append(float(m.group(2)))
     return sorted(timed)

@@ -31,7 +31,7 @@
 // EXPOSED-NEXT: %[[R:.*]]:2 = train.all_reduce_bucket %{{.*}}, %[[G32]] on @world grid_axes = [0] reduction = average : tensor<f32>, tensor<3x4xf32>
 // EXPOSED-NEXT: %[[BACK:.*]] = train.cast %[[R]]#1 : tensor<3x4xf32> to tensor<3x4xbf16>
 // EXPOSED: train.adamw %arg0, %[[R]]#1
-// EXPOSED: return {{.*}}, %[[BACK]], %[[R]]#0 :
+// EXPOSED: return {{.*}}, %[[BACK]], %[[R]]#0, %{{.*}} :
 
 // BAD: shard-opt: error: unknown --reduce-dtype 'f16'; valid: gradient, f32
 // BADPASS: error: unknown reduce dtype 'f16'; valid: gradient, f32

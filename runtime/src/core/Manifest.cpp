@@ -27,6 +27,8 @@ const char *roleName(Role role) {
     return "loss";
   case Role::Grad:
     return "grad";
+  case Role::GradNormSq:
+    return "grad_norm_sq";
   }
   return "?";
 }
@@ -140,7 +142,7 @@ std::vector<std::string_view> validKeys(bool isResult, Role role) {
   // params and optimizer states are what ZeRO-Offload and ZeRO-Infinity
   // move out of device memory.
   if (isResult) {
-    if (role == Role::Loss)
+    if (role == Role::Loss || role == Role::GradNormSq)
       return {};
     if (role == Role::Grad)
       return {"of", "full", "shard_axes"};
@@ -157,6 +159,7 @@ std::vector<std::string_view> validKeys(bool isResult, Role role) {
     return {"batch_dim", "global", "classes"};
   case Role::Loss:
   case Role::Grad:
+  case Role::GradNormSq:
     break;
   }
   return {};
@@ -410,10 +413,13 @@ Status Parser::parseTensor(int line,
     spec.role = Role::Loss;
   else if (isResult && role == "grad")
     spec.role = Role::Grad;
+  else if (isResult && role == "grad_norm_sq")
+    spec.role = Role::GradNormSq;
   else
     return lineError(line,
                      "unknown " + std::string(kind) + " role " + quoted(role) +
-                         (isResult ? "; expected param, opt_state, loss or grad"
+                         (isResult ? "; expected param, opt_state, loss, grad "
+                                     "or grad_norm_sq"
                                    : "; expected param, opt_state, input, "
                                      "label or hyper"));
 
@@ -559,7 +565,8 @@ Status Parser::parseTensor(int line,
                                  "of");
         !s)
       return s;
-  } else if (isResult && spec.role != Role::Loss) {
+  } else if (isResult && spec.role != Role::Loss &&
+             spec.role != Role::GradNormSq) {
     if (Status s = require("updates", "updates=I naming the argument it "
                                       "replaces");
         !s)
@@ -619,7 +626,7 @@ Status Parser::checkWhole(int lastLine) {
                    : "a multiple of the world size"));
   }
 
-  int lossLine = 0;
+  int lossLine = 0, gradNormLine = 0;
   std::map<int, int> updatedBy, gradientBy;
   std::set<std::string, std::less<>> resultNames;
   for (const TensorSpec &result : manifest.results) {
@@ -636,6 +643,22 @@ Status Parser::checkWhole(int lastLine) {
       if (result.dtype != ASRT_DTYPE_F32 || result.numElements() != 1)
         return lineError(result.line,
                          "the loss must be one f32 element, found " +
+                             std::string(dtypeName(result.dtype)) + " " +
+                             formatShape(result.shape));
+      continue;
+    }
+    if (result.role == Role::GradNormSq) {
+      if (gradNormLine)
+        return lineError(result.line,
+                         "a second grad_norm_sq result (the first is on "
+                         "line " +
+                             std::to_string(gradNormLine) +
+                             "); a step has at most one");
+      gradNormLine = result.line;
+      if (result.dtype != ASRT_DTYPE_F32 || result.numElements() != 1)
+        return lineError(result.line,
+                         "the squared gradient norm must be one f32 "
+                         "element, found " +
                              std::string(dtypeName(result.dtype)) + " " +
                              formatShape(result.shape));
       continue;
@@ -899,6 +922,13 @@ const TensorSpec *Manifest::findArg(std::string_view name) const {
 int Manifest::lossResult() const {
   for (const TensorSpec &result : results)
     if (result.role == Role::Loss)
+      return result.index;
+  return -1;
+}
+
+int Manifest::gradNormSqResult() const {
+  for (const TensorSpec &result : results)
+    if (result.role == Role::GradNormSq)
       return result.index;
   return -1;
 }

@@ -18,7 +18,16 @@ constexpr int kManifestFormatVersion = 1;
 /// What an argument or result is to the driver. Arguments are params,
 /// opt_states, inputs, labels or hypers; results are params, opt_states,
 /// the loss or exposed gradients (grad).
-enum class Role { Param, OptState, Input, Label, Hyper, Loss, Grad };
+enum class Role {
+  Param,
+  OptState,
+  Input,
+  Label,
+  Hyper,
+  Loss,
+  Grad,
+  GradNormSq
+};
 const char *roleName(Role role);
 
 enum class InitKind { Zeros, Ones, Normal, Uniform, Constant };
@@ -131,6 +140,9 @@ struct Manifest {
   const TensorSpec *findArg(std::string_view name) const;
   /// Index of the (single) loss result.
   int lossResult() const;
+  /// Index of the squared global gradient norm (a step that clips its
+  /// gradients returns it), or -1.
+  int gradNormSqResult() const;
   /// Whether some result has role grad.
   bool hasGradResults() const;
   /// The arguments with memory=`memory`, and their local bytes.

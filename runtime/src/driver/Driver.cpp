@@ -37,12 +37,16 @@
 namespace autoshard::rt {
 
 std::string formatStepLine(int64_t step, double loss, double ms,
-                           std::optional<double> lr) {
-  char line[160];
+                           std::optional<double> lr,
+                           std::optional<double> gradNorm) {
+  char line[192];
   int n = std::snprintf(line, sizeof line, "step %" PRId64 " loss %.8g ms %.3f",
                         step, loss, ms);
   if (lr && n > 0 && static_cast<size_t>(n) < sizeof line)
-    std::snprintf(line + n, sizeof line - n, " lr %.6g", *lr);
+    n += std::snprintf(line + n, sizeof line - n, " lr %.6g", *lr);
+  if (gradNorm && n > 0 && static_cast<size_t>(n) < sizeof line)
+    std::snprintf(line + n, sizeof line - n, " grad_norm %.6g",
+                  std::isnan(*gradNorm) ? NAN : *gradNorm);
   return line;
 }
 
@@ -63,19 +67,20 @@ std::string worldSizeMismatchMessage(const Manifest &manifest, int worldSize,
 
 std::string nonFiniteLossMessage(int64_t step, double loss,
                                  const Options &options,
-                                 int64_t newestCheckpoint, bool evaluation) {
+                                 int64_t newestCheckpoint, bool evaluation,
+                                 const char *what) {
   char value[32];
   // A NaN's sign means nothing; printf would write "-nan" for some.
   std::snprintf(value, sizeof value, "%g", std::isnan(loss) ? NAN : loss);
+  const std::string is = std::string(": the ") + what + " is ";
   if (evaluation)
-    return "step " + std::to_string(step) + ": the loss is " + value +
+    return "step " + std::to_string(step) + is + value +
            "; this evaluation step trains nothing, so the parameters it " +
            "evaluates give it: check " +
            (options.loadParamsFile.empty()
                 ? std::string("them (none were loaded: --load-params)")
                 : "'" + options.loadParamsFile + "'");
-  std::string message = "step " + std::to_string(step) + ": the loss is " +
-                        value +
+  std::string message = "step " + std::to_string(step) + is + value +
                         "; training diverged, and the run stops before "
                         "it saves this state";
   std::string lower = "a lower --lr";
@@ -97,9 +102,9 @@ std::string nonFiniteLossMessage(int64_t step, double loss,
     // The loss of step N is computed from the state after step N - 1, so
     // that checkpoint gives the same loss again, whatever the --lr.
     return message + ". The newest checkpoint, " + newest +
-           ", is kept, but it holds the state this loss was computed from: "
-           "resumed, it gives this loss again at step " +
-           std::to_string(step) +
+           ", is kept, but it holds the state this " + what +
+           " was computed from: resumed, it gives this " + what +
+           " again at step " + std::to_string(step) +
            ". Move it away and resume from an older one with --resume and " +
            lower + ", or rerun from the start with a lower --lr";
   return message + ". The newest good checkpoint, " + newest + " (step " +
@@ -889,6 +894,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   }
 
   const int lossIndex = manifest->lossResult();
+  const int gradNormIndex = manifest->gradNormSqResult();
   double totalMs = 0, totalLoss = 0;
   // A step that updates nothing: an evaluation step (--forward-only).
   const bool evaluation = std::none_of(
@@ -917,12 +923,15 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   struct StepRun {
     double ms;
     float loss;
+    /// The global gradient norm before clipping, of a step that clips.
+    std::optional<double> gradNorm;
   };
   auto runStep = [&](void (*stepFn)(asrt_context *, void *const *,
                                     void *const *),
                      std::vector<void *> &stepArgs,
                      std::vector<void *> &stepResults, int stepLoss,
-                     int64_t stepNumber, const char *traceName) {
+                     int stepGradNormSq, int64_t stepNumber,
+                     const char *traceName) {
     auto start = std::chrono::steady_clock::now();
     stepFn(&ctx, stepArgs.data(), stepResults.data());
     ctx.device->synchronize(Lane::Compute);
@@ -935,6 +944,12 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
                 0.0f};
     ctx.device->toHost(Lane::Compute, &run.loss, stepResults[stepLoss],
                        sizeof run.loss);
+    if (stepGradNormSq >= 0) {
+      float sumOfSquares = 0;
+      ctx.device->toHost(Lane::Compute, &sumOfSquares,
+                         stepResults[stepGradNormSq], sizeof sumOfSquares);
+      run.gradNorm = std::sqrt(static_cast<double>(sumOfSquares));
+    }
     return run;
   };
 
@@ -1004,8 +1019,9 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     for (int64_t i = 0; i < options.evalSteps; ++i) {
       (*evalBatches)->fill(firstEvalBatch + i, evalBatchArgs->args().data());
       evalBatchArgs->writeBack();
-      StepRun run = runStep(hooks.evalStep, evalArgs, evalResults, evalLoss,
-                            afterStep, "eval");
+      StepRun run =
+          runStep(hooks.evalStep, evalArgs, evalResults, evalLoss,
+                  evalManifest->gradNormSqResult(), afterStep, "eval");
       info.ms += run.ms;
       totalEvalLoss += run.loss;
     }
@@ -1078,15 +1094,17 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     // Only the step itself is timed: batch synthesis is not part of
     // training.
     int64_t oneBased = step + 1;
-    StepRun run =
-        runStep(hooks.step, args, results, lossIndex, oneBased, "step");
+    StepRun run = runStep(hooks.step, args, results, lossIndex, gradNormIndex,
+                          oneBased, "step");
     const double ms = run.ms;
     const float loss = run.loss;
     totalMs += ms;
     stepMs.push_back(ms);
     if (oneBased % options.logEvery == 0 || oneBased == options.steps) {
       if (control.rank() == 0) {
-        std::printf("%s\n", formatStepLine(oneBased, loss, ms, stepLr).c_str());
+        std::printf(
+            "%s\n",
+            formatStepLine(oneBased, loss, ms, stepLr, run.gradNorm).c_str());
         std::fflush(stdout);
       }
     }
@@ -1096,6 +1114,15 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
       printErrorOnRankZero(
           control, nonFiniteLossMessage(oneBased, loss, options,
                                         checkpointer.newestStep(), evaluation));
+      return 1;
+    }
+    // So is a step whose gradients overflowed: clipping by an infinite norm
+    // zeroes them, a NaN one poisons the update.
+    if (run.gradNorm && !std::isfinite(*run.gradNorm)) {
+      printErrorOnRankZero(
+          control, nonFiniteLossMessage(oneBased, *run.gradNorm, options,
+                                        checkpointer.newestStep(), false,
+                                        "gradient norm"));
       return 1;
     }
     ++stepsRun;

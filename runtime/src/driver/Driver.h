@@ -51,9 +51,12 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks);
 Expected<std::unique_ptr<ControlPlane>> launchControl(int *argc, char ***argv);
 
 /// "step 3 loss 0.69314718 ms 1.250": the line rank 0 prints; with a
-/// learning-rate schedule, the step's rate after it (" lr 0.0003").
+/// learning-rate schedule, the step's rate after it (" lr 0.0003"); for a
+/// step that clips its gradients, their global norm before clipping last
+/// (" grad_norm 1.2345", what clip_grad_norm_ returns).
 std::string formatStepLine(int64_t step, double loss, double ms,
-                           std::optional<double> lr = std::nullopt);
+                           std::optional<double> lr = std::nullopt,
+                           std::optional<double> gradNorm = std::nullopt);
 
 /// The error for a binary started on the wrong number of ranks: what it was
 /// compiled for, what it got, and the two ways out.
@@ -69,10 +72,13 @@ std::string worldSizeMismatchMessage(const Manifest &manifest, int worldSize,
 /// the state that gave this loss, so it is not called good. An evaluation
 /// step (`evaluation`: it updates nothing) trained nothing: the error
 /// points at the parameters it was given instead.
+/// `what` names the figure: "loss", or "gradient norm" for a step whose
+/// gradients overflowed.
 std::string nonFiniteLossMessage(int64_t step, double loss,
                                  const Options &options,
                                  int64_t newestCheckpoint,
-                                 bool evaluation = false);
+                                 bool evaluation = false,
+                                 const char *what = "loss");
 
 /// For each argument of a training binary's evaluation step (manifest
 /// `eval`), the training step's argument whose buffer it reads: a

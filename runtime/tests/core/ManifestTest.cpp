@@ -210,6 +210,7 @@ TEST(ManifestTest, ParsesGradResultsAndAnIntegerStepCounter) {
   EXPECT_EQ(m.results[0].gradOf, -1);
   EXPECT_TRUE(m.hasGradResults());
   EXPECT_EQ(m.lossResult(), 4);
+  EXPECT_EQ(m.gradNormSqResult(), -1);
   EXPECT_FALSE(parseManifest(kGood)->hasGradResults());
 
   // Under mixed precision the gradient may be bf16 for an f32 param.
@@ -429,7 +430,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"UnknownResultRole",
                 withLine(13, "result 1 input loss f32 scalar"),
                 "manifest line 13: unknown result role 'input'; expected "
-                "param, opt_state, loss or grad"},
+                "param, opt_state, loss, grad or grad_norm_sq"},
         BadCase{"BadName",
                 withLine(7, "arg 1 param fc1/bias f32 64 init=zeros"),
                 "manifest line 7: bad name 'fc1/bias'"},
@@ -537,6 +538,20 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"LossNotScalarF32", withLine(13, "result 1 loss loss f32 2"),
                 "manifest line 13: the loss must be one f32 element, found "
                 "f32 2"},
+        BadCase{"SecondGradNormSq",
+                withLine(13, "result 1 loss loss f32 scalar\n"
+                             "result 2 grad_norm_sq grad_norm_sq f32 scalar\n"
+                             "result 3 grad_norm_sq again f32 scalar"),
+                "manifest line 15: a second grad_norm_sq result (the first "
+                "is on line 14); a step has at most one"},
+        BadCase{"GradNormSqNotScalarF32",
+                withLine(13, "result 1 loss loss f32 scalar\n"
+                             "result 2 grad_norm_sq grad_norm_sq bf16 scalar"),
+                "manifest line 14: the squared gradient norm must be one f32 "
+                "element, found bf16 scalar"},
+        BadCase{"GradNormSqIsAResult",
+                withLine(6, "arg 0 grad_norm_sq fc1.weight f32 64x16"),
+                "manifest line 6: unknown arg role 'grad_norm_sq'"},
         BadCase{"UpdatesNamesNoArgument",
                 withLine(12, "result 0 param fc1.weight f32 64x16 "
                              "updates=6"),

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 using namespace autoshard::rt;
 
@@ -372,6 +373,11 @@ TEST(DriverMessagesTest, StepLine) {
             "step 10 loss 12345679 ms 0.000");
   EXPECT_EQ(formatStepLine(4, 2.5, 1.0, 0.00023180194),
             "step 4 loss 2.5 ms 1.000 lr 0.000231802");
+  // A clipping step's gradient norm comes last, with or without a rate.
+  EXPECT_EQ(formatStepLine(4, 2.5, 1.0, 0.00023180194, 1.23456789),
+            "step 4 loss 2.5 ms 1.000 lr 0.000231802 grad_norm 1.23457");
+  EXPECT_EQ(formatStepLine(5, 2.5, 1.0, std::nullopt, -std::nan("")),
+            "step 5 loss 2.5 ms 1.000 grad_norm nan");
 }
 
 TEST(DriverMessagesTest, WorldSizeMismatch) {

@@ -182,6 +182,21 @@ TEST(NonFiniteLoss, NamesTheStepTheLossAndTheCheckpointKept) {
            "a lower --lr (this run's is 0.5)"));
 }
 
+TEST(NonFiniteLoss, AnOverflowedGradientNormIsNamedSo) {
+  Options options;
+  options.checkpointDir = "ck";
+  std::string message =
+      nonFiniteLossMessage(5, INFINITY, options, 4, false, "gradient norm");
+  EXPECT_TRUE(says(message, "step 5: the gradient norm is inf; training "
+                            "diverged, and the run stops before it saves "
+                            "this state"))
+      << message;
+  EXPECT_TRUE(says(message, "holds the state this gradient norm was "
+                            "computed from: resumed, it gives this gradient "
+                            "norm again at step 5"))
+      << message;
+}
+
 TEST(NonFiniteLoss, TheCheckpointOfThePreviousStepIsNotCalledGood) {
   Options options;
   options.checkpointDir = "ck";

@@ -77,7 +77,7 @@ func.func private @f(tensor<f32> {train.role = #train.role<loss>})
 
 // -----
 
-// expected-error@+1 {{result #0 has role 'input'; results may have the roles param, opt_state, grad or loss}}
+// expected-error@+1 {{result #0 has role 'input'; results may have the roles param, opt_state, grad, grad_norm_sq or loss}}
 func.func private @f() -> (tensor<2xf32> {train.role = #train.role<input>})
 
 // -----
@@ -213,6 +213,33 @@ func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name 
 // expected-error@+1 {{a train.step function returns exactly one loss result, found 2}}
 func.func private @f() -> (tensor<f32> {train.role = #train.role<loss>, train.name = "a"},
                            tensor<f32> {train.role = #train.role<loss>, train.name = "b"}) attributes {train.step}
+
+// -----
+
+// expected-error@+1 {{grad_norm_sq result "n" must be a scalar tensor<f32>, got 'tensor<2xf32>'}}
+func.func private @f() -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"},
+                           tensor<2xf32> {train.role = #train.role<grad_norm_sq>, train.name = "n"}) attributes {train.step}
+
+// -----
+
+// expected-error@+1 {{a train.step function returns at most one grad_norm_sq result, found 2}}
+func.func private @f() -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"},
+                           tensor<f32> {train.role = #train.role<grad_norm_sq>, train.name = "a"},
+                           tensor<f32> {train.role = #train.role<grad_norm_sq>, train.name = "b"}) attributes {train.step}
+
+// -----
+
+// A step whose optimizer autodiff adds returns its loss alone.
+// expected-error@+1 {{grad_norm_sq result "n": a step with a 'train.optimizer' returns only its loss; autoshard-autodiff adds the updates}}
+func.func private @f() -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"},
+                           tensor<f32> {train.role = #train.role<grad_norm_sq>, train.name = "n"})
+    attributes {train.step, train.optimizer = #train.sgd<lr = 0.1>}
+
+// -----
+
+// expected-error@+1 {{argument #0 has role 'grad_norm_sq'}}
+func.func private @f(tensor<f32> {train.role = #train.role<grad_norm_sq>, train.name = "n"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step}
 
 //===----------------------------------------------------------------------===//
 // Ops

@@ -863,7 +863,8 @@ def cmd_selfcheck(args):
 # compare
 # ---------------------------------------------------------------------------
 
-STEP_LINE = re.compile(r"^step (\d+) loss (\S+) ms (\S+)$")
+STEP_LINE = re.compile(
+    r"^step (\d+) loss (\S+) ms (\S+)(?: grad_norm (\S+))?$")
 
 
 def parse_manifest(text):
@@ -1013,6 +1014,7 @@ def cmd_compare(args):
     if not steps:
         sys.exit("the binary printed no 'step 1 loss L ms X' line:\n" + log)
     loss = float(steps[0].group(2))
+    norm = float(steps[0].group(4)) if steps[0].group(4) else None
 
     grads_raw, grads_meta = read_safetensors(files["grads"])
     after, _ = read_safetensors(files["after"])
@@ -1054,6 +1056,21 @@ def cmd_compare(args):
     print(f"gradient norm: reference {ref_norm:.6g}; clip coefficient: "
           f"reference {ref_coef:.6g}, from the binary's gradients "
           f"{coef:.6g}")
+    # A clipping step logs the norm it clipped by (grad_norm on its line).
+    if opt.max_grad_norm > 0:
+        if norm is None:
+            failures.append("the binary logged no grad_norm for a step that "
+                            "clips its gradients")
+        else:
+            norm_err = abs(norm - ref_norm) / max(ref_norm, 1e-30)
+            print(f"logged gradient norm: binary {norm:.6g}, relative error "
+                  f"{norm_err:.3g}")
+            if not norm_err <= args.rtol_grad:
+                failures.append(f"logged gradient norm differs by "
+                                f"{norm_err:.3g} > {args.rtol_grad}")
+    elif norm is not None:
+        failures.append("the binary logged a grad_norm for a step that does "
+                        "not clip")
     if args.require_clipping and not ref_coef < 1.0:
         failures.append(f"--require-clipping: the gradient norm "
                         f"{ref_norm:.4g} is within --max-grad-norm "

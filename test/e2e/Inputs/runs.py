@@ -70,19 +70,26 @@ import re
 import struct
 import sys
 
-STEP_LINE = re.compile(r"^step (\d+) loss (\S+) ms (\S+)(?: lr \S+)?$")
+STEP_LINE = re.compile(
+    r"^step (\d+) loss (\S+) ms (\S+)(?: lr \S+)?(?: grad_norm (\S+))?$")
 
 
-def read_losses(path):
-    losses = {}
+def read_steps(path):
+    """Each logged step's loss and gradient norm (None: not logged)."""
+    steps = {}
     with open(path) as f:
         for line in f:
             m = STEP_LINE.match(line.strip())
             if m:
-                losses[int(m.group(1))] = float(m.group(2))
-    if not losses:
+                norm = float(m.group(4)) if m.group(4) else None
+                steps[int(m.group(1))] = (float(m.group(2)), norm)
+    if not steps:
         sys.exit(f"{path}: no 'step N loss L ms T' lines")
-    return losses
+    return steps
+
+
+def read_losses(path):
+    return {step: loss for step, (loss, _) in read_steps(path).items()}
 
 
 def rel_diff(a, b):
@@ -128,7 +135,11 @@ def cmd_eval_loss(args):
 
 
 def cmd_losses(args):
-    a, b = read_losses(args.a), read_losses(args.b)
+    """The two runs' losses and, where both log them, their gradient norms
+    (clipping steps) agree within --rtol at every step."""
+    steps_a, steps_b = read_steps(args.a), read_steps(args.b)
+    a = {s: loss for s, (loss, _) in steps_a.items()}
+    b = {s: loss for s, (loss, _) in steps_b.items()}
     expected = set(range(1, args.steps + 1))
     for path, losses in ((args.a, a), (args.b, b)):
         missing = expected - set(losses)
@@ -142,6 +153,21 @@ def cmd_losses(args):
         sys.exit("non-finite loss")
     if d > args.rtol:
         sys.exit(f"losses differ by {d:.3g} > {args.rtol}")
+    # An evaluation binary logs no norm: only the runs that both clip are
+    # compared.
+    norms = [s for s in sorted(expected)
+             if steps_a[s][1] is not None and steps_b[s][1] is not None]
+    norm_rtol = args.norm_rtol if args.norm_rtol is not None else args.rtol
+    if norms:
+        worst = max(norms, key=lambda s: rel_diff(steps_a[s][1],
+                                                  steps_b[s][1]))
+        d = rel_diff(steps_a[worst][1], steps_b[worst][1])
+        print(f"gradient norms: worst relative difference {d:.3g} at step "
+              f"{worst} ({steps_a[worst][1]!r} vs {steps_b[worst][1]!r})")
+        if not all(math.isfinite(steps_a[s][1]) for s in norms):
+            sys.exit("non-finite gradient norm")
+        if d > norm_rtol:
+            sys.exit(f"gradient norms differ by {d:.3g} > {norm_rtol}")
 
 
 DTYPES = {"F32": "f", "I32": "i", "F64": "d", "I64": "q"}
@@ -477,7 +503,7 @@ def cmd_asdata(args):
     for _ in range(args.rows):
         x = [rng.gauss(0, 1) for _ in range(args.features)]
         scores = [sum(t * v for t, v in zip(row, x)) for row in teacher]
-        xs.extend(x)
+        xs.extend(v * args.scale for v in x)
         ys.append(max(range(args.classes), key=lambda c: scores[c]))
     def field(name, dtype, dims):
         encoded = name.encode()
@@ -611,6 +637,9 @@ def main():
     p.add_argument("a")
     p.add_argument("b")
     p.add_argument("--rtol", type=float, required=True)
+    p.add_argument("--norm-rtol", type=float, default=None,
+                   help="for the gradient norms (default --rtol): a norm "
+                        "sums every gradient's rounding")
     p.add_argument("--steps", type=int, required=True)
     p = sub.add_parser("params")
     p.add_argument("a")
@@ -672,6 +701,10 @@ def main():
     p.add_argument("--features", type=int, required=True)
     p.add_argument("--classes", type=int, required=True)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--scale", type=float, default=1.0,
+                   help="multiplies every feature (1e20: gradients whose "
+                        "squared norm overflows f32 while the loss does "
+                        "not)")
     add_checkpoint_commands(sub)
     args = parser.parse_args()
     if args.cmd in CHECKPOINT_COMMANDS:

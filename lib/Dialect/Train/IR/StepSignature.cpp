@@ -562,7 +562,7 @@ LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
   }
 
   llvm::StringMap<unsigned> resultNames;
-  unsigned losses = 0;
+  unsigned losses = 0, gradNorms = 0;
   bool derivesBackward = func->hasAttr(TrainDialect::kOptimizerAttrName);
   for (const StepValue &result : sig.getResults()) {
     auto [it, inserted] = resultNames.try_emplace(result.name, result.index);
@@ -585,6 +585,14 @@ LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
              << "\": a step with a '" << TrainDialect::kOptimizerAttrName
              << "' returns only its loss; autoshard-autodiff adds the "
                 "updates";
+    if (result.role == Role::GradNormSq) {
+      ++gradNorms;
+      if (result.type.getRank() != 0 || !result.type.getElementType().isF32())
+        return func.emitOpError()
+               << "grad_norm_sq result \"" << result.name
+               << "\" must be a scalar tensor<f32>, got " << result.type;
+      continue;
+    }
     if (result.role == Role::Grad) {
       std::optional<unsigned> param = sig.getGradientOf(result.index);
       if (!param)
@@ -628,6 +636,10 @@ LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
     return func.emitOpError() << "a train.step function returns exactly one "
                                  "loss result, found "
                               << losses;
+  if (gradNorms > 1)
+    return func.emitOpError() << "a train.step function returns at most one "
+                                 "grad_norm_sq result, found "
+                              << gradNorms;
   if (failed(verifyMemorySpaces(func, sig)))
     return failure();
   return verifyStepTensors(func);

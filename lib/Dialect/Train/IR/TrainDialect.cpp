@@ -529,18 +529,19 @@ static LogicalResult verifyValueAttribute(Operation *op, StringRef what,
     if (!role)
       return op->emitError() << what << " #" << index << ": '" << name
                              << "' must be a #train.role attribute";
-    bool resultRole = role.getValue() == Role::Param ||
-                      role.getValue() == Role::OptState ||
-                      role.getValue() == Role::Loss ||
-                      role.getValue() == Role::Grad;
-    bool argRole =
-        role.getValue() != Role::Loss && role.getValue() != Role::Grad;
+    bool resultRole =
+        role.getValue() == Role::Param || role.getValue() == Role::OptState ||
+        role.getValue() == Role::Loss || role.getValue() == Role::Grad ||
+        role.getValue() == Role::GradNormSq;
+    bool argRole = role.getValue() != Role::Loss &&
+                   role.getValue() != Role::Grad &&
+                   role.getValue() != Role::GradNormSq;
     if (isResult ? !resultRole : !argRole)
       return op->emitError()
              << what << " #" << index << " has role '"
              << stringifyRole(role.getValue()) << "'; " << what
              << "s may have the roles "
-             << (isResult ? "param, opt_state, grad or loss"
+             << (isResult ? "param, opt_state, grad, grad_norm_sq or loss"
                           : "param, opt_state, input, label or hyper");
     return success();
   }

@@ -286,13 +286,13 @@ LogicalResult Autodiff::applyOptimizer(Attribute config, Value loss) {
 
   Location loc = step.getLoc();
   b.setInsertionPoint(body.getTerminator());
-  Value gradScale;
+  Value gradScale, sumsq;
   if (auto maxNorm = step->getAttrOfType<FloatAttr>(
           TrainDialect::kMaxGradNormAttrName)) {
     SmallVector<Value> all;
     for (auto &[param, grad] : updated)
       all.push_back(grad);
-    Value sumsq = SumOfSquaresOp::create(b, loc, all);
+    sumsq = SumOfSquaresOp::create(b, loc, all);
     gradScale = ClipCoefficientOp::create(
         b, loc, sumsq, b.getF32FloatAttr(maxNorm.getValueAsDouble()));
   }
@@ -368,6 +368,12 @@ LogicalResult Autodiff::applyOptimizer(Attribute config, Value loss) {
     }
   out.results.push_back(loss);
   out.resultAttrs.push_back(step.getResultAttrDict(0));
+  // The norm clip_grad_norm_ returns, squared: the driver logs its root.
+  if (sumsq) {
+    out.results.push_back(sumsq);
+    out.resultAttrs.push_back(
+        valueAttrs(ctx, Role::GradNormSq, "grad_norm_sq"));
+  }
   return success();
 }
 

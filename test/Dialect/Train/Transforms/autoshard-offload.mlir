@@ -116,7 +116,7 @@
 // counts them apart from device memory; the step reads each from its file
 // and copies the compute copies to the device.
 // LOWERED: arg 0 param model.embed_tokens.weight f32 256 full=32x16 shard_axes=1 memory=nvme init=normal:0.02
-// LOWERED-SAME: memory peak={{[0-9]+}} persistent=136 {{.*}} host_persistent=0 host_arena={{[1-9][0-9]*}} nvme=49444
+// LOWERED-SAME: memory peak={{[0-9]+}} persistent=140 {{.*}} host_persistent=0 host_arena={{[1-9][0-9]*}} nvme=49444
 // With overlap (the default) the transfers are asynchronous.
 // LOWERED: llvm.call @asrt_host_arena
 // LOWERED: llvm.call @asrt_transfer_start

@@ -88,7 +88,10 @@ def Train_Role : I32EnumAttr<"Role", "role of a training-step argument or result
   I32EnumAttrCase<"Label", 3, "label">,
   I32EnumAttrCase<"Hyper", 4, "hyper">,
   I32EnumAttrCase<"Loss", 5, "loss">,
-  I32EnumAttrCase<"Grad", 6, "grad">
+  I32EnumAttrCase<"Grad", 6, "grad">,
+  // The squared global norm of the gradients before clipping, which
+  // autodiff returns from a clipped step for the driver to log.
+  I32EnumAttrCase<"GradNormSq", 7, "grad_norm_sq">
 ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::autoshard::train";
