@@ -633,34 +633,24 @@ Status Parser::checkWhole(int lastLine) {
     if (!resultNames.insert(result.name).second)
       return lineError(result.line,
                        "duplicate result name " + quoted(result.name));
-    if (result.role == Role::Loss) {
-      if (lossLine)
-        return lineError(result.line, "a second loss result (the first is "
-                                      "on line " +
-                                          std::to_string(lossLine) +
-                                          "); a step has exactly one loss");
-      lossLine = result.line;
+    // One-element f32 results, each at most once: the loss (required
+    // below) and the squared gradient norm of a clipping step.
+    if (result.role == Role::Loss || result.role == Role::GradNormSq) {
+      const bool loss = result.role == Role::Loss;
+      int &seen = loss ? lossLine : gradNormLine;
+      if (seen)
+        return lineError(result.line,
+                         std::string("a second ") + roleName(result.role) +
+                             " result (the first is on line " +
+                             std::to_string(seen) + "); a step has " +
+                             (loss ? "exactly one loss" : "at most one"));
+      seen = result.line;
       if (result.dtype != ASRT_DTYPE_F32 || result.numElements() != 1)
-        return lineError(result.line,
-                         "the loss must be one f32 element, found " +
-                             std::string(dtypeName(result.dtype)) + " " +
-                             formatShape(result.shape));
-      continue;
-    }
-    if (result.role == Role::GradNormSq) {
-      if (gradNormLine)
-        return lineError(result.line,
-                         "a second grad_norm_sq result (the first is on "
-                         "line " +
-                             std::to_string(gradNormLine) +
-                             "); a step has at most one");
-      gradNormLine = result.line;
-      if (result.dtype != ASRT_DTYPE_F32 || result.numElements() != 1)
-        return lineError(result.line,
-                         "the squared gradient norm must be one f32 "
-                         "element, found " +
-                             std::string(dtypeName(result.dtype)) + " " +
-                             formatShape(result.shape));
+        return lineError(
+            result.line,
+            std::string(loss ? "the loss" : "the squared gradient norm") +
+                " must be one f32 element, found " + dtypeName(result.dtype) +
+                " " + formatShape(result.shape));
       continue;
     }
     if (result.role == Role::Grad) {
