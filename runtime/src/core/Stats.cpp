@@ -248,13 +248,13 @@ void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
                           });
     std::snprintf(line, sizeof line,
                   "summary: %zu %s of %" PRId64
-                  " held-out batches: last mean loss %.8g (after step %" PRId64
+                  " held-out %s: last mean loss %.8g (after step %" PRId64
                   "), best %.8g (after step %" PRId64
                   "); not counted in the per-step figures below\n",
                   run.evaluations.size(),
                   run.evaluations.size() == 1 ? "evaluation" : "evaluations",
-                  last.batches, last.meanLoss, last.afterStep, best.meanLoss,
-                  best.afterStep);
+                  last.batches, last.batches == 1 ? "batch" : "batches",
+                  last.meanLoss, last.afterStep, best.meanLoss, best.afterStep);
     os << line;
   }
   std::snprintf(line, sizeof line,

@@ -840,13 +840,14 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
                   "step keeps no tensor in NVMe files\n",
                   options.offloadDir.c_str());
     if (evalManifest)
-      std::printf(
-          "autoshard: evaluation every %" PRId64
-          " steps and after the last: %" PRId64 " held-out batches, %s%s\n",
-          options.evalEvery, options.evalSteps,
-          options.evalDataFile.empty() ? "synthetic, after step " : "",
-          options.evalDataFile.empty() ? std::to_string(options.steps).c_str()
-                                       : (*evalBatches)->describe().c_str());
+      std::printf("autoshard: evaluation every %" PRId64
+                  " steps and after the last: %" PRId64 " held-out %s, %s%s\n",
+                  options.evalEvery, options.evalSteps,
+                  options.evalSteps == 1 ? "batch" : "batches",
+                  options.evalDataFile.empty() ? "synthetic, after step " : "",
+                  options.evalDataFile.empty()
+                      ? std::to_string(options.steps).c_str()
+                      : (*evalBatches)->describe().c_str());
     if (!options.loadParamsFile.empty())
       std::printf("autoshard: loaded %d %s and %d %s from '%s'\n",
                   loaded->params, loaded->params == 1 ? "param" : "params",
@@ -1056,8 +1057,9 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     ctx.stats->restoreCounters(kept);
     if (control.rank() == 0) {
       std::printf("eval after step %" PRId64 ": loss %.8g over %" PRId64
-                  " batches, ms %.3f%s\n",
-                  afterStep, info.meanLoss, info.batches, info.ms,
+                  " %s, ms %.3f%s\n",
+                  afterStep, info.meanLoss, info.batches,
+                  info.batches == 1 ? "batch" : "batches", info.ms,
                   saveBest && savedBest ? " (best: parameters saved)" : "");
       std::fflush(stdout);
     }

@@ -96,7 +96,8 @@ def rel_diff(a, b):
     return abs(a - b) / max(abs(a), abs(b), 1e-30)
 
 
-EVAL_LINE = re.compile(r"^eval after step (\d+): loss (\S+) over \d+ batches")
+EVAL_LINE = re.compile(
+    r"^eval after step (\d+): loss (\S+) over \d+ batch(?:es)?,")
 EVAL_SUMMARY = re.compile(r"^summary: evaluation: mean loss (\S+) over")
 
 
