@@ -5,12 +5,14 @@
 #include "../common/LongLineDiagnostics.h"
 #include "../common/OutputFile.h"
 #include "../common/StrategyFlags.h"
+#include "autoshard/Conversion/MemoryPlan.h"
 #include "autoshard/Pipelines/EvaluationStep.h"
 #include "autoshard/Pipelines/PlanReport.h"
 #include "autoshard/Target/ObjectFile.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
@@ -219,8 +221,6 @@ int main(int argc, char **argv) {
   // --with-eval: the evaluation step starts from the same IR and is
   // partitioned apart, then checked to hold the parameters as training does.
   OwningOpRef<ModuleOp> evalModule;
-  if (withEval)
-    evalModule = module->clone();
   auto runPipeline = [&](ModuleOp target,
                          llvm::function_ref<void(PassManager &)> build) {
     PassManager pm(&context);
@@ -229,26 +229,85 @@ int main(int argc, char **argv) {
     build(pm);
     return pm.run(target);
   };
-  if (failed(runPipeline(*module, [&](PassManager &pm) {
-        autoshard::buildStrategyPipeline(pm, options, &built);
-      })))
-    return 1;
-  if (evalModule) {
+  // Builds both steps from `source` (consumed) under `opts`.
+  auto buildSteps = [&](OwningOpRef<ModuleOp> source,
+                        const autoshard::StrategyOptions &opts) {
+    module = std::move(source);
+    built = opts;
+    if (withEval)
+      evalModule = module->clone();
+    if (failed(runPipeline(*module, [&](PassManager &pm) {
+          autoshard::buildStrategyPipeline(pm, opts, &built);
+        })))
+      return failure();
+    if (!evalModule)
+      return success();
     if (failed(runPipeline(*evalModule, [&](PassManager &pm) {
           autoshard::buildStrategyPipeline(
               pm, autoshard::evaluationStepOptions(built));
         })))
+      return failure();
+    return autoshard::checkEvaluationStepShares(*module, *evalModule);
+  };
+  // Under --strategy=auto the choice has to leave room for the evaluation
+  // step: one that does not is made again with that room taken off the
+  // memory it fits.
+  OwningOpRef<ModuleOp> pristine;
+  if (withEval && options.strategy == "auto")
+    pristine = module->clone();
+  if (failed(buildSteps(std::move(module), options)))
+    return 1;
+  // The budget, or under --strategy=auto the memory the choice was made to
+  // fit.
+  const std::string budget = built.memoryBudget;
+  // Set when the choice was made again and nothing left the room.
+  int64_t roomNotFound = 0;
+  if (pristine && !budget.empty()) {
+    FailureOr<int64_t> capacity = autoshard::parseByteSize(budget);
+    FailureOr<autoshard::MemoryPlan> trainPlan =
+        autoshard::planStepMemory(*module);
+    FailureOr<autoshard::MemoryPlan> evalPlan =
+        autoshard::planStepMemory(*evalModule);
+    if (failed(capacity) || failed(trainPlan) || failed(evalPlan))
       return 1;
-    if (failed(autoshard::checkEvaluationStepShares(*module, *evalModule)))
+    FailureOr<autoshard::EvaluationBinaryMemory> binary =
+        autoshard::combineStepMemory(*trainPlan, *evalModule, *evalPlan);
+    if (failed(binary))
       return 1;
-    // The budget, or under --strategy=auto the memory the choice was made
-    // to fit.
-    if (!built.memoryBudget.empty() &&
-        failed(autoshard::checkEvaluationMemoryBudget(
-            *module, *evalModule, built.memoryBudget,
-            options.memoryBudget.empty() ? "the memory per rank of --device"
-                                         : "")))
-      return 1;
+    int64_t room = binary->total() - trainPlan->peak();
+    if (binary->total() > *capacity && room < *capacity) {
+      OwningOpRef<ModuleOp> firstModule = std::move(module);
+      OwningOpRef<ModuleOp> firstEval = std::move(evalModule);
+      autoshard::StrategyOptions retry = options;
+      retry.memoryBudget = std::to_string(*capacity - room);
+      // A retry that fits nothing leaves the first choice's error, which
+      // names the memory as the user knows it.
+      LogicalResult retried = failure();
+      {
+        ScopedDiagnosticHandler quiet(&context,
+                                      [](Diagnostic &) { return success(); });
+        retried = buildSteps(std::move(pristine), retry);
+      }
+      if (succeeded(retried)) {
+        built.memoryBudget = budget;
+      } else {
+        module = std::move(firstModule);
+        evalModule = std::move(firstEval);
+        roomNotFound = room;
+      }
+    }
+  }
+  if (evalModule && !budget.empty() &&
+      failed(autoshard::checkEvaluationMemoryBudget(
+          *module, *evalModule, budget,
+          options.memoryBudget.empty() ? "the memory per rank of --device"
+                                       : ""))) {
+    if (roomNotFound)
+      llvm::WithColor::note(llvm::errs(), "shard-compile")
+          << "--strategy=auto chose again, leaving "
+          << autoshard::formatBytes(roomNotFound)
+          << " for the evaluation step, and no plan fits that\n";
+    return 1;
   }
   if (wantPlanReport) {
     // From the partitioned steps, before lowering consumes them.
