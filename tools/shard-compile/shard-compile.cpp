@@ -319,19 +319,17 @@ int main(int argc, char **argv) {
     if (planReportFile.empty()) {
       llvm::errs() << *report;
     } else {
-      std::error_code error;
-      llvm::raw_fd_ostream out(planReportFile, error);
-      if (!error) {
-        out << *report;
-        out.close();
-        if (out.has_error())
-          error = out.error();
+      std::string error;
+      std::unique_ptr<llvm::ToolOutputFile> out =
+          autoshard::tools::openOutput(planReportFile, error);
+      if (out) {
+        out->os() << *report;
+        if (std::optional<std::string> kept =
+                autoshard::tools::keepOutput(*out, planReportFile))
+          error = *kept;
       }
-      if (error) {
-        out.clear_error();
-        return fail("cannot write the plan report to '" +
-                    planReportFile.getValue() + "': " + error.message());
-      }
+      if (!error.empty())
+        return fail("--plan-report-file: " + error);
     }
   }
   if (evalModule && failed(runPipeline(*evalModule, [&](PassManager &pm) {
