@@ -63,8 +63,11 @@ FailureOr<StepReport> reportStep(ModuleOp module, StringRef entry) {
   return report;
 }
 
-const char *const kCollectiveNames[] = {"all_reduce", "all_gather",
-                                        "reduce_scatter"};
+/// "all_reduce", "all_gather", "reduce_scatter" by index, as the runtime
+/// names them.
+const char *collectiveName(size_t kind) {
+  return cost::stringify(static_cast<cost::CollectiveKind>(kind));
+}
 
 /// Categories at the peak with bytes, largest first.
 SmallVector<std::pair<int64_t, StringRef>>
@@ -129,7 +132,7 @@ void printStep(llvm::raw_ostream &os, const StepReport &step) {
   for (auto [kind, count] : llvm::enumerate(traffic.collectives))
     if (count.calls)
       os << llvm::formatv("    {0,-15} {1,14} bytes in {2}\n",
-                          kCollectiveNames[kind], count.bytes,
+                          collectiveName(kind), count.bytes,
                           plural(count.calls, "call"));
   if (llvm::any_of(traffic.transfers,
                    [](const StepTraffic::Count &c) { return c.calls; })) {
@@ -154,7 +157,7 @@ llvm::json::Object stepJson(const StepReport &step) {
         memory.atPeak[c];
   llvm::json::Object collectives;
   for (auto [kind, count] : llvm::enumerate(traffic.collectives))
-    collectives[kCollectiveNames[kind]] =
+    collectives[collectiveName(kind)] =
         llvm::json::Object{{"calls", count.calls}, {"bytes", count.bytes}};
   llvm::json::Object transfers;
   for (auto [kind, count] : llvm::enumerate(traffic.transfers))
