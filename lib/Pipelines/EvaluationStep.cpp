@@ -107,6 +107,17 @@ autoshard::combineStepMemory(const MemoryPlan &trainPlan, ModuleOp eval,
   return plan;
 }
 
+FailureOr<autoshard::EvaluationBinaryMemory>
+autoshard::planEvaluationBinary(ModuleOp train, ModuleOp eval) {
+  FailureOr<MemoryPlan> trainPlan = planStepMemory(train);
+  if (failed(trainPlan))
+    return failure();
+  FailureOr<MemoryPlan> evalPlan = planStepMemory(eval);
+  if (failed(evalPlan))
+    return failure();
+  return combineStepMemory(*trainPlan, eval, *evalPlan);
+}
+
 LogicalResult autoshard::checkEvaluationMemoryBudget(ModuleOp train,
                                                      ModuleOp eval,
                                                      StringRef budget,
@@ -116,14 +127,7 @@ LogicalResult autoshard::checkEvaluationMemoryBudget(ModuleOp train,
     return eval.emitError() << "memory budget '" << budget
                             << "' is not a positive size; write bytes or a "
                                "size with a unit, such as 80GiB or 1.5GB";
-  FailureOr<autoshard::MemoryPlan> trainPlan = autoshard::planStepMemory(train);
-  if (failed(trainPlan))
-    return failure();
-  FailureOr<autoshard::MemoryPlan> evalPlan = autoshard::planStepMemory(eval);
-  if (failed(evalPlan))
-    return failure();
-  FailureOr<EvaluationBinaryMemory> plan =
-      combineStepMemory(*trainPlan, eval, *evalPlan);
+  FailureOr<EvaluationBinaryMemory> plan = planEvaluationBinary(train, eval);
   if (failed(plan))
     return failure();
   if (plan->total() <= *budgetBytes)
@@ -142,5 +146,5 @@ LogicalResult autoshard::checkEvaluationMemoryBudget(ModuleOp train,
          << formatBytes(std::max(plan->trainArena, plan->evalArena))
          << "). Without "
             "--with-eval the training step alone needs "
-         << formatBytes(plan->trainPersistent + plan->trainArena);
+         << formatBytes(plan->trainingAlone());
 }

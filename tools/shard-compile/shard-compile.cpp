@@ -5,7 +5,6 @@
 #include "../common/LongLineDiagnostics.h"
 #include "../common/OutputFile.h"
 #include "../common/StrategyFlags.h"
-#include "autoshard/Conversion/MemoryPlan.h"
 #include "autoshard/Pipelines/EvaluationStep.h"
 #include "autoshard/Pipelines/PlanReport.h"
 #include "autoshard/Target/ObjectFile.h"
@@ -264,17 +263,11 @@ int main(int argc, char **argv) {
   int64_t roomNotFound = 0;
   if (pristine && !budget.empty()) {
     FailureOr<int64_t> capacity = autoshard::parseByteSize(budget);
-    FailureOr<autoshard::MemoryPlan> trainPlan =
-        autoshard::planStepMemory(*module);
-    FailureOr<autoshard::MemoryPlan> evalPlan =
-        autoshard::planStepMemory(*evalModule);
-    if (failed(capacity) || failed(trainPlan) || failed(evalPlan))
-      return 1;
     FailureOr<autoshard::EvaluationBinaryMemory> binary =
-        autoshard::combineStepMemory(*trainPlan, *evalModule, *evalPlan);
-    if (failed(binary))
+        autoshard::planEvaluationBinary(*module, *evalModule);
+    if (failed(capacity) || failed(binary))
       return 1;
-    int64_t room = binary->total() - trainPlan->peak();
+    int64_t room = binary->total() - binary->trainingAlone();
     if (binary->total() > *capacity && room < *capacity) {
       OwningOpRef<ModuleOp> firstModule = std::move(module);
       OwningOpRef<ModuleOp> firstEval = std::move(evalModule);

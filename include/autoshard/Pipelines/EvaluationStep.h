@@ -47,6 +47,8 @@ struct EvaluationBinaryMemory {
   int64_t total() const {
     return trainPersistent + evalOwn + std::max(trainArena, evalArena);
   }
+  /// What the training step alone needs.
+  int64_t trainingAlone() const { return trainPersistent + trainArena; }
 };
 
 /// The binary's memory from the two steps' plans (`eval` partitioned, as
@@ -54,6 +56,9 @@ struct EvaluationBinaryMemory {
 mlir::FailureOr<EvaluationBinaryMemory>
 combineStepMemory(const MemoryPlan &trainPlan, mlir::ModuleOp eval,
                   const MemoryPlan &evalPlan);
+/// The same, planning both partitioned steps.
+mlir::FailureOr<EvaluationBinaryMemory>
+planEvaluationBinary(mlir::ModuleOp train, mlir::ModuleOp eval);
 
 /// --memory-budget for a binary with an evaluation step (both partitioned):
 /// its device bytes per rank as the driver allocates them (the training
