@@ -241,10 +241,13 @@ void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
   }
   if (!run.evaluations.empty()) {
     const EvaluationInfo &last = run.evaluations.back();
+    // A baseline before the first step is the best only when nothing else
+    // ran.
     const EvaluationInfo &best =
         *std::min_element(run.evaluations.begin(), run.evaluations.end(),
                           [](const EvaluationInfo &a, const EvaluationInfo &b) {
-                            return a.meanLoss < b.meanLoss;
+                            return std::make_pair(a.atStart, a.meanLoss) <
+                                   std::make_pair(b.atStart, b.meanLoss);
                           });
     std::snprintf(line, sizeof line,
                   "summary: %zu %s of %" PRId64
@@ -377,7 +380,8 @@ void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
          << ", \"batches\": " << e.batches
          << ", \"mean_loss\": " << formatDouble(e.meanLoss)
          << ", \"ms\": " << formatDouble(e.ms)
-         << ", \"bytes_sent\": " << e.bytesSent << "}";
+         << ", \"bytes_sent\": " << e.bytesSent
+         << (e.atStart ? ", \"at_start\": true}" : "}");
     }
     os << "\n  ],\n";
   }

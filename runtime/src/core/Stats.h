@@ -186,6 +186,9 @@ struct EvaluationInfo {
   double meanLoss = 0.0;
   double ms = 0.0;
   int64_t bytesSent = 0;
+  /// Before the run's first step (--eval-at-start): a baseline, not a
+  /// candidate for the best.
+  bool atStart = false;
 };
 
 /// What a run adds to the counters in its reports.

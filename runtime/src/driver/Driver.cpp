@@ -840,14 +840,16 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
                   "step keeps no tensor in NVMe files\n",
                   options.offloadDir.c_str());
     if (evalManifest)
-      std::printf("autoshard: evaluation every %" PRId64
-                  " steps and after the last: %" PRId64 " held-out %s, %s%s\n",
-                  options.evalEvery, options.evalSteps,
-                  options.evalSteps == 1 ? "batch" : "batches",
-                  options.evalDataFile.empty() ? "synthetic, after step " : "",
-                  options.evalDataFile.empty()
-                      ? std::to_string(options.steps).c_str()
-                      : (*evalBatches)->describe().c_str());
+      std::printf(
+          "autoshard: evaluation every %" PRId64 " steps%s: %" PRId64
+          " held-out %s, %s%s\n",
+          options.evalEvery,
+          options.evalAtStart ? ", after the last and before the first"
+                              : " and after the last",
+          options.evalSteps, options.evalSteps == 1 ? "batch" : "batches",
+          options.evalDataFile.empty() ? "synthetic, after step " : "",
+          options.evalDataFile.empty() ? std::to_string(options.steps).c_str()
+                                       : (*evalBatches)->describe().c_str());
     if (!options.loadParamsFile.empty())
       std::printf("autoshard: loaded %d %s and %d %s from '%s'\n",
                   loaded->params, loaded->params == 1 ? "param" : "params",
@@ -1009,11 +1011,13 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
       bestLoss = std::strtod(shared.c_str(), nullptr);
   }
   std::vector<EvaluationInfo> evaluations;
-  auto evaluate = [&](int64_t afterStep) -> bool {
+  // `atStart`: --eval-at-start's baseline, which --save-best skips.
+  auto evaluate = [&](int64_t afterStep, bool atStart) -> bool {
     Stats::Snapshot kept = ctx.stats->snapshot();
     ctx.nvmeArgIndices = &evalSources;
     EvaluationInfo info;
     info.afterStep = afterStep;
+    info.atStart = atStart;
     info.batches = options.evalSteps;
     double totalEvalLoss = 0;
     const int evalLoss = evalManifest->lossResult();
@@ -1034,7 +1038,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     info.meanLoss = totalEvalLoss / static_cast<double>(options.evalSteps);
     // Every rank has the same (all-reduced) losses, so every rank takes
     // the same branches below.
-    const bool best = std::isfinite(info.meanLoss) &&
+    const bool best = !atStart && std::isfinite(info.meanLoss) &&
                       (!bestLoss || info.meanLoss < *bestLoss);
     // --save-best: through a temporary file renamed over the old one, so
     // that a run killed while writing keeps the previous best. Its gather
@@ -1078,6 +1082,10 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     return true;
   };
 
+  // nanoGPT's evaluation at iter 0: the parameters this run starts from.
+  if (evalManifest && options.evalAtStart &&
+      !evaluate(*firstStep, /*atStart=*/true))
+    return 1;
   for (int64_t step = *firstStep; step < options.steps; ++step) {
     (*batches)->fill(step, batchArgs.args().data());
     batchArgs.writeBack();
@@ -1141,7 +1149,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     }
     if (evalManifest &&
         (oneBased % options.evalEvery == 0 || oneBased == options.steps) &&
-        !evaluate(oneBased))
+        !evaluate(oneBased, /*atStart=*/false))
       return 1;
     if (checkpointer.due(oneBased, options.steps)) {
       // memory=nvme arguments (and a GPU's) are saved from host copies.

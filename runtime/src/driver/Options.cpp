@@ -52,16 +52,19 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
 
     if (flag == "--help" || flag == "--print-manifest" ||
         flag == "--print-eval-manifest" || flag == "--resume" ||
-        flag == "--device-op-times") {
+        flag == "--device-op-times" || flag == "--eval-at-start") {
       if (inlineValue)
         return Error(std::string(flag) + " takes no value");
       (flag == "--help"                  ? options.help
        : flag == "--print-manifest"      ? options.printManifest
        : flag == "--print-eval-manifest" ? options.printEvalManifest
        : flag == "--resume"              ? options.resume
+       : flag == "--eval-at-start"       ? options.evalAtStart
                                          : options.deviceOpTimes) = true;
       if (flag == "--resume")
         needsCheckpointDir = "--resume";
+      if (flag == "--eval-at-start")
+        evalFlag = std::string(flag);
       continue;
     }
 
@@ -308,6 +311,10 @@ std::string usageText(std::string_view program) {
          "after the\n"
          "                       last training step's\n"
          "  --eval-data FILE     the held-out batches (needed with --data)\n"
+         "  --eval-at-start      also evaluate before the first step (the "
+         "parameters as\n"
+         "                       initialised, loaded or resumed; never "
+         "--save-best's)\n"
          "  --save-best FILE     write the parameters as safetensors after "
          "each evaluation\n"
          "                       that lowers the best held-out loss "

@@ -48,6 +48,9 @@ struct Options {
   /// Time each compute op's work on the device too (a GPU's kernels run
   /// after the call that queued them returns); no effect on the CPU, whose
   /// op times are the work itself.
+  /// --eval-at-start: an evaluation before the first step too (nanoGPT's
+  /// at iter 0), which --save-best does not count.
+  bool evalAtStart = false;
   bool deviceOpTimes = false;
   /// Kernel threads per rank; 0 means "choose" (defaultThreads).
   int threads = 0;

@@ -205,6 +205,31 @@ TEST(StatsTest, InRunEvaluationsAreReported) {
       << json.str();
 }
 
+TEST(StatsTest, ABaselineEvaluationIsNotTheBest) {
+  // --eval-at-start's evaluation before step 1 is the lowest here (a run
+  // that got worse), but the best is among those after training steps.
+  Stats stats;
+  RunInfo run;
+  run.steps = 6;
+  EvaluationInfo start{0, 2, 4.0, 10.0, 128};
+  start.atStart = true;
+  run.evaluations = {start, {3, 2, 4.5, 10.0, 128}, {6, 2, 4.25, 9.5, 128}};
+  std::ostringstream summary, json;
+  writeSummary(summary, stats.snapshot(), run);
+  writeStatsJson(json, stats.snapshot(), run);
+  EXPECT_NE(summary.str().find("best 4.25 (after step 6)"), std::string::npos)
+      << summary.str();
+  EXPECT_NE(json.str().find("\"bytes_sent\": 128, \"at_start\": true}"),
+            std::string::npos)
+      << json.str();
+  // Only a baseline ran (the run failed after it): it is all there is.
+  run.evaluations = {start};
+  std::ostringstream alone;
+  writeSummary(alone, stats.snapshot(), run);
+  EXPECT_NE(alone.str().find("best 4 (after step 0)"), std::string::npos)
+      << alone.str();
+}
+
 TEST(StatsTest, SteadyStepTimeIsTheMedianAfterTheFirstStep) {
   EXPECT_EQ(steadyStepMs({}), 0.0);
   EXPECT_EQ(steadyStepMs({9.0}), 9.0);

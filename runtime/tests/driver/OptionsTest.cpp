@@ -316,6 +316,12 @@ TEST(OptionsTest, EvaluationFlags) {
             "best.st");
   EXPECT_EQ(errorOf({"--save-best", "best.st"}),
             "--save-best applies to --eval-every N, which is not given");
+  EXPECT_FALSE(defaults.evalAtStart);
+  EXPECT_TRUE(parse({"--eval-every", "5", "--eval-at-start"}).evalAtStart);
+  EXPECT_EQ(errorOf({"--eval-at-start"}),
+            "--eval-at-start applies to --eval-every N, which is not given");
+  EXPECT_EQ(errorOf({"--eval-every", "5", "--eval-at-start=yes"}),
+            "--eval-at-start takes no value");
   EXPECT_EQ(errorOf({"--eval-every", "5", "--data", "train.bin"}),
             "--eval-every evaluates held-out batches: give them with "
             "--eval-data FILE (the training data of --data would give a "
