@@ -122,11 +122,9 @@ LogicalResult autoshard::checkEvaluationMemoryBudget(ModuleOp train,
                                                      ModuleOp eval,
                                                      StringRef budget,
                                                      StringRef budgetSource) {
-  FailureOr<int64_t> budgetBytes = parseByteSize(budget);
-  if (failed(budgetBytes) || *budgetBytes <= 0)
-    return eval.emitError() << "memory budget '" << budget
-                            << "' is not a positive size; write bytes or a "
-                               "size with a unit, such as 80GiB or 1.5GB";
+  FailureOr<int64_t> budgetBytes = parseMemoryBudget(eval, budget);
+  if (failed(budgetBytes))
+    return failure();
   FailureOr<EvaluationBinaryMemory> plan = planEvaluationBinary(train, eval);
   if (failed(plan))
     return failure();

@@ -8,8 +8,6 @@
 #include "autoshard/Dialect/Train/IR/TrainDialect.h"
 #include "autoshard/Pipelines/EvaluationStep.h"
 
-#include "mlir/Dialect/Shard/IR/ShardOps.h"
-#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -25,17 +23,9 @@ namespace {
 struct StepReport {
   std::string entry; // "step" or "eval"
   std::string name;
-  std::string strategy = "none";
-  SmallVector<int64_t> grid{1};
+  StepPlacement placement;
   StepPlan plan;
   double flops = 0;
-
-  int64_t worldSize() const {
-    int64_t size = 1;
-    for (int64_t dim : grid)
-      size *= dim;
-    return size;
-  }
 };
 
 FailureOr<StepReport> reportStep(ModuleOp module, StringRef entry) {
@@ -45,16 +35,10 @@ FailureOr<StepReport> reportStep(ModuleOp module, StringRef entry) {
   StepReport report;
   report.entry = entry.str();
   report.name = step->getName().str();
-  if (auto plan =
-          (*step)->getAttrOfType<PlanAttr>(TrainDialect::kPlanAttrName)) {
-    auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
-        *step, plan.getGrid());
-    if (!grid)
-      return step->emitOpError() << "plan refers to " << plan.getGrid()
-                                 << ", which is not a shard.grid";
-    report.strategy = plan.getStrategy().getValue().str();
-    report.grid.assign(grid.getShape().begin(), grid.getShape().end());
-  }
+  FailureOr<StepPlacement> placement = getStepPlacement(*step);
+  if (failed(placement))
+    return failure();
+  report.placement = std::move(*placement);
   report.flops = blockFlops(step->getFunctionBody().front());
   FailureOr<StepPlan> plan = planStep(module);
   if (failed(plan))
@@ -92,9 +76,9 @@ void printStep(llvm::raw_ostream &os, const StepReport &step) {
   const MemoryPlan &memory = step.plan.memory;
   const StepTraffic &traffic = step.plan.traffic;
   os << (step.entry == "eval" ? "evaluation step " : "training step ")
-     << step.name << ": " << step.strategy << " over "
-     << plural(step.worldSize(), "rank") << " (grid ";
-  llvm::interleave(step.grid, os, "x");
+     << step.name << ": " << step.placement.strategy << " over "
+     << plural(step.placement.worldSize(), "rank") << " (grid ";
+  llvm::interleave(step.placement.grid, os, "x");
   os << ")\n";
   os << "  device memory per rank: " << formatBytes(memory.peak())
      << " at the peak: persistent " << formatBytes(memory.persistent)
@@ -164,14 +148,14 @@ llvm::json::Object stepJson(const StepReport &step) {
     transfers[transferKindName(kind)] =
         llvm::json::Object{{"calls", count.calls}, {"bytes", count.bytes}};
   llvm::json::Array grid;
-  for (int64_t dim : step.grid)
+  for (int64_t dim : step.placement.grid)
     grid.push_back(dim);
   return llvm::json::Object{
       {"entry", step.entry},
       {"step", step.name},
-      {"strategy", step.strategy},
+      {"strategy", step.placement.strategy},
       {"grid", std::move(grid)},
-      {"world_size", step.worldSize()},
+      {"world_size", step.placement.worldSize()},
       {"memory", llvm::json::Object{{"peak", memory.peak()},
                                     {"persistent", memory.persistent},
                                     {"arena", memory.stepPeak},
@@ -213,12 +197,9 @@ FailureOr<std::string> autoshard::formatPlanReport(ModuleOp train,
   }
   std::optional<int64_t> budget;
   if (!memoryBudget.empty()) {
-    FailureOr<int64_t> bytes = parseByteSize(memoryBudget);
-    if (failed(bytes) || *bytes <= 0)
-      return train.emitError()
-             << "memory budget '" << memoryBudget
-             << "' is not a positive size; write bytes or a size with a "
-                "unit, such as 80GiB or 1.5GB";
+    FailureOr<int64_t> bytes = parseMemoryBudget(train, memoryBudget);
+    if (failed(bytes))
+      return failure();
     budget = *bytes;
   }
 

@@ -126,6 +126,11 @@ using cost::formatBytes;
 /// units, case-insensitive, optional "B"); fails on anything else.
 mlir::FailureOr<int64_t> parseByteSize(llvm::StringRef text);
 
+/// A memory budget's bytes (a positive parseByteSize), or an error on
+/// `where` naming the bad value and what would be right.
+mlir::FailureOr<int64_t> parseMemoryBudget(mlir::Operation *where,
+                                           llvm::StringRef budget);
+
 } // namespace autoshard
 
 #endif // AUTOSHARD_CONVERSION_MEMORYPLAN_H

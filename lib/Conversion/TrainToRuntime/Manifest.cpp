@@ -83,20 +83,12 @@ FailureOr<std::string> autoshard::buildManifest(FunctionOpInterface step) {
   StepSignature sig(step);
   Block &body = step.getFunctionBody().front();
 
-  std::string strategy = "none";
-  SmallVector<int64_t> gridShape{1};
-  int64_t worldSize = 1;
-  if (auto plan = step->getAttrOfType<PlanAttr>(TrainDialect::kPlanAttrName)) {
-    auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
-        step, plan.getGrid());
-    if (!grid)
-      return step.emitOpError() << "plan refers to " << plan.getGrid()
-                                << ", which is not a shard.grid";
-    strategy = plan.getStrategy().getValue().str();
-    gridShape.assign(grid.getShape().begin(), grid.getShape().end());
-    for (int64_t dim : gridShape)
-      worldSize *= dim;
-  }
+  FailureOr<StepPlacement> placement = getStepPlacement(step);
+  if (failed(placement))
+    return failure();
+  const std::string &strategy = placement->strategy;
+  ArrayRef<int64_t> gridShape = placement->grid;
+  const int64_t worldSize = placement->worldSize();
 
   std::string text;
   llvm::raw_string_ostream os(text);

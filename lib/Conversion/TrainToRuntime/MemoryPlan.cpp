@@ -97,6 +97,17 @@ FailureOr<int64_t> autoshard::parseByteSize(StringRef text) {
   return static_cast<int64_t>(std::llround(bytes));
 }
 
+FailureOr<int64_t> autoshard::parseMemoryBudget(Operation *where,
+                                                StringRef budget) {
+  FailureOr<int64_t> bytes = parseByteSize(budget);
+  if (failed(bytes) || *bytes <= 0)
+    return where->emitError()
+           << "memory budget '" << budget
+           << "' is not a positive size; write bytes or a size with a unit, "
+              "such as 80GiB or 1.5GB";
+  return bytes;
+}
+
 namespace {
 
 struct PlanMemoryPass
@@ -107,13 +118,9 @@ struct PlanMemoryPass
     ModuleOp module = getOperation();
     std::optional<int64_t> budgetBytes;
     if (!budget.empty()) {
-      FailureOr<int64_t> parsed = parseByteSize(budget);
-      if (failed(parsed) || *parsed <= 0) {
-        module.emitError() << "memory budget '" << budget
-                           << "' is not a positive size; write bytes or a "
-                              "size with a unit, such as 80GiB or 1.5GB";
+      FailureOr<int64_t> parsed = parseMemoryBudget(module, budget);
+      if (failed(parsed))
         return signalPassFailure();
-      }
       budgetBytes = *parsed;
     }
     FailureOr<FunctionOpInterface> step = train::findStepFunction(module);

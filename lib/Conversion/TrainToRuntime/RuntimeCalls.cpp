@@ -701,10 +701,10 @@ LogicalResult emitMembers(Operation *op, StepEmitter &e, const Group &group,
       e.alias(result, send);
     return success();
   }
-  SmallVector<Value> allFulls;
+  SmallVector<Value> fulls;
   for (unsigned i = 0, n = sends.size(); i < n; ++i)
-    allFulls.push_back(fullOf(i));
-  e.countCollective(trafficKind(bucketKind), group.size, allFulls);
+    fulls.push_back(fullOf(i));
+  e.countCollective(trafficKind(bucketKind), group.size, fulls);
   Value dtype = dtypeOf(e, sends.front());
   for (Value send : sends.drop_front())
     if (tensorType(send).getElementType() !=
@@ -726,13 +726,9 @@ LogicalResult emitMembers(Operation *op, StepEmitter &e, const Group &group,
   e.call("asrt_bucket_begin", {e.i32(bucketKind), dtype,
                                e.i32(reduction.value_or(0)),
                                e.i32(group.axesMask)});
-  SmallVector<Value> fulls;
-  for (auto [i, pair] : llvm::enumerate(llvm::zip(sends, results))) {
-    auto [send, result] = pair;
+  for (auto [send, result, full] : llvm::zip(sends, results, fulls)) {
     Value out = outputOf(send, result);
-    fulls.push_back(fullOf(i));
-    e.call("asrt_bucket_add",
-           {e.buffer(send), out, e.i64(numElements(fulls.back()))});
+    e.call("asrt_bucket_add", {e.buffer(send), out, e.i64(numElements(full))});
   }
   emitPackBuffer(e, packedBucketBytes(group.size, fulls), nullptr);
   e.call("asrt_bucket_end", {});

@@ -570,15 +570,21 @@ LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
       return func.emitOpError()
              << "result #" << result.index << " has the name \"" << result.name
              << "\" of result #" << it->second << "; names must be unique";
+    StringRef role = stringifyRole(result.role);
+    // The loss and a clipping step's squared gradient norm: one f32 each.
+    auto scalarF32 = [&]() -> LogicalResult {
+      if (result.type.getRank() == 0 && result.type.getElementType().isF32())
+        return success();
+      return func.emitOpError()
+             << role << " result \"" << result.name
+             << "\" must be a scalar tensor<f32>, got " << result.type;
+    };
     if (result.role == Role::Loss) {
       ++losses;
-      if (result.type.getRank() != 0 || !result.type.getElementType().isF32())
-        return func.emitOpError() << "loss result \"" << result.name
-                                  << "\" must be a scalar tensor<f32>, got "
-                                  << result.type;
+      if (failed(scalarF32()))
+        return failure();
       continue;
     }
-    StringRef role = stringifyRole(result.role);
     if (derivesBackward)
       return func.emitOpError()
              << role << " result \"" << result.name
@@ -587,10 +593,8 @@ LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
                 "updates";
     if (result.role == Role::GradNormSq) {
       ++gradNorms;
-      if (result.type.getRank() != 0 || !result.type.getElementType().isF32())
-        return func.emitOpError()
-               << "grad_norm_sq result \"" << result.name
-               << "\" must be a scalar tensor<f32>, got " << result.type;
+      if (failed(scalarF32()))
+        return failure();
       continue;
     }
     if (result.role == Role::Grad) {
@@ -643,6 +647,29 @@ LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
   if (failed(verifyMemorySpaces(func, sig)))
     return failure();
   return verifyStepTensors(func);
+}
+
+int64_t StepPlacement::worldSize() const {
+  int64_t size = 1;
+  for (int64_t dim : grid)
+    size *= dim;
+  return size;
+}
+
+FailureOr<StepPlacement>
+autoshard::train::getStepPlacement(FunctionOpInterface step) {
+  StepPlacement placement;
+  auto plan = step->getAttrOfType<PlanAttr>(TrainDialect::kPlanAttrName);
+  if (!plan)
+    return placement;
+  auto grid =
+      SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(step, plan.getGrid());
+  if (!grid)
+    return step.emitOpError() << "plan refers to " << plan.getGrid()
+                              << ", which is not a shard.grid";
+  placement.strategy = plan.getStrategy().getValue().str();
+  placement.grid.assign(grid.getShape().begin(), grid.getShape().end());
+  return placement;
 }
 
 FailureOr<FunctionOpInterface>

@@ -56,6 +56,16 @@ llvm::LogicalResult verifyStepSignature(mlir::FunctionOpInterface func);
 /// the problem when there is none or more than one.
 llvm::FailureOr<mlir::FunctionOpInterface> findStepFunction(mlir::ModuleOp module);
 
+/// The strategy and grid a step was planned for, as its manifest and the
+/// plan report state them: "none" on a grid of one rank without a plan.
+struct StepPlacement {
+  std::string strategy = "none";
+  llvm::SmallVector<int64_t> grid{1};
+  int64_t worldSize() const;
+};
+/// Fails, with an error on `step`, when its plan names no shard.grid.
+llvm::FailureOr<StepPlacement> getStepPlacement(mlir::FunctionOpInterface step);
+
 /// Where argument or result `index` of a step lives: its train.memory, or
 /// device memory.
 MemorySpace getArgMemorySpace(mlir::FunctionOpInterface func, unsigned index);
