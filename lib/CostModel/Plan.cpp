@@ -13,43 +13,30 @@ const Layout &Plan::layoutOf(const ParameterTensor &parameter) const {
 }
 
 const std::vector<std::string> &autoshard::cost::presetNames() {
-  static const std::vector<std::string> names = {"ddp",   "zero1", "zero2",
-                                                 "zero3", "fsdp",  "hybrid"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> list;
+    for (const strategy::StrategyPreset &preset : strategy::kStrategyPresets)
+      list.push_back(preset.name);
+    return list;
+  }();
   return names;
 }
 
 std::optional<Plan> autoshard::cost::presetPlan(const std::string &name,
                                                 int64_t worldSize,
                                                 int64_t shardGroupSize) {
-  const Placement R = Placement::Replicated, S = Placement::Sharded;
-  // The rows of lib/Dialect/Train/Transforms/Strategies.cpp.
-  struct Row {
-    const char *name;
-    Placement states, gradients, parameters;
-    GatherUnit unit;
-  };
-  static const Row rows[] = {
-      {"ddp", R, R, R, GatherUnit::Parameter},
-      {"zero1", S, R, R, GatherUnit::Parameter},
-      {"zero2", S, S, R, GatherUnit::Parameter},
-      {"zero3", S, S, S, GatherUnit::Parameter},
-      {"fsdp", S, S, S, GatherUnit::Block},
-      {"hybrid", S, S, S, GatherUnit::Block},
-  };
-  for (const Row &row : rows) {
-    if (name != row.name)
-      continue;
-    Plan plan;
-    plan.name = row.name;
-    plan.layout.optimizerStates = row.states;
-    plan.layout.gradients = row.gradients;
-    plan.layout.parameters = row.parameters;
-    plan.layout.unit = row.unit;
-    plan.layout.shardGroupSize =
-        name == "hybrid" ? shardGroupSize : std::max<int64_t>(worldSize, 1);
-    return plan;
-  }
-  return std::nullopt;
+  const strategy::StrategyPreset *preset = strategy::lookupStrategy(name);
+  if (!preset)
+    return std::nullopt;
+  Plan plan;
+  plan.name = preset->name;
+  plan.layout.optimizerStates = preset->optimizerStates;
+  plan.layout.gradients = preset->gradients;
+  plan.layout.parameters = preset->parameters;
+  plan.layout.unit = preset->unit;
+  plan.layout.shardGroupSize =
+      preset->hybrid ? shardGroupSize : std::max<int64_t>(worldSize, 1);
+  return plan;
 }
 
 static std::string divisorsOf(int64_t n) {
@@ -162,7 +149,8 @@ autoshard::cost::enumerateCandidatePlans(const ModelDescription &model,
   int64_t worldSize = cluster.worldSize();
   std::vector<Plan> bases;
   for (const std::string &preset : space.presets) {
-    if (preset != "hybrid") {
+    const strategy::StrategyPreset *row = strategy::lookupStrategy(preset);
+    if (!row || !row->hybrid) {
       if (std::optional<Plan> plan = presetPlan(preset, worldSize))
         bases.push_back(*plan);
       continue;
@@ -238,59 +226,6 @@ autoshard::cost::enumerateCandidatePlans(const ModelDescription &model,
   return plans;
 }
 
-const char *autoshard::cost::stringify(Placement placement) {
-  return placement == Placement::Sharded ? "sharded" : "replicated";
-}
-
-const char *autoshard::cost::stringify(Reshard reshard) {
-  return reshard == Reshard::AfterForward ? "after_forward" : "after_backward";
-}
-
-const char *autoshard::cost::stringify(Offload offload) {
-  switch (offload) {
-  case Offload::None:
-    return "none";
-  case Offload::Cpu:
-    return "cpu";
-  case Offload::Nvme:
-    return "nvme";
-  }
-  return "none";
-}
-
-const char *autoshard::cost::stringify(ActivationCheckpointing mode) {
-  switch (mode) {
-  case ActivationCheckpointing::None:
-    return "none";
-  case ActivationCheckpointing::Selective:
-    return "selective";
-  case ActivationCheckpointing::Blocks:
-    return "blocks";
-  }
-  return "none";
-}
-
-std::optional<Offload> autoshard::cost::parseOffload(std::string_view text) {
-  for (Offload tier : {Offload::None, Offload::Cpu, Offload::Nvme})
-    if (text == stringify(tier))
-      return tier;
-  return std::nullopt;
-}
-
-std::optional<ActivationCheckpointing>
-autoshard::cost::parseActivationCheckpointing(std::string_view text) {
-  for (ActivationCheckpointing mode :
-       {ActivationCheckpointing::None, ActivationCheckpointing::Selective,
-        ActivationCheckpointing::Blocks})
-    if (text == stringify(mode))
-      return mode;
-  return std::nullopt;
-}
-
-const char *autoshard::cost::stringify(ReduceEvery every) {
-  return every == ReduceEvery::MicroBatch ? "micro-batch" : "step";
-}
-
 static std::string formatCap(int64_t bytes) {
   if (bytes % (int64_t(1) << 20) == 0)
     return std::to_string(bytes >> 20) + "MiB";
@@ -299,7 +234,9 @@ static std::string formatCap(int64_t bytes) {
 
 std::string autoshard::cost::describePlan(const Plan &plan) {
   std::string text = plan.name;
-  if (plan.name == "hybrid")
+  if (const strategy::StrategyPreset *preset =
+          strategy::lookupStrategy(plan.name);
+      preset && preset->hybrid)
     text += "(G=" + std::to_string(plan.layout.shardGroupSize) + ")";
   if (plan.persistenceThreshold > 0)
     text += " persist<=" + std::to_string(plan.persistenceThreshold);

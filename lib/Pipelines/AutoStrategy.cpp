@@ -7,7 +7,6 @@
 #include "autoshard/Dialect/Train/IR/Flops.h"
 #include "autoshard/Dialect/Train/IR/StepSignature.h"
 #include "autoshard/Dialect/Train/Transforms/Passes.h"
-#include "autoshard/Dialect/Train/Transforms/Strategies.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/Pass.h"
@@ -25,6 +24,7 @@
 using namespace mlir;
 using namespace autoshard;
 using namespace autoshard::train;
+namespace strategy = autoshard::strategy;
 
 namespace {
 
@@ -75,15 +75,9 @@ runOnCopy(ModuleOp module, function_ref<void(OpPassManager &)> pipeline) {
   return copy;
 }
 
-int shardingRank(StringRef preset) {
-  return llvm::StringSwitch<int>(preset)
-      .Case("ddp", 0)
-      .Case("zero1", 1)
-      .Case("zero2", 2)
-      .Case("hybrid", 3)
-      .Case("zero3", 4)
-      .Case("fsdp", 4)
-      .Default(5);
+int shardingRank(StringRef name) {
+  const strategy::StrategyPreset *preset = strategy::lookupStrategy(name);
+  return preset ? preset->shardingRank : std::numeric_limits<int>::max();
 }
 
 double ms(double seconds) { return seconds * 1e3; }
@@ -168,14 +162,14 @@ FailureOr<cost::ModelDescription> autoshard::describeStep(ModuleOp module,
   // under data parallelism at this world size (what the plan would hold
   // besides its model states); a mode that does not build is left to the
   // cost model's estimate.
-  for (auto [mode, flag] :
-       {std::pair{cost::ActivationCheckpointing::None, "none"},
-        std::pair{cost::ActivationCheckpointing::Selective, "selective"},
-        std::pair{cost::ActivationCheckpointing::Blocks, "blocks"}}) {
+  for (cost::ActivationCheckpointing mode :
+       {cost::ActivationCheckpointing::None,
+        cost::ActivationCheckpointing::Selective,
+        cost::ActivationCheckpointing::Blocks}) {
     StrategyOptions options;
-    options.strategy = "ddp";
+    options.strategy = strategy::kStrategyPresets[0].name;
     options.worldSize = worldSize;
-    options.activationCheckpointing = flag;
+    options.activationCheckpointing = mode;
     options.overlap = false;
     // Diagnostics of a configuration that does not build (a batch the
     // ranks cannot split) belong to the choice, not to the user.
@@ -215,15 +209,15 @@ Choice autoshard::chooseStrategy(const cost::ModelDescription &model,
   // reshard points, and offload of the optimizer (and of sharded
   // parameters) to host memory or NVMe where the device has a host link.
   cost::CandidateSpace space;
-  space.reduceDtype = base.reduceDtype == "f32" ? cost::ReduceDtype::F32
-                                                : cost::ReduceDtype::Gradient;
+  space.reduceDtype = base.reduceDtype;
   // Under gradient accumulation, plans that shard gradients are tried both
   // ways: reduced once per step (fewer bytes) and every micro-batch (no
   // full gradient kept); --reduce-every=micro-batch pins the second, which
   // leaves only plans that shard gradients.
-  if (base.reduceEvery == "micro-batch" && model.microBatches > 1)
+  if (base.reduceEvery == cost::ReduceEvery::MicroBatch &&
+      model.microBatches > 1)
     space.reduceEvery = {cost::ReduceEvery::MicroBatch};
-  else if (base.reduceEvery == "step" && base.searchSchedule)
+  else if (base.reduceEvery == cost::ReduceEvery::Step && base.searchSchedule)
     space.reduceEvery = {cost::ReduceEvery::Step,
                          cost::ReduceEvery::MicroBatch};
   // The schedule's settings are searched too, from their defaults (PyTorch's
@@ -247,20 +241,15 @@ Choice autoshard::chooseStrategy(const cost::ModelDescription &model,
   // their dimension of the search where they differ from the default.
   if (!base.reshardAfterForward)
     space.reshards = {cost::Reshard::AfterBackward};
-  if (std::optional<cost::ActivationCheckpointing> mode =
-          cost::parseActivationCheckpointing(base.activationCheckpointing);
-      mode && *mode != cost::ActivationCheckpointing::None)
-    space.checkpointing = {*mode};
-  if (std::optional<cost::Offload> tier = cost::parseOffload(base.offload);
-      tier && *tier != cost::Offload::None)
-    space.optimizerOffloads = {*tier};
-  if (std::optional<cost::Offload> tier =
-          cost::parseOffload(base.offloadParams);
-      tier && *tier != cost::Offload::None)
-    space.parameterOffloads = {*tier};
+  if (base.activationCheckpointing != cost::ActivationCheckpointing::None)
+    space.checkpointing = {base.activationCheckpointing};
+  if (base.offload != cost::Offload::None)
+    space.optimizerOffloads = {base.offload};
+  if (base.offloadParams != cost::Offload::None)
+    space.parameterOffloads = {base.offloadParams};
   for (const cost::Plan &plan :
        cost::enumerateCandidatePlans(model, cluster, space)) {
-    if (!lookupStrategy(plan.name) ||
+    if (!strategy::lookupStrategy(plan.name) ||
         !cost::verifyPlan(plan, model, cluster).empty())
       continue;
     Candidate candidate;
@@ -271,16 +260,17 @@ Choice autoshard::chooseStrategy(const cost::ModelDescription &model,
     options = base;
     options.strategy = plan.name;
     options.worldSize = cluster.worldSize();
-    options.shardGroupSize =
-        plan.name == "hybrid" ? plan.layout.shardGroupSize : 0;
+    options.shardGroupSize = strategy::lookupStrategy(plan.name)->hybrid
+                                 ? plan.layout.shardGroupSize
+                                 : 0;
     options.reshardAfterForward = plan.reshard == cost::Reshard::AfterForward;
     options.bucketCapMb = plan.bucketCapBytes >> 20;
     options.prefetchDepth = plan.prefetchDepth;
-    options.activationCheckpointing = cost::stringify(plan.checkpointing);
+    options.activationCheckpointing = plan.checkpointing;
     options.persistenceThreshold = plan.persistenceThreshold;
-    options.offload = cost::stringify(plan.optimizerOffload);
-    options.offloadParams = cost::stringify(plan.parameterOffload);
-    options.reduceEvery = cost::stringify(plan.reduceEvery);
+    options.offload = plan.optimizerOffload;
+    options.offloadParams = plan.parameterOffload;
+    options.reduceEvery = plan.reduceEvery;
     choice.candidates.push_back(std::move(candidate));
   }
 
@@ -320,8 +310,11 @@ void autoshard::selectCandidate(Choice &choice) {
                            c.estimate.traffic.total(),
                            c.estimate.time.total());
   };
+  auto isDdp = [](const Candidate &c) {
+    return shardingRank(c.options.strategy) == 0;
+  };
   auto plainDdp = [&](const Candidate &c) {
-    return c.options.strategy == "ddp" && offloaded(c) == 0;
+    return isDdp(c) && offloaded(c) == 0;
   };
   bool ddpFits = llvm::any_of(choice.candidates, [&](const Candidate &c) {
     return c.fits && plainDdp(c);
@@ -339,10 +332,7 @@ void autoshard::selectCandidate(Choice &choice) {
   // --offload only plans that offload.
   const char *ddp = llvm::any_of(choice.candidates, plainDdp)
                         ? "DDP does not fit"
-                    : llvm::any_of(choice.candidates,
-                                   [](const Candidate &c) {
-                                     return c.options.strategy == "ddp";
-                                   })
+                    : llvm::any_of(choice.candidates, isDdp)
                         ? "DDP without offload is not among the candidates"
                         : "DDP is not among the candidates";
   bool anyOnDevice = llvm::any_of(
@@ -375,7 +365,8 @@ std::string autoshard::formatCostReport(const Choice &choice, bool json) {
       candidates.push_back(llvm::json::Object{
           {"plan", cost::describePlan(c.estimate.plan)},
           {"strategy", c.options.strategy},
-          {"activation_checkpointing", c.options.activationCheckpointing},
+          {"activation_checkpointing",
+           strategy::stringify(c.options.activationCheckpointing)},
           {"chosen", static_cast<int>(i) == choice.chosen},
           {"fits", c.fits},
           {"planned_bytes", c.plannedBytes},
@@ -455,148 +446,62 @@ std::string autoshard::formatCostReport(const Choice &choice, bool json) {
   return text;
 }
 
+namespace autoshard {
+#define GEN_PASS_DEF_AUTOSTRATEGYPASS
+#include "autoshard/Pipelines/Passes.h.inc"
+} // namespace autoshard
+
 namespace {
 
 struct AutoStrategyPass
-    : public PassWrapper<AutoStrategyPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(AutoStrategyPass)
+    : public autoshard::impl::AutoStrategyPassBase<AutoStrategyPass> {
+  AutoStrategyPass() { options.strategy = strategy::kAutoStrategy; }
+  AutoStrategyPass(const StrategyOptions &options, StrategyOptions *chosenOut)
+      : options(options), chosenOut(chosenOut) {}
 
-  AutoStrategyPass() = default;
-  AutoStrategyPass(const AutoStrategyPass &other)
-      : PassWrapper(other), refinement(other.refinement),
-        chosenOut(other.chosenOut) {}
-  AutoStrategyPass(const StrategyOptions &strategy, StrategyOptions *chosenOut)
-      : chosenOut(chosenOut) {
-    worldSize = strategy.worldSize;
-    device = strategy.device;
-    nodes = strategy.nodes;
-    ranksPerNode = strategy.ranksPerNode;
-    report = strategy.costReport;
-    reportFile = strategy.costReportFile;
-    memoryBudget = strategy.memoryBudget;
-    reduceDtype = strategy.reduceDtype;
-    reduceEvery = strategy.reduceEvery;
-    exposeGradients = strategy.exposeGradients;
-    overlap = strategy.overlap;
-    prefetchDepth = strategy.prefetchDepth;
-    bucketCapMb = strategy.bucketCapMb;
-    reshardAfterForward = strategy.reshardAfterForward;
-    persistenceThreshold = strategy.persistenceThreshold;
-    activationCheckpointing = strategy.activationCheckpointing;
-    offload = strategy.offload;
-    offloadParams = strategy.offloadParams;
-    // Refinements of a preset's plan, which auto does not take: refused
-    // rather than dropped.
-    if (!strategy.paramGroups.empty())
-      refinement = "param-groups";
-    else if (!strategy.keepGathered.empty())
-      refinement = "keep-gathered";
-  }
-
-  StringRef getArgument() const final { return "autoshard-auto-strategy"; }
-  StringRef getDescription() const final {
-    return "Choose the strategy from the cost model and run its pipeline";
-  }
   void getDependentDialects(DialectRegistry &registry) const override {
     registerAutoshardDialects(registry);
   }
 
-  Option<int64_t> worldSize{*this, "world-size",
-                            llvm::cl::desc("Number of ranks"),
-                            llvm::cl::init(1)};
-  Option<std::string> device{
-      *this, "device",
-      llvm::cl::desc("Device of data/devices, or the path of a device file"),
-      llvm::cl::init("cpu-node")};
-  Option<int64_t> nodes{*this, "nodes", llvm::cl::desc("Nodes (0: derive)"),
-                        llvm::cl::init(0)};
-  Option<int64_t> ranksPerNode{*this, "ranks-per-node",
-                               llvm::cl::desc("Ranks per node (0: derive)"),
-                               llvm::cl::init(0)};
-  Option<std::string> report{*this, "cost-report",
-                             llvm::cl::desc("'', text or json"),
-                             llvm::cl::init("")};
-  Option<std::string> reportFile{*this, "cost-report-file",
-                                 llvm::cl::desc("Where the report goes "
-                                                "(default stderr)"),
-                                 llvm::cl::init("")};
-  Option<std::string> memoryBudget{*this, "memory-budget",
-                                   llvm::cl::desc("Per-rank memory budget"),
-                                   llvm::cl::init("")};
-  Option<std::string> reduceDtype{*this, "reduce-dtype",
-                                  llvm::cl::desc("gradient or f32"),
-                                  llvm::cl::init("gradient")};
-  Option<std::string> reduceEvery{*this, "reduce-every",
-                                  llvm::cl::desc("step or micro-batch"),
-                                  llvm::cl::init("step")};
-  Option<bool> exposeGradients{*this, "expose-gradients",
-                               llvm::cl::desc("Return the gradients"),
-                               llvm::cl::init(false)};
-  Option<bool> overlap{*this, "overlap", llvm::cl::desc("Overlap collectives"),
-                       llvm::cl::init(true)};
-  Option<int64_t> prefetchDepth{*this, "prefetch-depth",
-                                llvm::cl::desc("Prefetch depth"),
-                                llvm::cl::init(1)};
-  Option<int64_t> bucketCapMb{*this, "bucket-cap-mb",
-                              llvm::cl::desc("Bucket cap in MiB"),
-                              llvm::cl::init(25)};
-  // A value other than the default pins that dimension of the search.
-  Option<bool> reshardAfterForward{
-      *this, "reshard-after-forward",
-      llvm::cl::desc("false: only plans that keep gathered parameters"),
-      llvm::cl::init(true)};
-  Option<int64_t> persistenceThreshold{
-      *this, "persistence-threshold",
-      llvm::cl::desc("Parameters kept whole (0: searched)"), llvm::cl::init(0)};
-  Option<std::string> activationCheckpointing{
-      *this, "activation-checkpointing",
-      llvm::cl::desc("none (searched), blocks or selective"),
-      llvm::cl::init("none")};
-  Option<std::string> offload{*this, "offload",
-                              llvm::cl::desc("none (searched), cpu or nvme"),
-                              llvm::cl::init("none")};
-  Option<std::string> offloadParams{
-      *this, "offload-params", llvm::cl::desc("none (searched), cpu or nvme"),
-      llvm::cl::init("none")};
+  /// The textual pass takes the options of the strategy pipeline.
+  LogicalResult initializeOptions(
+      StringRef text,
+      function_ref<LogicalResult(const Twine &)> errorHandler) override {
+    StrategyPipelineOptions parsed;
+    if (failed(parsed.parseFromString(text)))
+      return errorHandler("invalid options for autoshard-auto-strategy: " +
+                          text);
+    options = parsed.getOptions();
+    options.strategy = strategy::kAutoStrategy;
+    return success();
+  }
 
   void runOnOperation() override;
 
-  std::string refinement;
+  StrategyOptions options;
   /// Where the chosen candidate's options go (buildAutoStrategyPipeline).
   StrategyOptions *chosenOut = nullptr;
 };
 
 void AutoStrategyPass::runOnOperation() {
   ModuleOp module = getOperation();
-  if (!refinement.empty()) {
-    module.emitError() << refinement
-                       << " refines a preset's plan; strategy auto chooses "
-                          "the plan itself (give a preset: ddp, zero1, "
-                          "zero2, zero3, fsdp or hybrid)";
+  if (std::string problem = verifyStrategyOptions(options); !problem.empty()) {
+    module.emitError() << problem;
     return signalPassFailure();
   }
-  if (report != "" && report != "text" && report != "json") {
-    module.emitError() << "unknown cost report '" << report
-                       << "'; valid: text, json";
-    return signalPassFailure();
-  }
-  if (reduceEvery != "step" && reduceEvery != "micro-batch") {
-    module.emitError() << "unknown reduce-every '" << reduceEvery
-                       << "'; valid: step, micro-batch";
-    return signalPassFailure();
-  }
-  llvm::Expected<cost::DeviceSpec> spec = cost::lookupDevice(device);
+  const int64_t worldSize = options.worldSize;
+  llvm::Expected<cost::DeviceSpec> spec = cost::lookupDevice(options.device);
   if (!spec) {
     module.emitError() << llvm::toString(spec.takeError());
     return signalPassFailure();
   }
   cost::ClusterSpec cluster = cost::makeCluster(*spec, worldSize);
+  const int64_t nodes = options.nodes, ranksPerNode = options.ranksPerNode;
   for (auto [count, flag] : {std::pair<int64_t, const char *>{nodes, "nodes"},
                              {ranksPerNode, "ranks per node"}})
     if (count > 0 && worldSize % count != 0) {
       module.emitError() << count << " " << flag
-                         << " do not divide the world size "
-                         << static_cast<int64_t>(worldSize);
+                         << " do not divide the world size " << worldSize;
       return signalPassFailure();
     }
   if (nodes > 0 || ranksPerNode > 0) {
@@ -609,35 +514,20 @@ void AutoStrategyPass::runOnOperation() {
   if (cluster.worldSize() != worldSize) {
     module.emitError() << cluster.nodes << " nodes of " << cluster.ranksPerNode
                        << " ranks are " << cluster.worldSize()
-                       << " ranks, not the world size " << static_cast<int64_t>(worldSize);
+                       << " ranks, not the world size " << worldSize;
     return signalPassFailure();
   }
   if (std::string problem = cost::verifyCluster(cluster); !problem.empty()) {
     module.emitError() << problem;
     return signalPassFailure();
   }
-  if (persistenceThreshold < 0) {
-    module.emitError() << "persistence threshold must be at least 0, got "
-                       << static_cast<int64_t>(persistenceThreshold);
-    return signalPassFailure();
-  }
-  if (!cost::parseActivationCheckpointing(activationCheckpointing)) {
-    module.emitError() << "unknown activation-checkpointing '"
-                       << activationCheckpointing
-                       << "'; valid: none, selective, blocks";
-    return signalPassFailure();
-  }
   // A pinned offload tier on a device that has nothing to offload to would
   // leave no candidate at all.
-  for (auto [value, flag] : {std::pair{&offload, "offload"},
-                             std::pair{&offloadParams, "offload-params"}}) {
-    if (!cost::parseOffload(value->getValue())) {
-      module.emitError() << "unknown " << flag << " '" << value->getValue()
-                         << "'; valid: none, cpu, nvme";
-      return signalPassFailure();
-    }
-    if (value->getValue() != "none" && !cluster.device.canOffload()) {
-      module.emitError() << flag << "=" << value->getValue() << ": '"
+  for (auto [tier, flag] :
+       {std::pair{options.offload, "offload"},
+        std::pair{options.offloadParams, "offload-params"}})
+    if (tier != strategy::Offload::None && !cluster.device.canOffload()) {
+      module.emitError() << flag << "=" << strategy::stringify(tier) << ": '"
                          << cluster.device.name
                          << "' cannot offload: offload moves state from a "
                             "GPU to its host's memory or NVMe (give a GPU "
@@ -645,26 +535,15 @@ void AutoStrategyPass::runOnOperation() {
                             "offload)";
       return signalPassFailure();
     }
-  }
 
   FailureOr<cost::ModelDescription> model = describeStep(module, worldSize);
   if (failed(model))
     return signalPassFailure();
 
-  StrategyOptions base;
-  base.worldSize = worldSize;
-  base.exposeGradients = exposeGradients;
-  base.reduceDtype = reduceDtype;
-  base.reduceEvery = reduceEvery;
-  base.overlap = overlap;
-  base.prefetchDepth = prefetchDepth;
-  base.bucketCapMb = bucketCapMb;
-  base.memoryBudget = memoryBudget;
-  base.reshardAfterForward = reshardAfterForward;
-  base.persistenceThreshold = persistenceThreshold;
-  base.activationCheckpointing = activationCheckpointing;
-  base.offload = offload;
-  base.offloadParams = offloadParams;
+  // What every candidate shares: the options, less those of the report.
+  StrategyOptions base = options;
+  base.costReport.clear();
+  base.costReportFile.clear();
   Choice choice = chooseStrategy(*model, cluster, base);
 
   // The estimate chose; the compiler's exact memory plan of the choice
@@ -672,6 +551,8 @@ void AutoStrategyPass::runOnOperation() {
   int64_t capacity = cost::rankMemoryBytes(cluster);
   if (!base.memoryBudget.empty())
     capacity = parseByteSize(base.memoryBudget).value_or(capacity);
+  const std::string &report = options.costReport;
+  const std::string &reportFile = options.costReportFile;
   auto plannedBytes = [&](Candidate &candidate) -> FailureOr<int64_t> {
     if (candidate.plannedBytes >= 0)
       return candidate.plannedBytes;
@@ -797,7 +678,7 @@ void AutoStrategyPass::runOnOperation() {
       if (!smallest || sizeKey(c) < sizeKey(*smallest))
         smallest = &c;
     InFlightDiagnostic diag = module.emitError()
-                              << "no strategy fits " << static_cast<int64_t>(worldSize) << " "
+                              << "no strategy fits " << worldSize << " "
                               << cluster.device.name << " ranks";
     if (smallest) {
       diag << ": the smallest plan by the estimate, "
@@ -808,15 +689,18 @@ void AutoStrategyPass::runOnOperation() {
         diag.attachNote() << line;
     }
     // What the search already tried, so the note names only what is left.
-    bool checkpointingPinned = activationCheckpointing != "none";
-    bool offloadPinned = offload != "none" || offloadParams != "none";
+    bool checkpointingPinned = options.activationCheckpointing !=
+                               strategy::ActivationCheckpointing::None;
+    bool offloadPinned = options.offload != strategy::Offload::None ||
+                         options.offloadParams != strategy::Offload::None;
     diag.attachNote()
         << "to fit: more ranks, a smaller micro-batch or "
-        << (memoryBudget.empty() ? "a device with more memory"
+        << (options.memoryBudget.empty() ? "a device with more memory"
                                  : "a larger --memory-budget")
         << "; the search tried "
         << (checkpointingPinned
-                ? "only --activation-checkpointing=" + activationCheckpointing
+                ? std::string("only --activation-checkpointing=") +
+                      strategy::stringify(options.activationCheckpointing)
                 : std::string("every activation checkpointing mode"))
         << (!cluster.device.canOffload()
                 ? " and no offload ('" + cluster.device.name +

@@ -14,7 +14,7 @@ autoshard::evaluationStepOptions(const StrategyOptions &training) {
   StrategyOptions eval = training;
   eval.forwardOnly = true;
   eval.exposeGradients = false;
-  eval.activationCheckpointing = "none";
+  eval.activationCheckpointing = strategy::ActivationCheckpointing::None;
   StrategyOptions defaults;
   eval.reduceDtype = defaults.reduceDtype;
   eval.reduceEvery = defaults.reduceEvery;

@@ -3,6 +3,7 @@
 #include "autoshard/Pipelines/Pipelines.h"
 #include "autoshard/Pipelines/AutoStrategy.h"
 
+#include "autoshard/Conversion/MemoryPlan.h"
 #include "autoshard/Conversion/Passes.h"
 #include "autoshard/Dialect/Train/Transforms/Passes.h"
 
@@ -19,11 +20,12 @@
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
+using namespace autoshard;
 
 void autoshard::buildStrategyPipeline(OpPassManager &pm,
                                       const StrategyOptions &options,
                                       StrategyOptions *built) {
-  if (options.strategy == "auto")
+  if (options.strategy == strategy::kAutoStrategy)
     return buildAutoStrategyPipeline(pm, options, built);
   if (built)
     *built = options;
@@ -31,7 +33,8 @@ void autoshard::buildStrategyPipeline(OpPassManager &pm,
   autodiff.exposeGradients = options.exposeGradients;
   autodiff.forwardOnly = options.forwardOnly;
   pm.addPass(train::createAutodiffPass(autodiff));
-  if (options.activationCheckpointing != "none") {
+  if (options.activationCheckpointing !=
+      strategy::ActivationCheckpointing::None) {
     train::CheckpointActivationsPassOptions checkpoint;
     checkpoint.mode = options.activationCheckpointing;
     pm.addPass(train::createCheckpointActivationsPass(checkpoint));
@@ -52,7 +55,8 @@ void autoshard::buildStrategyPipeline(OpPassManager &pm,
   pm.addPass(train::createPlanPass(plan));
   pm.addPass(train::createPartitionPass());
   pm.addPass(train::createGroupCollectivesPass());
-  if (options.offload != "none" || options.offloadParams != "none") {
+  if (options.offload != strategy::Offload::None ||
+      options.offloadParams != strategy::Offload::None) {
     train::OffloadPassOptions offload;
     offload.optimizer = options.offload;
     offload.params = options.offloadParams;
@@ -89,101 +93,121 @@ void autoshard::registerAutoshardDialects(DialectRegistry &registry) {
   registerConvertFuncToLLVMInterface(registry);
 }
 
+const char *autoshard::strategyOptionHelp() {
+  static const std::string help =
+      "Distribution strategy (" + strategy::listStrategyNames() + "), or " +
+      strategy::kAutoStrategy +
+      ": the cost model chooses one for --device (docs/CostModel.md)";
+  return help.c_str();
+}
+
+StrategyOptions StrategyPipelineOptions::getOptions() const {
+  StrategyOptions options;
+#define STRATEGY_OPTION(TYPE, FIELD, NAME, DEFAULT, HELP)                      \
+  options.FIELD = FIELD;
+#define STRATEGY_LIST_OPTION(FIELD, NAME, VALUE_NAME, HELP)                    \
+  options.FIELD.assign(FIELD.begin(), FIELD.end());
+#include "autoshard/Pipelines/StrategyOptions.def"
+  return options;
+}
+
 namespace {
-struct StrategyPipelineOptions
-    : public PassPipelineOptions<StrategyPipelineOptions> {
-  Option<std::string> strategy{*this, "strategy",
-                               llvm::cl::desc("Named distribution strategy"),
-                               llvm::cl::init("ddp")};
-  Option<int64_t> worldSize{*this, "world-size",
-                            llvm::cl::desc("Number of ranks"),
-                            llvm::cl::init(1)};
-  Option<bool> exposeGradients{
-      *this, "expose-gradients",
-      llvm::cl::desc("Return each parameter's gradient as a result"),
-      llvm::cl::init(false)};
-  Option<bool> forwardOnly{
-      *this, "forward-only",
-      llvm::cl::desc("An evaluation step: the forward pass and the loss"),
-      llvm::cl::init(false)};
-  Option<int64_t> shardGroupSize{
-      *this, "shard-group-size",
-      llvm::cl::desc("Ranks per shard group (hybrid)"), llvm::cl::init(0)};
-  Option<bool> reshardAfterForward{
-      *this, "reshard-after-forward",
-      llvm::cl::desc("Release gathered parameters after the forward pass"),
-      llvm::cl::init(true)};
-  Option<int64_t> bucketCapMb{
-      *this, "bucket-cap-mb",
-      llvm::cl::desc("Largest bucket of merged collectives, in MiB"),
-      llvm::cl::init(25)};
-  Option<std::string> reduceDtype{
-      *this, "reduce-dtype",
-      llvm::cl::desc("Element type gradients are reduced in (gradient, f32)"),
-      llvm::cl::init("gradient")};
-  Option<std::string> reduceEvery{
-      *this, "reduce-every",
-      llvm::cl::desc("When sharded gradients are reduced under gradient "
-                     "accumulation (step, micro-batch)"),
-      llvm::cl::init("step")};
-  ListOption<std::string> paramGroups{
-      *this, "param-groups",
-      llvm::cl::desc("Parameter groups with their own placements, "
-                     "PRESET=REGEX")};
-  Option<int64_t> persistenceThreshold{
-      *this, "persistence-threshold",
-      llvm::cl::desc("Keep parameters of at most this many elements whole"),
-      llvm::cl::init(0)};
-  ListOption<std::string> keepGathered{
-      *this, "keep-gathered",
-      llvm::cl::desc("Sharded parameters (whole-name REGEX) kept gathered "
-                     "from the forward pass to the backward pass")};
-  Option<bool> overlap{
-      *this, "overlap",
-      llvm::cl::desc("Overlap collectives with compute (start/wait pairs)"),
-      llvm::cl::init(true)};
-  Option<int64_t> prefetchDepth{
-      *this, "prefetch-depth",
-      llvm::cl::desc("Parameter gathers in flight ahead of the one in use"),
-      llvm::cl::init(1)};
-  Option<std::string> activationCheckpointing{
-      *this, "activation-checkpointing",
-      llvm::cl::desc("Recompute activations in backward: none, blocks, "
-                     "selective"),
-      llvm::cl::init("none")};
-  Option<std::string> device{*this, "device",
-                             llvm::cl::desc("strategy=auto: the device"),
-                             llvm::cl::init("cpu-node")};
-  Option<int64_t> nodes{*this, "nodes",
-                        llvm::cl::desc("strategy=auto: nodes (0: derive)"),
-                        llvm::cl::init(0)};
-  Option<int64_t> ranksPerNode{
-      *this, "ranks-per-node",
-      llvm::cl::desc("strategy=auto: ranks per node (0: derive)"),
-      llvm::cl::init(0)};
-  Option<std::string> costReport{
-      *this, "cost-report",
-      llvm::cl::desc("strategy=auto: text or json report of the candidates"),
-      llvm::cl::init("")};
-  Option<std::string> costReportFile{
-      *this, "cost-report-file",
-      llvm::cl::desc("strategy=auto: the report's file (default stderr)"),
-      llvm::cl::init("")};
-  Option<std::string> offload{
-      *this, "offload",
-      llvm::cl::desc("Optimizer states and fp32 master weights: none, cpu "
-                     "or nvme"),
-      llvm::cl::init("none")};
-  Option<std::string> offloadParams{
-      *this, "offload-params",
-      llvm::cl::desc("Sharded parameters: none, cpu or nvme"),
-      llvm::cl::init("none")};
-  Option<std::string> memoryBudget{
-      *this, "memory-budget",
-      llvm::cl::desc("Plan memory and fail above this budget per rank"),
-      llvm::cl::init("")};
-};
+void appendOption(std::string &text, const char *name, bool value) {
+  text += std::string(" ") + name + "=" + (value ? "true" : "false");
+}
+void appendOption(std::string &text, const char *name, int64_t value) {
+  text += std::string(" ") + name + "=" + std::to_string(value);
+}
+/// Strings in braces, so that the pipeline syntax's spaces and commas in
+/// them stay theirs; an empty string is left out (its default).
+void appendOption(std::string &text, const char *name,
+                  const std::string &value) {
+  if (!value.empty())
+    text += std::string(" ") + name + "={" + value + "}";
+}
+template <typename E, typename = decltype(strategy::EnumSpellings<E>::all)>
+void appendOption(std::string &text, const char *name, E value) {
+  text += std::string(" ") + name + "=" + strategy::stringify(value);
+}
+/// Each value quoted: a regular expression may hold the syntax's commas.
+void appendList(std::string &text, const char *name,
+                const std::vector<std::string> &values) {
+  if (values.empty())
+    return;
+  text += std::string(" ") + name + "={";
+  for (size_t i = 0; i < values.size(); ++i)
+    text += (i ? ",\"" : "\"") + values[i] + "\"";
+  text += "}";
+}
 } // namespace
+
+std::string autoshard::strategyPipelineText(const StrategyOptions &options) {
+  std::string text = "autoshard-strategy{";
+#define STRATEGY_OPTION(TYPE, FIELD, NAME, DEFAULT, HELP)                      \
+  appendOption(text, NAME, options.FIELD);
+#define STRATEGY_LIST_OPTION(FIELD, NAME, VALUE_NAME, HELP)                    \
+  appendList(text, NAME, options.FIELD);
+#include "autoshard/Pipelines/StrategyOptions.def"
+  return text + "}";
+}
+
+std::string autoshard::verifyStrategyOptions(const StrategyOptions &options) {
+  const std::string &name = options.strategy;
+  bool automatic = name == strategy::kAutoStrategy;
+  const strategy::StrategyPreset *preset = strategy::lookupStrategy(name);
+  if (!automatic && !preset)
+    return "unknown strategy '" + name +
+           "'; valid strategies: " + strategy::listStrategyNames() + ", " +
+           strategy::kAutoStrategy;
+  if (!options.costReport.empty() && options.costReport != "text" &&
+      options.costReport != "json")
+    return "unknown --cost-report '" + options.costReport +
+           "'; valid: text, json";
+  if (options.nodes < 0 || options.ranksPerNode < 0)
+    return "--nodes and --ranks-per-node must be at least 1";
+  std::string numbers = strategy::verifyPlanNumbers(
+      preset, options.worldSize, options.shardGroupSize, options.bucketCapMb,
+      options.persistenceThreshold);
+  if (!numbers.empty())
+    return numbers;
+  if (!options.memoryBudget.empty()) {
+    FailureOr<int64_t> budget = parseByteSize(options.memoryBudget);
+    if (failed(budget) || *budget <= 0)
+      return "--memory-budget '" + options.memoryBudget +
+             "' is not a positive size; write bytes or a size with a unit, "
+             "such as 80GiB or 1.5GB";
+  }
+  if (options.prefetchDepth < 0)
+    return "--prefetch-depth must be at least 0, got " +
+           std::to_string(options.prefetchDepth);
+  // auto chooses the placements and reshard points itself.
+  if (automatic &&
+      (!options.paramGroups.empty() || !options.keepGathered.empty()))
+    return std::string(!options.paramGroups.empty() ? "--param-group"
+                                                    : "--keep-gathered") +
+           " refines a preset's plan; --strategy=auto chooses the plan "
+           "itself (give a preset: " +
+           strategy::listStrategyNames() + ")";
+  // An evaluation step has no optimizer, backward pass or micro-batches.
+  if (options.forwardOnly) {
+    if (automatic)
+      return "--forward-only compiles an evaluation step; --strategy=auto "
+             "prices training steps (give a preset: " +
+             strategy::listStrategyNames() + ")";
+    if (options.offload != strategy::Offload::None)
+      return "--offload keeps optimizer states off the device; a "
+             "--forward-only step has none";
+    if (options.activationCheckpointing !=
+        strategy::ActivationCheckpointing::None)
+      return "--activation-checkpointing recomputes what the backward pass "
+             "reads; a --forward-only step has none";
+    if (options.reduceEvery != strategy::ReduceEvery::Step ||
+        options.reduceDtype != strategy::ReduceDtype::Gradient)
+      return "--reduce-every and --reduce-dtype set how gradients are "
+             "reduced; a --forward-only step has none";
+  }
+  return "";
+}
 
 void autoshard::registerAutoshardPasses() {
   train::registerTrainPasses();
@@ -196,34 +220,8 @@ void autoshard::registerAutoshardPasses() {
   PassPipelineRegistration<StrategyPipelineOptions>(
       "autoshard-strategy",
       "Plan and partition a training step for a named strategy",
-      [](OpPassManager &pm, const StrategyPipelineOptions &cl) {
-        StrategyOptions options;
-        options.strategy = cl.strategy;
-        options.worldSize = cl.worldSize;
-        options.exposeGradients = cl.exposeGradients;
-        options.forwardOnly = cl.forwardOnly;
-        options.shardGroupSize = cl.shardGroupSize;
-        options.reshardAfterForward = cl.reshardAfterForward;
-        options.bucketCapMb = cl.bucketCapMb;
-        options.reduceDtype = cl.reduceDtype;
-        options.reduceEvery = cl.reduceEvery;
-        options.paramGroups.assign(cl.paramGroups.begin(),
-                                   cl.paramGroups.end());
-        options.persistenceThreshold = cl.persistenceThreshold;
-        options.keepGathered.assign(cl.keepGathered.begin(),
-                                    cl.keepGathered.end());
-        options.overlap = cl.overlap;
-        options.prefetchDepth = cl.prefetchDepth;
-        options.activationCheckpointing = cl.activationCheckpointing;
-        options.memoryBudget = cl.memoryBudget;
-        options.offload = cl.offload;
-        options.offloadParams = cl.offloadParams;
-        options.device = cl.device;
-        options.nodes = cl.nodes;
-        options.ranksPerNode = cl.ranksPerNode;
-        options.costReport = cl.costReport;
-        options.costReportFile = cl.costReportFile;
-        buildStrategyPipeline(pm, options);
+      [](OpPassManager &pm, const StrategyPipelineOptions &options) {
+        buildStrategyPipeline(pm, options.getOptions());
       });
   PassPipelineRegistration<>(
       "autoshard-lower-to-llvm",

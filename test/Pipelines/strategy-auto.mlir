@@ -86,7 +86,7 @@
 // RUN: not shard-opt --strategy=auto --cost-report=xml %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=REPORTKIND
 // REPORTKIND: shard-opt: error: unknown --cost-report 'xml'; valid: text, json
 // RUN: not shard-opt --strategy=zero3 --device=h100-80gb %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=NOTAUTO
-// NOTAUTO: shard-opt: error: --device, --nodes, --gpus-per-node, --cost-report and --cost-report-file are for --strategy=auto
+// NOTAUTO: shard-opt: error: --device, --nodes, --ranks-per-node, --cost-report and --cost-report-file are for --strategy=auto
 
 // Under gradient accumulation, plans that shard gradients are also tried
 // reducing every micro-batch; --reduce-every=micro-batch pins that, which
@@ -98,7 +98,7 @@
 // PINNED-NOT: {{^[ *] ddp }}
 // PINNED: chosen: {{.*}}reduce-every=micro-batch{{.*}}; DDP is not among the candidates
 // RUN: not shard-opt %S/Inputs/accumulation-step.mlir --pass-pipeline='builtin.module(autoshard-auto-strategy{world-size=2 reduce-every=often})' 2>&1 | FileCheck %s --check-prefix=AUTOEVERY
-// AUTOEVERY: error: unknown reduce-every 'often'; valid: step, micro-batch
+// AUTOEVERY: shard-opt: for the --reduce-every option: unknown value 'often'; valid: step, micro-batch
 
 // A strategy option other than its default pins that dimension of the
 // search instead of being dropped: the reshard point, the checkpointing
@@ -118,11 +118,11 @@
 // RUN: not shard-opt --strategy=auto --world-size=2 --offload=cpu %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=NOOFFLOAD
 // NOOFFLOAD: error: offload=cpu: 'cpu-node' cannot offload: offload moves state from a GPU to its host's memory or NVMe (give a GPU device, such as --device=h100-80gb, or no offload)
 // RUN: not shard-opt %examples/mlp.mlir --pass-pipeline='builtin.module(autoshard-auto-strategy{world-size=2 offload-params=disk})' 2>&1 | FileCheck %s --check-prefix=BADTIER
-// BADTIER: error: unknown offload-params 'disk'; valid: none, cpu, nvme
+// BADTIER: shard-opt: for the --offload-params option: unknown value 'disk'; valid: none, cpu, nvme
 // RUN: not shard-opt %examples/mlp.mlir --pass-pipeline='builtin.module(autoshard-auto-strategy{world-size=2 activation-checkpointing=all})' 2>&1 | FileCheck %s --check-prefix=BADCKPT
 // RUN: not shard-opt --strategy=auto --world-size=2 --persistence-threshold=-1 %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=BADPERSIST
-// BADPERSIST: error: persistence threshold must be at least 0, got -1
-// BADCKPT: error: unknown activation-checkpointing 'all'; valid: none, selective, blocks
+// BADPERSIST: shard-opt: error: --persistence-threshold must be at least 0, got -1
+// BADCKPT: shard-opt: for the --activation-checkpointing option: unknown value 'all'; valid: none, blocks, selective
 
 // The plot script draws the JSON report, as SVG and as PNG.
 // RUN: %python %S/../../scripts/cost_plot.py %t.json %t.png

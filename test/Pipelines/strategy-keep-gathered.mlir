@@ -36,6 +36,6 @@
 // NONE: error: --keep-gathered 'layers' selects no parameter that the plan shards; it applies to the sharded parameters of zero3, fsdp and hybrid, named whole, such as 'model.embed_tokens.weight'
 // WHOLE: error: --keep-gathered 'lm_head\.weight' selects no parameter that the plan shards ('lm_head.weight' is kept whole anyway); it applies to the sharded parameters of zero3, fsdp and hybrid, named whole
 // ALREADY: error: --keep-gathered keeps some parameters gathered through the backward pass; with --reshard-after-forward=false every parameter already is
-// AUTO: shard-opt: error: --keep-gathered refines a preset's plan; --strategy=auto chooses the plan itself (give a preset: ddp, zero1, zero2, zero3, fsdp or hybrid)
-// NOSTRATEGY: --keep-gathered, {{.*}}need --strategy
-// AUTOPIPE: error: keep-gathered refines a preset's plan; strategy auto chooses the plan itself (give a preset: ddp, zero1, zero2, zero3, fsdp or hybrid)
+// AUTO: shard-opt: error: --keep-gathered refines a preset's plan; --strategy=auto chooses the plan itself (give a preset: ddp, zero1, zero2, zero3, fsdp, hybrid)
+// NOSTRATEGY: shard-opt: error: --keep-gathered needs --strategy
+// AUTOPIPE: error: --keep-gathered refines a preset's plan; --strategy=auto chooses the plan itself (give a preset: ddp, zero1, zero2, zero3, fsdp, hybrid)

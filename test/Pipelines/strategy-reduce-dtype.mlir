@@ -33,5 +33,5 @@
 // EXPOSED: train.adamw %arg0, %[[R]]#1
 // EXPOSED: return {{.*}}, %[[BACK]], %[[R]]#0, %{{.*}} :
 
-// BAD: shard-opt: error: unknown --reduce-dtype 'f16'; valid: gradient, f32
-// BADPASS: error: unknown reduce dtype 'f16'; valid: gradient, f32
+// BAD: shard-opt: for the --reduce-dtype option: unknown value 'f16'; valid: gradient, f32
+// BADPASS: shard-opt: for the --reduce-dtype option: unknown value 'f16'; valid: gradient, f32

@@ -122,8 +122,8 @@
 // ONE-NEXT: %[[GS:.*]] = train.reduce_scatter_shards %[[G]]
 // ONE: train.adamw %{{.*}}, %[[GS]],
 
-// BAD: shard-opt: error: unknown --reduce-every 'sometimes'; valid: step, micro-batch
+// BAD: shard-opt: for the --reduce-every option: unknown value 'sometimes'; valid: step, micro-batch
 // WHOLE: error: --reduce-every=micro-batch reduce-scatters sharded gradients every micro-batch; 'zero1' keeps gradients whole (use zero2, zero3, fsdp or hybrid, or a parameter group of one of them)
 // GROUP: reduce_every = micro_batch, groups = [<names = "w"
 // GROUP-COUNT-2: train.reduce_scatter_shards
-// BADPASS: error: unknown reduce-every 'micro_batch'; valid: step, micro-batch
+// BADPASS: shard-opt: for the --reduce-every option: unknown value 'micro_batch'; valid: step, micro-batch

@@ -5,7 +5,7 @@
 // tools' flag.
 // RUN: shard-opt --autoshard-group-collectives -split-input-file -verify-diagnostics %s
 // RUN: not shard-opt %examples/mlp.mlir --pass-pipeline='builtin.module(autoshard-plan{strategy=ddp world-size=2 bucket-cap-mb=8796093022208})' 2>&1 | FileCheck %s --check-prefix=PASS
-// PASS: error: bucket cap must be at most 8796093022207 MiB (8 EiB in bytes), got 8796093022208
+// PASS: error: --bucket-cap-mb must be at most 8796093022207 (8 EiB in bytes), got 8796093022208
 // RUN: not shard-opt --strategy=ddp --world-size=2 --bucket-cap-mb=8796093022208 %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=FLAG
 // FLAG: shard-opt: error: --bucket-cap-mb must be at most 8796093022207 (8 EiB in bytes), got 8796093022208
 // The largest cap compiles: the seven gradients in one bucket.

@@ -184,11 +184,6 @@ TEST(CostModelPlan, CandidatesCoverTheSpace) {
   ASSERT_FALSE(offloaded.empty());
   for (const Plan &plan : offloaded)
     EXPECT_EQ(plan.optimizerOffload, Offload::Cpu) << describePlan(plan);
-  EXPECT_EQ(parseOffload("nvme"), Offload::Nvme);
-  EXPECT_EQ(parseOffload("disk"), std::nullopt);
-  EXPECT_EQ(parseActivationCheckpointing("blocks"),
-            ActivationCheckpointing::Blocks);
-  EXPECT_EQ(parseActivationCheckpointing("all"), std::nullopt);
 }
 
 TEST(CostModelTime, ComputeIsFlopsOverPeakTimesEfficiency) {

@@ -20,22 +20,23 @@ TEST(EvaluationStep, OptionsKeepThePlacementAndDropTheBackwardPass) {
   training.strategy = "zero2";
   training.worldSize = 4;
   training.exposeGradients = true;
-  training.activationCheckpointing = "blocks";
-  training.reduceDtype = "f32";
-  training.reduceEvery = "micro-batch";
-  training.offload = "cpu";
+  training.activationCheckpointing = strategy::ActivationCheckpointing::Blocks;
+  training.reduceDtype = strategy::ReduceDtype::F32;
+  training.reduceEvery = strategy::ReduceEvery::MicroBatch;
+  training.offload = strategy::Offload::Cpu;
   training.paramGroups = {"ddp=.*norm.*"};
   training.memoryBudget = "1GiB";
   StrategyOptions eval = evaluationStepOptions(training);
   EXPECT_TRUE(eval.forwardOnly);
   EXPECT_EQ(eval.strategy, "zero2");
   EXPECT_EQ(eval.worldSize, 4);
-  EXPECT_EQ(eval.offload, "cpu");
+  EXPECT_EQ(eval.offload, strategy::Offload::Cpu);
   EXPECT_EQ(eval.paramGroups, training.paramGroups);
   EXPECT_FALSE(eval.exposeGradients);
-  EXPECT_EQ(eval.activationCheckpointing, "none");
-  EXPECT_EQ(eval.reduceDtype, "gradient");
-  EXPECT_EQ(eval.reduceEvery, "step");
+  EXPECT_EQ(eval.activationCheckpointing,
+            strategy::ActivationCheckpointing::None);
+  EXPECT_EQ(eval.reduceDtype, strategy::ReduceDtype::Gradient);
+  EXPECT_EQ(eval.reduceEvery, strategy::ReduceEvery::Step);
   // Checked on the two steps together.
   EXPECT_TRUE(eval.memoryBudget.empty());
 }

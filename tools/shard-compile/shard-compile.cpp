@@ -40,11 +40,6 @@ static cl::opt<std::string> inputFilename(cl::Positional,
 static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
                                            cl::value_desc("file"), cl::Required,
                                            cl::cat(compileCategory));
-static cl::opt<bool> exposeGradients(
-    "expose-gradients",
-    cl::desc("Return each parameter's gradient from the step (the binary's "
-             "--save-grads writes them)"),
-    cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool> withEval(
     "with-eval",
     cl::desc("Also link the model's evaluation step (the forward pass and "
@@ -164,11 +159,9 @@ int main(int argc, char **argv) {
     return fail("-o needs a file name");
 
   using namespace autoshard::tools;
-  if (strategyFlag.getNumOccurrences() == 0)
-    strategyFlag = "ddp";
   if (std::optional<std::string> error = validateStrategyFlags())
     return fail(*error);
-  if (exposeGradients && forwardOnlyFlag)
+  if (exposeGradientsFlag && forwardOnlyFlag)
     return fail("--expose-gradients returns the step's gradients; a "
                 "--forward-only step computes none");
   if (withEval && forwardOnlyFlag)
@@ -213,7 +206,7 @@ int main(int argc, char **argv) {
     return 1;
 
   autoshard::StrategyOptions options =
-      strategyOptionsFromFlags(exposeGradients);
+      strategyOptionsFromFlags();
   // What the training step is built with: for --strategy=auto, the plan it
   // chose, which the evaluation step follows.
   autoshard::StrategyOptions built = options;
@@ -252,7 +245,7 @@ int main(int argc, char **argv) {
   // step: one that does not is made again with that room taken off the
   // memory it fits.
   OwningOpRef<ModuleOp> pristine;
-  if (withEval && options.strategy == "auto")
+  if (withEval && options.strategy == autoshard::strategy::kAutoStrategy)
     pristine = module->clone();
   if (failed(buildSteps(std::move(module), options)))
     return 1;

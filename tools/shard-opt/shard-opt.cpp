@@ -52,29 +52,10 @@ int main(int argc, char **argv) {
 
   using namespace autoshard::tools;
   bool strategyGiven = strategyFlag.getNumOccurrences() > 0;
-  if (!strategyGiven && (worldSizeFlag.getNumOccurrences() ||
-                         shardGroupSizeFlag.getNumOccurrences() ||
-                         reshardAfterForwardFlag.getNumOccurrences() ||
-                         bucketCapMbFlag.getNumOccurrences() ||
-                         reduceDtypeFlag.getNumOccurrences() ||
-                         reduceEveryFlag.getNumOccurrences() ||
-                         paramGroupFlag.getNumOccurrences() ||
-                         keepGatheredFlag.getNumOccurrences() ||
-                         persistenceThresholdFlag.getNumOccurrences() ||
-                         overlapFlag.getNumOccurrences() ||
-                         prefetchDepthFlag.getNumOccurrences() ||
-                         memoryBudgetFlag.getNumOccurrences() ||
-                         activationCheckpointingFlag.getNumOccurrences() ||
-                         offloadFlag.getNumOccurrences() ||
-                         offloadParamsFlag.getNumOccurrences() ||
-                         forwardOnlyFlag.getNumOccurrences()))
-    return fail(
-        "--world-size, --shard-group-size, --reshard-after-forward, "
-        "--bucket-cap-mb, --reduce-dtype, --reduce-every, --param-group, "
-        "--keep-gathered, "
-        "--persistence-threshold, --overlap, --prefetch-depth, "
-        "--memory-budget, --activation-checkpointing, --offload, "
-        "--offload-params and --forward-only need --strategy");
+  if (std::vector<std::string> given = givenStrategyFlags({"--strategy"});
+      !strategyGiven && !given.empty())
+    return fail(joinFlags(given) + (given.size() == 1 ? " needs" : " need") +
+                " --strategy");
   if (strategyGiven) {
     if (std::optional<std::string> error = validateStrategyFlags())
       return fail(*error);
@@ -82,7 +63,7 @@ int main(int argc, char **argv) {
     // textual --pass-pipeline replaces the whole pass manager, so the two
     // are joined as one textual pipeline.
     std::string strategyPipeline =
-        strategyPipelineText(strategyOptionsFromFlags(false));
+        autoshard::strategyPipelineText(strategyOptionsFromFlags());
     MlirOptMainConfig cliConfig = config;
     config.setPassPipelineSetupFn([cliConfig, strategyPipeline](
                                       PassManager &pm) -> LogicalResult {

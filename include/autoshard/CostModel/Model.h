@@ -13,6 +13,8 @@
 #ifndef AUTOSHARD_COSTMODEL_MODEL_H
 #define AUTOSHARD_COSTMODEL_MODEL_H
 
+#include "autoshard/Strategy/Strategy.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -43,7 +45,7 @@ enum class Precision {
 int64_t computeElementBytes(Precision precision);
 
 /// Activation checkpointing of `autoshard-checkpoint-activations`.
-enum class ActivationCheckpointing { None, Selective, Blocks };
+using strategy::ActivationCheckpointing;
 constexpr int kNumCheckpointingModes = 3;
 
 struct ParameterTensor {

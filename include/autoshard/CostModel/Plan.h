@@ -1,8 +1,9 @@
 //===- Plan.h - the plans the cost model scores -----------------*- C++ -*-===//
 //
-// A mirror of `#train.plan` (docs/Strategies.md) in plain C++, plus the axes
-// the compiler does not build yet (offload) and the ones that live in other
-// passes (prefetch depth, overlap, activation checkpointing), so that one
+// A candidate plan as the cost model scores it: the placements of
+// `#train.plan` (docs/Strategies.md) in the vocabulary of
+// autoshard/Strategy/Strategy.h, plus the axes that live in other passes
+// (offload, prefetch depth, overlap, activation checkpointing), so that one
 // struct names everything a candidate plan decides.
 //
 //===----------------------------------------------------------------------===//
@@ -22,15 +23,13 @@
 
 namespace autoshard::cost {
 
-enum class Placement { Replicated, Sharded };
-enum class GatherUnit { Parameter, Block };
-enum class Reshard { AfterForward, AfterBackward };
-enum class ReduceDtype { Gradient, F32 };
-/// When sharded gradients are reduce-scattered under gradient accumulation:
-/// once per step, after the last micro-batch (the full sum kept until
-/// then), or every micro-batch (K times the bytes, no full gradient kept).
-enum class ReduceEvery { Step, MicroBatch };
-enum class Offload { None, Cpu, Nvme };
+using strategy::GatherUnit;
+using strategy::Offload;
+using strategy::Placement;
+using strategy::ReduceDtype;
+using strategy::ReduceEvery;
+using strategy::Reshard;
+using strategy::stringify;
 
 /// How one parameter, its gradient and its optimizer states are placed.
 struct Layout {
@@ -72,8 +71,8 @@ struct Plan {
   const Layout &layoutOf(const ParameterTensor &parameter) const;
 };
 
-/// The named strategies of `shard-opt --strategy`, in help order: ddp, zero1,
-/// zero2, zero3, fsdp, hybrid.
+/// The named strategies of `shard-opt --strategy`, in help order
+/// (strategy::kStrategyPresets).
 const std::vector<std::string> &presetNames();
 
 /// The plan a preset means on `worldSize` ranks, with the compiler's
@@ -130,18 +129,6 @@ struct CandidateSpace {
 std::vector<Plan> enumerateCandidatePlans(const ModelDescription &model,
                                           const ClusterSpec &cluster,
                                           const CandidateSpace &space = {});
-
-const char *stringify(Placement placement);
-const char *stringify(Reshard reshard);
-const char *stringify(Offload offload);
-const char *stringify(ActivationCheckpointing mode);
-/// The inverses of stringify: "none", "cpu", "nvme"; "none", "selective",
-/// "blocks". Nothing for another spelling.
-std::optional<Offload> parseOffload(std::string_view text);
-std::optional<ActivationCheckpointing>
-parseActivationCheckpointing(std::string_view text);
-/// "step" or "micro-batch", as the --reduce-every flag spells them.
-const char *stringify(ReduceEvery every);
 
 /// Whether the plan shards some gradient (its own layout or a group's).
 bool shardsGradients(const Plan &plan);

@@ -3,68 +3,58 @@
 #ifndef AUTOSHARD_PIPELINES_PIPELINES_H
 #define AUTOSHARD_PIPELINES_PIPELINES_H
 
+#include "autoshard/Strategy/CommandLine.h"
+
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
 
 #include <string>
 #include <vector>
 
 namespace autoshard {
 
-/// What `shard-opt --strategy` and the `autoshard-strategy` pipeline take.
+/// The help of the strategy option, which names every preset.
+const char *strategyOptionHelp();
+
+/// What `shard-opt --strategy`, `shard-compile` and the `autoshard-strategy`
+/// pipeline take: one field per entry of StrategyOptions.def, with its
+/// default.
 struct StrategyOptions {
-  /// A named strategy (Strategies.h).
-  std::string strategy = "ddp";
-  /// Ranks the step runs on.
-  int64_t worldSize = 1;
-  /// Return each parameter's gradient as a `grad` result (autodiff).
-  bool exposeGradients = false;
-  /// An evaluation step: the forward pass and the loss only (autodiff's
-  /// forward-only).
-  bool forwardOnly = false;
-  /// Ranks per shard group of the hybrid strategy; 0 for the others.
-  int64_t shardGroupSize = 0;
-  /// Release gathered parameters after the forward pass.
-  bool reshardAfterForward = true;
-  /// Largest bucket grouping merges, in MiB.
-  int64_t bucketCapMb = 25;
-  /// Element type gradients are reduced in: "gradient" or "f32".
-  std::string reduceDtype = "gradient";
-  /// When sharded gradients are reduced under gradient accumulation:
-  /// "step" or "micro-batch".
-  std::string reduceEvery = "step";
-  /// Parameter groups, PRESET=REGEX, first match first.
-  std::vector<std::string> paramGroups;
-  /// Parameters of at most this many elements stay whole (0: none).
-  int64_t persistenceThreshold = 0;
-  /// Sharded parameters kept gathered from the forward pass to the
-  /// backward pass: whole-name regular expressions, any match.
-  std::vector<std::string> keepGathered;
-  /// Split collectives into start/wait pairs that overlap with compute.
-  bool overlap = true;
-  /// Parameter gathers in flight ahead of the one in use.
-  int64_t prefetchDepth = 1;
-  /// Activation checkpointing: "none", "blocks" or "selective".
-  std::string activationCheckpointing = "none";
-  /// For strategy "auto": the device of data/devices the ranks are, nodes
-  /// and ranks per node (0: from the world size and the device), and the
-  /// cost report ("", "text", "json") and its file (empty: stderr).
-  std::string device = "cpu-node";
-  int64_t nodes = 0;
-  int64_t ranksPerNode = 0;
-  std::string costReport;
-  std::string costReportFile;
+#define STRATEGY_OPTION(TYPE, FIELD, NAME, DEFAULT, HELP) TYPE FIELD = DEFAULT;
+#define STRATEGY_LIST_OPTION(FIELD, NAME, VALUE_NAME, HELP)                    \
+  std::vector<std::string> FIELD;
+#include "autoshard/Pipelines/StrategyOptions.def"
+
   /// For strategy "auto": also search bucket caps, prefetch depths and the
-  /// persistence-threshold mix where their options are at their defaults.
+  /// persistence-threshold mix where their options are at their defaults
+  /// (tests turn it off to see one plan per preset; not an option).
   bool searchSchedule = true;
-  /// Offload (autoshard-offload): where optimizer states and fp32 master
-  /// weights, and sharded parameters, live: "none" (device), "cpu" (host
-  /// memory) or "nvme" (files of the binary's --offload-dir).
-  std::string offload = "none";
-  std::string offloadParams = "none";
-  /// Plan memory and fail above this budget ("80GiB"); empty: no check.
-  std::string memoryBudget;
 };
+
+/// The options of StrategyOptions.def as a pass pipeline's options:
+/// `autoshard-strategy{strategy=zero3 world-size=8}`.
+struct StrategyPipelineOptions
+    : public mlir::PassPipelineOptions<StrategyPipelineOptions> {
+#define STRATEGY_OPTION(TYPE, FIELD, NAME, DEFAULT, HELP)                      \
+  Option<TYPE> FIELD{*this, NAME, llvm::cl::desc(HELP), llvm::cl::init(DEFAULT)};
+#define STRATEGY_LIST_OPTION(FIELD, NAME, VALUE_NAME, HELP)                    \
+  ListOption<std::string> FIELD{*this, NAME, llvm::cl::desc(HELP)};
+#include "autoshard/Pipelines/StrategyOptions.def"
+
+  /// The values as a plain, copyable struct.
+  StrategyOptions getOptions() const;
+};
+
+/// The options as the textual `autoshard-strategy{...}` pipeline, which
+/// StrategyPipelineOptions parses back to the same values.
+std::string strategyPipelineText(const StrategyOptions &options);
+
+/// "" when the options' values can make a plan, else what is wrong with
+/// them and what would be right: ranges, spellings, the options that only
+/// one kind of strategy takes. (Whether an option was given at all is the
+/// tools' concern.)
+std::string verifyStrategyOptions(const StrategyOptions &options);
 
 /// Derives the backward pass and optimizer when the step has only a forward
 /// pass, then plans and partitions it: the output is the per-rank program

@@ -222,13 +222,8 @@ struct CheckpointActivationsPass
   using CheckpointActivationsPassBase::CheckpointActivationsPassBase;
 
   void runOnOperation() override {
-    if (mode != "none" && mode != "blocks" && mode != "selective") {
-      getOperation().emitError()
-          << "unknown activation checkpointing '" << mode
-          << "'; valid: none, blocks, selective";
-      return signalPassFailure();
-    }
-    if (mode == "none")
+    using autoshard::strategy::ActivationCheckpointing;
+    if (mode == ActivationCheckpointing::None)
       return;
     FailureOr<FunctionOpInterface> step = findStepFunction(getOperation());
     if (failed(step))
@@ -240,10 +235,11 @@ struct CheckpointActivationsPass
     }
     StepSignature sig(*step);
     if (Checkpointer(step->getFunctionBody().front(), sig,
-                     mode == "selective")
+                     mode == ActivationCheckpointing::Selective)
             .run() < 0)
       step->emitWarning()
-          << "activation checkpointing '" << mode
+          << "activation checkpointing '"
+          << autoshard::strategy::stringify(mode.getValue())
           << "' recomputes transformer blocks, and this step has none "
              "(parameters named h.<i>.* or model.layers.<i>.*): nothing is "
              "recomputed";

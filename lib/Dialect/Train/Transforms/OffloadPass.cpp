@@ -22,15 +22,17 @@ using namespace autoshard::train;
 
 namespace {
 
-/// "none", "cpu", "nvme" as the space the state goes to.
-std::optional<MemorySpace> parseOffload(StringRef value) {
-  if (value == "none")
+/// The space an offload tier keeps state in.
+MemorySpace spaceOf(autoshard::strategy::Offload tier) {
+  switch (tier) {
+  case autoshard::strategy::Offload::None:
     return MemorySpace::Device;
-  if (value == "cpu")
+  case autoshard::strategy::Offload::Cpu:
     return MemorySpace::Host;
-  if (value == "nvme")
+  case autoshard::strategy::Offload::Nvme:
     return MemorySpace::Nvme;
-  return std::nullopt;
+  }
+  llvm_unreachable("unknown offload tier");
 }
 
 bool isOptimizerParamOperand(OpOperand &use) {
@@ -85,23 +87,16 @@ struct OffloadPass : autoshard::train::impl::OffloadPassBase<OffloadPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    std::optional<MemorySpace> optimizerSpace = parseOffload(optimizer);
-    std::optional<MemorySpace> paramSpace = parseOffload(params);
-    if (!optimizerSpace || !paramSpace) {
-      module.emitError() << "unknown offload "
-                         << (optimizerSpace ? "params" : "optimizer") << " '"
-                         << (optimizerSpace ? params : optimizer)
-                         << "'; valid: none, cpu, nvme";
-      return signalPassFailure();
-    }
-    if (*optimizerSpace == MemorySpace::Device &&
-        *paramSpace == MemorySpace::Device)
+    MemorySpace optimizerSpace = spaceOf(optimizer);
+    MemorySpace paramSpace = spaceOf(params);
+    if (optimizerSpace == MemorySpace::Device &&
+        paramSpace == MemorySpace::Device)
       return;
     FailureOr<FunctionOpInterface> found = findStepFunction(module);
     if (failed(found))
       return signalPassFailure();
     FunctionOpInterface step = *found;
-    if (failed(offload(step, *optimizerSpace, *paramSpace)))
+    if (failed(offload(step, optimizerSpace, paramSpace)))
       return signalPassFailure();
   }
 

@@ -8,7 +8,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
 
-#include <limits>
 
 namespace autoshard::train {
 #define GEN_PASS_DEF_PLANPASS
@@ -17,6 +16,7 @@ namespace autoshard::train {
 
 using namespace mlir;
 using namespace autoshard::train;
+namespace strategy = autoshard::strategy;
 
 namespace {
 struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
@@ -27,19 +27,19 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
   /// unit; on a hybrid plan, a group of a non-hybrid sharded preset shards
   /// over every grid axis.
   FailureOr<SmallVector<ParamGroupAttr>>
-  buildGroups(ModuleOp module, const StrategyPreset &plan,
+  buildGroups(ModuleOp module, const strategy::StrategyPreset &plan,
               ArrayRef<int16_t> planAxes, int64_t gridRank) {
     MLIRContext *ctx = &getContext();
     auto emitError = [&] { return module.emitError(); };
     SmallVector<ParamGroupAttr> groups;
     for (const std::string &entry : paramGroups) {
       auto [name, regex] = StringRef(entry).split('=');
-      std::optional<StrategyPreset> preset = lookupStrategy(name);
+      const strategy::StrategyPreset *preset = strategy::lookupStrategy(name);
       if (!preset || regex.empty()) {
         module.emitError()
             << "parameter group '" << entry
             << "' must be PRESET=REGEX with PRESET one of "
-            << listStrategyNames();
+            << strategy::listStrategyNames();
         return failure();
       }
       SmallVector<int16_t> axes;
@@ -54,19 +54,15 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
           axes.push_back(static_cast<int16_t>(axis));
       ParamGroupAttr group = ParamGroupAttr::getChecked(
           emitError, ctx, StringAttr::get(ctx, regex), /*maxElements=*/int64_t{0},
-          preset->optimizerStates, preset->gradients, preset->parameters,
-          preset->unit, ArrayRef<int16_t>(axes));
+          toAttr(preset->optimizerStates), toAttr(preset->gradients),
+          toAttr(preset->parameters), toAttr(preset->unit),
+          ArrayRef<int16_t>(axes));
       if (!group)
         return failure();
       groups.push_back(group);
     }
-    if (persistenceThreshold < 0) {
-      module.emitError() << "persistence threshold must be at least 0, got "
-                         << static_cast<int64_t>(persistenceThreshold);
-      return failure();
-    }
     if (persistenceThreshold > 0) {
-      if (plan.parameters != Placement::Sharded) {
+      if (plan.parameters != strategy::Placement::Sharded) {
         module.emitError()
             << "a persistence threshold keeps small parameters whole under "
                "a strategy that shards parameters (zero3, fsdp, hybrid); '"
@@ -77,8 +73,8 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
       // sharded (DeepSpeed's persistent parameters).
       groups.push_back(ParamGroupAttr::get(
           ctx, StringAttr(), static_cast<int64_t>(persistenceThreshold),
-          plan.optimizerStates, plan.gradients, Placement::Replicated,
-          plan.unit, planAxes));
+          toAttr(plan.optimizerStates), toAttr(plan.gradients),
+          Placement::Replicated, toAttr(plan.unit), planAxes));
     }
     return groups;
   }
@@ -88,7 +84,7 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
   /// parameter the plan shards, under reshard after the forward pass.
   FailureOr<StringAttr> buildKeepGathered(ModuleOp module,
                                           const StepSignature &sig,
-                                          const StrategyPreset &plan,
+                                          const strategy::StrategyPreset &plan,
                                           ArrayRef<ParamGroupAttr> groups) {
     if (keepGathered.empty())
       return StringAttr();
@@ -116,7 +112,8 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
           continue;
         ParamGroupAttr group =
             firstSelectingGroup(groups, arg.name, arg.type.getNumElements());
-        Placement params = group ? group.getParameters() : plan.parameters;
+        Placement params =
+            group ? group.getParameters() : toAttr(plan.parameters);
         bool selected = anchored.match(arg.name);
         if (params == Placement::Sharded) {
           matches |= selected;
@@ -145,51 +142,25 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    std::optional<StrategyPreset> preset = lookupStrategy(strategy);
+    const strategy::StrategyPreset *preset = strategy::lookupStrategy(strategy);
     if (!preset) {
       module.emitError() << "unknown strategy '" << strategy
-                         << "'; valid strategies: " << listStrategyNames();
+                         << "'; valid strategies: "
+                         << strategy::listStrategyNames();
       return signalPassFailure();
     }
-    if (worldSize < 1) {
-      module.emitError() << "world size must be at least 1, got "
-                         << static_cast<int64_t>(worldSize);
+    std::string numbers = strategy::verifyPlanNumbers(
+        preset, worldSize, shardGroupSize, bucketCapMb, persistenceThreshold);
+    if (!numbers.empty()) {
+      module.emitError() << numbers;
       return signalPassFailure();
     }
-    if (bucketCapMb < 1) {
-      module.emitError() << "bucket cap must be at least 1 MiB, got "
-                         << static_cast<int64_t>(bucketCapMb);
-      return signalPassFailure();
-    }
-    if (bucketCapMb > std::numeric_limits<int64_t>::max() >> 20) {
-      module.emitError() << "bucket cap must be at most "
-                         << (std::numeric_limits<int64_t>::max() >> 20)
-                         << " MiB (8 EiB in bytes), got "
-                         << static_cast<int64_t>(bucketCapMb);
-      return signalPassFailure();
-    }
-    std::optional<ReduceDtype> reduce = symbolizeReduceDtype(reduceDtype);
-    if (!reduce) {
-      module.emitError() << "unknown reduce dtype '" << reduceDtype
-                         << "'; valid: gradient, f32";
-      return signalPassFailure();
-    }
-    std::optional<ReduceEvery> every;
-    if (reduceEvery == "step")
-      every = ReduceEvery::Step;
-    else if (reduceEvery == "micro-batch")
-      every = ReduceEvery::MicroBatch;
-    if (!every) {
-      module.emitError() << "unknown reduce-every '" << reduceEvery
-                         << "'; valid: step, micro-batch";
-      return signalPassFailure();
-    }
-    if (*every == ReduceEvery::MicroBatch &&
-        preset->gradients != Placement::Sharded &&
+    if (reduceEvery == strategy::ReduceEvery::MicroBatch &&
+        preset->gradients != strategy::Placement::Sharded &&
         llvm::none_of(paramGroups, [](const std::string &entry) {
-          std::optional<StrategyPreset> group =
-              lookupStrategy(StringRef(entry).split('=').first);
-          return group && group->gradients == Placement::Sharded;
+          const strategy::StrategyPreset *group =
+              strategy::lookupStrategy(StringRef(entry).split('=').first);
+          return group && group->gradients == strategy::Placement::Sharded;
         })) {
       module.emitError()
           << "--reduce-every=micro-batch reduce-scatters sharded gradients "
@@ -202,21 +173,8 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
     SmallVector<int64_t> gridShape{worldSize};
     SmallVector<int16_t> shardAxes{0};
     if (preset->hybrid) {
-      if (shardGroupSize < 1 || worldSize % shardGroupSize != 0) {
-        module.emitError()
-            << "the hybrid strategy needs a shard group size that divides "
-               "the world size "
-            << static_cast<int64_t>(worldSize) << ", got "
-            << static_cast<int64_t>(shardGroupSize)
-            << " (--shard-group-size)";
-        return signalPassFailure();
-      }
       gridShape = {worldSize / shardGroupSize, shardGroupSize};
       shardAxes = {1};
-    } else if (shardGroupSize != 0) {
-      module.emitError() << "a shard group size is for the hybrid strategy; '"
-                         << strategy << "' shards over the whole world";
-      return signalPassFailure();
     }
     FailureOr<FunctionOpInterface> step = findStepFunction(module);
     if (failed(step))
@@ -277,10 +235,12 @@ struct PlanPass : autoshard::train::impl::PlanPassBase<PlanPass> {
 
     auto plan = PlanAttr::get(
         &getContext(), StringAttr::get(&getContext(), preset->name),
-        FlatSymbolRefAttr::get(grid.getSymNameAttr()), preset->optimizerStates,
-        preset->gradients, preset->parameters, shardAxes, preset->unit,
+        FlatSymbolRefAttr::get(grid.getSymNameAttr()),
+        toAttr(preset->optimizerStates), toAttr(preset->gradients),
+        toAttr(preset->parameters), shardAxes, toAttr(preset->unit),
         reshardAfterForward ? Reshard::AfterForward : Reshard::AfterBackward,
-        bucketCapMb, *reduce, *every, *groups, *keep);
+        bucketCapMb, toAttr(reduceDtype), toAttr(reduceEvery), *groups,
+        *keep);
     (*step)->setAttr(TrainDialect::kPlanAttrName, plan);
   }
 };

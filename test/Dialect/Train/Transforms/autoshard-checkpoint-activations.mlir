@@ -37,7 +37,7 @@
 
 // NONE-NOT: train.recompute
 
-// BADMODE: error: unknown activation checkpointing 'everything'; valid: none, blocks, selective
+// BADMODE: shard-opt: for the --mode option: unknown value 'everything'; valid: none, blocks, selective
 
 // PARTITIONED: error: 'func.func' op is already partitioned; checkpoint activations before autoshard-partition
 // A step without transformer blocks (the MLP's fc1, fc2) compiles, with a

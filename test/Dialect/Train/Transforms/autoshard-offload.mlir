@@ -29,9 +29,9 @@
 // forward-only Llama before autodiff), a step offloaded twice, parameter
 // offload under a plan that shards no parameters; the tools' flags.
 // RUN: not shard-opt %t.ddp.mlir --autoshard-offload=optimizer=disk 2>&1 | FileCheck %s --check-prefix=UNKNOWN
-// UNKNOWN: error: unknown offload optimizer 'disk'; valid: none, cpu, nvme
+// UNKNOWN: shard-opt: for the --optimizer option: unknown value 'disk'; valid: none, cpu, nvme
 // RUN: not shard-opt %t.ddp.mlir --autoshard-offload=params=ram 2>&1 | FileCheck %s --check-prefix=UNKNOWN-PARAMS
-// UNKNOWN-PARAMS: error: unknown offload params 'ram'; valid: none, cpu, nvme
+// UNKNOWN-PARAMS: shard-opt: for the --params option: unknown value 'ram'; valid: none, cpu, nvme
 // RUN: not shard-opt %t.llama.mlir --autoshard-offload=optimizer=cpu 2>&1 | FileCheck %s --check-prefix=NO-OPTIMIZER
 // NO-OPTIMIZER: error: 'func.func' op has no optimizer update to offload; offload applies to a whole training step (give the step a train.optimizer, or run autoshard-autodiff first)
 // RUN: shard-opt %t.ddp.mlir --autoshard-offload=optimizer=cpu | not shard-opt --autoshard-offload=optimizer=nvme 2>&1 | FileCheck %s --check-prefix=TWICE
@@ -42,9 +42,9 @@
 // RUN: not shard-opt %t.llama-zero1.mlir --autoshard-offload=params=cpu 2>&1 | FileCheck %s --check-prefix=NOT-SHARDED-ZERO1
 // NOT-SHARDED-ZERO1: error: 'func.func' op has no sharded parameters to offload (strategy 'zero1'); parameter offload keeps each rank's shards off the device: use zero3, fsdp or hybrid
 // RUN: not shard-opt --strategy=zero3 --offload=ssd %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=FLAG
-// FLAG: shard-opt: error: unknown --offload 'ssd'; valid: none, cpu, nvme
+// FLAG: shard-opt: for the --offload option: unknown value 'ssd'; valid: none, cpu, nvme
 // RUN: not shard-compile --strategy=zero3 --offload-params=gpu %examples/mlp.mlir -o %t.exe 2>&1 | FileCheck %s --check-prefix=FLAG-PARAMS
-// FLAG-PARAMS: shard-compile: error: unknown --offload-params 'gpu'; valid: none, cpu, nvme
+// FLAG-PARAMS: shard-compile: for the --offload-params option: unknown value 'gpu'; valid: none, cpu, nvme
 // Every preset with both offloads verifies and lowers (overlap on).
 // RUN: shard-compile --strategy=fsdp --world-size=2 --offload=nvme --offload-params=cpu --emit=mlir %t.llama.mlir -o - | FileCheck %s --check-prefix=LOWERED
 

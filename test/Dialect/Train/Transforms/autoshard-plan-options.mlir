@@ -6,7 +6,7 @@
 
 // RUN: not shard-opt %s --pass-pipeline='builtin.module(autoshard-plan{strategy=ddp world-size=0})' 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=WORLD
-// WORLD: error: world size must be at least 1, got 0
+// WORLD: error: --world-size must be at least 1, got 0
 
 func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step} {
@@ -15,15 +15,15 @@ func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "
 
 // RUN: not shard-opt %s --pass-pipeline='builtin.module(autoshard-plan{strategy=hybrid world-size=4 shard-group-size=3})' 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=GROUP
-// GROUP: error: the hybrid strategy needs a shard group size that divides the world size 4, got 3 (--shard-group-size)
+// GROUP: error: --strategy=hybrid needs --shard-group-size dividing the world size 4, got 3
 
 // RUN: not shard-opt %s --pass-pipeline='builtin.module(autoshard-plan{strategy=zero3 world-size=4 shard-group-size=2})' 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=NOTHYBRID
-// NOTHYBRID: error: a shard group size is for the hybrid strategy; 'zero3' shards over the whole world
+// NOTHYBRID: error: --shard-group-size is for --strategy=hybrid; 'zero3' shards over the whole world
 
 // RUN: not shard-opt %s --pass-pipeline='builtin.module(autoshard-plan{strategy=ddp world-size=2 bucket-cap-mb=0})' 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=BUCKET
-// BUCKET: error: bucket cap must be at least 1 MiB, got 0
+// BUCKET: error: --bucket-cap-mb must be at least 1, got 0
 
 // Each preset's plan, and hybrid's 2-D grid.
 // RUN: shard-opt %s --pass-pipeline='builtin.module(autoshard-plan{strategy=hybrid world-size=8 shard-group-size=4 reshard-after-forward=false bucket-cap-mb=50})' | FileCheck %s --check-prefix=HYBRID
@@ -61,4 +61,4 @@ func.func @step(%l: tensor<f32> {train.role = #train.role<hyper>, train.name = "
 // THRESHOLD: error: a persistence threshold keeps small parameters whole under a strategy that shards parameters (zero3, fsdp, hybrid); 'zero2' does not shard them
 // RUN: not shard-opt %s --pass-pipeline='builtin.module(autoshard-plan{strategy=zero3 world-size=2 persistence-threshold=-1})' 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=NEGTHRESHOLD
-// NEGTHRESHOLD: error: persistence threshold must be at least 0, got -1
+// NEGTHRESHOLD: error: --persistence-threshold must be at least 0, got -1

@@ -4,6 +4,7 @@
 #define AUTOSHARD_DIALECT_TRAIN_TRANSFORMS_PASSES_H
 
 #include "autoshard/Dialect/Train/IR/TrainDialect.h"
+#include "autoshard/Strategy/CommandLine.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"

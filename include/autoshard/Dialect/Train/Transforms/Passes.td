@@ -88,8 +88,7 @@ def PlanPass : Pass<"autoshard-plan", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"strategy", "strategy", "std::string", /*default=*/"\"ddp\"",
-           "Named distribution strategy (ddp, zero1, zero2, zero3, fsdp, "
-           "hybrid)">,
+           "Named distribution strategy (autoshard/Strategy/Strategy.h)">,
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
            "Number of ranks the step runs on">,
     Option<"shardGroupSize", "shard-group-size", "int64_t", /*default=*/"0",
@@ -111,12 +110,12 @@ def PlanPass : Pass<"autoshard-plan", "mlir::ModuleOp"> {
            "Keep parameters of at most this many elements whole, with "
            "sharded gradients and states (DeepSpeed's "
            "stage3_param_persistence_threshold); 0: none">,
-    Option<"reduceDtype", "reduce-dtype", "std::string",
-           /*default=*/"\"gradient\"",
+    Option<"reduceDtype", "reduce-dtype", "::autoshard::strategy::ReduceDtype",
+           /*default=*/"::autoshard::strategy::ReduceDtype::Gradient",
            "Element type gradients are reduced in: gradient (their own) or "
            "f32 (bf16 gradients cast up before the reduction)">,
-    Option<"reduceEvery", "reduce-every", "std::string",
-           /*default=*/"\"step\"",
+    Option<"reduceEvery", "reduce-every", "::autoshard::strategy::ReduceEvery",
+           /*default=*/"::autoshard::strategy::ReduceEvery::Step",
            "When sharded gradients are reduce-scattered under gradient "
            "accumulation: step (once, after the last micro-batch) or "
            "micro-batch (each micro-batch's gradient when complete: K times "
@@ -223,7 +222,8 @@ def CheckpointActivationsPass : Pass<"autoshard-checkpoint-activations",
     not merge them with the originals.
   }];
   let options = [
-    Option<"mode", "mode", "std::string", /*default=*/"\"blocks\"",
+    Option<"mode", "mode", "::autoshard::strategy::ActivationCheckpointing",
+           /*default=*/"::autoshard::strategy::ActivationCheckpointing::Blocks",
            "What to recompute: none, blocks, selective">,
   ];
 }
@@ -315,10 +315,12 @@ def OffloadPass : Pass<"autoshard-offload", "mlir::ModuleOp"> {
     left unchanged.
   }];
   let options = [
-    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"none\"",
+    Option<"optimizer", "optimizer", "::autoshard::strategy::Offload",
+           /*default=*/"::autoshard::strategy::Offload::None",
            "Where optimizer states and fp32 master weights live: none "
            "(device), cpu (host memory) or nvme (files of --offload-dir)">,
-    Option<"params", "params", "std::string", /*default=*/"\"none\"",
+    Option<"params", "params", "::autoshard::strategy::Offload",
+           /*default=*/"::autoshard::strategy::Offload::None",
            "Where sharded parameters live: none, cpu or nvme">,
   ];
 }
