@@ -704,6 +704,9 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   asrt_context ctx;
   ctx.stream->setTimeout(options.collectiveTimeout);
   ctx.offloadStream->setTimeout(options.collectiveTimeout);
+  // The driver's and the checkpoints' exchanges between steps wait for a
+  // hung peer no longer than a step's collectives do.
+  control.setTimeout(options.collectiveTimeout);
   hooks.initBackend(&ctx, backend);
   // The context owns the communicator: its communication thread uses it
   // to the end, and its buffers may live in the context's device.
