@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -87,6 +88,30 @@ Status writeFileAtomically(const std::string &path, std::string_view contents) {
   if (Status s = (*writer)->write(contents); !s)
     return s;
   return (*writer)->commit();
+}
+
+Status
+writeOutputFile(const std::string &path,
+                const std::function<Status(const std::string &)> &write) {
+  std::string target = path;
+  struct stat info;
+  if (::stat(path.c_str(), &info) == 0) {
+    if (!S_ISREG(info.st_mode))
+      return write(path);
+    if (char *real = ::realpath(path.c_str(), nullptr)) {
+      target = real;
+      std::free(real);
+    }
+  }
+  std::string temp = target + ".tmp";
+  Status written = write(temp);
+  if (written)
+    written = syncAndRename(temp, target);
+  if (written)
+    return written;
+  ::unlink(temp.c_str());
+  return Error(written.message() + " (the temporary file was removed; " +
+               quoted(path) + " is as it was before)");
 }
 
 Status syncAndRename(const std::string &temp, const std::string &path) {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -50,6 +51,19 @@ private:
 
 /// Writes `contents` to `path` with an AtomicFileWriter.
 Status writeFileAtomically(const std::string &path, std::string_view contents);
+
+/// Writes a file a run produces at its end (--save-params, --stats-json,
+/// --trace, ...) so that a write that fails (a full disk) never leaves a
+/// truncated file under `path`: `write` gets the path to write, a
+/// temporary `path`.tmp beside the file, which is synced and renamed over
+/// `path` when `write` succeeds (syncAndRename) and removed when it fails,
+/// leaving an older `path` as it was. A symbolic link is followed: its
+/// target is replaced, as a plain write would have changed it. An existing
+/// `path` that is not a regular file (a FIFO whose reader waits, a device
+/// such as /dev/stdout) is written directly, since renaming over it would
+/// take it away from its reader.
+Status writeOutputFile(const std::string &path,
+                       const std::function<Status(const std::string &)> &write);
 
 /// Makes the finished file `temp` durable (fsync) and renames it to
 /// `path`, then fsyncs the directory: the end of an AtomicFileWriter, for a

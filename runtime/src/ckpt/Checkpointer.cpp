@@ -51,6 +51,10 @@ Expected<int64_t> Checkpointer::start(const std::vector<void *> &args,
   if (!enabled())
     return int64_t(0);
   const std::string &root = options.dir;
+  ControlPlane::Purpose purpose(
+      control, std::string(options.resume ? "resuming from" : "starting") +
+                   " --checkpoint-dir " + quoted(root) +
+                   ": agreeing on rank 0's look at the directory");
 
   // Rank 0 looks at the directory; everyone else gets its verdict.
   Status found;
@@ -138,6 +142,8 @@ Expected<int64_t> Checkpointer::start(const std::vector<void *> &args,
   if (!options.resume)
     return int64_t(0);
 
+  purpose.set("resuming from --checkpoint-dir " + quoted(root) +
+              ": receiving the MANIFEST from rank 0");
   control.broadcast(chosen, 0);
   control.broadcast(manifestText, 0);
   // Every rank parses and checks the same text, so they agree without
@@ -159,6 +165,8 @@ Expected<int64_t> Checkpointer::start(const std::vector<void *> &args,
                  "checkpoint included)");
 
   Status loaded = load(*reader, args);
+  purpose.set("resuming from " + quoted(chosen) +
+              ": agreeing that every rank loaded its elements");
   if (Status s = agreeOnStatus(loaded, control); !s)
     return Error("--resume: " + s.message() + " (" + quoted(chosen) +
                  " is the newest complete checkpoint; move it away to resume "
@@ -208,6 +216,10 @@ Status Checkpointer::save(int64_t step, const std::vector<void *> &args) {
   auto startTime = std::chrono::steady_clock::now();
   const std::string &root = options.dir;
   std::string staging = root + "/" + checkpointDirName(step) + ".partial";
+  const std::string saving =
+      "saving the checkpoint of step " + std::to_string(step) + ": ";
+  ControlPlane::Purpose purpose(
+      control, saving + "agreeing that rank 0 created " + quoted(staging));
 
   Status begun;
   if (rank == 0) {
@@ -237,6 +249,7 @@ Status Checkpointer::save(int64_t step, const std::vector<void *> &args) {
       wrote = Error("cannot write the checkpoint of step " +
                     std::to_string(step) + ": " + file.message());
   }
+  purpose.set(saving + "agreeing that every rank wrote its shard file");
   if (Status s = agreeOnStatus(wrote, control); !s)
     return s;
 
@@ -258,6 +271,7 @@ Status Checkpointer::save(int64_t step, const std::vector<void *> &args) {
   std::string mine(record.size() * sizeof(uint64_t), '\0');
   if (!record.empty())
     std::memcpy(mine.data(), record.data(), mine.size());
+  purpose.set(saving + "gathering the shard files' sizes and CRCs on rank 0");
   std::vector<std::string> gathered = control.gather(mine);
   // Rank r's record starts at displacements[r] in `records`.
   std::vector<size_t> displacements;
@@ -308,6 +322,7 @@ Status Checkpointer::save(int64_t step, const std::vector<void *> &args) {
     if (committed)
       pruned = pruneCheckpoints(root, options.keep, removed);
   }
+  purpose.set(saving + "agreeing that rank 0 committed the MANIFEST");
   if (Status s = agreeOnStatus(committed, control); !s)
     return Error("cannot write the checkpoint of step " + std::to_string(step) +
                  ": " + s.message());

@@ -1,6 +1,7 @@
 // Comm over MPI: one cached sub-communicator per grid axis mask.
 #include "comm/Comm.h"
 #include "comm/MpiCheck.h"
+#include "core/Backoff.h"
 #include "core/Context.h"
 #include "core/Dtype.h"
 #include "core/FlatShard.h"
@@ -149,8 +150,10 @@ public:
     MPI_Comm comm = groupComm(mask);
     int n = mpiCount(count, "all_reduce");
     const void *source = send == recv ? MPI_IN_PLACE : send;
-    CHECK_MPI(
-        MPI_Allreduce(source, recv, n, mpiType(dtype), mpiOp(dtype, op), comm));
+    MPI_Request request;
+    CHECK_MPI(MPI_Iallreduce(source, recv, n, mpiType(dtype), mpiOp(dtype, op),
+                             comm, &request));
+    complete(request);
     if (op == ASRT_REDUCE_AVG)
       divideByGroup(recv, count, dtype, groupSize(mask));
   }
@@ -166,7 +169,9 @@ public:
                            groupRank * sendCount * dtypeSize(dtype);
     const void *source = send == ownBlock ? MPI_IN_PLACE : send;
     MPI_Datatype type = mpiType(dtype);
-    CHECK_MPI(MPI_Allgather(source, n, type, recv, n, type, comm));
+    MPI_Request request;
+    CHECK_MPI(MPI_Iallgather(source, n, type, recv, n, type, comm, &request));
+    complete(request);
   }
 
   void reduceScatter(const void *send, void *recv, int64_t recvCount,
@@ -177,8 +182,10 @@ public:
     // In place, MPI reads the whole input from recv and leaves this rank's
     // block at its start: the ABI's meaning of send == recv.
     const void *source = send == recv ? MPI_IN_PLACE : send;
-    CHECK_MPI(MPI_Reduce_scatter_block(source, recv, n, mpiType(dtype),
-                                       mpiOp(dtype, op), comm));
+    MPI_Request request;
+    CHECK_MPI(MPI_Ireduce_scatter_block(source, recv, n, mpiType(dtype),
+                                        mpiOp(dtype, op), comm, &request));
+    complete(request);
     if (op == ASRT_REDUCE_AVG)
       divideByGroup(recv, recvCount, dtype, groupSize(mask));
   }
@@ -195,8 +202,10 @@ public:
     MPI_Datatype type = mpiType(dtype);
     // The padding never travels: each member sends only its valid count,
     // so full receives exactly numel elements.
-    CHECK_MPI(MPI_Allgatherv(source, c.counts[me], type, full, c.counts.data(),
-                             c.displs.data(), type, comm));
+    MPI_Request request;
+    CHECK_MPI(MPI_Iallgatherv(source, c.counts[me], type, full, c.counts.data(),
+                              c.displs.data(), type, comm, &request));
+    complete(request);
   }
 
   void reduceScatterShards(const void *full, void *shard, int64_t numel,
@@ -210,15 +219,39 @@ public:
     // leaves this rank's block at its start, as reduceScatter's in-place
     // form does.
     const void *source = full == shard ? MPI_IN_PLACE : full;
-    CHECK_MPI(MPI_Reduce_scatter(source, shard, c.counts.data(), mpiType(dtype),
-                                 mpiOp(dtype, op), comm));
+    MPI_Request request;
+    CHECK_MPI(MPI_Ireduce_scatter(source, shard, c.counts.data(),
+                                  mpiType(dtype), mpiOp(dtype, op), comm,
+                                  &request));
+    complete(request);
     if (op == ASRT_REDUCE_AVG)
       divideByGroup(shard, c.counts[me], dtype, n);
   }
 
-  void barrier() override { CHECK_MPI(MPI_Barrier(world)); }
+  void barrier() override {
+    MPI_Request request;
+    CHECK_MPI(MPI_Ibarrier(world, &request));
+    complete(request);
+  }
 
 private:
+  /// Waits for a collective, polling with Backoff's pauses instead of in
+  /// MPI's blocking call: OpenMPI's blocking collectives spin at full CPU
+  /// for as long as they wait, which for a hung peer is the whole
+  /// collective timeout, on cores the node's other ranks need. The wait
+  /// needs no bound of its own: the main thread's wait for this
+  /// collective has one (CommStream), and ends the job.
+  static void complete(MPI_Request &request) {
+    Backoff backoff;
+    while (true) {
+      int done = 0;
+      CHECK_MPI(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+      if (done)
+        return;
+      backoff.pause();
+    }
+  }
+
   MPI_Op mpiOp(asrt_dtype dtype, asrt_reduce_op op) const {
     bool bf16 = dtype == ASRT_DTYPE_BF16;
     switch (op) {

@@ -3,18 +3,52 @@
 #include "comm/MpiCheck.h"
 #include "core/Context.h"
 
+#include "core/Backoff.h"
+
 #include <algorithm>
-#include <climits>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <deque>
 
 namespace autoshard::rt {
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+/// Tags of a message's two parts on the plane's communicator: its length,
+/// then its bytes in pieces of at most kPiece (MPI counts are ints).
+constexpr int kLengthTag = 1;
+constexpr int kBytesTag = 2;
+constexpr uint64_t kPiece = uint64_t(1) << 30;
+
+/// The requests of one stage of an operation and the peer each one waits
+/// for, so that a stage that does not complete in time can say whom it
+/// waited for.
+struct Stage {
+  std::vector<MPI_Request> requests;
+  std::vector<int> peers;
+
+  void add(MPI_Request request, int peer) {
+    requests.push_back(request);
+    peers.push_back(peer);
+  }
+};
+
 /// MPI for the lifetime of the object (initialised here unless the caller
 /// did, then finalised here), on a private duplicate of MPI_COMM_WORLD so
 /// that control messages never match the step's or anyone else's.
+///
+/// Every operation is a star through its root (rank 0, or a broadcast's
+/// root) of non-blocking point-to-point messages, polled with Backoff
+/// pauses until a deadline of the plane's timeout: MPI's blocking
+/// collectives can neither be bounded nor say which rank is missing, and
+/// OpenMPI's spin at full CPU while they wait. The root sees which ranks
+/// have not sent their part; the others wait for the root. These are small
+/// messages between steps, so the star's extra hop costs nothing that
+/// matters.
 class MpiControl final : public ControlPlane {
 public:
   struct Place {
@@ -30,6 +64,12 @@ public:
     MPI_Finalized(&finalized);
     if (finalized)
       return;
+    if (owned) {
+      // MPI_Finalize synchronises the job without a bound; a rank stopped
+      // after the last operation would hold the others there forever.
+      Purpose purpose(*this, "ending the job, before MPI_Finalize");
+      barrier();
+    }
     MPI_Comm_free(&comm);
     if (owned)
       MPI_Finalize();
@@ -38,36 +78,27 @@ public:
   const char *kind() const override { return "mpi"; }
 
   std::vector<std::string> allGather(const std::string &mine) override {
-    Counts c = exchangeLengths(mine, /*everywhere=*/true);
-    std::string all(static_cast<size_t>(c.total), '\0');
-    CHECK_MPI(MPI_Allgatherv(mine.data(), static_cast<int>(mine.size()),
-                             MPI_CHAR, all.data(), c.counts.data(),
-                             c.displacements.data(), MPI_CHAR, comm));
-    return split(all, c);
+    return throughRoot("allGather", mine, /*answer=*/true);
   }
 
   std::vector<std::string> gather(const std::string &mine) override {
-    Counts c = exchangeLengths(mine, /*everywhere=*/false);
-    std::string all(static_cast<size_t>(c.total), '\0');
-    CHECK_MPI(MPI_Gatherv(mine.data(), static_cast<int>(mine.size()),
-                          MPI_CHAR, all.data(), c.counts.data(),
-                          c.displacements.data(), MPI_CHAR, 0, comm));
-    return rank() == 0 ? split(all, c) : std::vector<std::string>();
+    return throughRoot("gather", mine, /*answer=*/false);
   }
+
+  void barrier() override { throughRoot("barrier", std::string(), true); }
 
   void broadcast(std::string &bytes, int root) override {
-    auto length = static_cast<uint64_t>(bytes.size());
-    CHECK_MPI(MPI_Bcast(&length, 1, MPI_UINT64_T, root, comm));
-    bytes.resize(static_cast<size_t>(length));
-    // MPI counts are ints: large texts go in pieces.
-    for (uint64_t done = 0; done < length;) {
-      int piece = static_cast<int>(std::min<uint64_t>(length - done, 1 << 30));
-      CHECK_MPI(MPI_Bcast(bytes.data() + done, piece, MPI_CHAR, root, comm));
-      done += static_cast<uint64_t>(piece);
+    Operation op = begin("broadcast");
+    if (rank() == root) {
+      Stage sends;
+      for (int peer = 0; peer < size(); ++peer)
+        if (peer != root)
+          send(sends, bytes, peer);
+      finish(op, sends, "the root's message to rank");
+      return;
     }
+    bytes = receiveFrom(op, root, "the message of rank");
   }
-
-  void barrier() override { CHECK_MPI(MPI_Barrier(comm)); }
 
   [[noreturn]] void abortJob(int code) override {
     std::fflush(stdout);
@@ -77,49 +108,206 @@ public:
   }
 
 private:
-  struct Counts {
-    std::vector<int> counts, displacements;
-    int64_t total = 0;
+  /// One operation: its name and number for messages, and its deadline.
+  struct Operation {
+    const char *name;
+    uint64_t number;
+    Clock::time_point start;
+    bool bounded;
+    Clock::time_point deadline;
   };
 
-  /// Every rank's length (on every rank, or on rank 0), checked against
-  /// MPI's int counts.
-  Counts exchangeLengths(const std::string &mine, bool everywhere) {
-    if (mine.size() > static_cast<size_t>(INT_MAX))
-      fatal("control plane: %zu bytes from rank %d are more than one MPI "
-            "message moves (%d)",
-            mine.size(), rank(), INT_MAX);
-    int length = static_cast<int>(mine.size());
-    Counts c;
-    c.counts.resize(static_cast<size_t>(size()));
-    if (everywhere)
-      CHECK_MPI(MPI_Allgather(&length, 1, MPI_INT, c.counts.data(), 1, MPI_INT,
-                              comm));
-    else
-      CHECK_MPI(MPI_Gather(&length, 1, MPI_INT, c.counts.data(), 1, MPI_INT,
-                           0, comm));
-    for (int count : c.counts) {
-      c.displacements.push_back(static_cast<int>(c.total));
-      c.total += count;
-    }
-    if (c.total > INT_MAX)
-      fatal("control plane: the ranks' %lld bytes are more than one MPI "
-            "gather moves (%d)",
-            static_cast<long long>(c.total), INT_MAX);
-    return c;
+  Operation begin(const char *name) {
+    Operation op{name, ++operations, Clock::now(), timeout() > 0, {}};
+    if (op.bounded)
+      // Beyond ~30 years the deadline would overflow the clock: forever.
+      op.deadline =
+          op.start +
+          std::chrono::duration_cast<Clock::duration>(
+              std::chrono::duration<double>(std::min(timeout(), 1e9)));
+    return op;
   }
 
-  static std::vector<std::string> split(const std::string &all,
-                                        const Counts &c) {
+  /// Every rank's `mine` to rank 0, which (with `answer`) sends them all
+  /// back to every rank.
+  std::vector<std::string> throughRoot(const char *name,
+                                       const std::string &mine, bool answer) {
+    Operation op = begin(name);
+    if (size() == 1)
+      return {mine};
+    if (rank() != 0) {
+      Stage sends;
+      send(sends, mine, 0);
+      finish(op, sends, "its part's delivery to rank");
+      if (!answer)
+        return {};
+      return decode(receiveFrom(op, 0, "the answer of rank"));
+    }
+    std::vector<std::string> parts = receiveFromEveryRank(op);
+    parts[0] = mine;
+    if (answer) {
+      std::string all = encode(parts);
+      Stage sends;
+      for (int peer = 1; peer < size(); ++peer)
+        send(sends, all, peer);
+      finish(op, sends, "the answer's delivery to rank");
+    }
+    return parts;
+  }
+
+  /// Starts sending `bytes` to `peer` into `stage`; `bytes` must outlive
+  /// the stage. The length travels first, as a receiver needs it.
+  void send(Stage &stage, const std::string &bytes, int peer) {
+    lengths.push_back(bytes.size());
+    MPI_Request request;
+    CHECK_MPI(MPI_Isend(&lengths.back(), 1, MPI_UINT64_T, peer, kLengthTag,
+                        comm, &request));
+    stage.add(request, peer);
+    for (uint64_t done = 0; done < bytes.size(); done += kPiece) {
+      int piece =
+          static_cast<int>(std::min<uint64_t>(bytes.size() - done, kPiece));
+      CHECK_MPI(MPI_Isend(bytes.data() + done, piece, MPI_CHAR, peer, kBytesTag,
+                          comm, &request));
+      stage.add(request, peer);
+    }
+  }
+
+  /// Posts the receives of a message whose length has come.
+  void receiveBytes(Stage &stage, std::string &bytes, int peer) {
+    for (uint64_t done = 0; done < bytes.size(); done += kPiece) {
+      int piece =
+          static_cast<int>(std::min<uint64_t>(bytes.size() - done, kPiece));
+      MPI_Request request;
+      CHECK_MPI(MPI_Irecv(bytes.data() + done, piece, MPI_CHAR, peer, kBytesTag,
+                          comm, &request));
+      stage.add(request, peer);
+    }
+  }
+
+  std::string receiveFrom(const Operation &op, int peer, const char *what) {
+    uint64_t length = 0;
+    Stage stage;
+    MPI_Request request;
+    CHECK_MPI(
+        MPI_Irecv(&length, 1, MPI_UINT64_T, peer, kLengthTag, comm, &request));
+    stage.add(request, peer);
+    finish(op, stage, what);
+    std::string bytes(static_cast<size_t>(length), '\0');
+    receiveBytes(stage, bytes, peer);
+    finish(op, stage, what);
+    return bytes;
+  }
+
+  /// Rank 0: every other rank's message, received as they come.
+  std::vector<std::string> receiveFromEveryRank(const Operation &op) {
+    std::vector<uint64_t> sizes(static_cast<size_t>(size()), 0);
+    Stage stage;
+    for (int peer = 1; peer < size(); ++peer) {
+      MPI_Request request;
+      CHECK_MPI(MPI_Irecv(&sizes[static_cast<size_t>(peer)], 1, MPI_UINT64_T,
+                          peer, kLengthTag, comm, &request));
+      stage.add(request, peer);
+    }
+    finish(op, stage, "the part of rank");
+    std::vector<std::string> parts(static_cast<size_t>(size()));
+    for (int peer = 1; peer < size(); ++peer) {
+      auto r = static_cast<size_t>(peer);
+      parts[r].resize(static_cast<size_t>(sizes[r]));
+      receiveBytes(stage, parts[r], peer);
+    }
+    finish(op, stage, "the part of rank");
+    return parts;
+  }
+
+  /// Polls the stage's requests until all are done (then empties the
+  /// stage) or the operation's deadline, which is fatal: it names the
+  /// operation, its purpose and the ranks whose messages are missing.
+  void finish(const Operation &op, Stage &stage, const char *waitingFor) {
+    Backoff backoff;
+    while (true) {
+      int done = 0;
+      CHECK_MPI(MPI_Testall(static_cast<int>(stage.requests.size()),
+                            stage.requests.data(), &done, MPI_STATUSES_IGNORE));
+      if (done)
+        break;
+      if (op.bounded && Clock::now() >= op.deadline)
+        timedOut(op, stage, waitingFor);
+      backoff.pause();
+    }
+    stage.requests.clear();
+    stage.peers.clear();
+    lengths.clear();
+  }
+
+  [[noreturn]] void timedOut(const Operation &op, Stage &stage,
+                             const char *waitingFor) {
+    std::vector<int> late;
+    for (size_t i = 0; i < stage.requests.size(); ++i) {
+      int done = 0;
+      MPI_Test(&stage.requests[i], &done, MPI_STATUS_IGNORE);
+      if (!done &&
+          std::find(late.begin(), late.end(), stage.peers[i]) == late.end())
+        late.push_back(stage.peers[i]);
+    }
+    std::string ranks;
+    for (size_t i = 0; i < late.size(); ++i)
+      ranks += (i == 0                 ? ""
+                : i + 1 == late.size() ? " and "
+                                       : ", ") +
+               std::to_string(late[i]);
+    double waited =
+        std::chrono::duration<double>(Clock::now() - op.start).count();
+    fatal("control plane (mpi): %s #%llu%s did not complete within the "
+          "collective timeout of %g s (waited %.1f s): rank %d still waits "
+          "for %s%s %s. A rank that does not take part has probably died or "
+          "hung; --collective-timeout sets the limit (0 waits forever)",
+          op.name, static_cast<unsigned long long>(op.number),
+          forPurpose().c_str(), timeout(), waited, rank(), waitingFor,
+          late.size() == 1 ? "" : "s", ranks.c_str());
+  }
+
+  /// Parts as one message: their count and lengths, then their bytes.
+  static std::string encode(const std::vector<std::string> &parts) {
+    std::vector<uint64_t> header{parts.size()};
+    for (const std::string &part : parts)
+      header.push_back(part.size());
+    std::string all(header.size() * sizeof(uint64_t), '\0');
+    std::memcpy(all.data(), header.data(), all.size());
+    for (const std::string &part : parts)
+      all += part;
+    return all;
+  }
+
+  std::vector<std::string> decode(const std::string &all) const {
+    auto word = [&](size_t i) {
+      uint64_t value = 0;
+      if ((i + 1) * sizeof value <= all.size())
+        std::memcpy(&value, all.data() + i * sizeof value, sizeof value);
+      return value;
+    };
+    uint64_t count = word(0);
+    if (count != static_cast<uint64_t>(size()))
+      fatal("control plane (mpi): rank 0's answer holds %llu parts for %d "
+            "ranks",
+            static_cast<unsigned long long>(count), size());
     std::vector<std::string> parts;
-    for (size_t r = 0; r < c.counts.size(); ++r)
-      parts.push_back(all.substr(static_cast<size_t>(c.displacements[r]),
-                                 static_cast<size_t>(c.counts[r])));
+    size_t at = (count + 1) * sizeof(uint64_t);
+    for (uint64_t i = 0; i < count; ++i) {
+      uint64_t length = word(static_cast<size_t>(i + 1));
+      if (at + length > all.size())
+        fatal("control plane (mpi): rank 0's answer is truncated");
+      parts.push_back(all.substr(at, static_cast<size_t>(length)));
+      at += static_cast<size_t>(length);
+    }
     return parts;
   }
 
   bool owned;
   MPI_Comm comm;
+  uint64_t operations = 0;
+  /// The lengths of the messages in flight, alive until their stage ends
+  /// (a deque: growing it never moves them).
+  std::deque<uint64_t> lengths;
 };
 
 } // namespace

@@ -876,6 +876,10 @@ TcpGroup::~TcpGroup() = default;
 int TcpGroup::rank() const { return state->rank; }
 int TcpGroup::size() const { return state->size; }
 
+void TcpGroup::setOperationTimeout(std::chrono::milliseconds timeout) {
+  state->options.operationTimeout = timeout;
+}
+
 Expected<TcpGroup> TcpGroup::accept(TcpListener listener, int worldSize,
                                     const TcpGroupOptions &options) {
   if (worldSize < 1)

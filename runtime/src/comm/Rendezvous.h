@@ -142,6 +142,10 @@ public:
   int rank() const;
   int size() const;
 
+  /// Replaces the options' operationTimeout for the operations from now on
+  /// (the job's --collective-timeout, known only after the group formed).
+  void setOperationTimeout(std::chrono::milliseconds timeout);
+
   /// Every rank's `mine`, in rank order, on every rank.
   Expected<std::vector<std::string>> allGather(const std::string &mine);
   /// Returns once every rank has called it.

@@ -2,6 +2,8 @@
 #include "comm/Rendezvous.h"
 #include "core/Context.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
@@ -33,7 +35,8 @@ public:
   }
   void barrier() override {
     if (Status s = group.barrier(); !s)
-      fatal("control plane (tcp): barrier: %s", s.message().c_str());
+      fatal("control plane (tcp): barrier%s: %s", forPurpose().c_str(),
+            s.message().c_str());
   }
   [[noreturn]] void abortJob(int code) override {
     // The peers see the connection close at their next operation.
@@ -43,9 +46,18 @@ public:
   }
 
 private:
+  void timeoutChanged() override {
+    // Beyond ~30 years the deadline would overflow the clock: forever.
+    group.setOperationTimeout(
+        std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::duration<double>(
+                timeout() > 0 ? std::min(timeout(), 1e9) : 1e9)));
+  }
+
   template <typename T> T check(Expected<T> result, const char *op) {
     if (!result)
-      fatal("control plane (tcp): %s: %s", op, result.message().c_str());
+      fatal("control plane (tcp): %s%s: %s", op, forPurpose().c_str(),
+            result.message().c_str());
     return std::move(*result);
   }
 

@@ -1,7 +1,9 @@
 // The job's control plane: shared helpers and the single-process plane.
 #include "core/Control.h"
+#include "core/Context.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +15,31 @@ ControlPlane::ControlPlane(int rank, int size, int localRank, int localSize)
       nodeSize(localSize) {}
 
 ControlPlane::~ControlPlane() = default;
+
+void ControlPlane::setTimeout(double seconds) {
+  if (!(seconds >= 0) || !std::isfinite(seconds))
+    fatal("control plane: timeout %g s is not a number of seconds >= 0 (0 "
+          "waits forever)",
+          seconds);
+  timeoutSeconds = seconds;
+  timeoutChanged();
+}
+
+ControlPlane::Purpose::Purpose(ControlPlane &control, std::string what)
+    : control(control), outer(std::move(control.currentPurpose)) {
+  control.currentPurpose = std::move(what);
+}
+
+ControlPlane::Purpose::~Purpose() { control.currentPurpose = std::move(outer); }
+
+void ControlPlane::Purpose::set(std::string what) {
+  control.currentPurpose = std::move(what);
+}
+
+std::string ControlPlane::forPurpose() const {
+  return currentPurpose.empty() ? std::string()
+                                : " (for " + currentPurpose + ")";
+}
 
 std::vector<std::string> ControlPlane::gather(const std::string &mine) {
   std::vector<std::string> all = allGather(mine);

@@ -20,7 +20,10 @@ namespace autoshard::rt {
 /// Every operation is collective (every rank calls it, in the same order)
 /// and runs on the main thread. A peer that fails to take part (it died)
 /// is fatal, naming the operation: the control plane has no error path to
-/// return to.
+/// return to. So is a peer that does not take part within the timeout (it
+/// hung, or was stopped): the message names the operation, what it was for
+/// (Purpose) and the rank it waited for, so that a job whose rank hangs
+/// between steps, in a checkpoint say, ends instead of hanging.
 class ControlPlane {
 public:
   ControlPlane(int rank, int size, int localRank, int localSize);
@@ -34,6 +37,31 @@ public:
   /// GPU per rank: the local rank picks the device).
   int localRank() const { return nodeRank; }
   int localSize() const { return nodeSize; }
+
+  /// Seconds an operation may wait for its peers (--collective-timeout,
+  /// the bound of the step's collectives too); 0 waits forever.
+  static constexpr double kDefaultTimeoutSeconds = 300.0;
+  void setTimeout(double seconds);
+  double timeout() const { return timeoutSeconds; }
+
+  /// Names what the control plane's operations are for while it lives
+  /// ("saving the checkpoint of step 3: ..."), in the message of an
+  /// operation that times out. Scopes nest; the innermost one names.
+  class Purpose {
+  public:
+    Purpose(ControlPlane &control, std::string what);
+    ~Purpose();
+    Purpose(const Purpose &) = delete;
+    Purpose &operator=(const Purpose &) = delete;
+    /// Names a later stage of the same work.
+    void set(std::string what);
+
+  private:
+    ControlPlane &control;
+    std::string outer;
+  };
+  /// The innermost Purpose's text; empty outside every scope.
+  const std::string &purpose() const { return currentPurpose; }
 
   /// "mpi", "tcp" or "single", for the banner and messages.
   virtual const char *kind() const = 0;
@@ -50,8 +78,16 @@ public:
   /// dying).
   [[noreturn]] virtual void abortJob(int code) = 0;
 
+protected:
+  /// Lets a plane whose transport holds its own deadline follow a change.
+  virtual void timeoutChanged() {}
+  /// " (for PURPOSE)", or "" outside every Purpose: for messages.
+  std::string forPurpose() const;
+
 private:
   int worldRank, worldSize, nodeRank, nodeSize;
+  double timeoutSeconds = kDefaultTimeoutSeconds;
+  std::string currentPurpose;
 };
 
 /// Success when `mine` succeeded on every rank; otherwise the error of the

@@ -1,5 +1,6 @@
 // The training binary's flow: launch, manifest, buffers, steps, reports.
 #include "driver/Driver.h"
+#include "ckpt/AtomicFile.h"
 #include "ckpt/CheckpointDir.h"
 #include "ckpt/Checkpointer.h"
 #include "comm/Comm.h"
@@ -406,20 +407,23 @@ Status writeTextFile(const char *option, const std::string &path,
   std::ostringstream text;
   write(text);
   const std::string &bytes = text.str();
-  Expected<std::FILE *> out = openForWriting(path);
-  if (!out)
-    return Error(std::string(option) + ": " + out.message());
-  errno = 0;
-  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), *out) == bytes.size();
-  int err = errno;
-  if (std::fclose(*out) != 0) {
-    ok = false;
-    err = err ? err : errno;
-  }
-  if (!ok)
-    return Error(std::string(option) + ": cannot write '" + path + "'" +
-                 (err ? std::string(": ") + std::strerror(err) : ""));
-  return Status::success();
+  return writeOutputFile(path, [&](const std::string &target) -> Status {
+    Expected<std::FILE *> out = openForWriting(target);
+    if (!out)
+      return Error(std::string(option) + ": " + out.message());
+    errno = 0;
+    bool ok =
+        std::fwrite(bytes.data(), 1, bytes.size(), *out) == bytes.size();
+    int err = errno;
+    if (std::fclose(*out) != 0) {
+      ok = false;
+      err = err ? err : errno;
+    }
+    if (!ok)
+      return Error(std::string(option) + ": cannot write '" + target + "'" +
+                   (err ? std::string(": ") + std::strerror(err) : ""));
+    return Status::success();
+  });
 }
 
 Status writeStatsFile(const std::string &path, const Stats::Snapshot &stats,
@@ -704,6 +708,9 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   asrt_context ctx;
   ctx.stream->setTimeout(options.collectiveTimeout);
   ctx.offloadStream->setTimeout(options.collectiveTimeout);
+  // The driver's and the checkpoints' exchanges between steps wait for a
+  // hung peer no longer than a step's collectives do.
+  control.setTimeout(options.collectiveTimeout);
   hooks.initBackend(&ctx, backend);
   // The context owns the communicator: its communication thread uses it
   // to the end, and its buffers may live in the context's device.
@@ -977,8 +984,10 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
                      control.rank(), storage);
     Status saved;
     if (control.rank() == 0)
-      saved = saveParams(path, *manifest, global, steps, options.seed, option,
-                         extra);
+      saved = writeOutputFile(path, [&](const std::string &target) {
+        return saveParams(target, *manifest, global, steps, options.seed,
+                          option, extra);
+      });
     return saved;
   };
   // The best held-out loss so far, which a new best must beat: on a resumed
@@ -1040,23 +1049,19 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     // the same branches below.
     const bool best = !atStart && std::isfinite(info.meanLoss) &&
                       (!bestLoss || info.meanLoss < *bestLoss);
-    // --save-best: through a temporary file renamed over the old one, so
-    // that a run killed while writing keeps the previous best. Its gather
-    // stays out of the training counters too.
+    // --save-best: as every output, through a temporary file renamed over
+    // the old one (writeOutputFile), so that a run killed while writing
+    // keeps the previous best. Its gather stays out of the training
+    // counters too.
     Status savedBest;
     const bool saveBest = best && !options.saveBestFile.empty();
     if (saveBest) {
-      std::string temp = options.saveBestFile + ".tmp";
       char loss[32];
       std::snprintf(loss, sizeof loss, "%.17g", info.meanLoss);
-      savedBest = writeParams(temp, "--save-best", afterStep,
+      savedBest = writeParams(options.saveBestFile, "--save-best", afterStep,
                               {{"eval_loss", loss},
                                {"eval_after_step", std::to_string(afterStep)},
                                {"eval_batches", std::to_string(info.batches)}});
-      if (savedBest && control.rank() == 0 &&
-          std::rename(temp.c_str(), options.saveBestFile.c_str()) != 0)
-        savedBest = Error("--save-best: cannot rename '" + temp + "' to '" +
-                          options.saveBestFile + "': " + std::strerror(errno));
     }
     ctx.stats->restoreCounters(kept);
     if (control.rank() == 0) {
@@ -1202,8 +1207,11 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     std::vector<void *> global = gatherGlobal(ctx, manifest->results, results,
                                               Role::Grad, control.rank(), storage);
     if (control.rank() == 0)
-      savedGrads = saveGrads(options.saveGradsFile, *manifest, global,
-                             options.steps, options.seed);
+      savedGrads = writeOutputFile(
+          options.saveGradsFile, [&](const std::string &target) {
+            return saveGrads(target, *manifest, global, options.steps,
+                             options.seed);
+          });
   }
   if (!allRanksOk(savedGrads, control))
     return 1;

@@ -5,7 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 using namespace autoshard::rt;
 using autoshard::rt::testing::TempDir;
@@ -93,4 +99,123 @@ TEST(AtomicFile, ParentDirectory) {
   EXPECT_EQ(parentDirectory("a/b/c"), "a/b");
   EXPECT_EQ(parentDirectory("c"), ".");
   EXPECT_EQ(parentDirectory("/c"), "/");
+}
+
+// ---- writeOutputFile: a run's outputs on a full disk ----------------------
+
+namespace {
+
+/// Makes writes past `bytes` fail with EFBIG, as a full disk fails them
+/// with ENOSPC, for the life of the object: RLIMIT_FSIZE with SIGXFSZ
+/// ignored (its default action would end the test).
+class FileSizeLimit {
+public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    EXPECT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+    previousHandler = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit limited = saved;
+    limited.rlim_cur = bytes;
+    EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &limited), 0);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &saved);
+    std::signal(SIGXFSZ, previousHandler);
+  }
+
+private:
+  rlimit saved{};
+  void (*previousHandler)(int) = SIG_DFL;
+};
+
+/// Writes `bytes` bytes of 'x' to `path` with write(2), as the run's
+/// writers do, failing as they fail.
+Status writeBytes(const std::string &path, size_t bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return Error("cannot create '" + path + "': " + std::strerror(errno));
+  std::string data(bytes, 'x');
+  ssize_t n = ::write(fd, data.data(), data.size());
+  int err = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(data.size()))
+    return Error("cannot write '" + path +
+                 "': " + std::strerror(n < 0 ? err : ENOSPC));
+  return Status::success();
+}
+
+} // namespace
+
+TEST(AtomicFile, AnOutputThatDoesNotFitKeepsTheOldFileAndNoTemporary) {
+  TempDir dir;
+  std::string path = dir / "params.safetensors";
+  ASSERT_TRUE(writeFileAtomically(path, "the previous run's parameters"));
+  Status s;
+  {
+    FileSizeLimit full(4096);
+    s = writeOutputFile(
+        path, [](const std::string &temp) { return writeBytes(temp, 10000); });
+  }
+  ASSERT_FALSE(s);
+  // The writer's own error (its short write), then what became of the files.
+  EXPECT_EQ(s.message().rfind("cannot write '" + path + ".tmp': ", 0), 0u)
+      << s.message();
+  EXPECT_NE(s.message().find(" (the temporary file was removed; '" + path +
+                             "' is as it was before)"),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(*readWholeFile(path), "the previous run's parameters");
+  EXPECT_FALSE(exists(path + ".tmp"));
+}
+
+TEST(AtomicFile, AnOutputThatDoesNotFitLeavesNoFile) {
+  TempDir dir;
+  std::string path = dir / "stats.json";
+  Status s;
+  {
+    FileSizeLimit full(4096);
+    s = writeOutputFile(
+        path, [](const std::string &temp) { return writeBytes(temp, 10000); });
+  }
+  ASSERT_FALSE(s);
+  EXPECT_FALSE(exists(path));
+  EXPECT_FALSE(exists(path + ".tmp"));
+}
+
+TEST(AtomicFile, AnOutputThatFitsReplacesTheFileWhole) {
+  TempDir dir;
+  std::string path = dir / "trace.json";
+  ASSERT_TRUE(writeFileAtomically(path, "old"));
+  std::string written;
+  ASSERT_TRUE(writeOutputFile(path, [&](const std::string &temp) {
+    written = temp;
+    // Until the rename the old file is what a reader sees.
+    EXPECT_EQ(*readWholeFile(path), "old");
+    return writeBytes(temp, 5000);
+  }));
+  EXPECT_EQ(written, path + ".tmp");
+  EXPECT_EQ(readWholeFile(path)->size(), 5000u);
+  EXPECT_FALSE(exists(path + ".tmp"));
+}
+
+TEST(AtomicFile, AnOutputThroughALinkReplacesItsTarget) {
+  TempDir dir;
+  std::string target = dir / "real.json";
+  std::string link = dir / "link.json";
+  ASSERT_TRUE(writeFileAtomically(target, "old"));
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+  ASSERT_TRUE(writeOutputFile(
+      link, [](const std::string &temp) { return writeBytes(temp, 3); }));
+  EXPECT_EQ(*readWholeFile(target), "xxx");
+  struct stat info;
+  ASSERT_EQ(::lstat(link.c_str(), &info), 0);
+  EXPECT_TRUE(S_ISLNK(info.st_mode));
+}
+
+TEST(AtomicFile, AnOutputThatIsADeviceIsWrittenDirectly) {
+  std::string written;
+  ASSERT_TRUE(writeOutputFile("/dev/null", [&](const std::string &to) {
+    written = to;
+    return Status::success();
+  }));
+  EXPECT_EQ(written, "/dev/null");
 }

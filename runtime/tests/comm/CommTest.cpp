@@ -15,6 +15,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
+#include <sys/resource.h>
+#include <thread>
 #include <numeric>
 #include <string>
 
@@ -1265,6 +1268,59 @@ TEST_F(WorldTest, AllReduceF32) {
                   ASRT_REDUCE_MIN, 1);
   EXPECT_FLOAT_EQ(recv[3], 1.5f);
   EXPECT_EQ(bytes(CollectiveKind::AllReduce), 4 * ringBytes(true, count, n, 4));
+}
+
+/// CPU seconds this process (every thread) has used.
+double processCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval &t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+/// Runs `wait` on rank 0 while the other ranks join it `lateBy` late, and
+/// returns rank 0's CPU time over that wait as a share of its wall time
+/// (0 elsewhere).
+template <typename Wait> double cpuShareOfALateWait(int rank, Wait wait) {
+  const auto lateBy = std::chrono::milliseconds(1500);
+  if (rank != 0) {
+    std::this_thread::sleep_for(lateBy);
+    wait();
+    return 0;
+  }
+  auto begin = std::chrono::steady_clock::now();
+  double cpuBegin = processCpuSeconds();
+  wait();
+  double wall = std::chrono::duration<double>(
+                    std::chrono::steady_clock::now() - begin)
+                    .count();
+  double cpu = processCpuSeconds() - cpuBegin;
+  EXPECT_GE(wall, 1.0) << "rank 0 did not wait for the late ranks";
+  return cpu / wall;
+}
+
+// A rank whose peer is late (or hung, until the collective timeout) waits
+// without spinning: in a step's collective its communication thread polls
+// with pauses, and so does the control plane's exchange between steps.
+// OpenMPI's blocking calls would keep a core busy the whole time. A share
+// of CPU time, not a duration: a loaded machine only lowers it.
+TEST_F(WorldTest, WaitingForALatePeerLeavesTheCpuIdle) {
+  if (n == 1)
+    GTEST_SKIP() << "needs a peer";
+  float value = 1, sum = 0;
+  double collective = cpuShareOfALateWait(rank, [&] {
+    asrt_all_reduce(&ctx, &value, &sum, 1, ASRT_DTYPE_F32, ASRT_REDUCE_SUM, 1);
+  });
+  EXPECT_FLOAT_EQ(sum, static_cast<float>(n));
+  EXPECT_LT(collective, 0.5) << "all_reduce";
+
+  std::unique_ptr<ControlPlane> control = createMpiControl(nullptr, nullptr);
+  std::vector<std::string> all;
+  double exchange = cpuShareOfALateWait(
+      rank, [&] { all = control->allGather(std::to_string(rank)); });
+  ASSERT_EQ(all.size(), static_cast<size_t>(n));
+  EXPECT_EQ(all.back(), std::to_string(n - 1));
+  EXPECT_LT(exchange, 0.5) << "control plane allGather";
 }
 
 TEST_F(WorldTest, AllReduceIntegers) {

@@ -14,7 +14,11 @@
 // FAKE_* come from CMake: the world size, and optionally a fault:
 //   FAKE_FAULT_SIGNAL=S  rank FAKE_FAULT_RANK raises signal S (SIGKILL,
 //                        SIGSTOP) at the start of step FAKE_FAULT_STEP,
-//                        as a rank that dies or hangs mid-run;
+//                        as a rank that dies or hangs mid-run; with
+//                        FAKE_FAULT_AT_STEP_END, at the end of that step
+//                        instead, once its collectives are done, so that
+//                        the rank hangs between steps (in the checkpoint
+//                        after the step, say) while its peers go on;
 //   FAKE_SKIP_WAIT_STEP=N  step N returns without waiting its bias bucket.
 // FAKE_CUDA_EMU: linked with the CUDA backend built for the CUDA emulator
 // (its collectives over the emulated NCCL), whose device memory is host
@@ -69,13 +73,20 @@ namespace {
 
 int64_t stepsRun = 0;
 
-void injectFault(asrt_context *ctx) {
+/// Raises the fault if it is due: `atStepEnd` says where the step is.
+void injectFault(asrt_context *ctx, bool atStepEnd) {
 #ifdef FAKE_FAULT_SIGNAL
-  if (stepsRun == FAKE_FAULT_STEP && ctx->comm &&
-      ctx->comm->rank() == FAKE_FAULT_RANK)
+#ifdef FAKE_FAULT_AT_STEP_END
+  constexpr bool kFaultAtStepEnd = true;
+#else
+  constexpr bool kFaultAtStepEnd = false;
+#endif
+  if (atStepEnd == kFaultAtStepEnd && stepsRun == FAKE_FAULT_STEP &&
+      ctx->comm && ctx->comm->rank() == FAKE_FAULT_RANK)
     std::raise(FAKE_FAULT_SIGNAL);
 #else
   (void)ctx;
+  (void)atStepEnd;
 #endif
 }
 
@@ -85,7 +96,7 @@ extern "C" void autoshard_step(asrt_context *ctx, void *const *args,
                                void *const *results) {
   using autoshard::rt::OpTimer;
   ++stepsRun;
-  injectFault(ctx);
+  injectFault(ctx, /*atStepEnd=*/false);
 #ifdef FAKE_CUDA_EMU
   // The driver's uploads are queued on the device's streams.
   if (cudaDeviceSynchronize() != cudaSuccess)
@@ -180,5 +191,5 @@ extern "C" void autoshard_step(asrt_context *ctx, void *const *args,
   asrt_free(ctx, db);
   asrt_free(ctx, dwHigh);
   asrt_free(ctx, lossBuffer);
+  injectFault(ctx, /*atStepEnd=*/true);
 }
-
