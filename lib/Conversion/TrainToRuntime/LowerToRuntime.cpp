@@ -36,7 +36,7 @@ int64_t byteSize(Value tensor) {
 class StepLowering : public StepEmitter {
 public:
   StepLowering(ModuleOp module, FunctionOpInterface step,
-               StringRef symbol = "autoshard_step")
+               StringRef symbol = ABI_NAME(autoshard_step))
       : mod(module), step(step), symbol(symbol.str()), sig(step),
         b(module.getContext()), body(step.getFunctionBody().front()) {}
 
@@ -285,7 +285,8 @@ Value StepLowering::arenaBuffer(bool host, int64_t bytes,
   if (!base) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointAfter(arenaPoint);
-    base = callReturningPtr(host ? "asrt_host_arena" : "asrt_arena", {});
+    base = host ? call(ABI_FUNCTION(asrt_host_arena))
+                : call(ABI_FUNCTION(asrt_arena));
   }
   auto offset = arith::ConstantOp::create(b, currentLoc, b.getI64IntegerAttr(0));
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
@@ -318,7 +319,7 @@ LogicalResult StepLowering::emitResultCopies() {
     if (argIt != argBuffers.end() &&
         (!updated || argBuffers[*updated] != source)) {
       Value staged = allocate(value);
-      call("asrt_copy", {staged, source, i64(byteSize(value))});
+      call(ABI_FUNCTION(asrt_copy), {staged, source, i64(byteSize(value))});
       temporaries.insert(staged);
       lastUseOf[staged] = position;
       source = staged;
@@ -326,8 +327,9 @@ LogicalResult StepLowering::emitResultCopies() {
     copies.push_back({static_cast<unsigned>(slot), source});
   }
   for (auto [slot, source] : copies)
-    call("asrt_copy", {resultBuffers[slot], source,
-                       i64(byteSize(terminator->getOperand(slot)))});
+    call(ABI_FUNCTION(asrt_copy),
+         {resultBuffers[slot], source,
+          i64(byteSize(terminator->getOperand(slot)))});
   return success();
 }
 
@@ -772,13 +774,13 @@ LogicalResult StepLowering::run() {
 
   classifyTensors();
 
-  // void autoshard_step(asrt_context *ctx, void *const *args,
-  //                     void *const *results)
-  auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
+  // The entry point abi.h declares; the evaluation step's has its type.
+  static_assert(
+      std::is_same_v<decltype(autoshard_step), decltype(autoshard_eval_step)>);
   b.setInsertionPointToEnd(mod.getBody());
-  auto func =
-      func::FuncOp::create(b, step.getLoc(), symbol,
-                           b.getFunctionType({ptrType, ptrType, ptrType}, {}));
+  auto func = func::FuncOp::create(
+      b, step.getLoc(), symbol,
+      rtabi::Signature<decltype(autoshard_step)>::get(b.getContext()));
   Block *entry = func.addEntryBlock();
   b.setInsertionPointToStart(entry);
   ctx = entry->getArgument(0);
@@ -873,10 +875,12 @@ struct LowerToRuntimePass
                          << "' is not valid; expected step or eval";
       return signalPassFailure();
     }
+    bool eval = entry == "eval";
     std::string stepSymbol =
-        entry == "eval" ? "autoshard_eval_step" : "autoshard_step";
-    std::string manifestSymbol =
-        entry == "eval" ? "autoshard_eval_manifest" : "autoshard_manifest";
+        (eval ? ABI_NAME(autoshard_eval_step) : ABI_NAME(autoshard_step)).str();
+    std::string manifestSymbol = (eval ? ABI_NAME(autoshard_eval_manifest)
+                                       : ABI_NAME(autoshard_manifest))
+                                     .str();
     if (module.lookupSymbol(stepSymbol) ||
         module.lookupSymbol(manifestSymbol)) {
       module.emitError() << "the module already defines " << stepSymbol

@@ -22,17 +22,12 @@ using namespace autoshard::train;
 
 namespace {
 
-// The ABI version of runtime/include/autoshard/rt/abi.h this lowering emits.
-constexpr int kAbiVersion = 5;
 constexpr int kManifestVersion = 1;
 
 std::optional<StringRef> dtypeName(Type type) {
-  std::optional<int32_t> code = getRuntimeDType(type);
-  if (!code)
-    return std::nullopt;
-  static const char *const names[] = {"f32", "i32", "bf16", "f16", "i64",
-                                      "u16"};
-  return StringRef(names[*code]);
+  if (std::optional<asrt_dtype> dtype = getRuntimeDType(type))
+    return getRuntimeDTypeName(*dtype);
+  return std::nullopt;
 }
 
 std::string shapeText(RankedTensorType type) {
@@ -79,6 +74,26 @@ std::optional<int64_t> classCount(Value ids) {
 
 } // namespace
 
+StringRef autoshard::getRuntimeDTypeName(asrt_dtype dtype) {
+  // A switch, not a table indexed by the code, so that a dtype abi.h adds
+  // is a -Wswitch warning here rather than a read past the end.
+  switch (dtype) {
+  case ASRT_DTYPE_F32:
+    return "f32";
+  case ASRT_DTYPE_I32:
+    return "i32";
+  case ASRT_DTYPE_BF16:
+    return "bf16";
+  case ASRT_DTYPE_F16:
+    return "f16";
+  case ASRT_DTYPE_I64:
+    return "i64";
+  case ASRT_DTYPE_U16:
+    return "u16";
+  }
+  llvm_unreachable("not an asrt_dtype");
+}
+
 FailureOr<std::string> autoshard::buildManifest(FunctionOpInterface step) {
   StepSignature sig(step);
   Block &body = step.getFunctionBody().front();
@@ -93,7 +108,9 @@ FailureOr<std::string> autoshard::buildManifest(FunctionOpInterface step) {
   std::string text;
   llvm::raw_string_ostream os(text);
   os << "autoshard-manifest " << kManifestVersion << "\n";
-  os << "abi " << kAbiVersion << "\n";
+  // The version of the abi.h this compiler was built with, whose
+  // declarations the step's calls were derived from.
+  os << "abi " << ASRT_ABI_VERSION << "\n";
   os << "step " << step.getName() << "\n";
   os << "strategy " << strategy << "\n";
   os << "grid ";

@@ -1,7 +1,8 @@
 //===- RuntimeCalls.cpp - the asrt_* call of each op, one rule per op -----===//
 //
-// The symbols and argument orders here are those of
-// runtime/include/autoshard/rt/abi.h; the end-to-end tests run them.
+// Each call names its function in runtime/include/autoshard/rt/abi.h
+// (ABI_FUNCTION), which fixes the symbol, the argument count and types; the
+// end-to-end tests check what the arguments mean.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,57 +40,56 @@ Value StepEmitter::nullPtr() {
                               LLVM::LLVMPointerType::get(builder().getContext()));
 }
 
-func::FuncOp StepEmitter::declare(StringRef callee, TypeRange args,
-                                  TypeRange results) {
+func::FuncOp StepEmitter::declare(StringRef callee, FunctionType type) {
   ModuleOp mod = module();
-  if (auto existing = mod.lookupSymbol<func::FuncOp>(callee))
+  if (auto existing = mod.lookupSymbol<func::FuncOp>(callee)) {
+    if (existing.getFunctionType() != type)
+      llvm::report_fatal_error(llvm::Twine("the module declares ") + callee +
+                               " with a type other than abi.h's");
     return existing;
+  }
   OpBuilder::InsertionGuard guard(builder());
   builder().setInsertionPointToStart(mod.getBody());
-  auto decl = func::FuncOp::create(
-      builder(), mod.getLoc(), callee,
-      builder().getFunctionType(args, results));
+  auto decl = func::FuncOp::create(builder(), mod.getLoc(), callee, type);
   decl.setPrivate();
   return decl;
 }
 
-void StepEmitter::call(StringRef callee, ValueRange args) {
+Value StepEmitter::emitCall(StringRef callee, FunctionType type,
+                            ArrayRef<Value> args) {
   SmallVector<Value> operands{context()};
   operands.append(args.begin(), args.end());
-  func::FuncOp decl = declare(callee, ValueRange(operands).getTypes(), {});
-  func::CallOp::create(builder(), loc(), decl, operands);
+  // The count is checked at compile time; a type only here, where the
+  // operands exist. A mismatch is a bug of the rule that built them, which
+  // the generated code would turn into a wrong call: stop.
+  for (auto [i, operand] : llvm::enumerate(operands)) {
+    if (operand.getType() == type.getInput(i))
+      continue;
+    std::string message;
+    llvm::raw_string_ostream os(message);
+    os << "the call of " << callee << " passes " << operand.getType()
+       << " as argument " << i << ", which abi.h declares as "
+       << type.getInput(i);
+    llvm::report_fatal_error(llvm::Twine(message));
+  }
+  func::FuncOp decl = declare(callee, type);
+  auto call = func::CallOp::create(builder(), loc(), decl, operands);
+  return call.getNumResults() ? call.getResult(0) : Value();
 }
 
-Value StepEmitter::callReturningPtr(StringRef callee, ValueRange args) {
-  SmallVector<Value> operands{context()};
-  operands.append(args.begin(), args.end());
-  Type ptr = LLVM::LLVMPointerType::get(builder().getContext());
-  func::FuncOp decl = declare(callee, ValueRange(operands).getTypes(), ptr);
-  return func::CallOp::create(builder(), loc(), decl, operands).getResult(0);
-}
-
-Value StepEmitter::callReturningI64(StringRef callee, ValueRange args) {
-  SmallVector<Value> operands{context()};
-  operands.append(args.begin(), args.end());
-  func::FuncOp decl = declare(callee, ValueRange(operands).getTypes(),
-                              builder().getI64Type());
-  return func::CallOp::create(builder(), loc(), decl, operands).getResult(0);
-}
-
-std::optional<int32_t> autoshard::getRuntimeDType(Type type) {
-  // asrt_dtype values.
+std::optional<asrt_dtype> autoshard::getRuntimeDType(Type type) {
   if (type.isF32())
-    return 0;
+    return ASRT_DTYPE_F32;
   if (type.isSignlessInteger(32))
-    return 1;
+    return ASRT_DTYPE_I32;
   if (type.isBF16())
-    return 2;
+    return ASRT_DTYPE_BF16;
   if (type.isF16())
-    return 3;
+    return ASRT_DTYPE_F16;
   if (type.isSignlessInteger(64))
-    return 4;
+    return ASRT_DTYPE_I64;
   if (type.isUnsignedInteger(16))
-    return 5;
+    return ASRT_DTYPE_U16;
   return std::nullopt;
 }
 
@@ -124,7 +124,7 @@ Value bufferOrNull(StepEmitter &e, Value tensor) {
 LogicalResult emitLinear(Operation *op, StepEmitter &e) {
   auto linear = cast<train::LinearOp>(op);
   Value out = e.output(linear.getResult());
-  e.call("asrt_linear_fwd",
+  e.call(ABI_FUNCTION(asrt_linear_fwd),
          {dtypeOf(e, linear.getInput()), e.buffer(linear.getInput()),
           e.buffer(linear.getWeight()), bufferOrNull(e, linear.getBias()), out,
           e.i64(rows(linear.getInput())), e.i64(lastDim(linear.getInput())),
@@ -142,7 +142,7 @@ void autoshard::emitLinearGelu(Operation *linearOp, Operation *geluOp,
         b = e.buffer(linear.getBias());
   Value pre = e.output(linear.getResult());
   Value y = e.output(gelu.getResult());
-  e.call("asrt_linear_gelu_fwd",
+  e.call(ABI_FUNCTION(asrt_linear_gelu_fwd),
          {dtypeOf(e, linear.getInput()), x, w, b, pre, y,
           e.i64(rows(linear.getInput())), e.i64(lastDim(linear.getInput())),
           e.i64(lastDim(linear.getResult()))});
@@ -158,7 +158,7 @@ void autoshard::emitLinearGradGelu(const LinearGradGelu &group,
   Value db = group.biasGrad
                  ? e.output(cast<train::BiasGradOp>(group.biasGrad).getResult())
                  : e.nullPtr();
-  e.call("asrt_linear_grad_gelu",
+  e.call(ABI_FUNCTION(asrt_linear_grad_gelu),
          {dtypeOf(e, gradInput.getGradOutput()), dy, w, pre, dpre, db,
           e.i64(rows(gradInput.getGradOutput())),
           e.i64(lastDim(gradInput.getResult())),
@@ -172,7 +172,7 @@ void autoshard::emitLinearGradWeightBias(const LinearGradWeightBias &pair,
   Value dy = weightGrad.getGradOutput();
   Value dw = e.output(weightGrad.getResult());
   Value db = e.output(biasGrad.getResult());
-  e.call("asrt_linear_grad_weight_bias",
+  e.call(ABI_FUNCTION(asrt_linear_grad_weight_bias),
          {dtypeOf(e, dy), e.buffer(dy), e.buffer(weightGrad.getInput()), dw, db,
           e.i64(rows(dy)), e.i64(lastDim(weightGrad.getInput())),
           e.i64(lastDim(dy))});
@@ -183,7 +183,7 @@ namespace {
 LogicalResult emitLinearGradInput(Operation *op, StepEmitter &e) {
   auto grad = cast<train::LinearGradInputOp>(op);
   Value out = e.output(grad.getResult());
-  e.call("asrt_linear_grad_input",
+  e.call(ABI_FUNCTION(asrt_linear_grad_input),
          {dtypeOf(e, grad.getGradOutput()), e.buffer(grad.getGradOutput()),
           e.buffer(grad.getWeight()), out, e.i64(rows(grad.getGradOutput())),
           e.i64(lastDim(grad.getResult())),
@@ -194,7 +194,7 @@ LogicalResult emitLinearGradInput(Operation *op, StepEmitter &e) {
 LogicalResult emitLinearGradWeight(Operation *op, StepEmitter &e) {
   auto grad = cast<train::LinearGradWeightOp>(op);
   Value out = e.output(grad.getResult());
-  e.call("asrt_linear_grad_weight",
+  e.call(ABI_FUNCTION(asrt_linear_grad_weight),
          {dtypeOf(e, grad.getGradOutput()), e.buffer(grad.getGradOutput()),
           e.buffer(grad.getInput()), out, e.i64(rows(grad.getGradOutput())),
           e.i64(lastDim(grad.getInput())),
@@ -205,17 +205,17 @@ LogicalResult emitLinearGradWeight(Operation *op, StepEmitter &e) {
 LogicalResult emitBiasGrad(Operation *op, StepEmitter &e) {
   auto grad = cast<train::BiasGradOp>(op);
   Value out = e.output(grad.getResult());
-  e.call("asrt_bias_grad",
-         {dtypeOf(e, grad.getGradOutput()), e.buffer(grad.getGradOutput()),
-          out, e.i64(rows(grad.getGradOutput())),
+  e.call(ABI_FUNCTION(asrt_bias_grad),
+         {dtypeOf(e, grad.getGradOutput()), e.buffer(grad.getGradOutput()), out,
+          e.i64(rows(grad.getGradOutput())),
           e.i64(lastDim(grad.getGradOutput()))});
   return success();
 }
 
 /// Elementwise y = f(x).
-template <typename OpT>
+template <typename OpT, typename Fn>
 LogicalResult emitActivation(Operation *op, StepEmitter &e,
-                             StringRef callee) {
+                             rtabi::Function<Fn> callee) {
   auto act = cast<OpT>(op);
   Value out = e.output(act.getResult());
   e.call(callee, {dtypeOf(e, act.getInput()), e.buffer(act.getInput()), out,
@@ -224,9 +224,9 @@ LogicalResult emitActivation(Operation *op, StepEmitter &e,
 }
 
 /// Elementwise dx = dy * f'(x).
-template <typename OpT>
+template <typename OpT, typename Fn>
 LogicalResult emitActivationGrad(Operation *op, StepEmitter &e,
-                                 StringRef callee) {
+                                 rtabi::Function<Fn> callee) {
   auto grad = cast<OpT>(op);
   Value out = e.output(grad.getResult());
   e.call(callee, {dtypeOf(e, grad.getInput()), e.buffer(grad.getGradOutput()),
@@ -238,7 +238,7 @@ LogicalResult emitActivationGrad(Operation *op, StepEmitter &e,
 LogicalResult emitSwiglu(Operation *op, StepEmitter &e) {
   auto swiglu = cast<train::SwigluOp>(op);
   Value out = e.output(swiglu.getResult());
-  e.call("asrt_swiglu_fwd",
+  e.call(ABI_FUNCTION(asrt_swiglu_fwd),
          {dtypeOf(e, swiglu.getGate()), e.buffer(swiglu.getGate()),
           e.buffer(swiglu.getUp()), out, e.i64(numElements(swiglu.getGate()))});
   return success();
@@ -248,7 +248,7 @@ LogicalResult emitSwigluGrad(Operation *op, StepEmitter &e) {
   auto grad = cast<train::SwigluGradOp>(op);
   Value dgate = e.output(grad.getGradGate());
   Value dup = e.output(grad.getGradUp());
-  e.call("asrt_swiglu_grad",
+  e.call(ABI_FUNCTION(asrt_swiglu_grad),
          {dtypeOf(e, grad.getGate()), e.buffer(grad.getGradOutput()),
           e.buffer(grad.getGate()), e.buffer(grad.getUp()), dgate, dup,
           e.i64(numElements(grad.getGate()))});
@@ -258,19 +258,19 @@ LogicalResult emitSwigluGrad(Operation *op, StepEmitter &e) {
 LogicalResult emitAdd(Operation *op, StepEmitter &e) {
   auto add = cast<train::AddOp>(op);
   Value out = e.output(add.getResult());
-  e.call("asrt_add", {dtypeOf(e, add.getLhs()), e.buffer(add.getLhs()),
-                      e.buffer(add.getRhs()), out,
-                      e.i64(numElements(add.getLhs()))});
+  e.call(ABI_FUNCTION(asrt_add),
+         {dtypeOf(e, add.getLhs()), e.buffer(add.getLhs()),
+          e.buffer(add.getRhs()), out, e.i64(numElements(add.getLhs()))});
   return success();
 }
 
 LogicalResult emitCast(Operation *op, StepEmitter &e) {
   auto castOp = cast<train::CastOp>(op);
   Value out = e.output(castOp.getResult());
-  e.call("asrt_cast", {dtypeOf(e, castOp.getInput()),
-                       e.buffer(castOp.getInput()),
-                       dtypeOf(e, castOp.getResult()), out,
-                       e.i64(numElements(castOp.getInput()))});
+  e.call(ABI_FUNCTION(asrt_cast),
+         {dtypeOf(e, castOp.getInput()), e.buffer(castOp.getInput()),
+          dtypeOf(e, castOp.getResult()), out,
+          e.i64(numElements(castOp.getInput()))});
   return success();
 }
 
@@ -295,9 +295,10 @@ LogicalResult emitSliceRows(Operation *op, StepEmitter &e) {
 LogicalResult emitScale(Operation *op, StepEmitter &e) {
   auto scale = cast<train::ScaleOp>(op);
   Value out = e.output(scale.getResult());
-  e.call("asrt_scale", {dtypeOf(e, scale.getInput()), e.buffer(scale.getInput()),
-                        out, e.i64(numElements(scale.getInput())),
-                        e.f32(scale.getFactor().convertToFloat())});
+  e.call(ABI_FUNCTION(asrt_scale),
+         {dtypeOf(e, scale.getInput()), e.buffer(scale.getInput()), out,
+          e.i64(numElements(scale.getInput())),
+          e.f32(scale.getFactor().convertToFloat())});
   return success();
 }
 
@@ -305,7 +306,7 @@ LogicalResult emitEmbedding(Operation *op, StepEmitter &e) {
   auto embedding = cast<train::EmbeddingOp>(op);
   auto table = tensorType(embedding.getTable());
   Value out = e.output(embedding.getResult());
-  e.call("asrt_embedding_fwd",
+  e.call(ABI_FUNCTION(asrt_embedding_fwd),
          {dtypeOf(e, embedding.getTable()), e.buffer(embedding.getIds()),
           e.buffer(embedding.getTable()), out,
           e.i64(numElements(embedding.getIds())), e.i64(table.getDimSize(0)),
@@ -317,7 +318,7 @@ LogicalResult emitEmbeddingGrad(Operation *op, StepEmitter &e) {
   auto grad = cast<train::EmbeddingGradOp>(op);
   auto table = tensorType(grad.getResult());
   Value out = e.output(grad.getResult());
-  e.call("asrt_embedding_grad",
+  e.call(ABI_FUNCTION(asrt_embedding_grad),
          {dtypeOf(e, grad.getGradOutput()), e.buffer(grad.getGradOutput()),
           e.buffer(grad.getIds()), out, e.i64(numElements(grad.getIds())),
           e.i64(table.getDimSize(0)), e.i64(table.getDimSize(1))});
@@ -328,7 +329,7 @@ LogicalResult emitAddPositionEmbedding(Operation *op, StepEmitter &e) {
   auto add = cast<train::AddPositionEmbeddingOp>(op);
   auto input = tensorType(add.getInput());
   Value out = e.output(add.getResult());
-  e.call("asrt_add_position_embedding_fwd",
+  e.call(ABI_FUNCTION(asrt_add_position_embedding_fwd),
          {dtypeOf(e, add.getInput()), e.buffer(add.getInput()),
           e.buffer(add.getTable()), out, e.i64(input.getDimSize(0)),
           e.i64(input.getDimSize(1)), e.i64(input.getDimSize(2))});
@@ -339,9 +340,9 @@ LogicalResult emitAddPositionEmbeddingGrad(Operation *op, StepEmitter &e) {
   auto grad = cast<train::AddPositionEmbeddingGradOp>(op);
   auto dy = tensorType(grad.getGradOutput());
   Value out = e.output(grad.getResult());
-  e.call("asrt_add_position_embedding_grad",
-         {dtypeOf(e, grad.getGradOutput()), e.buffer(grad.getGradOutput()),
-          out, e.i64(dy.getDimSize(0)), e.i64(dy.getDimSize(1)),
+  e.call(ABI_FUNCTION(asrt_add_position_embedding_grad),
+         {dtypeOf(e, grad.getGradOutput()), e.buffer(grad.getGradOutput()), out,
+          e.i64(dy.getDimSize(0)), e.i64(dy.getDimSize(1)),
           e.i64(grad.getMaxPositions()), e.i64(dy.getDimSize(2))});
   return success();
 }
@@ -349,7 +350,7 @@ LogicalResult emitAddPositionEmbeddingGrad(Operation *op, StepEmitter &e) {
 LogicalResult emitLayerNorm(Operation *op, StepEmitter &e) {
   auto norm = cast<train::LayerNormOp>(op);
   Value out = e.output(norm.getResult());
-  e.call("asrt_layer_norm_fwd",
+  e.call(ABI_FUNCTION(asrt_layer_norm_fwd),
          {dtypeOf(e, norm.getInput()), e.buffer(norm.getInput()),
           e.buffer(norm.getGamma()), e.buffer(norm.getBeta()), out,
           e.i64(rows(norm.getInput())), e.i64(lastDim(norm.getInput())),
@@ -362,7 +363,7 @@ LogicalResult emitLayerNormGrad(Operation *op, StepEmitter &e) {
   Value dx = e.output(grad.getGradInput());
   Value dgamma = e.output(grad.getGradGamma());
   Value dbeta = e.output(grad.getGradBeta());
-  e.call("asrt_layer_norm_grad",
+  e.call(ABI_FUNCTION(asrt_layer_norm_grad),
          {dtypeOf(e, grad.getInput()), e.buffer(grad.getGradOutput()),
           e.buffer(grad.getInput()), e.buffer(grad.getGamma()), dx, dgamma,
           dbeta, e.i64(rows(grad.getInput())), e.i64(lastDim(grad.getInput())),
@@ -373,7 +374,7 @@ LogicalResult emitLayerNormGrad(Operation *op, StepEmitter &e) {
 LogicalResult emitRmsNorm(Operation *op, StepEmitter &e) {
   auto norm = cast<train::RmsNormOp>(op);
   Value out = e.output(norm.getResult());
-  e.call("asrt_rms_norm_fwd",
+  e.call(ABI_FUNCTION(asrt_rms_norm_fwd),
          {dtypeOf(e, norm.getInput()), e.buffer(norm.getInput()),
           e.buffer(norm.getWeight()), out, e.i64(rows(norm.getInput())),
           e.i64(lastDim(norm.getInput())),
@@ -385,7 +386,7 @@ LogicalResult emitRmsNormGrad(Operation *op, StepEmitter &e) {
   auto grad = cast<train::RmsNormGradOp>(op);
   Value dx = e.output(grad.getGradInput());
   Value dweight = e.output(grad.getGradWeight());
-  e.call("asrt_rms_norm_grad",
+  e.call(ABI_FUNCTION(asrt_rms_norm_grad),
          {dtypeOf(e, grad.getInput()), e.buffer(grad.getGradOutput()),
           e.buffer(grad.getInput()), e.buffer(grad.getWeight()), dx, dweight,
           e.i64(rows(grad.getInput())), e.i64(lastDim(grad.getInput())),
@@ -394,7 +395,7 @@ LogicalResult emitRmsNormGrad(Operation *op, StepEmitter &e) {
 }
 
 /// batch, seq, heads, head_dim of a [B, T, H, D] tensor.
-SmallVector<Value> bthd(StepEmitter &e, Value tensor) {
+std::array<Value, 4> bthd(StepEmitter &e, Value tensor) {
   auto type = tensorType(tensor);
   return {e.i64(type.getDimSize(0)), e.i64(type.getDimSize(1)),
           e.i64(type.getDimSize(2)), e.i64(type.getDimSize(3))};
@@ -403,27 +404,28 @@ SmallVector<Value> bthd(StepEmitter &e, Value tensor) {
 LogicalResult emitRope(Operation *op, StepEmitter &e) {
   auto rope = cast<train::RopeOp>(op);
   Value out = e.output(rope.getResult());
-  SmallVector<Value> args = {dtypeOf(e, rope.getInput()),
-                             e.buffer(rope.getInput()), out};
-  args.append(bthd(e, rope.getInput()));
-  args.push_back(e.f32(rope.getTheta().convertToFloat()));
-  e.call("asrt_rope_fwd", args);
+  Value dtype = dtypeOf(e, rope.getInput()), x = e.buffer(rope.getInput());
+  auto [batch, seq, heads, headDim] = bthd(e, rope.getInput());
+  e.call(ABI_FUNCTION(asrt_rope_fwd),
+         {dtype, x, out, batch, seq, heads, headDim,
+          e.f32(rope.getTheta().convertToFloat())});
   return success();
 }
 
 LogicalResult emitRopeGrad(Operation *op, StepEmitter &e) {
   auto grad = cast<train::RopeGradOp>(op);
   Value out = e.output(grad.getResult());
-  SmallVector<Value> args = {dtypeOf(e, grad.getGradOutput()),
-                             e.buffer(grad.getGradOutput()), out};
-  args.append(bthd(e, grad.getGradOutput()));
-  args.push_back(e.f32(grad.getTheta().convertToFloat()));
-  e.call("asrt_rope_grad", args);
+  Value dtype = dtypeOf(e, grad.getGradOutput()),
+        dy = e.buffer(grad.getGradOutput());
+  auto [batch, seq, heads, headDim] = bthd(e, grad.getGradOutput());
+  e.call(ABI_FUNCTION(asrt_rope_grad),
+         {dtype, dy, out, batch, seq, heads, headDim,
+          e.f32(grad.getTheta().convertToFloat())});
   return success();
 }
 
 /// batch, seq, heads, kv_heads, head_dim of an attention.
-SmallVector<Value> attentionDims(StepEmitter &e, Value query, Value key) {
+std::array<Value, 5> attentionDims(StepEmitter &e, Value query, Value key) {
   auto q = tensorType(query);
   return {e.i64(q.getDimSize(0)), e.i64(q.getDimSize(1)),
           e.i64(q.getDimSize(2)), e.i64(tensorType(key).getDimSize(2)),
@@ -434,12 +436,13 @@ LogicalResult emitCausalAttention(Operation *op, StepEmitter &e) {
   auto attention = cast<train::CausalAttentionOp>(op);
   Value out = e.output(attention.getResult());
   Value lse = e.output(attention.getLogsumexp());
-  SmallVector<Value> args = {
-      dtypeOf(e, attention.getQuery()), e.buffer(attention.getQuery()),
-      e.buffer(attention.getKey()), e.buffer(attention.getValue()), out, lse};
-  args.append(attentionDims(e, attention.getQuery(), attention.getKey()));
-  args.push_back(e.f32(attention.getScaleOrDefault()));
-  e.call("asrt_causal_attention_fwd", args);
+  Value dtype = dtypeOf(e, attention.getQuery());
+  auto [batch, seq, heads, kvHeads, headDim] =
+      attentionDims(e, attention.getQuery(), attention.getKey());
+  e.call(ABI_FUNCTION(asrt_causal_attention_fwd),
+         {dtype, e.buffer(attention.getQuery()), e.buffer(attention.getKey()),
+          e.buffer(attention.getValue()), out, lse, batch, seq, heads, kvHeads,
+          headDim, e.f32(attention.getScaleOrDefault())});
   return success();
 }
 
@@ -448,21 +451,22 @@ LogicalResult emitCausalAttentionGrad(Operation *op, StepEmitter &e) {
   Value dq = e.output(grad.getGradQuery());
   Value dk = e.output(grad.getGradKey());
   Value dv = e.output(grad.getGradValue());
-  SmallVector<Value> args = {
-      dtypeOf(e, grad.getQuery()), e.buffer(grad.getGradOutput()),
-      e.buffer(grad.getQuery()),   e.buffer(grad.getKey()),
-      e.buffer(grad.getValue()),   e.buffer(grad.getResult()),
-      e.buffer(grad.getLogsumexp()), dq, dk, dv};
-  args.append(attentionDims(e, grad.getQuery(), grad.getKey()));
-  args.push_back(e.f32(grad.getScaleOrDefault()));
-  e.call("asrt_causal_attention_grad", args);
+  Value dtype = dtypeOf(e, grad.getQuery());
+  auto [batch, seq, heads, kvHeads, headDim] =
+      attentionDims(e, grad.getQuery(), grad.getKey());
+  e.call(ABI_FUNCTION(asrt_causal_attention_grad),
+         {dtype, e.buffer(grad.getGradOutput()), e.buffer(grad.getQuery()),
+          e.buffer(grad.getKey()), e.buffer(grad.getValue()),
+          e.buffer(grad.getResult()), e.buffer(grad.getLogsumexp()), dq, dk, dv,
+          batch, seq, heads, kvHeads, headDim,
+          e.f32(grad.getScaleOrDefault())});
   return success();
 }
 
 LogicalResult emitSoftmaxCrossEntropy(Operation *op, StepEmitter &e) {
   auto loss = cast<train::SoftmaxCrossEntropyOp>(op);
   Value out = e.output(loss.getResult());
-  e.call("asrt_softmax_xent_fwd",
+  e.call(ABI_FUNCTION(asrt_softmax_xent_fwd),
          {dtypeOf(e, loss.getLogits()), e.buffer(loss.getLogits()),
           e.buffer(loss.getLabels()), out, e.i64(rows(loss.getLogits())),
           e.i64(lastDim(loss.getLogits()))});
@@ -472,7 +476,7 @@ LogicalResult emitSoftmaxCrossEntropy(Operation *op, StepEmitter &e) {
 LogicalResult emitSoftmaxCrossEntropyGrad(Operation *op, StepEmitter &e) {
   auto grad = cast<train::SoftmaxCrossEntropyGradOp>(op);
   Value out = e.output(grad.getResult());
-  e.call("asrt_softmax_xent_grad",
+  e.call(ABI_FUNCTION(asrt_softmax_xent_grad),
          {dtypeOf(e, grad.getLogits()), e.buffer(grad.getLogits()),
           e.buffer(grad.getLabels()), bufferOrNull(e, grad.getGradLoss()), out,
           e.i64(rows(grad.getLogits())), e.i64(lastDim(grad.getLogits()))});
@@ -489,7 +493,7 @@ LogicalResult emitSgd(Operation *op, StepEmitter &e) {
           ? e.output(sgd.getNewMomentumBuffer(),
                      sgd.getMomentumBufferMutable()[0].getOperandNumber())
           : e.nullPtr();
-  e.call("asrt_sgd_update",
+  e.call(ABI_FUNCTION(asrt_sgd_update),
          {dtypeOf(e, sgd.getGrad()), e.buffer(sgd.getParam()),
           e.buffer(sgd.getGrad()), e.buffer(sgd.getLr()),
           bufferOrNull(e, sgd.getMomentumBuffer()),
@@ -504,7 +508,7 @@ LogicalResult emitSgd(Operation *op, StepEmitter &e) {
 LogicalResult emitAdamw(Operation *op, StepEmitter &e) {
   auto adamw = cast<train::AdamwOp>(op);
   SmallVector<Value> x = adamwTensorFields(op, e);
-  e.call("asrt_adamw_update",
+  e.call(ABI_FUNCTION(asrt_adamw_update),
          {dtypeOf(e, adamw.getGrad()), x[0], x[1], x[2], x[3],
           e.buffer(adamw.getLr()), e.buffer(adamw.getStep()),
           bufferOrNull(e, adamw.getGradScale()), x[4], x[5], x[6], x[7],
@@ -518,7 +522,8 @@ LogicalResult emitIncrement(Operation *op, StepEmitter &e) {
   auto increment = cast<train::IncrementOp>(op);
   Value out = e.output(increment.getResult(),
                        increment.getInputMutable().getOperandNumber());
-  e.call("asrt_increment_i32", {e.buffer(increment.getInput()), out});
+  e.call(ABI_FUNCTION(asrt_increment_i32),
+         {e.buffer(increment.getInput()), out});
   return success();
 }
 
@@ -526,7 +531,7 @@ LogicalResult emitSumOfSquares(Operation *op, StepEmitter &e) {
   auto sum = cast<train::SumOfSquaresOp>(op);
   Value out = e.output(sum.getResult());
   for (auto [i, input] : llvm::enumerate(sum.getInputs()))
-    e.call("asrt_sum_of_squares",
+    e.call(ABI_FUNCTION(asrt_sum_of_squares),
            {dtypeOf(e, input), e.buffer(input), e.i64(numElements(input)), out,
             e.i32(i == 0 ? 0 : 1)});
   return success();
@@ -535,7 +540,7 @@ LogicalResult emitSumOfSquares(Operation *op, StepEmitter &e) {
 LogicalResult emitClipCoefficient(Operation *op, StepEmitter &e) {
   auto clip = cast<train::ClipCoefficientOp>(op);
   Value out = e.output(clip.getResult());
-  e.call("asrt_clip_coefficient",
+  e.call(ABI_FUNCTION(asrt_clip_coefficient),
          {e.buffer(clip.getSumOfSquares()), out,
           e.f32(clip.getMaxNorm().convertToFloat())});
   return success();
@@ -567,17 +572,16 @@ FailureOr<Group> resolveGroup(Operation *op, FlatSymbolRefAttr gridName,
   return group;
 }
 
-std::optional<int32_t> runtimeReduction(shard::ReductionKind kind) {
-  // asrt_reduce_op values.
+std::optional<asrt_reduce_op> runtimeReduction(shard::ReductionKind kind) {
   switch (kind) {
   case shard::ReductionKind::Sum:
-    return 0;
+    return ASRT_REDUCE_SUM;
   case shard::ReductionKind::Average:
-    return 1;
+    return ASRT_REDUCE_AVG;
   case shard::ReductionKind::Max:
-    return 2;
+    return ASRT_REDUCE_MAX;
   case shard::ReductionKind::Min:
-    return 3;
+    return ASRT_REDUCE_MIN;
   default:
     return std::nullopt;
   }
@@ -589,7 +593,7 @@ LogicalResult emitAllReduce(Operation *op, StepEmitter &e) {
     return op->emitOpError()
            << "changes the element type; the runtime reduces in the input's "
               "type";
-  std::optional<int32_t> reduction =
+  std::optional<asrt_reduce_op> reduction =
       runtimeReduction(allReduce.getReduction());
   if (!reduction)
     return op->emitOpError() << "reduction '"
@@ -597,7 +601,7 @@ LogicalResult emitAllReduce(Operation *op, StepEmitter &e) {
                                     allReduce.getReduction())
                              << "' is not supported by the runtime; use sum, "
                                 "average, max or min";
-  std::optional<int32_t> dtype =
+  std::optional<asrt_dtype> dtype =
       getRuntimeDType(tensorType(allReduce.getInput()).getElementType());
   if (!dtype)
     return op->emitOpError() << "element type "
@@ -622,7 +626,7 @@ LogicalResult emitAllReduce(Operation *op, StepEmitter &e) {
   }
   e.countCollective(cost::CollectiveKind::AllReduce, group->size,
                     allReduce.getInput());
-  e.call("asrt_all_reduce",
+  e.call(ABI_FUNCTION(asrt_all_reduce),
          {e.buffer(allReduce.getInput()), recv,
           e.i64(numElements(allReduce.getInput())), e.i32(*dtype),
           e.i32(*reduction), e.i32(group->axesMask)});
@@ -646,7 +650,7 @@ LogicalResult emitShardOf(Operation *op, StepEmitter &e) {
     return success();
   }
   Value out = e.output(shardOf.getResult());
-  e.call("asrt_shard_of",
+  e.call(ABI_FUNCTION(asrt_shard_of),
          {dtypeOf(e, shardOf.getInput()), e.buffer(shardOf.getInput()), out,
           e.i64(numElements(shardOf.getInput())), e.i32(group->axesMask)});
   return success();
@@ -666,24 +670,25 @@ int64_t autoshard::packedBucketBytes(int64_t n, ValueRange fulls) {
 
 namespace {
 
-// asrt_bucket_kind values.
-constexpr int32_t kBucketAllReduce = 0;
-constexpr int32_t kBucketAllGatherShards = 1;
-constexpr int32_t kBucketReduceScatterShards = 2;
-
 /// The kind the runtime counts a bucket kind's bytes under.
-cost::CollectiveKind trafficKind(int32_t bucketKind) {
-  return bucketKind == kBucketAllGatherShards ? cost::CollectiveKind::AllGather
-         : bucketKind == kBucketReduceScatterShards
-             ? cost::CollectiveKind::ReduceScatter
-             : cost::CollectiveKind::AllReduce;
+cost::CollectiveKind trafficKind(asrt_bucket_kind bucketKind) {
+  switch (bucketKind) {
+  case ASRT_BUCKET_ALL_REDUCE:
+    return cost::CollectiveKind::AllReduce;
+  case ASRT_BUCKET_ALL_GATHER_SHARDS:
+    return cost::CollectiveKind::AllGather;
+  case ASRT_BUCKET_REDUCE_SCATTER_SHARDS:
+    return cost::CollectiveKind::ReduceScatter;
+  }
+  llvm_unreachable("not an asrt_bucket_kind");
 }
 
 /// The bucket's pack buffer in the step's arena, alive until `until` (the
 /// wait of a started bucket; this op when null), so that the memory plan
 /// counts it and the runtime allocates nothing.
 void emitPackBuffer(StepEmitter &e, int64_t bytes, Operation *until) {
-  e.call("asrt_bucket_pack_buffer", {e.packBuffer(bytes, until), e.i64(bytes)});
+  e.call(ABI_FUNCTION(asrt_bucket_pack_buffer),
+         {e.packBuffer(bytes, until), e.i64(bytes)});
 }
 
 /// A collective over the members (send, result) of a group: one call for a
@@ -694,8 +699,8 @@ LogicalResult emitMembers(Operation *op, StepEmitter &e, const Group &group,
                           ValueRange sends, ValueRange results,
                           function_ref<Value(unsigned)> fullOf,
                           function_ref<void(Value send, Value out)> single,
-                          int32_t bucketKind,
-                          std::optional<int32_t> reduction) {
+                          asrt_bucket_kind bucketKind,
+                          std::optional<asrt_reduce_op> reduction) {
   if (group.size == 1) {
     for (auto [send, result] : llvm::zip(sends, results))
       e.alias(result, send);
@@ -713,7 +718,7 @@ LogicalResult emitMembers(Operation *op, StepEmitter &e, const Group &group,
                                   "runtime packs one type per bucket";
   // An all-reduce writes a result over its input when the input dies here.
   auto outputOf = [&](Value send, Value result) {
-    if (bucketKind == kBucketAllReduce && e.canReuse(send, result)) {
+    if (bucketKind == ASRT_BUCKET_ALL_REDUCE && e.canReuse(send, result)) {
       e.reuse(result, send);
       return e.buffer(send);
     }
@@ -723,21 +728,22 @@ LogicalResult emitMembers(Operation *op, StepEmitter &e, const Group &group,
     single(sends.front(), outputOf(sends.front(), results.front()));
     return success();
   }
-  e.call("asrt_bucket_begin", {e.i32(bucketKind), dtype,
-                               e.i32(reduction.value_or(0)),
-                               e.i32(group.axesMask)});
+  e.call(ABI_FUNCTION(asrt_bucket_begin),
+         {e.i32(bucketKind), dtype, e.i32(reduction.value_or(ASRT_REDUCE_SUM)),
+          e.i32(group.axesMask)});
   for (auto [send, result, full] : llvm::zip(sends, results, fulls)) {
     Value out = outputOf(send, result);
-    e.call("asrt_bucket_add", {e.buffer(send), out, e.i64(numElements(full))});
+    e.call(ABI_FUNCTION(asrt_bucket_add),
+           {e.buffer(send), out, e.i64(numElements(full))});
   }
   emitPackBuffer(e, packedBucketBytes(group.size, fulls), nullptr);
-  e.call("asrt_bucket_end", {});
+  e.call(ABI_FUNCTION(asrt_bucket_end));
   return success();
 }
 
-/// asrt_reduce_op of a train reduction: sum 0, average 1.
-int32_t runtimeReduction(train::Reduction reduction) {
-  return reduction == train::Reduction::Average ? 1 : 0;
+asrt_reduce_op runtimeReduction(train::Reduction reduction) {
+  return reduction == train::Reduction::Average ? ASRT_REDUCE_AVG
+                                                : ASRT_REDUCE_SUM;
 }
 
 LogicalResult emitAllGatherShards(Operation *op, StepEmitter &e) {
@@ -747,12 +753,13 @@ LogicalResult emitAllGatherShards(Operation *op, StepEmitter &e) {
     return failure();
   auto fullOf = [&](unsigned i) { return gather.getResult(i); };
   auto single = [&](Value send, Value out) {
-    e.call("asrt_all_gather_shards",
+    e.call(ABI_FUNCTION(asrt_all_gather_shards),
            {dtypeOf(e, send), e.buffer(send), out,
             e.i64(numElements(fullOf(0))), e.i32(group->axesMask)});
   };
   return emitMembers(op, e, *group, gather.getInputs(), gather.getResults(),
-                     fullOf, single, kBucketAllGatherShards, std::nullopt);
+                     fullOf, single, ASRT_BUCKET_ALL_GATHER_SHARDS,
+                     std::nullopt);
 }
 
 LogicalResult emitReduceScatterShards(Operation *op, StepEmitter &e) {
@@ -760,15 +767,16 @@ LogicalResult emitReduceScatterShards(Operation *op, StepEmitter &e) {
   FailureOr<Group> group = shardGroup(scatter);
   if (failed(group))
     return failure();
-  int32_t reduction = runtimeReduction(scatter.getReduction());
+  asrt_reduce_op reduction = runtimeReduction(scatter.getReduction());
   auto fullOf = [&](unsigned i) { return scatter.getInputs()[i]; };
   auto single = [&](Value send, Value out) {
-    e.call("asrt_reduce_scatter_shards",
+    e.call(ABI_FUNCTION(asrt_reduce_scatter_shards),
            {dtypeOf(e, send), e.buffer(send), out, e.i64(numElements(send)),
             e.i32(reduction), e.i32(group->axesMask)});
   };
   return emitMembers(op, e, *group, scatter.getInputs(), scatter.getResults(),
-                     fullOf, single, kBucketReduceScatterShards, reduction);
+                     fullOf, single, ASRT_BUCKET_REDUCE_SCATTER_SHARDS,
+                     reduction);
 }
 
 LogicalResult emitAllReduceBucket(Operation *op, StepEmitter &e) {
@@ -776,15 +784,15 @@ LogicalResult emitAllReduceBucket(Operation *op, StepEmitter &e) {
   FailureOr<Group> group = shardGroup(bucket);
   if (failed(group))
     return failure();
-  int32_t reduction = runtimeReduction(bucket.getReduction());
+  asrt_reduce_op reduction = runtimeReduction(bucket.getReduction());
   auto fullOf = [&](unsigned i) { return bucket.getInputs()[i]; };
   auto single = [&](Value send, Value out) {
-    e.call("asrt_all_reduce",
-           {e.buffer(send), out, e.i64(numElements(send)),
-            dtypeOf(e, send), e.i32(reduction), e.i32(group->axesMask)});
+    e.call(ABI_FUNCTION(asrt_all_reduce),
+           {e.buffer(send), out, e.i64(numElements(send)), dtypeOf(e, send),
+            e.i32(reduction), e.i32(group->axesMask)});
   };
   return emitMembers(op, e, *group, bucket.getInputs(), bucket.getResults(),
-                     fullOf, single, kBucketAllReduce, reduction);
+                     fullOf, single, ASRT_BUCKET_ALL_REDUCE, reduction);
 }
 
 /// A started collective: the bucket of its members, issued with
@@ -805,19 +813,21 @@ LogicalResult emitCollectiveStart(Operation *op, StepEmitter &e) {
     e.bindHandle(start.getHandle(), e.i64(0));
     return success();
   }
-  int32_t kind = kBucketAllReduce;
+  asrt_bucket_kind kind = ASRT_BUCKET_ALL_REDUCE;
   auto fullOf = [&](unsigned i) { return sends[i]; };
   std::function<Value(unsigned)> full = fullOf;
   if (start.getKind() == train::CollectiveKind::AllGatherShards) {
-    kind = kBucketAllGatherShards;
+    kind = ASRT_BUCKET_ALL_GATHER_SHARDS;
     full = [&](unsigned i) { return results[i]; };
   } else if (start.getKind() == train::CollectiveKind::ReduceScatterShards) {
-    kind = kBucketReduceScatterShards;
+    kind = ASRT_BUCKET_REDUCE_SCATTER_SHARDS;
   }
-  int32_t reduction =
-      start.getReduction() ? runtimeReduction(*start.getReduction()) : 0;
-  e.call("asrt_bucket_begin", {e.i32(kind), dtypeOf(e, sends.front()),
-                               e.i32(reduction), e.i32(group->axesMask)});
+  asrt_reduce_op reduction = start.getReduction()
+                                 ? runtimeReduction(*start.getReduction())
+                                 : ASRT_REDUCE_SUM;
+  e.call(ABI_FUNCTION(asrt_bucket_begin),
+         {e.i32(kind), dtypeOf(e, sends.front()), e.i32(reduction),
+          e.i32(group->axesMask)});
   for (auto [i, pair] : llvm::enumerate(llvm::zip(sends, results))) {
     auto [send, result] = pair;
     // An all-reduce writes its result over its input when nothing else
@@ -825,13 +835,13 @@ LogicalResult emitCollectiveStart(Operation *op, StepEmitter &e) {
     // recv): a gradient and its reduced value share one buffer, as with
     // PyTorch DDP's gradient_as_bucket_view.
     Value out;
-    if (kind == kBucketAllReduce && e.canReuseUntil(send, result, wait)) {
+    if (kind == ASRT_BUCKET_ALL_REDUCE && e.canReuseUntil(send, result, wait)) {
       e.reuse(result, send);
       out = e.buffer(send);
     } else {
       out = e.output(result);
     }
-    e.call("asrt_bucket_add",
+    e.call(ABI_FUNCTION(asrt_bucket_add),
            {e.buffer(send), out, e.i64(numElements(full(i)))});
   }
   SmallVector<Value> fulls;
@@ -839,7 +849,7 @@ LogicalResult emitCollectiveStart(Operation *op, StepEmitter &e) {
     fulls.push_back(full(i));
   e.countCollective(trafficKind(kind), group->size, fulls);
   emitPackBuffer(e, packedBucketBytes(group->size, fulls), wait);
-  e.bindHandle(start.getHandle(), e.callReturningI64("asrt_bucket_start", {}));
+  e.bindHandle(start.getHandle(), e.call(ABI_FUNCTION(asrt_bucket_start)));
   return success();
 }
 
@@ -852,7 +862,7 @@ LogicalResult emitCollectiveWait(Operation *op, StepEmitter &e) {
   if (failed(group))
     return failure();
   if (group->size > 1)
-    e.call("asrt_wait", {e.handle(wait.getHandle())});
+    e.call(ABI_FUNCTION(asrt_wait), {e.handle(wait.getHandle())});
   return success();
 }
 
@@ -867,8 +877,8 @@ LogicalResult emitToHost(Operation *op, StepEmitter &e) {
   Value out = e.output(copy.getResult());
   e.countTransfer(static_cast<int>(train::TransferKind::ToHost),
                   byteSize(copy.getInput()));
-  e.call("asrt_copy_to_host", {out, e.buffer(copy.getInput()),
-                               e.i64(byteSize(copy.getInput()))});
+  e.call(ABI_FUNCTION(asrt_copy_to_host),
+         {out, e.buffer(copy.getInput()), e.i64(byteSize(copy.getInput()))});
   return success();
 }
 
@@ -877,8 +887,8 @@ LogicalResult emitToDevice(Operation *op, StepEmitter &e) {
   Value out = e.output(copy.getResult());
   e.countTransfer(static_cast<int>(train::TransferKind::ToDevice),
                   byteSize(copy.getInput()));
-  e.call("asrt_copy_to_device", {out, e.buffer(copy.getInput()),
-                                 e.i64(byteSize(copy.getInput()))});
+  e.call(ABI_FUNCTION(asrt_copy_to_device),
+         {out, e.buffer(copy.getInput()), e.i64(byteSize(copy.getInput()))});
   return success();
 }
 
@@ -888,8 +898,9 @@ LogicalResult emitNvmeRead(Operation *op, StepEmitter &e) {
   auto arg = cast<BlockArgument>(read.getSource());
   e.countTransfer(static_cast<int>(train::TransferKind::NvmeRead),
                   byteSize(read.getSource()));
-  e.call("asrt_nvme_read", {e.i32(static_cast<int32_t>(arg.getArgNumber())),
-                            out, e.i64(byteSize(read.getSource()))});
+  e.call(ABI_FUNCTION(asrt_nvme_read),
+         {e.i32(static_cast<int32_t>(arg.getArgNumber())), out,
+          e.i64(byteSize(read.getSource()))});
   return success();
 }
 
@@ -898,9 +909,9 @@ LogicalResult emitNvmeWrite(Operation *op, StepEmitter &e) {
   auto arg = cast<BlockArgument>(write.getTarget());
   e.countTransfer(static_cast<int>(train::TransferKind::NvmeWrite),
                   byteSize(write.getValue()));
-  e.call("asrt_nvme_write", {e.i32(static_cast<int32_t>(arg.getArgNumber())),
-                             e.buffer(write.getValue()),
-                             e.i64(byteSize(write.getValue()))});
+  e.call(ABI_FUNCTION(asrt_nvme_write),
+         {e.i32(static_cast<int32_t>(arg.getArgNumber())),
+          e.buffer(write.getValue()), e.i64(byteSize(write.getValue()))});
   // The step returns the result only to say where the new value went: the
   // return copies nothing for it, so it has no buffer, and the value's
   // host buffer is free after the write.
@@ -910,6 +921,15 @@ LogicalResult emitNvmeWrite(Operation *op, StepEmitter &e) {
 // Asynchronous offload transfers (asrt_transfer_start's kinds are
 // TransferKind's values). The start gives the wait's result its buffer and
 // keeps its input alive until the wait, as a started collective does.
+static_assert(static_cast<int>(train::TransferKind::ToHost) ==
+                      ASRT_TRANSFER_TO_HOST &&
+                  static_cast<int>(train::TransferKind::ToDevice) ==
+                      ASRT_TRANSFER_TO_DEVICE &&
+                  static_cast<int>(train::TransferKind::NvmeRead) ==
+                      ASRT_TRANSFER_NVME_READ &&
+                  static_cast<int>(train::TransferKind::NvmeWrite) ==
+                      ASRT_TRANSFER_NVME_WRITE,
+              "train::TransferKind's values are asrt_transfer_start's kinds");
 LogicalResult emitTransferStart(Operation *op, StepEmitter &e) {
   auto start = cast<train::TransferStartOp>(op);
   auto wait = cast<train::TransferWaitOp>(*start.getHandle().user_begin());
@@ -934,10 +954,9 @@ LogicalResult emitTransferStart(Operation *op, StepEmitter &e) {
   }
   e.countTransfer(static_cast<int>(start.getKind()), byteSize(input));
   e.bindHandle(start.getHandle(),
-               e.callReturningI64(
-                   "asrt_transfer_start",
-                   {e.i32(static_cast<int32_t>(start.getKind())),
-                    e.i32(argIndex), dst, src, e.i64(byteSize(input))}));
+               e.call(ABI_FUNCTION(asrt_transfer_start),
+                      {e.i32(static_cast<int32_t>(start.getKind())),
+                       e.i32(argIndex), dst, src, e.i64(byteSize(input))}));
   return success();
 }
 
@@ -945,7 +964,7 @@ LogicalResult emitTransferStart(Operation *op, StepEmitter &e) {
 /// NVMe write, whose result only says where the value went.
 LogicalResult emitTransferWait(Operation *op, StepEmitter &e) {
   auto wait = cast<train::TransferWaitOp>(op);
-  e.call("asrt_transfer_wait", {e.handle(wait.getHandle())});
+  e.call(ABI_FUNCTION(asrt_transfer_wait), {e.handle(wait.getHandle())});
   return success();
 }
 
@@ -957,19 +976,23 @@ const llvm::StringMap<Rule> &rules() {
       {train::BiasGradOp::getOperationName(), emitBiasGrad},
       {train::ReluOp::getOperationName(),
        [](Operation *op, StepEmitter &e) {
-         return emitActivation<train::ReluOp>(op, e, "asrt_relu_fwd");
+         return emitActivation<train::ReluOp>(op, e,
+                                              ABI_FUNCTION(asrt_relu_fwd));
        }},
       {train::ReluGradOp::getOperationName(),
        [](Operation *op, StepEmitter &e) {
-         return emitActivationGrad<train::ReluGradOp>(op, e, "asrt_relu_grad");
+         return emitActivationGrad<train::ReluGradOp>(
+             op, e, ABI_FUNCTION(asrt_relu_grad));
        }},
       {train::GeluOp::getOperationName(),
        [](Operation *op, StepEmitter &e) {
-         return emitActivation<train::GeluOp>(op, e, "asrt_gelu_fwd");
+         return emitActivation<train::GeluOp>(op, e,
+                                              ABI_FUNCTION(asrt_gelu_fwd));
        }},
       {train::GeluGradOp::getOperationName(),
        [](Operation *op, StepEmitter &e) {
-         return emitActivationGrad<train::GeluGradOp>(op, e, "asrt_gelu_grad");
+         return emitActivationGrad<train::GeluGradOp>(
+             op, e, ABI_FUNCTION(asrt_gelu_grad));
        }},
       {train::SwigluOp::getOperationName(), emitSwiglu},
       {train::SwigluGradOp::getOperationName(), emitSwigluGrad},
@@ -1200,29 +1223,72 @@ SmallVector<SmallVector<Operation *>> autoshard::adamwGroups(Block &body) {
   return groups;
 }
 
+/// asrt_adamw_tensor's fields, in the order abi.h declares them, which
+/// adamwTensorFields follows.
+#define ADAMW_TENSOR_FIELDS(X)                                                 \
+  X(param)                                                                     \
+  X(grad) X(exp_avg) X(exp_avg_sq) X(param_out) X(exp_avg_out)                 \
+      X(exp_avg_sq_out) X(n) X(weight_decay)
+
+namespace {
+struct FieldLayout {
+  size_t offset, size, align;
+};
+/// Whether `fields` follow one another as C lays them out and end the
+/// struct: a field of abi.h missing from the list before the last one, or
+/// listed out of order, makes a gap or a step back.
+constexpr bool laidOutInOrder(std::initializer_list<FieldLayout> fields,
+                              size_t structSize, size_t structAlign) {
+  size_t end = 0;
+  for (const FieldLayout &field : fields) {
+    if (field.offset != llvm::alignTo(end, field.align))
+      return false;
+    end = field.offset + field.size;
+  }
+  return structSize == llvm::alignTo(end, structAlign);
+}
+} // namespace
+
+#define ADAMW_FIELD_LAYOUT(field)                                              \
+  FieldLayout{offsetof(asrt_adamw_tensor, field),                              \
+              sizeof(asrt_adamw_tensor::field),                                \
+              alignof(decltype(asrt_adamw_tensor::field))},
+static_assert(laidOutInOrder({ADAMW_TENSOR_FIELDS(ADAMW_FIELD_LAYOUT)},
+                             sizeof(asrt_adamw_tensor),
+                             alignof(asrt_adamw_tensor)),
+              "ADAMW_TENSOR_FIELDS lists asrt_adamw_tensor's fields in order");
+#undef ADAMW_FIELD_LAYOUT
+
 void autoshard::emitAdamwMulti(ArrayRef<Operation *> ops,
                                ArrayRef<SmallVector<Value>> fields,
                                StepEmitter &e) {
   OpBuilder &b = e.builder();
   Location loc = e.loc();
   MLIRContext *context = b.getContext();
-  // asrt_adamw_tensor: seven pointers, the element count, the weight decay.
   Type ptr = LLVM::LLVMPointerType::get(context);
+#define ADAMW_FIELD_TYPE(field)                                                \
+  rtabi::getType<decltype(asrt_adamw_tensor::field)>(context),
   auto tensorStruct = LLVM::LLVMStructType::getLiteral(
-      context, {ptr, ptr, ptr, ptr, ptr, ptr, ptr, b.getI64Type(),
-                b.getF32Type()});
+      context, {ADAMW_TENSOR_FIELDS(ADAMW_FIELD_TYPE)});
+#undef ADAMW_FIELD_TYPE
   auto array = LLVM::LLVMArrayType::get(tensorStruct, fields.size());
-  Value list =
-      LLVM::AllocaOp::create(b, loc, ptr, array, e.i64(1), /*alignment=*/8);
-  for (auto [i, tensor] : llvm::enumerate(fields))
+  Value list = LLVM::AllocaOp::create(b, loc, ptr, array, e.i64(1),
+                                      alignof(asrt_adamw_tensor));
+  for (auto [i, tensor] : llvm::enumerate(fields)) {
+    // A store takes any type: only this check keeps a field that abi.h adds
+    // or retypes from being written with the old layout.
+    if (!llvm::equal(ValueRange(tensor).getTypes(), tensorStruct.getBody()))
+      llvm::report_fatal_error("adamwTensorFields does not give "
+                               "asrt_adamw_tensor's fields abi.h's types");
     for (auto [field, value] : llvm::enumerate(tensor)) {
       Value slot = LLVM::GEPOp::create(
           b, loc, ptr, array, list,
           ArrayRef<LLVM::GEPArg>{0, int32_t(i), int32_t(field)});
       LLVM::StoreOp::create(b, loc, value, slot);
     }
+  }
   auto first = cast<train::AdamwOp>(ops.front());
-  e.call("asrt_adamw_update_multi",
+  e.call(ABI_FUNCTION(asrt_adamw_update_multi),
          {dtypeOf(e, first.getGrad()), list, e.i64(int64_t(fields.size())),
           e.buffer(first.getLr()), e.buffer(first.getStep()),
           bufferOrNull(e, first.getGradScale()),

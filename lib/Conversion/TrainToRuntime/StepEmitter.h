@@ -4,6 +4,7 @@
 #define AUTOSHARD_LIB_CONVERSION_TRAINTORUNTIME_STEPEMITTER_H
 
 #include "autoshard/Conversion/MemoryPlan.h"
+#include "autoshard/Conversion/RuntimeABI.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -61,13 +62,27 @@ public:
   mlir::Value i32(int32_t value);
   mlir::Value f32(float value);
   mlir::Value nullPtr();
-  /// Calls the runtime function `callee` (declared on first use) with the
-  /// context prepended to `args`.
-  void call(llvm::StringRef callee, mlir::ValueRange args);
-  /// Like call, returning the callee's pointer result.
-  mlir::Value callReturningPtr(llvm::StringRef callee, mlir::ValueRange args);
-  /// Like call, returning the callee's i64 result.
-  mlir::Value callReturningI64(llvm::StringRef callee, mlir::ValueRange args);
+  /// Calls the runtime function `callee`, an ABI_FUNCTION, with the context
+  /// prepended to `args`, and returns its result if it has one. The callee
+  /// is declared on first use with the type abi.h gives it; `args` must be
+  /// the arguments abi.h declares after the context (checked at compile
+  /// time), each of the MLIR type of its C parameter (checked here). A
+  /// braced list, so that its values are built in the order written.
+  template <typename Fn, size_t N>
+  auto call(rtabi::Function<Fn> callee, const mlir::Value (&args)[N]) {
+    static_assert(N == rtabi::Signature<Fn>::kNumArgs,
+                  "abi.h declares a different number of arguments");
+    return resultOf<Fn>(emitCall(
+        callee.name, rtabi::Signature<Fn>::get(builder().getContext()), args));
+  }
+  /// A call of a function that takes only the context.
+  template <typename Fn>
+  auto call(rtabi::Function<Fn> callee) {
+    static_assert(rtabi::Signature<Fn>::kNumArgs == 0,
+                  "abi.h declares arguments after the context");
+    return resultOf<Fn>(emitCall(
+        callee.name, rtabi::Signature<Fn>::get(builder().getContext()), {}));
+  }
 
   virtual mlir::ModuleOp module() = 0;
 
@@ -82,8 +97,16 @@ public:
   void countTransfer(int kind, int64_t bytes);
 
 private:
-  mlir::func::FuncOp declare(llvm::StringRef callee, mlir::TypeRange args,
-                             mlir::TypeRange results);
+  mlir::func::FuncOp declare(llvm::StringRef callee, mlir::FunctionType type);
+  /// The call of `callee`, of C type `type`, with the context and `args`;
+  /// its result, or null.
+  mlir::Value emitCall(llvm::StringRef callee, mlir::FunctionType type,
+                       llvm::ArrayRef<mlir::Value> args);
+  template <typename Fn>
+  auto resultOf(mlir::Value result) {
+    if constexpr (rtabi::Signature<Fn>::kReturnsValue)
+      return result;
+  }
 };
 
 /// Emits the runtime call of one op by its kind's rule. Fails, with a
@@ -164,9 +187,6 @@ bool hasRuntimeCallRule(mlir::Operation *op);
 /// diagnostic on `step`.
 mlir::FailureOr<std::string>
 buildManifest(mlir::FunctionOpInterface step);
-
-/// The runtime's element type code (asrt_dtype) for `type`, if it has one.
-std::optional<int32_t> getRuntimeDType(mlir::Type type);
 
 } // namespace autoshard
 
