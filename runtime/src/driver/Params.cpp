@@ -3,6 +3,7 @@
 #include "comm/Comm.h"
 #include "core/Dtype.h"
 #include "core/FlatShard.h"
+#include "core/NameList.h"
 #include "driver/Safetensors.h"
 
 #include <algorithm>
@@ -18,24 +19,15 @@ namespace {
 
 std::string quoted(const std::string &text) { return "'" + text + "'"; }
 
-/// "a, b, c" — at most `limit` names, then how many more, so that loading
-/// the wrong model's file gives a readable message.
-std::string listNames(const std::vector<std::string> &names,
-                      size_t limit = 10) {
-  std::string out;
-  for (size_t i = 0; i < names.size() && i < limit; ++i)
-    out += (i ? ", " : "") + names[i];
-  if (names.size() > limit)
-    out += " and " + std::to_string(names.size() - limit) + " more";
-  return out;
-}
+/// Names listed per error: enough to recognise the wrong model's file.
+constexpr size_t kListedNames = 10;
 
 std::string namesWithRole(const Manifest &manifest, Role role) {
   std::vector<std::string> names;
   for (const TensorSpec &arg : manifest.args)
     if (arg.role == role)
       names.push_back(arg.name);
-  return names.empty() ? "none" : listNames(names);
+  return names.empty() ? "none" : listNames(names, kListedNames);
 }
 
 std::map<std::string, std::string> fileMetadata(const Manifest &manifest,
@@ -118,7 +110,7 @@ Expected<LoadedParams> loadParams(const std::string &path,
                  std::to_string(unknown.size()) +
                  (unknown.size() == 1 ? " tensor" : " tensors") +
                  " that name no argument of step '" + manifest.step +
-                 "': " + listNames(unknown) + " (its params: " +
+                 "': " + listNames(unknown, kListedNames) + " (its params: " +
                  namesWithRole(manifest, Role::Param) + "; its opt_states: " +
                  namesWithRole(manifest, Role::OptState) + ")");
 
@@ -175,7 +167,8 @@ Expected<LoadedParams> loadParams(const std::string &path,
         std::to_string(std::count_if(
             manifest.args.begin(), manifest.args.end(),
             [](const TensorSpec &arg) { return arg.role == Role::Param; })) +
-        " params of step '" + manifest.step + "': " + listNames(missing) +
+        " params of step '" + manifest.step +
+        "': " + listNames(missing, kListedNames) +
         " (every param must be in the file; opt_states may be "
         "absent and keep their init= values)");
 
