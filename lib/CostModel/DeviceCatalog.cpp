@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 using namespace autoshard::cost;
 using llvm::StringRef;
@@ -106,8 +107,50 @@ bool validName(StringRef name) {
 
 } // namespace
 
+/// The deepest nesting of arrays and objects a device file may have. Its
+/// own is 5 (the top-level object, "figures", a figure, "by_message_bytes"
+/// and its pairs); llvm::json's parser recurses once per level without a
+/// limit of its own, and 50,000 nested '[' overflowed the stack.
+static constexpr unsigned kMaxJsonNesting = 32;
+
+/// The offset of the first '[' or '{' of `json` nested more than `limit`
+/// levels deep (outside strings), or nullopt. Every closer counts as
+/// closing: a mismatched one ends the parse before it goes deeper.
+static std::optional<size_t> findTooDeepJson(StringRef json, unsigned limit) {
+  unsigned depth = 0;
+  for (size_t i = 0, e = json.size(); i < e; ++i) {
+    char c = json[i];
+    if (c == '"') {
+      for (++i; i < e && json[i] != '"'; ++i)
+        if (json[i] == '\\')
+          ++i;
+    } else if (c == '[' || c == '{') {
+      if (depth == limit)
+        return i;
+      ++depth;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
 llvm::Expected<DeviceSpec> autoshard::cost::parseDeviceSpec(StringRef json,
                                                             StringRef origin) {
+  if (std::optional<size_t> at = findTooDeepJson(json, kMaxJsonNesting)) {
+    StringRef before = json.take_front(*at);
+    size_t lineStart = before.rfind('\n');
+    size_t column =
+        *at - (lineStart == StringRef::npos ? 0 : lineStart + 1) + 1;
+    return error(origin + ": arrays and objects nest more than " +
+                 llvm::Twine(kMaxJsonNesting) + " levels deep (at line " +
+                 llvm::Twine(before.count('\n') + 1) + ", column " +
+                 llvm::Twine(column) +
+                 "), which the JSON parser cannot read without overflowing "
+                 "its stack; a device file nests 5 (the top-level object, "
+                 "\"figures\", a figure, \"by_message_bytes\" and its "
+                 "[bytes, value] pairs)");
+  }
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
   if (!parsed)
     return error(origin +

@@ -236,6 +236,12 @@ TEST_F(DeviceFiles, EachRuleHasItsError) {
                R"(, "compute_efficiency": {"value": 1.5, "source": "s"})"),
        "compute_efficiency is a fraction of the peak FLOP/s: it must be in "
        "(0, 1], got 1.5"},
+      // llvm::json recurses per level: refused before it parses.
+      {"nested too deep", std::string(50000, '[') + std::string(50000, ']'),
+       "arrays and objects nest more than 32 levels deep (at line 1, column "
+       "33)"},
+      {"nested to the limit", std::string(32, '[') + std::string(32, ']'),
+       "the top level must be a JSON object"},
       {"half a network",
        cpuFile(
            "box",
