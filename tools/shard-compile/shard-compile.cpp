@@ -3,6 +3,7 @@
 #include "RuntimeLink.h"
 
 #include "../common/LongLineDiagnostics.h"
+#include "../common/NestingDepth.h"
 #include "../common/OutputFile.h"
 #include "../common/StrategyFlags.h"
 #include "autoshard/Pipelines/EvaluationStep.h"
@@ -204,6 +205,12 @@ int main(int argc, char **argv) {
       openInputFile(inputFilename, &error);
   if (!input)
     return fail(error);
+  // Before the parser recurses into it.
+  if (std::optional<std::string> tooDeep =
+          autoshard::tools::describeTooDeepNesting(*input)) {
+    llvm::errs() << *tooDeep;
+    return 1;
+  }
   const llvm::MemoryBuffer *source = input.get();
   sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
   autoshard::tools::registerLongLineDiagnostics(

@@ -1,6 +1,7 @@
 //===- shard-opt.cpp - mlir-opt with autoshard's dialects and strategies --===//
 
 #include "../common/LongLineDiagnostics.h"
+#include "../common/NestingDepth.h"
 #include "../common/OutputFile.h"
 #include "../common/StrategyFlags.h"
 
@@ -110,6 +111,12 @@ int main(int argc, char **argv) {
       openInputFile(inputFilename, &error);
   if (!input)
     return fail(error);
+  // Before MlirOptMain's parser recurses into it.
+  if (std::optional<std::string> tooDeep =
+          autoshard::tools::describeTooDeepNesting(*input)) {
+    llvm::errs() << *tooDeep;
+    return 1;
+  }
   // Diagnostics on a long line show an excerpt. MlirOptMain makes the
   // context and its SourceMgr handler; the excerpts' handler follows it
   // when the parser loads the func dialect (parse errors), and again when
