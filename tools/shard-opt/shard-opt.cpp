@@ -106,6 +106,14 @@ int main(int argc, char **argv) {
     });
   }
 
+  // -o is opened (truncated) before the input is parsed, which may still
+  // be mapped from the file (SIGBUS), and a failing pass removes -o: in
+  // place, the input was lost either way.
+  if (autoshard::tools::isSameFile(outputFilename, inputFilename))
+    return fail("-o '" + outputFilename + "' and the input '" +
+                inputFilename +
+                "' are the same file: writing -o would destroy the input "
+                "(a failing pass removes -o); give -o another path");
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> input =
       openInputFile(inputFilename, &error);
