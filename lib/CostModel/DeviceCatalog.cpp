@@ -6,13 +6,14 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <optional>
 
 using namespace autoshard::cost;
 using llvm::StringRef;
@@ -37,58 +38,122 @@ namespace {
 /// link, host memory, NVMe), or optional (the network of a one-node CPU).
 enum class Need { All, GPUOnly, Optional };
 
+/// What a figure measures, which sets the range a real device's figure
+/// lies in (figureRange).
+enum class Unit {
+  Count,
+  Bytes,
+  FlopPerSecond,
+  BytesPerSecond,
+  Seconds,
+  Fraction
+};
+
 struct FigureField {
   const char *key;
   Need need;
-  bool integer;
+  Unit unit;
   double DeviceSpec::*real = nullptr;
   int64_t DeviceSpec::*whole = nullptr;
   /// A figure that may also give "by_message_bytes": [[bytes, value], ...].
   DeviceSpec::BandwidthCurve DeviceSpec::*curve = nullptr;
+
+  bool integer() const { return unit == Unit::Count || unit == Unit::Bytes; }
 };
 
+/// The closed range of plausible values of a figure in `unit`, and the
+/// unit's name. The bounds are orders of magnitude beyond any device the
+/// cost model is meant for, in both directions: they catch a wrong unit or
+/// a typo in the exponent (a peak of 1e-300 FLOP/s made every plan's step
+/// "INF ms" and the choice meaningless), not a slow or a future machine.
+struct FigureRange {
+  double min, max;
+  const char *unitName;
+};
+
+FigureRange figureRange(Unit unit) {
+  switch (unit) {
+  case Unit::Count:
+    return {1, 1e6, ""};
+  case Unit::Bytes:
+    // A page at least: tests model devices of a few hundred KiB.
+    return {4096, 1e18, " bytes"};
+  case Unit::FlopPerSecond:
+    return {1e6, 1e18, " FLOP/s"};
+  case Unit::BytesPerSecond:
+    return {1e6, 1e15, " bytes/s"};
+  case Unit::Seconds:
+    return {1e-9, 10, " s"};
+  case Unit::Fraction:
+    return {1e-3, 1, ""};
+  }
+  return {0, 0, ""};
+}
+
+/// %g: exponents stay visible (formatv's default is fixed-point).
+std::string formatNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
+/// Why `value` of figure `key` (in `unit`) is implausible, or "".
+std::string checkFigureRange(StringRef key, Unit unit, double value) {
+  FigureRange range = figureRange(unit);
+  if (value >= range.min && value <= range.max)
+    return "";
+  return ("figure \"" + key + "\" is " + formatNumber(value) + range.unitName +
+          ", outside [" + formatNumber(range.min) + ", " +
+          formatNumber(range.max) + "]" + range.unitName +
+          ", the range of any real device's; check its unit and exponent")
+      .str();
+}
+
 const FigureField kFields[] = {
-    {"devices_per_node", Need::All, true, nullptr, &DeviceSpec::devicesPerNode},
-    {"memory_bytes", Need::All, true, nullptr, &DeviceSpec::memoryBytes},
-    {"peak_bf16_flop_per_s", Need::All, false, &DeviceSpec::peakFlopsBF16},
-    {"peak_f32_flop_per_s", Need::All, false, &DeviceSpec::peakFlopsF32},
-    {"memory_bandwidth_bytes_per_s", Need::All, false,
+    {"devices_per_node", Need::All, Unit::Count, nullptr,
+     &DeviceSpec::devicesPerNode},
+    {"memory_bytes", Need::All, Unit::Bytes, nullptr, &DeviceSpec::memoryBytes},
+    {"peak_bf16_flop_per_s", Need::All, Unit::FlopPerSecond,
+     &DeviceSpec::peakFlopsBF16},
+    {"peak_f32_flop_per_s", Need::All, Unit::FlopPerSecond,
+     &DeviceSpec::peakFlopsF32},
+    {"memory_bandwidth_bytes_per_s", Need::All, Unit::BytesPerSecond,
      &DeviceSpec::memoryBandwidth},
-    {"intra_node_bandwidth_bytes_per_s", Need::All, false,
+    {"intra_node_bandwidth_bytes_per_s", Need::All, Unit::BytesPerSecond,
      &DeviceSpec::intraNodeBandwidth},
-    {"inter_node_bandwidth_bytes_per_s", Need::Optional, false,
+    {"inter_node_bandwidth_bytes_per_s", Need::Optional, Unit::BytesPerSecond,
      &DeviceSpec::interNodeBandwidth},
-    {"collective_launch_latency_s", Need::All, false,
+    {"collective_launch_latency_s", Need::All, Unit::Seconds,
      &DeviceSpec::collectiveLaunchLatency},
-    {"ring_step_latency_intra_node_s", Need::All, false,
+    {"ring_step_latency_intra_node_s", Need::All, Unit::Seconds,
      &DeviceSpec::ringStepLatencyIntraNode},
-    {"ring_step_latency_inter_node_s", Need::Optional, false,
+    {"ring_step_latency_inter_node_s", Need::Optional, Unit::Seconds,
      &DeviceSpec::ringStepLatencyInterNode},
-    {"tree_step_latency_intra_node_s", Need::All, false,
+    {"tree_step_latency_intra_node_s", Need::All, Unit::Seconds,
      &DeviceSpec::treeStepLatencyIntraNode},
-    {"tree_step_latency_inter_node_s", Need::Optional, false,
+    {"tree_step_latency_inter_node_s", Need::Optional, Unit::Seconds,
      &DeviceSpec::treeStepLatencyInterNode},
-    {"intra_node_all_reduce_bandwidth_bytes_per_s", Need::Optional, false,
-     &DeviceSpec::intraNodeAllReduceBandwidth, nullptr,
+    {"intra_node_all_reduce_bandwidth_bytes_per_s", Need::Optional,
+     Unit::BytesPerSecond, &DeviceSpec::intraNodeAllReduceBandwidth, nullptr,
      &DeviceSpec::intraNodeAllReduceCurve},
-    {"intra_node_reduce_scatter_bandwidth_bytes_per_s", Need::Optional, false,
-     &DeviceSpec::intraNodeReduceScatterBandwidth, nullptr,
-     &DeviceSpec::intraNodeReduceScatterCurve},
-    {"intra_node_all_gather_bandwidth_bytes_per_s", Need::Optional, false,
-     &DeviceSpec::intraNodeAllGatherBandwidth, nullptr,
+    {"intra_node_reduce_scatter_bandwidth_bytes_per_s", Need::Optional,
+     Unit::BytesPerSecond, &DeviceSpec::intraNodeReduceScatterBandwidth,
+     nullptr, &DeviceSpec::intraNodeReduceScatterCurve},
+    {"intra_node_all_gather_bandwidth_bytes_per_s", Need::Optional,
+     Unit::BytesPerSecond, &DeviceSpec::intraNodeAllGatherBandwidth, nullptr,
      &DeviceSpec::intraNodeAllGatherCurve},
-    {"cores", Need::Optional, true, nullptr, &DeviceSpec::cores},
-    {"compute_efficiency", Need::Optional, false,
+    {"cores", Need::Optional, Unit::Count, nullptr, &DeviceSpec::cores},
+    {"compute_efficiency", Need::Optional, Unit::Fraction,
      &DeviceSpec::computeEfficiency},
-    {"host_link_bandwidth_bytes_per_s", Need::GPUOnly, false,
+    {"host_link_bandwidth_bytes_per_s", Need::GPUOnly, Unit::BytesPerSecond,
      &DeviceSpec::hostLinkBandwidth},
-    {"host_memory_bytes", Need::GPUOnly, true, nullptr,
+    {"host_memory_bytes", Need::GPUOnly, Unit::Bytes, nullptr,
      &DeviceSpec::hostMemoryBytes},
-    {"host_memory_bandwidth_bytes_per_s", Need::GPUOnly, false,
+    {"host_memory_bandwidth_bytes_per_s", Need::GPUOnly, Unit::BytesPerSecond,
      &DeviceSpec::hostMemoryBandwidth},
-    {"nvme_bandwidth_bytes_per_s", Need::GPUOnly, false,
+    {"nvme_bandwidth_bytes_per_s", Need::GPUOnly, Unit::BytesPerSecond,
      &DeviceSpec::nvmeBandwidth},
-    {"nvme_bytes", Need::GPUOnly, true, nullptr, &DeviceSpec::nvmeBytes},
+    {"nvme_bytes", Need::GPUOnly, Unit::Bytes, nullptr, &DeviceSpec::nvmeBytes},
 };
 
 std::string knownFigures() {
@@ -106,8 +171,50 @@ bool validName(StringRef name) {
 
 } // namespace
 
+/// The deepest nesting of arrays and objects a device file may have. Its
+/// own is 5 (the top-level object, "figures", a figure, "by_message_bytes"
+/// and its pairs); llvm::json's parser recurses once per level without a
+/// limit of its own, and 50,000 nested '[' overflowed the stack.
+static constexpr unsigned kMaxJsonNesting = 32;
+
+/// The offset of the first '[' or '{' of `json` nested more than `limit`
+/// levels deep (outside strings), or nullopt. Every closer counts as
+/// closing: a mismatched one ends the parse before it goes deeper.
+static std::optional<size_t> findTooDeepJson(StringRef json, unsigned limit) {
+  unsigned depth = 0;
+  for (size_t i = 0, e = json.size(); i < e; ++i) {
+    char c = json[i];
+    if (c == '"') {
+      for (++i; i < e && json[i] != '"'; ++i)
+        if (json[i] == '\\')
+          ++i;
+    } else if (c == '[' || c == '{') {
+      if (depth == limit)
+        return i;
+      ++depth;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
 llvm::Expected<DeviceSpec> autoshard::cost::parseDeviceSpec(StringRef json,
                                                             StringRef origin) {
+  if (std::optional<size_t> at = findTooDeepJson(json, kMaxJsonNesting)) {
+    StringRef before = json.take_front(*at);
+    size_t lineStart = before.rfind('\n');
+    size_t column =
+        *at - (lineStart == StringRef::npos ? 0 : lineStart + 1) + 1;
+    return error(origin + ": arrays and objects nest more than " +
+                 llvm::Twine(kMaxJsonNesting) + " levels deep (at line " +
+                 llvm::Twine(before.count('\n') + 1) + ", column " +
+                 llvm::Twine(column) +
+                 "), which the JSON parser cannot read without overflowing "
+                 "its stack; a device file nests 5 (the top-level object, "
+                 "\"figures\", a figure, \"by_message_bytes\" and its "
+                 "[bytes, value] pairs)");
+  }
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
   if (!parsed)
     return error(origin +
@@ -204,6 +311,10 @@ llvm::Expected<DeviceSpec> autoshard::cost::parseDeviceSpec(StringRef json,
             !std::isfinite(*rate) || *bytes <= 0 || *rate <= 0 ||
             (!curve.empty() && *bytes <= curve.back().first))
           return error(what);
+        if (std::string outside =
+                checkFigureRange(field.key, field.unit, *rate);
+            !outside.empty())
+          return error(origin + ": \"by_message_bytes\" of " + outside);
         curve.push_back({*bytes, *rate});
       }
       device.*field.curve = std::move(curve);
@@ -217,10 +328,13 @@ llvm::Expected<DeviceSpec> autoshard::cost::parseDeviceSpec(StringRef json,
     if (!number || !std::isfinite(*number) || *number <= 0)
       return error(origin + ": figure \"" + field.key +
                    "\" needs a positive number as \"value\"");
-    if (field.integer) {
-      if (*number != std::floor(*number) || *number > 9.0e18)
-        return error(origin + ": figure \"" + field.key +
-                     "\" must be a whole number");
+    if (field.integer() && *number != std::floor(*number))
+      return error(origin + ": figure \"" + field.key +
+                   "\" must be a whole number");
+    if (std::string outside = checkFigureRange(field.key, field.unit, *number);
+        !outside.empty())
+      return error(origin + ": " + outside);
+    if (field.integer()) {
       device.*field.whole = int64_t(*number);
     } else {
       device.*field.real = *number;
@@ -240,10 +354,6 @@ llvm::Expected<DeviceSpec> autoshard::cost::parseDeviceSpec(StringRef json,
   if (device.kind == DeviceKind::CPU && device.devicesPerNode != 1)
     return error(origin + ": a cpu device is one node: devices_per_node must "
                           "be 1");
-  if (device.computeEfficiency > 1)
-    return error(origin + ": compute_efficiency is a fraction of the peak "
-                          "FLOP/s: it must be in (0, 1], got " +
-                 llvm::formatv("{0}", device.computeEfficiency).str());
   if (device.peakFlopsBF16 < device.peakFlopsF32 && gpu)
     return error(origin + ": peak_bf16_flop_per_s is below "
                           "peak_f32_flop_per_s; tensor cores run bf16 faster");

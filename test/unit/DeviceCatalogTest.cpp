@@ -225,17 +225,79 @@ TEST_F(DeviceFiles, EachRuleHasItsError) {
        "\"by_message_bytes\" must be a list of [bytes, value] pairs of "
        "positive numbers in increasing bytes"},
       {"curve on a scalar figure",
-       cpuFile("box", without("memory_bytes") +
-                          R"(, "memory_bytes": {"value": 1e9, "source": "s", "by_message_bytes": [[1, 1]]})"),
+       cpuFile(
+           "box",
+           without("memory_bytes") +
+               R"(, "memory_bytes": {"value": 1e9, "source": "s", "by_message_bytes": [[1, 1]]})"),
        "has unknown key \"by_message_bytes\" (expected value, source, "
        "published, assumption)"},
       {"efficiency above one",
+       cpuFile("box",
+               figures +
+                   R"(, "compute_efficiency": {"value": 1.5, "source": "s"})"),
+       "figure \"compute_efficiency\" is 1.5, outside [0.001, 1]"},
+      // Positive and finite but no device's: each unit's bounds, both ends.
+      {"FLOP/s too small",
+       cpuFile(
+           "box",
+           without("peak_f32_flop_per_s") +
+               R"(, "peak_f32_flop_per_s": {"value": 1e-300, "source": "s"})"),
+       "figure \"peak_f32_flop_per_s\" is 1e-300 FLOP/s, outside [1e+06, "
+       "1e+18] FLOP/s, the range of any real device's; check its unit and "
+       "exponent"},
+      {"FLOP/s too large",
+       cpuFile(
+           "box",
+           without("peak_bf16_flop_per_s") +
+               R"(, "peak_bf16_flop_per_s": {"value": 2e18, "source": "s"})"),
+       "\"peak_bf16_flop_per_s\" is 2e+18 FLOP/s, outside [1e+06, 1e+18]"},
+      {"bandwidth too small",
+       cpuFile(
+           "box",
+           without("memory_bandwidth_bytes_per_s") +
+               R"(, "memory_bandwidth_bytes_per_s": {"value": 1000, "source": "s"})"),
+       "\"memory_bandwidth_bytes_per_s\" is 1000 bytes/s, outside [1e+06, "
+       "1e+15] bytes/s"},
+      {"bandwidth too large",
+       cpuFile(
+           "box",
+           without("intra_node_bandwidth_bytes_per_s") +
+               R"(, "intra_node_bandwidth_bytes_per_s": {"value": 1e16, "source": "s"})"),
+       "\"intra_node_bandwidth_bytes_per_s\" is 1e+16 bytes/s, outside"},
+      {"latency too large",
+       cpuFile(
+           "box",
+           without("collective_launch_latency_s") +
+               R"(, "collective_launch_latency_s": {"value": 60, "source": "s"})"),
+       "\"collective_launch_latency_s\" is 60 s, outside [1e-09, 10] s"},
+      {"latency too small",
+       cpuFile(
+           "box",
+           without("ring_step_latency_intra_node_s") +
+               R"(, "ring_step_latency_intra_node_s": {"value": 1e-12, "source": "s"})"),
+       "\"ring_step_latency_intra_node_s\" is 1e-12 s, outside"},
+      {"memory too small",
+       cpuFile("box",
+               without("memory_bytes") +
+                   R"(, "memory_bytes": {"value": 1024, "source": "s"})"),
+       "\"memory_bytes\" is 1024 bytes, outside [4096, 1e+18] bytes"},
+      {"count too large",
+       cpuFile("box", figures + R"(, "cores": {"value": 1e7, "source": "s"})"),
+       "\"cores\" is 1e+07, outside [1, 1e+06]"},
+      {"curve point out of range",
        cpuFile(
            "box",
            figures +
-               R"(, "compute_efficiency": {"value": 1.5, "source": "s"})"),
-       "compute_efficiency is a fraction of the peak FLOP/s: it must be in "
-       "(0, 1], got 1.5"},
+               R"(, "intra_node_all_gather_bandwidth_bytes_per_s": {"value": 1e9, "source": "s", "by_message_bytes": [[1024, 1e9], [4096, 1e-3]]})"),
+       "\"by_message_bytes\" of figure "
+       "\"intra_node_all_gather_bandwidth_bytes_per_s\" is 0.001 bytes/s, "
+       "outside [1e+06, 1e+15] bytes/s"},
+      // llvm::json recurses per level: refused before it parses.
+      {"nested too deep", std::string(50000, '[') + std::string(50000, ']'),
+       "arrays and objects nest more than 32 levels deep (at line 1, column "
+       "33)"},
+      {"nested to the limit", std::string(32, '[') + std::string(32, ']'),
+       "the top level must be a JSON object"},
       {"half a network",
        cpuFile(
            "box",

@@ -11,6 +11,9 @@
 #define AUTOSHARD_TOOLS_COMMON_OUTPUTFILE_H
 
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <memory>
@@ -41,6 +44,35 @@ inline std::optional<std::string> keepOutput(llvm::ToolOutputFile &output,
   }
   output.keep();
   return std::nullopt;
+}
+
+/// `path` made absolute, with its directory's symbolic links and dots
+/// resolved when the directory exists: how a file that does not exist yet
+/// is compared.
+inline std::string resolvedPath(llvm::StringRef path) {
+  llvm::SmallString<256> absolute(path);
+  llvm::sys::fs::make_absolute(absolute);
+  llvm::sys::path::remove_dots(absolute, /*remove_dot_dot=*/true);
+  llvm::SmallString<256> directory;
+  if (!llvm::sys::fs::real_path(llvm::sys::path::parent_path(absolute),
+                                directory)) {
+    llvm::sys::path::append(directory, llvm::sys::path::filename(absolute));
+    return directory.str().str();
+  }
+  return absolute.str().str();
+}
+
+/// Whether paths `a` and `b` name one file: for files that exist, the same
+/// device and inode (another spelling of the path, a hard or a symbolic
+/// link all count); otherwise the same resolved path. "-" (a standard
+/// stream) is no file.
+inline bool isSameFile(llvm::StringRef a, llvm::StringRef b) {
+  if (a.empty() || b.empty() || a == "-" || b == "-")
+    return false;
+  bool same = false;
+  if (!llvm::sys::fs::equivalent(a, b, same))
+    return same;
+  return resolvedPath(a) == resolvedPath(b);
 }
 
 } // namespace autoshard::tools

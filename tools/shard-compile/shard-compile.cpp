@@ -3,6 +3,7 @@
 #include "RuntimeLink.h"
 
 #include "../common/LongLineDiagnostics.h"
+#include "../common/NestingDepth.h"
 #include "../common/OutputFile.h"
 #include "../common/StrategyFlags.h"
 #include "autoshard/Pipelines/EvaluationStep.h"
@@ -109,6 +110,40 @@ static std::optional<std::string> checkBackend() {
          "'; valid backends: cpu, cuda, cuda-emu";
 }
 
+/// Why the files shard-compile writes would destroy one it reads or each
+/// other, or nullopt. An output is written after the inputs are read, so
+/// `-o step.mlir` used to replace the step with the binary and exit 0.
+static std::optional<std::string> checkOutputsAreNotInputs() {
+  using autoshard::tools::isSameFile;
+  std::vector<std::pair<std::string, std::string>> inputs = {
+      {"the input", inputFilename}};
+  // --device names a file of its own when lookupDevice reads it as a path.
+  llvm::StringRef device = autoshard::tools::deviceFlag;
+  if (autoshard::tools::strategyFlag == "auto" &&
+      (device.ends_with(".json") ||
+       device.contains(llvm::sys::path::get_separator())))
+    inputs.push_back({"--device", device.str()});
+  std::vector<std::pair<std::string, std::string>> outputs = {
+      {"-o", outputFilename},
+      {"--plan-report-file", planReportFile},
+      {"--cost-report-file", autoshard::tools::costReportFileFlag}};
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const auto &[flag, path] = outputs[i];
+    for (const auto &[what, input] : inputs)
+      if (isSameFile(path, input))
+        return flag + " '" + path + "' and " + what + " '" + input +
+               "' are the same file: writing " + flag + " would destroy " +
+               what + "; give " + flag + " another path";
+    for (size_t j = 0; j < i; ++j)
+      if (isSameFile(path, outputs[j].second))
+        return outputs[j].first + " '" + outputs[j].second + "' and " + flag +
+               " '" + path +
+               "' are the same file: the second write would "
+               "replace the first; give each its own path";
+  }
+  return std::nullopt;
+}
+
 /// Links `object` with --backend's runtime into the executable `output`.
 static int link(llvm::StringRef object, llvm::StringRef output) {
   if (!AUTOSHARD_HAVE_RUNTIME)
@@ -177,6 +212,8 @@ int main(int argc, char **argv) {
                 "'; valid: text, json");
   if (planReportFile.getNumOccurrences() && planReportFile.empty())
     return fail("--plan-report-file needs a file name");
+  if (std::optional<std::string> error = checkOutputsAreNotInputs())
+    return fail(*error);
 
   DialectRegistry registry;
   autoshard::registerAutoshardDialects(registry);
@@ -197,6 +234,12 @@ int main(int argc, char **argv) {
       openInputFile(inputFilename, &error);
   if (!input)
     return fail(error);
+  // Before the parser recurses into it.
+  if (std::optional<std::string> tooDeep =
+          autoshard::tools::describeTooDeepNesting(*input)) {
+    llvm::errs() << *tooDeep;
+    return 1;
+  }
   const llvm::MemoryBuffer *source = input.get();
   sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
   autoshard::tools::registerLongLineDiagnostics(

@@ -13,6 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../common/NestingDepth.h"
+
 #include "autoshard/Conversion/Passes.h"
 #include "autoshard/Dialect/Train/Transforms/Passes.h"
 #include "autoshard/Pipelines/Pipelines.h"
@@ -118,12 +120,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   // The lexer reads the terminating NUL that a MemoryBuffer guarantees and
   // the fuzzer's bytes lack: parse a copy.
-  llvm::SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(
+  std::unique_ptr<llvm::MemoryBuffer> input =
       llvm::MemoryBuffer::getMemBufferCopy(
           llvm::StringRef(reinterpret_cast<const char *>(data), size),
-          "fuzz-input.mlir"),
-      llvm::SMLoc());
+          "fuzz-input.mlir");
+  // Refused by the tools before they parse (NestingDepth.h): the parser
+  // would overflow its stack.
+  if (std::optional<std::string> tooDeep =
+          autoshard::tools::describeTooDeepNesting(*input)) {
+    if (verbose())
+      llvm::errs() << *tooDeep;
+    return 0;
+  }
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
   // Parsing verifies the module.
   OwningOpRef<ModuleOp> module =
       parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(&context));

@@ -1,6 +1,7 @@
 //===- shard-opt.cpp - mlir-opt with autoshard's dialects and strategies --===//
 
 #include "../common/LongLineDiagnostics.h"
+#include "../common/NestingDepth.h"
 #include "../common/OutputFile.h"
 #include "../common/StrategyFlags.h"
 
@@ -86,11 +87,25 @@ int main(int argc, char **argv) {
     });
   }
 
+  // -o is opened (truncated) before the input is parsed, which may still
+  // be mapped from the file (SIGBUS), and a failing pass removes -o: in
+  // place, the input was lost either way.
+  if (autoshard::tools::isSameFile(outputFilename, inputFilename))
+    return fail("-o '" + outputFilename + "' and the input '" +
+                inputFilename +
+                "' are the same file: writing -o would destroy the input "
+                "(a failing pass removes -o); give -o another path");
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> input =
       openInputFile(inputFilename, &error);
   if (!input)
     return fail(error);
+  // Before MlirOptMain's parser recurses into it.
+  if (std::optional<std::string> tooDeep =
+          autoshard::tools::describeTooDeepNesting(*input)) {
+    llvm::errs() << *tooDeep;
+    return 1;
+  }
   // Diagnostics on a long line show an excerpt. MlirOptMain makes the
   // context and its SourceMgr handler; the excerpts' handler follows it
   // when the parser loads the func dialect (parse errors), and again when

@@ -3,6 +3,7 @@
 #include "comm/Comm.h"
 #include "core/Dtype.h"
 #include "core/FlatShard.h"
+#include "core/NameList.h"
 #include "driver/Safetensors.h"
 
 #include <algorithm>
@@ -18,24 +19,15 @@ namespace {
 
 std::string quoted(const std::string &text) { return "'" + text + "'"; }
 
-/// "a, b, c" — at most `limit` names, then how many more, so that loading
-/// the wrong model's file gives a readable message.
-std::string listNames(const std::vector<std::string> &names,
-                      size_t limit = 10) {
-  std::string out;
-  for (size_t i = 0; i < names.size() && i < limit; ++i)
-    out += (i ? ", " : "") + names[i];
-  if (names.size() > limit)
-    out += " and " + std::to_string(names.size() - limit) + " more";
-  return out;
-}
+/// Names listed per error: enough to recognise the wrong model's file.
+constexpr size_t kListedNames = 10;
 
 std::string namesWithRole(const Manifest &manifest, Role role) {
   std::vector<std::string> names;
   for (const TensorSpec &arg : manifest.args)
     if (arg.role == role)
       names.push_back(arg.name);
-  return names.empty() ? "none" : listNames(names);
+  return names.empty() ? "none" : listNames(names, kListedNames);
 }
 
 std::map<std::string, std::string> fileMetadata(const Manifest &manifest,
@@ -45,6 +37,53 @@ std::map<std::string, std::string> fileMetadata(const Manifest &manifest,
           {"strategy", manifest.strategy},
           {"steps", std::to_string(steps)},
           {"seed", std::to_string(seed)}};
+}
+
+/// The index of the first NaN or infinity among the `count` elements of
+/// float dtype `dtype` at `data`, or -1. The exponent field all ones is
+/// both, in each of the formats.
+int64_t firstNonFinite(const char *data, int32_t dtype, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    if (dtype == ASRT_DTYPE_F32) {
+      uint32_t bits;
+      std::memcpy(&bits, data + i * 4, 4);
+      if ((bits & 0x7f800000u) == 0x7f800000u)
+        return i;
+      continue;
+    }
+    uint16_t half;
+    std::memcpy(&half, data + i * 2, 2);
+    uint16_t exponent = dtype == ASRT_DTYPE_BF16 ? 0x7f80u : 0x7c00u;
+    if ((half & exponent) == exponent)
+      return i;
+  }
+  return -1;
+}
+
+/// Element `index` of a float tensor of `dtype` at `data` (the file's
+/// bytes need not be aligned for it).
+float floatElement(const char *data, int32_t dtype, int64_t index) {
+  if (dtype == ASRT_DTYPE_F32) {
+    float value;
+    std::memcpy(&value, data + index * 4, 4);
+    return value;
+  }
+  uint16_t half;
+  std::memcpy(&half, data + index * 2, 2);
+  return dtype == ASRT_DTYPE_BF16 ? bf16ToFloat(half) : f16ToFloat(half);
+}
+
+/// Element `index` of `shape` as "[i, j]".
+std::string coordinates(const std::vector<int64_t> &shape, int64_t index) {
+  std::vector<int64_t> at(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    at[d] = index % shape[d];
+    index /= shape[d];
+  }
+  std::string out = "[";
+  for (size_t d = 0; d < at.size(); ++d)
+    out += (d ? ", " : "") + std::to_string(at[d]);
+  return out + "]";
 }
 
 /// "F32 5x3": how a file must spell an argument's dtype and global shape.
@@ -71,7 +110,7 @@ Expected<LoadedParams> loadParams(const std::string &path,
                  std::to_string(unknown.size()) +
                  (unknown.size() == 1 ? " tensor" : " tensors") +
                  " that name no argument of step '" + manifest.step +
-                 "': " + listNames(unknown) + " (its params: " +
+                 "': " + listNames(unknown, kListedNames) + " (its params: " +
                  namesWithRole(manifest, Role::Param) + "; its opt_states: " +
                  namesWithRole(manifest, Role::OptState) + ")");
 
@@ -91,6 +130,30 @@ Expected<LoadedParams> loadParams(const std::string &path,
           arg.describe() + " is " + fileSpelling(arg) +
           (arg.isSharded() ? " (sharded; files hold full tensors)" : "") +
           "; dtype and shape must match exactly");
+    // A NaN or infinity would first show as step 1's non-finite loss,
+    // which the driver blames on the learning rate.
+    if (!isFloatDtype(arg.dtype))
+      continue;
+    int64_t elements = 1;
+    for (int64_t extent : entry.shape)
+      elements *= extent;
+    int64_t bad = firstNonFinite(file->bytes(name), arg.dtype, elements);
+    if (bad >= 0) {
+      float value = floatElement(file->bytes(name), arg.dtype, bad);
+      return Error("--load-params: tensor " + quoted(name) + " of " +
+                   quoted(path) + " holds " +
+                   (std::isnan(value) ? "a NaN"
+                    : value > 0       ? "+inf"
+                                      : "-inf") +
+                   " at element " + std::to_string(bad) +
+                   (entry.shape.size() > 1
+                        ? " (" + coordinates(entry.shape, bad) + ")"
+                        : "") +
+                   ", the first of its " + std::to_string(elements) +
+                   " elements that is not finite; training from it would "
+                   "diverge at once. Load a file saved before the run "
+                   "diverged");
+    }
   }
 
   std::vector<std::string> missing;
@@ -104,7 +167,8 @@ Expected<LoadedParams> loadParams(const std::string &path,
         std::to_string(std::count_if(
             manifest.args.begin(), manifest.args.end(),
             [](const TensorSpec &arg) { return arg.role == Role::Param; })) +
-        " params of step '" + manifest.step + "': " + listNames(missing) +
+        " params of step '" + manifest.step +
+        "': " + listNames(missing, kListedNames) +
         " (every param must be in the file; opt_states may be "
         "absent and keep their init= values)");
 

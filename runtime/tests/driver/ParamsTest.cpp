@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -188,6 +189,57 @@ TEST_F(ParamsTest, ManyUnknownNamesAreCut) {
                        "t18, t19 and 2 more ("),
             std::string::npos)
       << error;
+}
+
+// A NaN in a loaded tensor used to be accepted, and the run's first loss
+// was then NaN, blamed on the learning rate. Every float tensor of the file
+// is checked before anything is copied, naming the first bad element.
+TEST_F(ParamsTest, NonFiniteValuesAreRefused) {
+  float nanW[6] = {1, -2, 3, -4, std::nanf(""), INFINITY};
+  write({{"w", ASRT_DTYPE_F32, {2, 3}, nanW},
+         {"emb", ASRT_DTYPE_BF16, {4}, emb}});
+  EXPECT_EQ(loadError(),
+            "--load-params: tensor 'w' of '" + path +
+                "' holds a NaN at element 4 ([1, 1]), the first of its 6 "
+                "elements that is not finite; training from it would "
+                "diverge at once. Load a file saved before the run diverged");
+  EXPECT_TRUE(untouched());
+
+  uint16_t infEmb[4] = {emb[0], emb[1], floatToBf16(-INFINITY), emb[3]};
+  write({{"w", ASRT_DTYPE_F32, {2, 3}, w},
+         {"emb", ASRT_DTYPE_BF16, {4}, infEmb}});
+  EXPECT_NE(loadError().find("tensor 'emb' of '" + path +
+                             "' holds -inf at element 2, the first of its 4 "
+                             "elements that is not finite"),
+            std::string::npos);
+  EXPECT_TRUE(untouched());
+
+  // Optimizer states are loaded too, and poison the step alike.
+  float infAvg[6] = {0, 0, 0, 0, 0, INFINITY};
+  std::vector<TensorView> tensors = params();
+  tensors.push_back({"w.exp_avg", ASRT_DTYPE_F32, {2, 3}, infAvg});
+  write(tensors);
+  EXPECT_NE(loadError().find("tensor 'w.exp_avg' of '" + path +
+                             "' holds +inf at element 5 ([1, 2])"),
+            std::string::npos);
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(ParamsTest, NonFiniteF16IsRefused) {
+  std::string text = kManifest;
+  text.replace(text.find("emb bf16 4"), 10, "emb f16 4");
+  manifest = parse(text);
+  // 1.0, a quiet NaN, 0, 0.
+  uint16_t half[4] = {0x3c00, 0x7e00, 0, 0};
+  write({{"w", ASRT_DTYPE_F32, {2, 3}, w}, {"emb", ASRT_DTYPE_F16, {4}, half}});
+  EXPECT_NE(loadError().find("tensor 'emb' of '" + path +
+                             "' holds a NaN at element 1, the first of its 4"),
+            std::string::npos);
+  EXPECT_TRUE(untouched());
+  half[1] = 0x7bff; // the largest finite f16 loads
+  write({{"w", ASRT_DTYPE_F32, {2, 3}, w}, {"emb", ASRT_DTYPE_F16, {4}, half}});
+  Expected<LoadedParams> loaded = loadParams(path, manifest, args, 0);
+  EXPECT_TRUE(loaded.ok()) << loaded.message();
 }
 
 TEST_F(ParamsTest, WrongDtype) {

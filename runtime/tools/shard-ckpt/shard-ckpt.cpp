@@ -6,6 +6,7 @@
 #include "ckpt/Layout.h"
 #include "ckpt/ShardFile.h"
 #include "core/Dtype.h"
+#include "core/NameList.h"
 #include "core/Paths.h"
 #include "core/Philox.h"
 #include "core/RegularFile.h"
@@ -270,33 +271,45 @@ int shard(const std::vector<std::string> &args) {
     return fail(file.message());
 
   // The file must hold exactly the step's params and opt_states.
+  // Another model's file differs in every one of its thousands of
+  // tensors: each list names the first few and counts the rest.
   std::vector<CheckpointTensor> wanted = modelSignature(*manifest);
-  std::string missing, wrong, extra;
+  std::vector<std::string> missing, wrong, extra;
   for (const CheckpointTensor &t : wanted) {
     auto it = file->tensors.find(t.name);
     if (it == file->tensors.end())
-      missing += (missing.empty() ? "" : ", ") + t.name;
+      missing.push_back(t.name);
     else if (it->second.dtype != dtypeSafetensorsName(t.dtype) ||
              it->second.shape != t.shape)
-      wrong += (wrong.empty() ? "" : "; ") + t.name + " is " +
-               it->second.dtype + " " + formatShape(it->second.shape) +
-               " but the step's " + t.describe() + " needs " +
-               dtypeSafetensorsName(t.dtype) + " " + formatShape(t.shape);
+      wrong.push_back(t.name + " is " + it->second.dtype + " " +
+                      formatShape(it->second.shape) + " but the step's " +
+                      t.describe() + " needs " + dtypeSafetensorsName(t.dtype) +
+                      " " + formatShape(t.shape));
   }
   for (const auto &[name, entry] : file->tensors)
     if (!manifest->findArg(name) ||
         (manifest->findArg(name)->role != Role::Param &&
          manifest->findArg(name)->role != Role::OptState))
-      extra += (extra.empty() ? "" : ", ") + name;
+      extra.push_back(name);
+  auto count = [](size_t n) {
+    return std::to_string(n) + (n == 1 ? " tensor" : " tensors");
+  };
   if (!missing.empty() || !wrong.empty() || !extra.empty())
     return fail(quoted(input) + " does not hold the state of step '" +
                 manifest->step + "'" +
-                (missing.empty() ? "" : "; it lacks " + missing) +
-                (wrong.empty() ? "" : "; " + wrong) +
-                (extra.empty() ? ""
-                               : "; it holds tensors that are no param or "
-                                 "opt_state of the step: " +
-                                     extra) +
+                (missing.empty() ? ""
+                                 : "; it lacks " + count(missing.size()) +
+                                       ": " + listNames(missing, 5)) +
+                (wrong.empty()
+                     ? ""
+                     : "; " + count(wrong.size()) +
+                           (wrong.size() == 1 ? " differs" : " differ") +
+                           " in dtype or shape: " + listNames(wrong, 3, "; ")) +
+                (extra.empty()
+                     ? ""
+                     : "; it holds " + count(extra.size()) +
+                           " that are no param or opt_state of the step: " +
+                           listNames(extra, 5)) +
                 " (a checkpoint needs every param and opt_state)");
 
   CheckpointHeader header;

@@ -17,7 +17,7 @@ func.func private @f(tensor<2xf32> {train.init = #train.init<normal, bound = 1.0
 
 // -----
 
-// expected-error@+1 {{init value must be finite, got INF}}
+// expected-error@+1 {{init value must be finite, got inf}}
 func.func private @f(tensor<2xf32> {train.init = #train.init<constant, value = 0x7FF0000000000000>})
 
 // -----
@@ -645,7 +645,7 @@ func.func @f(%p: tensor<4xf32>, %g: tensor<4xbf16>, %m: tensor<4xf32>, %v: tenso
 // -----
 
 func.func @f(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<i32>) {
-  // expected-error@+1 {{beta1 and beta2 must lie in [0, 1), got 0.9 and 1}}
+  // expected-error@+1 {{'train.adamw' op beta2 must lie in [0, 1), got 1}}
   %p1, %m1, %v1 = train.adamw %p, %g, %p, %p, %lr, %t {beta2 = 1.0 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<i32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return
 }
@@ -718,7 +718,7 @@ func.func private @f() attributes {train.optimizer = #train.sgd<lr = 0.1, moment
 
 // -----
 
-// expected-error@+1 {{betas must lie in [0, 1), got 1.5}}
+// expected-error@+1 {{beta1 must lie in [0, 1), got 1.5}}
 func.func private @f() attributes {train.optimizer = #train.adamw<lr = 1.0e-3, beta1 = 1.5, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1>}
 
 // -----
@@ -728,8 +728,13 @@ func.func private @f() attributes {train.optimizer = #train.adamw<lr = 1.0e-3, b
 
 // -----
 
-// expected-error@+1 {{'train.max_grad_norm' must be a finite float > 0}}
+// expected-error@+1 {{'train.max_grad_norm' must be finite and > 0, got -1}}
 func.func private @f() attributes {train.step, train.optimizer = #train.sgd<lr = 0.1, momentum = 0.0, weight_decay = 0.0>, train.max_grad_norm = -1.0 : f32}
+
+// -----
+
+// expected-error@+1 {{'train.max_grad_norm' must be a finite float > 0}}
+func.func private @f() attributes {train.step, train.optimizer = #train.sgd<lr = 0.1, momentum = 0.0, weight_decay = 0.0>, train.max_grad_norm = 1 : i64}
 
 // -----
 
@@ -777,7 +782,7 @@ func.func @f(%x: tensor<8x64xi32>) {
 // -----
 
 func.func @f(%x: tensor<f32>) {
-  // expected-error@+1 {{factor must be finite}}
+  // expected-error@+1 {{'train.scale' op factor must be finite, got inf}}
   %y = train.scale %x {factor = 0x7F800000 : f32} : tensor<f32>
   return
 }
@@ -1048,3 +1053,114 @@ func.func @f(%h: !train.pending<tensor<4xf32>>) {
   %w = train.collective_wait %h : !train.pending<tensor<4xf32>>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// Float attributes: finite (a NaN or infinity used to pass the verifier
+// and poison the step at run time), and in the range the op needs
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @f(%x: tensor<2x8x16xf32>, %g: tensor<16xf32>, %b: tensor<16xf32>) {
+  // expected-error@+1 {{'train.layer_norm' op epsilon must be finite and > 0, got 0}}
+  %y = train.layer_norm %x, %g, %b {epsilon = 0.0 : f32} : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<2x8x16xf32>, %x: tensor<2x8x16xf32>, %g: tensor<16xf32>) {
+  // expected-error@+1 {{'train.layer_norm_grad' op epsilon must be finite and > 0, got nan}}
+  %dx, %dg, %db = train.layer_norm_grad %dy, %x, %g {epsilon = 0x7FC00000 : f32} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x16xf32>, %w: tensor<16xf32>) {
+  // expected-error@+1 {{'train.rms_norm' op epsilon must be finite and > 0, got -1e-05}}
+  %y = train.rms_norm %x, %w {epsilon = -1.0e-5 : f32} : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<2x8x16xf32>, %x: tensor<2x8x16xf32>, %w: tensor<16xf32>) {
+  // expected-error@+1 {{'train.rms_norm_grad' op epsilon must be finite and > 0, got inf}}
+  %dx, %dw = train.rms_norm_grad %dy, %x, %w {epsilon = 0x7F800000 : f32} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x4x4xf32>) {
+  // expected-error@+1 {{'train.rope' op theta must be finite and > 0, got 0}}
+  %y = train.rope %x {theta = 0.0 : f32} : tensor<2x8x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x4x4xf32>) {
+  // expected-error@+1 {{'train.rope_grad' op theta must be finite and > 0, got nan}}
+  %y = train.rope_grad %x {theta = 0x7FC00000 : f32} : tensor<2x8x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4x4xf32>, %k: tensor<2x8x2x4xf32>, %v: tensor<2x8x2x4xf32>) {
+  // expected-error@+1 {{'train.causal_attention' op scale must be finite, got nan}}
+  %o, %lse = train.causal_attention %q, %k, %v {scale = 0x7FC00000 : f32} : (tensor<2x8x4x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%do: tensor<2x8x4x4xf32>, %q: tensor<2x8x4x4xf32>, %k: tensor<2x8x2x4xf32>, %v: tensor<2x8x2x4xf32>, %o: tensor<2x8x4x4xf32>, %lse: tensor<2x4x8xf32>) {
+  // expected-error@+1 {{'train.causal_attention_grad' op scale must be finite, got -inf}}
+  %dq, %dk, %dv = train.causal_attention_grad %do, %q, %k, %v, %o, %lse {scale = 0xFF800000 : f32} : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x4x4xf32>, tensor<2x4x8xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<f32>) {
+  // expected-error@+1 {{'train.scale' op factor must be finite, got nan}}
+  %y = train.scale %x {factor = 0x7FC00000 : f32} : tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<i32>) {
+  // expected-error@+1 {{'train.adamw' op beta1 must lie in [0, 1), got nan}}
+  %p1, %m1, %v1 = train.adamw %p, %g, %p, %p, %lr, %t {beta1 = 0x7FC00000 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<i32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f32>, %m: tensor<4xf32>) {
+  // expected-error@+1 {{'train.sgd' op momentum must be finite and >= 0, got nan}}
+  %p1, %m1 = train.sgd %p, %g, %lr momentum_buffer %m {momentum = 0x7FC00000 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<f32>) {
+  // expected-error@+1 {{'train.clip_coefficient' op max_norm must be finite and > 0, got inf}}
+  %c = train.clip_coefficient %s {max_norm = 0x7F800000 : f32} : tensor<f32>
+  return
+}
+
+// -----
+
+// expected-error@+1 {{beta2 must lie in [0, 1), got 1}}
+func.func private @f() attributes {train.optimizer = #train.adamw<lr = 1.0e-3, beta2 = 1.0>}
+
+// -----
+
+// expected-error@+1 {{lr must be finite and > 0, got nan}}
+func.func private @f() attributes {train.optimizer = #train.adamw<lr = 0x7FF8000000000000 : f64>}

@@ -209,8 +209,8 @@ void InitAttr::print(AsmPrinter &printer) const {
 LogicalResult InitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                InitKind kind, APFloat value) {
   double v = value.convertToDouble();
-  if (!std::isfinite(v))
-    return emitError() << "init value must be finite, got " << v;
+  if (failed(verifyFloat(emitError, "init value", v, FloatRule::Finite)))
+    return failure();
   if ((kind == InitKind::Normal || kind == InitKind::Uniform) && v <= 0.0)
     return emitError() << "'" << stringifyInitKind(kind) << "' init needs a "
                        << getValueName(kind) << " > 0, got " << v;
@@ -227,46 +227,62 @@ static std::string formatValue(double value) {
   return text;
 }
 
-/// Checks a learning rate and a weight decay shared by every optimizer.
-static LogicalResult
-verifyOptimizerCommon(function_ref<InFlightDiagnostic()> emitError, double lr,
-                      double weightDecay) {
-  if (!std::isfinite(lr) || lr <= 0.0)
-    return emitError() << "lr must be finite and > 0, got " << formatValue(lr);
-  if (!std::isfinite(weightDecay) || weightDecay < 0.0)
-    return emitError() << "weight_decay must be finite and >= 0, got "
-                       << formatValue(weightDecay);
-  return success();
+LogicalResult
+autoshard::train::verifyFloat(function_ref<InFlightDiagnostic()> emitError,
+                              StringRef name, double value, FloatRule rule) {
+  switch (rule) {
+  case FloatRule::Finite:
+    if (std::isfinite(value))
+      return success();
+    return emitError() << name << " must be finite, got " << formatValue(value);
+  case FloatRule::NonNegative:
+    if (std::isfinite(value) && value >= 0.0)
+      return success();
+    return emitError() << name << " must be finite and >= 0, got "
+                       << formatValue(value);
+  case FloatRule::Positive:
+    if (std::isfinite(value) && value > 0.0)
+      return success();
+    return emitError() << name << " must be finite and > 0, got "
+                       << formatValue(value);
+  case FloatRule::UnitInterval:
+    if (value >= 0.0 && value < 1.0)
+      return success();
+    return emitError() << name << " must lie in [0, 1), got "
+                       << formatValue(value);
+  }
+  llvm_unreachable("unknown float rule");
 }
 
 LogicalResult
 AdamwConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                         FloatAttr lr, FloatAttr beta1, FloatAttr beta2,
                         FloatAttr eps, FloatAttr weightDecay) {
-  if (failed(verifyOptimizerCommon(emitError, lr.getValueAsDouble(),
-                                   weightDecay.getValueAsDouble())))
-    return failure();
-  for (FloatAttr beta : {beta1, beta2})
-    if (!(beta.getValueAsDouble() >= 0.0 && beta.getValueAsDouble() < 1.0))
-      return emitError() << "betas must lie in [0, 1), got "
-                         << formatValue(beta.getValueAsDouble());
-  if (!std::isfinite(eps.getValueAsDouble()) || eps.getValueAsDouble() <= 0.0)
-    return emitError() << "eps must be finite and > 0, got "
-                       << formatValue(eps.getValueAsDouble());
-  return success();
+  return success(
+      succeeded(verifyFloat(emitError, "lr", lr.getValueAsDouble(),
+                            FloatRule::Positive)) &&
+      succeeded(verifyFloat(emitError, "beta1", beta1.getValueAsDouble(),
+                            FloatRule::UnitInterval)) &&
+      succeeded(verifyFloat(emitError, "beta2", beta2.getValueAsDouble(),
+                            FloatRule::UnitInterval)) &&
+      succeeded(verifyFloat(emitError, "eps", eps.getValueAsDouble(),
+                            FloatRule::Positive)) &&
+      succeeded(verifyFloat(emitError, "weight_decay",
+                            weightDecay.getValueAsDouble(),
+                            FloatRule::NonNegative)));
 }
 
 LogicalResult
 SgdConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       FloatAttr lr, FloatAttr momentum, FloatAttr weightDecay) {
-  if (failed(verifyOptimizerCommon(emitError, lr.getValueAsDouble(),
-                                   weightDecay.getValueAsDouble())))
-    return failure();
-  if (!std::isfinite(momentum.getValueAsDouble()) ||
-      momentum.getValueAsDouble() < 0.0)
-    return emitError() << "momentum must be finite and >= 0, got "
-                       << formatValue(momentum.getValueAsDouble());
-  return success();
+  return success(
+      succeeded(verifyFloat(emitError, "lr", lr.getValueAsDouble(),
+                            FloatRule::Positive)) &&
+      succeeded(verifyFloat(emitError, "momentum", momentum.getValueAsDouble(),
+                            FloatRule::NonNegative)) &&
+      succeeded(verifyFloat(emitError, "weight_decay",
+                            weightDecay.getValueAsDouble(),
+                            FloatRule::NonNegative)));
 }
 
 //===----------------------------------------------------------------------===//
@@ -459,10 +475,13 @@ LogicalResult TrainDialect::verifyOperationAttribute(Operation *op,
   }
   if (attr.getName() == kMaxGradNormAttrName) {
     auto maxNorm = dyn_cast<FloatAttr>(attr.getValue());
-    if (!maxNorm || !std::isfinite(maxNorm.getValueAsDouble()) ||
-        maxNorm.getValueAsDouble() <= 0.0)
+    if (!maxNorm)
       return op->emitError() << "'" << kMaxGradNormAttrName
                              << "' must be a finite float > 0";
+    if (failed(verifyFloat([&] { return op->emitError(); },
+                           "'" + kMaxGradNormAttrName.str() + "'",
+                           maxNorm.getValueAsDouble(), FloatRule::Positive)))
+      return failure();
     if (!op->hasAttr(kOptimizerAttrName))
       return op->emitError() << "'" << kMaxGradNormAttrName
                              << "' clips the gradients of a step with a '"

@@ -50,6 +50,12 @@ LogicalResult checkRankAtLeast(std::optional<Location> loc, StringRef op,
                            rank, ", got ", type);
 }
 
+/// verifyFloat on the attribute `name` of `op`, as 'train.x' op errors.
+LogicalResult verifyFloatAttr(Operation *op, StringRef name, float value,
+                              FloatRule rule) {
+  return verifyFloat([op] { return op->emitOpError(); }, name, value, rule);
+}
+
 LogicalResult checkRank(std::optional<Location> loc, StringRef op,
                         StringRef what, RankedTensorType type, int64_t rank,
                         StringRef layout) {
@@ -328,9 +334,8 @@ LogicalResult ReshapeOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
 }
 
 LogicalResult ScaleOp::verify() {
-  if (!std::isfinite(getFactor().convertToFloat()))
-    return emitOpError() << "factor must be finite";
-  return success();
+  return verifyFloatAttr(*this, "factor", getFactor().convertToFloat(),
+                         FloatRule::Finite);
 }
 
 LogicalResult ScaleOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
@@ -581,11 +586,37 @@ static LogicalResult verifyRopeInput(Operation *op, RankedTensorType type) {
 }
 
 LogicalResult RopeOp::verify() {
+  if (failed(verifyFloatAttr(*this, "theta", getTheta().convertToFloat(),
+                             FloatRule::Positive)))
+    return failure();
   return verifyRopeInput(*this, getInput().getType());
 }
 
 LogicalResult RopeGradOp::verify() {
+  if (failed(verifyFloatAttr(*this, "theta", getTheta().convertToFloat(),
+                             FloatRule::Positive)))
+    return failure();
   return verifyRopeInput(*this, getGradOutput().getType());
+}
+
+LogicalResult LayerNormOp::verify() {
+  return verifyFloatAttr(*this, "epsilon", getEpsilon().convertToFloat(),
+                         FloatRule::Positive);
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  return verifyFloatAttr(*this, "epsilon", getEpsilon().convertToFloat(),
+                         FloatRule::Positive);
+}
+
+LogicalResult RmsNormOp::verify() {
+  return verifyFloatAttr(*this, "epsilon", getEpsilon().convertToFloat(),
+                         FloatRule::Positive);
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  return verifyFloatAttr(*this, "epsilon", getEpsilon().convertToFloat(),
+                         FloatRule::Positive);
 }
 
 LogicalResult RopeOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
@@ -640,6 +671,23 @@ static float defaultScale(Value query, std::optional<APFloat> scale) {
   if (scale)
     return scale->convertToFloat();
   return 1.0f / std::sqrt(static_cast<float>(tensorOf(query).getDimSize(3)));
+}
+
+/// A given scale is finite; the default 1/sqrt(D) always is.
+static LogicalResult verifyAttentionScale(Operation *op,
+                                          std::optional<APFloat> scale) {
+  if (!scale)
+    return success();
+  return verifyFloatAttr(op, "scale", scale->convertToFloat(),
+                         FloatRule::Finite);
+}
+
+LogicalResult CausalAttentionOp::verify() {
+  return verifyAttentionScale(*this, getScale());
+}
+
+LogicalResult CausalAttentionGradOp::verify() {
+  return verifyAttentionScale(*this, getScale());
 }
 
 float CausalAttentionOp::getScaleOrDefault() {
@@ -988,13 +1036,12 @@ LogicalResult SgdOp::inferReturnTypes(MLIRContext *,
 
 LogicalResult SgdOp::verify() {
   float momentum = getMomentum().convertToFloat();
-  float weightDecay = getWeightDecay().convertToFloat();
-  if (!std::isfinite(momentum) || momentum < 0.0f)
-    return emitOpError() << "momentum must be finite and >= 0, got "
-                         << formatFloat(momentum);
-  if (!std::isfinite(weightDecay) || weightDecay < 0.0f)
-    return emitOpError() << "weight_decay must be finite and >= 0, got "
-                         << formatFloat(weightDecay);
+  if (failed(verifyFloatAttr(*this, "momentum", momentum,
+                             FloatRule::NonNegative)) ||
+      failed(verifyFloatAttr(*this, "weight_decay",
+                             getWeightDecay().convertToFloat(),
+                             FloatRule::NonNegative)))
+    return failure();
   bool hasBuffer = static_cast<bool>(getMomentumBuffer());
   if (momentum != 0.0f && !hasBuffer)
     return emitOpError() << "momentum " << formatFloat(momentum)
@@ -1038,22 +1085,16 @@ LogicalResult AdamwOp::inferReturnTypes(MLIRContext *,
 }
 
 LogicalResult AdamwOp::verify() {
-  auto inUnitInterval = [](float x) {
-    return std::isfinite(x) && x >= 0.0f && x < 1.0f;
-  };
-  float beta1 = getBeta1().convertToFloat(), beta2 = getBeta2().convertToFloat();
-  float eps = getEps().convertToFloat();
-  float weightDecay = getWeightDecay().convertToFloat();
-  if (!inUnitInterval(beta1) || !inUnitInterval(beta2))
-    return emitOpError() << "beta1 and beta2 must lie in [0, 1), got "
-                         << formatFloat(beta1) << " and " << formatFloat(beta2);
-  if (!std::isfinite(eps) || eps <= 0.0f)
-    return emitOpError() << "eps must be finite and > 0, got "
-                         << formatFloat(eps);
-  if (!std::isfinite(weightDecay) || weightDecay < 0.0f)
-    return emitOpError() << "weight_decay must be finite and >= 0, got "
-                         << formatFloat(weightDecay);
-  return success();
+  return success(
+      succeeded(verifyFloatAttr(*this, "beta1", getBeta1().convertToFloat(),
+                                FloatRule::UnitInterval)) &&
+      succeeded(verifyFloatAttr(*this, "beta2", getBeta2().convertToFloat(),
+                                FloatRule::UnitInterval)) &&
+      succeeded(verifyFloatAttr(*this, "eps", getEps().convertToFloat(),
+                                FloatRule::Positive)) &&
+      succeeded(verifyFloatAttr(*this, "weight_decay",
+                                getWeightDecay().convertToFloat(),
+                                FloatRule::NonNegative)));
 }
 
 MutableArrayRef<OpOperand> AdamwOp::getParamOperands() {
@@ -1075,11 +1116,8 @@ LogicalResult SumOfSquaresOp::verify() {
 }
 
 LogicalResult ClipCoefficientOp::verify() {
-  float maxNorm = getMaxNorm().convertToFloat();
-  if (!std::isfinite(maxNorm) || maxNorm <= 0.0f)
-    return emitOpError() << "max_norm must be finite and > 0, got "
-                         << formatFloat(maxNorm);
-  return success();
+  return verifyFloatAttr(*this, "max_norm", getMaxNorm().convertToFloat(),
+                         FloatRule::Positive);
 }
 
 //===----------------------------------------------------------------------===//

@@ -32,6 +32,24 @@ llvm::Regex wholeNameRegex(llvm::StringRef regex);
 /// (the one that places it), or null: the plan's own placements apply.
 ParamGroupAttr firstSelectingGroup(llvm::ArrayRef<ParamGroupAttr> groups,
                                    llvm::StringRef name, int64_t elements);
+
+/// The values a float attribute of a train op or attribute may hold. Every
+/// one must at least be finite: a NaN or infinite constant poisons the step
+/// at run time, where the first sign of it is a diverged loss.
+enum class FloatRule {
+  Finite,      // any finite value (a scale)
+  NonNegative, // finite and >= 0 (a weight decay, a momentum)
+  Positive,    // finite and > 0 (an epsilon, a rope base, a max norm, lr)
+  UnitInterval // in [0, 1) (an Adam beta)
+};
+
+/// Checks `value`, the float attribute `name`, against `rule`, with one
+/// message per rule that names the attribute, what it must be and the
+/// value: the verifiers of every train op and attribute use it, so that
+/// each float rule is checked and worded alike.
+mlir::LogicalResult
+verifyFloat(llvm::function_ref<mlir::InFlightDiagnostic()> emitError,
+            llvm::StringRef name, double value, FloatRule rule);
 } // namespace autoshard::train
 
 #define GET_OP_CLASSES

@@ -396,6 +396,8 @@ def Train_LayerNormOp : Train_ForwardOp<"layer_norm", [InferTypeOpAdaptor]> {
     ```
 
     `gamma` and `beta` have the last dimension's size.
+
+    `epsilon` is finite and positive: with 0, a constant row divides 0 by 0.
   }];
   let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$gamma,
                        Train_FloatTensor:$beta,
@@ -404,6 +406,7 @@ def Train_LayerNormOp : Train_ForwardOp<"layer_norm", [InferTypeOpAdaptor]> {
   let assemblyFormat = [{
     $input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)
   }];
+  let hasVerifier = 1;
 }
 
 def Train_LayerNormGradOp : Train_Op<"layer_norm_grad",
@@ -419,6 +422,8 @@ def Train_LayerNormGradOp : Train_Op<"layer_norm_grad",
         : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>)
         -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
     ```
+
+    `epsilon` is finite and positive: with 0, a constant row divides 0 by 0.
   }];
   let arguments = (ins Train_FloatTensor:$grad_output, Train_FloatTensor:$input,
                        Train_FloatTensor:$gamma,
@@ -430,6 +435,7 @@ def Train_LayerNormGradOp : Train_Op<"layer_norm_grad",
     $grad_output `,` $input `,` $gamma attr-dict `:`
     functional-type(operands, results)
   }];
+  let hasVerifier = 1;
 }
 
 def Train_RmsNormOp : Train_ForwardOp<"rms_norm", [InferTypeOpAdaptor]> {
@@ -441,6 +447,8 @@ def Train_RmsNormOp : Train_ForwardOp<"rms_norm", [InferTypeOpAdaptor]> {
     %y = train.rms_norm %x, %w {epsilon = 1.0e-5 : f32}
         : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
     ```
+
+    `epsilon` is finite and positive: with 0, a constant row divides 0 by 0.
   }];
   let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
                        DefaultValuedAttr<F32Attr, "1.0e-5f">:$epsilon);
@@ -448,6 +456,7 @@ def Train_RmsNormOp : Train_ForwardOp<"rms_norm", [InferTypeOpAdaptor]> {
   let assemblyFormat = [{
     $input `,` $weight attr-dict `:` functional-type(operands, results)
   }];
+  let hasVerifier = 1;
 }
 
 def Train_RmsNormGradOp : Train_Op<"rms_norm_grad",
@@ -459,6 +468,8 @@ def Train_RmsNormGradOp : Train_Op<"rms_norm_grad",
         : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>)
         -> (tensor<2x8x16xf32>, tensor<16xf32>)
     ```
+
+    `epsilon` is finite and positive: with 0, a constant row divides 0 by 0.
   }];
   let arguments = (ins Train_FloatTensor:$grad_output, Train_FloatTensor:$input,
                        Train_FloatTensor:$weight,
@@ -469,6 +480,7 @@ def Train_RmsNormGradOp : Train_Op<"rms_norm_grad",
     $grad_output `,` $input `,` $weight attr-dict `:`
     functional-type(operands, results)
   }];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -486,6 +498,8 @@ def Train_RopeOp : Train_ForwardOp<"rope", [SameOperandsAndResultType]> {
     ```mlir
     %q = train.rope %q0 {theta = 10000.0 : f32} : tensor<2x8x4x4xf32>
     ```
+
+    `theta` is finite and positive.
   }];
   let arguments = (ins Train_FloatTensor:$input,
                        DefaultValuedAttr<F32Attr, "10000.0f">:$theta);
@@ -500,6 +514,8 @@ def Train_RopeGradOp : Train_Op<"rope_grad", [Pure, SameOperandsAndResultType]> 
     ```mlir
     %dq0 = train.rope_grad %dq {theta = 10000.0 : f32} : tensor<2x8x4x4xf32>
     ```
+
+    `theta` is finite and positive.
   }];
   let arguments = (ins Train_FloatTensor:$grad_output,
                        DefaultValuedAttr<F32Attr, "10000.0f">:$theta);
@@ -531,6 +547,8 @@ def Train_CausalAttentionOp : Train_ForwardOp<"causal_attention",
         : (tensor<2x8x4x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>)
         -> (tensor<2x8x4x4xf32>, tensor<2x4x8xf32>)
     ```
+
+    A given `scale` is finite.
   }];
   let arguments = (ins Train_FloatTensor:$query, Train_FloatTensor:$key,
                        Train_FloatTensor:$value,
@@ -543,6 +561,7 @@ def Train_CausalAttentionOp : Train_ForwardOp<"causal_attention",
     /// The scale attribute, or 1/sqrt(head_dim).
     float getScaleOrDefault();
   }];
+  let hasVerifier = 1;
 }
 
 def Train_CausalAttentionGradOp : Train_Op<"causal_attention_grad",
@@ -559,6 +578,8 @@ def Train_CausalAttentionGradOp : Train_Op<"causal_attention_grad",
            tensor<2x8x2x4xf32>, tensor<2x8x4x4xf32>, tensor<2x4x8xf32>)
         -> (tensor<2x8x4x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>)
     ```
+
+    A given `scale` is finite.
   }];
   let arguments = (ins Train_FloatTensor:$grad_output, Train_FloatTensor:$query,
                        Train_FloatTensor:$key, Train_FloatTensor:$value,
@@ -574,6 +595,7 @@ def Train_CausalAttentionGradOp : Train_Op<"causal_attention_grad",
   let extraClassDeclaration = [{
     float getScaleOrDefault();
   }];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
