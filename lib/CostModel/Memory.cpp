@@ -84,12 +84,17 @@ MemoryEstimate autoshard::cost::estimateMemory(const ModelDescription &model,
 
   int64_t largestLocalState = 0;
   int64_t offloadedGradientBytes = 0, updatedBytes = 0;
+  // The whole compute copies a replicated mixed-precision step casts into
+  // its arena every step (the measured DDP plan's).
+  int64_t wholeComputeCopies = 0;
   for (const ParameterTensor &p : model.parameters) {
     const Layout &layout = plan.layoutOf(p);
     const int64_t n = layout.shardGroupSize, k = p.elements;
     const int64_t params = localElements(k, layout.parameters, n);
     const int64_t grads = localElements(k, layout.gradients, n);
     const int64_t optStates = localElements(k, layout.optimizerStates, n);
+    if (bf16)
+      wholeComputeCopies += b.compute * k;
 
     // Parameters: in f32 the parameter itself; under mixed precision the
     // bf16 compute copy, placed as the parameters are (the f32 master lives
@@ -156,20 +161,20 @@ MemoryEstimate autoshard::cost::estimateMemory(const ModelDescription &model,
     largest = std::max(largest, call.packedBytes());
   }
   if (plan.reshard == Reshard::AfterForward) {
-    // The unit in use and the ones prefetched for it.
-    device.gatheredParameters =
-        std::max(largestValues(forwardUnits, inFlight),
-                 largestValues(backwardUnits, inFlight));
+    // The unit in use; a prefetched one is its gather's packed buffer until
+    // it completes (prefetchedGatherBuffers).
+    device.gatheredParameters = std::max(largestValues(forwardUnits, 1),
+                                         largestValues(backwardUnits, 1));
   } else {
     // Kept from the forward gather to the last backward reader: every
-    // parameter the backward pass reads, plus the unit in use.
+    // parameter the backward pass reads, the unit in use among them.
     int64_t kept = 0;
     for (const ParameterTensor &p : model.parameters)
       if (plan.layoutOf(p).parameters == Placement::Sharded &&
           p.readByBackward && plan.layoutOf(p).shardGroupSize > 1)
         kept += b.compute * p.elements;
     device.gatheredParameters =
-        kept + largestValues(forwardUnits, std::min<int64_t>(inFlight, 1));
+        std::max(kept, largestValues(forwardUnits, 1));
   }
   // A bucket's full gradients live until its reduce-scatter is waited: the
   // open bucket and those in flight.
@@ -185,13 +190,21 @@ MemoryEstimate autoshard::cost::estimateMemory(const ModelDescription &model,
       plan.overlap && plan.prefetchDepth > 0
           ? plan.prefetchDepth * inFlightBuffers
           : std::max(largestGather, largestReduction);
+  // At the activations' peak, the end of the forward pass, the next
+  // units' gathers are in flight; kept until the backward pass, every
+  // unit is gathered by then.
+  if (!forwardUnits.empty() && plan.overlap && plan.prefetchDepth > 0 &&
+      plan.reshard == Reshard::AfterForward)
+    device.prefetchedGatherBuffers = plan.prefetchDepth * largestGather;
 
   device.activations =
       activationBytesPerRank(model, plan, N, &estimate.activationsEstimated,
                              &estimate.activationsUnknown);
   for (const ActivationMeasurement &m : model.activationMeasurements)
-    if (m.worldSize == N && m.checkpointing == plan.checkpointing)
-      device.stepBuffers = m.stepBytesPerRank;
+    if (m.worldSize == N && m.checkpointing == plan.checkpointing &&
+        m.stepBytesPerRank > 0)
+      device.stepBuffers =
+          std::max<int64_t>(m.stepBytesPerRank - wholeComputeCopies, 1);
 
   // Offload staging: a bucket of gradients down and of updated parameters
   // up; the shards of the units being fetched; pinned buffers for NVMe.

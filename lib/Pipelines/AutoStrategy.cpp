@@ -383,6 +383,7 @@ std::string autoshard::formatCostReport(const Choice &choice, bool json) {
                {"communication_buffers", m.communicationBuffers},
                {"offload_staging", m.offloadStaging},
                {"step_buffers", m.stepBuffers},
+               {"prefetched_gather_buffers", m.prefetchedGatherBuffers},
                {"activations_estimated",
                 c.estimate.memory.activationsEstimated}}},
           {"bytes_per_step",

@@ -154,22 +154,31 @@ TEST(CostModelMemory, GatheredParametersFollowTheUnitsAndPrefetch) {
   model.precision = Precision::BF16;
   Plan fsdp = preset("fsdp", 4);
   fsdp.prefetchDepth = 1;
-  // The block in use and the one prefetched: 2 * 1500 elements of 2 bytes.
-  EXPECT_EQ(estimateMemory(model, fsdp, cluster(4)).device.gatheredParameters,
-            2 * 1500 * 2);
+  // The block in use, 1500 elements of 2 bytes, and the packed buffer of
+  // the one prefetched: a block as large, its tensors' shards padded to a
+  // multiple of the 4 ranks.
+  MemoryBreakdown prefetched = estimateMemory(model, fsdp, cluster(4)).device;
+  EXPECT_EQ(prefetched.gatheredParameters, 1500 * 2);
+  EXPECT_GE(prefetched.prefetchedGatherBuffers, 1500 * 2);
+  EXPECT_LE(prefetched.prefetchedGatherBuffers, 1504 * 2);
   fsdp.prefetchDepth = 0;
-  EXPECT_EQ(estimateMemory(model, fsdp, cluster(4)).device.gatheredParameters,
-            1500 * 2);
-  // ZeRO-3 gathers per parameter: the two largest, 1000 and 1000.
+  MemoryBreakdown inPlace = estimateMemory(model, fsdp, cluster(4)).device;
+  EXPECT_EQ(inPlace.gatheredParameters, 1500 * 2);
+  EXPECT_EQ(inPlace.prefetchedGatherBuffers, 0);
+  // ZeRO-3 gathers per parameter: the largest in use, 1000 elements, and
+  // the next one's packed buffer.
   Plan zero3 = preset("zero3", 4);
-  EXPECT_EQ(estimateMemory(model, zero3, cluster(4)).device.gatheredParameters,
-            2 * 1000 * 2);
-  // Kept through the backward pass: every parameter it reads (2300) plus
-  // the unit in use.
+  MemoryBreakdown perParameter =
+      estimateMemory(model, zero3, cluster(4)).device;
+  EXPECT_EQ(perParameter.gatheredParameters, 1000 * 2);
+  EXPECT_EQ(perParameter.prefetchedGatherBuffers, 1000 * 2);
+  // Kept through the backward pass: every parameter it reads (2300), the
+  // unit in use among them, and no gather in flight at the peak.
   fsdp.prefetchDepth = 1;
   fsdp.reshard = Reshard::AfterBackward;
-  EXPECT_EQ(estimateMemory(model, fsdp, cluster(4)).device.gatheredParameters,
-            (2300 + 1500) * 2);
+  MemoryBreakdown kept = estimateMemory(model, fsdp, cluster(4)).device;
+  EXPECT_EQ(kept.gatheredParameters, 2300 * 2);
+  EXPECT_EQ(kept.prefetchedGatherBuffers, 0);
   // Replicated parameters gather nothing.
   EXPECT_EQ(estimateMemory(model, preset("zero2", 4), cluster(4))
                 .device.gatheredParameters,

@@ -42,25 +42,32 @@ struct MemoryBreakdown {
   /// The step buffers of the DDP memory plan at their peak, when measured:
   /// activations and the gradients alive with them, and its buckets' pack
   /// buffers, in the compiled step's arena (gradients are never kept
-  /// between steps). 0 when unknown.
+  /// between steps), less the bf16 compute copies of the parameters that
+  /// the arena holds under mixed precision (`parameters` counts this
+  /// plan's copies: whole, or the shards). 0 when unknown.
   int64_t stepBuffers = 0;
+  /// Of `communicationBuffers`, the packed buffers of the parameter gathers
+  /// in flight beside the unit in use (prefetched), which a plan that
+  /// gathers parameters in the forward pass holds at the activations' peak.
+  int64_t prefetchedGatherBuffers = 0;
 
   int64_t modelStates() const {
     return parameters + gradients + optimizerStates;
   }
   /// The peak. With the measured step buffers: the states kept between
-  /// steps, those buffers (gradients and DDP's pack buffers included, at
-  /// the moment they peak with the activations; a sharded plan's gradient
-  /// shards, pending full gradients and packed reductions are no larger
-  /// than DDP's), and the gathered parameters a plan adds to them (the
-  /// units in use and prefetched, whose pack buffers this leaves out).
+  /// steps, the compute copies of the parameters, those buffers (gradients
+  /// and DDP's pack buffers included, at the moment they peak with the
+  /// activations; a sharded plan's gradient shards, pending full gradients
+  /// and packed reductions are no larger than DDP's), and the gathered
+  /// parameters a plan adds to them (the units in use and prefetched, and
+  /// the packed buffers of the prefetched gathers).
   /// Otherwise every category at once, an upper bound (activations peak
   /// before the gradients do, and the buffers of collectives in flight
   /// with neither).
   int64_t total() const {
     if (stepBuffers > 0)
       return parameters + optimizerStates + stepBuffers + gatheredParameters +
-             offloadStaging;
+             prefetchedGatherBuffers + offloadStaging;
     return modelStates() + activations + gatheredParameters + pendingGradients +
            communicationBuffers + offloadStaging;
   }
