@@ -613,23 +613,27 @@ void AutoStrategyPass::runOnOperation() {
                                   formatBytes(capacity));
     selectCandidate(choice);
   }
-  // The estimate is not the exact plan (within 5% of it for the GPT models
-  // of cost-model.test, further off where fixed buffers weigh more): when
-  // it rejects every plan, the exact plans of the smallest estimates may
-  // still fit.
-  if (choice.chosen < 0) {
+  // The estimate is not the exact plan (docs/CostModel.md gives how far
+  // off it is where): when it rejects every plan, or every plan without
+  // offload, the exact plans of the smallest such estimates may still fit.
+  auto offloads = [](const Candidate &c) {
+    return c.estimate.plan.optimizerOffload != cost::Offload::None ||
+           c.estimate.plan.parameterOffload != cost::Offload::None;
+  };
+  auto confirmSmallest = [&](function_ref<bool(const Candidate &)> among)
+      -> LogicalResult {
     SmallVector<Candidate *> bySize;
     for (Candidate &c : choice.candidates)
-      if (c.plannedBytes < 0)
+      if (c.plannedBytes < 0 && !c.fits && among(c))
         bySize.push_back(&c);
-    llvm::sort(bySize, [](const Candidate *x, const Candidate *y) {
+    llvm::stable_sort(bySize, [](const Candidate *x, const Candidate *y) {
       return x->estimate.memory.device.total() <
              y->estimate.memory.device.total();
     });
     for (Candidate *c : ArrayRef(bySize).take_front(6)) {
       FailureOr<int64_t> planned = plannedBytes(*c);
       if (failed(planned))
-        return signalPassFailure();
+        return failure();
       if (*planned <= capacity) {
         c->fits = true;
         c->overflows.clear();
@@ -641,6 +645,19 @@ void AutoStrategyPass::runOnOperation() {
       }
     }
     selectCandidate(choice);
+    return success();
+  };
+  if (choice.chosen >= 0 && offloads(choice.candidates[choice.chosen])) {
+    if (failed(confirmSmallest(
+            [&](const Candidate &c) { return !offloads(c); })))
+      return signalPassFailure();
+    if (!offloads(choice.candidates[choice.chosen]))
+      choice.reason += " (by the compiler's memory plan: the estimates fit "
+                       "no plan without offload)";
+  }
+  if (choice.chosen < 0) {
+    if (failed(confirmSmallest([](const Candidate &) { return true; })))
+      return signalPassFailure();
     if (choice.chosen >= 0)
       choice.reason += exhausted ? " (by the compiler's memory plan, among the "
                                    "smallest estimates: the plans that fit by "
