@@ -208,6 +208,16 @@ autoshard::cost::enumerateCandidatePlans(const ModelDescription &model,
                     optimizer != Offload::None || parameters != Offload::None;
                 if (offloads && !space.offload)
                   continue;
+                // Under mixed precision the parameters are the f32 masters,
+                // which move with the offloaded optimizer states; the
+                // compiler's parameter offload moves nothing more (it
+                // warns), so each such plan is one candidate, without it.
+                if (model.precision == Precision::BF16 &&
+                    optimizer != Offload::None) {
+                  if (parameters != space.parameterOffloads.front())
+                    continue;
+                  parameters = Offload::None;
+                }
                 Plan plan = base;
                 plan.parameterLayouts = layouts;
                 plan.persistenceThreshold = threshold;

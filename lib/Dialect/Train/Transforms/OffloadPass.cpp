@@ -166,15 +166,17 @@ LogicalResult OffloadPass::offload(FunctionOpInterface step,
       return (group ? group.getParameters() : plan.getParameters()) ==
              Placement::Sharded;
     };
-    bool sharded = false;
+    bool sharded = false, moved = false;
     for (const StepValue &arg : sig.getArgs()) {
       auto shard = step.getArgAttrOfType<FlatShardAttr>(
           arg.index, TrainDialect::kShardAttrName);
       if (arg.role != Role::Param || !shard || !planShards(arg, shard))
         continue;
       sharded = true;
-      if (argSpace[arg.index] == MemorySpace::Device)
+      if (argSpace[arg.index] == MemorySpace::Device) {
         argSpace[arg.index] = paramSpace;
+        moved = true;
+      }
     }
     if (!sharded) {
       return step.emitOpError()
@@ -183,6 +185,19 @@ LogicalResult OffloadPass::offload(FunctionOpInterface step,
              << "'); parameter offload keeps each rank's shards off the "
                 "device: use zero3, fsdp or hybrid";
     }
+    // Under mixed precision the parameters are the f32 masters, which the
+    // optimizer's offload has moved already; their bf16 compute copies are
+    // cast where they are used. Saying nothing would let a user believe
+    // params= put them on another tier.
+    if (!moved)
+      step.emitWarning()
+          << "offload params=" << autoshard::strategy::stringify(params.getValue())
+          << " moves nothing: every sharded parameter of this step is an "
+             "f32 master weight, which lives with the optimizer states "
+             "(optimizer="
+          << autoshard::strategy::stringify(optimizer.getValue())
+          << "); its bf16 compute copies are cast from it where they are "
+             "used";
   }
 
   MLIRContext *ctx = step.getContext();

@@ -41,6 +41,10 @@
 // The master shards of ZeRO-1 are not parameters the plan shards.
 // RUN: not shard-opt %t.llama-zero1.mlir --autoshard-offload=params=cpu 2>&1 | FileCheck %s --check-prefix=NOT-SHARDED-ZERO1
 // NOT-SHARDED-ZERO1: error: 'func.func' op has no sharded parameters to offload (strategy 'zero1'); parameter offload keeps each rank's shards off the device: use zero3, fsdp or hybrid
+// Under mixed precision the sharded parameters are f32 masters, which
+// optimizer=cpu has moved: params= moves nothing more, and says so.
+// RUN: shard-opt %t.llama-zero3.mlir '--autoshard-offload=optimizer=cpu params=nvme' 2>&1 >/dev/null | FileCheck %s --check-prefix=PARAMS-NOOP
+// PARAMS-NOOP: warning: offload params=nvme moves nothing: every sharded parameter of this step is an f32 master weight, which lives with the optimizer states (optimizer=cpu); its bf16 compute copies are cast from it where they are used
 // RUN: not shard-opt --strategy=zero3 --offload=ssd %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=FLAG
 // FLAG: shard-opt: for the --offload option: unknown value 'ssd'; valid: none, cpu, nvme
 // RUN: not shard-compile --strategy=zero3 --offload-params=gpu %examples/mlp.mlir -o %t.exe 2>&1 | FileCheck %s --check-prefix=FLAG-PARAMS
