@@ -963,13 +963,10 @@ struct AdamwTensor {
 /// the weight decay. `reads` are the operands of the op that this tensor's
 /// update reads (all of them when empty).
 SmallVector<Value> adamwTensorFields(const AdamwTensor &t,
-                                     ArrayRef<unsigned> reads,
-                                     StepEmitter &e) {
+                                     ArrayRef<unsigned> reads, StepEmitter &e) {
   // Each output may overwrite the input it replaces (abi.h).
-  Value newParam =
-      e.output(t.newParam, t.param.getOperandNumber(), reads);
-  Value newExpAvg =
-      e.output(t.newExpAvg, t.expAvg.getOperandNumber(), reads);
+  Value newParam = e.output(t.newParam, t.param.getOperandNumber(), reads);
+  Value newExpAvg = e.output(t.newExpAvg, t.expAvg.getOperandNumber(), reads);
   Value newExpAvgSq =
       e.output(t.newExpAvgSq, t.expAvgSq.getOperandNumber(), reads);
   return {e.buffer(t.param.get()),
@@ -1108,7 +1105,7 @@ LogicalResult emitAdamwMulti(train::AdamwMultiOp op, StepEmitter &e) {
 } // namespace
 
 LogicalResult autoshard::emitRuntimeCall(Operation *op, StepEmitter &e) {
-  // A rule that takes the op as an Operation *.
+  // Most rules take the op as an Operation * and cast it themselves.
   auto rule = [&](LogicalResult (*emit)(Operation *, StepEmitter &)) {
     return [&e, emit](Operation *op) { return emit(op, e); };
   };
@@ -1127,7 +1124,8 @@ LogicalResult autoshard::emitRuntimeCall(Operation *op, StepEmitter &e) {
       .Case<train::EmbeddingOp>(rule(emitEmbedding))
       .Case<train::EmbeddingGradOp>(rule(emitEmbeddingGrad))
       .Case<train::AddPositionEmbeddingOp>(rule(emitAddPositionEmbedding))
-      .Case<train::AddPositionEmbeddingGradOp>(rule(emitAddPositionEmbeddingGrad))
+      .Case<train::AddPositionEmbeddingGradOp>(
+          rule(emitAddPositionEmbeddingGrad))
       .Case<train::LayerNormOp>(rule(emitLayerNorm))
       .Case<train::LayerNormGradOp>(rule(emitLayerNormGrad))
       .Case<train::RmsNormOp>(rule(emitRmsNorm))
@@ -1157,16 +1155,20 @@ LogicalResult autoshard::emitRuntimeCall(Operation *op, StepEmitter &e) {
       .Case<train::TransferStartOp>(rule(emitTransferStart))
       .Case<train::TransferWaitOp>(rule(emitTransferWait))
       .Case<train::ReluOp>([&](auto op) {
-        return emitActivation<train::ReluOp>(op, e, ABI_FUNCTION(asrt_relu_fwd));
+        return emitActivation<train::ReluOp>(op, e,
+                                             ABI_FUNCTION(asrt_relu_fwd));
       })
       .Case<train::ReluGradOp>([&](auto op) {
-        return emitActivationGrad<train::ReluGradOp>(op, e, ABI_FUNCTION(asrt_relu_grad));
+        return emitActivationGrad<train::ReluGradOp>(
+            op, e, ABI_FUNCTION(asrt_relu_grad));
       })
       .Case<train::GeluOp>([&](auto op) {
-        return emitActivation<train::GeluOp>(op, e, ABI_FUNCTION(asrt_gelu_fwd));
+        return emitActivation<train::GeluOp>(op, e,
+                                             ABI_FUNCTION(asrt_gelu_fwd));
       })
       .Case<train::GeluGradOp>([&](auto op) {
-        return emitActivationGrad<train::GeluGradOp>(op, e, ABI_FUNCTION(asrt_gelu_grad));
+        return emitActivationGrad<train::GeluGradOp>(
+            op, e, ABI_FUNCTION(asrt_gelu_grad));
       })
       // Fused ops (autoshard-fuse).
       .Case<train::LinearGeluOp>([&](auto op) { return emitLinearGelu(op, e); })
