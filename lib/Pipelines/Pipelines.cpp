@@ -78,6 +78,9 @@ void autoshard::buildLowerToLLVMPipeline(OpPassManager &pm,
                                          bool evaluationEntry) {
   pm.addPass(createCSEPass());
   pm.addPass(createCanonicalizerPass());
+  // After the cleanup, which must not see fused ops (nothing folds them),
+  // and right before the lowering, which lowers each to one call.
+  pm.addPass(train::createFusePass());
   LowerToRuntimePassOptions lowering;
   lowering.entry = evaluationEntry ? "eval" : "step";
   pm.addPass(createLowerToRuntimePass(lowering));

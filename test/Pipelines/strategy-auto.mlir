@@ -20,13 +20,13 @@
 // A budget below DDP's need: ZeRO-1, whose estimate fits, and whose exact
 // memory plan confirms it. DDP's exact plan needs 112.4K per rank at its
 // peak (the bucket's pack buffer, in the step's arena, included), ZeRO-1's
-// 102.4K; the estimates (124.3K, 110.7K) are upper bounds, which add the
+// 102.3K; the estimates (124.3K, 110.7K) are upper bounds, which add the
 // communication buffers to the activations' peak. The choice is always one
 // whose exact plan fits.
 // RUN: shard-opt --strategy=auto --world-size=2 --memory-budget=112KiB --cost-report %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=BUDGET
 // RUN: shard-opt --strategy=auto --world-size=2 --memory-budget=125KiB --cost-report %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=ROOM
 // BUDGET: ddp bucket=25MiB {{.*}} does not fit
-// BUDGET: * zero1 bucket=25MiB {{.*}} checkpoint=none {{.*}} planned 102.4K
+// BUDGET: * zero1 bucket=25MiB {{.*}} checkpoint=none {{.*}} planned 102.3K
 // BUDGET: chosen: zero1 {{.*}} DDP does not fit
 // ROOM: * ddp bucket=25MiB {{.*}} checkpoint=none {{.*}} planned 112.4K
 // ROOM: chosen: ddp {{.*}} DDP fits
@@ -38,7 +38,7 @@
 // RUN: rm -rf %t.devices && mkdir -p %t.devices && cp %t.small-node.json %t.devices/small-node.json
 // RUN: shard-opt --strategy=auto --world-size=2 --device=%t.devices/small-node.json --cost-report %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=OWN
 // OWN: cost report: train_step on 1 x 2 small-node (2 ranks)
-// OWN: * zero1 bucket=25MiB {{.*}} checkpoint=none {{.*}} planned 102.4K
+// OWN: * zero1 bucket=25MiB {{.*}} checkpoint=none {{.*}} planned 102.3K
 // OWN: chosen: zero1 {{.*}} DDP does not fit
 // RUN: not shard-opt --strategy=auto --world-size=2 --device=%t.none.json %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=OWNMISSING
 // OWNMISSING: error: cannot read device file '{{.*}}none.json': No such file or directory

@@ -11,21 +11,23 @@ def LowerToRuntimePass : Pass<"autoshard-lower-to-runtime", "mlir::ModuleOp"> {
     Rewrites the module's training step into the function the runtime's
     driver calls, `autoshard_step(ctx, args, results)`, and embeds the
     step's manifest as the global `autoshard_manifest`
-    (docs/RuntimeABI.md). Every `train` op and every `shard` collective
-    becomes a call to its `asrt_*` function on raw buffer pointers; every
-    intermediate tensor gets a buffer from `asrt_alloc`, freed right after
-    its last use.
+    (docs/RuntimeABI.md). Every `train` op (the fused ops of
+    `autoshard-fuse` among them: the lowering decides no grouping) and
+    every `shard` collective becomes one call to its `asrt_*` function on
+    raw buffer pointers; every intermediate tensor gets a buffer at a fixed
+    offset of the step's arena, placed once every lifetime is known.
 
     ```mlir
     %y = train.relu %x : tensor<8x4xf32>
     ```
     becomes
     ```mlir
-    %c128 = arith.constant 128 : i64
-    %y = call @asrt_alloc(%ctx, %c128) : (!llvm.ptr, i64) -> !llvm.ptr
-    %c32 = arith.constant 32 : i64
-    call @asrt_relu_fwd_f32(%ctx, %x, %y, %c32)
-        : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64) -> ()
+    %offset = arith.constant 0 : i64   // set once the arena is packed
+    %y = llvm.getelementptr %arena[%offset] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+    %f32 = arith.constant 0 : i32      // ASRT_DTYPE_F32
+    %n = arith.constant 32 : i64
+    call @asrt_relu_fwd(%ctx, %f32, %x, %y, %n)
+        : (!llvm.ptr, i32, !llvm.ptr, !llvm.ptr, i64) -> ()
     ```
 
     Results are written straight into the caller's result buffers when that
@@ -78,7 +80,8 @@ def PlanMemoryPass : Pass<"autoshard-plan-memory", "mlir::ModuleOp"> {
     Option<"budget", "budget", "std::string", /*default=*/"\"\"",
            "Largest memory a rank may use (bytes, or 80GiB, 1.5GB, ...)">,
   ];
-  // It lowers a copy of the step to see its buffers.
+  // It lowers a copy of the step to see its buffers, after CSE,
+  // canonicalization and autoshard-fuse, as the lowering pipeline does.
   let dependentDialects = [
     "mlir::arith::ArithDialect",
     "mlir::func::FuncDialect",

@@ -11,9 +11,11 @@
 #include "autoshard/Conversion/MemoryPlan.h"
 #include "autoshard/Conversion/Passes.h"
 #include "autoshard/Dialect/Train/IR/StepSignature.h"
+#include "autoshard/Dialect/Train/Transforms/Passes.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace autoshard {
 #define GEN_PASS_DEF_LOWERTORUNTIMEPASS
@@ -50,7 +52,8 @@ public:
     assert(ptr && "tensor used before it has a buffer");
     return ptr;
   }
-  Value output(Value result, int mayAliasOperand) override;
+  Value output(Value result, int mayAliasOperand,
+               ArrayRef<unsigned> reads) override;
   void alias(Value result, Value tensor, int64_t byteOffset) override {
     Value base = buffer(tensor);
     if (byteOffset == 0)
@@ -119,10 +122,6 @@ private:
   /// Places the temporaries of one arena; returns its size.
   int64_t packArena(bool host);
   LogicalResult emitResultCopies();
-  /// At `op`, a member of `group`: nothing until the group's last op, then
-  /// its asrt_adamw_update_multi call, every member's outputs placed at
-  /// that position.
-  void emitAdamwGroup(ArrayRef<Operation *> group, Operation *op);
   /// An asrt_alloc of the buffer of `tensor`, recorded for the memory plan.
   Value allocate(Value tensor);
   /// A buffer of `bytes` at a fixed offset of the device or host arena,
@@ -165,20 +164,6 @@ private:
   DenseMap<Value, Value> handles;
   /// The op being lowered.
   Operation *currentOp = nullptr;
-  /// The groups of AdamW updates that run as one multi-tensor call
-  /// (adamwGroups), and the group of each member.
-  SmallVector<SmallVector<Operation *>> adamwGroupList;
-  DenseMap<Operation *, unsigned> adamwGroupOf;
-  /// Linear layers run with their GELU (linearGeluPairs): the layer of
-  /// each such GELU; GELU gradients run with the input gradient before them
-  /// and their bias gradient (linearGradGeluGroups), by GELU gradient. The
-  /// ops these calls absorb emit nothing at their own place.
-  DenseMap<Operation *, Operation *> fusedLinearOf;
-  DenseMap<Operation *, LinearGradGelu> fusedGradOf;
-  /// Weight and bias gradients of one output gradient
-  /// (linearGradWeightBiasPairs), by the later of the two.
-  DenseMap<Operation *, LinearGradWeightBias> fusedWeightBiasOf;
-  llvm::SmallPtrSet<Operation *, 32> absorbed;
 
   /// Memory plan inputs: each allocation's bytes, category and what it
   /// holds; the gradient and gathered-parameter tensors of the step and
@@ -204,21 +189,6 @@ private:
   MemoryPlan plan;
 };
 
-void StepLowering::emitAdamwGroup(ArrayRef<Operation *> group,
-                                  Operation *op) {
-  if (op != group.back())
-    return;
-  SmallVector<SmallVector<Value>> fields;
-  for (Operation *member : group) {
-    // output() checks a member's own operands before writing into the
-    // buffer of the argument it updates.
-    currentOp = member;
-    fields.push_back(adamwTensorFields(member, *this));
-  }
-  currentOp = op;
-  emitAdamwMulti(group, fields, *this);
-}
-
 Value StepLowering::emitLoad(Value array, unsigned index) {
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
   Value slot = LLVM::GEPOp::create(b, currentLoc, ptrType, ptrType, array,
@@ -226,7 +196,8 @@ Value StepLowering::emitLoad(Value array, unsigned index) {
   return LLVM::LoadOp::create(b, currentLoc, ptrType, slot);
 }
 
-Value StepLowering::output(Value result, int mayAliasOperand) {
+Value StepLowering::output(Value result, int mayAliasOperand,
+                          ArrayRef<unsigned> reads) {
   auto slotIt = firstReturnSlot.find(result);
   if (slotIt != firstReturnSlot.end()) {
     unsigned slot = slotIt->second;
@@ -242,7 +213,9 @@ Value StepLowering::output(Value result, int mayAliasOperand) {
       Operation *op = currentOp;
       safe = lastUseOf[argPtr] <= position;
       for (OpOperand &operand : op->getOpOperands())
-        if (bufferOf.lookup(operand.get()) == argPtr &&
+        if ((reads.empty() ||
+             llvm::is_contained(reads, operand.getOperandNumber())) &&
+            bufferOf.lookup(operand.get()) == argPtr &&
             static_cast<int>(operand.getOperandNumber()) != mayAliasOperand)
           safe = false;
     }
@@ -582,6 +555,18 @@ std::pair<MemoryCategory, std::string> StepLowering::describe(Value tensor) {
   if (isa<CastOp>(def))
     if (std::optional<StringRef> name = paramNameOf(def->getOperand(0), sig))
       return {MemoryCategory::Parameters, ("compute copy of " + *name).str()};
+  // A multi-tensor update's results: the new parameters, then the first
+  // and the second moments, each in tensor order.
+  if (auto multi = dyn_cast<AdamwMultiOp>(def)) {
+    unsigned n = multi.getNumTensors();
+    std::string name =
+        paramNameOf(multi.getParams()[index % n], sig)
+            .value_or("a parameter")
+            .str();
+    if (index < n)
+      return {MemoryCategory::Parameters, "update of " + name};
+    return {MemoryCategory::OptimizerStates, "state update of " + name};
+  }
   if (auto optimizer = dyn_cast<OptimizerOpInterface>(def)) {
     std::string name =
         paramNameOf(optimizer.getParamOperands()[0].get(), sig)
@@ -600,8 +585,13 @@ std::pair<MemoryCategory, std::string> StepLowering::describe(Value tensor) {
         wait.getHandle().getDefiningOp<CollectiveStartOp>().getInputs()[index];
   if (source && source.getDefiningOp<OptimizerOpInterface>())
     return {MemoryCategory::Parameters, "gathered update"};
-  return {MemoryCategory::Activations,
-          ("result of " + def->getName().getStringRef()).str()};
+  // A fused op's result is named after the op that computes it unfused.
+  StringRef opName =
+      TypeSwitch<Operation *, StringRef>(def)
+          .Case<LinearGeluOp, LinearGradGeluOp, LinearGradWeightBiasOp>(
+              [&](auto fused) { return fused.getUnfusedOpName(index); })
+          .Default([](Operation *op) { return op->getName().getStringRef(); });
+  return {MemoryCategory::Activations, ("result of " + opName).str()};
 }
 
 /// The plan of the emitted step: its allocations and frees in program
@@ -728,50 +718,6 @@ LogicalResult StepLowering::run() {
     int wait = positionOf[*start.getHandle().user_begin()];
     lastUse[start.getInput()] = std::max(lastUse[start.getInput()], wait);
   }
-  // A group of AdamW updates runs as one call at its last op, which reads
-  // every member's inputs; its outputs are placed there too.
-  adamwGroupList = adamwGroups(body);
-  for (auto [index, group] : llvm::enumerate(adamwGroupList)) {
-    int last = positionOf[group.back()];
-    for (Operation *member : group) {
-      adamwGroupOf[member] = index;
-      for (Value operand : member->getOperands())
-        lastUse[operand] = std::max(lastUse[operand], last);
-    }
-  }
-
-  // A linear layer paired with its GELU runs as one call at the GELU, which
-  // reads the layer's operands there; the layer emits nothing itself.
-  for (auto [linear, gelu] : linearGeluPairs(body)) {
-    fusedLinearOf[gelu] = linear;
-    absorbed.insert(linear);
-    for (Value operand : linear->getOperands())
-      lastUse[operand] = std::max(lastUse[operand], positionOf[gelu]);
-  }
-  // Likewise in the backward: a layer's input gradient, GELU's gradient and
-  // the bias gradient of the result, as one call at GELU's gradient.
-  for (const LinearGradGelu &group : linearGradGeluGroups(body)) {
-    fusedGradOf[group.geluGrad] = group;
-    absorbed.insert(group.gradInput);
-    if (group.biasGrad)
-      absorbed.insert(group.biasGrad);
-    for (Value operand : group.gradInput->getOperands())
-      lastUse[operand] =
-          std::max(lastUse[operand], positionOf[group.geluGrad]);
-  }
-
-  // And a weight gradient with the bias gradient of the same output
-  // gradient, as one call at the later of the two.
-  for (const LinearGradWeightBias &pair :
-       linearGradWeightBiasPairs(body, absorbed)) {
-    fusedWeightBiasOf[pair.later] = pair;
-    Operation *earlier =
-        pair.later == pair.weightGrad ? pair.biasGrad : pair.weightGrad;
-    absorbed.insert(earlier);
-    for (Value operand : earlier->getOperands())
-      lastUse[operand] = std::max(lastUse[operand], positionOf[pair.later]);
-  }
-
   classifyTensors();
 
   // The entry point abi.h declares; the evaluation step's has its type.
@@ -800,25 +746,6 @@ LogicalResult StepLowering::run() {
     position = positionOf[&op];
     currentLoc = op.getLoc();
     currentOp = &op;
-    if (auto group = adamwGroupOf.find(&op); group != adamwGroupOf.end()) {
-      emitAdamwGroup(adamwGroupList[group->second], &op);
-      continue;
-    }
-    if (absorbed.contains(&op))
-      continue;
-    if (auto fused = fusedLinearOf.find(&op); fused != fusedLinearOf.end()) {
-      emitLinearGelu(fused->second, &op, *this);
-      continue;
-    }
-    if (auto fused = fusedGradOf.find(&op); fused != fusedGradOf.end()) {
-      emitLinearGradGelu(fused->second, *this);
-      continue;
-    }
-    if (auto fused = fusedWeightBiasOf.find(&op);
-        fused != fusedWeightBiasOf.end()) {
-      emitLinearGradWeightBias(fused->second, *this);
-      continue;
-    }
     if (failed(emitRuntimeCall(&op, *this)))
       return failure();
   }
@@ -920,6 +847,7 @@ FailureOr<StepPlan> autoshard::planStep(ModuleOp module) {
   PassManager cleanup(module.getContext());
   cleanup.addPass(createCSEPass());
   cleanup.addPass(createCanonicalizerPass());
+  cleanup.addPass(createFusePass());
   if (failed(cleanup.run(*copy)))
     return failure();
   FailureOr<FunctionOpInterface> step = findStepFunction(*copy);

@@ -11,7 +11,7 @@
 #include "autoshard/Dialect/Train/IR/TrainDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
-#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace autoshard;
@@ -132,53 +132,42 @@ LogicalResult emitLinear(Operation *op, StepEmitter &e) {
   return success();
 }
 
-} // namespace
-
-void autoshard::emitLinearGelu(Operation *linearOp, Operation *geluOp,
-                               StepEmitter &e) {
-  auto linear = cast<train::LinearOp>(linearOp);
-  auto gelu = cast<train::GeluOp>(geluOp);
-  Value x = e.buffer(linear.getInput()), w = e.buffer(linear.getWeight()),
-        b = e.buffer(linear.getBias());
-  Value pre = e.output(linear.getResult());
-  Value y = e.output(gelu.getResult());
+// Fused ops (autoshard-fuse): one call each.
+LogicalResult emitLinearGelu(train::LinearGeluOp op, StepEmitter &e) {
+  Value x = e.buffer(op.getInput()), w = e.buffer(op.getWeight()),
+        b = e.buffer(op.getBias());
+  Value pre = e.output(op.getPreActivation());
+  Value y = e.output(op.getResult());
   e.call(ABI_FUNCTION(asrt_linear_gelu_fwd),
-         {dtypeOf(e, linear.getInput()), x, w, b, pre, y,
-          e.i64(rows(linear.getInput())), e.i64(lastDim(linear.getInput())),
-          e.i64(lastDim(linear.getResult()))});
+         {dtypeOf(e, op.getInput()), x, w, b, pre, y,
+          e.i64(rows(op.getInput())), e.i64(lastDim(op.getInput())),
+          e.i64(lastDim(op.getPreActivation()))});
+  return success();
 }
 
-void autoshard::emitLinearGradGelu(const LinearGradGelu &group,
-                                   StepEmitter &e) {
-  auto gradInput = cast<train::LinearGradInputOp>(group.gradInput);
-  auto geluGrad = cast<train::GeluGradOp>(group.geluGrad);
-  Value dy = e.buffer(gradInput.getGradOutput()),
-        w = e.buffer(gradInput.getWeight()), pre = e.buffer(geluGrad.getInput());
-  Value dpre = e.output(geluGrad.getResult());
-  Value db = group.biasGrad
-                 ? e.output(cast<train::BiasGradOp>(group.biasGrad).getResult())
-                 : e.nullPtr();
+LogicalResult emitLinearGradGelu(train::LinearGradGeluOp op, StepEmitter &e) {
+  Value dy = e.buffer(op.getGradOutput()), w = e.buffer(op.getWeight()),
+        pre = e.buffer(op.getPreActivation());
+  Value dpre = e.output(op.getGradPreActivation());
+  Value db = op.getBiasGrad() ? e.output(op.getBiasGrad()) : e.nullPtr();
   e.call(ABI_FUNCTION(asrt_linear_grad_gelu),
-         {dtypeOf(e, gradInput.getGradOutput()), dy, w, pre, dpre, db,
-          e.i64(rows(gradInput.getGradOutput())),
-          e.i64(lastDim(gradInput.getResult())),
-          e.i64(lastDim(gradInput.getGradOutput()))});
+         {dtypeOf(e, op.getGradOutput()), dy, w, pre, dpre, db,
+          e.i64(rows(op.getGradOutput())),
+          e.i64(lastDim(op.getPreActivation())),
+          e.i64(lastDim(op.getGradOutput()))});
+  return success();
 }
 
-void autoshard::emitLinearGradWeightBias(const LinearGradWeightBias &pair,
-                                         StepEmitter &e) {
-  auto weightGrad = cast<train::LinearGradWeightOp>(pair.weightGrad);
-  auto biasGrad = cast<train::BiasGradOp>(pair.biasGrad);
-  Value dy = weightGrad.getGradOutput();
-  Value dw = e.output(weightGrad.getResult());
-  Value db = e.output(biasGrad.getResult());
+LogicalResult emitLinearGradWeightBias(train::LinearGradWeightBiasOp op,
+                                       StepEmitter &e) {
+  Value dy = op.getGradOutput();
+  Value dw = e.output(op.getWeightGrad());
+  Value db = e.output(op.getBiasGrad());
   e.call(ABI_FUNCTION(asrt_linear_grad_weight_bias),
-         {dtypeOf(e, dy), e.buffer(dy), e.buffer(weightGrad.getInput()), dw, db,
-          e.i64(rows(dy)), e.i64(lastDim(weightGrad.getInput())),
-          e.i64(lastDim(dy))});
+         {dtypeOf(e, dy), e.buffer(dy), e.buffer(op.getInput()), dw, db,
+          e.i64(rows(dy)), e.i64(lastDim(op.getInput())), e.i64(lastDim(dy))});
+  return success();
 }
-
-namespace {
 
 LogicalResult emitLinearGradInput(Operation *op, StepEmitter &e) {
   auto grad = cast<train::LinearGradInputOp>(op);
@@ -502,19 +491,6 @@ LogicalResult emitSgd(Operation *op, StepEmitter &e) {
           e.f32(sgd.getMomentum().convertToFloat()),
           e.f32(sgd.getWeightDecay().convertToFloat()),
           e.i32(sgd.getNesterov() ? 1 : 0)});
-  return success();
-}
-
-LogicalResult emitAdamw(Operation *op, StepEmitter &e) {
-  auto adamw = cast<train::AdamwOp>(op);
-  SmallVector<Value> x = adamwTensorFields(op, e);
-  e.call(ABI_FUNCTION(asrt_adamw_update),
-         {dtypeOf(e, adamw.getGrad()), x[0], x[1], x[2], x[3],
-          e.buffer(adamw.getLr()), e.buffer(adamw.getStep()),
-          bufferOrNull(e, adamw.getGradScale()), x[4], x[5], x[6], x[7],
-          e.f32(adamw.getBeta1().convertToFloat()),
-          e.f32(adamw.getBeta2().convertToFloat()),
-          e.f32(adamw.getEps().convertToFloat()), x[8]});
   return success();
 }
 
@@ -866,9 +842,6 @@ LogicalResult emitCollectiveWait(Operation *op, StepEmitter &e) {
   return success();
 }
 
-using Rule = LogicalResult (*)(Operation *, StepEmitter &);
-
-
 // Offload: copies between device and host memory, and the NVMe files of
 // offloaded arguments. A copy never reuses its input's buffer: the two live
 // in different arenas.
@@ -968,80 +941,6 @@ LogicalResult emitTransferWait(Operation *op, StepEmitter &e) {
   return success();
 }
 
-const llvm::StringMap<Rule> &rules() {
-  static const llvm::StringMap<Rule> table = {
-      {train::LinearOp::getOperationName(), emitLinear},
-      {train::LinearGradInputOp::getOperationName(), emitLinearGradInput},
-      {train::LinearGradWeightOp::getOperationName(), emitLinearGradWeight},
-      {train::BiasGradOp::getOperationName(), emitBiasGrad},
-      {train::ReluOp::getOperationName(),
-       [](Operation *op, StepEmitter &e) {
-         return emitActivation<train::ReluOp>(op, e,
-                                              ABI_FUNCTION(asrt_relu_fwd));
-       }},
-      {train::ReluGradOp::getOperationName(),
-       [](Operation *op, StepEmitter &e) {
-         return emitActivationGrad<train::ReluGradOp>(
-             op, e, ABI_FUNCTION(asrt_relu_grad));
-       }},
-      {train::GeluOp::getOperationName(),
-       [](Operation *op, StepEmitter &e) {
-         return emitActivation<train::GeluOp>(op, e,
-                                              ABI_FUNCTION(asrt_gelu_fwd));
-       }},
-      {train::GeluGradOp::getOperationName(),
-       [](Operation *op, StepEmitter &e) {
-         return emitActivationGrad<train::GeluGradOp>(
-             op, e, ABI_FUNCTION(asrt_gelu_grad));
-       }},
-      {train::SwigluOp::getOperationName(), emitSwiglu},
-      {train::SwigluGradOp::getOperationName(), emitSwigluGrad},
-      {train::AddOp::getOperationName(), emitAdd},
-      {train::CastOp::getOperationName(), emitCast},
-      {train::ReshapeOp::getOperationName(), emitReshape},
-      {train::SliceRowsOp::getOperationName(), emitSliceRows},
-      {train::ScaleOp::getOperationName(), emitScale},
-      {train::EmbeddingOp::getOperationName(), emitEmbedding},
-      {train::EmbeddingGradOp::getOperationName(), emitEmbeddingGrad},
-      {train::AddPositionEmbeddingOp::getOperationName(),
-       emitAddPositionEmbedding},
-      {train::AddPositionEmbeddingGradOp::getOperationName(),
-       emitAddPositionEmbeddingGrad},
-      {train::LayerNormOp::getOperationName(), emitLayerNorm},
-      {train::LayerNormGradOp::getOperationName(), emitLayerNormGrad},
-      {train::RmsNormOp::getOperationName(), emitRmsNorm},
-      {train::RmsNormGradOp::getOperationName(), emitRmsNormGrad},
-      {train::RopeOp::getOperationName(), emitRope},
-      {train::RopeGradOp::getOperationName(), emitRopeGrad},
-      {train::CausalAttentionOp::getOperationName(), emitCausalAttention},
-      {train::CausalAttentionGradOp::getOperationName(),
-       emitCausalAttentionGrad},
-      {train::SoftmaxCrossEntropyOp::getOperationName(),
-       emitSoftmaxCrossEntropy},
-      {train::SoftmaxCrossEntropyGradOp::getOperationName(),
-       emitSoftmaxCrossEntropyGrad},
-      {train::SgdOp::getOperationName(), emitSgd},
-      {train::AdamwOp::getOperationName(), emitAdamw},
-      {train::IncrementOp::getOperationName(), emitIncrement},
-      {train::SumOfSquaresOp::getOperationName(), emitSumOfSquares},
-      {train::ClipCoefficientOp::getOperationName(), emitClipCoefficient},
-      {shard::AllReduceOp::getOperationName(), emitAllReduce},
-      {train::ShardOfOp::getOperationName(), emitShardOf},
-      {train::AllGatherShardsOp::getOperationName(), emitAllGatherShards},
-      {train::ReduceScatterShardsOp::getOperationName(),
-       emitReduceScatterShards},
-      {train::AllReduceBucketOp::getOperationName(), emitAllReduceBucket},
-      {train::CollectiveStartOp::getOperationName(), emitCollectiveStart},
-      {train::CollectiveWaitOp::getOperationName(), emitCollectiveWait},
-      {train::ToHostOp::getOperationName(), emitToHost},
-      {train::ToDeviceOp::getOperationName(), emitToDevice},
-      {train::NvmeReadOp::getOperationName(), emitNvmeRead},
-      {train::NvmeWriteOp::getOperationName(), emitNvmeWrite},
-      {train::TransferStartOp::getOperationName(), emitTransferStart},
-      {train::TransferWaitOp::getOperationName(), emitTransferWait},
-  };
-  return table;
-}
 
 } // namespace
 
@@ -1049,179 +948,61 @@ const llvm::StringMap<Rule> &rules() {
 // Multi-tensor AdamW
 //===----------------------------------------------------------------------===//
 
-SmallVector<Value> autoshard::adamwTensorFields(Operation *op, StepEmitter &e) {
-  auto adamw = cast<train::AdamwOp>(op);
+namespace {
+
+/// One tensor of an AdamW update: the operands it reads, its results and
+/// its weight decay.
+struct AdamwTensor {
+  OpOperand &param, &grad, &expAvg, &expAvgSq;
+  Value newParam, newExpAvg, newExpAvgSq;
+  float weightDecay;
+};
+
+/// The asrt_adamw_tensor fields of `t`, in the struct's order: its buffers,
+/// its outputs' (placed at the emitter's position), the element count and
+/// the weight decay. `reads` are the operands of the op that this tensor's
+/// update reads (all of them when empty).
+SmallVector<Value> adamwTensorFields(const AdamwTensor &t,
+                                     ArrayRef<unsigned> reads, StepEmitter &e) {
   // Each output may overwrite the input it replaces (abi.h).
-  Value newParam = e.output(adamw.getNewParam(),
-                            adamw.getParamMutable().getOperandNumber());
-  Value newExpAvg = e.output(adamw.getNewExpAvg(),
-                             adamw.getExpAvgMutable().getOperandNumber());
-  Value newExpAvgSq = e.output(adamw.getNewExpAvgSq(),
-                               adamw.getExpAvgSqMutable().getOperandNumber());
-  return {e.buffer(adamw.getParam()),
-          e.buffer(adamw.getGrad()),
-          e.buffer(adamw.getExpAvg()),
-          e.buffer(adamw.getExpAvgSq()),
+  Value newParam = e.output(t.newParam, t.param.getOperandNumber(), reads);
+  Value newExpAvg = e.output(t.newExpAvg, t.expAvg.getOperandNumber(), reads);
+  Value newExpAvgSq =
+      e.output(t.newExpAvgSq, t.expAvgSq.getOperandNumber(), reads);
+  return {e.buffer(t.param.get()),
+          e.buffer(t.grad.get()),
+          e.buffer(t.expAvg.get()),
+          e.buffer(t.expAvgSq.get()),
           newParam,
           newExpAvg,
           newExpAvgSq,
-          e.i64(numElements(adamw.getParam())),
-          e.f32(adamw.getWeightDecay().convertToFloat())};
+          e.i64(numElements(t.param.get())),
+          e.f32(t.weightDecay)};
 }
 
-/// Whether `b` can join a multi-tensor call with `a`: the same gradient
-/// dtype, scalars and hyperparameters (weight decay aside, which each
-/// tensor carries), and neither reads what the other updates, since a GPU
-/// runs the tensors of one call at once.
-static bool shareAdamwCall(train::AdamwOp a, train::AdamwOp b) {
-  if (tensorType(a.getGrad()).getElementType() !=
-          tensorType(b.getGrad()).getElementType() ||
-      a.getLr() != b.getLr() || a.getStep() != b.getStep() ||
-      a.getGradScale() != b.getGradScale() || a.getBeta1() != b.getBeta1() ||
-      a.getBeta2() != b.getBeta2() || a.getEps() != b.getEps() ||
-      a->hasAttr(train::TrainDialect::kOnHostAttrName) !=
-          b->hasAttr(train::TrainDialect::kOnHostAttrName))
-    return false;
-  auto readsUpdated = [](train::AdamwOp reader, train::AdamwOp writer) {
-    Value updated[] = {writer.getParam(), writer.getExpAvg(),
-                       writer.getExpAvgSq()};
-    return llvm::any_of(reader->getOperands(), [&](Value v) {
-      return llvm::is_contained(updated, v);
-    });
-  };
-  return !readsUpdated(a, b) && !readsUpdated(b, a);
+SmallVector<Value> adamwTensorFields(train::AdamwOp adamw, StepEmitter &e) {
+  return adamwTensorFields({adamw.getParamMutable(), adamw.getGradMutable(),
+                            adamw.getExpAvgMutable(),
+                            adamw.getExpAvgSqMutable(), adamw.getNewParam(),
+                            adamw.getNewExpAvg(), adamw.getNewExpAvgSq(),
+                            adamw.getWeightDecay().convertToFloat()},
+                           /*reads=*/{}, e);
 }
 
-SmallVector<std::pair<Operation *, Operation *>>
-autoshard::linearGeluPairs(Block &body) {
-  SmallVector<std::pair<Operation *, Operation *>> pairs;
-  for (auto linear : body.getOps<train::LinearOp>()) {
-    if (!linear.getBias())
-      continue;
-    Value result = linear.getResult();
-    // The first GELU of the result, in program order.
-    train::GeluOp gelu;
-    for (Operation *user : result.getUsers())
-      if (auto candidate = dyn_cast<train::GeluOp>(user))
-        if (!gelu || candidate->isBeforeInBlock(gelu))
-          gelu = candidate;
-    if (!gelu || gelu->getBlock() != linear->getBlock())
-      continue;
-    // The call produces the result at the GELU: nothing may read it before.
-    bool readEarlier = llvm::any_of(result.getUsers(), [&](Operation *user) {
-      return user != gelu.getOperation() && user->isBeforeInBlock(gelu);
-    });
-    if (!readEarlier)
-      pairs.push_back({linear.getOperation(), gelu.getOperation()});
-  }
-  return pairs;
+LogicalResult emitAdamw(Operation *op, StepEmitter &e) {
+  auto adamw = cast<train::AdamwOp>(op);
+  SmallVector<Value> x = adamwTensorFields(adamw, e);
+  e.call(ABI_FUNCTION(asrt_adamw_update),
+         {dtypeOf(e, adamw.getGrad()), x[0], x[1], x[2], x[3],
+          e.buffer(adamw.getLr()), e.buffer(adamw.getStep()),
+          bufferOrNull(e, adamw.getGradScale()), x[4], x[5], x[6], x[7],
+          e.f32(adamw.getBeta1().convertToFloat()),
+          e.f32(adamw.getBeta2().convertToFloat()),
+          e.f32(adamw.getEps().convertToFloat()), x[8]});
+  return success();
 }
 
-SmallVector<LinearGradGelu> autoshard::linearGradGeluGroups(Block &body) {
-  SmallVector<LinearGradGelu> groups;
-  for (auto geluGrad : body.getOps<train::GeluGradOp>()) {
-    Value dx = geluGrad.getGradOutput();
-    auto gradInput = dx.getDefiningOp<train::LinearGradInputOp>();
-    // The input gradient is the call's intermediate: GELU's gradient must
-    // be its only reader.
-    if (!gradInput || gradInput->getBlock() != geluGrad->getBlock() ||
-        !dx.hasOneUse())
-      continue;
-    LinearGradGelu group{gradInput.getOperation(), geluGrad.getOperation(),
-                         nullptr};
-    for (Operation *user : geluGrad.getResult().getUsers())
-      if (isa<train::BiasGradOp>(user) &&
-          (!group.biasGrad || user->isBeforeInBlock(group.biasGrad)))
-        group.biasGrad = user;
-    groups.push_back(group);
-  }
-  return groups;
-}
-
-SmallVector<LinearGradWeightBias> autoshard::linearGradWeightBiasPairs(
-    Block &body, const llvm::SmallPtrSetImpl<Operation *> &taken) {
-  SmallVector<LinearGradWeightBias> pairs;
-  llvm::SmallPtrSet<Operation *, 32> paired;
-  // Whether the result of `op` is read before, or by, `at`.
-  auto readBy = [](Operation *op, Operation *at) {
-    return llvm::any_of(op->getResult(0).getUsers(), [&](Operation *user) {
-      return user == at || user->isBeforeInBlock(at);
-    });
-  };
-  for (auto biasGrad : body.getOps<train::BiasGradOp>()) {
-    if (taken.contains(biasGrad))
-      continue;
-    Value dy = biasGrad.getGradOutput();
-    // The first weight gradient of dy that can go with it.
-    LinearGradWeightBias best;
-    for (Operation *user : dy.getUsers()) {
-      auto weightGrad = dyn_cast<train::LinearGradWeightOp>(user);
-      if (!weightGrad || weightGrad.getGradOutput() != dy ||
-          weightGrad->getBlock() != biasGrad->getBlock() ||
-          paired.contains(weightGrad) || taken.contains(weightGrad) ||
-          weightGrad->hasAttr(train::TrainDialect::kOnHostAttrName) !=
-              biasGrad->hasAttr(train::TrainDialect::kOnHostAttrName))
-        continue;
-      bool weightFirst = weightGrad->isBeforeInBlock(biasGrad);
-      Operation *earlier = weightFirst ? weightGrad.getOperation()
-                                       : biasGrad.getOperation();
-      Operation *later = weightFirst ? biasGrad.getOperation()
-                                     : weightGrad.getOperation();
-      // The call produces both results at the later op, and reads the
-      // weight gradient's input there.
-      if (readBy(earlier, later))
-        continue;
-      if (!best.weightGrad || weightGrad->isBeforeInBlock(best.weightGrad))
-        best = {weightGrad.getOperation(), biasGrad.getOperation(), later};
-    }
-    if (!best.weightGrad)
-      continue;
-    paired.insert(best.weightGrad);
-    pairs.push_back(best);
-  }
-  llvm::sort(pairs, [](const LinearGradWeightBias &a,
-                       const LinearGradWeightBias &b) {
-    return a.later->isBeforeInBlock(b.later);
-  });
-  return pairs;
-}
-
-SmallVector<SmallVector<Operation *>> autoshard::adamwGroups(Block &body) {
-  SmallVector<SmallVector<Operation *>> groups;
-  SmallVector<Operation *> run;
-  // The results of the run's members, which the call produces only at the
-  // run's last member.
-  llvm::SmallDenseSet<Value, 32> produced;
-  auto close = [&] {
-    if (run.size() >= 2)
-      groups.push_back(run);
-    run.clear();
-    produced.clear();
-  };
-  auto usesRun = [&](Operation &op) {
-    return llvm::any_of(op.getOperands(),
-                        [&](Value v) { return produced.contains(v); });
-  };
-  for (Operation &op : body) {
-    // Ops between the members that do not read their results (ZeRO-1/2's
-    // shards of the next parameters) run before the call, which takes place
-    // at the last member; the first op that does read one (a gather of
-    // updated shards, a copy back to the device, the return) ends the run.
-    if (usesRun(op))
-      close();
-    auto adamw = dyn_cast<train::AdamwOp>(op);
-    if (!adamw)
-      continue;
-    if (!llvm::all_of(run, [&](Operation *member) {
-          return shareAdamwCall(cast<train::AdamwOp>(member), adamw);
-        }))
-      close();
-    run.push_back(&op);
-    produced.insert(op.result_begin(), op.result_end());
-  }
-  close();
-  return groups;
-}
+} // namespace
 
 /// asrt_adamw_tensor's fields, in the order abi.h declares them, which
 /// adamwTensorFields follows.
@@ -1259,9 +1040,33 @@ static_assert(laidOutInOrder({ADAMW_TENSOR_FIELDS(ADAMW_FIELD_LAYOUT)},
               "ADAMW_TENSOR_FIELDS lists asrt_adamw_tensor's fields in order");
 #undef ADAMW_FIELD_LAYOUT
 
-void autoshard::emitAdamwMulti(ArrayRef<Operation *> ops,
-                               ArrayRef<SmallVector<Value>> fields,
-                               StepEmitter &e) {
+namespace {
+
+LogicalResult emitAdamwMulti(train::AdamwMultiOp op, StepEmitter &e) {
+  unsigned n = op.getNumTensors();
+  // The scalars every tensor's update reads; then each its own operands, so
+  // that writing a result into the buffer of the argument it updates is
+  // judged on what that tensor reads, as for a single train.adamw.
+  SmallVector<unsigned> shared{op.getLrMutable().getOperandNumber(),
+                               op.getStepMutable().getOperandNumber()};
+  if (op.getGradScale())
+    shared.push_back(op.getGradScaleMutable()[0].getOperandNumber());
+  SmallVector<SmallVector<Value>> fields;
+  for (unsigned i = 0; i < n; ++i) {
+    AdamwTensor t{op.getParamOperands()[i],
+                  op.getGradientOperands()[i],
+                  op.getExpAvgsMutable()[i],
+                  op.getExpAvgSqsMutable()[i],
+                  op.getNewParam(i),
+                  op.getNewExpAvg(i),
+                  op.getNewExpAvgSq(i),
+                  op.getWeightDecays()[i]};
+    SmallVector<unsigned> reads(shared);
+    for (OpOperand *operand : {&t.param, &t.grad, &t.expAvg, &t.expAvgSq})
+      reads.push_back(operand->getOperandNumber());
+    fields.push_back(adamwTensorFields(t, reads, e));
+  }
+
   OpBuilder &b = e.builder();
   Location loc = e.loc();
   MLIRContext *context = b.getContext();
@@ -1287,26 +1092,96 @@ void autoshard::emitAdamwMulti(ArrayRef<Operation *> ops,
       LLVM::StoreOp::create(b, loc, value, slot);
     }
   }
-  auto first = cast<train::AdamwOp>(ops.front());
   e.call(ABI_FUNCTION(asrt_adamw_update_multi),
-         {dtypeOf(e, first.getGrad()), list, e.i64(int64_t(fields.size())),
-          e.buffer(first.getLr()), e.buffer(first.getStep()),
-          bufferOrNull(e, first.getGradScale()),
-          e.f32(first.getBeta1().convertToFloat()),
-          e.f32(first.getBeta2().convertToFloat()),
-          e.f32(first.getEps().convertToFloat())});
+         {dtypeOf(e, op.getGrads()[0]), list, e.i64(int64_t(fields.size())),
+          e.buffer(op.getLr()), e.buffer(op.getStep()),
+          bufferOrNull(e, op.getGradScale()),
+          e.f32(op.getBeta1().convertToFloat()),
+          e.f32(op.getBeta2().convertToFloat()),
+          e.f32(op.getEps().convertToFloat())});
+  return success();
 }
 
-bool autoshard::hasRuntimeCallRule(Operation *op) {
-  return rules().contains(op->getName().getStringRef());
-}
+} // namespace
 
-LogicalResult autoshard::emitRuntimeCall(Operation *op, StepEmitter &emitter) {
-  auto it = rules().find(op->getName().getStringRef());
-  if (it == rules().end())
-    return op->emitOpError() << "has no runtime lowering; the runtime runs "
-                                "train ops and shard.all_reduce";
-  return it->second(op, emitter);
+LogicalResult autoshard::emitRuntimeCall(Operation *op, StepEmitter &e) {
+  // Most rules take the op as an Operation * and cast it themselves.
+  auto rule = [&](LogicalResult (*emit)(Operation *, StepEmitter &)) {
+    return [&e, emit](Operation *op) { return emit(op, e); };
+  };
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<train::LinearOp>(rule(emitLinear))
+      .Case<train::LinearGradInputOp>(rule(emitLinearGradInput))
+      .Case<train::LinearGradWeightOp>(rule(emitLinearGradWeight))
+      .Case<train::BiasGradOp>(rule(emitBiasGrad))
+      .Case<train::SwigluOp>(rule(emitSwiglu))
+      .Case<train::SwigluGradOp>(rule(emitSwigluGrad))
+      .Case<train::AddOp>(rule(emitAdd))
+      .Case<train::CastOp>(rule(emitCast))
+      .Case<train::ReshapeOp>(rule(emitReshape))
+      .Case<train::SliceRowsOp>(rule(emitSliceRows))
+      .Case<train::ScaleOp>(rule(emitScale))
+      .Case<train::EmbeddingOp>(rule(emitEmbedding))
+      .Case<train::EmbeddingGradOp>(rule(emitEmbeddingGrad))
+      .Case<train::AddPositionEmbeddingOp>(rule(emitAddPositionEmbedding))
+      .Case<train::AddPositionEmbeddingGradOp>(
+          rule(emitAddPositionEmbeddingGrad))
+      .Case<train::LayerNormOp>(rule(emitLayerNorm))
+      .Case<train::LayerNormGradOp>(rule(emitLayerNormGrad))
+      .Case<train::RmsNormOp>(rule(emitRmsNorm))
+      .Case<train::RmsNormGradOp>(rule(emitRmsNormGrad))
+      .Case<train::RopeOp>(rule(emitRope))
+      .Case<train::RopeGradOp>(rule(emitRopeGrad))
+      .Case<train::CausalAttentionOp>(rule(emitCausalAttention))
+      .Case<train::CausalAttentionGradOp>(rule(emitCausalAttentionGrad))
+      .Case<train::SoftmaxCrossEntropyOp>(rule(emitSoftmaxCrossEntropy))
+      .Case<train::SoftmaxCrossEntropyGradOp>(rule(emitSoftmaxCrossEntropyGrad))
+      .Case<train::SgdOp>(rule(emitSgd))
+      .Case<train::AdamwOp>(rule(emitAdamw))
+      .Case<train::IncrementOp>(rule(emitIncrement))
+      .Case<train::SumOfSquaresOp>(rule(emitSumOfSquares))
+      .Case<train::ClipCoefficientOp>(rule(emitClipCoefficient))
+      .Case<shard::AllReduceOp>(rule(emitAllReduce))
+      .Case<train::ShardOfOp>(rule(emitShardOf))
+      .Case<train::AllGatherShardsOp>(rule(emitAllGatherShards))
+      .Case<train::ReduceScatterShardsOp>(rule(emitReduceScatterShards))
+      .Case<train::AllReduceBucketOp>(rule(emitAllReduceBucket))
+      .Case<train::CollectiveStartOp>(rule(emitCollectiveStart))
+      .Case<train::CollectiveWaitOp>(rule(emitCollectiveWait))
+      .Case<train::ToHostOp>(rule(emitToHost))
+      .Case<train::ToDeviceOp>(rule(emitToDevice))
+      .Case<train::NvmeReadOp>(rule(emitNvmeRead))
+      .Case<train::NvmeWriteOp>(rule(emitNvmeWrite))
+      .Case<train::TransferStartOp>(rule(emitTransferStart))
+      .Case<train::TransferWaitOp>(rule(emitTransferWait))
+      .Case<train::ReluOp>([&](auto op) {
+        return emitActivation<train::ReluOp>(op, e,
+                                             ABI_FUNCTION(asrt_relu_fwd));
+      })
+      .Case<train::ReluGradOp>([&](auto op) {
+        return emitActivationGrad<train::ReluGradOp>(
+            op, e, ABI_FUNCTION(asrt_relu_grad));
+      })
+      .Case<train::GeluOp>([&](auto op) {
+        return emitActivation<train::GeluOp>(op, e,
+                                             ABI_FUNCTION(asrt_gelu_fwd));
+      })
+      .Case<train::GeluGradOp>([&](auto op) {
+        return emitActivationGrad<train::GeluGradOp>(
+            op, e, ABI_FUNCTION(asrt_gelu_grad));
+      })
+      // Fused ops (autoshard-fuse).
+      .Case<train::LinearGeluOp>([&](auto op) { return emitLinearGelu(op, e); })
+      .Case<train::LinearGradGeluOp>(
+          [&](auto op) { return emitLinearGradGelu(op, e); })
+      .Case<train::LinearGradWeightBiasOp>(
+          [&](auto op) { return emitLinearGradWeightBias(op, e); })
+      .Case<train::AdamwMultiOp>(
+          [&](auto op) { return emitAdamwMulti(op, e); })
+      .Default([](Operation *op) {
+        return op->emitOpError() << "has no runtime lowering; the runtime "
+                                    "runs train ops and shard.all_reduce";
+      });
 }
 
 void StepEmitter::countCollective(cost::CollectiveKind kind, int64_t groupSize,

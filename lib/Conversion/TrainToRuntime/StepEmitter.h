@@ -11,7 +11,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
-#include "llvm/ADT/SmallPtrSet.h"
 
 namespace autoshard {
 
@@ -26,8 +25,11 @@ public:
   virtual mlir::Value buffer(mlir::Value tensor) = 0;
   /// The buffer `result` is written to. `mayAliasOperand` names the
   /// operand whose buffer the op may overwrite elementwise with this result
-  /// (an optimizer's parameter), or -1.
-  virtual mlir::Value output(mlir::Value result, int mayAliasOperand = -1) = 0;
+  /// (an optimizer's parameter), or -1. `reads` are the operands the op
+  /// reads to compute `result` (a multi-tensor update's tensor reads its
+  /// own and the shared scalars); empty means all of them.
+  virtual mlir::Value output(mlir::Value result, int mayAliasOperand = -1,
+                             llvm::ArrayRef<unsigned> reads = {}) = 0;
   /// Makes `result` live in `tensor`'s buffer, `byteOffset` bytes in; the op
   /// emits no code for it (views: reshape, slices).
   virtual void alias(mlir::Value result, mlir::Value tensor,
@@ -109,79 +111,15 @@ private:
   }
 };
 
-/// Emits the runtime call of one op by its kind's rule. Fails, with a
-/// diagnostic on `op`, for an op the runtime cannot run.
+/// Emits the runtime call of one op (a fused op of autoshard-fuse is one
+/// call too) by its kind's rule. Fails, with a diagnostic on `op`, for an op
+/// the runtime cannot run.
 mlir::LogicalResult emitRuntimeCall(mlir::Operation *op, StepEmitter &emitter);
-
-/// Linear layers with a bias whose result feeds a train.gelu, paired with
-/// their first GELU, when nothing reads the layer's result before that GELU:
-/// one asrt_linear_gelu_fwd call at the GELU carries out both (a GPU runs it
-/// as one GEMM with a GELU epilogue). In program order.
-llvm::SmallVector<std::pair<mlir::Operation *, mlir::Operation *>>
-linearGeluPairs(mlir::Block &body);
-/// The asrt_linear_gelu_fwd call of a pair of linearGeluPairs, emitted at
-/// the GELU: both results' buffers are placed there.
-void emitLinearGelu(mlir::Operation *linear, mlir::Operation *gelu,
-                    StepEmitter &emitter);
-
-/// A train.gelu_grad whose gradient operand is a train.linear_grad_input
-/// read by nothing else, and the first train.bias_grad of its result, if
-/// any: one asrt_linear_grad_gelu call at the GELU gradient carries out all
-/// of them (a GPU runs it as one GEMM whose epilogue applies GELU's
-/// derivative and reduces the bias gradient). The linear layer's operands
-/// are read there, and the bias gradient is produced there.
-struct LinearGradGelu {
-  mlir::Operation *gradInput = nullptr;
-  mlir::Operation *geluGrad = nullptr;
-  mlir::Operation *biasGrad = nullptr; // or null
-};
-llvm::SmallVector<LinearGradGelu> linearGradGeluGroups(mlir::Block &body);
-void emitLinearGradGelu(const LinearGradGelu &group, StepEmitter &emitter);
-
-/// A train.linear_grad_weight and a train.bias_grad of the same output
-/// gradient, when neither result is read before the later of the two and
-/// the bias gradient is not taken by linearGradGeluGroups (`taken`): one
-/// asrt_linear_grad_weight_bias call at the later op carries out both (a
-/// GPU runs it as one GEMM whose epilogue reduces the bias gradient). The
-/// weight gradient's operands are read there, and both results are produced
-/// there. Each op is in at most one pair; in program order of `later`.
-struct LinearGradWeightBias {
-  mlir::Operation *weightGrad = nullptr;
-  mlir::Operation *biasGrad = nullptr;
-  mlir::Operation *later = nullptr; // one of the two
-};
-llvm::SmallVector<LinearGradWeightBias> linearGradWeightBiasPairs(
-    mlir::Block &body, const llvm::SmallPtrSetImpl<mlir::Operation *> &taken);
-void emitLinearGradWeightBias(const LinearGradWeightBias &pair,
-                              StepEmitter &emitter);
-
-/// Runs of two or more neighbouring train.adamw ops that one
-/// asrt_adamw_update_multi call carries out: the same gradient dtype,
-/// learning rate, step, clipping scale, betas and eps, none reading what
-/// another updates. In program order.
-llvm::SmallVector<llvm::SmallVector<mlir::Operation *>>
-adamwGroups(mlir::Block &body);
-
-/// The asrt_adamw_tensor fields of the train.adamw `op`, in the struct's
-/// order: its buffers, its outputs' (placed at the emitter's position), the
-/// element count and the weight decay.
-llvm::SmallVector<mlir::Value> adamwTensorFields(mlir::Operation *op,
-                                                 StepEmitter &emitter);
-
-/// One asrt_adamw_update_multi call over the train.adamw ops `ops` of a
-/// group, `fields` being adamwTensorFields of each: the descriptors go into
-/// a stack array of asrt_adamw_tensor.
-void emitAdamwMulti(llvm::ArrayRef<mlir::Operation *> ops,
-                    llvm::ArrayRef<llvm::SmallVector<mlir::Value>> fields,
-                    StepEmitter &emitter);
 
 /// The packed bytes of a bucket over a group of `n` ranks whose members
 /// have the full tensors `fulls`: each padded to n * ceil(numel / n)
 /// elements (docs/RuntimeABI.md, "Buckets").
 int64_t packedBucketBytes(int64_t n, mlir::ValueRange fulls);
-
-/// Whether a rule exists for `op`.
-bool hasRuntimeCallRule(mlir::Operation *op);
 
 /// The manifest text of the step (docs/RuntimeABI.md), or failure with a
 /// diagnostic on `step`.

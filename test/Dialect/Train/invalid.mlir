@@ -1164,3 +1164,133 @@ func.func private @f() attributes {train.optimizer = #train.adamw<lr = 1.0e-3, b
 
 // expected-error@+1 {{lr must be finite and > 0, got nan}}
 func.func private @f() attributes {train.optimizer = #train.adamw<lr = 0x7FF8000000000000 : f64>}
+
+// -----
+
+// The fused ops of autoshard-fuse follow the shape rules of the ops they
+// stand for, under their own name.
+func.func @linear_gelu_shape(%x: tensor<8x15xf32>, %w: tensor<4x16xf32>, %b: tensor<4xf32>) {
+  // expected-error@+1 {{'train.linear_gelu' input feature dimension (15) must equal the weight's in_features (dimension 1 of 'tensor<4x16xf32>')}}
+  %pre, %y = train.linear_gelu %x, %w, %b : (tensor<8x15xf32>, tensor<4x16xf32>, tensor<4xf32>) -> (tensor<8x4xf32>, tensor<8x4xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_gelu_result(%x: tensor<8x16xf32>, %w: tensor<4x16xf32>, %b: tensor<4xf32>) {
+  // expected-error@+1 {{'train.linear_gelu' op result type 'tensor<8x5xf32>' must be 'tensor<8x4xf32>'}}
+  %pre, %y = train.linear_gelu %x, %w, %b : (tensor<8x16xf32>, tensor<4x16xf32>, tensor<4xf32>) -> (tensor<8x4xf32>, tensor<8x5xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_grad_gelu_pre(%dy: tensor<8x16xf32>, %w: tensor<16x4xf32>, %pre: tensor<8x5xf32>) {
+  // expected-error@+1 {{'train.linear_grad_gelu' op pre_activation type 'tensor<8x5xf32>' must be the input gradient's, 'tensor<8x4xf32>'}}
+  %dpre = train.linear_grad_gelu %dy, %w, %pre : (tensor<8x16xf32>, tensor<16x4xf32>, tensor<8x5xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @linear_grad_gelu_bias(%dy: tensor<8x16xf32>, %w: tensor<16x4xf32>, %pre: tensor<8x4xf32>) {
+  // expected-error@+1 {{'train.linear_grad_gelu' op bias_grad type 'tensor<16xf32>' must be 'tensor<4xf32>'}}
+  %dpre, %db = train.linear_grad_gelu %dy, %w, %pre : (tensor<8x16xf32>, tensor<16x4xf32>, tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_grad_weight_bias_batch(%dy: tensor<8x4xf32>, %x: tensor<6x16xf32>) {
+  // expected-error@+1 {{'train.linear_grad_weight_bias' grad_output 'tensor<8x4xf32>' and input 'tensor<6x16xf32>' must have the same batch dimensions}}
+  %dw, %db = train.linear_grad_weight_bias %dy, %x : (tensor<8x4xf32>, tensor<6x16xf32>) -> (tensor<4x16xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_grad_weight_bias_result(%dy: tensor<8x4xf32>, %x: tensor<8x16xf32>) {
+  // expected-error@+1 {{'train.linear_grad_weight_bias' op weight_grad type 'tensor<16x4xf32>' must be 'tensor<4x16xf32>'}}
+  %dw, %db = train.linear_grad_weight_bias %dy, %x : (tensor<8x4xf32>, tensor<8x16xf32>) -> (tensor<16x4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @adamw_multi_one(%p: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<i32>) {
+  // expected-error@+1 {{'train.adamw_multi' op updates 1 tensors; a multi-tensor update has at least 2 (train.adamw updates one)}}
+  %r:3 = train.adamw_multi params(%p) grads(%p) exp_avgs(%p) exp_avg_sqs(%p) lr(%lr) step(%t) {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decays = array<f32: 0.0>} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<i32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @adamw_multi_groups(%p: tensor<4xf32>, %q: tensor<3xf32>, %lr: tensor<f32>, %t: tensor<i32>) {
+  // expected-error@+1 {{'train.adamw_multi' op has 2 params but 2 grads, 2 exp_avgs, 2 exp_avg_sqs and 1 weight_decays; every group needs one per param}}
+  %r:6 = train.adamw_multi params(%p, %q) grads(%p, %q) exp_avgs(%p, %q) exp_avg_sqs(%p, %q) lr(%lr) step(%t) {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decays = array<f32: 0.0>} : (tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<f32>, tensor<i32>) -> (tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>)
+  return
+}
+
+// -----
+
+func.func @adamw_multi_results(%p: tensor<4xf32>, %q: tensor<3xf32>, %lr: tensor<f32>, %t: tensor<i32>) {
+  // expected-error@+1 {{'train.adamw_multi' op has 2 results; 2 params need 6 (new params, exp_avgs, exp_avg_sqs)}}
+  %r:2 = train.adamw_multi params(%p, %q) grads(%p, %q) exp_avgs(%p, %q) exp_avg_sqs(%p, %q) lr(%lr) step(%t) {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decays = array<f32: 0.0, 0.0>} : (tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<f32>, tensor<i32>) -> (tensor<4xf32>, tensor<3xf32>)
+  return
+}
+
+// -----
+
+func.func @adamw_multi_state(%p: tensor<4xf32>, %q: tensor<3xf32>, %lr: tensor<f32>, %t: tensor<i32>) {
+  // expected-error@+1 {{'train.adamw_multi' exp_avg type 'tensor<3xf32>' must equal the param type 'tensor<4xf32>'}}
+  %r:6 = train.adamw_multi params(%p, %q) grads(%p, %q) exp_avgs(%q, %q) exp_avg_sqs(%p, %q) lr(%lr) step(%t) {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decays = array<f32: 0.0, 0.0>} : (tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<f32>, tensor<i32>) -> (tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>)
+  return
+}
+
+// -----
+
+func.func @adamw_multi_grad_shape(%p: tensor<4xf32>, %q: tensor<3xf32>, %lr: tensor<f32>, %t: tensor<i32>) {
+  // expected-error@+1 {{'train.adamw_multi' grad type 'tensor<3xf32>' must have the param's shape 'tensor<4xf32>'}}
+  %r:6 = train.adamw_multi params(%p, %q) grads(%q, %q) exp_avgs(%p, %q) exp_avg_sqs(%p, %q) lr(%lr) step(%t) {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decays = array<f32: 0.0, 0.0>} : (tensor<4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<f32>, tensor<i32>) -> (tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>)
+  return
+}
+
+// -----
+
+func.func @adamw_multi_grad_dtype(%p: tensor<4xf32>, %q: tensor<3xf32>, %gq: tensor<3xbf16>, %lr: tensor<f32>, %t: tensor<i32>) {
+  // expected-error@+1 {{'train.adamw_multi' op grads must share one element type, got 'f32' and 'bf16'}}
+  %r:6 = train.adamw_multi params(%p, %q) grads(%p, %gq) exp_avgs(%p, %q) exp_avg_sqs(%p, %q) lr(%lr) step(%t) {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decays = array<f32: 0.0, 0.0>} : (tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xbf16>, tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<f32>, tensor<i32>) -> (tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>)
+  return
+}
+
+// -----
+
+func.func @adamw_multi_result_type(%p: tensor<4xf32>, %q: tensor<3xf32>, %lr: tensor<f32>, %t: tensor<i32>) {
+  // expected-error@+1 {{'train.adamw_multi' op result type 'tensor<3xf32>' of tensor 0 must be its param's type 'tensor<4xf32>'}}
+  %r:6 = train.adamw_multi params(%p, %q) grads(%p, %q) exp_avgs(%p, %q) exp_avg_sqs(%p, %q) lr(%lr) step(%t) {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decays = array<f32: 0.0, 0.0>} : (tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<f32>, tensor<i32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>)
+  return
+}
+
+// -----
+
+func.func @adamw_multi_weight_decay(%p: tensor<4xf32>, %q: tensor<3xf32>, %lr: tensor<f32>, %t: tensor<i32>) {
+  // expected-error@+1 {{'train.adamw_multi' op weight_decays must be finite and >= 0, got -1}}
+  %r:6 = train.adamw_multi params(%p, %q) grads(%p, %q) exp_avgs(%p, %q) exp_avg_sqs(%p, %q) lr(%lr) step(%t) {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decays = array<f32: 0.0, -1.0>} : (tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<f32>, tensor<i32>) -> (tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>)
+  return
+}
+
+// -----
+
+func.func @adamw_multi_reads_update(%p: tensor<4xf32>, %q: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<i32>) {
+  // expected-error@+1 {{'train.adamw_multi' op tensor 1 reads a value that tensor 0 updates}}
+  %r:6 = train.adamw_multi params(%p, %q) grads(%p, %q) exp_avgs(%q, %q) exp_avg_sqs(%q, %q) lr(%lr) step(%t) {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decays = array<f32: 0.0, 0.0>} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<i32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @adamw_multi_beta(%p: tensor<4xf32>, %q: tensor<3xf32>, %lr: tensor<f32>, %t: tensor<i32>) {
+  // expected-error@+1 {{'train.adamw_multi' op beta1 must lie in [0, 1), got 1.5}}
+  %r:6 = train.adamw_multi params(%p, %q) grads(%p, %q) exp_avgs(%p, %q) exp_avg_sqs(%p, %q) lr(%lr) step(%t) {beta1 = 1.5 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decays = array<f32: 0.0, 0.0>} : (tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<f32>, tensor<i32>) -> (tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>)
+  return
+}

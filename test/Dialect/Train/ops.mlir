@@ -226,3 +226,24 @@ func.func @async_collectives(%s0: tensor<6xf32>, %s1: tensor<2xf32>, %g: tensor<
   %ar = train.collective_wait %a : !train.pending<tensor<3x4xf32>>
   return
 }
+
+// The fused ops of autoshard-fuse.
+// CHECK-LABEL: func.func @fused
+func.func @fused(%x: tensor<8x16xf32>, %w: tensor<4x16xf32>, %b: tensor<4xf32>,
+                 %dy: tensor<8x4xf32>,
+                 %p: tensor<4x16xf32>, %q: tensor<4xf32>, %g: tensor<4x16xbf16>,
+                 %gq: tensor<4xbf16>, %lr: tensor<f32>, %t: tensor<i32>,
+                 %scale: tensor<f32>, %w3: tensor<16x4xf32>) {
+  // CHECK: %{{.*}}, %{{.*}} = train.linear_gelu %{{.*}}, %{{.*}}, %{{.*}} : (tensor<8x16xf32>, tensor<4x16xf32>, tensor<4xf32>) -> (tensor<8x4xf32>, tensor<8x4xf32>)
+  %pre, %y = train.linear_gelu %x, %w, %b : (tensor<8x16xf32>, tensor<4x16xf32>, tensor<4xf32>) -> (tensor<8x4xf32>, tensor<8x4xf32>)
+  // CHECK: %{{.*}}, %{{.*}} = train.linear_grad_gelu %{{.*}}, %{{.*}}, %{{.*}} : (tensor<8x16xf32>, tensor<16x4xf32>, tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<4xf32>)
+  %dpre, %db = train.linear_grad_gelu %x, %w3, %pre : (tensor<8x16xf32>, tensor<16x4xf32>, tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<4xf32>)
+  // Without the bias gradient.
+  // CHECK: train.linear_grad_gelu %{{.*}}, %{{.*}}, %{{.*}} : (tensor<8x16xf32>, tensor<16x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  %dpre2 = train.linear_grad_gelu %x, %w3, %pre : (tensor<8x16xf32>, tensor<16x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  // CHECK: %{{.*}}, %{{.*}} = train.linear_grad_weight_bias %{{.*}}, %{{.*}} : (tensor<8x4xf32>, tensor<8x16xf32>) -> (tensor<4x16xf32>, tensor<4xf32>)
+  %dw, %db2 = train.linear_grad_weight_bias %dy, %x : (tensor<8x4xf32>, tensor<8x16xf32>) -> (tensor<4x16xf32>, tensor<4xf32>)
+  // CHECK: %{{.*}}:6 = train.adamw_multi params(%{{.*}}, %{{.*}}) grads(%{{.*}}, %{{.*}}) exp_avgs(%{{.*}}, %{{.*}}) exp_avg_sqs(%{{.*}}, %{{.*}}) lr(%{{.*}}) step(%{{.*}}) grad_scale(%{{.*}}) {beta1 = 0.899999976 : f32, beta2 = 9.990000e-01 : f32, eps = 9.99999993E-9 : f32, weight_decays = array<f32: 1.000000e-01, 0.000000e+00>}
+  %r:6 = train.adamw_multi params(%p, %q) grads(%g, %gq) exp_avgs(%p, %q) exp_avg_sqs(%p, %q) lr(%lr) step(%t) grad_scale(%scale) {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decays = array<f32: 0.1, 0.0>} : (tensor<4x16xf32>, tensor<4xf32>, tensor<4x16xbf16>, tensor<4xbf16>, tensor<4x16xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<4xf32>, tensor<f32>, tensor<i32>, tensor<f32>) -> (tensor<4x16xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<4xf32>, tensor<4x16xf32>, tensor<4xf32>)
+  return
+}

@@ -31,6 +31,25 @@ double autoshard::train::opFlops(Operation *op) {
                   static_cast<double>(dy.getShape().back());
     return 2.0 * elementsOf(grad.getResult()) * rows;
   }
+  // A fused op computes what the ops it stands for compute (GELU and the
+  // bias gradient count no FLOPs, as on their own).
+  if (auto fused = dyn_cast<LinearGeluOp>(op)) {
+    auto w = cast<RankedTensorType>(fused.getWeight().getType());
+    return 2.0 * elementsOf(fused.getPreActivation()) *
+           static_cast<double>(w.getDimSize(1));
+  }
+  if (auto fused = dyn_cast<LinearGradGeluOp>(op)) {
+    // The input gradient it never stores has the pre-activation's shape.
+    auto w = cast<RankedTensorType>(fused.getWeight().getType());
+    return 2.0 * elementsOf(fused.getPreActivation()) *
+           static_cast<double>(w.getDimSize(0));
+  }
+  if (auto fused = dyn_cast<LinearGradWeightBiasOp>(op)) {
+    auto dy = cast<RankedTensorType>(fused.getGradOutput().getType());
+    double rows = static_cast<double>(dy.getNumElements()) /
+                  static_cast<double>(dy.getShape().back());
+    return 2.0 * elementsOf(fused.getWeightGrad()) * rows;
+  }
   if (isa<CausalAttentionOp, CausalAttentionGradOp>(op)) {
     // q: [B, T, H, D]: scores and values.
     auto q = cast<RankedTensorType>(

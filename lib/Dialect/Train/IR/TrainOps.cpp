@@ -137,29 +137,45 @@ std::string formatFloat(double value) {
 // Dense layers
 //===----------------------------------------------------------------------===//
 
-LogicalResult LinearOp::inferReturnTypes(MLIRContext *,
-                                         std::optional<Location> loc,
-                                         Adaptor adaptor,
-                                         SmallVectorImpl<Type> &results) {
-  auto input = tensorOf(adaptor.getInput());
-  auto weight = tensorOf(adaptor.getWeight());
-  if (failed(checkRankAtLeast(loc, "train.linear", "input", input, 1)) ||
-      failed(checkWeight(loc, "train.linear", weight)) ||
-      failed(checkSameElementType(loc, "train.linear", adaptor.getOperands())))
+/// train.linear's shape rule, as op `op` (train.linear, or a fused op that
+/// computes one): the result type.
+static FailureOr<RankedTensorType> inferLinear(std::optional<Location> loc,
+                                               StringRef op, Value inputValue,
+                                               Value weightValue, Value bias) {
+  auto input = tensorOf(inputValue);
+  auto weight = tensorOf(weightValue);
+  SmallVector<Value, 3> operands{inputValue, weightValue};
+  if (bias)
+    operands.push_back(bias);
+  if (failed(checkRankAtLeast(loc, op, "input", input, 1)) ||
+      failed(checkWeight(loc, op, weight)) ||
+      failed(checkSameElementType(loc, op, operands)))
     return failure();
   int64_t outFeatures = weight.getDimSize(0), inFeatures = weight.getDimSize(1);
   if (input.getShape().back() != inFeatures)
     return emitOptionalError(
-        loc, "'train.linear' input feature dimension (", input.getShape().back(),
+        loc, "'", op, "' input feature dimension (", input.getShape().back(),
         ") must equal the weight's in_features (dimension 1 of ", weight, ")");
-  if (Value bias = adaptor.getBias()) {
+  if (bias) {
     auto biasType = tensorOf(bias);
     if (biasType.getRank() != 1 || biasType.getDimSize(0) != outFeatures)
-      return emitOptionalError(loc, "'train.linear' bias must be 1-D with ",
+      return emitOptionalError(loc, "'", op, "' bias must be 1-D with ",
                                outFeatures, " (out_features) elements, got ",
                                biasType);
   }
-  results.push_back(withLastDim(input, outFeatures));
+  return withLastDim(input, outFeatures);
+}
+
+LogicalResult LinearOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  FailureOr<RankedTensorType> type =
+      inferLinear(loc, "train.linear", adaptor.getInput(),
+                  adaptor.getWeight(), adaptor.getBias());
+  if (failed(type))
+    return failure();
+  results.push_back(*type);
   return success();
 }
 
@@ -178,45 +194,64 @@ LogicalResult LinearOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
   return success();
 }
 
-LogicalResult LinearGradInputOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &results) {
-  auto gradOutput = tensorOf(adaptor.getGradOutput());
-  auto weight = tensorOf(adaptor.getWeight());
-  if (failed(checkRankAtLeast(loc, "train.linear_grad_input", "grad_output",
-                              gradOutput, 1)) ||
-      failed(checkWeight(loc, "train.linear_grad_input", weight)) ||
-      failed(checkSameElementType(loc, "train.linear_grad_input",
-                                  adaptor.getOperands())))
+/// train.linear_grad_input's shape rule, as op `op`: the result type.
+static FailureOr<RankedTensorType>
+inferLinearGradInput(std::optional<Location> loc, StringRef op,
+                     Value gradOutputValue, Value weightValue) {
+  auto gradOutput = tensorOf(gradOutputValue);
+  auto weight = tensorOf(weightValue);
+  if (failed(checkRankAtLeast(loc, op, "grad_output", gradOutput, 1)) ||
+      failed(checkWeight(loc, op, weight)) ||
+      failed(checkSameElementType(loc, op, {gradOutputValue, weightValue})))
     return failure();
   if (gradOutput.getShape().back() != weight.getDimSize(0))
     return emitOptionalError(
-        loc, "'train.linear_grad_input' grad_output feature dimension (",
+        loc, "'", op, "' grad_output feature dimension (",
         gradOutput.getShape().back(),
         ") must equal the weight's out_features (dimension 0 of ", weight, ")");
-  results.push_back(withLastDim(gradOutput, weight.getDimSize(1)));
+  return withLastDim(gradOutput, weight.getDimSize(1));
+}
+
+LogicalResult LinearGradInputOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  FailureOr<RankedTensorType> type =
+      inferLinearGradInput(loc, "train.linear_grad_input",
+                           adaptor.getGradOutput(), adaptor.getWeight());
+  if (failed(type))
+    return failure();
+  results.push_back(*type);
   return success();
+}
+
+/// train.linear_grad_weight's shape rule, as op `op`: the result type.
+static FailureOr<RankedTensorType>
+inferLinearGradWeight(std::optional<Location> loc, StringRef op,
+                      Value gradOutputValue, Value inputValue) {
+  auto gradOutput = tensorOf(gradOutputValue);
+  auto input = tensorOf(inputValue);
+  if (failed(checkRankAtLeast(loc, op, "grad_output", gradOutput, 1)) ||
+      failed(checkRankAtLeast(loc, op, "input", input, 1)) ||
+      failed(checkSameElementType(loc, op, {gradOutputValue, inputValue})))
+    return failure();
+  if (leadingDims(gradOutput) != leadingDims(input))
+    return emitOptionalError(loc, "'", op, "' grad_output ", gradOutput,
+                             " and input ", input,
+                             " must have the same batch dimensions");
+  return RankedTensorType::get(
+      {gradOutput.getShape().back(), input.getShape().back()},
+      gradOutput.getElementType());
 }
 
 LogicalResult LinearGradWeightOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &results) {
-  auto gradOutput = tensorOf(adaptor.getGradOutput());
-  auto input = tensorOf(adaptor.getInput());
-  if (failed(checkRankAtLeast(loc, "train.linear_grad_weight", "grad_output",
-                              gradOutput, 1)) ||
-      failed(checkRankAtLeast(loc, "train.linear_grad_weight", "input", input,
-                              1)) ||
-      failed(checkSameElementType(loc, "train.linear_grad_weight",
-                                  adaptor.getOperands())))
+  FailureOr<RankedTensorType> type =
+      inferLinearGradWeight(loc, "train.linear_grad_weight",
+                            adaptor.getGradOutput(), adaptor.getInput());
+  if (failed(type))
     return failure();
-  if (leadingDims(gradOutput) != leadingDims(input))
-    return emitOptionalError(loc, "'train.linear_grad_weight' grad_output ",
-                             gradOutput, " and input ", input,
-                             " must have the same batch dimensions");
-  results.push_back(RankedTensorType::get(
-      {gradOutput.getShape().back(), input.getShape().back()},
-      gradOutput.getElementType()));
+  results.push_back(*type);
   return success();
 }
 
@@ -1191,4 +1226,150 @@ LogicalResult TransferWaitOp::verify() {
     return emitOpError() << "waits a handle that no train.transfer_start "
                             "returned";
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Fused ops
+//===----------------------------------------------------------------------===//
+
+/// A fused op's result `index` must have the type `expected`, which the
+/// shape rule of the op it stands for gives.
+static LogicalResult checkResultType(Operation *op, unsigned index,
+                                     StringRef what, Type expected) {
+  Type actual = op->getResult(index).getType();
+  if (actual == expected)
+    return success();
+  return op->emitOpError() << what << " type " << actual << " must be "
+                           << expected;
+}
+
+LogicalResult LinearGeluOp::verify() {
+  FailureOr<RankedTensorType> type = inferLinear(
+      getLoc(), "train.linear_gelu", getInput(), getWeight(), getBias());
+  if (failed(type))
+    return failure();
+  return success(
+      succeeded(checkResultType(*this, 0, "pre_activation", *type)) &&
+      succeeded(checkResultType(*this, 1, "result", *type)));
+}
+
+LogicalResult LinearGradGeluOp::verify() {
+  FailureOr<RankedTensorType> type =
+      inferLinearGradInput(getLoc(), "train.linear_grad_gelu",
+                           getGradOutput(), getWeight());
+  if (failed(type))
+    return failure();
+  if (getPreActivation().getType() != *type)
+    return emitOpError() << "pre_activation type "
+                         << getPreActivation().getType()
+                         << " must be the input gradient's, " << *type;
+  if (failed(checkResultType(*this, 0, "grad_pre_activation", *type)))
+    return failure();
+  if (!getBiasGrad())
+    return success();
+  return checkResultType(
+      *this, 1, "bias_grad",
+      RankedTensorType::get({type->getShape().back()}, type->getElementType()));
+}
+
+LogicalResult LinearGradWeightBiasOp::verify() {
+  FailureOr<RankedTensorType> type =
+      inferLinearGradWeight(getLoc(), "train.linear_grad_weight_bias",
+                            getGradOutput(), getInput());
+  if (failed(type))
+    return failure();
+  RankedTensorType gradOutput = tensorOf(getGradOutput());
+  return success(
+      succeeded(checkResultType(*this, 0, "weight_grad", *type)) &&
+      succeeded(checkResultType(
+          *this, 1, "bias_grad",
+          RankedTensorType::get({gradOutput.getShape().back()},
+                                gradOutput.getElementType()))));
+}
+
+LogicalResult AdamwMultiOp::verify() {
+  unsigned n = getNumTensors();
+  if (n < 2)
+    return emitOpError() << "updates " << n
+                         << " tensors; a multi-tensor update has at least 2 "
+                            "(train.adamw updates one)";
+  if (getGrads().size() != n || getExpAvgs().size() != n ||
+      getExpAvgSqs().size() != n || getWeightDecays().size() != n)
+    return emitOpError() << "has " << n << " params but "
+                         << getGrads().size() << " grads, "
+                         << getExpAvgs().size() << " exp_avgs, "
+                         << getExpAvgSqs().size() << " exp_avg_sqs and "
+                         << getWeightDecays().size()
+                         << " weight_decays; every group needs one per param";
+  if (getNumResults() != 3 * n)
+    return emitOpError() << "has " << getNumResults() << " results; " << n
+                         << " params need " << 3 * n
+                         << " (new params, exp_avgs, exp_avg_sqs)";
+  Type gradElement = tensorOf(getGrads()[0]).getElementType();
+  for (unsigned i = 0; i < n; ++i) {
+    Value param = getParams()[i];
+    if (failed(checkGradShape(getLoc(), "train.adamw_multi", param,
+                              getGrads()[i])) ||
+        failed(checkState(getLoc(), "train.adamw_multi", "exp_avg", param,
+                          getExpAvgs()[i])) ||
+        failed(checkState(getLoc(), "train.adamw_multi", "exp_avg_sq", param,
+                          getExpAvgSqs()[i])))
+      return failure();
+    if (tensorOf(getGrads()[i]).getElementType() != gradElement)
+      return emitOpError() << "grads must share one element type, got "
+                           << gradElement << " and "
+                           << tensorOf(getGrads()[i]).getElementType();
+    for (Value result :
+         {getNewParam(i), getNewExpAvg(i), getNewExpAvgSq(i)})
+      if (result.getType() != param.getType())
+        return emitOpError() << "result type " << result.getType()
+                             << " of tensor " << i
+                             << " must be its param's type "
+                             << param.getType();
+    if (failed(verifyFloatAttr(*this, "weight_decays", getWeightDecays()[i],
+                               FloatRule::NonNegative)))
+      return failure();
+  }
+  // The tensors of one call are updated at once: none may read what
+  // another one updates.
+  for (unsigned i = 0; i < n; ++i)
+    for (Value updated : {getParams()[i], getExpAvgs()[i], getExpAvgSqs()[i]})
+      for (unsigned j = 0; j < n; ++j)
+        if (j != i && llvm::is_contained(
+                          ValueRange{getParams()[j], getGrads()[j],
+                                     getExpAvgs()[j], getExpAvgSqs()[j]},
+                          updated))
+          return emitOpError() << "tensor " << j
+                               << " reads a value that tensor " << i
+                               << " updates";
+  return success(
+      succeeded(verifyFloatAttr(*this, "beta1", getBeta1().convertToFloat(),
+                                FloatRule::UnitInterval)) &&
+      succeeded(verifyFloatAttr(*this, "beta2", getBeta2().convertToFloat(),
+                                FloatRule::UnitInterval)) &&
+      succeeded(verifyFloatAttr(*this, "eps", getEps().convertToFloat(),
+                                FloatRule::Positive)));
+}
+
+/// The operands of the `group`th operand group of `op` (its ODS segment).
+static MutableArrayRef<OpOperand> operandGroup(AdamwMultiOp op,
+                                               unsigned group) {
+  auto [start, length] = op.getODSOperandIndexAndLength(group);
+  return op->getOpOperands().slice(start, length);
+}
+
+MutableArrayRef<OpOperand> AdamwMultiOp::getParamOperands() {
+  return operandGroup(*this, 0);
+}
+
+MutableArrayRef<OpOperand> AdamwMultiOp::getGradientOperands() {
+  return operandGroup(*this, 1);
+}
+
+SmallVector<OpOperand *> AdamwMultiOp::getStateOperands() {
+  SmallVector<OpOperand *> states;
+  for (unsigned group : {2u, 3u})
+    for (OpOperand &operand : operandGroup(*this, group))
+      states.push_back(&operand);
+  return states;
 }

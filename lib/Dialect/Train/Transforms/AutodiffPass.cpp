@@ -197,9 +197,20 @@ FailureOr<Value> Autodiff::accumulate(int64_t count, Value loss,
   // reach the shared ops and the parameters.
   b.setInsertionPoint(body.getTerminator());
   FloatAttr inverse = b.getF32FloatAttr(1.0 / static_cast<double>(count));
-  for (auto &[value, grad] : grads)
-    if (!perBatch.contains(value))
-      grad = ScaleOp::create(b, loc, grad, inverse);
+  // In program order (arguments, then the shared ops' results), not in the
+  // order of `grads`, a map keyed by pointers: the scales' order decides the
+  // order of the gradient buckets and of the arena, which must not change
+  // from one compilation to the next.
+  auto scaleGradient = [&](Value value) {
+    auto it = grads.find(value);
+    if (it != grads.end() && !perBatch.contains(value))
+      it->second = ScaleOp::create(b, loc, it->second, inverse);
+  };
+  for (BlockArgument arg : body.getArguments())
+    scaleGradient(arg);
+  for (Operation *op : shared)
+    for (Value result : op->getResults())
+      scaleGradient(result);
   if (!forwardOnly && failed(differentiate(shared, Value())))
     return failure();
   Value total = losses.front();

@@ -1115,4 +1115,175 @@ def Train_TransferWaitOp : Train_Op<"transfer_wait", [
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Fused ops (autoshard-fuse)
+//===----------------------------------------------------------------------===//
+
+// What one runtime kernel computes for a group of the ops above. Only
+// `autoshard-fuse` creates them, after the strategy pipeline and right
+// before the lowering, which turns each into one call; no pass before it
+// knows them (they have no gradient rule and no partitioning rule).
+
+/// A fused op; `unfused` names the op each result stands for, in result
+/// order, for what the memory plan reports about the result's buffer.
+class Train_FusedOp<string mnemonic, list<string> unfused,
+                    list<Trait> traits = []>
+    : Train_Op<mnemonic, !listconcat(traits, [Pure])> {
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The op of the unfused step whose result result #`index` is.
+    static ::llvm::StringRef getUnfusedOpName(unsigned index) {
+      static const char *const names[] = {}] #
+      !interleave(!foreach(name, unfused, "\"" # name # "\""), ", ") # [{};
+      return names[index];
+    }
+  }];
+}
+
+def Train_LinearGeluOp : Train_FusedOp<"linear_gelu",
+    ["train.linear", "train.gelu"]> {
+  let summary = "a linear layer with a bias and the GELU of its result";
+  let description = [{
+    `pre_activation = train.linear(input, weight, bias)` and
+    `result = train.gelu(pre_activation)` as one kernel (a GPU runs it as one
+    GEMM with a GELU epilogue). Both results are produced: the backward pass
+    reads the pre-activation.
+
+    ```
+      x ──┐
+      W ──┼─ linear ─► pre ─ gelu ─► y        ==>   x, W, b ─ linear_gelu ─► pre, y
+      b ──┘
+    ```
+
+    ```mlir
+    %pre, %y = train.linear_gelu %x, %w, %b
+        : (tensor<8x16xf32>, tensor<4x16xf32>, tensor<4xf32>)
+        -> (tensor<8x4xf32>, tensor<8x4xf32>)
+    ```
+
+    The operands follow `train.linear`'s shape rule (the bias is required);
+    both results have the type `train.linear` infers.
+  }];
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
+                       Train_FloatTensor:$bias);
+  let results = (outs Train_FloatTensor:$pre_activation,
+                      Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Train_LinearGradGeluOp : Train_FusedOp<"linear_grad_gelu",
+    ["train.gelu_grad", "train.bias_grad"]> {
+  let summary = "a linear layer's input gradient through GELU's derivative";
+  let description = [{
+    `grad_pre_activation = train.gelu_grad(train.linear_grad_input(
+    grad_output, weight), pre_activation)` and, when the op has a second
+    result, `bias_grad = train.bias_grad(grad_pre_activation)`, as one kernel
+    (a GPU runs it as one GEMM whose epilogue applies GELU's derivative and
+    reduces the bias gradient). The input gradient in between is never
+    materialized.
+
+    ```mlir
+    %dpre, %db = train.linear_grad_gelu %dy, %w, %pre
+        : (tensor<8x16xf32>, tensor<16x4xf32>, tensor<8x4xf32>)
+        -> (tensor<8x4xf32>, tensor<4xf32>)
+    ```
+
+    `grad_output` and `weight` follow `train.linear_grad_input`'s shape rule,
+    whose result must have `pre_activation`'s type, which is also the first
+    result's; the bias gradient is `train.bias_grad`'s of the first result.
+  }];
+  let arguments = (ins Train_FloatTensor:$grad_output, Train_FloatTensor:$weight,
+                       Train_FloatTensor:$pre_activation);
+  let results = (outs Train_FloatTensor:$grad_pre_activation,
+                      Optional<Train_FloatTensor>:$bias_grad);
+  let assemblyFormat = [{
+    $grad_output `,` $weight `,` $pre_activation attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Train_LinearGradWeightBiasOp : Train_FusedOp<"linear_grad_weight_bias",
+    ["train.linear_grad_weight", "train.bias_grad"]> {
+  let summary = "a linear layer's weight and bias gradients of one output gradient";
+  let description = [{
+    `weight_grad = train.linear_grad_weight(grad_output, input)` and
+    `bias_grad = train.bias_grad(grad_output)` as one kernel (a GPU runs it as
+    one GEMM whose epilogue reduces the bias gradient).
+
+    ```mlir
+    %dw, %db = train.linear_grad_weight_bias %dy, %x
+        : (tensor<8x4xf32>, tensor<8x16xf32>) -> (tensor<4x16xf32>, tensor<4xf32>)
+    ```
+
+    The operands follow `train.linear_grad_weight`'s shape rule; the results
+    have the types `train.linear_grad_weight` and `train.bias_grad` infer.
+  }];
+  let arguments = (ins Train_FloatTensor:$grad_output, Train_FloatTensor:$input);
+  let results = (outs Train_FloatTensor:$weight_grad,
+                      Train_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $grad_output `,` $input attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Train_AdamwMultiOp : Train_FusedOp<"adamw_multi", [], [
+    AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<Train_OptimizerOpInterface>]> {
+  let summary = "AdamW steps of several parameters as one multi-tensor update";
+  let description = [{
+    `n` (at least two) `train.adamw` updates that share the learning rate,
+    the step, the clipping scale, the betas, `eps` and the gradients' element
+    type, as one multi-tensor kernel (PyTorch's `foreach`/fused AdamW). Tensor
+    `i` is updated exactly as `train.adamw` updates it, with the weight decay
+    `weight_decays[i]`. The results are the `n` new parameters, then the `n`
+    new first moments, then the `n` new second moments.
+
+    ```mlir
+    %r:6 = train.adamw_multi params(%p, %q) grads(%gp, %gq)
+        exp_avgs(%mp, %mq) exp_avg_sqs(%vp, %vq) lr(%lr) step(%t)
+        {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32,
+         weight_decays = array<f32: 0.1, 0.0>}
+        : (tensor<16x4xf32>, tensor<4xf32>, tensor<16x4xf32>, tensor<4xf32>,
+           tensor<16x4xf32>, tensor<4xf32>, tensor<16x4xf32>, tensor<4xf32>,
+           tensor<f32>, tensor<i32>)
+        -> (tensor<16x4xf32>, tensor<4xf32>, tensor<16x4xf32>, tensor<4xf32>,
+            tensor<16x4xf32>, tensor<4xf32>)
+    ```
+
+    Every operand group has `n` members, as has `weight_decays`; each tensor
+    follows `train.adamw`'s shape rule, and its three results have its
+    parameter's type. The attributes follow `train.adamw`'s rules; no tensor
+    reads a value another one updates (their updates run at once).
+  }];
+  let arguments = (ins Variadic<Train_F32Tensor>:$params,
+                       Variadic<Train_FloatTensor>:$grads,
+                       Variadic<Train_F32Tensor>:$exp_avgs,
+                       Variadic<Train_F32Tensor>:$exp_avg_sqs,
+                       Train_ScalarTensor:$lr, Train_StepTensor:$step,
+                       Optional<Train_ScalarTensor>:$grad_scale,
+                       F32Attr:$beta1, F32Attr:$beta2, F32Attr:$eps,
+                       DenseF32ArrayAttr:$weight_decays);
+  let results = (outs Variadic<Train_F32Tensor>:$results);
+  let assemblyFormat = [{
+    `params` `(` $params `)` `grads` `(` $grads `)`
+    `exp_avgs` `(` $exp_avgs `)` `exp_avg_sqs` `(` $exp_avg_sqs `)`
+    `lr` `(` $lr `)` `step` `(` $step `)`
+    (`grad_scale` `(` $grad_scale^ `)`)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// How many parameters the op updates.
+    unsigned getNumTensors() { return getParams().size(); }
+    ::mlir::Value getNewParam(unsigned i) { return getResult(i); }
+    ::mlir::Value getNewExpAvg(unsigned i) {
+      return getResult(getNumTensors() + i);
+    }
+    ::mlir::Value getNewExpAvgSq(unsigned i) {
+      return getResult(2 * getNumTensors() + i);
+    }
+  }];
+}
+
 #endif // AUTOSHARD_DIALECT_TRAIN_TRAINOPS_TD

@@ -325,4 +325,43 @@ def OffloadPass : Pass<"autoshard-offload", "mlir::ModuleOp"> {
   ];
 }
 
+def FusePass : Pass<"autoshard-fuse", "mlir::ModuleOp"> {
+  let summary = "Fuse groups of train ops that one runtime kernel computes";
+  let description = [{
+    Rewrites the groups of ops in the (partitioned) step that the runtime
+    runs as one kernel into the train dialect's fused ops, so that the
+    lowering turns each op into one call and a test can read what was fused:
+
+    - a linear layer with a bias and its first GELU, when nothing reads the
+      layer's result before that GELU: `train.linear_gelu` at the GELU;
+    - an input gradient read by GELU's gradient alone, that gradient and the
+      first bias gradient of its result: `train.linear_grad_gelu` at GELU's
+      gradient;
+    - a weight gradient and a bias gradient of the same output gradient,
+      neither read before the later of the two: `train.linear_grad_weight_bias`
+      at the later one (the first such weight gradient for each bias
+      gradient, each op in one group);
+    - runs of two or more AdamW updates with the same learning rate, step,
+      clipping scale, betas, eps and gradient element type, on the same side
+      of an offload, none reading another's update, until an op reads one of
+      their results: `train.adamw_multi` at the run's last update.
+
+    Each fused op takes the place of the group's op that runs last, so every
+    operand is defined there and nothing reads a result earlier; the
+    arithmetic per element is that of the ops it replaces.
+
+    ```mlir
+    // Before:
+    %h = train.linear %x, %w, %b : (...) -> tensor<8x4xf32>
+    %y = train.gelu %h : tensor<8x4xf32>
+    // After:
+    %h, %y = train.linear_gelu %x, %w, %b : (...) -> (tensor<8x4xf32>, tensor<8x4xf32>)
+    ```
+
+    It runs in the lowering pipeline after CSE and canonicalization, right
+    before `autoshard-lower-to-runtime`, and in the memory plan's copy of the
+    step, which must see the ops the lowering sees.
+  }];
+}
+
 #endif // AUTOSHARD_DIALECT_TRAIN_TRANSFORMS_PASSES_TD
