@@ -19,6 +19,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <limits>
 
 using namespace mlir;
@@ -484,6 +486,108 @@ struct AutoStrategyPass
   StrategyOptions *chosenOut = nullptr;
 };
 
+/// What would fit when no plan does, as concretely as the smallest plan's
+/// estimate allows: more ranks of the same GPU (its sharded model states
+/// shrink as 1/ranks; the rest of its memory does not), a shipped device
+/// with more memory per rank, and offload where the device has a host link
+/// and the search was held to given tiers. A CPU node's ranks share its
+/// memory: more of them add none, so none are suggested.
+static std::string describeWhatWouldFit(const Candidate *smallest,
+                                        const cost::ClusterSpec &cluster,
+                                        int64_t worldSize, int64_t capacity,
+                                        StringRef memoryBudget,
+                                        bool offloadPinned) {
+  const cost::DeviceSpec &device = cluster.device;
+  bool gpu = device.kind == cost::DeviceKind::GPU;
+  std::vector<std::string> ways;
+  if (!smallest) {
+    ways.push_back(gpu ? "more ranks" : "more nodes");
+    ways.push_back("a smaller micro-batch");
+    ways.push_back(memoryBudget.empty() ? "a device with more memory"
+                                        : "a larger --memory-budget");
+  } else {
+    const cost::MemoryEstimate &memory = smallest->estimate.memory;
+    const cost::MemoryBreakdown &need = memory.device;
+    int64_t total = need.total();
+    const cost::Layout &layout = smallest->estimate.plan.layout;
+    bool sharded = layout.parameters == cost::Placement::Sharded &&
+                   layout.optimizerStates == cost::Placement::Sharded;
+    if (gpu && memoryBudget.empty() && sharded) {
+      // The states the peak counts (gradients only without measured step
+      // buffers, which hold them), sharded over every rank.
+      int64_t states = need.parameters + need.optimizerStates +
+                       (need.stepBuffers > 0 ? 0 : need.gradients);
+      int64_t rest = total - states;
+      if (states > 0 && rest < capacity) {
+        double ranks = std::ceil(double(states) * double(worldSize) /
+                                 double(capacity - rest));
+        int64_t perNode = std::max<int64_t>(1, device.devicesPerNode);
+        if (ranks > double(perNode))
+          ranks = std::ceil(ranks / double(perNode)) * double(perNode);
+        if (ranks > double(worldSize) && ranks <= 1e6)
+          ways.push_back(
+              "about " + std::to_string(int64_t(ranks)) + " ranks of '" +
+              device.name + "' (an estimate: the smallest plan's model "
+              "states, " + formatBytes(states) + " per rank at " +
+              std::to_string(worldSize) + ", shrink as 1/ranks; its other " +
+              formatBytes(rest) + " do not)");
+      } else if (states > 0) {
+        ways.push_back("no number of '" + device.name +
+                       "' ranks by the estimate: the smallest plan's memory "
+                       "besides its sharded model states, " +
+                       formatBytes(rest) + ", exceeds a rank's " +
+                       formatBytes(capacity));
+      }
+    } else if (gpu && memoryBudget.empty()) {
+      ways.push_back("more ranks");
+    }
+    if (!gpu && device.hasNetwork())
+      ways.push_back("more nodes");
+    ways.push_back("a smaller micro-batch");
+    if (!memoryBudget.empty()) {
+      ways.push_back("a larger --memory-budget");
+    } else {
+      // The shipped GPU with the least memory per rank that holds the
+      // smallest plan at this world size.
+      std::optional<cost::DeviceSpec> larger;
+      llvm::Expected<std::vector<cost::DeviceSpec>> shipped =
+          cost::loadDeviceDirectory(cost::getDefaultDeviceDirectory());
+      if (shipped) {
+        for (const cost::DeviceSpec &other : *shipped) {
+          if (other.kind != cost::DeviceKind::GPU ||
+              other.name == device.name)
+            continue;
+          cost::ClusterSpec cluster = cost::makeCluster(other, worldSize);
+          if (!cost::verifyCluster(cluster).empty() ||
+              cost::rankMemoryBytes(cluster) < total)
+            continue;
+          if (!larger || other.memoryBytes < larger->memoryBytes)
+            larger = other;
+        }
+      } else {
+        llvm::consumeError(shipped.takeError());
+      }
+      if (larger)
+        ways.push_back("a device with more memory per rank ('" +
+                       larger->name + "', " +
+                       formatBytes(larger->memoryBytes) +
+                       ", holds the smallest plan's " + formatBytes(total) +
+                       " by the estimate)");
+      else
+        ways.push_back("a device with more memory");
+    }
+    if (device.canOffload() && offloadPinned)
+      ways.push_back("offload to other tiers (--offload, --offload-params)");
+  }
+  std::string text;
+  for (size_t i = 0; i < ways.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == ways.size() ? " or " : ", ") + ways[i];
+  if (!gpu)
+    text += " (more ranks on one '" + device.name +
+            "' share its memory and add none)";
+  return text;
+}
+
 void AutoStrategyPass::runOnOperation() {
   ModuleOp module = getOperation();
   if (std::string problem = verifyStrategyOptions(options); !problem.empty()) {
@@ -711,20 +815,23 @@ void AutoStrategyPass::runOnOperation() {
                                strategy::ActivationCheckpointing::None;
     bool offloadPinned = options.offload != strategy::Offload::None ||
                          options.offloadParams != strategy::Offload::None;
-    diag.attachNote()
-        << "to fit: more ranks, a smaller micro-batch or "
-        << (options.memoryBudget.empty() ? "a device with more memory"
-                                 : "a larger --memory-budget")
-        << "; the search tried "
-        << (checkpointingPinned
-                ? std::string("only --activation-checkpointing=") +
-                      strategy::stringify(options.activationCheckpointing)
-                : std::string("every activation checkpointing mode"))
-        << (!cluster.device.canOffload()
-                ? " and no offload ('" + cluster.device.name +
-                      "' has no host link to offload to)"
-            : offloadPinned ? " and only the offload tiers given"
-                            : " and offload to host memory and NVMe");
+    diag.attachNote() << "to fit: "
+                      << describeWhatWouldFit(smallest, cluster, worldSize,
+                                              capacity, options.memoryBudget,
+                                              offloadPinned)
+                      << "; the search tried "
+                      << (checkpointingPinned
+                              ? std::string("only --activation-checkpointing=") +
+                                    strategy::stringify(
+                                        options.activationCheckpointing)
+                              : std::string(
+                                    "every activation checkpointing mode"))
+                      << (!cluster.device.canOffload()
+                              ? " and no offload ('" + cluster.device.name +
+                                    "' has no host link to offload to)"
+                          : offloadPinned
+                              ? " and only the offload tiers given"
+                              : " and offload to host memory and NVMe");
     return signalPassFailure();
   }
 

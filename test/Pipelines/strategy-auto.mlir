@@ -76,11 +76,12 @@
 // RUN: shard-gen gpt3-175b --micro-batch=8 --precision=bf16 2>/dev/null | not shard-opt --strategy=auto --world-size=2 --device=cpu-node 2>&1 | FileCheck %s --check-prefix=NOFIT
 // NOFIT: error: no strategy fits 2 cpu-node ranks: the smallest plan by the estimate, zero3 {{.*}} checkpoint=blocks, needs {{.*}} TiB
 // NOFIT: note: device memory needs {{.*}} per rank, has 11.77 GiB
-// NOFIT: note: to fit: more ranks, a smaller micro-batch or a device with more memory; the search tried every activation checkpointing mode and no offload ('cpu-node' has no host link to offload to)
+// NOFIT: note: to fit: a smaller micro-batch or a device with more memory{{.*}} (more ranks on one 'cpu-node' share its memory and add none); the search tried every activation checkpointing mode and no offload ('cpu-node' has no host link to offload to)
+// NOFIT-NOT: ranks of 'cpu-node'
 
 // Bad options name what would be valid.
 // RUN: not shard-opt --strategy=auto --world-size=2 --device=tpu %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=DEVICE
-// DEVICE: error: unknown device 'tpu'; known devices: a100-80gb, cpu-node, h100-80gb, h200-141gb
+// DEVICE: error: unknown device 'tpu'; known devices: a100-40gb, a100-80gb, b200-180gb, cpu-node, gb200-186gb, h100-80gb, h200-141gb, l4-24gb, l40s-48gb
 // RUN: not shard-opt --strategy=auto --world-size=8 --nodes=3 --device=h100-80gb %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=NODES
 // NODES: error: 3 nodes do not divide the world size 8
 // RUN: not shard-opt --strategy=auto --cost-report=xml %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=REPORTKIND

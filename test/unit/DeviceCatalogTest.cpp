@@ -24,17 +24,21 @@ TEST(DeviceCatalog, ShippedDevicesLoad) {
   std::vector<std::string> names;
   for (const DeviceSpec &device : *devices)
     names.push_back(device.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"a100-80gb", "cpu-node",
-                                             "h100-80gb", "h200-141gb"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"a100-40gb", "a100-80gb", "b200-180gb",
+                                      "cpu-node", "gb200-186gb", "h100-80gb",
+                                      "h200-141gb", "l4-24gb", "l40s-48gb"}));
   for (const DeviceSpec &device : *devices) {
     SCOPED_TRACE(device.name);
     EXPECT_GT(device.memoryBytes, 0);
     EXPECT_GE(device.peakFlopsBF16, device.peakFlopsF32);
     if (device.kind == DeviceKind::GPU) {
-      EXPECT_EQ(device.devicesPerNode, 8);
+      // A DGX or an 8-GPU PCIe server; a GB200 NVL72's node is its
+      // 72-GPU NVLink domain.
+      EXPECT_EQ(device.devicesPerNode, device.name == "gb200-186gb" ? 72 : 8);
       EXPECT_TRUE(device.canOffload());
       EXPECT_TRUE(device.hasNetwork());
-      // NVLink outruns the network, which outruns nothing else.
+      // NVLink (or PCIe) outruns the network, which outruns nothing else.
       EXPECT_GT(device.intraNodeBandwidth, device.interNodeBandwidth);
       EXPECT_GT(device.memoryBandwidth, device.intraNodeBandwidth);
     }
@@ -60,6 +64,39 @@ TEST(DeviceCatalog, FiguresAreTheDataSheets) {
   ASSERT_TRUE(bool(h200)) << llvm::toString(h200.takeError());
   EXPECT_EQ(h200->memoryBytes, int64_t(141e9));
   EXPECT_DOUBLE_EQ(h200->memoryBandwidth, 4.8e12);
+  // The devices of 24, 40 and 48 GB and the Blackwell ones: memory in
+  // decimal GB, dense peaks, one direction of NVLink or PCIe.
+  struct Sheet {
+    const char *name;
+    double memory, bf16, f32, bandwidth, intra, inter, hostLink;
+    int64_t perNode;
+    double ringIntra;
+  };
+  for (const Sheet &e : std::vector<Sheet>{
+           {"l4-24gb", 24e9, 121e12, 30.3e12, 300e9, 32e9, 6.25e9, 32e9, 8,
+            5.7e-6},
+           {"a100-40gb", 40e9, 312e12, 19.5e12, 1555e9, 300e9, 25e9, 32e9, 8,
+            3.4e-6},
+           {"l40s-48gb", 48e9, 362.05e12, 91.6e12, 864e9, 32e9, 6.25e9, 32e9,
+            8, 5.7e-6},
+           {"b200-180gb", 180e9, 2.25e15, 75e12, 8e12, 900e9, 50e9, 64e9, 8,
+            3.4e-6},
+           {"gb200-186gb", 186e9, 2.5e15, 80e12, 8e12, 900e9, 50e9, 225e9, 72,
+            3.4e-6}}) {
+    SCOPED_TRACE(e.name);
+    llvm::Expected<DeviceSpec> device = lookupDevice(e.name);
+    ASSERT_TRUE(bool(device)) << llvm::toString(device.takeError());
+    EXPECT_EQ(device->memoryBytes, int64_t(e.memory));
+    EXPECT_DOUBLE_EQ(device->peakFlopsBF16, e.bf16);
+    EXPECT_DOUBLE_EQ(device->peakFlopsF32, e.f32);
+    EXPECT_DOUBLE_EQ(device->memoryBandwidth, e.bandwidth);
+    EXPECT_DOUBLE_EQ(device->intraNodeBandwidth, e.intra);
+    EXPECT_DOUBLE_EQ(device->interNodeBandwidth, e.inter);
+    EXPECT_DOUBLE_EQ(device->hostLinkBandwidth, e.hostLink);
+    EXPECT_EQ(device->devicesPerNode, e.perNode);
+    EXPECT_DOUBLE_EQ(device->ringStepLatencyIntraNode, e.ringIntra);
+    EXPECT_TRUE(device->canOffload());
+  }
   llvm::Expected<DeviceSpec> cpu = lookupDevice("cpu-node");
   ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
   EXPECT_EQ(cpu->kind, DeviceKind::CPU);
@@ -69,8 +106,9 @@ TEST(DeviceCatalog, FiguresAreTheDataSheets) {
 
 TEST(DeviceCatalog, UnknownDeviceListsTheKnownOnes) {
   std::string error = errorOf(lookupDevice("tpu-v5"));
-  EXPECT_NE(error.find("unknown device 'tpu-v5'; known devices: a100-80gb, "
-                       "cpu-node, h100-80gb, h200-141gb"),
+  EXPECT_NE(error.find("unknown device 'tpu-v5'; known devices: a100-40gb, "
+                       "a100-80gb, b200-180gb, cpu-node, gb200-186gb, "
+                       "h100-80gb, h200-141gb, l4-24gb, l40s-48gb"),
             std::string::npos)
       << error;
 }
@@ -360,7 +398,8 @@ TEST(DeviceCatalog, EveryPresetOfGpt2SmallOnEveryDevice) {
   ModelDescription model =
       describeTransformer("gpt2-small", shape, 64, 1024, 1, Optimizer::AdamW,
                           Precision::BF16, true);
-  for (const char *name : {"a100-80gb", "h100-80gb", "h200-141gb"}) {
+  for (const char *name :
+       {"a100-80gb", "h100-80gb", "h200-141gb", "b200-180gb", "gb200-186gb"}) {
     llvm::Expected<DeviceSpec> device = lookupDevice(name);
     ASSERT_TRUE(bool(device));
     ClusterSpec cluster = makeCluster(*device, 16);
