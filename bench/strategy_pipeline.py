@@ -6,16 +6,20 @@ generates the training step with shard-gen, then times, as whole processes:
 
   parse+print   shard-opt with no passes: parse, verify and print the step
                 (the cost of the IR's size alone; the baseline)
-  <preset>      shard-opt --strategy=<preset> --world-size=N: autodiff, plan,
-                partition, group-collectives, with the verifier after every
-                pass, and printing
+  <preset>      shard-opt --strategy=<preset> --world-size=N: the default
+                strategy pipeline (autodiff, plan, partition,
+                group-collectives, schedule-collectives), with the verifier
+                after every pass, and printing
 
-Each time is the median of --repeat runs. The table gives each preset's time
-as a ratio to the baseline at the model's own depth, and the scaling ratios
-time(96)/time(12) and time(960)/time(96): linear scaling gives a 960/96
-ratio near 10 (the baseline's own ratio shows what the parser and printer
-alone do on the same inputs). Peak resident memory is the largest of the
-runs. Nothing here is a pass/fail threshold: machines are shared and noisy.
+Each time is the median of --repeat runs. The first table gives each
+preset's wall time as a ratio to the baseline at the model's own depth, and
+the scaling ratios time(96)/time(12) and time(960)/time(96): linear scaling
+gives a 960/96 ratio near 10 (the baseline's own ratio shows what the parser
+and printer alone do on the same inputs). The second gives the same for the
+CPU time the process used (user + system), which on a shared machine does
+not count the time spent waiting for a core. Peak resident memory is the
+largest of the runs. Nothing here is a pass/fail threshold: machines are
+shared and noisy.
 
 Wall time on large inputs also grows with cache and TLB misses, which are
 the machine's, not the algorithm's. With --instructions PRESET[,PRESET]
@@ -23,8 +27,15 @@ the benchmark also counts the instructions each of those presets executes
 under valgrind (callgrind), which is deterministic: its 960/96 ratio is the
 algorithmic scaling.
 
+With --auto-model M the benchmark also times `--strategy=auto` (the cost
+model's search, with the exact memory plans it builds) against a plain
+`--strategy=zero3` compile of the same step, at --auto-world-size ranks of
+--auto-device, and prints the ratio.
+
   python3 bench/strategy_pipeline.py --bin build/bin
   python3 bench/strategy_pipeline.py --bin build/bin --layers 2,4 --repeat 1
+  python3 bench/strategy_pipeline.py --bin build/bin --presets zero3 \
+      --layers 96 --auto-model llama2-70b
 """
 
 import argparse
@@ -40,7 +51,7 @@ PRESETS = ["ddp", "zero1", "zero2", "zero3", "fsdp", "hybrid"]
 
 
 def run_timed(cmd):
-    """Runs cmd; returns (wall seconds, peak RSS in MiB)."""
+    """Runs cmd; returns (wall seconds, CPU seconds, peak RSS in MiB)."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
@@ -52,7 +63,7 @@ def run_timed(cmd):
     if code != 0:
         sys.exit(f"error: {' '.join(cmd)} failed with exit code {code}:\n"
                  f"{stderr}")
-    return wall, usage.ru_maxrss / 1024.0
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0
 
 
 def count_instructions(cmd, tmp):
@@ -71,8 +82,30 @@ def count_instructions(cmd, tmp):
 
 
 def measure(cmd, repeat):
+    """(median wall seconds, median CPU seconds, peak MiB) of repeat runs."""
     runs = [run_timed(cmd) for _ in range(repeat)]
-    return (statistics.median(w for w, _ in runs), max(m for _, m in runs))
+    return (statistics.median(w for w, _, _ in runs),
+            statistics.median(c for _, c, _ in runs),
+            max(m for _, _, m in runs))
+
+
+def print_times(rows, layers, ref, column, title):
+    """One table of the times in `column` of each row's measurements."""
+    print(title)
+    header = f"{'':12}" + "".join(f"{str(n) + ' layers':>14}" for n in layers)
+    for a, b in zip(layers, layers[1:]):
+        header += f"{f'{b}/{a}':>9}"
+    header += f"{'x base@' + str(ref):>12}{'peak MiB':>10}"
+    print(header)
+    base = rows["parse+print"][ref][column]
+    for name, by_layers in rows.items():
+        line = f"{name:12}" + "".join(
+            f"{by_layers[n][column]:>13.3f}s" for n in layers)
+        for a, b in zip(layers, layers[1:]):
+            line += f"{by_layers[b][column] / by_layers[a][column]:>9.2f}"
+        line += f"{by_layers[ref][column] / base:>12.2f}"
+        line += f"{max(m for _, _, m in by_layers.values()):>10.0f}"
+        print(line)
 
 
 def strategy_flags(preset, world):
@@ -81,6 +114,32 @@ def strategy_flags(preset, world):
         # Shard within groups of half the world, replicate across two groups.
         flags.append(f"--shard-group-size={max(1, world // 2)}")
     return flags
+
+
+def time_auto(shard_gen, shard_opt, args):
+    """Prints auto's compile time against a plain zero3 compile."""
+    world = args.auto_world_size
+    with tempfile.TemporaryDirectory() as tmp:
+        step = os.path.join(tmp, f"{args.auto_model}.mlir")
+        subprocess.run([shard_gen, args.auto_model, "--precision=bf16",
+                        f"--micro-batch={world}", "-o", step],
+                       check=True, stderr=subprocess.DEVNULL)
+        times = {}
+        for name in ("zero3", "auto"):
+            cmd = [shard_opt, f"--strategy={name}", f"--world-size={world}",
+                   step, "-o", os.devnull]
+            if name == "auto":
+                cmd.insert(2, f"--device={args.auto_device}")
+            times[name] = measure(cmd, args.repeat)
+    print(f"--strategy=auto against zero3 on {args.auto_model} (bf16) at "
+          f"world size {world} of {args.auto_device}: median of "
+          f"{args.repeat} runs")
+    print(f"{'':12}{'wall':>10}{'cpu':>10}{'peak MiB':>10}")
+    for name, (wall, cpu, peak) in times.items():
+        print(f"{name:12}{wall:>9.3f}s{cpu:>9.3f}s{peak:>10.0f}")
+    print(f"{'auto/zero3':12}"
+          f"{times['auto'][0] / times['zero3'][0]:>10.2f}"
+          f"{times['auto'][1] / times['zero3'][1]:>10.2f}")
 
 
 def main():
@@ -98,6 +157,11 @@ def main():
                         help="comma-separated presets whose instructions "
                              "to count under valgrind (slow: ~1 minute per "
                              "preset at 960 layers)")
+    parser.add_argument("--auto-model", default="",
+                        help="also time --strategy=auto against zero3 on "
+                             "this model (bf16)")
+    parser.add_argument("--auto-world-size", type=int, default=64)
+    parser.add_argument("--auto-device", default="h100-80gb")
     args = parser.parse_args()
 
     layers = [int(x) for x in args.layers.split(",")]
@@ -140,23 +204,15 @@ def main():
                 instructions[preset][n] = count_instructions(cmd, tmp)
 
     ref = layers[len(layers) // 2] if len(layers) > 2 else layers[-1]
-    print(f"shard-opt on {args.model} at world size {args.world_size}: "
-          f"median of {args.repeat} runs, whole process")
-    header = f"{'':12}" + "".join(f"{str(n) + ' layers':>14}" for n in layers)
-    for a, b in zip(layers, layers[1:]):
-        header += f"{f'{b}/{a}':>9}"
-    header += f"{'x base@' + str(ref):>12}{'peak MiB':>10}"
-    print(header)
-    base = rows["parse+print"][ref][0]
-    for name, by_layers in rows.items():
-        line = f"{name:12}" + "".join(
-            f"{by_layers[n][0]:>13.3f}s" for n in layers)
-        for a, b in zip(layers, layers[1:]):
-            line += f"{by_layers[b][0] / by_layers[a][0]:>9.2f}"
-        line += f"{by_layers[ref][0] / base:>12.2f}"
-        line += f"{max(m for _, m in by_layers.values()):>10.0f}"
-        print(line)
+    print_times(rows, layers, ref, 0,
+                f"shard-opt on {args.model} at world size {args.world_size}: "
+                f"median of {args.repeat} runs, whole process")
+    print()
+    print_times(rows, layers, ref, 1, "CPU time (user + system), median")
 
+    if args.auto_model:
+        print()
+        time_auto(shard_gen, shard_opt, args)
     if not counted:
         return
     print()

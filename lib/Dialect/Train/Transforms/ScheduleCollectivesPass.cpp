@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "autoshard/Dialect/Train/IR/StepSignature.h"
+#include "autoshard/Dialect/Train/Transforms/OpOrder.h"
 #include "autoshard/Dialect/Train/Transforms/Passes.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -83,18 +84,6 @@ bool isStepState(Value v, Block &body) {
   return false;
 }
 
-/// Moves the ops that compute `op`'s operands, and theirs, before `op`
-/// where they are after it (the casts and transfers of step state).
-void hoistProducers(Operation *op) {
-  for (Value operand : op->getOperands()) {
-    Operation *def = operand.getDefiningOp();
-    if (!def || def->getBlock() != op->getBlock() || def->isBeforeInBlock(op))
-      continue;
-    def->moveBefore(op);
-    hoistProducers(def);
-  }
-}
-
 /// An offload transfer split into a start and a wait.
 struct TransferPair {
   TransferStartOp start;
@@ -110,7 +99,8 @@ struct Pair {
 
 class Scheduler {
 public:
-  Scheduler(Block &body, int64_t depth) : body(body), depth(depth) {}
+  Scheduler(Block &body, int64_t depth)
+      : body(body), depth(depth), order(body) {}
 
   void run() {
     split();
@@ -133,7 +123,7 @@ private:
       for (Value result : op.getResults())
         for (Operation *user : result.getUsers()) {
           Operation *reader = inBlock(body, user);
-          if (reader && reader->isBeforeInBlock(firstReader))
+          if (reader && order.isBefore(reader, firstReader))
             firstReader = reader;
         }
       OpBuilder b(&op);
@@ -146,14 +136,17 @@ private:
       auto start = CollectiveStartOp::create(
           b, op.getLoc(), pending, issue->kind, op.getOperands(), issue->grid,
           issue->axes, reduction);
+      order.inserted(start);
       b.setInsertionPoint(firstReader);
       auto wait = CollectiveWaitOp::create(b, op.getLoc(), start.getHandle());
+      order.inserted(wait);
       op.replaceAllUsesWith(wait.getResults());
       bool prefetch =
           issue->kind == CollectiveKind::AllGatherShards &&
           llvm::all_of(start.getInputs(),
                        [&](Value v) { return isStepState(v, body); });
       pairs.push_back({start, wait, prefetch});
+      order.erased(&op);
       op.erase();
     }
   }
@@ -167,10 +160,10 @@ private:
       Operation *latest = nullptr;
       for (Value input : pair.start.getInputs())
         if (Operation *def = input.getDefiningOp())
-          if (!latest || latest->isBeforeInBlock(def))
+          if (!latest || order.isBefore(latest, def))
             latest = def;
       if (latest)
-        pair.start->moveAfter(latest);
+        order.moveAfter(pair.start, latest);
       else
         moveToFront(pair.start);
     }
@@ -186,20 +179,20 @@ private:
     for (Pair &pair : pairs)
       if (!pair.prefetch)
         reductions.push_back(&pair);
-    llvm::sort(reductions, [](Pair *a, Pair *b) {
-      return a->start->isBeforeInBlock(b->start);
+    llvm::sort(reductions, [&](Pair *a, Pair *b) {
+      return order.isBefore(a->start, b->start);
     });
     for (auto [i, pair] : llvm::enumerate(reductions)) {
       Operation *wait = pair->wait;
       if (depth == 0) {
-        wait->moveAfter(pair->start);
+        order.moveAfter(wait, pair->start);
         continue;
       }
       if (i + depth >= reductions.size())
         continue;
       Operation *next = reductions[i + depth]->start;
-      if (next->isBeforeInBlock(wait))
-        wait->moveBefore(next);
+      if (order.isBefore(next, wait))
+        order.moveBefore(wait, next);
     }
   }
 
@@ -207,10 +200,22 @@ private:
   /// there, so that collectives keep their issue order.
   void moveToFront(Operation *op) {
     if (front)
-      op->moveAfter(front);
+      order.moveAfter(op, front);
     else
-      op->moveBefore(&body.front());
+      order.moveBefore(op, &body.front());
     front = op;
+  }
+
+  /// Moves the ops that compute `op`'s operands, and theirs, before `op`
+  /// where they are after it (the casts and transfers of step state).
+  void hoistProducers(Operation *op) {
+    for (Value operand : op->getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      if (!def || def->getBlock() != op->getBlock() || order.isBefore(def, op))
+        continue;
+      order.moveBefore(def, op);
+      hoistProducers(def);
+    }
   }
 
   /// The k-th gather of parameters starts when the (k - depth)-th is
@@ -221,15 +226,15 @@ private:
     for (Pair &pair : pairs)
       if (pair.prefetch)
         gathers.push_back(&pair);
-    llvm::sort(gathers, [](Pair *a, Pair *b) {
-      return a->wait->isBeforeInBlock(b->wait);
+    llvm::sort(gathers, [&](Pair *a, Pair *b) {
+      return order.isBefore(a->wait, b->wait);
     });
     for (auto [i, pair] : llvm::enumerate(gathers)) {
       Operation *start = pair->start;
       if (depth == 0)
-        start->moveBefore(pair->wait);
+        order.moveBefore(start, pair->wait);
       else if (static_cast<int64_t>(i) >= depth)
-        start->moveAfter(gathers[i - depth]->wait);
+        order.moveAfter(start, gathers[i - depth]->wait);
       else
         moveToFront(start);
       // A bf16 copy of a sharded master weight is cast, and an offloaded
@@ -249,7 +254,7 @@ private:
       Operation *firstReader = body.getTerminator();
       for (Operation *user : op.getResult(0).getUsers()) {
         Operation *reader = inBlock(body, user);
-        if (reader && reader->isBeforeInBlock(firstReader))
+        if (reader && order.isBefore(reader, firstReader))
           firstReader = reader;
       }
       OpBuilder b(&op);
@@ -258,10 +263,13 @@ private:
       auto start = TransferStartOp::create(b, op.getLoc(), pending,
                                            transfer->kind, input,
                                            transfer->target);
+      order.inserted(start);
       b.setInsertionPoint(firstReader);
       auto wait = TransferWaitOp::create(b, op.getLoc(), start.getHandle());
+      order.inserted(wait);
       op.getResult(0).replaceAllUsesWith(wait.getResult());
       transfers.push_back({start, wait});
+      order.erased(&op);
       op.erase();
     }
   }
@@ -287,20 +295,20 @@ private:
       } else if (isStepState(input, body)) {
         fetches.push_back(&pair);
       } else if (depth == 0) {
-        pair.start->moveBefore(pair.wait);
+        order.moveBefore(pair.start, pair.wait);
       } else if (Operation *def = input.getDefiningOp()) {
         Operation *&after = lastStartedAfter[def];
-        pair.start->moveAfter(after ? after : def);
+        order.moveAfter(pair.start, after ? after : def);
         after = pair.start;
       }
     }
-    llvm::sort(fetches, [](TransferPair *a, TransferPair *b) {
-      return a->wait->isBeforeInBlock(b->wait);
+    llvm::sort(fetches, [&](TransferPair *a, TransferPair *b) {
+      return order.isBefore(a->wait, b->wait);
     });
     for (auto [i, pair] : llvm::enumerate(fetches)) {
       Operation *start = pair->start;
       if (depth == 0) {
-        start->moveBefore(pair->wait);
+        order.moveBefore(start, pair->wait);
         continue;
       }
       if (static_cast<int64_t>(i) < depth) {
@@ -309,32 +317,34 @@ private:
         continue;
       }
       Operation *after = fetches[i - depth]->wait;
-      if (after->isBeforeInBlock(start)) {
-        start->moveAfter(after);
+      if (order.isBefore(after, start)) {
+        order.moveAfter(start, after);
         // A compute copy cast on the host, and the read it casts, come
         // along.
         hoistProducers(start);
       }
     }
-    llvm::sort(writes, [](TransferPair *a, TransferPair *b) {
-      return a->start->isBeforeInBlock(b->start);
+    llvm::sort(writes, [&](TransferPair *a, TransferPair *b) {
+      return order.isBefore(a->start, b->start);
     });
     for (auto [i, pair] : llvm::enumerate(writes)) {
       Operation *wait = pair->wait;
       if (depth == 0) {
-        wait->moveAfter(pair->start);
+        order.moveAfter(wait, pair->start);
         continue;
       }
       if (i + depth >= writes.size())
         continue;
       Operation *next = writes[i + depth]->start;
-      if (next->isBeforeInBlock(wait))
-        wait->moveBefore(next);
+      if (order.isBefore(next, wait))
+        order.moveBefore(wait, next);
     }
   }
 
   Block &body;
   int64_t depth;
+  /// Every order query and move goes through it.
+  OpOrder order;
   SmallVector<Pair> pairs;
   SmallVector<TransferPair> transfers;
   /// The last op moved to the start of the step.
