@@ -41,9 +41,9 @@
 // The master shards of ZeRO-1 are not parameters the plan shards.
 // RUN: not shard-opt %t.llama-zero1.mlir --autoshard-offload=params=cpu 2>&1 | FileCheck %s --check-prefix=NOT-SHARDED-ZERO1
 // NOT-SHARDED-ZERO1: error: 'func.func' op has no sharded parameters to offload (strategy 'zero1'); parameter offload keeps each rank's shards off the device: use zero3, fsdp or hybrid
-// RUN: not shard-opt --strategy=zero3 --offload=ssd %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=FLAG
+// RUN: not shard-opt --world-size=1 --strategy=zero3 --offload=ssd %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=FLAG
 // FLAG: shard-opt: for the --offload option: unknown value 'ssd'; valid: none, cpu, nvme
-// RUN: not shard-compile --strategy=zero3 --offload-params=gpu %examples/mlp.mlir -o %t.exe 2>&1 | FileCheck %s --check-prefix=FLAG-PARAMS
+// RUN: not shard-compile --world-size=1 --strategy=zero3 --offload-params=gpu %examples/mlp.mlir -o %t.exe 2>&1 | FileCheck %s --check-prefix=FLAG-PARAMS
 // FLAG-PARAMS: shard-compile: for the --offload-params option: unknown value 'gpu'; valid: none, cpu, nvme
 // Every preset with both offloads verifies and lowers (overlap on).
 // RUN: shard-compile --strategy=fsdp --world-size=2 --offload=nvme --offload-params=cpu --emit=mlir %t.llama.mlir -o - | FileCheck %s --check-prefix=LOWERED
