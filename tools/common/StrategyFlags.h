@@ -22,7 +22,9 @@
 namespace autoshard::tools {
 
 inline llvm::cl::OptionCategory &strategyCategory() {
-  static llvm::cl::OptionCategory category("autoshard strategy options");
+  // Capitalised: --help sorts categories by name, bytewise, and the
+  // project's options belong before LLVM's "General options".
+  static llvm::cl::OptionCategory category("Autoshard strategy options");
   return category;
 }
 
