@@ -10,6 +10,9 @@
 // RUN:   | FileCheck %s --check-prefix=TOOL
 // RUN: shard-opt --strategy=ddp --world-size=1 --allow-unused-params \
 // RUN:   --allow-no-optimizer %s -split-input-file -o /dev/null
+// --strategy=auto derives the step to describe it with the same flags.
+// RUN: shard-opt --strategy=auto --world-size=1 --allow-unused-params \
+// RUN:   --allow-no-optimizer %s -split-input-file -o /dev/null
 
 // A parameter on no path to the loss (a layer built but not wired in).
 // TOOL: has 2 parameters the loss does not depend on: "unused.weight", "unused.bias"; remove them from the step, or accept them unchanged with --allow-unused-params
