@@ -86,12 +86,18 @@ double ms(double seconds) { return seconds * 1e3; }
 
 } // namespace
 
-FailureOr<cost::ModelDescription> autoshard::describeStep(ModuleOp module,
-                                                          int64_t worldSize) {
+FailureOr<cost::ModelDescription>
+autoshard::describeStep(ModuleOp module, int64_t worldSize,
+                        const StrategyOptions &accept) {
   // The backward pass and the optimizer, as the strategy pipeline derives
   // them; diagnostics of a bad step come out here.
-  FailureOr<OwningOpRef<ModuleOp>> derived = runOnCopy(
-      module, [](OpPassManager &pm) { pm.addPass(createAutodiffPass()); });
+  AutodiffPassOptions autodiff;
+  autodiff.allowNoOptimizer = accept.allowNoOptimizer;
+  autodiff.allowUnusedParams = accept.allowUnusedParams;
+  FailureOr<OwningOpRef<ModuleOp>> derived =
+      runOnCopy(module, [&](OpPassManager &pm) {
+        pm.addPass(createAutodiffPass(autodiff));
+      });
   if (failed(derived))
     return failure();
   FailureOr<FunctionOpInterface> step = findStepFunction(**derived);
@@ -173,6 +179,8 @@ FailureOr<cost::ModelDescription> autoshard::describeStep(ModuleOp module,
     options.worldSize = worldSize;
     options.activationCheckpointing = mode;
     options.overlap = false;
+    options.allowNoOptimizer = accept.allowNoOptimizer;
+    options.allowUnusedParams = accept.allowUnusedParams;
     // Diagnostics of a configuration that does not build (a batch the
     // ranks cannot split) belong to the choice, not to the user.
     ScopedDiagnosticHandler quiet(module.getContext(),
@@ -641,7 +649,8 @@ void AutoStrategyPass::runOnOperation() {
       return signalPassFailure();
     }
 
-  FailureOr<cost::ModelDescription> model = describeStep(module, worldSize);
+  FailureOr<cost::ModelDescription> model =
+      describeStep(module, worldSize, options);
   if (failed(model))
     return signalPassFailure();
 

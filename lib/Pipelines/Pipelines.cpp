@@ -32,6 +32,8 @@ void autoshard::buildStrategyPipeline(OpPassManager &pm,
   train::AutodiffPassOptions autodiff;
   autodiff.exposeGradients = options.exposeGradients;
   autodiff.forwardOnly = options.forwardOnly;
+  autodiff.allowNoOptimizer = options.allowNoOptimizer;
+  autodiff.allowUnusedParams = options.allowUnusedParams;
   pm.addPass(train::createAutodiffPass(autodiff));
   if (options.activationCheckpointing !=
       strategy::ActivationCheckpointing::None) {
@@ -166,6 +168,12 @@ std::string autoshard::verifyStrategyOptions(const StrategyOptions &options) {
       options.costReport != "json")
     return "unknown --cost-report '" + options.costReport +
            "'; valid: text, json";
+  // Checked before the numbers, whose "at least 1" would read as if 0 had
+  // been asked for.
+  if (options.worldSize == 0)
+    return "--world-size is required: give the number of ranks the binary "
+           "will run on (mpirun -np N), e.g. --world-size=8, or "
+           "--world-size=1 for a single process";
   if (options.nodes < 0 || options.ranksPerNode < 0)
     return "--nodes and --ranks-per-node must be at least 1";
   std::string numbers = strategy::verifyPlanNumbers(
@@ -220,11 +228,26 @@ void autoshard::registerAutoshardPasses() {
   registerTransformsPasses();
   registerPass([] { return createConvertToLLVMPass(); });
   registerPass([] { return createReconcileUnrealizedCastsPass(); });
-  PassPipelineRegistration<StrategyPipelineOptions>(
+  // Registered by hand rather than through PassPipelineRegistration so
+  // that the textual form refuses what the tools' flags refuse (a missing
+  // world size above all) instead of planning with a bad value.
+  registerPassPipeline(
       "autoshard-strategy",
       "Plan and partition a training step for a named strategy",
-      [](OpPassManager &pm, const StrategyPipelineOptions &options) {
-        buildStrategyPipeline(pm, options.getOptions());
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        StrategyPipelineOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        StrategyOptions values = options.getOptions();
+        if (std::string problem = verifyStrategyOptions(values);
+            !problem.empty())
+          return errorHandler("autoshard-strategy: " + problem);
+        buildStrategyPipeline(pm, values);
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> printOptions) {
+        printOptions(StrategyPipelineOptions());
       });
   PassPipelineRegistration<>(
       "autoshard-lower-to-llvm",

@@ -84,9 +84,9 @@
 // DEVICE: error: unknown device 'tpu'; known devices: a100-40gb, a100-80gb, b200-180gb, cpu-node, gb200-186gb, h100-80gb, h200-141gb, l4-24gb, l40s-48gb
 // RUN: not shard-opt --strategy=auto --world-size=8 --nodes=3 --device=h100-80gb %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=NODES
 // NODES: error: 3 nodes do not divide the world size 8
-// RUN: not shard-opt --strategy=auto --cost-report=xml %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=REPORTKIND
+// RUN: not shard-opt --world-size=1 --strategy=auto --cost-report=xml %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=REPORTKIND
 // REPORTKIND: shard-opt: error: unknown --cost-report 'xml'; valid: text, json
-// RUN: not shard-opt --strategy=zero3 --device=h100-80gb %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=NOTAUTO
+// RUN: not shard-opt --world-size=1 --strategy=zero3 --device=h100-80gb %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=NOTAUTO
 // NOTAUTO: shard-opt: error: --device, --nodes, --ranks-per-node, --cost-report and --cost-report-file are for --strategy=auto
 
 // Under gradient accumulation, plans that shard gradients are also tried

@@ -38,4 +38,4 @@
 // ALREADY: error: --keep-gathered keeps some parameters gathered through the backward pass; with --reshard-after-forward=false every parameter already is
 // AUTO: shard-opt: error: --keep-gathered refines a preset's plan; --strategy=auto chooses the plan itself (give a preset: ddp, zero1, zero2, zero3, fsdp, hybrid)
 // NOSTRATEGY: shard-opt: error: --keep-gathered needs --strategy
-// AUTOPIPE: error: --keep-gathered refines a preset's plan; --strategy=auto chooses the plan itself (give a preset: ddp, zero1, zero2, zero3, fsdp, hybrid)
+// AUTOPIPE: error: autoshard-strategy: --keep-gathered refines a preset's plan; --strategy=auto chooses the plan itself (give a preset: ddp, zero1, zero2, zero3, fsdp, hybrid)

@@ -1,8 +1,8 @@
 // RUN: shard-opt --strategy=zero3 --overlap=false --world-size=2 --bucket-cap-mb=1 --param-group='ddp=out\..*' --param-group='zero2=h\.0\.fc2\..*' %S/Inputs/two-layer-step.mlir | FileCheck %s
 // RUN: shard-opt --strategy=zero3 --overlap=false --world-size=2 --param-group='ddp=out\..*' --param-group='zero2=h\.0\.fc2\..*' %S/Inputs/two-layer-step.mlir | shard-opt > /dev/null
 // RUN: shard-opt --strategy=zero3 --overlap=false --world-size=2 --persistence-threshold=12 %S/Inputs/two-layer-step.mlir | FileCheck %s --check-prefix=PERSIST
-// RUN: not shard-opt --strategy=zero3 --overlap=false --param-group=ddp %S/Inputs/two-layer-step.mlir 2>&1 | FileCheck %s --check-prefix=BAD
-// RUN: not shard-opt --strategy=zero3 --overlap=false --param-group='ddp=out\..*' --param-group='zero2=fc2' %S/Inputs/two-layer-step.mlir 2>&1 | FileCheck %s --check-prefix=NOMATCH
+// RUN: not shard-opt --world-size=1 --strategy=zero3 --overlap=false --param-group=ddp %S/Inputs/two-layer-step.mlir 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not shard-opt --world-size=1 --strategy=zero3 --overlap=false --param-group='ddp=out\..*' --param-group='zero2=fc2' %S/Inputs/two-layer-step.mlir 2>&1 | FileCheck %s --check-prefix=NOMATCH
 
 // Parameter groups under ZeRO-3: out.bias is placed as DDP places it
 // (averaged whole), h.0.fc2.weight as ZeRO-2 (gradient reduce-scattered,

@@ -2,7 +2,7 @@
 // RUN: shard-opt --strategy=zero3 --overlap=false --world-size=2 --reduce-dtype=f32 %S/Inputs/mixed-precision-step.mlir | FileCheck %s --check-prefix=F32
 // RUN: shard-opt --strategy=zero3 --overlap=false --world-size=2 --reduce-dtype=f32 %S/Inputs/mixed-precision-step.mlir | shard-opt > /dev/null
 // RUN: shard-opt %S/Inputs/mixed-precision-step.mlir --pass-pipeline='builtin.module(autoshard-strategy{strategy=ddp world-size=2 expose-gradients=true reduce-dtype=f32 overlap=false})' | FileCheck %s --check-prefix=EXPOSED
-// RUN: not shard-opt --strategy=zero3 --overlap=false --reduce-dtype=f16 %S/Inputs/mixed-precision-step.mlir 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not shard-opt --world-size=1 --strategy=zero3 --overlap=false --reduce-dtype=f16 %S/Inputs/mixed-precision-step.mlir 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not shard-opt %S/Inputs/mixed-precision-step.mlir --pass-pipeline='builtin.module(autoshard-plan{strategy=zero3 world-size=2 reduce-dtype=f16})' 2>&1 | FileCheck %s --check-prefix=BADPASS
 
 // Mixed precision: parameters are gathered in bf16 either way; gradients

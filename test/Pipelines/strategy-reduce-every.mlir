@@ -8,7 +8,7 @@
 // RUN: shard-opt %S/Inputs/accumulation-step.mlir --pass-pipeline='builtin.module(autoshard-strategy{strategy=zero1 world-size=2 expose-gradients=true reduce-dtype=f32 overlap=false})' | FileCheck %s --check-prefix=ZERO1
 // RUN: shard-opt %S/Inputs/accumulation-step.mlir --pass-pipeline='builtin.module(autoshard-strategy{strategy=zero2 world-size=2 expose-gradients=true reduce-every=micro-batch overlap=false})' | FileCheck %s --check-prefix=EXPOSED
 // RUN: shard-opt --strategy=zero2 --overlap=false --world-size=2 --reduce-every=micro-batch %S/Inputs/mixed-precision-step.mlir | FileCheck %s --check-prefix=ONE
-// RUN: not shard-opt --strategy=zero2 --reduce-every=sometimes %S/Inputs/accumulation-step.mlir 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not shard-opt --world-size=1 --strategy=zero2 --reduce-every=sometimes %S/Inputs/accumulation-step.mlir 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not shard-opt --strategy=zero1 --world-size=2 --reduce-every=micro-batch %S/Inputs/accumulation-step.mlir 2>&1 | FileCheck %s --check-prefix=WHOLE
 // RUN: shard-opt --strategy=zero1 --overlap=false --world-size=2 --reduce-every=micro-batch --param-group=zero2=w %S/Inputs/accumulation-step.mlir | FileCheck %s --check-prefix=GROUP
 // RUN: not shard-opt %S/Inputs/accumulation-step.mlir --pass-pipeline='builtin.module(autoshard-plan{strategy=zero2 world-size=2 reduce-every=micro_batch})' 2>&1 | FileCheck %s --check-prefix=BADPASS

@@ -22,7 +22,9 @@
 namespace autoshard::tools {
 
 inline llvm::cl::OptionCategory &strategyCategory() {
-  static llvm::cl::OptionCategory category("autoshard strategy options");
+  // Capitalised: --help sorts categories by name, bytewise, and the
+  // project's options belong before LLVM's "General options".
+  static llvm::cl::OptionCategory category("Autoshard strategy options");
   return category;
 }
 
@@ -110,6 +112,10 @@ inline std::optional<std::string> validateStrategyFlags() {
     if (!given.empty() && strategy::lookupStrategy(strategyFlag))
       return joinFlags(autoOnly) + " are for --strategy=auto";
   }
+  // 0 is verifyStrategyOptions' "not given"; given, it is a bad value.
+  if (worldSizeFlag.getNumOccurrences() && worldSizeFlag < 1)
+    return "--world-size must be at least 1, got " +
+           std::to_string(worldSizeFlag);
   // Given but empty is an error too, not "no budget".
   if (memoryBudgetFlag.getNumOccurrences() && memoryBudgetFlag.empty())
     return "--memory-budget '' is not a positive size; write bytes or a "

@@ -134,19 +134,24 @@ static std::string namedConfigList() {
   return names;
 }
 
+/// SEQ is the step's sequence length; MAX-POS the rows of GPT-2's learned
+/// position table (`wpe`), which may be longer (gpt2-tiny trains on 64 of
+/// its 128), and "-" for rotary positions, which have no table.
 static void printList(llvm::raw_ostream &os) {
-  os << llvm::format("%-12s %-6s %6s %6s %6s %6s %6s %6s %6s %16s\n", "NAME",
-                     "FAMILY", "LAYERS", "HIDDEN", "HEADS", "KV", "FFN",
-                     "VOCAB", "SEQ", "PARAMETERS");
+  os << llvm::format("%-12s %-6s %6s %6s %6s %6s %6s %6s %6s %7s %16s\n",
+                     "NAME", "FAMILY", "LAYERS", "HIDDEN", "HEADS", "KV", "FFN",
+                     "VOCAB", "SEQ", "MAX-POS", "PARAMETERS");
   for (llvm::StringRef name : getModelConfigNames()) {
     ModelConfig c = *lookupModelConfig(name);
+    std::string maxPositions =
+        c.maxPositions > 0 ? std::to_string(c.maxPositions) : "-";
     os << llvm::format("%-12s %-6s %6lld %6lld %6lld %6lld %6lld %6lld %6lld "
-                       "%16lld\n",
+                       "%7s %16lld\n",
                        c.name.c_str(), stringifyModelFamily(c.family).data(),
                        (long long)c.layers, (long long)c.hidden,
                        (long long)c.heads, (long long)c.kvHeads,
                        (long long)c.ffn, (long long)c.vocab, (long long)c.seq,
-                       (long long)countParameters(c));
+                       maxPositions.c_str(), (long long)countParameters(c));
   }
 }
 

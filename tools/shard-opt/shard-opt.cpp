@@ -11,6 +11,7 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -30,8 +31,29 @@ static int fail(const llvm::Twine &message) {
   return 1;
 }
 
+/// Hides, from --help (not --help-hidden), the options that LLVM's
+/// libraries register as they load: the code generators' (AMDGPU's, the
+/// register allocators', ...), hundreds of lines that shard-opt never
+/// reads, as mlir-opt, which does not link them, never shows. Called before
+/// MLIR registers its own options, so everything registered by then is
+/// LLVM's, except the strategy flags and the generic --help family.
+static void hideLinkedLibraryOptions() {
+  // HideUnrelatedOptions alone knows the generic category, but makes the
+  // rest ReallyHidden; they stay listed under --help-hidden instead.
+  auto &options = llvm::cl::getRegisteredOptions();
+  llvm::DenseMap<llvm::cl::Option *, llvm::cl::OptionHidden> before;
+  for (auto &entry : options)
+    before[entry.second] = entry.second->getOptionHiddenFlag();
+  llvm::cl::HideUnrelatedOptions(autoshard::tools::strategyCategory());
+  for (auto &entry : options)
+    if (entry.second->getOptionHiddenFlag() == llvm::cl::ReallyHidden &&
+        before[entry.second] == llvm::cl::NotHidden)
+      entry.second->setHiddenFlag(llvm::cl::Hidden);
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  hideLinkedLibraryOptions();
   DialectRegistry registry;
   autoshard::registerAutoshardDialects(registry);
   autoshard::registerAutoshardPasses();

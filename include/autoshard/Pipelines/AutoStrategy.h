@@ -45,9 +45,11 @@ struct Choice {
 /// parameters (with the backward pass's reads and their blocks), optimizer,
 /// precision, clipping, batch, FLOPs summed over the step's ops, and the
 /// activations the memory plan finds for each checkpointing mode at
-/// `worldSize` ranks. The module is not changed.
+/// `worldSize` ranks. The module is not changed. Autodiff accepts what
+/// `accept`'s --allow-no-optimizer and --allow-unused-params accept.
 mlir::FailureOr<cost::ModelDescription>
-describeStep(mlir::ModuleOp module, int64_t worldSize);
+describeStep(mlir::ModuleOp module, int64_t worldSize,
+             const StrategyOptions &accept = {});
 
 /// Estimates every plan the compiler can build and chooses: DDP when it
 /// fits; otherwise the fastest plan that fits, and among plans within 5% of

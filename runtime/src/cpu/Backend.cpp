@@ -13,7 +13,8 @@ void initBackend(asrt_context *ctx, const BackendOptions &options) {
     fatal("cpu backend: thread count %d must be at least 1", options.threads);
 #if ASRT_HAVE_CBLAS
   // Set explicitly so that ranks sharing a node do not each start one
-  // OpenBLAS thread per core (OPENBLAS_NUM_THREADS may be unset).
+  // OpenBLAS thread per core; the driver has already folded
+  // OPENBLAS_NUM_THREADS / OMP_NUM_THREADS into the count.
   openblas_set_num_threads(options.threads);
 #endif
 }

@@ -690,11 +690,16 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     return 2;
   }
 
+  // OPENBLAS_NUM_THREADS / OMP_NUM_THREADS count as they do for numpy and
+  // torch; agreed, since a launcher may give ranks different environments.
+  Expected<KernelThreads> kernelThreads = chooseKernelThreads(
+      options.threads,
+      [](const char *name) -> const char * { return std::getenv(name); },
+      std::thread::hardware_concurrency(), control.localSize());
+  if (!allRanksOk(kernelThreads.status(), control))
+    return 2;
   BackendOptions backend;
-  backend.threads = options.threads > 0
-                        ? options.threads
-                        : defaultThreads(std::thread::hardware_concurrency(),
-                                         control.localSize());
+  backend.threads = kernelThreads->count;
   backend.localRank = control.localRank();
 
 #if ASRT_HAVE_MPI
@@ -825,12 +830,12 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
 
   if (control.rank() == 0) {
     std::printf("autoshard: step %s, strategy %s, grid %s (%d %s), backend "
-                "%s, %d %s per rank, data %s\n",
+                "%s, %d %s per rank (%s), data %s\n",
                 manifest->step.c_str(), manifest->strategy.c_str(),
                 manifest->gridString().c_str(), control.size(),
                 control.size() == 1 ? "rank" : "ranks", hooks.backendName(),
                 backend.threads, backend.threads == 1 ? "thread" : "threads",
-                (*batches)->describe().c_str());
+                kernelThreads->source.c_str(), (*batches)->describe().c_str());
     if (int host = manifest->countArgsIn(MemoryKind::Host); host > 0)
       std::printf("autoshard: offload: %d %s (%" PRId64
                   " bytes per rank) in host memory\n",

@@ -352,9 +352,11 @@ std::string usageText(std::string_view program) {
          "rank makes\n"
          "                       its own directory there and removes it at "
          "the end)\n"
-         "  --threads N          kernel threads per rank (default: the "
-         "node's cores\n"
-         "                       divided among its ranks)\n"
+         "  --threads N          kernel threads per rank (default: "
+         "OPENBLAS_NUM_THREADS,\n"
+         "                       else OMP_NUM_THREADS, else the node's "
+         "cores divided\n"
+         "                       among its ranks)\n"
          "  --optimizer-threads N\n"
          "                       threads of the CPU optimizer step per rank "
          "(default 1;\n"
@@ -380,6 +382,32 @@ int defaultThreads(unsigned hardwareThreads, int ranksOnNode) {
   int ranks = ranksOnNode > 0 ? ranksOnNode : 1;
   int threads = static_cast<int>(hardwareThreads) / ranks;
   return threads > 0 ? threads : 1;
+}
+
+Expected<KernelThreads>
+chooseKernelThreads(int flagThreads, const char *(*getenv)(const char *),
+                    unsigned hardwareThreads, int ranksOnNode) {
+  if (flagThreads > 0)
+    return KernelThreads{flagThreads, "--threads"};
+  for (const char *name : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"}) {
+    const char *raw = getenv(name);
+    std::string_view text = raw ? raw : "";
+    if (text.empty())
+      continue;
+    std::string_view first = text.substr(0, text.find(','));
+    int n;
+    if (!parseInteger(first, n) || n < 1)
+      return Error(std::string(name) + "='" + std::string(text) +
+                   "' is not a thread count; expected an integer in 1.." +
+                   std::to_string(INT_MAX) +
+                   " (or unset it; --threads N takes precedence)");
+    return KernelThreads{n, std::string(name) + "=" + std::to_string(n)};
+  }
+  int ranks = ranksOnNode > 0 ? ranksOnNode : 1;
+  return KernelThreads{defaultThreads(hardwareThreads, ranksOnNode),
+                       "default: " + std::to_string(hardwareThreads) +
+                           " hardware threads / " + std::to_string(ranks) +
+                           (ranks == 1 ? " rank" : " ranks") + " on the node"};
 }
 
 } // namespace autoshard::rt

@@ -100,4 +100,25 @@ std::string usageText(std::string_view program);
 /// cores instead of each starting one thread per core.
 int defaultThreads(unsigned hardwareThreads, int ranksOnNode);
 
+/// The kernel (BLAS) threads per rank and where the number came from, for
+/// the startup header.
+struct KernelThreads {
+  int count = 1;
+  /// "--threads", "OPENBLAS_NUM_THREADS=N", "OMP_NUM_THREADS=N" or
+  /// "default: H hardware threads / R ranks on the node".
+  std::string source;
+};
+
+/// The kernel threads a torch or numpy user expects: --threads when given
+/// (`flagThreads` > 0), else OPENBLAS_NUM_THREADS (which OpenBLAS itself
+/// reads before OMP_NUM_THREADS), else OMP_NUM_THREADS (its first entry:
+/// OpenMP allows a list, one per nesting level), else defaultThreads. An
+/// unset or empty variable is not given; any other value that is not a
+/// positive integer is an error naming the variable: ignored, it would
+/// leave the user believing it applied.
+/// `getenv` is a parameter so that tests need not touch the environment.
+Expected<KernelThreads>
+chooseKernelThreads(int flagThreads, const char *(*getenv)(const char *),
+                    unsigned hardwareThreads, int ranksOnNode);
+
 } // namespace autoshard::rt

@@ -173,6 +173,77 @@ TEST(OptionsTest, DefaultThreadsSplitTheNode) {
   EXPECT_EQ(defaultThreads(8, 0), 8);
 }
 
+namespace {
+// A fake environment for chooseKernelThreads: a plain function pointer
+// cannot capture, so the test sets these before each call.
+const char *fakeOpenblas = nullptr;
+const char *fakeOmp = nullptr;
+const char *fakeGetenv(const char *name) {
+  std::string_view n = name;
+  return n == "OPENBLAS_NUM_THREADS" ? fakeOpenblas
+         : n == "OMP_NUM_THREADS"    ? fakeOmp
+                                     : nullptr;
+}
+KernelThreads choose(int flag, const char *openblas, const char *omp,
+                     unsigned hardware = 16, int ranks = 4) {
+  fakeOpenblas = openblas;
+  fakeOmp = omp;
+  Expected<KernelThreads> t =
+      chooseKernelThreads(flag, fakeGetenv, hardware, ranks);
+  EXPECT_TRUE(t.ok()) << t.message();
+  return t.ok() ? *t : KernelThreads{0, "error"};
+}
+std::string chooseError(const char *openblas, const char *omp) {
+  fakeOpenblas = openblas;
+  fakeOmp = omp;
+  Expected<KernelThreads> t = chooseKernelThreads(0, fakeGetenv, 16, 4);
+  EXPECT_FALSE(t.ok());
+  return t.ok() ? std::string() : t.message();
+}
+} // namespace
+
+TEST(OptionsTest, KernelThreadsHonourTheEnvironment) {
+  // The tester's case: OPENBLAS_NUM_THREADS=1 used to be ignored.
+  KernelThreads t = choose(0, "1", nullptr);
+  EXPECT_EQ(t.count, 1);
+  EXPECT_EQ(t.source, "OPENBLAS_NUM_THREADS=1");
+  t = choose(0, nullptr, "3");
+  EXPECT_EQ(t.count, 3);
+  EXPECT_EQ(t.source, "OMP_NUM_THREADS=3");
+  // OpenBLAS's own precedence: its variable before OpenMP's.
+  t = choose(0, "2", "5");
+  EXPECT_EQ(t.count, 2);
+  EXPECT_EQ(t.source, "OPENBLAS_NUM_THREADS=2");
+  // OpenMP's list form: the outermost level's count.
+  EXPECT_EQ(choose(0, nullptr, "6,2").count, 6);
+  // The flag wins over both.
+  t = choose(7, "1", "3");
+  EXPECT_EQ(t.count, 7);
+  EXPECT_EQ(t.source, "--threads");
+  // Unset or empty: the node's share.
+  t = choose(0, nullptr, nullptr, 16, 4);
+  EXPECT_EQ(t.count, 4);
+  EXPECT_EQ(t.source, "default: 16 hardware threads / 4 ranks on the node");
+  t = choose(0, "", "", 2, 1);
+  EXPECT_EQ(t.count, 2);
+  EXPECT_EQ(t.source, "default: 2 hardware threads / 1 rank on the node");
+}
+
+TEST(OptionsTest, KernelThreadsRefuseBadEnvironment) {
+  EXPECT_EQ(chooseError("0", nullptr),
+            "OPENBLAS_NUM_THREADS='0' is not a thread count; expected an "
+            "integer in 1..2147483647 (or unset it; --threads N takes "
+            "precedence)");
+  EXPECT_EQ(chooseError(nullptr, "four"),
+            "OMP_NUM_THREADS='four' is not a thread count; expected an "
+            "integer in 1..2147483647 (or unset it; --threads N takes "
+            "precedence)");
+  // A bad OMP_NUM_THREADS is not read when OPENBLAS_NUM_THREADS decides.
+  fakeOpenblas = "2";
+  fakeOmp = "bad";
+  EXPECT_TRUE(chooseKernelThreads(0, fakeGetenv, 16, 4).ok());
+}
+
 TEST(OptionsTest, OptimizerThreads) {
   // One thread unless asked: ranks usually share the node's cores.
   EXPECT_EQ(parse({}).optimizerThreads, 1);

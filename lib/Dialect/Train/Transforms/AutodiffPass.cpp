@@ -58,10 +58,12 @@ DictionaryAttr valueAttrs(MLIRContext *ctx, Role role, StringRef name,
 
 class Autodiff {
 public:
-  Autodiff(func::FuncOp step, bool exposeGradients)
+  Autodiff(func::FuncOp step, bool exposeGradients,
+           bool allowUnusedParams = false)
       : step(step), ctx(step.getContext()), sig(step),
         body(step.getBody().front()), b(ctx),
-        exposeGradients(exposeGradients) {}
+        exposeGradients(exposeGradients),
+        allowUnusedParams(allowUnusedParams) {}
 
   LogicalResult run();
   /// An evaluation step's micro-batches: the forward pass on each block of
@@ -81,6 +83,9 @@ private:
   /// A new argument at the end of the step.
   Value addArgument(Type type, Role role, StringRef name, InitAttr init);
   Value gradientForOptimizer(Value param);
+  /// Fails naming the parameters that received no gradient, unless
+  /// `allowUnusedParams`.
+  LogicalResult checkUnusedParams();
   LogicalResult applyOptimizer(Attribute config, Value loss);
 
   func::FuncOp step;
@@ -89,6 +94,7 @@ private:
   Block &body;
   OpBuilder b;
   bool exposeGradients;
+  bool allowUnusedParams;
   DenseSet<Value> varied;
   DenseMap<Value, Value> grads;
   NewSignature out;
@@ -252,6 +258,38 @@ Value Autodiff::gradientForOptimizer(Value param) {
   return grad;
 }
 
+LogicalResult Autodiff::checkUnusedParams() {
+  // The backward sweep is the activity analysis: a parameter it did not
+  // reach is on no path to the loss. Such a parameter is nearly always a
+  // bug (a layer built but not wired in), which training would hide by
+  // leaving it at its initial value; PyTorch DDP refuses it too.
+  if (allowUnusedParams)
+    return success();
+  SmallVector<StringRef> unused;
+  int64_t params = 0;
+  for (const StepValue &arg : sig.getArgs())
+    if (arg.role == Role::Param) {
+      ++params;
+      if (!grads.lookup(body.getArgument(arg.index)))
+        unused.push_back(arg.name);
+    }
+  // None used at all is applyOptimizer's "nothing to train", which no flag
+  // accepts.
+  if (unused.empty() || static_cast<int64_t>(unused.size()) == params)
+    return success();
+  InFlightDiagnostic diag =
+      step.emitOpError() << "has " << unused.size()
+                         << (unused.size() == 1 ? " parameter" : " parameters")
+                         << " the loss does not depend on: ";
+  for (auto [i, name] : llvm::enumerate(unused))
+    diag << (i ? ", " : "") << "\"" << name << "\"";
+  diag << "; remove " << (unused.size() == 1 ? "it" : "them")
+       << " from the step, or accept " << (unused.size() == 1 ? "it" : "them")
+       << " unchanged with --allow-unused-params (autoshard-autodiff's "
+          "allow-unused-params; PyTorch DDP's find_unused_parameters=True)";
+  return diag;
+}
+
 LogicalResult Autodiff::applyOptimizer(Attribute config, Value loss) {
   InitAttr zeros = InitAttr::get(ctx, InitKind::Zeros, APFloat(0.0));
   // Parameters with a gradient, in argument order.
@@ -411,7 +449,7 @@ LogicalResult Autodiff::run() {
       return failure();
     loss = *mean;
   }
-  if (failed(applyOptimizer(config, loss)))
+  if (failed(checkUnusedParams()) || failed(applyOptimizer(config, loss)))
     return failure();
 
   Operation *terminator = body.getTerminator();
@@ -481,9 +519,29 @@ struct AutodiffPass : autoshard::train::impl::AutodiffPassBase<AutodiffPass> {
       (*found)->removeAttr(TrainDialect::kMicroBatchesAttrName);
       return;
     }
-    // A step without an optimizer configuration carries its own backward.
-    if (!(*found)->hasAttr(TrainDialect::kOptimizerAttrName))
+    // A step without an optimizer configuration carries its own backward,
+    // or it would train nothing: a binary that runs its steps and leaves
+    // every parameter as initialised, which nobody means by accident.
+    if (!(*found)->hasAttr(TrainDialect::kOptimizerAttrName)) {
+      StepSignature sig(*found);
+      bool hasParams = llvm::any_of(sig.getArgs(), [](const StepValue &arg) {
+        return arg.role == Role::Param;
+      });
+      bool updatesItself =
+          llvm::any_of(sig.getResults(), [](const StepValue &result) {
+            return result.role == Role::Param;
+          });
+      if (hasParams && !updatesItself && !allowNoOptimizer) {
+        (*found)->emitOpError()
+            << "has parameters but neither a train.optimizer nor updates of "
+               "its own, so training would leave every parameter unchanged; "
+               "add train.optimizer = #train.adamw<lr = ...> (or "
+               "#train.sgd<...>), compile an evaluation step with "
+               "--forward-only, or accept it with --allow-no-optimizer";
+        return signalPassFailure();
+      }
       return;
+    }
     auto step = dyn_cast<func::FuncOp>(found->getOperation());
     if (!step) {
       found->emitOpError() << "autoshard-autodiff needs the step as a "
@@ -495,7 +553,7 @@ struct AutodiffPass : autoshard::train::impl::AutodiffPassBase<AutodiffPass> {
                          << " blocks; autodiff handles straight-line steps";
       return signalPassFailure();
     }
-    if (failed(Autodiff(step, exposeGradients).run()))
+    if (failed(Autodiff(step, exposeGradients, allowUnusedParams).run()))
       return signalPassFailure();
   }
 };

@@ -45,9 +45,9 @@
 // optimizer=cpu has moved: params= moves nothing more, and says so.
 // RUN: shard-opt %t.llama-zero3.mlir '--autoshard-offload=optimizer=cpu params=nvme' 2>&1 >/dev/null | FileCheck %s --check-prefix=PARAMS-NOOP
 // PARAMS-NOOP: warning: offload params=nvme moves nothing: every sharded parameter of this step is an f32 master weight, which lives with the optimizer states (optimizer=cpu); its bf16 compute copies are cast from it where they are used
-// RUN: not shard-opt --strategy=zero3 --offload=ssd %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=FLAG
+// RUN: not shard-opt --world-size=1 --strategy=zero3 --offload=ssd %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=FLAG
 // FLAG: shard-opt: for the --offload option: unknown value 'ssd'; valid: none, cpu, nvme
-// RUN: not shard-compile --strategy=zero3 --offload-params=gpu %examples/mlp.mlir -o %t.exe 2>&1 | FileCheck %s --check-prefix=FLAG-PARAMS
+// RUN: not shard-compile --world-size=1 --strategy=zero3 --offload-params=gpu %examples/mlp.mlir -o %t.exe 2>&1 | FileCheck %s --check-prefix=FLAG-PARAMS
 // FLAG-PARAMS: shard-compile: for the --offload-params option: unknown value 'gpu'; valid: none, cpu, nvme
 // Every preset with both offloads verifies and lowers (overlap on).
 // RUN: shard-compile --strategy=fsdp --world-size=2 --offload=nvme --offload-params=cpu --emit=mlir %t.llama.mlir -o - | FileCheck %s --check-prefix=LOWERED

@@ -41,9 +41,16 @@ def AutodiffPass : Pass<"autoshard-autodiff", "mlir::ModuleOp"> {
       return %w1, %loss : ...
     ```
 
-    A step without `train.optimizer` already carries its backward and is
-    left unchanged. Fails on a loss that no loss op computes and on an op
-    on the gradient path that has no gradient rule.
+    A step without `train.optimizer` that updates its parameters itself
+    already carries its backward and is left unchanged. One that updates
+    nothing would train nothing: an error, unless `allow-no-optimizer`
+    (or `forward-only`, an evaluation step) says that is meant. A
+    parameter on no path to the loss receives no gradient: an error naming
+    it, unless `allow-unused-params` (PyTorch DDP's
+    `find_unused_parameters=True`), with which it keeps its value, as
+    torch's optimizers skip a parameter whose `grad` is `None`: no state,
+    no weight decay, no update. Fails also on a loss that no loss op
+    computes and on an op on the gradient path that has no gradient rule.
 
     `forward-only` builds an evaluation step instead: the forward pass and
     the loss, nothing derived. With `train.micro_batches = K` the forward
@@ -58,6 +65,14 @@ def AutodiffPass : Pass<"autoshard-autodiff", "mlir::ModuleOp"> {
            "Also return each parameter's gradient as a `grad` result">,
     Option<"forwardOnly", "forward-only", "bool", /*default=*/"false",
            "Evaluation: keep the forward pass and the loss, derive nothing">,
+    Option<"allowNoOptimizer", "allow-no-optimizer", "bool",
+           /*default=*/"false",
+           "Accept a step with neither train.optimizer nor updates of its "
+           "own (its parameters never change)">,
+    Option<"allowUnusedParams", "allow-unused-params", "bool",
+           /*default=*/"false",
+           "Accept parameters the loss does not depend on; they are left "
+           "unchanged">,
   ];
 }
 
