@@ -279,8 +279,7 @@ Attribute StepBuilder::optimizerAttr() const {
 /// The `train.role`/`train.name`[/`train.init`][/`train.unit`] dictionary
 /// of a step value.
 DictionaryAttr stepValueAttrs(Builder &b, train::Role role, StringRef name,
-                              train::InitAttr init = {},
-                              StringRef unit = {}) {
+                              train::InitAttr init = {}, StringRef unit = {}) {
   MLIRContext *ctx = b.getContext();
   SmallVector<NamedAttribute, 4> attrs = {
       b.getNamedAttr(train::TrainDialect::kRoleAttrName,
@@ -290,8 +289,8 @@ DictionaryAttr stepValueAttrs(Builder &b, train::Role role, StringRef name,
   if (init)
     attrs.push_back(b.getNamedAttr(train::TrainDialect::kInitAttrName, init));
   if (!unit.empty())
-    attrs.push_back(
-        b.getNamedAttr(train::TrainDialect::kUnitAttrName, b.getStringAttr(unit)));
+    attrs.push_back(b.getNamedAttr(train::TrainDialect::kUnitAttrName,
+                                   b.getStringAttr(unit)));
   return b.getDictionaryAttr(attrs);
 }
 
