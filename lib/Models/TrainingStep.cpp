@@ -39,9 +39,12 @@ private:
     std::string name;
     SmallVector<int64_t, 2> shape;
     train::InitAttr init;
+    /// The module path of its transformer block (`train.unit`); empty for
+    /// the embeddings, the final norm and the output projection.
+    std::string unit;
   };
 
-  // Declaration.
+  // Declaration. Parameters declared while `unit` is set belong to it.
   void declare(const Twine &name, ArrayRef<int64_t> shape,
                train::InitAttr init);
   void declareGpt2();
@@ -72,6 +75,7 @@ private:
   OpBuilder b;
   Type computeType;
   SmallVector<Parameter> parameters;
+  std::string unit;
   /// Each parameter as the forward pass reads it: the argument, or its bf16
   /// cast under mixed precision.
   llvm::StringMap<Value> values;
@@ -89,7 +93,8 @@ train::InitAttr StepBuilder::ones() const {
 
 void StepBuilder::declare(const Twine &name, ArrayRef<int64_t> shape,
                           train::InitAttr init) {
-  parameters.push_back({name.str(), SmallVector<int64_t, 2>(shape), init});
+  parameters.push_back(
+      {name.str(), SmallVector<int64_t, 2>(shape), init, unit});
 }
 
 void StepBuilder::declareGpt2() {
@@ -101,7 +106,8 @@ void StepBuilder::declareGpt2() {
   declare("wte", {config.vocab, c}, normal(std));
   declare("wpe", {config.maxPositions, c}, normal(std));
   for (int64_t i = 0; i < config.layers; ++i) {
-    std::string h = "h." + std::to_string(i) + ".";
+    unit = "h." + std::to_string(i);
+    std::string h = unit + ".";
     declare(h + "ln_1.weight", {c}, ones());
     declare(h + "ln_1.bias", {c}, zeros());
     for (StringRef proj : {"q_proj", "k_proj", "v_proj"}) {
@@ -117,6 +123,7 @@ void StepBuilder::declareGpt2() {
     declare(h + "mlp.c_proj.weight", {c, f}, normal(residualStd));
     declare(h + "mlp.c_proj.bias", {c}, zeros());
   }
+  unit.clear();
   declare("ln_f.weight", {c}, ones());
   declare("ln_f.bias", {c}, zeros());
   if (!config.tieEmbeddings)
@@ -129,7 +136,8 @@ void StepBuilder::declareLlama() {
   const double std = 0.02;
   declare("model.embed_tokens.weight", {config.vocab, c}, normal(std));
   for (int64_t i = 0; i < config.layers; ++i) {
-    std::string l = "model.layers." + std::to_string(i) + ".";
+    unit = "model.layers." + std::to_string(i);
+    std::string l = unit + ".";
     declare(l + "input_layernorm.weight", {c}, ones());
     declare(l + "self_attn.q_proj.weight", {q, c}, normal(std));
     declare(l + "self_attn.k_proj.weight", {kv, c}, normal(std));
@@ -140,6 +148,7 @@ void StepBuilder::declareLlama() {
     declare(l + "mlp.up_proj.weight", {f, c}, normal(std));
     declare(l + "mlp.down_proj.weight", {c, f}, normal(std));
   }
+  unit.clear();
   declare("model.norm.weight", {c}, ones());
   if (!config.tieEmbeddings)
     declare("lm_head.weight", {config.vocab, c}, normal(std));
@@ -267,17 +276,21 @@ Attribute StepBuilder::optimizerAttr() const {
                                    f64(config.weightDecay));
 }
 
-/// The `train.role`/`train.name`[/`train.init`] dictionary of a step value.
+/// The `train.role`/`train.name`[/`train.init`][/`train.unit`] dictionary
+/// of a step value.
 DictionaryAttr stepValueAttrs(Builder &b, train::Role role, StringRef name,
-                              train::InitAttr init = {}) {
+                              train::InitAttr init = {}, StringRef unit = {}) {
   MLIRContext *ctx = b.getContext();
-  SmallVector<NamedAttribute, 3> attrs = {
+  SmallVector<NamedAttribute, 4> attrs = {
       b.getNamedAttr(train::TrainDialect::kRoleAttrName,
                      train::RoleAttr::get(ctx, role)),
       b.getNamedAttr(train::TrainDialect::kNameAttrName,
                      b.getStringAttr(name))};
   if (init)
     attrs.push_back(b.getNamedAttr(train::TrainDialect::kInitAttrName, init));
+  if (!unit.empty())
+    attrs.push_back(b.getNamedAttr(train::TrainDialect::kUnitAttrName,
+                                   b.getStringAttr(unit)));
   return b.getDictionaryAttr(attrs);
 }
 
@@ -295,7 +308,8 @@ OwningOpRef<ModuleOp> StepBuilder::build() {
   SmallVector<Attribute> argAttrs;
   for (const Parameter &p : parameters) {
     argTypes.push_back(RankedTensorType::get(p.shape, f32));
-    argAttrs.push_back(stepValueAttrs(b, train::Role::Param, p.name, p.init));
+    argAttrs.push_back(
+        stepValueAttrs(b, train::Role::Param, p.name, p.init, p.unit));
   }
   argTypes.append({batchType, batchType});
   argAttrs.push_back(stepValueAttrs(b, train::Role::Input, "input_ids"));

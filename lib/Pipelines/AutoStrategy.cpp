@@ -30,19 +30,6 @@ namespace strategy = autoshard::strategy;
 
 namespace {
 
-/// The block index of a parameter name ("h.3.attn..." -> 3), or -1.
-int64_t blockIndex(StringRef name) {
-  SmallVector<StringRef> parts;
-  name.split(parts, '.');
-  for (StringRef part : parts) {
-    int64_t index;
-    if (!part.empty() && llvm::all_of(part, llvm::isDigit) &&
-        !part.getAsInteger(10, index))
-      return index;
-  }
-  return -1;
-}
-
 int64_t elementsOf(Type type) {
   return cast<RankedTensorType>(type).getNumElements();
 }
@@ -56,7 +43,7 @@ void countFlops(Operation *op, double &total, double &forwardBlocks,
     if (auto cast = v.getDefiningOp<CastOp>())
       v = cast.getInput();
     auto arg = dyn_cast<BlockArgument>(v);
-    return arg && blockIndex(sig.getArgs()[arg.getArgNumber()].name) >= 0;
+    return arg && sig.getUnitIndex(arg.getArgNumber()) >= 0;
   };
   double flops = opFlops(op);
   total += flops;
@@ -140,7 +127,7 @@ autoshard::describeStep(ModuleOp module, int64_t worldSize,
     parameter.name = arg.name;
     parameter.elements = elementsOf(arg.type);
     parameter.readByBackward = readByBackward;
-    parameter.block = blockIndex(arg.name);
+    parameter.block = sig.getUnitIndex(arg.index);
     model.parameters.push_back(parameter);
   }
   model.precision = bf16 ? cost::Precision::BF16 : cost::Precision::F32;

@@ -10,7 +10,7 @@
 
 // CHECK: shard.grid @world(shape = 2x2)
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: tensor<10xf32> {{{[^}]*}}train.shard = #train.flat_shard<shape = [4, 5], grid_axes = [1]>}
+// CHECK-SAME: tensor<10xf32> {{{[^}]*}}train.shard = #train.flat_shard<shape = [4, 5], grid_axes = [1]>, train.unit = "h.0"}
 // CHECK-SAME: tensor<2x5xf32> {train.name = "x"
 // CHECK-SAME: train.plan = #train.plan<strategy = "hybrid", grid = @world, optimizer_states = sharded, gradients = sharded, parameters = sharded, shard_axes = [1], unit = block, reshard = after_forward, bucket_cap_mb = 25>
 // CHECK: train.all_gather_shards %{{.*}} on @world grid_axes = [1] : tensor<10xf32> -> tensor<4x5xf32>

@@ -11,8 +11,8 @@
 // over the grid and adds the whole gradient's.
 
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: %arg0: tensor<10xf32> {{{[^}]*}}train.name = "h.0.fc1.weight", train.role = #train.role<param>, train.shard = #train.flat_shard<shape = [4, 5], grid_axes = [0]>}
-// CHECK-SAME: %arg1: tensor<3x4xf32> {{{[^}]*}}train.name = "h.0.fc2.weight", train.role = #train.role<param>}
+// CHECK-SAME: %arg0: tensor<10xf32> {{{[^}]*}}train.name = "h.0.fc1.weight", train.role = #train.role<param>, train.shard = #train.flat_shard<shape = [4, 5], grid_axes = [0]>, train.unit = "h.0"}
+// CHECK-SAME: %arg1: tensor<3x4xf32> {{{[^}]*}}train.name = "h.0.fc2.weight", train.role = #train.role<param>, train.unit = "h.0"}
 // CHECK-SAME: %arg2: tensor<3xf32> {{{[^}]*}}train.name = "out.bias", train.role = #train.role<param>}
 // CHECK-SAME: %arg9: tensor<6xf32> {{{[^}]*}}train.name = "h.0.fc2.weight.exp_avg", train.role = #train.role<opt_state>, train.shard
 // CHECK-SAME: %arg11: tensor<3xf32> {{{[^}]*}}train.name = "out.bias.exp_avg", train.role = #train.role<opt_state>}

@@ -10,7 +10,7 @@
 // needs no gradient, nor the bias). The update runs on the shards in place.
 
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: %[[W0:[^:]+]]: tensor<10xf32> {{{[^}]*}}train.shard = #train.flat_shard<shape = [4, 5], grid_axes = [0]>}
+// CHECK-SAME: %[[W0:[^:]+]]: tensor<10xf32> {{{[^}]*}}train.shard = #train.flat_shard<shape = [4, 5], grid_axes = [0]>, train.unit = "h.0"}
 // CHECK-SAME: %[[W1:[^:]+]]: tensor<6xf32>
 // CHECK-SAME: %[[B:[^:]+]]: tensor<2xf32>
 // CHECK-SAME: -> (tensor<10xf32> {train.name = "h.0.fc1.weight", train.role = #train.role<param>, train.shard = #train.flat_shard<shape = [4, 5], grid_axes = [0]>}

@@ -64,3 +64,37 @@ TEST(StepSignature, DecodesRolesNamesAndUpdates) {
   EXPECT_EQ(sig.getArgIndex("lr"), std::optional<unsigned>(3));
   EXPECT_EQ(sig.getArgIndex("nope"), std::nullopt);
 }
+
+// Units come from train.unit in order of first appearance among the
+// arguments, whatever the names say; params without one are in the root
+// unit (-1).
+static const char *kUnits = R"mlir(
+func.func private @step(
+    %a: tensor<2xf32> {train.role = #train.role<param>, train.name = "layers.9.w", train.init = #train.init<zeros>},
+    %b: tensor<2xf32> {train.role = #train.role<param>, train.name = "b", train.init = #train.init<zeros>, train.unit = "enc.z"},
+    %c: tensor<2xf32> {train.role = #train.role<param>, train.name = "c", train.init = #train.init<zeros>, train.unit = "enc.a"},
+    %d: tensor<2xf32> {train.role = #train.role<param>, train.name = "d", train.init = #train.init<zeros>, train.unit = "enc.z"},
+    %m: tensor<2xf32> {train.role = #train.role<opt_state>, train.name = "b.m"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step}
+)mlir";
+
+TEST(StepSignature, UnitsInOrderOfFirstAppearance) {
+  MLIRContext context;
+  context.loadDialect<TrainDialect, func::FuncDialect>();
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(kUnits, &context);
+  ASSERT_TRUE(module);
+  // A declaration: the signature alone is what is decoded.
+  StepSignature sig(*module->getOps<func::FuncOp>().begin());
+
+  ASSERT_EQ(sig.getUnits().size(), 2u);
+  EXPECT_EQ(sig.getUnits()[0], "enc.z");
+  EXPECT_EQ(sig.getUnits()[1], "enc.a");
+  EXPECT_EQ(sig.getUnitIndex(0), -1); // a numeric name is no unit
+  EXPECT_EQ(sig.getUnitIndex(1), 0);
+  EXPECT_EQ(sig.getUnitIndex(2), 1);
+  EXPECT_EQ(sig.getUnitIndex(3), 0);
+  EXPECT_EQ(sig.getUnitIndex(4), -1);
+  EXPECT_EQ(sig.getArgs()[3].unit, "enc.z");
+  EXPECT_TRUE(sig.getArgs()[0].unit.empty());
+}

@@ -54,8 +54,9 @@ struct ParameterTensor {
   /// Whether the backward pass reads the parameter itself (the set B of
   /// docs/Strategies.md): a sharded one is gathered again for it.
   bool readByBackward = true;
-  /// Its transformer block (`h.<i>.*`, `model.layers.<i>.*`), or -1 outside
-  /// every block. FSDP gathers a block's parameters together.
+  /// Its transformer block: the index of its `train.unit` in the step's
+  /// unit order (StepSignature::getUnits), or -1 in the root unit. FSDP
+  /// gathers a block's parameters together.
   int64_t block = -1;
 };
 

@@ -102,7 +102,27 @@ func.func private @f(tensor<2xf32> {train.init = 0.0 : f32})
 
 // -----
 
-// expected-error@+1 {{argument #0 has the unknown attribute 'train.rol'; the train dialect defines train.role, train.name, train.init, train.shard and train.memory}}
+// expected-error@+1 {{result #0: results take no 'train.unit'}}
+func.func private @f() -> (tensor<2xf32> {train.unit = "h.0"})
+
+// -----
+
+// expected-error@+1 {{argument #0: 'train.unit' must be a string}}
+func.func private @f(tensor<2xf32> {train.unit = 0 : i64})
+
+// -----
+
+// expected-error@+1 {{argument #0 is in the unit ".h.0"; units are module paths made of letters, digits, '_' and '.', not starting with '.'}}
+func.func private @f(tensor<2xf32> {train.unit = ".h.0"})
+
+// -----
+
+// expected-error@+1 {{argument #0 is in the unit ""; units are module paths}}
+func.func private @f(tensor<2xf32> {train.unit = ""})
+
+// -----
+
+// expected-error@+1 {{argument #0 has the unknown attribute 'train.rol'; the train dialect defines train.role, train.name, train.init, train.unit, train.shard and train.memory}}
 func.func private @f(tensor<2xf32> {train.rol = #train.role<param>})
 
 //===----------------------------------------------------------------------===//
@@ -138,6 +158,13 @@ func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name 
 
 // expected-error@+1 {{param argument "w" needs a 'train.init' attribute}}
 func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name = "w"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step}
+
+// -----
+
+// expected-error@+1 {{opt_state argument "w.exp_avg" has 'train.unit' "h.0"; only param arguments belong to a unit}}
+func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>, train.unit = "h.0"},
+                     tensor<2xf32> {train.role = #train.role<opt_state>, train.name = "w.exp_avg", train.unit = "h.0"})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step}
 
 // -----

@@ -56,8 +56,8 @@ func.func @optimizers(%p: tensor<4x16xf32>, %g: tensor<4x16xf32>, %lr: tensor<f3
 shard.grid @world(shape = 2)
 
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: train.init = #train.init<normal, std = 2.000000e-02>, train.name = "w", train.role = #train.role<param>
-// CHECK-SAME: train.init = #train.init<uniform, bound = 1.000000e-01>
+// CHECK-SAME: train.init = #train.init<normal, std = 2.000000e-02>, train.name = "w", train.role = #train.role<param>, train.unit = "fc"}
+// CHECK-SAME: train.init = #train.init<uniform, bound = 1.000000e-01>, train.name = "b", train.role = #train.role<param>, train.unit = "fc"}
 // CHECK-SAME: train.init = #train.init<ones>
 // CHECK-SAME: train.name = "w.momentum", train.role = #train.role<opt_state>
 // CHECK-SAME: train.role = #train.role<input>
@@ -66,8 +66,8 @@ shard.grid @world(shape = 2)
 // CHECK-SAME: train.role = #train.role<loss>
 // CHECK-SAME: attributes {train.plan = #train.plan<strategy = "ddp", grid = @world, optimizer_states = replicated, gradients = replicated, parameters = replicated, shard_axes = [0], unit = param, reshard = after_forward, bucket_cap_mb = 25>, train.step}
 func.func @step(
-    %w: tensor<4x16xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.02>},
-    %b: tensor<4xf32> {train.role = #train.role<param>, train.name = "b", train.init = #train.init<uniform, bound = 0.1>},
+    %w: tensor<4x16xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.02>, train.unit = "fc"},
+    %b: tensor<4xf32> {train.role = #train.role<param>, train.name = "b", train.init = #train.init<uniform, bound = 0.1>, train.unit = "fc"},
     %s: tensor<4xf32> {train.role = #train.role<param>, train.name = "s", train.init = #train.init<ones>},
     %m: tensor<4x16xf32> {train.role = #train.role<opt_state>, train.name = "w.momentum"},
     %x: tensor<8x16xf32> {train.role = #train.role<input>, train.name = "x"},

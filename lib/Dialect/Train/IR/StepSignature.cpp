@@ -31,16 +31,32 @@ static StepValue decode(unsigned index, Type type, DictionaryAttr attrs) {
   if (auto name = attrs.getAs<StringAttr>(TrainDialect::kNameAttrName))
     value.name = name.getValue();
   value.init = attrs.getAs<InitAttr>(TrainDialect::kInitAttrName);
+  if (auto unit = attrs.getAs<StringAttr>(TrainDialect::kUnitAttrName))
+    value.unit = unit.getValue();
   return value;
 }
 
 StepSignature::StepSignature(FunctionOpInterface func) {
+  llvm::StringMap<int64_t> unitIndex;
   for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
     args.push_back(decode(i, type, func.getArgAttrDict(i)));
     argIndexByName.try_emplace(args.back().name, i);
+    StringRef unit = args.back().unit;
+    int64_t index = -1;
+    if (!unit.empty()) {
+      auto [it, inserted] = unitIndex.try_emplace(unit, units.size());
+      if (inserted)
+        units.push_back(unit);
+      index = it->second;
+    }
+    unitIndexByArg.push_back(index);
   }
   for (auto [i, type] : llvm::enumerate(func.getResultTypes()))
     results.push_back(decode(i, type, func.getResultAttrDict(i)));
+}
+
+int64_t StepSignature::getUnitIndex(unsigned argIndex) const {
+  return unitIndexByArg[argIndex];
 }
 
 std::optional<unsigned> StepSignature::getArgIndex(StringRef name) const {
@@ -550,6 +566,13 @@ LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
         firstBatchArg = arg.index;
       }
     }
+    // Units group parameters; optimizer states, batches and hypers are
+    // placed by what they belong to, not by a unit of their own.
+    if (!arg.unit.empty() && arg.role != Role::Param)
+      return func.emitOpError()
+             << role << " argument \"" << arg.name << "\" has '"
+             << TrainDialect::kUnitAttrName << "' \"" << arg.unit
+             << "\"; only param arguments belong to a unit";
     if (arg.role == Role::Label && !arg.type.getElementType().isInteger(32))
       return func.emitOpError() << "label argument \"" << arg.name
                                 << "\" must hold i32 class indices, got "

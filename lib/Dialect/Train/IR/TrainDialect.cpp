@@ -598,11 +598,28 @@ static LogicalResult verifyValueAttribute(Operation *op, StringRef what,
                              << "' must be a #train.init attribute";
     return success();
   }
+  if (name == TrainDialect::kUnitAttrName) {
+    // Updates and gradients belong to the unit of the argument they follow;
+    // a second statement of it could only disagree.
+    if (isResult)
+      return op->emitError() << what << " #" << index
+                             << ": results take no '" << name << "'";
+    auto str = dyn_cast<StringAttr>(attr.getValue());
+    if (!str)
+      return op->emitError() << what << " #" << index << ": '" << name
+                             << "' must be a string";
+    if (!isValidStepName(str.getValue()))
+      return op->emitError()
+             << what << " #" << index << " is in the unit \"" << str.getValue()
+             << "\"; units are module paths made of letters, digits, '_' "
+                "and '.', not starting with '.'";
+    return success();
+  }
   return op->emitError() << what << " #" << index
                          << " has the unknown attribute '" << name
                          << "'; the train dialect defines train.role, "
-                            "train.name, train.init, train.shard and "
-                            "train.memory";
+                            "train.name, train.init, train.unit, train.shard "
+                            "and train.memory";
 }
 
 LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op,

@@ -13,7 +13,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
-#include "llvm/ADT/StringExtras.h"
 
 #include <map>
 
@@ -26,21 +25,6 @@ using namespace mlir;
 using namespace autoshard::train;
 
 namespace {
-
-/// The transformer block a parameter belongs to: its name up to the first
-/// numeric component ("h.3", "model.layers.3"), or "" outside any block.
-StringRef blockOf(StringRef name) {
-  SmallVector<StringRef> parts;
-  name.split(parts, '.');
-  size_t length = 0;
-  for (StringRef part : parts) {
-    length += part.size();
-    if (!part.empty() && llvm::all_of(part, llvm::isDigit))
-      return name.take_front(length);
-    ++length;
-  }
-  return "";
-}
 
 /// Ops cheap to recompute and whose results are large: everything but the
 /// matrix products and attention (Megatron's "selective" recomputation
@@ -90,11 +74,11 @@ private:
     }
   }
 
-  /// Forward ops by (micro-batch, block): an op that reads a block's
-  /// parameter is in that block, one that reads another parameter (the
-  /// embeddings, the final norm, the output projection) in none; one that
-  /// reads no parameter is where the forward op before it is. The
-  /// micro-batch is the number of losses before the op.
+  /// Forward ops by (micro-batch, block): an op that reads a parameter with
+  /// a train.unit is in that unit's block, one that reads a parameter of the
+  /// root unit (the embeddings, the final norm, the output projection) in
+  /// none; one that reads no parameter is where the forward op before it
+  /// is. The micro-batch is the number of losses before the op.
   void assignBlocks() {
     StringRef current;
     int64_t losses = 0;
@@ -125,7 +109,7 @@ private:
         if (auto arg = dyn_cast<BlockArgument>(operand)) {
           const StepValue &value = sig.getArgs()[arg.getArgNumber()];
           if (value.role == Role::Param)
-            current = blockOf(value.name);
+            current = value.unit;
         }
       }
       if (current.empty() || isa<SliceRowsOp>(op))
@@ -241,8 +225,8 @@ struct CheckpointActivationsPass
           << "activation checkpointing '"
           << autoshard::strategy::stringify(mode.getValue())
           << "' recomputes transformer blocks, and this step has none "
-             "(parameters named h.<i>.* or model.layers.<i>.*): nothing is "
-             "recomputed";
+             "(no forward op reads a param with a '"
+          << TrainDialect::kUnitAttrName << "'): nothing is recomputed";
   }
 };
 

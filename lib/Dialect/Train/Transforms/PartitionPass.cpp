@@ -163,21 +163,6 @@ RankedTensorType shardType(Type type, int64_t n) {
       tensor.getElementType());
 }
 
-/// The transformer block a parameter belongs to: its name up to the first
-/// numeric component ("h.3", "model.layers.3"), or "" for the root unit.
-StringRef unitOf(StringRef name) {
-  SmallVector<StringRef> parts;
-  name.split(parts, '.');
-  size_t length = 0;
-  for (StringRef part : parts) {
-    length += part.size();
-    if (!part.empty() && llvm::all_of(part, [](char c) { return llvm::isDigit(c); }))
-      return name.take_front(length);
-    ++length; // the dot
-  }
-  return "";
-}
-
 /// Where the micro-batches of a step begin: its train.slice_rows in
 /// program order, and for every op the number of them at or before it (the
 /// micro-batch an op belongs to, block arguments and the shared ops before
@@ -786,7 +771,9 @@ LogicalResult Partitioner::gatherParameters() {
       return "s";
     if (policies.lookup(source.arg).unit == Unit::Param)
       return "p" + std::to_string(source.arg);
-    return "b" + unitOf(sig.getArgs()[source.arg].name).str();
+    // The parameter's train.unit; all parameters without one share the
+    // root unit "b".
+    return "b" + sig.getArgs()[source.arg].unit.str();
   };
   std::map<std::pair<std::string, int64_t>, Operation *> firstReader;
   for (const Source &source : sources)

@@ -1,6 +1,7 @@
 // A 2-block GPT-2 after autodiff (Inputs/gpt2-2-layers-autodiff.mlir:
 // shard-gen gpt2-tiny --layers=2 --micro-batch=2 | shard-opt
-// --autoshard-autodiff). Block h.0 reads %arg2..%arg17, h.1 %arg18..%arg33.
+// --autoshard-autodiff, before autodiff returned grad_norm_sq). Block h.0
+// (train.unit "h.0") reads %arg2..%arg17, h.1 %arg18..%arg33.
 // RUN: shard-opt %S/Inputs/gpt2-2-layers-autodiff.mlir --autoshard-checkpoint-activations | FileCheck %s --check-prefix=BLOCKS
 // RUN: shard-opt %S/Inputs/gpt2-2-layers-autodiff.mlir --autoshard-checkpoint-activations=mode=selective | FileCheck %s --check-prefix=SELECTIVE
 // RUN: shard-opt %S/Inputs/gpt2-2-layers-autodiff.mlir --autoshard-checkpoint-activations=mode=none | FileCheck %s --check-prefix=NONE
@@ -40,6 +41,6 @@
 // BADMODE: shard-opt: for the --mode option: unknown value 'everything'; valid: none, blocks, selective
 
 // PARTITIONED: error: 'func.func' op is already partitioned; checkpoint activations before autoshard-partition
-// A step without transformer blocks (the MLP's fc1, fc2) compiles, with a
-// warning that nothing is recomputed.
-// NOBLOCKS: warning: activation checkpointing 'blocks' recomputes transformer blocks, and this step has none (parameters named h.<i>.* or model.layers.<i>.*): nothing is recomputed
+// A step without transformer blocks (the MLP's fc1, fc2: no train.unit)
+// compiles, with a warning that nothing is recomputed.
+// NOBLOCKS: warning: activation checkpointing 'blocks' recomputes transformer blocks, and this step has none (no forward op reads a param with a 'train.unit'): nothing is recomputed

@@ -20,6 +20,9 @@ struct StepValue {
   mlir::RankedTensorType type;
   /// Null where the value has no `train.init` (batches, results).
   InitAttr init;
+  /// The `train.unit` of a param argument (the module path of its
+  /// transformer block); empty in the root unit.
+  llvm::StringRef unit;
 };
 
 /// The arguments and results of a function marked `train.step`, decoded from
@@ -40,12 +43,23 @@ public:
   /// The argument with this name.
   std::optional<unsigned> getArgIndex(llvm::StringRef name) const;
 
+  /// The units of the step (the distinct `train.unit`s of its params) in
+  /// their order: first appearance among the arguments. The root unit is
+  /// not among them.
+  llvm::ArrayRef<llvm::StringRef> getUnits() const { return units; }
+  /// The position in getUnits() of argument `argIndex`'s unit, or -1 in the
+  /// root unit (no `train.unit`).
+  int64_t getUnitIndex(unsigned argIndex) const;
+
 private:
   llvm::SmallVector<StepValue> args;
   llvm::SmallVector<StepValue> results;
   /// The first argument of each name: lookups stay O(1) for steps with tens
   /// of thousands of arguments.
   llvm::StringMap<unsigned> argIndexByName;
+  llvm::SmallVector<llvm::StringRef> units;
+  /// Each argument's position in `units`, -1 for the root unit.
+  llvm::SmallVector<int64_t> unitIndexByArg;
 };
 
 /// Checks the signature rules of a `train.step` function (roles, names,

@@ -35,6 +35,20 @@ def Train_Dialect : Dialect {
         attributes {train.step} { ... }
     ```
 
+    A `param` argument may name the unit it belongs to with `train.unit`, a
+    string in the form of a name: the module path of its transformer block,
+    `train.unit = "h.3"` or `"model.layers.3"`. The unit is what
+    `autoshard-partition` gathers together under the `block` gather unit,
+    what `autoshard-checkpoint-activations` recomputes as one block and what
+    the cost model counts as one layer; parameters without it (embeddings,
+    the final norm, the output projection) form one root unit. Units are
+    ordered by their first appearance among the arguments (`shard-gen`
+    declares blocks in forward order, so unit `i` is block `i`). No pass
+    reads structure from a parameter's name: an imported model's names mean
+    nothing to the compiler, its `train.unit` attributes do. Only `param`
+    arguments carry it (their optimizer states follow them through the
+    plan).
+
     A result whose role is `param` or `opt_state` is the new value of the
     argument of the same name. Arguments with role `input` or `label` are
     batches whose dimension 0 is the global batch; distribution passes split
@@ -52,6 +66,8 @@ def Train_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kRoleAttrName = "train.role";
     static constexpr ::llvm::StringLiteral kNameAttrName = "train.name";
     static constexpr ::llvm::StringLiteral kInitAttrName = "train.init";
+    // The unit (module path of a transformer block) a param belongs to.
+    static constexpr ::llvm::StringLiteral kUnitAttrName = "train.unit";
     static constexpr ::llvm::StringLiteral kPlanAttrName = "train.plan";
     static constexpr ::llvm::StringLiteral kPartitionedAttrName =
         "train.partitioned";
@@ -332,9 +348,9 @@ def Train_PlanAttr : Train_Attr<"Plan", "plan"> {
     A sharded tensor is stored flat: zero-padded to a multiple of the shard
     group's size, each rank holding one contiguous block. The batch is
     split along its dimension 0 over every grid axis. `unit` groups the
-    collectives of the parameters of one transformer block (names sharing a
-    prefix up to a numeric component, `h.3` or `model.layers.3`; the others
-    form one root unit). `reshard` says whether gathered parameters are
+    collectives of the parameters of one transformer block (the params with
+    the same `train.unit`; the others form one root unit, so a step without
+    `train.unit` attributes is gathered as one unit). `reshard` says whether gathered parameters are
     released after the forward pass (and gathered again for the backward
     pass) or kept until the backward pass (FSDP's SHARD_GRAD_OP).
     `bucket_cap_mb` bounds the collectives that grouping merges.

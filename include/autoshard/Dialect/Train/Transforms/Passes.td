@@ -214,8 +214,12 @@ def CheckpointActivationsPass : Pass<"autoshard-checkpoint-activations",
   let description = [{
     Activation checkpointing on the whole step, after `autoshard-autodiff`
     and before partitioning. A transformer block is the set of forward ops
-    that read its parameters (named `h.<i>.*`, `model.layers.<i>.*`) and
-    the ops after them up to the next block. Per micro-batch and block, the
+    that read the parameters of one unit (the params with the same
+    `train.unit`; names are not read) and the ops after them up to the next
+    block; ops that read root-unit parameters (no `train.unit`: the
+    embeddings, the final norm, the output projection) are in no block. A
+    step without `train.unit` has no blocks: the pass warns and recomputes
+    nothing. Per micro-batch and block, the
     block's forward ops are cloned right before the first backward op that
     reads one of their results, and every backward reader reads the clones:
     the forward values then die in the forward pass, and only the block's
