@@ -34,6 +34,7 @@
 #include <string>
 
 using namespace mlir;
+namespace strategy = autoshard::strategy;
 
 namespace {
 
@@ -54,9 +55,9 @@ std::vector<autoshard::StrategyOptions> fuzzedPlans() {
   zero3.worldSize = 2;
   // A budget no step reaches: the memory plan runs and must not fail.
   zero3.memoryBudget = "1000T";
-  zero3.activationCheckpointing = "selective";
-  zero3.offload = "nvme";
-  zero3.offloadParams = "cpu";
+  zero3.activationCheckpointing = strategy::ActivationCheckpointing::Selective;
+  zero3.offload = strategy::Offload::Nvme;
+  zero3.offloadParams = strategy::Offload::Cpu;
 
   autoshard::StrategyOptions hybrid;
   hybrid.strategy = "hybrid";
@@ -65,13 +66,13 @@ std::vector<autoshard::StrategyOptions> fuzzedPlans() {
   hybrid.reshardAfterForward = false;
   hybrid.paramGroups = {"ddp=.*bias"};
   hybrid.prefetchDepth = 2;
-  hybrid.activationCheckpointing = "blocks";
+  hybrid.activationCheckpointing = strategy::ActivationCheckpointing::Blocks;
 
   autoshard::StrategyOptions evaluation;
   evaluation.strategy = "zero2";
   evaluation.worldSize = 2;
   evaluation.forwardOnly = true;
-  evaluation.offload = "cpu";
+  evaluation.offload = strategy::Offload::Cpu;
   return {ddp, zero3, hybrid, evaluation};
 }
 
@@ -166,7 +167,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   });
   runOnCopy(*module, "offload", [](OpPassManager &pm) {
     train::OffloadPassOptions offload;
-    offload.optimizer = "cpu";
+    offload.optimizer = strategy::Offload::Cpu;
     pm.addPass(train::createOffloadPass(offload));
   });
   runOnCopy(*module, "group-collectives", [](OpPassManager &pm) {
