@@ -71,6 +71,14 @@ int shardingRank(StringRef name) {
 
 double ms(double seconds) { return seconds * 1e3; }
 
+/// How far a candidate offloads: its tiers summed (none 0, cpu 1, nvme 2
+/// for the optimizer states and for the parameters); 0 keeps everything
+/// on the device.
+int offloadedTiers(const Candidate &c) {
+  return static_cast<int>(c.estimate.plan.optimizerOffload) +
+         static_cast<int>(c.estimate.plan.parameterOffload);
+}
+
 } // namespace
 
 FailureOr<cost::ModelDescription>
@@ -282,10 +290,7 @@ void autoshard::selectCandidate(Choice &choice) {
   // when none does, with it; within 5% of the fastest, the least sharded,
   // the least offloaded, the least recomputation, the fewest bytes on the
   // wire.
-  auto offloaded = [](const Candidate &c) {
-    return static_cast<int>(c.estimate.plan.optimizerOffload) +
-           static_cast<int>(c.estimate.plan.parameterOffload);
-  };
+  const auto offloaded = offloadedTiers;
   bool fitsOnDevice = llvm::any_of(choice.candidates, [&](const Candidate &c) {
     return c.fits && offloaded(c) == 0;
   });
@@ -716,10 +721,7 @@ void AutoStrategyPass::runOnOperation() {
   // The estimate is not the exact plan (docs/CostModel.md gives how far
   // off it is where): when it rejects every plan, or every plan without
   // offload, the exact plans of the smallest such estimates may still fit.
-  auto offloads = [](const Candidate &c) {
-    return c.estimate.plan.optimizerOffload != cost::Offload::None ||
-           c.estimate.plan.parameterOffload != cost::Offload::None;
-  };
+  auto offloads = [](const Candidate &c) { return offloadedTiers(c) != 0; };
   auto confirmSmallest = [&](function_ref<bool(const Candidate &)> among)
       -> LogicalResult {
     SmallVector<Candidate *> bySize;
