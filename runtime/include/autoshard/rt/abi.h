@@ -288,6 +288,135 @@ void asrt_causal_attention_grad(asrt_context *ctx, int32_t dtype,
                                 int64_t kv_heads, int64_t head_dim,
                                 float scale);
 
+/* ---- Generic tensor ops ----------------------------------------------
+ * The kernels of the train dialect's generic ops (train.exp, train.mul,
+ * train.reduce_sum, train.matmul, ...), which a front end emits for any
+ * model. Conventions beyond the file's:
+ * - A strided operand is described over an iteration space of `rank`
+ *   dimensions `dims[0 .. rank)` (row-major, the last fastest) by its
+ *   element strides `strides[0 .. rank)`: element (i0, ..., ir-1) is at
+ *   sum(i_d * strides[d]). A stride of 0 broadcasts the operand along that
+ *   dimension. 0 <= rank <= ASRT_MAX_RANK; rank 0 is one element. The
+ *   arrays are constants of the generated code.
+ * - Outputs are dense row-major over `dims` unless a function says
+ *   otherwise, and never alias inputs, except in asrt_unary and
+ *   asrt_unary_grad (elementwise over n elements: y or dx may be x or dy).
+ * - Arithmetic is in f32 for f32 and bf16 tensors (bf16 rounded on store,
+ *   to nearest-even); sums accumulate in f32 or wider, in an order that
+ *   does not depend on the number of threads (results are deterministic).
+ * - Masks (the results of comparisons, the condition of asrt_select) are
+ *   one byte per element, 0 or 1.
+ */
+#define ASRT_MAX_RANK 8
+
+/* Functions of asrt_unary, y = f(x). The numeric values are part of the
+ * ABI. `alpha` is the scalar of the functions that take one. */
+typedef enum asrt_unary_fn {
+  ASRT_UNARY_NEG = 0,        /* -x */
+  ASRT_UNARY_EXP = 1,        /* exp(x) */
+  ASRT_UNARY_LOG = 2,        /* log(x) (natural) */
+  ASRT_UNARY_TANH = 3,       /* tanh(x) */
+  ASRT_UNARY_SIGMOID = 4,    /* 1 / (1 + exp(-x)) */
+  ASRT_UNARY_RSQRT = 5,      /* 1 / sqrt(x) */
+  ASRT_UNARY_SQRT = 6,       /* sqrt(x) */
+  ASRT_UNARY_SIN = 7,        /* sin(x) */
+  ASRT_UNARY_COS = 8,        /* cos(x) */
+  ASRT_UNARY_SILU = 9,       /* x * sigmoid(x) */
+  ASRT_UNARY_GELU_TANH = 10, /* asrt_gelu_fwd's GELU (tanh approximation) */
+  ASRT_UNARY_GELU_ERF = 11,  /* x/2 * (1 + erf(x / sqrt 2)) (exact GELU) */
+  ASRT_UNARY_POW = 12,       /* x ^ alpha (torch.pow with a scalar exponent) */
+  ASRT_UNARY_ADD = 13,       /* x + alpha */
+  ASRT_UNARY_MUL = 14,       /* x * alpha */
+  ASRT_UNARY_RECIPROCAL = 15,/* 1 / x */
+  ASRT_UNARY_RELU = 16,      /* max(x, 0), NaN stays NaN */
+  ASRT_UNARY_ABS = 17,       /* |x| */
+} asrt_unary_fn;
+
+/* y[i] = f(x[i]) for i < n; f is `fn` (an asrt_unary_fn). */
+void asrt_unary(asrt_context *ctx, int32_t dtype, int32_t fn, const void *x,
+                void *y, int64_t n, float alpha);
+/* dx[i] = dy[i] * f'(x[i]) for i < n, f'(x) the derivative of `fn` at the
+ * input x (for ABS, sign(x) with sign(0) = 0; for RELU, 1 where x > 0). */
+void asrt_unary_grad(asrt_context *ctx, int32_t dtype, int32_t fn,
+                     const void *dy, const void *x, void *dx, int64_t n,
+                     float alpha);
+
+/* Functions of asrt_binary, y = a OP b. The numeric values are part of the
+ * ABI. The comparisons write a mask (one byte, 1 where true). */
+typedef enum asrt_binary_fn {
+  ASRT_BINARY_ADD = 0,
+  ASRT_BINARY_SUB = 1,
+  ASRT_BINARY_MUL = 2,
+  ASRT_BINARY_DIV = 3,
+  ASRT_BINARY_MAX = 4, /* NaN if either is NaN, as torch.maximum */
+  ASRT_BINARY_MIN = 5, /* NaN if either is NaN, as torch.minimum */
+  ASRT_BINARY_POW = 6, /* a ^ b */
+  ASRT_BINARY_LT = 7,
+  ASRT_BINARY_LE = 8,
+  ASRT_BINARY_GT = 9,
+  ASRT_BINARY_GE = 10,
+  ASRT_BINARY_EQ = 11,
+  ASRT_BINARY_NE = 12,
+} asrt_binary_fn;
+
+/* y = a OP b over dims (broadcasting by zero strides); a, b and y (unless
+ * a mask) have the element type `dtype`. */
+void asrt_binary(asrt_context *ctx, int32_t dtype, int32_t fn, const void *a,
+                 const void *b, void *y, int32_t rank, const int64_t *dims,
+                 const int64_t *a_strides, const int64_t *b_strides);
+/* y = cond ? a : b over dims, cond a mask. */
+void asrt_select(asrt_context *ctx, int32_t dtype, const uint8_t *cond,
+                 const void *a, const void *b, void *y, int32_t rank,
+                 const int64_t *dims, const int64_t *cond_strides,
+                 const int64_t *a_strides, const int64_t *b_strides);
+
+/* y[o] = the reduction (an asrt_reduce_op: SUM, AVG, MAX or MIN) over the
+ * red_rank dimensions red_dims of x[o . out_strides + r . red_strides], y
+ * dense over the out_rank dimensions out_dims. AVG divides the sum by the
+ * number of reduced elements; MAX and MIN propagate NaN. An empty reduction
+ * gives 0 for SUM, NaN for AVG, -inf / +inf for MAX / MIN. */
+void asrt_reduce(asrt_context *ctx, int32_t dtype, int32_t reduce_op,
+                 const void *x, void *y, int32_t out_rank,
+                 const int64_t *out_dims, const int64_t *out_strides,
+                 int32_t red_rank, const int64_t *red_dims,
+                 const int64_t *red_strides);
+
+/* y[y_offset + i . y_strides] = x[x_offset + i . x_strides] over dims
+ * (offsets and strides in elements): transposes, broadcasts, slices and
+ * the pieces of concatenations and paddings. Only the addressed elements of
+ * y are written. x and y do not overlap. */
+void asrt_copy_strided(asrt_context *ctx, int32_t dtype, const void *x,
+                       void *y, int32_t rank, const int64_t *dims,
+                       const int64_t *x_strides, int64_t x_offset,
+                       const int64_t *y_strides, int64_t y_offset);
+/* y[i] = value for i < n. */
+void asrt_fill(asrt_context *ctx, int32_t dtype, void *y, int64_t n,
+               float value);
+
+/* Batched matrix products: for each index i of the batch_rank batch
+ * dimensions batch_dims, y[i] = op(a[i]) * op(b[i]) with y[i] a dense
+ * m x n matrix (the batches of y dense too, in row-major order), a[i] at
+ * element offset i . a_batch_strides and b[i] at i . b_batch_strides (0
+ * broadcasts). op(a) is a dense m x k matrix, or the transpose of a dense
+ * k x m one when trans_a; op(b) k x n, or the transpose of n x k when
+ * trans_b. f32 and bf16 (f32 accumulation). */
+void asrt_matmul(asrt_context *ctx, int32_t dtype, const void *a,
+                 const void *b, void *y, int32_t batch_rank,
+                 const int64_t *batch_dims, const int64_t *a_batch_strides,
+                 const int64_t *b_batch_strides, int64_t m, int64_t n,
+                 int64_t k, int32_t trans_a, int32_t trans_b);
+
+/* Softmax over the last dimension of x[rows, cols] (log_softmax when
+ * `log`), computed stably (max subtracted). */
+void asrt_softmax(asrt_context *ctx, int32_t dtype, const void *x, void *y,
+                  int64_t rows, int64_t cols, int32_t log);
+/* The input gradient from the output y and its gradient dy:
+ * dx = y * (dy - sum(dy * y)) for softmax,
+ * dx = dy - exp(y) * sum(dy) for log_softmax (sums over each row). */
+void asrt_softmax_grad(asrt_context *ctx, int32_t dtype, const void *dy,
+                       const void *y, void *dx, int64_t rows, int64_t cols,
+                       int32_t log);
+
 /* ---- Loss ---- */
 
 /* loss[0] = mean over rows of -log softmax(logits[r, :])[labels[r]], in f32.
