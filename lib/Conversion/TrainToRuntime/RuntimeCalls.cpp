@@ -244,15 +244,6 @@ LogicalResult emitSwigluGrad(Operation *op, StepEmitter &e) {
   return success();
 }
 
-LogicalResult emitAdd(Operation *op, StepEmitter &e) {
-  auto add = cast<train::AddOp>(op);
-  Value out = e.output(add.getResult());
-  e.call(ABI_FUNCTION(asrt_add),
-         {dtypeOf(e, add.getLhs()), e.buffer(add.getLhs()),
-          e.buffer(add.getRhs()), out, e.i64(numElements(add.getLhs()))});
-  return success();
-}
-
 LogicalResult emitCast(Operation *op, StepEmitter &e) {
   auto castOp = cast<train::CastOp>(op);
   Value out = e.output(castOp.getResult());
@@ -1116,7 +1107,6 @@ LogicalResult autoshard::emitRuntimeCall(Operation *op, StepEmitter &e) {
       .Case<train::BiasGradOp>(rule(emitBiasGrad))
       .Case<train::SwigluOp>(rule(emitSwiglu))
       .Case<train::SwigluGradOp>(rule(emitSwigluGrad))
-      .Case<train::AddOp>(rule(emitAdd))
       .Case<train::CastOp>(rule(emitCast))
       .Case<train::ReshapeOp>(rule(emitReshape))
       .Case<train::SliceRowsOp>(rule(emitSliceRows))
@@ -1178,10 +1168,8 @@ LogicalResult autoshard::emitRuntimeCall(Operation *op, StepEmitter &e) {
           [&](auto op) { return emitLinearGradWeightBias(op, e); })
       .Case<train::AdamwMultiOp>(
           [&](auto op) { return emitAdamwMulti(op, e); })
-      .Default([](Operation *op) {
-        return op->emitOpError() << "has no runtime lowering; the runtime "
-                                    "runs train ops and shard.all_reduce";
-      });
+      // The generic tensor ops (TensorCalls.cpp).
+      .Default([&](Operation *op) { return emitTensorOpCall(op, e); });
 }
 
 void StepEmitter::countCollective(cost::CollectiveKind kind, int64_t groupSize,

@@ -64,6 +64,9 @@ public:
   mlir::Value i32(int32_t value);
   mlir::Value f32(float value);
   mlir::Value nullPtr();
+  /// A pointer to a constant array of `values` in the generated object
+  /// (dims and strides of the generic kernels), or null when empty.
+  mlir::Value i64Array(llvm::ArrayRef<int64_t> values);
   /// Calls the runtime function `callee`, an ABI_FUNCTION, with the context
   /// prepended to `args`, and returns its result if it has one. The callee
   /// is declared on first use with the type abi.h gives it; `args` must be
@@ -115,6 +118,11 @@ private:
 /// call too) by its kind's rule. Fails, with a diagnostic on `op`, for an op
 /// the runtime cannot run.
 mlir::LogicalResult emitRuntimeCall(mlir::Operation *op, StepEmitter &emitter);
+
+/// Emits the runtime call of a generic tensor op (TrainTensorOps.td);
+/// fails, with a diagnostic on `op`, for any other op.
+mlir::LogicalResult emitTensorOpCall(mlir::Operation *op,
+                                     StepEmitter &emitter);
 
 /// The packed bytes of a bucket over a group of `n` ranks whose members
 /// have the full tensors `fulls`: each padded to n * ceil(numel / n)

@@ -50,6 +50,12 @@ double autoshard::train::opFlops(Operation *op) {
                   static_cast<double>(dy.getShape().back());
     return 2.0 * elementsOf(fused.getWeightGrad()) * rows;
   }
+  if (auto matmul = dyn_cast<MatmulOp>(op)) {
+    // Every output element is a dot product over the contracted dim.
+    auto lhs = cast<RankedTensorType>(matmul.getLhs().getType());
+    int64_t k = lhs.getShape().end()[matmul.getTransposeLhs() ? -2 : -1];
+    return 2.0 * elementsOf(matmul.getResult()) * static_cast<double>(k);
+  }
   if (isa<CausalAttentionOp, CausalAttentionGradOp>(op)) {
     // q: [B, T, H, D]: scores and values.
     auto q = cast<RankedTensorType>(

@@ -14,6 +14,27 @@
 using namespace mlir;
 using namespace autoshard::train;
 
+// The types of a broadcasting binary op: `T` when both operands and the
+// result have type T, else `T1, T2 -> T3`.
+static ParseResult parseBinaryTypes(OpAsmParser &parser, Type &lhs, Type &rhs,
+                                    Type &result) {
+  if (parser.parseType(lhs))
+    return failure();
+  if (failed(parser.parseOptionalComma())) {
+    rhs = result = lhs;
+    return success();
+  }
+  return failure(parser.parseType(rhs) || parser.parseArrow() ||
+                 parser.parseType(result));
+}
+
+static void printBinaryTypes(OpAsmPrinter &printer, Operation *, Type lhs,
+                             Type rhs, Type result) {
+  printer << lhs;
+  if (lhs != rhs || lhs != result)
+    printer << ", " << rhs << " -> " << result;
+}
+
 #define GET_OP_CLASSES
 #include "autoshard/Dialect/Train/IR/TrainOps.cpp.inc"
 
@@ -295,16 +316,6 @@ LogicalResult SwigluOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
     return success();
   auto grad = SwigluGradOp::create(b, getLoc(), grads[0], getGate(), getUp());
   assignNeeded(grad.getResults(), needed, operandGrads);
-  return success();
-}
-
-LogicalResult AddOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
-                                   bool seed, ArrayRef<bool> needed,
-                                   MutableArrayRef<Value> operandGrads) {
-  // The sum passes its gradient unchanged to both terms.
-  for (unsigned i = 0; i < 2; ++i)
-    if (needed[i])
-      operandGrads[i] = grads[0];
   return success();
 }
 

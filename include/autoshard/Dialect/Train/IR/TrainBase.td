@@ -206,6 +206,46 @@ def Train_TransferKind : I32EnumAttr<"TransferKind",
   let cppNamespace = "::autoshard::train";
 }
 
+// The values equal abi.h's asrt_unary_fn (checked where the lowering
+// passes them).
+def Train_UnaryFn : I32EnumAttr<"UnaryFn",
+    "an elementwise function of one tensor, as train.unary_grad names it", [
+  I32EnumAttrCase<"Neg", 0, "neg">,
+  I32EnumAttrCase<"Exp", 1, "exp">,
+  I32EnumAttrCase<"Log", 2, "log">,
+  I32EnumAttrCase<"Tanh", 3, "tanh">,
+  I32EnumAttrCase<"Sigmoid", 4, "sigmoid">,
+  I32EnumAttrCase<"Rsqrt", 5, "rsqrt">,
+  I32EnumAttrCase<"Sqrt", 6, "sqrt">,
+  I32EnumAttrCase<"Sin", 7, "sin">,
+  I32EnumAttrCase<"Cos", 8, "cos">,
+  I32EnumAttrCase<"Silu", 9, "silu">,
+  I32EnumAttrCase<"GeluTanh", 10, "gelu">,
+  I32EnumAttrCase<"GeluErf", 11, "gelu_erf">,
+  I32EnumAttrCase<"Pow", 12, "pow_scalar">,
+  I32EnumAttrCase<"Add", 13, "add_scalar">,
+  I32EnumAttrCase<"Mul", 14, "scale">,
+  I32EnumAttrCase<"Reciprocal", 15, "reciprocal">,
+  I32EnumAttrCase<"Relu", 16, "relu">,
+  I32EnumAttrCase<"Abs", 17, "abs">
+]> {
+  let cppNamespace = "::autoshard::train";
+}
+
+// The values equal abi.h's comparison codes of asrt_binary_fn minus
+// ASRT_BINARY_LT (checked where the lowering passes them).
+def Train_ComparePredicate : I32EnumAttr<"ComparePredicate",
+    "the comparison of train.compare", [
+  I32EnumAttrCase<"LT", 0, "lt">,
+  I32EnumAttrCase<"LE", 1, "le">,
+  I32EnumAttrCase<"GT", 2, "gt">,
+  I32EnumAttrCase<"GE", 3, "ge">,
+  I32EnumAttrCase<"EQ", 4, "eq">,
+  I32EnumAttrCase<"NE", 5, "ne">
+]> {
+  let cppNamespace = "::autoshard::train";
+}
+
 //===----------------------------------------------------------------------===//
 // Types
 //===----------------------------------------------------------------------===//

@@ -50,6 +50,20 @@ enum class FloatRule {
 mlir::LogicalResult
 verifyFloat(llvm::function_ref<mlir::InFlightDiagnostic()> emitError,
             llvm::StringRef name, double value, FloatRule rule);
+
+/// The gradient rule of the elementwise functions of one tensor (the ops
+/// of train.unary_grad's functions): grad_input = train.unary_grad of `fn`
+/// and `alpha`, or the gradient itself for add_scalar.
+mlir::LogicalResult buildUnaryGradient(mlir::OpBuilder &b, mlir::Operation *op,
+                                       UnaryFn fn, float alpha,
+                                       llvm::ArrayRef<mlir::Value> grads,
+                                       llvm::ArrayRef<bool> needed,
+                                       llvm::MutableArrayRef<mlir::Value> operandGrads);
+
+/// The NumPy broadcast of two shapes (aligned at the right; a dimension of
+/// 1 or a missing one repeats), or failure when they do not broadcast.
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
 } // namespace autoshard::train
 
 #define GET_OP_CLASSES

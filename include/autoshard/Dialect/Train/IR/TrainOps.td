@@ -201,22 +201,6 @@ def Train_SwigluGradOp : Train_Op<"swiglu_grad",
   }];
 }
 
-def Train_AddOp : Train_ForwardOp<"add",
-    [Elementwise, Commutative, SameOperandsAndResultType]> {
-  let summary = "elementwise sum (residual connections, gradient fan-in)";
-  let description = [{
-    `result = lhs + rhs`. The residual stream of a transformer, and the op
-    autodiff uses to sum the gradient contributions of a value that fans out.
-
-    ```mlir
-    %h = train.add %x, %attn : tensor<2x8x16xf32>
-    ```
-  }];
-  let arguments = (ins Train_FloatTensor:$lhs, Train_FloatTensor:$rhs);
-  let results = (outs Train_FloatTensor:$result);
-  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
-}
-
 def Train_CastOp : Train_ForwardOp<"cast", [Elementwise,
     SameOperandsAndResultShape,
     DeclareOpInterfaceMethods<Train_BatchResizableOpInterface>]> {
@@ -1285,5 +1269,7 @@ def Train_AdamwMultiOp : Train_FusedOp<"adamw_multi", [], [
     }
   }];
 }
+
+include "autoshard/Dialect/Train/IR/TrainTensorOps.td"
 
 #endif // AUTOSHARD_DIALECT_TRAIN_TRAINOPS_TD
