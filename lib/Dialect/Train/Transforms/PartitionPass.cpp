@@ -135,22 +135,81 @@ LogicalResult splitBatch(FunctionOpInterface step, const Grid &grid) {
   return success();
 }
 
+/// The ops the step's loss depends on: its forward pass.
+DenseSet<Operation *> forwardOps(Block &body, const StepSignature &sig) {
+  DenseSet<Operation *> forward;
+  SmallVector<Value> worklist;
+  for (const StepValue &result : sig.getResults())
+    if (result.role == Role::Loss)
+      worklist.push_back(body.getTerminator()->getOperand(result.index));
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val().getDefiningOp();
+    if (!op || !forward.insert(op).second)
+      continue;
+    llvm::append_range(worklist, op->getOperands());
+  }
+  return forward;
+}
+
+/// Whether a batch-dependent result of type `before` (global batch) kept
+/// the batch as its leading dimension at type `after` (a rank's share).
+bool keepsBatchLeading(Type before, Type after, int64_t factor) {
+  auto b = dyn_cast<RankedTensorType>(before);
+  auto a = dyn_cast<RankedTensorType>(after);
+  if (!b || !a)
+    return true;
+  return b.getRank() > 0 && a.getRank() == b.getRank() &&
+         a.getDimSize(0) * factor == b.getDimSize(0) &&
+         a.getShape().drop_front() == b.getShape().drop_front();
+}
+
 /// Re-derives result types after the batch arguments shrank by `factor`, in
-/// program order.
-LogicalResult reinferTypes(Block &body, int64_t factor) {
-  DenseSet<Value> changed;
+/// program order. A forward op that would combine rows of different
+/// batch elements (a reduction over the batch, a transpose that moves it)
+/// computes, on each rank's share, something other than on the global
+/// batch: refused, naming the op. The loss is the one exception (every rank
+/// reports the mean over the global batch), and the backward pass sums over
+/// the batch by design (its gradients are reduced across ranks).
+LogicalResult reinferTypes(Block &body, const StepSignature &sig,
+                           int64_t factor) {
+  DenseSet<Operation *> forward = forwardOps(body, sig);
+  DenseSet<Value> changed, batched;
   for (BlockArgument arg : body.getArguments())
     changed.insert(arg);
+  for (const StepValue &arg : sig.getArgs())
+    if (arg.role == Role::Input || arg.role == Role::Label)
+      batched.insert(body.getArgument(arg.index));
   for (Operation &op : body.without_terminator()) {
     if (llvm::none_of(op.getOperands(),
                       [&](Value v) { return changed.contains(v); }))
       continue;
+    bool readsBatch = llvm::any_of(
+        op.getOperands(), [&](Value v) { return batched.contains(v); });
+    if (readsBatch)
+      batched.insert(op.result_begin(), op.result_end());
     SmallVector<Type> before(op.getResultTypes());
     if (failed(rederiveResultTypes(&op, factor)))
       return failure();
-    for (auto [result, type] : llvm::zip(op.getResults(), before))
+    bool isLoss = isa<SoftmaxCrossEntropyOp>(op) ||
+                  llvm::any_of(op.getResults(), [&](Value result) {
+                    return llvm::is_contained(
+                        body.getTerminator()->getOperands(), result) &&
+                           cast<RankedTensorType>(result.getType())
+                                   .getRank() == 0;
+                  });
+    for (auto [result, type] : llvm::zip(op.getResults(), before)) {
+      if (factor > 1 && readsBatch && forward.contains(&op) && !isLoss &&
+          !keepsBatchLeading(type, result.getType(), factor))
+        return op.emitOpError()
+               << "combines rows of different batch elements ("
+               << type << " on the global batch, " << result.getType()
+               << " on each rank's share): a rank holds only its share of "
+                  "the batch, so a data-parallel plan cannot split it; keep "
+                  "the batch as the leading dimension and reduce over it "
+                  "only in the loss";
       if (result.getType() != type)
         changed.insert(result);
+    }
   }
   return success();
 }
@@ -883,7 +942,7 @@ LogicalResult Partitioner::finishSignature() {
 
 LogicalResult Partitioner::run() {
   if (failed(splitBatch(step, grid)) ||
-      failed(reinferTypes(body, grid.size)))
+      failed(reinferTypes(body, StepSignature(step), grid.size)))
     return failure();
 
   assignPolicies();
