@@ -241,6 +241,58 @@ LogicalResult emitFull(train::FullOp op, StepEmitter &e) {
   return success();
 }
 
+/// The elements of a constant as the runtime stores them: little-endian,
+/// masks one byte per element.
+std::string constantBytes(DenseElementsAttr value) {
+  std::string bytes;
+  auto append = [&](const APInt &bits) {
+    for (unsigned i = 0; i < bits.getBitWidth(); i += 8)
+      bytes.push_back(static_cast<char>(bits.extractBitsAsZExtValue(8, i)));
+  };
+  Type element = value.getElementType();
+  if (element.isInteger(1)) {
+    for (bool bit : value.getValues<bool>())
+      bytes.push_back(bit ? 1 : 0);
+  } else if (isa<FloatType>(element)) {
+    for (const APFloat &x : value.getValues<APFloat>())
+      append(x.bitcastToAPInt());
+  } else {
+    for (const APInt &x : value.getValues<APInt>())
+      append(x);
+  }
+  return bytes;
+}
+
+LogicalResult emitConstant(train::ConstantOp op, StepEmitter &e) {
+  auto value = dyn_cast<DenseElementsAttr>(op.getValue());
+  if (!value)
+    return op.emitOpError() << "holds elements the lowering cannot read; "
+                               "give them as a dense<...> attribute";
+  Value out = e.output(op.getResult());
+  std::string bytes = constantBytes(value);
+  if (bytes.empty())
+    return success();
+  OpBuilder &b = e.builder();
+  ModuleOp mod = e.module();
+  LLVM::GlobalOp global;
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(mod.getBody());
+    auto type = LLVM::LLVMArrayType::get(b.getI8Type(), bytes.size());
+    unsigned count = llvm::count_if(mod.getOps<LLVM::GlobalOp>(), [](auto g) {
+      return g.getSymName().starts_with("asrt_const.");
+    });
+    global = LLVM::GlobalOp::create(
+        b, mod.getLoc(), type, /*isConstant=*/true, LLVM::Linkage::Private,
+        ("asrt_const." + Twine(count)).str(), b.getStringAttr(bytes),
+        /*alignment=*/64);
+  }
+  Value src = LLVM::AddressOfOp::create(b, e.loc(), global);
+  e.call(ABI_FUNCTION(asrt_load_constant),
+         {out, src, e.i64(static_cast<int64_t>(bytes.size()))});
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions and softmax
 //===----------------------------------------------------------------------===//
@@ -479,6 +531,7 @@ LogicalResult autoshard::emitTensorOpCall(Operation *op, StepEmitter &e) {
       .Case<train::CompareOp>([&](auto op) { return emitCompare(op, e); })
       .Case<train::SelectOp>([&](auto op) { return emitSelect(op, e); })
       .Case<train::FullOp>([&](auto op) { return emitFull(op, e); })
+      .Case<train::ConstantOp>([&](auto op) { return emitConstant(op, e); })
       .Case<train::ReduceSumOp>(
           [&](auto op) { return emitReduce(op, ASRT_REDUCE_SUM, e); })
       .Case<train::ReduceMeanOp>(

@@ -15,6 +15,10 @@
 // CHECK-DAG: llvm.mlir.global private constant @[[T_OUT:asrt_dims\.[0-9]+]](dense<[128, 4, 1]> : tensor<3xi64>)
 // CHECK-DAG: llvm.mlir.global private constant @[[S_DIMS:asrt_dims\.[0-9]+]](dense<[64, 2]> : tensor<2xi64>)
 
+// A constant's elements are bytes of the object (a mask one byte each),
+// copied into the step's buffer.
+// CHECK-DAG: llvm.mlir.global private constant @[[MASK:asrt_const\.[0-9]+]]("\01\00\01\01\01") {addr_space = 0 : i32, alignment = 64 : i64}
+
 // CHECK-LABEL: func.func @autoshard_step
 // matmul [2,4,16] x [16,32]: one product of 8 x 16 by 16 x 32, no batch.
 // CHECK: %[[NULL0:.*]] = llvm.mlir.zero : !llvm.ptr
@@ -48,7 +52,10 @@
 // compare gt is asrt_binary's GT (9) into a mask.
 // CHECK: %[[GT:.*]] = arith.constant 9 : i32
 // CHECK: call @asrt_binary(%{{[^,]*}}, %{{[^,]*}}, %[[GT]],
+// CHECK: %[[SRC:.*]] = llvm.mlir.addressof @[[MASK]]
+// CHECK: call @asrt_load_constant(%{{[^,]*}}, %{{[^,]*}}, %[[SRC]], %{{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64) -> ()
 // CHECK: call @asrt_fill(
+// CHECK: call @asrt_select(
 // CHECK: call @asrt_select(
 // CHECK: call @asrt_softmax(
 // reduce_sum over dims 0 and 2 of [2,32,5]: kept [32] (stride 5), reduced [2,5] (strides 160, 1).
@@ -70,9 +77,11 @@ func.func @step(
   %sl = train.slice %tr {dim = 2 : i64, start = 1 : i64, end = 3 : i64} : tensor<2x32x4xf32> -> tensor<2x32x2xf32>
   %p = train.pad %sl {dim = 2 : i64, low = 1 : i64, high = 0 : i64} : tensor<2x32x2xf32> -> tensor<2x32x3xf32>
   %c = train.concat %p, %sl {dim = 2 : i64} : (tensor<2x32x3xf32>, tensor<2x32x2xf32>) -> tensor<2x32x5xf32>
-  %m = train.compare gt, %c, %c : (tensor<2x32x5xf32>, tensor<2x32x5xf32>) -> tensor<2x32x5xi1>
+  %m0 = train.compare gt, %c, %c : (tensor<2x32x5xf32>, tensor<2x32x5xf32>) -> tensor<2x32x5xi1>
+  %mask = train.constant dense<[true, false, true, true, true]> : tensor<5xi1>
   %z = train.full {value = 0.0 : f32} : tensor<f32>
-  %sel = train.select %m, %c, %z : (tensor<2x32x5xi1>, tensor<2x32x5xf32>, tensor<f32>) -> tensor<2x32x5xf32>
+  %sel0 = train.select %m0, %c, %z : (tensor<2x32x5xi1>, tensor<2x32x5xf32>, tensor<f32>) -> tensor<2x32x5xf32>
+  %sel = train.select %mask, %sel0, %z : (tensor<5xi1>, tensor<2x32x5xf32>, tensor<f32>) -> tensor<2x32x5xf32>
   %sm = train.softmax %sel : tensor<2x32x5xf32>
   %r = train.reduce_sum %sm {dims = array<i64: 0, 2>} : tensor<2x32x5xf32> -> tensor<32xf32>
   %rows = train.slice %r {dim = 0 : i64, start = 8 : i64, end = 16 : i64} : tensor<32xf32> -> tensor<8xf32>

@@ -251,3 +251,11 @@ func.func @f(%a: tensor<2x4x8xf32>, %b: tensor<3x8x3xf32>) {
   %0 = train.matmul %a, %b : (tensor<2x4x8xf32>, tensor<3x8x3xf32>) -> tensor<2x4x3xf32>
   return
 }
+
+// -----
+
+func.func @f() {
+  // expected-error@+1 {{'train.constant' op result #0 must be ranked tensor of 32-bit float or bfloat16 type or 32-bit signless integer or 1-bit signless integer values, but got 'tensor<2xi64>'}}
+  %0 = train.constant dense<[1, 2]> : tensor<2xi64>
+  return
+}

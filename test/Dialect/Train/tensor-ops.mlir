@@ -68,6 +68,10 @@ func.func @binary(%a: tensor<4x8xf32>, %row: tensor<8xf32>, %col: tensor<4x1xf32
   %8 = train.select %m, %a, %s : (tensor<4x8xi1>, tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
   // CHECK: train.full {value = 0xFF800000 : f32} : tensor<f32>
   %9 = train.full {value = 0xFF800000 : f32} : tensor<f32>
+  // CHECK: train.constant dense<{{\[\[}}true, false], [true, true]]> : tensor<2x2xi1>
+  %10 = train.constant dense<[[true, false], [true, true]]> : tensor<2x2xi1>
+  // CHECK: train.constant dense<[0, 1, 2, 3]> : tensor<4xi32>
+  %11 = train.constant dense<[0, 1, 2, 3]> : tensor<4xi32>
   return
 }
 

@@ -389,6 +389,10 @@ void asrt_copy_strided(asrt_context *ctx, int32_t dtype, const void *x,
                        void *y, int32_t rank, const int64_t *dims,
                        const int64_t *x_strides, int64_t x_offset,
                        const int64_t *y_strides, int64_t y_offset);
+/* Copies `bytes` bytes of a constant of the generated code (host memory:
+ * a mask, a table) into the device buffer dst. */
+void asrt_load_constant(asrt_context *ctx, void *dst, const void *src_host,
+                        int64_t bytes);
 /* y[i] = value for i < n. */
 void asrt_fill(asrt_context *ctx, int32_t dtype, void *y, int64_t n,
                float value);

@@ -233,6 +233,32 @@ def Train_FullOp : Train_Op<"full", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Train_ConstantOp : Train_Op<"constant",
+    [Pure, AllTypesMatch<["value", "result"]>]> {
+  let summary = "a tensor of constant elements";
+  let description = [{
+    The elements of `value`: what a front end folds data-independent
+    subgraphs to (a causal mask, position ids, the cos/sin tables of rotary
+    embeddings). f32, bf16, i32 or i1 (a mask). The training binary holds
+    the elements and copies them into the step's buffer. A constant does
+    not depend on the batch, so the partitioner never splits it; its shape
+    must not hold the global batch.
+
+    ```mlir
+    %mask = train.constant dense<[[true, false], [true, true]]> : tensor<2x2xi1>
+    %pos = train.constant dense<[0, 1, 2, 3]> : tensor<4xi32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs RankedTensorOf<[F32, BF16, I32, I1]>:$result);
+  let assemblyFormat = "attr-dict $value";
+  let builders = [
+    OpBuilder<(ins "::mlir::ElementsAttr":$value), [{
+      build($_builder, $_state, value.getType(), value);
+    }]>
+  ];
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions and softmax
 //===----------------------------------------------------------------------===//
