@@ -12,6 +12,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace autoshard::models;
@@ -67,6 +68,32 @@ private:
   Value mergeHeads(Location loc, Value input);
   Value forwardGpt2(Value inputIds);
   Value forwardLlama(Value inputIds);
+
+  // The generic forward pass (config.generic), op for op what PyTorch's
+  // modules compute.
+  RankedTensorType computeTensor(ArrayRef<int64_t> shape) const {
+    return RankedTensorType::get(shape, computeType);
+  }
+  /// nn.Linear: input . weight^T (+ bias).
+  Value genericLinear(Location loc, Value input, const Twine &weight,
+                      const Twine &bias = Twine());
+  /// [B, T, heads * D] -> [B, heads, T, D] and back.
+  Value toHeads(Location loc, Value input, int64_t heads);
+  Value fromHeads(Location loc, Value input);
+  /// Causal softmax attention on [B, H, T, D] queries and [B, KV, T, D]
+  /// keys and values (repeated to H heads, as Llama's repeat_kv).
+  Value genericAttention(Location loc, Value q, Value k, Value v);
+  /// GPT-2's NewGELU: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+  Value genericGelu(Location loc, Value x);
+  /// Llama's RMSNorm: weight * (x * rsqrt(mean(x^2) + eps)).
+  Value genericRmsNorm(Location loc, Value x, const Twine &weight);
+  /// Llama's rotary embedding (rotate-half) on [B, H, T, D].
+  Value genericRope(Location loc, Value x);
+  Value genericForwardGpt2(Value inputIds);
+  Value genericForwardLlama(Value inputIds);
+  Value scalarConstant(Location loc, float value) {
+    return train::FullOp::create(b, loc, computeTensor({}), APFloat(value));
+  }
   Value outputLogits(Value hidden, StringRef embeddingName);
   Attribute optimizerAttr() const;
 
@@ -264,6 +291,213 @@ Value StepBuilder::forwardLlama(Value inputIds) {
   return outputLogits(x, "model.embed_tokens.weight");
 }
 
+Value StepBuilder::genericLinear(Location loc, Value input,
+                                 const Twine &weight, const Twine &bias) {
+  Value y = train::MatmulOp::create(b, loc, input, param(weight),
+                                    /*transpose_lhs=*/false,
+                                    /*transpose_rhs=*/true);
+  if (bias.isTriviallyEmpty())
+    return y;
+  return train::AddOp::create(b, loc, y, param(bias));
+}
+
+Value StepBuilder::toHeads(Location loc, Value input, int64_t heads) {
+  Value split = splitHeads(loc, input, heads);
+  return train::TransposeOp::create(b, loc, split,
+                                    ArrayRef<int64_t>{0, 2, 1, 3});
+}
+
+Value StepBuilder::fromHeads(Location loc, Value input) {
+  Value t = train::TransposeOp::create(b, loc, input,
+                                       ArrayRef<int64_t>{0, 2, 1, 3});
+  return mergeHeads(loc, t);
+}
+
+Value StepBuilder::genericAttention(Location loc, Value q, Value k, Value v) {
+  int64_t rows = config.batchRows(), t = config.seq, d = config.headDim();
+  int64_t heads = config.heads, kvHeads = config.kvHeads;
+  if (kvHeads != heads) {
+    // repeat_kv: [B, KV, T, D] -> [B, KV, 1, T, D] -> [B, KV, rep, T, D]
+    // -> [B, H, T, D].
+    int64_t rep = heads / kvHeads;
+    auto repeat = [&](Value x) {
+      Value one = train::ReshapeOp::create(
+          b, loc, computeTensor({rows, kvHeads, 1, t, d}), x);
+      Value expanded = train::BroadcastToOp::create(
+          b, loc, computeTensor({rows, kvHeads, rep, t, d}), one);
+      return train::ReshapeOp::create(b, loc, computeTensor({rows, heads, t, d}),
+                                      expanded)
+          .getResult();
+    };
+    k = repeat(k);
+    v = repeat(v);
+  }
+  Value scores = train::MatmulOp::create(b, loc, q, k, /*transpose_lhs=*/false,
+                                         /*transpose_rhs=*/true);
+  scores = train::ScaleOp::create(
+      b, loc, scores, APFloat(static_cast<float>(1.0 / std::sqrt(double(d)))));
+  // The causal mask, position i seeing positions j <= i: a constant.
+  SmallVector<bool> allowed;
+  allowed.reserve(t * t);
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = 0; j < t; ++j)
+      allowed.push_back(j <= i);
+  auto maskType = RankedTensorType::get({t, t}, b.getI1Type());
+  Value mask = train::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(maskType, ArrayRef<bool>(allowed)));
+  Value masked = train::SelectOp::create(
+      b, loc, mask, scores,
+      scalarConstant(loc, -std::numeric_limits<float>::infinity()));
+  Value probs = train::SoftmaxOp::create(b, loc, masked);
+  return train::MatmulOp::create(b, loc, probs, v, false, false);
+}
+
+Value StepBuilder::genericGelu(Location loc, Value x) {
+  Value cube = train::PowScalarOp::create(b, loc, x, APFloat(3.0f));
+  Value inner = train::AddOp::create(
+      b, loc, x, train::ScaleOp::create(b, loc, cube, APFloat(0.044715f)));
+  Value scaled = train::ScaleOp::create(
+      b, loc, inner, APFloat(static_cast<float>(std::sqrt(2.0 / M_PI))));
+  Value onePlus = train::AddScalarOp::create(
+      b, loc, train::TanhOp::create(b, loc, scaled), APFloat(1.0f));
+  Value half = train::ScaleOp::create(b, loc, x, APFloat(0.5f));
+  return train::MulOp::create(b, loc, half, onePlus);
+}
+
+Value StepBuilder::genericRmsNorm(Location loc, Value x, const Twine &weight) {
+  auto type = cast<RankedTensorType>(x.getType());
+  int64_t last = type.getRank() - 1;
+  Value square = train::PowScalarOp::create(b, loc, x, APFloat(2.0f));
+  Value variance = train::ReduceMeanOp::create(
+      b, loc, square, ArrayRef<int64_t>{last}, /*keepdim=*/true);
+  Value inverse = train::RsqrtOp::create(
+      b, loc,
+      train::AddScalarOp::create(
+          b, loc, variance, APFloat(static_cast<float>(config.normEps))));
+  Value normed = train::MulOp::create(b, loc, x, inverse);
+  return train::MulOp::create(b, loc, param(weight), normed);
+}
+
+Value StepBuilder::genericRope(Location loc, Value x) {
+  // cos and sin of t * theta^(-2i/D) for each position t and pair i, laid
+  // out [T, D] with each half repeated (the front end's folded tables).
+  int64_t t = config.seq, d = config.headDim(), half = d / 2;
+  SmallVector<float> cosTable(t * d), sinTable(t * d);
+  for (int64_t i = 0; i < half; ++i) {
+    double invFreq = std::pow(config.ropeTheta, -2.0 * double(i) / double(d));
+    for (int64_t pos = 0; pos < t; ++pos) {
+      double angle = double(pos) * invFreq;
+      for (int64_t j : {i, i + half}) {
+        cosTable[pos * d + j] = static_cast<float>(std::cos(angle));
+        sinTable[pos * d + j] = static_cast<float>(std::sin(angle));
+      }
+    }
+  }
+  auto tableType = RankedTensorType::get({t, d}, b.getF32Type());
+  auto table = [&](ArrayRef<float> values) {
+    Value c = train::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(tableType, values));
+    if (computeType != b.getF32Type())
+      c = train::CastOp::create(b, loc, computeTensor({t, d}), c);
+    return c;
+  };
+  Value cos = table(cosTable), sin = table(sinTable);
+  // rotate_half(x) = cat(-x[..., half:], x[..., :half]).
+  auto shape = cast<RankedTensorType>(x.getType()).getShape();
+  int64_t last = shape.size() - 1;
+  Value lo = train::SliceOp::create(b, loc, x, last, 0, half);
+  Value hi = train::SliceOp::create(b, loc, x, last, half, d);
+  Value rotated = train::ConcatOp::create(
+      b, loc, ValueRange{train::NegOp::create(b, loc, hi), lo}, last);
+  return train::AddOp::create(b, loc, train::MulOp::create(b, loc, x, cos),
+                              train::MulOp::create(b, loc, rotated, sin));
+}
+
+Value StepBuilder::genericForwardGpt2(Value inputIds) {
+  FloatAttr eps = b.getF32FloatAttr(config.normEps);
+  Location embedLoc = nameLoc("embedding");
+  Value x = train::EmbeddingOp::create(b, embedLoc, inputIds, param("wte"));
+  // wpe(arange(T)): the position ids are a constant.
+  SmallVector<int32_t> positions(config.seq);
+  for (int64_t i = 0; i < config.seq; ++i)
+    positions[i] = static_cast<int32_t>(i);
+  Value ids = train::ConstantOp::create(
+      b, embedLoc,
+      DenseElementsAttr::get(
+          RankedTensorType::get({config.seq}, b.getI32Type()),
+          ArrayRef<int32_t>(positions)));
+  Value pos = train::EmbeddingOp::create(b, embedLoc, ids, param("wpe"));
+  x = train::AddOp::create(b, embedLoc, x, pos);
+  for (int64_t i = 0; i < config.layers; ++i) {
+    std::string h = "h." + std::to_string(i) + ".";
+    Location attnLoc = nameLoc(h + "attn");
+    Value n = train::LayerNormOp::create(
+        b, attnLoc, x, param(h + "ln_1.weight"), param(h + "ln_1.bias"), eps);
+    auto project = [&](StringRef proj) {
+      std::string prefix = h + "attn." + proj.str();
+      return toHeads(attnLoc,
+                     genericLinear(attnLoc, n, prefix + ".weight",
+                                   prefix + ".bias"),
+                     config.heads);
+    };
+    Value q = project("q_proj"), k = project("k_proj"), v = project("v_proj");
+    Value o = fromHeads(attnLoc, genericAttention(attnLoc, q, k, v));
+    x = train::AddOp::create(b, attnLoc, x,
+                             genericLinear(attnLoc, o, h + "attn.c_proj.weight",
+                                           h + "attn.c_proj.bias"));
+
+    Location mlpLoc = nameLoc(h + "mlp");
+    n = train::LayerNormOp::create(b, mlpLoc, x, param(h + "ln_2.weight"),
+                                   param(h + "ln_2.bias"), eps);
+    Value up = genericLinear(mlpLoc, n, h + "mlp.c_fc.weight",
+                             h + "mlp.c_fc.bias");
+    x = train::AddOp::create(
+        b, mlpLoc, x,
+        genericLinear(mlpLoc, genericGelu(mlpLoc, up), h + "mlp.c_proj.weight",
+                      h + "mlp.c_proj.bias"));
+  }
+  x = train::LayerNormOp::create(b, nameLoc("ln_f"), x, param("ln_f.weight"),
+                                 param("ln_f.bias"), eps);
+  StringRef weight = config.tieEmbeddings ? "wte" : "lm_head.weight";
+  return genericLinear(nameLoc("lm_head"), x, weight);
+}
+
+Value StepBuilder::genericForwardLlama(Value inputIds) {
+  Value x = train::EmbeddingOp::create(b, nameLoc("embedding"), inputIds,
+                                       param("model.embed_tokens.weight"));
+  for (int64_t i = 0; i < config.layers; ++i) {
+    std::string l = "model.layers." + std::to_string(i) + ".";
+    Location attnLoc = nameLoc(l + "self_attn");
+    Value n = genericRmsNorm(attnLoc, x, l + "input_layernorm.weight");
+    auto project = [&](StringRef proj, int64_t heads) {
+      return toHeads(
+          attnLoc,
+          genericLinear(attnLoc, n, l + "self_attn." + proj + ".weight"),
+          heads);
+    };
+    Value q = genericRope(attnLoc, project("q_proj", config.heads));
+    Value k = genericRope(attnLoc, project("k_proj", config.kvHeads));
+    Value v = project("v_proj", config.kvHeads);
+    Value o = fromHeads(attnLoc, genericAttention(attnLoc, q, k, v));
+    x = train::AddOp::create(
+        b, attnLoc, x,
+        genericLinear(attnLoc, o, l + "self_attn.o_proj.weight"));
+
+    Location mlpLoc = nameLoc(l + "mlp");
+    n = genericRmsNorm(mlpLoc, x, l + "post_attention_layernorm.weight");
+    Value gate = genericLinear(mlpLoc, n, l + "mlp.gate_proj.weight");
+    Value up = genericLinear(mlpLoc, n, l + "mlp.up_proj.weight");
+    Value act = train::MulOp::create(b, mlpLoc,
+                                     train::SiluOp::create(b, mlpLoc, gate), up);
+    x = train::AddOp::create(
+        b, mlpLoc, x, genericLinear(mlpLoc, act, l + "mlp.down_proj.weight"));
+  }
+  x = genericRmsNorm(nameLoc("model.norm"), x, "model.norm.weight");
+  StringRef weight =
+      config.tieEmbeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+  return genericLinear(nameLoc("lm_head"), x, weight);
+}
+
 Attribute StepBuilder::optimizerAttr() const {
   auto f64 = [&](double value) {
     return FloatAttr::get(Float64Type::get(ctx), value);
@@ -347,8 +581,14 @@ OwningOpRef<ModuleOp> StepBuilder::build() {
   Value inputIds = body->getArgument(parameters.size());
   Value labels = body->getArgument(parameters.size() + 1);
 
-  Value logits = config.family == ModelFamily::GPT2 ? forwardGpt2(inputIds)
-                                                    : forwardLlama(inputIds);
+  Value logits;
+  if (config.generic)
+    logits = config.family == ModelFamily::GPT2
+                 ? genericForwardGpt2(inputIds)
+                 : genericForwardLlama(inputIds);
+  else
+    logits = config.family == ModelFamily::GPT2 ? forwardGpt2(inputIds)
+                                                : forwardLlama(inputIds);
   // An f32 scalar also for bf16 logits.
   Value loss =
       train::SoftmaxCrossEntropyOp::create(b, nameLoc("loss"), logits, labels);

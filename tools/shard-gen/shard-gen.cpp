@@ -87,6 +87,13 @@ static cl::opt<bool>
                       cl::desc("Reuse the token embedding as the output "
                                "projection (true|false)"),
                       cl::cat(configCategory));
+static cl::opt<bool> genericFlag(
+    "generic",
+    cl::desc("Write the forward pass with the generic tensor ops, as a "
+             "PyTorch front end emits it (matmul, softmax attention with a "
+             "causal mask, the elementwise GELU/RMSNorm/RoPE chains): the "
+             "same model and initialisation"),
+    cl::cat(configCategory));
 static cl::opt<double> normEpsFlag("norm-eps",
                                    cl::desc("Epsilon of layer/RMS norm"),
                                    cl::cat(configCategory));
@@ -236,6 +243,7 @@ static llvm::Expected<ModelConfig> configFromFlags() {
     config.gradAccum = gradAccumFlag;
   if (given(tieEmbeddingsFlag))
     config.tieEmbeddings = tieEmbeddingsFlag;
+  config.generic = genericFlag;
   if (given(normEpsFlag))
     config.normEps = normEpsFlag;
   if (given(ropeThetaFlag)) {

@@ -75,6 +75,13 @@ struct ModelConfig {
   /// bf16 computes in bf16 from f32 master weights.
   Precision precision = Precision::F32;
 
+  /// Writes the forward pass with the dialect's generic tensor ops, as a
+  /// front end would emit it from PyTorch (matmul for the linear layers,
+  /// attention as matmul, mask and softmax, GELU, RMSNorm and rotary
+  /// embeddings as their elementwise chains): the same model and
+  /// initialisation as the fused ops give.
+  bool generic = false;
+
   int64_t headDim() const { return heads > 0 ? hidden / heads : 0; }
   /// Sequences per optimizer step, over all micro-batches.
   int64_t batchRows() const { return microBatch * gradAccum; }
