@@ -54,4 +54,25 @@ inline void checkRopeShape(const char *op, int64_t batch, int64_t seq,
           static_cast<double>(theta));
 }
 
+/// The function codes of the generic kernels (abi.h): a code outside the
+/// enum is a compiler bug, fatal with the op's name and the valid range.
+inline void checkUnaryFn(const char *op, int32_t fn) {
+  if (fn < ASRT_UNARY_NEG || fn > ASRT_UNARY_ABS)
+    fatal("%s: fn = %d is not an asrt_unary_fn (%d .. %d)", op, fn,
+          ASRT_UNARY_NEG, ASRT_UNARY_ABS);
+}
+inline void checkBinaryFn(const char *op, int32_t fn) {
+  if (fn < ASRT_BINARY_ADD || fn > ASRT_BINARY_NE)
+    fatal("%s: fn = %d is not an asrt_binary_fn (%d .. %d)", op, fn,
+          ASRT_BINARY_ADD, ASRT_BINARY_NE);
+}
+/// Whether a valid asrt_binary_fn writes a mask (a comparison).
+inline bool isComparison(int32_t fn) { return fn >= ASRT_BINARY_LT; }
+inline void checkReduceOp(const char *op, int32_t reduceOp) {
+  if (reduceOp < ASRT_REDUCE_SUM || reduceOp > ASRT_REDUCE_MIN)
+    fatal("%s: reduce_op = %d is not an asrt_reduce_op (%d .. %d: SUM, AVG, "
+          "MAX, MIN)",
+          op, reduceOp, ASRT_REDUCE_SUM, ASRT_REDUCE_MIN);
+}
+
 } // namespace autoshard::rt

@@ -135,8 +135,10 @@ struct asrt_context {
   std::unique_ptr<autoshard::rt::CommStream> offloadStream;
   std::unique_ptr<autoshard::rt::InFlightTransfers> transfers;
   /// The threads of the CPU optimizer step (asrt_adamw_update,
-  /// asrt_sgd_update): the calling thread and threads - 1 workers, which
-  /// start at the first update large enough to split. One thread (the
+  /// asrt_sgd_update) and of the CPU's generic tensor kernels (asrt_unary,
+  /// asrt_reduce, asrt_softmax, ...: cpu/Parallel.h): the calling thread
+  /// and threads - 1 workers, which start at the first call large enough
+  /// to split. One thread (the
   /// default) keeps the step on the calling thread, since ranks usually
   /// share a node's cores; change it only with setOptimizerThreads.
   std::unique_ptr<autoshard::rt::ThreadPool> optimizerPool;

@@ -1,12 +1,11 @@
 // Elementwise kernels on the CPU: ReLU, GPT-2's GELU, SwiGLU's gate, add.
+#include "Activation.h"
 #include "Checks.h"
 #include "Element.h"
-#include "Exp.h"
 #include "Layers.h"
 
 #include "core/Context.h"
 
-#include <algorithm>
 #include <cmath>
 
 using autoshard::rt::OpTimer;
@@ -53,46 +52,6 @@ extern "C" void asrt_relu_grad(asrt_context *ctx, int32_t dtype, const void *dy,
   });
 }
 
-namespace {
-
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
-constexpr float kGeluCubic = 0.044715f;
-
-/// 0.5 (1 + tanh(u)) is the logistic sigmoid of 2u. Evaluating it through
-/// exp(-2|u|) avoids the cancellation of 1 + tanh(u) for negative u (the
-/// left tail of GELU keeps its relative accuracy) and never overflows.
-struct GeluParts {
-  float s;      // 0.5 (1 + tanh(u))
-  float sprime; // d s / d u = 2 s (1 - s), i.e. 0.5 (1 - tanh(u)^2)
-};
-
-inline GeluParts geluParts(float x) {
-  float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
-  float e = fastExp(-2.0f * std::fabs(u));
-  float inv = 1.0f / (1.0f + e);
-  float s = u >= 0.0f ? inv : e * inv;
-  return {s, 2.0f * e * inv * inv};
-}
-
-/// The logistic sigmoid and its complement 1 - sigmoid, both through
-/// exp(-|g|) for the same reasons as geluParts: no overflow, and
-/// silu(g) = g sigmoid(g) keeps its relative accuracy in the left tail.
-struct SigmoidParts {
-  float s; // sigmoid(g)
-  float oneMinusS;
-};
-
-inline SigmoidParts sigmoidParts(float g) {
-  float e = fastExp(-std::fabs(g));
-  float inv = 1.0f / (1.0f + e);
-  // Two selects rather than a select of structs, which the vectorizer
-  // would not take.
-  float tail = e * inv;
-  return {g >= 0.0f ? inv : tail, g >= 0.0f ? tail : inv};
-}
-
-} // namespace
-
 void autoshard::rt::cpu::geluForward(const char *op, int32_t dtype,
                                      const void *x, void *y, int64_t n) {
   checkCount(op, "n", n);
@@ -127,13 +86,7 @@ void autoshard::rt::cpu::geluGrad(const char *op, int32_t dtype,
     for (int64_t i = 0; i < n; ++i) {
       float xi = load(in, i);
       float gi = load(g, i);
-      GeluParts p = geluParts(xi);
-      // Beyond |x| = 20 the tanh is saturated (sprime is exactly 0), but x^2
-      // could overflow to inf and turn 0 * inf into NaN; the clamp only
-      // keeps the product finite and changes no representable result.
-      float xc = std::clamp(xi, -20.0f, 20.0f);
-      float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * xc * xc);
-      store(result, i, gi * (p.s + xc * p.sprime * du));
+      store(result, i, gi * geluDerivative(xi));
     }
   });
 }
@@ -180,12 +133,8 @@ extern "C" void asrt_swiglu_grad(asrt_context *ctx, int32_t dtype,
     ASRT_INDEPENDENT_ITERATIONS
     for (int64_t i = 0; i < n; ++i) {
       float di = load(d, i), gi = load(g, i), ui = load(u, i);
-      SigmoidParts p = sigmoidParts(gi);
-      // silu'(g) = s + g s (1 - s). For |g| beyond ~100, s (1 - s) is 0 or
-      // a denormal and g is finite, so the product cannot become NaN.
-      float siluGrad = p.s + gi * p.s * p.oneMinusS;
-      store(dg, i, di * ui * siluGrad);
-      store(du, i, di * gi * p.s);
+      store(dg, i, di * ui * siluDerivative(gi));
+      store(du, i, di * gi * sigmoidParts(gi).s);
     }
   });
 }

@@ -1,9 +1,9 @@
 // Optimizer updates on the CPU: torch.optim.SGD and torch.optim.AdamW.
 #include "Checks.h"
 #include "Element.h"
+#include "Parallel.h"
 
 #include "core/Context.h"
-#include "core/ThreadPool.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +13,6 @@
 
 using autoshard::rt::fatal;
 using autoshard::rt::OpTimer;
-using autoshard::rt::ThreadPool;
 using namespace autoshard::rt::cpu;
 
 // Parameters and states are f32; the gradient is read as float from its
@@ -35,43 +34,13 @@ using namespace autoshard::rt::cpu;
 // - the loops are marked free of loop-carried dependences, so that an
 //   in-place update is not sent to the scalar loop by the vectorizer's
 //   runtime overlap checks;
-// - [0, n) is split into contiguous chunks, one per thread.
+// - [0, n) is split into contiguous chunks, one per thread (Parallel.h).
 // None of it changes a result bit: every element goes through the same f32
 // operations in the same order (no -ffast-math, no reassociation), a vector
 // lane rounds as a scalar does, and an element's result does not depend on
 // its chunk. The unit tests check that against the plain scalar loops.
 
 namespace {
-
-/// No thread's chunk is smaller than this many elements, so updates of
-/// fewer than twice as many stay on the calling thread: waking a worker
-/// costs tens of microseconds, about what this many elements of AdamW take
-/// on one core.
-constexpr int64_t kMinElementsPerThread = int64_t(1) << 15;
-/// Chunk boundaries are multiples of this many elements: whole 64-byte cache
-/// lines of every f32 and bf16 array (no two threads write one line) and
-/// whole vectors.
-constexpr int64_t kChunkAlignment = 64;
-
-/// Calls body(begin, end) on contiguous chunks that cover [0, n), in
-/// parallel on the context's optimizer threads when n is large enough.
-template <typename Body>
-void forEachChunk(asrt_context *ctx, int64_t n, const Body &body) {
-  ThreadPool *pool = ctx ? ctx->optimizerPool.get() : nullptr;
-  int64_t tasks =
-      pool ? std::min<int64_t>(pool->threads(), n / kMinElementsPerThread) : 1;
-  if (tasks <= 1) {
-    body(int64_t(0), n);
-    return;
-  }
-  int64_t chunk = (n + tasks - 1) / tasks;
-  chunk = (chunk + kChunkAlignment - 1) / kChunkAlignment * kChunkAlignment;
-  tasks = (n + chunk - 1) / chunk;
-  pool->run(tasks, [&](int64_t task) {
-    int64_t begin = task * chunk;
-    body(begin, std::min(n, begin + chunk));
-  });
-}
 
 /// Calls fn(std::bool_constant<flags>{}...): flags fixed for a call become
 /// template arguments, one branch-free loop per combination.
@@ -199,7 +168,7 @@ extern "C" void asrt_sgd_update(asrt_context *ctx, int32_t grad_dtype,
                           momentum};
     withFlags(
         [&](auto kScaled, auto kDecay, auto kMomentum, auto kNesterov) {
-          forEachChunk(ctx, n, [&](int64_t begin, int64_t end) {
+          forEachChunk(ctx, n, 1, [&](int64_t begin, int64_t end) {
             sgdElements<T, decltype(kScaled)::value, decltype(kDecay)::value,
                         decltype(kMomentum)::value, decltype(kNesterov)::value>(
                 call, begin, end);
@@ -266,7 +235,7 @@ void adamwTensor(asrt_context *ctx, const char *op, int32_t gradDtype,
                             s.stepSize};
     withFlags(
         [&](auto kScaled, auto kDecay, auto kLerpFromStart) {
-          forEachChunk(ctx, x.n, [&](int64_t begin, int64_t end) {
+          forEachChunk(ctx, x.n, 1, [&](int64_t begin, int64_t end) {
             adamwElements<T, decltype(kScaled)::value, decltype(kDecay)::value,
                           decltype(kLerpFromStart)::value>(call, begin, end);
           });

@@ -194,6 +194,95 @@ extern "C" void asrt_cast(asrt_context *ctx, int32_t src_dtype, const void *src,
   cuda::cast(stream, src_dtype, src, dst_dtype, dst, n);
 }
 
+// ---- Generic tensor ops ----
+// The kernels check their arguments (TensorOps.cu, Matmul.cpp) and copy the
+// host's dims and strides into their launch parameters.
+
+extern "C" void asrt_unary(asrt_context *ctx, int32_t dtype, int32_t fn,
+                           const void *x, void *y, int64_t n, float alpha) {
+  OpTimer timer(ctx, "unary");
+  cuda::unary(computeStream(ctx, "unary"), dtype, fn, x, y, n, alpha);
+}
+
+extern "C" void asrt_unary_grad(asrt_context *ctx, int32_t dtype, int32_t fn,
+                                const void *dy, const void *x, void *dx,
+                                int64_t n, float alpha) {
+  OpTimer timer(ctx, "unary_grad");
+  cuda::unaryGrad(computeStream(ctx, "unary_grad"), dtype, fn, dy, x, dx, n,
+                  alpha);
+}
+
+extern "C" void asrt_binary(asrt_context *ctx, int32_t dtype, int32_t fn,
+                            const void *a, const void *b, void *y, int32_t rank,
+                            const int64_t *dims, const int64_t *a_strides,
+                            const int64_t *b_strides) {
+  OpTimer timer(ctx, "binary");
+  cuda::binary(computeStream(ctx, "binary"), dtype, fn, a, b, y, rank, dims,
+               a_strides, b_strides);
+}
+
+extern "C" void asrt_select(asrt_context *ctx, int32_t dtype,
+                            const uint8_t *cond, const void *a, const void *b,
+                            void *y, int32_t rank, const int64_t *dims,
+                            const int64_t *cond_strides,
+                            const int64_t *a_strides,
+                            const int64_t *b_strides) {
+  OpTimer timer(ctx, "select");
+  cuda::select(computeStream(ctx, "select"), dtype, cond, a, b, y, rank, dims,
+               cond_strides, a_strides, b_strides);
+}
+
+extern "C" void asrt_reduce(asrt_context *ctx, int32_t dtype, int32_t reduce_op,
+                            const void *x, void *y, int32_t out_rank,
+                            const int64_t *out_dims, const int64_t *out_strides,
+                            int32_t red_rank, const int64_t *red_dims,
+                            const int64_t *red_strides) {
+  OpTimer timer(ctx, "reduce");
+  cuda::reduce(computeStream(ctx, "reduce"), dtype, reduce_op, x, y, out_rank,
+               out_dims, out_strides, red_rank, red_dims, red_strides);
+}
+
+extern "C" void asrt_copy_strided(asrt_context *ctx, int32_t dtype,
+                                  const void *x, void *y, int32_t rank,
+                                  const int64_t *dims, const int64_t *x_strides,
+                                  int64_t x_offset, const int64_t *y_strides,
+                                  int64_t y_offset) {
+  OpTimer timer(ctx, "copy_strided");
+  cuda::copyStrided(computeStream(ctx, "copy_strided"), dtype, x, y, rank, dims,
+                    x_strides, x_offset, y_strides, y_offset);
+}
+
+extern "C" void asrt_fill(asrt_context *ctx, int32_t dtype, void *y, int64_t n,
+                          float value) {
+  OpTimer timer(ctx, "fill");
+  cuda::fill(computeStream(ctx, "fill"), dtype, y, n, value);
+}
+
+extern "C" void
+asrt_matmul(asrt_context *ctx, int32_t dtype, const void *a, const void *b,
+            void *y, int32_t batch_rank, const int64_t *batch_dims,
+            const int64_t *a_batch_strides, const int64_t *b_batch_strides,
+            int64_t m, int64_t n, int64_t k, int32_t trans_a, int32_t trans_b) {
+  OpTimer timer(ctx, "matmul");
+  cuda::matmul(device(ctx, "matmul").blas(), dtype, a, b, y, batch_rank,
+               batch_dims, a_batch_strides, b_batch_strides, m, n, k, trans_a,
+               trans_b);
+}
+
+extern "C" void asrt_softmax(asrt_context *ctx, int32_t dtype, const void *x,
+                             void *y, int64_t rows, int64_t cols, int32_t log) {
+  OpTimer timer(ctx, "softmax");
+  cuda::softmax(computeStream(ctx, "softmax"), dtype, x, y, rows, cols, log);
+}
+
+extern "C" void asrt_softmax_grad(asrt_context *ctx, int32_t dtype,
+                                  const void *dy, const void *y, void *dx,
+                                  int64_t rows, int64_t cols, int32_t log) {
+  OpTimer timer(ctx, "softmax_grad");
+  cuda::softmaxGrad(computeStream(ctx, "softmax_grad"), dtype, dy, y, dx, rows,
+                    cols, log);
+}
+
 // ---- Embeddings ----
 
 extern "C" void asrt_embedding_fwd(asrt_context *ctx, int32_t dtype,

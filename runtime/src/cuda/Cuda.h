@@ -125,6 +125,43 @@ void linearGradWeightBias(Blas &blas, int32_t dtype, const void *dy,
 void biasGrad(cudaStream_t stream, int32_t dtype, const void *dy, void *db,
               int64_t rows, int64_t out);
 
+// ---- Generic tensor ops (TensorOps.cu, Matmul.cpp) ----
+// As asrt_unary, asrt_unary_grad, asrt_binary, asrt_select, asrt_reduce,
+// asrt_copy_strided, asrt_fill, asrt_softmax, asrt_softmax_grad and
+// asrt_matmul, with the CPU backend's checks and messages. Tensors are
+// device pointers; dims and strides are host arrays (the generated code's
+// constants), read before the function returns and passed to the kernels
+// by value. matmul runs on blas's stream: one GEMM, or strided-batched
+// GEMMs over the innermost batch dim after coalescing (core/StridedSpace.h).
+void unary(cudaStream_t stream, int32_t dtype, int32_t fn, const void *x,
+           void *y, int64_t n, float alpha);
+void unaryGrad(cudaStream_t stream, int32_t dtype, int32_t fn, const void *dy,
+               const void *x, void *dx, int64_t n, float alpha);
+void binary(cudaStream_t stream, int32_t dtype, int32_t fn, const void *a,
+            const void *b, void *y, int32_t rank, const int64_t *dims,
+            const int64_t *aStrides, const int64_t *bStrides);
+void select(cudaStream_t stream, int32_t dtype, const uint8_t *cond,
+            const void *a, const void *b, void *y, int32_t rank,
+            const int64_t *dims, const int64_t *condStrides,
+            const int64_t *aStrides, const int64_t *bStrides);
+void reduce(cudaStream_t stream, int32_t dtype, int32_t reduceOp, const void *x,
+            void *y, int32_t outRank, const int64_t *outDims,
+            const int64_t *outStrides, int32_t redRank, const int64_t *redDims,
+            const int64_t *redStrides);
+void copyStrided(cudaStream_t stream, int32_t dtype, const void *x, void *y,
+                 int32_t rank, const int64_t *dims, const int64_t *xStrides,
+                 int64_t xOffset, const int64_t *yStrides, int64_t yOffset);
+void fill(cudaStream_t stream, int32_t dtype, void *y, int64_t n, float value);
+void softmax(cudaStream_t stream, int32_t dtype, const void *x, void *y,
+             int64_t rows, int64_t cols, int32_t logSoftmax);
+void softmaxGrad(cudaStream_t stream, int32_t dtype, const void *dy,
+                 const void *y, void *dx, int64_t rows, int64_t cols,
+                 int32_t logSoftmax);
+void matmul(Blas &blas, int32_t dtype, const void *a, const void *b, void *y,
+            int32_t batchRank, const int64_t *batchDims,
+            const int64_t *aBatchStrides, const int64_t *bBatchStrides,
+            int64_t m, int64_t n, int64_t k, int32_t transA, int32_t transB);
+
 // Causal attention as cuBLAS batched GEMMs (AttentionGemm.cu): the same
 // results as causalAttentionFwd/Grad (up to rounding; the same lse), on
 // tensor cores, with [heads, seq, seq] scores materialised per batch row in

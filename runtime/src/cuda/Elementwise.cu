@@ -2,6 +2,7 @@
 // scale, cast. The same formulas as runtime/src/cpu/Elementwise.cpp and
 // Cast.cpp, in the same order, so that f32 results agree with the CPU
 // backend to rounding and bf16 ones to one bf16 ulp.
+#include "Activation.cuh"
 #include "Cuda.h"
 #include "Element.cuh"
 
@@ -10,35 +11,10 @@
 namespace autoshard::rt::cuda {
 namespace {
 
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
-constexpr float kGeluCubic = 0.044715f;
-
 // A grid-stride loop over n elements.
 #define ASRT_FOR_EACH(i, n)                                                     \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);   \
        i += int64_t(blockDim.x) * gridDim.x)
-
-/// 0.5 (1 + tanh(u)) through exp(-2|u|) (no cancellation, no overflow), and
-/// its derivative in u: see geluParts in the CPU backend.
-struct GeluParts {
-  float s, sprime;
-};
-__device__ __forceinline__ GeluParts geluParts(float x) {
-  float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
-  float e = expf(-2.0f * fabsf(u));
-  float inv = 1.0f / (1.0f + e);
-  float s = u >= 0.0f ? inv : e * inv;
-  return {s, 2.0f * e * inv * inv};
-}
-
-struct SigmoidParts {
-  float s, oneMinusS;
-};
-__device__ __forceinline__ SigmoidParts sigmoidParts(float g) {
-  float e = expf(-fabsf(g));
-  float inv = 1.0f / (1.0f + e);
-  return g >= 0.0f ? SigmoidParts{inv, e * inv} : SigmoidParts{e * inv, inv};
-}
 
 template <typename T>
 __global__ void reluFwdKernel(const T *x, T *y, int64_t n) {
@@ -68,10 +44,7 @@ template <typename T>
 __global__ void geluGradKernel(const T *dy, const T *x, T *dx, int64_t n) {
   ASRT_FOR_EACH(i, n) {
     float v = load(x, i), g = load(dy, i);
-    GeluParts p = geluParts(v);
-    float xc = fminf(fmaxf(v, -20.0f), 20.0f);
-    float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * xc * xc);
-    store(dx, i, g * (p.s + xc * p.sprime * du));
+    store(dx, i, g * geluDerivative(v));
   }
 }
 
@@ -88,10 +61,8 @@ __global__ void swigluGradKernel(const T *dy, const T *gate, const T *up,
                                  T *dgate, T *dup, int64_t n) {
   ASRT_FOR_EACH(i, n) {
     float d = load(dy, i), g = load(gate, i), u = load(up, i);
-    SigmoidParts p = sigmoidParts(g);
-    float siluGrad = p.s + g * p.s * p.oneMinusS;
-    store(dgate, i, d * u * siluGrad);
-    store(dup, i, d * g * p.s);
+    store(dgate, i, d * u * siluDerivative(g));
+    store(dup, i, d * g * sigmoidParts(g).s);
   }
 }
 

@@ -384,7 +384,9 @@ void asrt_reduce(asrt_context *ctx, int32_t dtype, int32_t reduce_op,
 /* y[y_offset + i . y_strides] = x[x_offset + i . x_strides] over dims
  * (offsets and strides in elements): transposes, broadcasts, slices and
  * the pieces of concatenations and paddings. Only the addressed elements of
- * y are written. x and y do not overlap. */
+ * y are written; y_strides address no element twice (a zero or aliasing y
+ * stride would leave which write wins to the thread schedule). x and y do
+ * not overlap. */
 void asrt_copy_strided(asrt_context *ctx, int32_t dtype, const void *x,
                        void *y, int32_t rank, const int64_t *dims,
                        const int64_t *x_strides, int64_t x_offset,
