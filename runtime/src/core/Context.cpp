@@ -286,3 +286,18 @@ extern "C" void asrt_copy(asrt_context *ctx, void *dst, const void *src,
   // Overlap allowed: generated code may copy between views of one arena.
   ctx->device->copy(autoshard::rt::Lane::Compute, dst, src, bytes);
 }
+
+extern "C" void asrt_load_constant(asrt_context *ctx, void *dst,
+                                   const void *src_host, int64_t bytes) {
+  autoshard::rt::OpTimer timer(ctx, "load_constant");
+  if (bytes < 0)
+    fatal("asrt_load_constant: size %" PRId64 " bytes is negative", bytes);
+  if (bytes == 0)
+    return;
+  if (!dst || !src_host)
+    fatal("asrt_load_constant: %s pointer is null for a constant of %" PRId64
+          " bytes",
+          dst ? "source" : "destination", bytes);
+  // The constant is read-only data of the generated object: host memory.
+  ctx->device->toDevice(autoshard::rt::Lane::Compute, dst, src_host, bytes);
+}
