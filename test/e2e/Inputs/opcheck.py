@@ -25,8 +25,10 @@ parameters through the op under test), the op's MLIR (`%a` is an operand,
 written from the op's description, independently of the compiler. The
 result feeds the logits either as an activation (batch first: flattened,
 times a head parameter) or as a linear layer's weight ([classes, k], applied
-to a batch input). Cases of ops newer than a build are reported as
-"skipped (op not in this build)" when the compiler says the op is unknown.
+to a batch input). A case of the generic op set whose step does not
+compile is reported as "skipped (op not in this build: ...)" when the
+build's train dialect lacks an op the case uses or names in `requires`;
+any other failure to compile fails the case.
 
 --perturb F multiplies the numpy op's result by 1 + F: the harness must
 then fail (test/e2e/op-gradients.test checks it does).
@@ -47,7 +49,7 @@ import subprocess
 import sys
 import threading
 import zlib
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reference_model import np, read_safetensors, write_safetensors  # noqa: E402
@@ -493,60 +495,62 @@ class Step:
         return grads
 
     def mlir(self):
+        """The step: the activations' linear layers, the case's op, the
+        head and the loss."""
         case = self.case
-        args, types = [], {}
-        for name in self.params:
-            types[name.replace(".", "_")] = tensor_type(self.params[name].shape)
-            args.append(f"%{name.replace('.', '_')}: "
-                        f"{types[name.replace('.', '_')]} {{train.role = "
-                        f"#train.role<param>, train.name = \"{name}\", "
-                        f"train.init = #train.init<zeros>}}")
-        for name, value in self.inputs.items():
-            args.append(f"%{name.replace('.', '_')}: "
-                        f"{tensor_type(value.shape)} {{train.role = "
-                        f"#train.role<input>, train.name = \"{name}\"}}")
-        label_type = tensor_type((BATCH,), "i32")
-        args.append(f"%y: {label_type} {{train.role = #train.role<label>, "
-                    "train.name = \"y\"}")
-        lines = []
-        operand_types = {}
+
+        def arg(name, shape, role, elem="f32"):
+            attrs = f'train.role = #train.role<{role}>, train.name = "{name}"'
+            if role == "param":
+                attrs += ", train.init = #train.init<zeros>"  # loaded
+            return f"%{ssa(name)}: {tensor_type(shape, elem)} {{{attrs}}}"
+
+        args = ([arg(n, v.shape, "param") for n, v in self.params.items()] +
+                [arg(n, v.shape, "input") for n, v in self.inputs.items()] +
+                [arg("y", (BATCH,), "label", "i32")])
+        lines, types = [], {}
         for name, op in case.operands.items():
-            operand_types[name] = tensor_type(op.shape)
+            types[name] = tensor_type(op.shape)
             if op.kind == "act":
-                x = tensor_type(op.shape[:-1] + (FEATURES,))
-                w = tensor_type((op.shape[-1], FEATURES))
-                b = tensor_type((op.shape[-1],))
-                lines.append(f"%{name} = train.linear %{name}_x, %{name}_w, "
-                             f"%{name}_b : ({x}, {w}, {b}) -> "
-                             f"{operand_types[name]}")
+                x = self.inputs[f"{name}.x"].shape
+                w = self.params[f"{name}.w"].shape
+                lines.append(
+                    f"%{name} = train.linear %{name}_x, %{name}_w, %{name}_b "
+                    f": ({tensor_type(x)}, {tensor_type(w)}, "
+                    f"{tensor_type(w[:1])}) -> {types[name]}")
         out = tensor_type(self.out_shape)
-        body = string.Template(case.mlir).substitute(operand_types, out=out)
-        lines.extend(body.split("\n"))
+        lines += string.Template(case.mlir).substitute(types,
+                                                       out=out).split("\n")
         rows = BATCH if case.head == "act" else self.classes
-        flat = tensor_type((rows, self.k))
-        r = "%r"
+        flat, r = tensor_type((rows, self.k)), "%r"
         if self.out_shape != (rows, self.k):
             lines.append(f"%rf = train.reshape %r : {out} to {flat}")
             r = "%rf"
         logits = tensor_type((BATCH, self.classes))
         if case.head == "act":
-            lines.append(f"%logits = train.linear {r}, %head_w : ({flat}, "
-                         f"{tensor_type(self.params['head.w'].shape)}) -> "
-                         f"{logits}")
+            head = tensor_type(self.params["head.w"].shape)
+            lines.append(f"%logits = train.linear {r}, %head_w : "
+                         f"({flat}, {head}) -> {logits}")
         else:
+            x = tensor_type(self.inputs["head.x"].shape)
             lines.append(f"%logits = train.linear %head_x, {r} : "
-                         f"({tensor_type((BATCH, self.k))}, {flat}) -> "
-                         f"{logits}")
+                         f"({x}, {flat}) -> {logits}")
         lines.append(f"%loss = train.softmax_cross_entropy %logits, %y : "
-                     f"({logits}, {label_type}) -> tensor<f32>")
+                     f"({logits}, {tensor_type((BATCH,), 'i32')}) -> "
+                     "tensor<f32>")
         lines.append("return %loss : tensor<f32>")
-        body = "\n".join("  " + l for l in lines if l)
-        return (f"// opcheck {case.name}: one SGD step (lr {LR}) of the op "
-                "under test\n"
+        return (f"// opcheck {case.name}: one SGD step of the op under "
+                "test\n"
                 "func.func @train_step(\n    " + ",\n    ".join(args) +
                 ")\n    -> (tensor<f32> {train.role = #train.role<loss>, "
-                "train.name = \"loss\"})\n    attributes {train.step, "
-                f"train.optimizer = #train.sgd<lr = {LR}>}} {{\n{body}\n}}\n")
+                'train.name = "loss"})\n    attributes {train.step, '
+                f"train.optimizer = #train.sgd<lr = {LR}>}} {{\n" +
+                "".join(f"  {line}\n" for line in lines) + "}\n")
+
+
+def ssa(name):
+    """The SSA name of a parameter or input ("a.w" -> a_w)."""
+    return name.replace(".", "_")
 
 
 # ---------------------------------------------------------------------------
@@ -749,8 +753,9 @@ def main():
     parser.add_argument("--ranks", default="1,2",
                         help="rank counts; the first is checked against "
                              "numpy, the others against it (default 1,2)")
-    parser.add_argument("--jobs", type=int, default=2,
-                        help="cases checked at once (default 2)")
+    # mpirun's start is mostly waiting, so more cases than cores overlap.
+    parser.add_argument("--jobs", type=int, default=4,
+                        help="cases checked at once (default 4)")
     parser.add_argument("--mpirun", default="mpirun --oversubscribe" + (
         " --allow-run-as-root" if os.geteuid() == 0 else ""),
                         help="the launcher, before -np N")
