@@ -301,12 +301,14 @@ case("select_ne", {"a": A(4, 8), "b": A(4, 8)},
      "%m = train.compare ne, %a, %a : ($a, $a) -> tensor<4x8xi1>\n"
      "%r = train.select %m, %a, %b : (tensor<4x8xi1>, $a, $b) -> $out",
      lambda a, b: b)
-case("select_full", {"a": A(4, 8), "b": A(4, 8)},
+# A scalar threshold and a scalar branch (a mask from a parameter that
+# only the mask reads would get no gradient: an unused parameter).
+case("select_full", {"a": A(4, 8)},
      "%c = train.full {value = 0.25 : f32} : tensor<f32>\n"
-     "%m = train.compare gt, %a, %b : ($a, $b) -> tensor<4x8xi1>\n"
+     "%m = train.compare gt, %a, %c : ($a, tensor<f32>) -> tensor<4x8xi1>\n"
      "%r = train.select %m, %a, %c : (tensor<4x8xi1>, $a, tensor<f32>) "
      "-> $out",
-     lambda a, b: np.where(a > b, a, 0.25))
+     lambda a: np.where(a > 0.25, a, 0.25))
 
 # Reductions over inner dims.
 REDUCE = {"reduce_sum": np.sum, "reduce_mean": np.mean, "reduce_max": np.max}
@@ -370,13 +372,15 @@ case("pad_param", {"a": P(3, 8)},
 case("concat", {"a": A(4, 8), "b": A(4, 2)},
      "%r = train.concat %a, %b {dim = 1 : i64} : ($a, $b) -> $out",
      lambda a, b: np.concatenate([a, b], 1))
-# A parameter joins a batch-derived tensor once broadcast over the batch
-# (a parameter has no batch dimension to concatenate along).
-case("concat_param", {"a": A(4, 3, 8), "p": P(2, 8)},
-     "%pb = train.broadcast_to %p : $p -> tensor<4x2x8xf32>\n"
+# A parameter joins a batch-derived tensor once broadcast against the batch
+# by a binary op (here scaled per row); a broadcast_to of a parameter to
+# the global batch size would not be batch-derived, so it could not be
+# split across ranks.
+case("concat_param", {"a": A(4, 3, 8), "s": A(4, 1, 1), "p": P(2, 8)},
+     "%pb = train.mul %s, %p : $s, $p -> tensor<4x2x8xf32>\n"
      "%r = train.concat %a, %pb {dim = 1 : i64} "
      ": ($a, tensor<4x2x8xf32>) -> $out",
-     lambda a, p: np.concatenate([a, np.broadcast_to(p, (4, 2, 8))], 1))
+     lambda a, s, p: np.concatenate([a, s * p], 1))
 case("concat_params", {"a": P(3, 8), "b": P(2, 8)},
      "%r = train.concat %a, %b {dim = 0 : i64} : ($a, $b) -> $out",
      lambda a, b: np.concatenate([a, b], 0), head="weight")
