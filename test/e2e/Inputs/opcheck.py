@@ -17,6 +17,9 @@
       prints one line per case and exits non-zero when any case fails.
   opcheck.py --list
       prints the case names.
+  opcheck.py --check-listed FILE
+      fails naming each case that FILE (a lit test) never expects as
+      "opcheck CASE: ...", so that a new case cannot go unrun.
 
 A case names its operands: parameters (P) and batch-derived activations
 (A, a linear layer of a batch input, so that the gradient reaches
@@ -394,14 +397,17 @@ case("matmul_bcast_batch", {"a": A(4, 2, 3, 5), "w": P(2, 5, 3)},
      "%r = train.matmul %a, %w : ($a, $w) -> $out", matmul)
 case("matmul_batched", {"a": A(4, 3, 5), "b": A(4, 5, 2)},
      "%r = train.matmul %a, %b : ($a, $b) -> $out", matmul)
-case("matmul_transpose_a", {"a": A(4, 5, 3), "b": A(4, 5, 2)},
-     "%r = train.matmul %a, %b {transpose_a} : ($a, $b) -> $out",
+# The dialect names the transposes transpose_lhs and transpose_rhs (an
+# unknown unit attribute such as {transpose_a} is kept as a discardable
+# attribute and ignored: the shapes here are not square, so it cannot pass).
+case("matmul_transpose_lhs", {"a": A(4, 5, 3), "b": A(4, 5, 2)},
+     "%r = train.matmul %a, %b {transpose_lhs} : ($a, $b) -> $out",
      lambda a, b: matmul(a, b, transpose_a=True))
-case("matmul_transpose_b", {"a": A(4, 3, 5), "w": P(2, 5)},
-     "%r = train.matmul %a, %w {transpose_b} : ($a, $w) -> $out",
+case("matmul_transpose_rhs", {"a": A(4, 3, 5), "w": P(2, 5)},
+     "%r = train.matmul %a, %w {transpose_rhs} : ($a, $w) -> $out",
      lambda a, w: matmul(a, w, transpose_b=True))
-case("matmul_transpose_ab", {"a": A(4, 5, 3), "b": A(4, 2, 5)},
-     "%r = train.matmul %a, %b {transpose_a, transpose_b} "
+case("matmul_transpose_both", {"a": A(4, 5, 3), "b": A(4, 2, 5)},
+     "%r = train.matmul %a, %b {transpose_lhs, transpose_rhs} "
      ": ($a, $b) -> $out",
      lambda a, b: matmul(a, b, transpose_a=True, transpose_b=True))
 case("matmul_params", {"a": P(5, 4), "b": P(4, 8)},
@@ -752,6 +758,8 @@ def main():
     parser.add_argument("cases", nargs="*", metavar="CASE")
     parser.add_argument("--list", action="store_true",
                         help="print the case names and exit")
+    parser.add_argument("--check-listed", metavar="FILE",
+                        help="fail unless FILE expects every case's line")
     parser.add_argument("--bin-dir", help="where shard-compile is")
     parser.add_argument("--work", help="a directory for each case's files")
     parser.add_argument("--ranks", default="1,2",
@@ -769,6 +777,16 @@ def main():
     args = parser.parse_args()
     if args.list:
         print("\n".join(c.name for c in CASES))
+        return 0
+    if args.check_listed:
+        with open(args.check_listed) as f:
+            named = set(re.findall(r"opcheck (\w+):", f.read()))
+        unlisted = [c.name for c in CASES if c.name not in named]
+        if unlisted:
+            print(f"{args.check_listed} expects no line of the cases "
+                  f"{' '.join(unlisted)}", file=sys.stderr)
+            return 1
+        print(f"opcheck: {args.check_listed} expects all {len(CASES)} cases")
         return 0
     if not args.bin_dir or not args.work:
         parser.error("--bin-dir and --work are required")
