@@ -348,9 +348,16 @@ case("transpose_4d", {"a": A(4, 2, 3, 5)},
 case("transpose_param", {"a": P(8, 5)},
      "%r = train.transpose %a {permutation = array<i64: 1, 0>} : $a -> $out",
      lambda a: a.T, head="weight")
-case("broadcast_to_param", {"a": P(8)},
-     "%r = train.broadcast_to %a : $a -> tensor<5x8xf32>",
-     lambda a: np.broadcast_to(a, (5, 8)), head="weight")
+# A weight whose rows (classes) are all equal gives the loss no gradient
+# (softmax is shift-invariant): a new leading dim is scaled per class, and
+# a repeated inner dim keeps the classes apart.
+case("broadcast_to_param", {"a": P(8), "m": P(5, 8)},
+     "%b = train.broadcast_to %a : $a -> $m\n"
+     "%r = train.mul %b, %m : $m",
+     lambda a, m: np.broadcast_to(a, (5, 8)) * m, head="weight")
+case("broadcast_to_mid", {"a": P(5, 1, 4)},
+     "%r = train.broadcast_to %a : $a -> tensor<5x3x4xf32>",
+     lambda a: np.broadcast_to(a, (5, 3, 4)), head="weight")
 case("broadcast_to_col", {"a": P(5, 1)},
      "%r = train.broadcast_to %a : $a -> tensor<5x8xf32>",
      lambda a: np.broadcast_to(a, (5, 8)), head="weight")
@@ -704,13 +711,15 @@ def check_case(args, case):
                         f"(relative error {rel(loss, want):.3g} > "
                         f"{LOSS_RTOL})")
     rng = np.random.default_rng([SEED, zlib.crc32(case.name.encode()), 1])
-    worst = 0.0
+    worst = reaching = 0.0
     for name, p0 in step.params.items():
         grad = ((p0 - after[name]) / LR).reshape(-1)
         fd = step.finite_differences(name, rng)
         idx = np.array(sorted(fd))
         ref = np.array([fd[i] for i in idx])
         scale = np.abs(ref).max()
+        if not name.startswith("head."):
+            reaching = max(reaching, scale)
         err = np.abs(grad[idx] - ref).max()
         worst = max(worst, err / max(scale, 1e-30))
         if not err <= GRAD_RTOL * scale + GRAD_ATOL:
@@ -720,6 +729,10 @@ def check_case(args, case):
                 f"{err:.3g} > {GRAD_RTOL} x max |grad| {scale:.3g} + "
                 f"{GRAD_ATOL} (element {i}: binary {grad[i]:.6g}, finite "
                 f"differences {fd[i]:.6g})")
+    if reaching < 1e-4:
+        problems.append(f"no gradient reaches the op's operands (finite "
+                        f"differences at most {reaching:.3g}): the case "
+                        "checks nothing")
     line = f"opcheck {case.name}: loss ok, grad ok (max rel err {worst:.2g})"
     for ranks in args.ranks[1:]:
         loss_n, after_n = runs[ranks]
