@@ -238,44 +238,54 @@ std::optional<Table> readTable(Value v) {
   return table;
 }
 
-/// The theta whose rotate-half angles `t * theta^(-2i/D)` the cos and sin
-/// tables [T, D] (each half repeated) hold, every entry within the
-/// tables' tolerance; none if they hold anything else.
-std::optional<double> ropeTheta(const Table &cos, const Table &sin,
-                                int64_t positions, int64_t dim) {
+/// Whether the cos and sin tables [T, D] hold, each half repeated, the
+/// rotate-half angles `t * theta^(-2i/D)`, every entry within the tables'
+/// tolerance.
+bool holdsRopeAngles(const Table &cos, const Table &sin, int64_t positions,
+                     int64_t dim, double theta) {
   int64_t half = dim / 2;
-  auto at = [&](const Table &table, int64_t t, int64_t j) {
-    return table.values[t * dim + j];
-  };
-  // The angle of pair 1 at position 1 is theta^(-2/D). With one pair or one
-  // position no entry depends on theta: any will do.
-  double theta = 10000.0;
-  if (half > 1 && positions > 1) {
-    double angle = std::atan2(at(sin, 1, 1), at(cos, 1, 1));
-    if (!(angle > 0.0))
-      return std::nullopt;
-    theta = std::pow(angle, -double(dim) / 2.0);
-    // A front end's theta is a round number (10000, 500000): prefer it
-    // when the table cannot tell them apart.
-    double rounded = std::round(theta);
-    if (rounded > 0 && near(theta, rounded, 1e-3))
-      theta = rounded;
-  }
-  if (!std::isfinite(theta) || theta <= 0 ||
-      !std::isfinite(static_cast<float>(theta)))
-    return std::nullopt;
   double tolerance = std::max(cos.tolerance, sin.tolerance);
   for (int64_t i = 0; i < half; ++i) {
     double frequency = std::pow(theta, -2.0 * double(i) / double(dim));
     for (int64_t t = 0; t < positions; ++t) {
       double angle = double(t) * frequency;
-      for (int64_t j : {i, i + half})
-        if (std::abs(at(cos, t, j) - std::cos(angle)) > tolerance ||
-            std::abs(at(sin, t, j) - std::sin(angle)) > tolerance)
-          return std::nullopt;
+      for (int64_t j : {i, i + half}) {
+        int64_t index = t * dim + j;
+        if (std::abs(cos.values[index] - std::cos(angle)) > tolerance ||
+            std::abs(sin.values[index] - std::sin(angle)) > tolerance)
+          return false;
+      }
     }
   }
-  return theta;
+  return true;
+}
+
+/// The theta of the rotary tables cos and sin [T, D], or none if they are
+/// not rotate-half tables of any theta.
+std::optional<double> ropeTheta(const Table &cos, const Table &sin,
+                                int64_t positions, int64_t dim) {
+  // The angle of pair 1 at position 1 is theta^(-2/D). With one pair or one
+  // position no entry depends on theta: any will do.
+  if (dim / 2 <= 1 || positions <= 1)
+    return holdsRopeAngles(cos, sin, positions, dim, 10000.0)
+               ? std::optional<double>(10000.0)
+               : std::nullopt;
+  double angle = std::atan2(sin.values[dim + 1], cos.values[dim + 1]);
+  if (!(angle > 0.0))
+    return std::nullopt;
+  double theta = std::pow(angle, -double(dim) / 2.0);
+  // A front end's theta is a round number (10000, 500000): prefer it when
+  // the tables hold its angles too.
+  SmallVector<double, 2> candidates;
+  double rounded = std::round(theta);
+  if (rounded > 0 && near(theta, rounded, 1e-3))
+    candidates.push_back(rounded);
+  candidates.push_back(theta);
+  for (double candidate : candidates)
+    if (std::isfinite(static_cast<float>(candidate)) && candidate > 0 &&
+        holdsRopeAngles(cos, sin, positions, dim, candidate))
+      return candidate;
+  return std::nullopt;
 }
 
 /// add(mul(x, cos), mul(concat(neg(slice(x, D/2..D)), slice(x, 0..D/2)),
