@@ -40,7 +40,8 @@ constexpr double kTableToleranceBF16 = 1e-2;
 /// and that of the fused ops. It is its own inverse.
 constexpr int64_t kSwapHeadsSeq[] = {0, 2, 1, 3};
 
-bool near(double value, double expected, double tolerance = kConstantTolerance) {
+bool near(double value, double expected,
+          double tolerance = kConstantTolerance) {
   return std::abs(value - expected) <= tolerance * std::abs(expected);
 }
 
@@ -75,7 +76,8 @@ bool isBroadcastTable(ArrayRef<int64_t> shape, ArrayRef<int64_t> tail) {
   if (shape.size() < tail.size())
     return false;
   size_t lead = shape.size() - tail.size();
-  return llvm::all_of(shape.take_front(lead), [](int64_t d) { return d == 1; }) &&
+  return llvm::all_of(shape.take_front(lead),
+                      [](int64_t d) { return d == 1; }) &&
          shape.drop_front(lead) == tail;
 }
 
@@ -181,8 +183,7 @@ struct RaiseRmsNorm : OpRewritePattern<MulOp> {
       return std::nullopt;
     // The gain: one value per feature of the last dimension.
     auto input = tensorOf(found->input), gain = tensorOf(weight);
-    if (gain.getRank() != 1 ||
-        gain.getDimSize(0) != input.getShape().back() ||
+    if (gain.getRank() != 1 || gain.getDimSize(0) != input.getShape().back() ||
         gain.getElementType() != input.getElementType())
       return std::nullopt;
     return found;
@@ -375,9 +376,9 @@ struct RaiseRope : OpRewritePattern<AddOp> {
     Location loc = op.getLoc();
     Value bthd =
         TransposeOp::create(rewriter, loc, found->input, kSwapHeadsSeq);
-    Value rotatedBthd = RopeOp::create(
-        rewriter, loc, bthd,
-        rewriter.getF32FloatAttr(static_cast<float>(*theta)));
+    Value rotatedBthd =
+        RopeOp::create(rewriter, loc, bthd,
+                       rewriter.getF32FloatAttr(static_cast<float>(*theta)));
     rewriter.replaceOpWithNewOp<TransposeOp>(op, rotatedBthd, kSwapHeadsSeq);
     return success();
   }
@@ -531,9 +532,8 @@ struct RaiseCausalAttention : OpRewritePattern<MatmulOp> {
     FloatAttr scaleAttr;
     if (!near(scale, 1.0 / std::sqrt(double(dim)), 1e-6))
       scaleAttr = rewriter.getF32FloatAttr(static_cast<float>(scale));
-    auto attention =
-        CausalAttentionOp::create(rewriter, loc, swap(q), swap(k), swap(v),
-                                  scaleAttr);
+    auto attention = CausalAttentionOp::create(rewriter, loc, swap(q), swap(k),
+                                               swap(v), scaleAttr);
     rewriter.replaceOpWithNewOp<TransposeOp>(op, attention.getResult(),
                                              kSwapHeadsSeq);
     return success();
@@ -596,6 +596,53 @@ struct RaiseLinearBias : OpRewritePattern<AddOp> {
   }
 };
 
+//===----------------------------------------------------------------------===//
+// Learned position embeddings
+//===----------------------------------------------------------------------===//
+
+/// Whether `v` is a constant [T] of the position ids 0, 1, ..., T-1.
+bool isPositionIds(Value v) {
+  auto constant = v.getDefiningOp<ConstantOp>();
+  if (!constant)
+    return false;
+  auto elements = dyn_cast<DenseElementsAttr>(constant.getValue());
+  if (!elements || !elements.getElementType().isInteger(32) ||
+      elements.getType().getRank() != 1)
+    return false;
+  int64_t expected = 0;
+  for (const APInt &id : elements.getValues<APInt>())
+    if (id.getSExtValue() != expected++)
+      return false;
+  return true;
+}
+
+/// add(x, embedding(arange(T), wpe)) on x [B, T, C], either order
+/// -> train.add_position_embedding x, wpe (GPT-2's wpe(arange(T))).
+struct RaisePositionEmbedding : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AddOp op,
+                                PatternRewriter &rewriter) const override {
+    Value input, table;
+    eitherOrder(op.getLhs(), op.getRhs(), [&](Value x, Value positions) {
+      auto lookup = intermediate<EmbeddingOp>(positions);
+      auto type = tensorOf(x);
+      if (!lookup || !isPositionIds(lookup.getIds()) || type.getRank() != 3 ||
+          type != op.getType() ||
+          tensorOf(positions).getShape() != type.getShape().drop_front() ||
+          tensorOf(lookup.getTable()).getDimSize(0) < type.getDimSize(1))
+        return false;
+      input = x;
+      table = lookup.getTable();
+      return true;
+    });
+    if (!input)
+      return rewriter.notifyMatchFailure(op, "not x + wpe(arange(T))");
+    rewriter.replaceOpWithNewOp<AddPositionEmbeddingOp>(op, input, table);
+    return success();
+  }
+};
+
 struct RaisePass : autoshard::train::impl::RaisePassBase<RaisePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
@@ -603,8 +650,8 @@ struct RaisePass : autoshard::train::impl::RaisePassBase<RaisePass> {
     // not break its match. Benefits order the patterns on one root.
     patterns.add<RaiseCausalAttention, RaiseLinearBias>(&getContext(),
                                                         /*benefit=*/2);
-    patterns.add<RaiseGelu, RaiseRmsNorm, RaiseRope, RaiseSwiglu,
-                 RaiseLinear>(&getContext());
+    patterns.add<RaiseGelu, RaiseRmsNorm, RaiseRope, RaiseSwiglu, RaiseLinear,
+                 RaisePositionEmbedding>(&getContext());
     // The transposes around raised attention and rotary embeddings cancel
     // with those of the heads' layout through train.transpose's folder,
     // which the driver applies as it goes.

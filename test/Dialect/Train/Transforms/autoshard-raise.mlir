@@ -7,7 +7,7 @@
 // RUN: shard-gen gpt2-tiny --generic 2>/dev/null \
 // RUN:   | shard-opt --pass-pipeline='builtin.module(autoshard-raise)' \
 // RUN:   | FileCheck %s --check-prefix=GPT2 \
-// RUN:       --implicit-check-not='{{train\.(matmul|softmax|select|full|tanh|pow_scalar|scale|add_scalar|mul|transpose) }}'
+// RUN:       --implicit-check-not='{{train\.(matmul|softmax|select|full|tanh|pow_scalar|scale|add_scalar|mul|transpose|constant) }}'
 // RUN: shard-gen llama-tiny --generic --precision=bf16 2>/dev/null \
 // RUN:   | shard-opt --pass-pipeline='builtin.module(autoshard-raise)' \
 // RUN:   | FileCheck %s --check-prefix=LLAMA \
@@ -422,9 +422,41 @@ func.func @linear() {
   return
 }
 
-// GPT-2: per block three biased projections read by one attention, the
-// output projection, and the MLP's linear-GELU-linear; the tied lm_head.
+// -----
+
+// GPT-2's learned positions, wpe(arange(T)) added to the tokens' embeddings:
+// raised on either side of the add; not with ids other than 0..T-1.
+
+// CHECK-LABEL: func.func @position_embedding
+// CHECK: %[[X:.*]] = "test.src"() : () -> tensor<2x4x8xf32>
+// CHECK-NEXT: %[[WPE:.*]] = "test.src"() : () -> tensor<16x8xf32>
+// CHECK-NEXT: %[[Y0:.*]] = train.add_position_embedding %[[X]], %[[WPE]] : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT: %[[Y1:.*]] = train.add_position_embedding %[[X]], %[[WPE]]
+// CHECK-NEXT: %[[IDS:.*]] = train.constant dense<[1, 2, 3, 4]>
+// CHECK-NEXT: %[[P:.*]] = train.embedding %[[IDS]], %[[WPE]]
+// CHECK-NEXT: %[[Y2:.*]] = train.add %[[X]], %[[P]]
+// CHECK-NEXT: "test.use"(%[[Y0]], %[[Y1]], %[[Y2]])
+func.func @position_embedding() {
+  %x = "test.src"() : () -> tensor<2x4x8xf32>
+  %wpe = "test.src"() : () -> tensor<16x8xf32>
+  %ids = train.constant dense<[0, 1, 2, 3]> : tensor<4xi32>
+  %p0 = train.embedding %ids, %wpe : (tensor<4xi32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+  %y0 = train.add %x, %p0 : tensor<2x4x8xf32>, tensor<4x8xf32> -> tensor<2x4x8xf32>
+  %p1 = train.embedding %ids, %wpe : (tensor<4xi32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+  %y1 = train.add %p1, %x : tensor<4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %shifted = train.constant dense<[1, 2, 3, 4]> : tensor<4xi32>
+  %p2 = train.embedding %shifted, %wpe : (tensor<4xi32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+  %y2 = train.add %x, %p2 : tensor<2x4x8xf32>, tensor<4x8xf32> -> tensor<2x4x8xf32>
+  "test.use"(%y0, %y1, %y2) : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> ()
+  return
+}
+
+// GPT-2: learned positions, per block three biased projections read by one
+// attention, the output projection, and the MLP's linear-GELU-linear; the
+// tied lm_head. No constant is left.
 // GPT2-LABEL: func.func @train_step
+// GPT2: train.embedding
+// GPT2-NEXT: train.add_position_embedding
 // GPT2-COUNT-2: train.causal_attention
 // GPT2-NOT: train.causal_attention
 // GPT2: train.gelu

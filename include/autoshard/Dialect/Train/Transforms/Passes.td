@@ -34,7 +34,9 @@ def RaisePass : Pass<"autoshard-raise", "mlir::ModuleOp"> {
       `1/sqrt(D)`;
     - `add(matmul(x, w, transpose_rhs), b)` with `w [out, in]` and
       `b [out]`, and a bare `matmul(x, w, transpose_rhs)` with a 2-D `w`:
-      `train.linear`.
+      `train.linear`;
+    - GPT-2's learned positions `add(x, embedding(arange(T), wpe))`:
+      `train.add_position_embedding`.
 
     Products and sums match in either operand order; constants match
     within a relative 1e-5. The transposes it adds fold (train.transpose's
@@ -59,11 +61,11 @@ def RaisePass : Pass<"autoshard-raise", "mlir::ModuleOp"> {
     kernel): a chain whose intermediate value has another reader (it is
     still needed), a constant out of tolerance (a GELU coefficient, an
     exponent other than 3 or 2, a non-positive epsilon), a mask that is not
-    exactly causal, a fill other than -inf (or a float of at most -1e30, a front
-    end's lowest float), rotary
-    tables that are not cos and sin of `t * theta^(-2i/D)` for one theta
-    (every entry checked, within 1e-4, or 1e-2 for bf16 tables), and shapes
-    the fused op does not take.
+    exactly causal, a fill other than -inf (or a float of at most -1e30, a
+    front end's lowest float), rotary tables that are not cos and sin of
+    `t * theta^(-2i/D)` for one theta (every entry checked, within 1e-4, or
+    1e-2 for bf16 tables), position ids other than `0..T-1`, and shapes the
+    fused op does not take.
   }];
 }
 
