@@ -655,8 +655,17 @@ struct RaisePass : autoshard::train::impl::RaisePassBase<RaisePass> {
     // The transposes around raised attention and rotary embeddings cancel
     // with those of the heads' layout through train.transpose's folder,
     // which the driver applies as it goes.
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    // A step is one block: nothing for region simplification to do, and
+    // nothing it should touch.
+    GreedyRewriteConfig config;
+    config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
+                                     config))) {
+      getOperation().emitError()
+          << "autoshard-raise did not reach a fixed point: a pattern keeps "
+             "rewriting its own result";
       return signalPassFailure();
+    }
   }
 };
 
