@@ -85,12 +85,15 @@ FailureOr<cost::ModelDescription>
 autoshard::describeStep(ModuleOp module, int64_t worldSize,
                         const StrategyOptions &accept) {
   // The backward pass and the optimizer, as the strategy pipeline derives
-  // them; diagnostics of a bad step come out here.
+  // them (from the raised forward pass, whose fused ops are what the FLOP
+  // count below knows); diagnostics of a bad step come out here.
   AutodiffPassOptions autodiff;
   autodiff.allowNoOptimizer = accept.allowNoOptimizer;
   autodiff.allowUnusedParams = accept.allowUnusedParams;
   FailureOr<OwningOpRef<ModuleOp>> derived =
       runOnCopy(module, [&](OpPassManager &pm) {
+        if (accept.raise)
+          pm.addPass(createRaisePass());
         pm.addPass(createAutodiffPass(autodiff));
       });
   if (failed(derived))
@@ -176,6 +179,7 @@ autoshard::describeStep(ModuleOp module, int64_t worldSize,
     options.overlap = false;
     options.allowNoOptimizer = accept.allowNoOptimizer;
     options.allowUnusedParams = accept.allowUnusedParams;
+    options.raise = accept.raise;
     // Diagnostics of a configuration that does not build (a batch the
     // ranks cannot split) belong to the choice, not to the user.
     ScopedDiagnosticHandler quiet(module.getContext(),

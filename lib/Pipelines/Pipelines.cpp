@@ -29,6 +29,10 @@ void autoshard::buildStrategyPipeline(OpPassManager &pm,
     return buildAutoStrategyPipeline(pm, options, built);
   if (built)
     *built = options;
+  // Before autodiff: the backward pass is then derived from the fused ops'
+  // gradient rules, and runs on their kernels too.
+  if (options.raise)
+    pm.addPass(train::createRaisePass());
   train::AutodiffPassOptions autodiff;
   autodiff.exposeGradients = options.exposeGradients;
   autodiff.forwardOnly = options.forwardOnly;

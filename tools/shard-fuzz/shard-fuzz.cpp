@@ -156,6 +156,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   // Each pass alone, on the input as it is.
   namespace train = autoshard::train;
+  runOnCopy(*module, "raise", [](OpPassManager &pm) {
+    pm.addPass(train::createRaisePass());
+  });
   runOnCopy(*module, "autodiff", [](OpPassManager &pm) {
     pm.addPass(train::createAutodiffPass());
   });

@@ -45,8 +45,9 @@ struct Choice {
 /// parameters (with the backward pass's reads and their blocks), optimizer,
 /// precision, clipping, batch, FLOPs summed over the step's ops, and the
 /// activations the memory plan finds for each checkpointing mode at
-/// `worldSize` ranks. The module is not changed. Autodiff accepts what
-/// `accept`'s --allow-no-optimizer and --allow-unused-params accept.
+/// `worldSize` ranks. The module is not changed. It is raised first unless
+/// `accept` says --raise=false, and autodiff accepts what its
+/// --allow-no-optimizer and --allow-unused-params accept.
 mlir::FailureOr<cost::ModelDescription>
 describeStep(mlir::ModuleOp module, int64_t worldSize,
              const StrategyOptions &accept = {});

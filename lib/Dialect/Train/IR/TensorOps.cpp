@@ -548,6 +548,32 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  auto isIdentity = [](ArrayRef<int64_t> perm) {
+    for (auto [i, dim] : llvm::enumerate(perm))
+      if (dim != static_cast<int64_t>(i))
+        return false;
+    return true;
+  };
+  ArrayRef<int64_t> perm = getPermutation();
+  if (isIdentity(perm))
+    return getInput();
+  auto inner = getInput().getDefiningOp<TransposeOp>();
+  if (!inner)
+    return {};
+  // result dim i = inner's result dim perm[i] = inner's input dim
+  // innerPerm[perm[i]].
+  SmallVector<int64_t> composed;
+  for (int64_t dim : perm)
+    composed.push_back(inner.getPermutation()[dim]);
+  if (isIdentity(composed))
+    return inner.getInput();
+  // One copy instead of two, in place.
+  getInputMutable().assign(inner.getInput());
+  setPermutation(composed);
+  return getResult();
+}
+
 LogicalResult TransposeOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
                                          bool seed, ArrayRef<bool> needed,
                                          MutableArrayRef<Value> operandGrads) {

@@ -349,6 +349,9 @@ def Train_TransposeOp : Train_ForwardOp<"transpose", [InferTypeOpAdaptor]> {
   let description = [{
     `result` dimension `i` is `input` dimension `permutation[i]`
     (`torch.permute`; `transpose(a, b)` swaps two). The runtime copies.
+    An identity permutation folds away, and a transpose of a transpose
+    folds into one (into none when the two permutations cancel: the
+    layout changes around the fused attention and rotary ops).
 
     ```mlir
     %t = train.transpose %x {permutation = array<i64: 0, 2, 1, 3>}
@@ -359,6 +362,7 @@ def Train_TransposeOp : Train_ForwardOp<"transpose", [InferTypeOpAdaptor]> {
                        DenseI64ArrayAttr:$permutation);
   let results = (outs Train_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasFolder = 1;
 }
 
 def Train_BroadcastToOp : Train_ForwardOp<"broadcast_to",

@@ -5,6 +5,70 @@
 
 include "mlir/Pass/PassBase.td"
 
+def RaisePass : Pass<"autoshard-raise", "mlir::ModuleOp"> {
+  let summary = "Rewrite generic op chains into the fused ops of fast kernels";
+  let description = [{
+    Runs on a forward step, before `autoshard-autodiff`, so that both the
+    forward and the backward pass get the fused kernels. It recognises the
+    chains of generic tensor ops a front end (PyTorch's decompositions)
+    writes and replaces each with the `train` op the runtime has a fast
+    kernel for:
+
+    - the tanh GELU `mul(scale(x, 0.5), add_scalar(tanh(scale(add(x,
+      scale(pow_scalar(x, 3), 0.044715)), sqrt(2/pi))), 1))`: `train.gelu`;
+    - RMSNorm `mul(w, mul(x, rsqrt(add_scalar(reduce_mean(pow_scalar(x, 2),
+      [last], keepdim), eps))))`, `w` one gain per feature:
+      `train.rms_norm` with `epsilon = eps`;
+    - rotate-half rotary embeddings `add(mul(x, cos), mul(concat(neg(slice(x,
+      D/2..D)), slice(x, 0..D/2)), sin))` on `x [B, H, T, D]` whose `cos`
+      and `sin` are `train.constant` tables `[T, D]` (possibly cast to bf16):
+      `train.rope` between two transposes to and from `[B, T, H, D]`, with
+      the theta recovered from the tables;
+    - `mul(silu(gate), up)`: `train.swiglu`;
+    - causal attention `matmul(softmax(select(mask, scale(matmul(q, k,
+      transpose_rhs), s), full(-inf))), v)` on `[B, H, T, D]` heads with a
+      constant lower-triangular mask: `train.causal_attention` on the heads
+      transposed to `[B, T, H, D]` (keys and values repeated by Llama's
+      `repeat_kv` reshape / broadcast_to / reshape are read un-repeated, as
+      grouped-query heads), `scale = s` unless `s` is the default
+      `1/sqrt(D)`;
+    - `add(matmul(x, w, transpose_rhs), b)` with `w [out, in]` and
+      `b [out]`, and a bare `matmul(x, w, transpose_rhs)` with a 2-D `w`:
+      `train.linear`;
+    - GPT-2's learned positions `add(x, embedding(arange(T), wpe))`:
+      `train.add_position_embedding`.
+
+    Products and sums match in either operand order; constants match
+    within a relative 1e-5. The transposes it adds fold (train.transpose's
+    folder) with those of the heads' layout, so a front end's
+    `[B, T, H, D] -> [B, H, T, D]` and back vanish around the fused ops.
+
+    ```mlir
+    // Before:
+    %c = train.pow_scalar %x {exponent = 3.0 : f32} : tensor<8x64xf32>
+    %s = train.scale %c {factor = 0.044715 : f32} : tensor<8x64xf32>
+    %i = train.add %x, %s : tensor<8x64xf32>
+    %u = train.scale %i {factor = 0.797884583 : f32} : tensor<8x64xf32>
+    %t = train.tanh %u : tensor<8x64xf32>
+    %o = train.add_scalar %t {value = 1.0 : f32} : tensor<8x64xf32>
+    %h = train.scale %x {factor = 0.5 : f32} : tensor<8x64xf32>
+    %y = train.mul %h, %o : tensor<8x64xf32>
+    // After:
+    %y = train.gelu %x : tensor<8x64xf32>
+    ```
+
+    Refusals leave the generic ops as they are (each still runs on its own
+    kernel): a chain whose intermediate value has another reader (it is
+    still needed), a constant out of tolerance (a GELU coefficient, an
+    exponent other than 3 or 2, a non-positive epsilon), a mask that is not
+    exactly causal, a fill other than -inf (or a float of at most -1e30, a
+    front end's lowest float), rotary tables that are not cos and sin of
+    `t * theta^(-2i/D)` for one theta (every entry checked, within 1e-4, or
+    1e-2 for bf16 tables), position ids other than `0..T-1`, and shapes the
+    fused op does not take.
+  }];
+}
+
 def AutodiffPass : Pass<"autoshard-autodiff", "mlir::ModuleOp"> {
   let summary = "Derive the backward pass and the optimizer update of a step";
   let description = [{
