@@ -173,12 +173,13 @@ bool keepsBatchLeading(Type before, Type after, int64_t factor) {
 LogicalResult reinferTypes(Block &body, const StepSignature &sig,
                            int64_t factor) {
   DenseSet<Operation *> forward = forwardOps(body, sig);
+  // Only the batch arguments changed: an op on parameters alone (a view of
+  // a weight) keeps its types.
   DenseSet<Value> changed, batched;
-  for (BlockArgument arg : body.getArguments())
-    changed.insert(arg);
   for (const StepValue &arg : sig.getArgs())
     if (arg.role == Role::Input || arg.role == Role::Label)
       batched.insert(body.getArgument(arg.index));
+  changed = batched;
   for (Operation &op : body.without_terminator()) {
     if (llvm::none_of(op.getOperands(),
                       [&](Value v) { return changed.contains(v); }))

@@ -82,3 +82,20 @@ func.func @train_step(
   %loss = train.softmax_cross_entropy %logits, %y : (tensor<4x10xf32>, tensor<4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// A view of a parameter is not batch-derived: it keeps its shape.
+// CHECK-LABEL: func.func @train_step
+// CHECK: train.reshape %arg0 : tensor<40xf32> to tensor<4x10xf32>
+func.func @train_step(
+    %w: tensor<40xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.2>},
+    %x: tensor<4x10xf32> {train.role = #train.role<input>, train.name = "x"},
+    %y: tensor<4xi32> {train.role = #train.role<label>, train.name = "y"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.optimizer = #train.sgd<lr = 0.1>} {
+  %w2 = train.reshape %w : tensor<40xf32> to tensor<4x10xf32>
+  %logits = train.linear %x, %w2 : (tensor<4x10xf32>, tensor<4x10xf32>) -> tensor<4x4xf32>
+  %loss = train.softmax_cross_entropy %logits, %y : (tensor<4x4xf32>, tensor<4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
