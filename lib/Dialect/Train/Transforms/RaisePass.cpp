@@ -544,17 +544,43 @@ struct RaiseCausalAttention : OpRewritePattern<MatmulOp> {
 // Linear layers
 //===----------------------------------------------------------------------===//
 
-/// matmul(x, w, transpose_rhs) with w [out, in] -> train.linear x, w.
+/// Whether `value` is a weight: a step argument, or its compute-precision
+/// cast.
+bool isWeight(Value value) {
+  if (auto cast = value.getDefiningOp<CastOp>())
+    value = cast.getInput();
+  return isa<BlockArgument>(value);
+}
+
+/// The [out, in] weight of a product x . w^T, or of x . w by a weight
+/// stored [in, out] (HuggingFace's Conv1D), transposed; null for another
+/// product.
+Value linearWeight(PatternRewriter &rewriter, MatmulOp matmul) {
+  Value rhs = matmul.getRhs();
+  if (matmul.getTransposeLhs() || tensorOf(rhs).getRank() != 2)
+    return {};
+  if (matmul.getTransposeRhs())
+    return rhs;
+  if (!isWeight(rhs))
+    return {};
+  return TransposeOp::create(rewriter, matmul.getLoc(), rhs,
+                             ArrayRef<int64_t>{1, 0});
+}
+
+/// matmul(x, w, transpose_rhs) with w [out, in] -> train.linear x, w; a
+/// Conv1D's matmul(x, w) by a weight [in, out] -> train.linear x,
+/// transpose(w) (a copy of the weight per step, for the fused kernels).
 struct RaiseLinear : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(MatmulOp op,
                                 PatternRewriter &rewriter) const override {
-    auto weight = tensorOf(op.getRhs());
-    if (op.getTransposeLhs() || !op.getTransposeRhs() || weight.getRank() != 2)
+    // Only once it is known not to be a biased layer's product (that is
+    // RaiseLinearBias's, which has the higher benefit).
+    Value weight = linearWeight(rewriter, op);
+    if (!weight)
       return rewriter.notifyMatchFailure(op, "not x . w^T with w [out, in]");
-    rewriter.replaceOpWithNewOp<LinearOp>(op, op.getLhs(), op.getRhs(),
-                                          Value());
+    rewriter.replaceOpWithNewOp<LinearOp>(op, op.getLhs(), weight, Value());
     return success();
   }
 };
@@ -567,23 +593,27 @@ struct RaiseLinearBias : OpRewritePattern<AddOp> {
   LogicalResult matchAndRewrite(AddOp op,
                                 PatternRewriter &rewriter) const override {
     Value input, weight, bias;
+    bool conv1d = false;
     eitherOrder(op.getLhs(), op.getRhs(), [&](Value product, Value b) {
+      conv1d = false;
       if (auto linear = intermediate<LinearOp>(product);
           linear && !linear.getBias()) {
         input = linear.getInput();
         weight = linear.getWeight();
       } else if (auto matmul = intermediate<MatmulOp>(product);
                  matmul && !matmul.getTransposeLhs() &&
-                 matmul.getTransposeRhs() &&
-                 tensorOf(matmul.getRhs()).getRank() == 2) {
+                 tensorOf(matmul.getRhs()).getRank() == 2 &&
+                 (matmul.getTransposeRhs() || isWeight(matmul.getRhs()))) {
         input = matmul.getLhs();
         weight = matmul.getRhs();
+        conv1d = !matmul.getTransposeRhs();
       } else {
         return false;
       }
       auto biasType = tensorOf(b);
+      int64_t out = tensorOf(weight).getDimSize(conv1d ? 1 : 0);
       if (product.getType() != op.getType() || biasType.getRank() != 1 ||
-          biasType.getDimSize(0) != tensorOf(weight).getDimSize(0) ||
+          biasType.getDimSize(0) != out ||
           biasType.getElementType() != tensorOf(weight).getElementType())
         return false;
       bias = b;
@@ -591,6 +621,9 @@ struct RaiseLinearBias : OpRewritePattern<AddOp> {
     });
     if (!bias)
       return rewriter.notifyMatchFailure(op, "not x . w^T + b");
+    if (conv1d)
+      weight = TransposeOp::create(rewriter, op.getLoc(), weight,
+                                   ArrayRef<int64_t>{1, 0});
     rewriter.replaceOpWithNewOp<LinearOp>(op, input, weight, bias);
     return success();
   }

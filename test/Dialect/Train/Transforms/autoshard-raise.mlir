@@ -424,6 +424,28 @@ func.func @linear() {
 
 // -----
 
+// HuggingFace's Conv1D: x . w with a weight stored [in, out] (a step
+// argument, or its bf16 cast), with or without a bias: train.linear of the
+// transposed weight. An [in, out] matrix that is not a weight (computed)
+// stays a matmul (above).
+
+// CHECK-LABEL: func.func @conv1d
+// CHECK-SAME: (%[[X:.*]]: tensor<2x8x16xf32>, %[[W:.*]]: tensor<16x4xf32>, %[[B:.*]]: tensor<4xf32>)
+// CHECK-NEXT: %[[WT0:.*]] = train.transpose %[[W]] {permutation = array<i64: 1, 0>} : tensor<16x4xf32> -> tensor<4x16xf32>
+// CHECK-NEXT: %[[Y0:.*]] = train.linear %[[X]], %[[WT0]], %[[B]] : (tensor<2x8x16xf32>, tensor<4x16xf32>, tensor<4xf32>) -> tensor<2x8x4xf32>
+// CHECK-NEXT: %[[WT1:.*]] = train.transpose %[[W]] {permutation = array<i64: 1, 0>}
+// CHECK-NEXT: %[[Y1:.*]] = train.linear %[[X]], %[[WT1]] : (tensor<2x8x16xf32>, tensor<4x16xf32>) -> tensor<2x8x4xf32>
+// CHECK-NEXT: "test.use"(%[[Y0]], %[[Y1]])
+func.func @conv1d(%x: tensor<2x8x16xf32>, %w: tensor<16x4xf32>, %b: tensor<4xf32>) {
+  %p0 = train.matmul %x, %w : (tensor<2x8x16xf32>, tensor<16x4xf32>) -> tensor<2x8x4xf32>
+  %y0 = train.add %p0, %b : tensor<2x8x4xf32>, tensor<4xf32> -> tensor<2x8x4xf32>
+  %y1 = train.matmul %x, %w : (tensor<2x8x16xf32>, tensor<16x4xf32>) -> tensor<2x8x4xf32>
+  "test.use"(%y0, %y1) : (tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> ()
+  return
+}
+
+// -----
+
 // GPT-2's learned positions, wpe(arange(T)) added to the tokens' embeddings:
 // raised on either side of the add; not with ids other than 0..T-1.
 

@@ -34,7 +34,9 @@ def RaisePass : Pass<"autoshard-raise", "mlir::ModuleOp"> {
       `1/sqrt(D)`;
     - `add(matmul(x, w, transpose_rhs), b)` with `w [out, in]` and
       `b [out]`, and a bare `matmul(x, w, transpose_rhs)` with a 2-D `w`:
-      `train.linear`;
+      `train.linear`; HuggingFace's Conv1D, `matmul(x, w)` (+ `b`) by a
+      step argument `w` stored `[in, out]` (or its cast):
+      `train.linear` of `transpose(w)`;
     - GPT-2's learned positions `add(x, embedding(arange(T), wpe))`:
       `train.add_position_embedding`.
 
