@@ -180,9 +180,8 @@ LogicalResult emitDropout(train::DropoutOp op, StepEmitter &e) {
   e.call(ABI_FUNCTION(asrt_dropout),
          {dtypeOf(e, op.getInput()), e.buffer(op.getInput()), out, e.i64(n),
           e.i64(std::max<int64_t>(rows ? n / rows : 1, 1)),
-          e.i64(op.getRowOffset()),
-          e.i64(op.getRankRows()), e.f32(op.getP().convertToFloat()),
-          e.i64(op.getStream())});
+          e.i64(op.getRowOffset()), e.i64(op.getRankRows()),
+          e.f32(op.getP().convertToFloat()), e.i64(op.getStream())});
   return success();
 }
 
