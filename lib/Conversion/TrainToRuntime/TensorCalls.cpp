@@ -173,6 +173,18 @@ LogicalResult emitUnaryGrad(train::UnaryGradOp op, StepEmitter &e) {
   return success();
 }
 
+LogicalResult emitDropout(train::DropoutOp op, StepEmitter &e) {
+  Value out = e.output(op.getResult());
+  int64_t rows = tensorType(op.getInput()).getDimSize(0);
+  int64_t n = numElements(op.getInput());
+  e.call(ABI_FUNCTION(asrt_dropout),
+         {dtypeOf(e, op.getInput()), e.buffer(op.getInput()), out, e.i64(n),
+          e.i64(std::max<int64_t>(rows ? n / rows : 1, 1)),
+          e.i64(op.getRowOffset()), e.i64(op.getRankRows()),
+          e.f32(op.getP().convertToFloat()), e.i64(op.getStream())});
+  return success();
+}
+
 /// asrt_binary's call for `lhs fn rhs` into the op's result.
 LogicalResult emitBinary(Operation *op, asrt_binary_fn fn, StepEmitter &e) {
   Value lhs = op->getOperand(0), rhs = op->getOperand(1);
@@ -515,6 +527,7 @@ LogicalResult autoshard::emitTensorOpCall(Operation *op, StepEmitter &e) {
             train::ReciprocalOp, train::AbsOp, train::PowScalarOp,
             train::AddScalarOp>([&](auto op) { return emitUnaryOp(op, e); })
       .Case<train::UnaryGradOp>([&](auto op) { return emitUnaryGrad(op, e); })
+      .Case<train::DropoutOp>([&](auto op) { return emitDropout(op, e); })
       .Case<train::AddOp>([&](auto op) { return emitAdd(op, e); })
       .Case<train::SubOp>(
           [&](auto op) { return emitBinary(op, ASRT_BINARY_SUB, e); })

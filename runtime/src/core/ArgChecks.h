@@ -15,6 +15,22 @@ inline void checkCount(const char *op, const char *name, int64_t value) {
     fatal("%s: %s = %lld is negative", op, name, static_cast<long long>(value));
 }
 
+/// asrt_dropout's shape and probability (abi.h); returns the index of
+/// x's first element in the whole-batch tensor, for rank `batchRank`.
+inline int64_t checkDropoutArgs(const char *op, int64_t n, int64_t rowElems,
+                                int64_t rowOffset, int64_t rankRows,
+                                int64_t batchRank, float p) {
+  checkCount(op, "n", n);
+  checkCount(op, "row_offset", rowOffset);
+  checkCount(op, "rank_rows", rankRows);
+  if (rowElems < 1 || n % rowElems != 0)
+    fatal("%s: n = %lld is not a multiple of row_elems = %lld >= 1", op,
+          static_cast<long long>(n), static_cast<long long>(rowElems));
+  if (!(p >= 0.0f && p < 1.0f))
+    fatal("%s: p = %g is not in [0, 1)", op, static_cast<double>(p));
+  return (rowOffset + batchRank * rankRows) * rowElems;
+}
+
 /// A pointer the ABI requires, such as a learning rate read from memory.
 inline void checkNotNull(const char *op, const char *name, const void *ptr) {
   if (!ptr)

@@ -166,6 +166,15 @@ struct asrt_context {
   /// shared parameters are (-1: none). Null otherwise.
   const std::vector<int> *nvmeArgIndices = nullptr;
 
+  /// What asrt_dropout keys its masks on (core/Dropout.h), set by the
+  /// driver: the run's --seed, the 0-based optimizer step being run (the
+  /// global one, which a resumed run continues from its checkpoint) and
+  /// this rank's index among the ranks that split the batch (every rank:
+  /// the plans are data-parallel, rank r holding block r of the batch).
+  uint64_t randomSeed = 0;
+  int64_t randomStep = 0;
+  int64_t batchRank = 0;
+
   /// Starts (non-null) or stops (null) recording a trace of the calls on
   /// this context and of its communication and offload threads. Nothing
   /// may be in flight.

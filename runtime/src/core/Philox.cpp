@@ -5,33 +5,8 @@
 
 namespace autoshard::rt {
 
-namespace {
-// Multipliers and Weyl key increments from the paper's Philox-4x32 table.
-constexpr uint32_t kMultiplier0 = 0xD2511F53u;
-constexpr uint32_t kMultiplier1 = 0xCD9E8D57u;
-constexpr uint32_t kWeyl0 = 0x9E3779B9u;
-constexpr uint32_t kWeyl1 = 0xBB67AE85u;
-
-inline void mulHiLo(uint32_t a, uint32_t b, uint32_t &hi, uint32_t &lo) {
-  uint64_t product = static_cast<uint64_t>(a) * b;
-  hi = static_cast<uint32_t>(product >> 32);
-  lo = static_cast<uint32_t>(product);
-}
-} // namespace
-
 PhiloxCounter philox4x32_10(PhiloxCounter c, PhiloxKey k) {
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      k[0] += kWeyl0;
-      k[1] += kWeyl1;
-    }
-    // One round: two 32x32->64 multiplies, the high halves xored with the
-    // other words and the key, then the words permuted.
-    uint32_t hi0, lo0, hi1, lo1;
-    mulHiLo(kMultiplier0, c[0], hi0, lo0);
-    mulHiLo(kMultiplier1, c[2], hi1, lo1);
-    c = {hi1 ^ c[1] ^ k[0], lo1, hi0 ^ c[3] ^ k[1], lo0};
-  }
+  philoxRounds(c.data(), k[0], k[1]);
   return c;
 }
 

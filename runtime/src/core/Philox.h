@@ -5,7 +5,43 @@
 #include <cstdint>
 #include <string_view>
 
+// The rounds and the uniform below are also device code: the CUDA
+// kernels draw the same numbers as the host (asrt_dropout's masks).
+#ifdef __CUDACC__
+#define ASRT_HOST_DEVICE __host__ __device__
+#else
+#define ASRT_HOST_DEVICE
+#endif
+
 namespace autoshard::rt {
+
+/// Philox-4x32-10 on `c` in place, with the key words `k0`, `k1`: the one
+/// definition of the rounds, which philox4x32_10 and the kernels call.
+ASRT_HOST_DEVICE inline void philoxRounds(uint32_t c[4], uint32_t k0,
+                                          uint32_t k1) {
+  // Multipliers and Weyl key increments from the paper's Philox-4x32 table.
+  constexpr uint32_t kMultiplier0 = 0xD2511F53u;
+  constexpr uint32_t kMultiplier1 = 0xCD9E8D57u;
+  constexpr uint32_t kWeyl0 = 0x9E3779B9u;
+  constexpr uint32_t kWeyl1 = 0xBB67AE85u;
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 += kWeyl0;
+      k1 += kWeyl1;
+    }
+    // One round: two 32x32->64 multiplies, the high halves xored with the
+    // other words and the key, then the words permuted.
+    uint64_t p0 = static_cast<uint64_t>(kMultiplier0) * c[0];
+    uint64_t p1 = static_cast<uint64_t>(kMultiplier1) * c[2];
+    uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = uint32_t(p0);
+    uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = uint32_t(p1);
+    uint32_t c1 = c[1], c3 = c[3];
+    c[0] = hi1 ^ c1 ^ k0;
+    c[1] = lo1;
+    c[2] = hi0 ^ c3 ^ k1;
+    c[3] = lo0;
+  }
+}
 
 using PhiloxCounter = std::array<uint32_t, 4>;
 using PhiloxKey = std::array<uint32_t, 2>;
@@ -24,7 +60,7 @@ uint64_t fnv1a64(std::string_view bytes, uint64_t hash = kFnv1aOffset);
 uint64_t fnv1a64(uint64_t value, uint64_t hash);
 
 /// [0, 1) from the top 24 bits, so every value is an exact float.
-inline float uniformFromBits(uint32_t bits) {
+ASRT_HOST_DEVICE inline float uniformFromBits(uint32_t bits) {
   return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f);
 }
 

@@ -19,6 +19,7 @@
 #include "core/ArgChecks.h"
 #include "core/Context.h"
 #include "core/Device.h"
+#include "core/Dropout.h"
 
 #include <cuda_runtime_api.h>
 
@@ -202,6 +203,17 @@ extern "C" void asrt_unary(asrt_context *ctx, int32_t dtype, int32_t fn,
                            const void *x, void *y, int64_t n, float alpha) {
   OpTimer timer(ctx, "unary");
   cuda::unary(computeStream(ctx, "unary"), dtype, fn, x, y, n, alpha);
+}
+
+extern "C" void asrt_dropout(asrt_context *ctx, int32_t dtype, const void *x,
+                             void *y, int64_t n, int64_t row_elems,
+                             int64_t row_offset, int64_t rank_rows, float p,
+                             int64_t stream) {
+  OpTimer timer(ctx, "dropout");
+  cuda::dropout(computeStream(ctx, "dropout"), dtype, x, y, n, row_elems,
+                row_offset, rank_rows, ctx->batchRank,
+                autoshard::rt::dropoutMask(ctx->randomSeed, ctx->randomStep,
+                                           stream, p));
 }
 
 extern "C" void asrt_unary_grad(asrt_context *ctx, int32_t dtype, int32_t fn,

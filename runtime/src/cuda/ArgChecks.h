@@ -16,6 +16,7 @@
 namespace autoshard::rt::cuda {
 
 using autoshard::rt::checkCount;
+using autoshard::rt::checkDropoutArgs;
 using autoshard::rt::checkNotNull;
 using autoshard::rt::checkRopeShape;
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "autoshard/rt/abi.h"
+#include "core/Dropout.h"
 
 #include <cuda_runtime_api.h>
 
@@ -137,6 +138,11 @@ void unary(cudaStream_t stream, int32_t dtype, int32_t fn, const void *x,
            void *y, int64_t n, float alpha);
 void unaryGrad(cudaStream_t stream, int32_t dtype, int32_t fn, const void *dy,
                const void *x, void *dx, int64_t n, float alpha);
+/// As asrt_dropout, with the context's batch rank and the call's mask
+/// (core/Dropout.h).
+void dropout(cudaStream_t stream, int32_t dtype, const void *x, void *y,
+             int64_t n, int64_t rowElems, int64_t rowOffset, int64_t rankRows,
+             int64_t batchRank, const DropoutMask &mask);
 void binary(cudaStream_t stream, int32_t dtype, int32_t fn, const void *a,
             const void *b, void *y, int32_t rank, const int64_t *dims,
             const int64_t *aStrides, const int64_t *bStrides);

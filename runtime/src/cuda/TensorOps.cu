@@ -20,6 +20,7 @@
 #include "Element.cuh"
 #include "RowReduce.cuh"
 
+#include "core/Dropout.h"
 #include "core/StridedSpace.h"
 
 #include <cstdint>
@@ -408,6 +409,30 @@ __global__ void softmaxGradKernel(const T *dy, const T *y, T *dx, int64_t rows,
   }
 }
 
+// ---- Dropout -------------------------------------------------------------
+// A thread per Philox block of the whole tensor's index space (4 elements),
+// `first` the whole-tensor index of x[0]: one draw of the rounds per 4
+// elements, as on the CPU.
+
+template <typename T>
+__global__ void dropoutKernel(DropoutMask mask, const T *x, T *y, int64_t n,
+                              uint64_t first, float scale) {
+  const int64_t blocks =
+      n == 0 ? 0 : int64_t((first + n - 1) / 4 - first / 4 + 1);
+  ASRT_FOR_EACH(b, blocks) {
+    uint64_t blockIndex = first / 4 + uint64_t(b);
+    uint32_t words[4];
+    mask.block(blockIndex, words);
+    for (int w = 0; w < 4; ++w) {
+      uint64_t index = blockIndex * 4 + w;
+      if (index < first || index >= first + uint64_t(n))
+        continue;
+      int64_t i = int64_t(index - first);
+      store(y, i, mask.keepsWord(words[w]) ? load(x, i) * scale : 0.0f);
+    }
+  }
+}
+
 #undef ASRT_FOR_EACH_ROW
 #undef ASRT_FOR_EACH
 
@@ -436,6 +461,22 @@ void unaryGrad(cudaStream_t stream, int32_t dtype, int32_t fn, const void *dy,
     unaryGradKernel<<<blocksFor(n), kThreads, 0, stream>>>(
         fn, static_cast<const T *>(dy), static_cast<const T *>(x),
         static_cast<T *>(dx), n, alpha);
+  });
+  checkLaunch(op);
+}
+
+void dropout(cudaStream_t stream, int32_t dtype, const void *x, void *y,
+             int64_t n, int64_t rowElems, int64_t rowOffset, int64_t rankRows,
+             int64_t batchRank, const DropoutMask &mask) {
+  const char *op = "dropout";
+  const uint64_t first = static_cast<uint64_t>(checkDropoutArgs(
+      op, n, rowElems, rowOffset, rankRows, batchRank, mask.p));
+  const float scale = 1.0f / (1.0f - mask.p);
+  dispatchFloat(op, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    dropoutKernel<<<blocksFor(n / 4 + 2), kThreads, 0, stream>>>(
+        mask, static_cast<const T *>(x), static_cast<T *>(y), n, first,
+        scale);
   });
   checkLaunch(op);
 }

@@ -735,6 +735,10 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   // --device-op-times: resolved after each step (the device marks nothing
   // on the CPU).
   ctx.deviceOpTimes = options.deviceOpTimes;
+  // Rank r holds block r of every batch (makeSyntheticBatches,
+  // openDataFile), which is what asrt_dropout's batchRank means.
+  ctx.randomSeed = options.seed;
+  ctx.batchRank = control.rank();
 
   // Offload (docs/RuntimeABI.md, "Offload"): this rank's directory of
   // NVMe files; removed when `nvme` goes, on every return below.
@@ -1098,6 +1102,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     return 1;
   for (int64_t step = *firstStep; step < options.steps; ++step) {
     (*batches)->fill(step, batchArgs.args().data());
+    ctx.randomStep = step;
     batchArgs.writeBack();
     if (lrArg) {
       stepLr = scheduledLr(options.lrSchedule, *peakLr, step, decaySteps);

@@ -114,6 +114,31 @@ TEST_P(CudaTensorOpsTest, UnaryAndItsGradientEveryFn) {
   }
 }
 
+// ---- Dropout ----------------------------------------------------------------
+
+TEST_P(CudaTensorOpsTest, DropoutDrawsTheCpuMask) {
+  const int32_t t = GetParam();
+  // Rows of 7 from row 5 + 3 * 1500: blocks of 4 straddle the rows and the
+  // tensor's start.
+  const int64_t rows = 1429, rowElems = 7, n = rows * rowElems;
+  ctx.randomSeed = 1234;
+  ctx.randomStep = 9;
+  ctx.batchRank = 3;
+  HostTensor x(t, uniform(n, 5, -2.0f, 2.0f)), cpuY(t, n), gpuY(t, n);
+  asrt_dropout(&ctx, t, x.data(), cpuY.data(), n, rowElems, 5, 1500, 0.3f,
+               2);
+  void *dX = upload(x), *dY = upload(gpuY);
+  cuda::dropout(stream, t, dX, dY, n, rowElems, 5, 1500, 3,
+                autoshard::rt::dropoutMask(1234, 9, 2, 0.3f));
+  download(dY, gpuY);
+  EXPECT_EQ(gpuY.bytes, cpuY.bytes);
+  size_t dropped = 0;
+  for (size_t i = 0; i < cpuY.size(); ++i)
+    dropped += cpuY.get(i) == 0.0f;
+  EXPECT_GT(dropped, size_t(n) / 4); // about 0.3 n: the mask was applied
+  EXPECT_LT(dropped, size_t(n) / 3);
+}
+
 // ---- Binary and select ---------------------------------------------------
 
 struct BroadcastCase {

@@ -259,3 +259,27 @@ func.func @f() {
   %0 = train.constant dense<[1, 2]> : tensor<2xi64>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error@+1 {{'train.dropout' op p must lie in [0, 1), got 1}}
+  %0 = train.dropout %x {p = 1.0 : f32, stream = 0 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error@+1 {{'train.dropout' op has row_offset = -2; it must be >= 0}}
+  %0 = train.dropout %x {p = 0.1 : f32, stream = 0 : i64, row_offset = -2 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<f32>) {
+  // expected-error@+1 {{'train.dropout' op needs a tensor of rank >= 1 (dimension 0 is the batch), got 'tensor<f32>'}}
+  %0 = train.dropout %x {p = 0.1 : f32, stream = 0 : i64} : tensor<f32>
+  return
+}

@@ -119,3 +119,12 @@ func.func @matmuls(%x: tensor<2x4x8xf32>, %w: tensor<8x3xf32>, %q: tensor<2x4x8x
   %2 = train.matmul %x, %0 {transpose_lhs} : (tensor<2x4x8xf32>, tensor<2x4x3xf32>) -> tensor<2x8x3xf32>
   return
 }
+
+// CHECK-LABEL: func.func @dropout
+func.func @dropout(%x: tensor<4x8xf32>, %h: tensor<4x8xbf16>) {
+  // CHECK: train.dropout %{{.*}} {p = 1.000000e-01 : f32, stream = 0 : i64} : tensor<4x8xf32>
+  %0 = train.dropout %x {p = 0.1 : f32, stream = 0 : i64} : tensor<4x8xf32>
+  // CHECK: train.dropout %{{.*}} {p = 5.000000e-01 : f32, rank_rows = 8 : i64, row_offset = 2 : i64, stream = 3 : i64} : tensor<4x8xbf16>
+  %1 = train.dropout %h {p = 0.5 : f32, stream = 3 : i64, row_offset = 2 : i64, rank_rows = 8 : i64} : tensor<4x8xbf16>
+  return
+}

@@ -147,6 +147,52 @@ class Operand:
     hi: float
 
 
+def fnv1a64(data, h=0xcbf29ce484222325):
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def philox4x32_10(counters, k0, k1):
+    """Philox-4x32-10 (Salmon et al., SC'11) of uint64 arrays holding 32-bit
+    words, counters[0..3], under the key words k0, k1."""
+    m32 = np.uint64(0xFFFFFFFF)
+    c0, c1, c2, c3 = counters
+    for r in range(10):
+        if r:
+            k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF
+        p0 = np.uint64(0xD2511F53) * c0
+        p1 = np.uint64(0xCD9E8D57) * c2
+        c0, c1, c2, c3 = ((p1 >> np.uint64(32)) ^ c1 ^ np.uint64(k0), p1 & m32,
+                          (p0 >> np.uint64(32)) ^ c3 ^ np.uint64(k1), p0 & m32)
+    return c0, c1, c2, c3
+
+
+def dropout_keep(shape, p, stream, seed=0, step=0):
+    """train.dropout's mask of a whole-batch tensor, as docs/RuntimeABI.md
+    defines it: element i is kept iff the uniform (top 24 bits) of word i of
+    Philox(counter = (i / 4, seed), key = FNV-1a("train.dropout", step,
+    stream)) is >= p. opcheck's binaries run step 0 of --seed 0."""
+    le64 = lambda v: v.to_bytes(8, "little")
+    key = fnv1a64(le64(stream), fnv1a64(le64(step),
+                                        fnv1a64(b"train.dropout")))
+    n = int(np.prod(shape))
+    blocks = np.arange((n + 3) // 4, dtype=np.uint64)
+    const = lambda v: np.full_like(blocks, v)
+    words = philox4x32_10(
+        (blocks & np.uint64(0xFFFFFFFF), blocks >> np.uint64(32),
+         const(seed & 0xFFFFFFFF), const(seed >> 32)),
+        key & 0xFFFFFFFF, key >> 32)
+    words = np.stack(words, axis=1).reshape(-1)[:n]
+    uniform = (words >> np.uint64(8)).astype(np.float64) / 16777216.0
+    return (uniform >= float(np.float32(p))).reshape(shape)
+
+
+def dropout(x, p, stream):
+    scale = float(np.float32(1.0) / (np.float32(1.0) - np.float32(p)))
+    return np.where(dropout_keep(x.shape, p, stream), x * scale, 0.0)
+
+
 def P(*shape, lo=-1.0, hi=1.0):
     return Operand("param", shape, lo, hi)
 
@@ -250,6 +296,15 @@ case("pow_scalar_frac", {"a": A(4, 8, lo=0.5, hi=3)},
      lambda a: a ** -1.5)
 case("add_scalar", {"a": A(4, 8)},
      "%r = train.add_scalar %a {value = 1.0 : f32} : $a", lambda a: a + 1.0)
+
+# Dropout: the numpy mask is drawn independently of the runtime's Philox;
+# on 2 ranks rank 1's rows draw the whole batch's elements 16 and on.
+case("dropout", {"a": A(4, 8)},
+     "%r = train.dropout %a {p = 0.375 : f32, stream = 3 : i64} : $a",
+     lambda a: dropout(a, 0.375, 3))
+case("dropout_3d", {"a": A(4, 2, 3)},
+     "%r = train.dropout %a {p = 0.5 : f32, stream = 0 : i64} : $a",
+     lambda a: dropout(a, 0.5, 0))
 
 # Binary ops: same shapes, the right operand broadcast (a parameter over the
 # batch), the left one broadcast. The ranges keep div's denominator and

@@ -201,6 +201,63 @@ LogicalResult AddScalarOp::verify() {
                      getValue().convertToFloat(), FloatRule::Finite);
 }
 
+LogicalResult DropoutOp::verify() {
+  if (failed(verifyFloat([this] { return emitOpError(); }, "p",
+                         getP().convertToFloat(), FloatRule::UnitInterval)))
+    return failure();
+  for (auto [name, value] :
+       {std::pair<StringRef, int64_t>{"stream", getStream()},
+        {"row_offset", getRowOffset()},
+        {"rank_rows", getRankRows()}})
+    if (value < 0)
+      return emitOpError() << "has " << name << " = " << value
+                           << "; it must be >= 0";
+  if (getInput().getType().getRank() == 0)
+    return emitOpError() << "needs a tensor of rank >= 1 (dimension 0 is the "
+                            "batch), got "
+                         << getInput().getType();
+  return success();
+}
+
+LogicalResult DropoutOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
+                                       bool, ArrayRef<bool> needed,
+                                       MutableArrayRef<Value> operandGrads) {
+  if (!grads[0] || !needed[0])
+    return success();
+  // The same attributes draw the same mask: dy * mask / (1 - p).
+  operandGrads[0] = DropoutOp::create(
+      b, getLoc(), grads[0].getType(), grads[0], getPAttr(), getStreamAttr(),
+      getRowOffsetAttr(), getRankRowsAttr());
+  return success();
+}
+
+LogicalResult DropoutOp::resizeBatch(int64_t factor,
+                                     SmallVectorImpl<Type> &resultTypes) {
+  // Each of `factor` ranks takes a contiguous block of the rows this op
+  // held: rank i's starts `i * rank_rows` rows further into the whole
+  // tensor, and an offset within the block (a micro-batch's) shrinks with
+  // it.
+  int64_t rows = getInput().getType().getDimSize(0) * factor;
+  int64_t stride = getRankRows() ? getRankRows() : rows;
+  if (getRowOffset() % factor != 0 || stride % factor != 0)
+    return emitOpError() << "holds rows from " << getRowOffset()
+                         << " of blocks of " << stride
+                         << ", which do not split evenly over " << factor
+                         << " ranks";
+  setRowOffset(getRowOffset() / factor);
+  setRankRows(stride / factor);
+  resultTypes.push_back(getInput().getType());
+  return success();
+}
+
+void DropoutOp::placeMicroBatch(int64_t index, int64_t count) {
+  // resizeBatch(count) divided the block as if over ranks; a micro-batch is
+  // a block of the same rank instead.
+  int64_t rows = getInput().getType().getDimSize(0);
+  setRowOffset(getRowOffset() * count + index * rows);
+  setRankRows(getRankRows() * count);
+}
+
 LogicalResult UnaryGradOp::verify() {
   return verifyFloat([this] { return emitOpError(); }, "alpha",
                      getAlpha().convertToFloat(), FloatRule::Finite);

@@ -189,6 +189,8 @@ FailureOr<Value> Autodiff::accumulate(int64_t count, Value loss,
       clones.push_back(clone);
       if (failed(rederiveResultTypes(clone, count)))
         return failure();
+      if (auto resizable = dyn_cast<BatchResizableOpInterface>(clone))
+        resizable.placeMicroBatch(k, count);
       perBatch.insert(clone->result_begin(), clone->result_end());
       if (llvm::any_of(clone->getOperands(),
                        [&](Value v) { return varied.contains(v); }))
@@ -426,8 +428,26 @@ LogicalResult Autodiff::applyOptimizer(Attribute config, Value loss) {
   return success();
 }
 
+/// Two dropouts of one stream would draw one mask: refused, naming both.
+LogicalResult checkDropoutStreams(Block &body) {
+  DenseMap<int64_t, DropoutOp> byStream;
+  for (auto dropout : body.getOps<DropoutOp>()) {
+    auto [it, inserted] = byStream.try_emplace(dropout.getStream(), dropout);
+    if (!inserted)
+      return dropout.emitOpError()
+             << "has stream " << dropout.getStream()
+             << ", as another train.dropout of the step has (at "
+             << it->second.getLoc()
+             << "): they would drop the same elements; give each dropout a "
+                "stream of its own";
+  }
+  return success();
+}
+
 LogicalResult Autodiff::run() {
   Attribute config = step->getAttr(TrainDialect::kOptimizerAttrName);
+  if (failed(checkDropoutStreams(body)))
+    return failure();
   Value loss = body.getTerminator()->getOperand(0);
   for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
     out.argTypes.push_back(step.getArgumentTypes()[i]);
@@ -498,6 +518,12 @@ struct AutodiffPass : autoshard::train::impl::AutodiffPassBase<AutodiffPass> {
           });
       if (updates.wasInterrupted())
         return signalPassFailure();
+      // Evaluation mode (PyTorch's module.eval()): dropout passes its input
+      // through.
+      (*found)->walk([](DropoutOp dropout) {
+        dropout.replaceAllUsesWith(dropout.getInput());
+        dropout.erase();
+      });
       // Micro-batches bound the step's activations as they do training's
       // (DeepSpeed evaluates train_micro_batch_size_per_gpu rows at once).
       if (auto micro = (*found)->getAttrOfType<IntegerAttr>(

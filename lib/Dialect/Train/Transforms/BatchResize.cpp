@@ -11,7 +11,12 @@ using namespace autoshard::train;
 LogicalResult autoshard::train::rederiveResultTypes(Operation *op,
                                                     int64_t factor) {
   SmallVector<Type> inferred;
-  if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
+  // An op's own rule first: it may have attributes to update as well
+  // (train.dropout's rows).
+  if (auto resizable = dyn_cast<BatchResizableOpInterface>(op)) {
+    if (failed(resizable.resizeBatch(factor, inferred)))
+      return failure();
+  } else if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
     if (failed(infer.inferReturnTypes(
             op->getContext(), op->getLoc(), op->getOperands(),
             op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
@@ -19,9 +24,6 @@ LogicalResult autoshard::train::rederiveResultTypes(Operation *op,
       return failure();
   } else if (op->hasTrait<OpTrait::SameOperandsAndResultType>()) {
     inferred.assign(op->getNumResults(), op->getOperand(0).getType());
-  } else if (auto resizable = dyn_cast<BatchResizableOpInterface>(op)) {
-    if (failed(resizable.resizeBatch(factor, inferred)))
-      return failure();
   } else {
     return op->emitOpError()
            << "has no type-inference rule, so its result types cannot be "

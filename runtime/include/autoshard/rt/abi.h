@@ -341,6 +341,19 @@ void asrt_unary_grad(asrt_context *ctx, int32_t dtype, int32_t fn,
                      const void *dy, const void *x, void *dx, int64_t n,
                      float alpha);
 
+/* Dropout (train.dropout and its gradient): y[i] = keep ? x[i] / (1 - p)
+ * : 0 for i < n, 0 <= p < 1; y may be x. x is rows of row_elems elements
+ * (n a multiple of row_elems >= 1) of a whole-batch tensor, its first row
+ * that tensor's row first = row_offset + batch_rank * rank_rows, with
+ * batch_rank this rank's index among the ranks that split the batch.
+ * Element i is kept iff the Philox uniform of (run seed, optimizer step,
+ * stream) at index first * row_elems + i is >= p (runtime/src/core/
+ * Dropout.h): the same mask whichever ranks and micro-batches hold the
+ * element, another at every step and stream. */
+void asrt_dropout(asrt_context *ctx, int32_t dtype, const void *x, void *y,
+                  int64_t n, int64_t row_elems, int64_t row_offset,
+                  int64_t rank_rows, float p, int64_t stream);
+
 /* Functions of asrt_binary, y = a OP b. The numeric values are part of the
  * ABI. The comparisons write a mask (one byte, 1 where true). */
 typedef enum asrt_binary_fn {

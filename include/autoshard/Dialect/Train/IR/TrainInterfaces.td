@@ -78,6 +78,15 @@ def Train_BatchResizableOpInterface : OpInterface<"BatchResizableOpInterface"> {
       "::llvm::LogicalResult", "resizeBatch",
       (ins "int64_t":$factor,
            "::llvm::SmallVectorImpl<::mlir::Type> &":$resultTypes)>,
+    InterfaceMethod<[{
+        Called on gradient accumulation's copy of the op for micro-batch
+        `index` of `count` (rows `[index * n, (index + 1) * n)` of the
+        batch, `n` its new rows), after resizeBatch(`count`): an op whose
+        attributes say which rows it holds updates them. Nothing by
+        default.
+      }],
+      "void", "placeMicroBatch", (ins "int64_t":$index, "int64_t":$count),
+      /*methodBody=*/"", /*defaultImplementation=*/"return;">,
   ];
 }
 

@@ -122,6 +122,50 @@ def Train_UnaryGradOp : Train_Op<"unary_grad",
   let hasVerifier = 1;
 }
 
+def Train_DropoutOp : Train_ForwardOp<"dropout", [Elementwise,
+    SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Train_BatchResizableOpInterface,
+                              ["placeMicroBatch"]>]> {
+  let summary = "zeroes elements at random with probability p, scales the rest";
+  let description = [{
+    `result = keep ? input / (1 - p) : 0`, elementwise (`nn.Dropout` in
+    training mode), `0 <= p < 1`. Whether an element is kept is a Philox
+    draw keyed by the run's seed, the optimizer step and `stream`, at the
+    element's index in the step's whole-batch tensor: the same mask on
+    every strategy, world size and micro-batching, a new one every step,
+    and the same again on resume. Dimension 0 is the batch (a multiple of
+    it); the compiler maintains which of the whole tensor's rows this one
+    holds: on rank `i` of the batch-splitting grid its first row is
+    `row_offset + i * rank_rows` (gradient accumulation sets them per
+    micro-batch, the partitioner divides them by the ranks; 0 and 0 for
+    the whole tensor on one rank).
+
+    ```
+    whole batch, rows 0..7    2 ranks x 2 micro-batches
+    [0 1 2 3 4 5 6 7]         rank 0: mb0 rows 0-1 (row_offset 0, rank_rows 4)
+                                      mb1 rows 2-3 (row_offset 2, rank_rows 4)
+                              rank 1: mb0 rows 4-5, mb1 rows 6-7
+    ```
+
+    `stream` tells the dropouts of one step apart (distinct per op:
+    autoshard-autodiff refuses two forward dropouts with one stream).
+    Its gradient is a dropout of the same attributes on the output
+    gradient: the same mask, drawn again rather than stored. The
+    evaluation step (autoshard-autodiff's forward-only) replaces it by its
+    input.
+
+    ```mlir
+    %y = train.dropout %x {p = 0.1 : f32, stream = 0 : i64} : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$input, F32Attr:$p, I64Attr:$stream,
+                       DefaultValuedAttr<I64Attr, "0">:$row_offset,
+                       DefaultValuedAttr<I64Attr, "0">:$rank_rows);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Broadcasting arithmetic, comparisons and selection
 //===----------------------------------------------------------------------===//

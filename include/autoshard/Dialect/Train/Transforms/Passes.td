@@ -116,13 +116,17 @@ def AutodiffPass : Pass<"autoshard-autodiff", "mlir::ModuleOp"> {
     `find_unused_parameters=True`), with which it keeps its value, as
     torch's optimizers skip a parameter whose `grad` is `None`: no state,
     no weight decay, no update. Fails also on a loss that no loss op
-    computes and on an op on the gradient path that has no gradient rule.
+    computes, on an op on the gradient path that has no gradient rule, and
+    on two `train.dropout`s of one `stream`. Under gradient accumulation
+    each micro-batch's copy of a dropout learns which rows it holds
+    (`BatchResizableOpInterface::placeMicroBatch`).
 
     `forward-only` builds an evaluation step instead: the forward pass and
     the loss, nothing derived. With `train.micro_batches = K` the forward
     pass runs on each of the K blocks of the batch in turn, as training's
     does, and the step returns the mean of their losses (the loss of the
-    whole batch, its activations a micro-batch's). The optimizer
+    whole batch, its activations a micro-batch's). Each `train.dropout` is
+    replaced by its input (evaluation mode). The optimizer
     configuration, `train.max_grad_norm` and `train.micro_batches` are
     dropped; a step that carries its own optimizer updates is an error.
   }];
