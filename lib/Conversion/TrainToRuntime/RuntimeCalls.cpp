@@ -77,6 +77,10 @@ Value StepEmitter::emitCall(StringRef callee, FunctionType type,
   return call.getNumResults() ? call.getResult(0) : Value();
 }
 
+Value autoshard::dtypeOf(StepEmitter &e, Value tensor) {
+  return e.i32(*getRuntimeDType(tensorType(tensor).getElementType()));
+}
+
 std::optional<asrt_dtype> autoshard::getRuntimeDType(Type type) {
   if (type.isF32())
     return ASRT_DTYPE_F32;
@@ -99,10 +103,6 @@ std::optional<asrt_dtype> autoshard::getRuntimeDType(Type type) {
 
 namespace {
 
-RankedTensorType tensorType(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
-int64_t numElements(Value v) { return tensorType(v).getNumElements(); }
 int64_t byteSize(Value v) {
   return numElements(v) *
          llvm::divideCeil(tensorType(v).getElementTypeBitWidth(), 8);
@@ -111,10 +111,6 @@ int64_t lastDim(Value v) { return tensorType(v).getShape().back(); }
 /// Rows of a [..., features] tensor: the product of its leading dims.
 int64_t rows(Value v) { return numElements(v) / lastDim(v); }
 
-/// The asrt_dtype code of a tensor's element type, as an i32 operand.
-Value dtypeOf(StepEmitter &e, Value tensor) {
-  return e.i32(*getRuntimeDType(tensorType(tensor).getElementType()));
-}
 
 /// The buffer of an optional operand, or null.
 Value bufferOrNull(StepEmitter &e, Value tensor) {

@@ -67,6 +67,11 @@ public:
   /// A pointer to a constant array of `values` in the generated object
   /// (dims and strides of the generic kernels), or null when empty.
   mlir::Value i64Array(llvm::ArrayRef<int64_t> values);
+  /// A pointer to the generated object's read-only constant `value` (an
+  /// array attribute of the LLVM array type `type`), a private global
+  /// named `prefix`.N made once per distinct value.
+  mlir::Value constantAddress(llvm::StringRef prefix, mlir::Attribute value,
+                              mlir::Type type, unsigned alignment = 0);
   /// Calls the runtime function `callee`, an ABI_FUNCTION, with the context
   /// prepended to `args`, and returns its result if it has one. The callee
   /// is declared on first use with the type abi.h gives it; `args` must be
@@ -102,6 +107,10 @@ public:
   void countTransfer(int kind, int64_t bytes);
 
 private:
+  llvm::DenseMap<mlir::Attribute, mlir::LLVM::GlobalOp> constantGlobals;
+  /// The index of the next constant's name, once the module's are known.
+  std::optional<unsigned> nextConstant;
+
   mlir::func::FuncOp declare(llvm::StringRef callee, mlir::FunctionType type);
   /// The call of `callee`, of C type `type`, with the context and `args`;
   /// its result, or null.
@@ -113,6 +122,15 @@ private:
       return result;
   }
 };
+
+inline mlir::RankedTensorType tensorType(mlir::Value v) {
+  return llvm::cast<mlir::RankedTensorType>(v.getType());
+}
+inline int64_t numElements(mlir::Value v) {
+  return tensorType(v).getNumElements();
+}
+/// The asrt_dtype code of a tensor's element type, as an i32 operand.
+mlir::Value dtypeOf(StepEmitter &e, mlir::Value tensor);
 
 /// Emits the runtime call of one op (a fused op of autoshard-fuse is one
 /// call too) by its kind's rule. Fails, with a diagnostic on `op`, for an op

@@ -27,48 +27,46 @@ static_assert(static_cast<int>(train::ComparePredicate::NE) + ASRT_BINARY_LT ==
                   ASRT_BINARY_NE,
               "train::ComparePredicate follows abi.h's comparison codes");
 
-Value StepEmitter::i64Array(ArrayRef<int64_t> values) {
-  if (values.empty())
-    return nullPtr();
+Value StepEmitter::constantAddress(StringRef prefix, Attribute value,
+                                   Type type, unsigned alignment) {
   OpBuilder &b = builder();
-  ModuleOp mod = module();
-  auto attr = DenseIntElementsAttr::get(
-      RankedTensorType::get({static_cast<int64_t>(values.size())},
-                            b.getI64Type()),
-      values);
-  // One constant per distinct array: layers of one shape share theirs.
-  LLVM::GlobalOp global;
-  unsigned count = 0;
-  for (auto candidate : mod.getOps<LLVM::GlobalOp>()) {
-    if (!candidate.getSymName().starts_with("asrt_dims."))
-      continue;
-    ++count;
-    if (candidate.getValueAttr() == attr) {
-      global = candidate;
-      break;
-    }
-  }
+  // One global per distinct constant: layers of one shape share their dims
+  // and strides. Names continue after those already in the module (another
+  // entry's lowering may have made some).
+  LLVM::GlobalOp &global = constantGlobals[value];
   if (!global) {
+    ModuleOp mod = module();
+    if (!nextConstant) {
+      nextConstant = 0;
+      for (auto existing : mod.getOps<LLVM::GlobalOp>()) {
+        StringRef name = existing.getSymName();
+        unsigned index;
+        if (name.starts_with("asrt_") &&
+            !name.rsplit('.').second.getAsInteger(10, index))
+          *nextConstant = std::max(*nextConstant, index + 1);
+      }
+    }
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(mod.getBody());
-    auto type = LLVM::LLVMArrayType::get(b.getI64Type(), values.size());
     global = LLVM::GlobalOp::create(
         b, mod.getLoc(), type, /*isConstant=*/true, LLVM::Linkage::Private,
-        ("asrt_dims." + Twine(count)).str(), attr);
+        (prefix + "." + Twine((*nextConstant)++)).str(), value, alignment);
   }
   return LLVM::AddressOfOp::create(b, loc(), global);
 }
 
+Value StepEmitter::i64Array(ArrayRef<int64_t> values) {
+  if (values.empty())
+    return nullPtr();
+  Type i64 = builder().getI64Type();
+  auto n = static_cast<int64_t>(values.size());
+  return constantAddress(
+      "asrt_dims",
+      DenseIntElementsAttr::get(RankedTensorType::get({n}, i64), values),
+      LLVM::LLVMArrayType::get(i64, n));
+}
+
 namespace {
-
-RankedTensorType tensorType(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
-int64_t numElements(Value v) { return tensorType(v).getNumElements(); }
-
-Value dtypeOf(StepEmitter &e, Value tensor) {
-  return e.i32(*getRuntimeDType(tensorType(tensor).getElementType()));
-}
 
 SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape) {
   SmallVector<int64_t> strides(shape.size());
@@ -285,21 +283,9 @@ LogicalResult emitConstant(train::ConstantOp op, StepEmitter &e) {
   if (bytes.empty())
     return success();
   OpBuilder &b = e.builder();
-  ModuleOp mod = e.module();
-  LLVM::GlobalOp global;
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(mod.getBody());
-    auto type = LLVM::LLVMArrayType::get(b.getI8Type(), bytes.size());
-    unsigned count = llvm::count_if(mod.getOps<LLVM::GlobalOp>(), [](auto g) {
-      return g.getSymName().starts_with("asrt_const.");
-    });
-    global = LLVM::GlobalOp::create(
-        b, mod.getLoc(), type, /*isConstant=*/true, LLVM::Linkage::Private,
-        ("asrt_const." + Twine(count)).str(), b.getStringAttr(bytes),
-        /*alignment=*/64);
-  }
-  Value src = LLVM::AddressOfOp::create(b, e.loc(), global);
+  Value src = e.constantAddress(
+      "asrt_const", b.getStringAttr(bytes),
+      LLVM::LLVMArrayType::get(b.getI8Type(), bytes.size()), /*alignment=*/64);
   e.call(ABI_FUNCTION(asrt_load_constant),
          {out, src, e.i64(static_cast<int64_t>(bytes.size()))});
   return success();

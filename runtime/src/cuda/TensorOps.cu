@@ -282,28 +282,38 @@ __device__ __forceinline__ float extremumIdentity(int32_t reduceOp) {
   return reduceOp == ASRT_REDUCE_MAX ? -INFINITY : INFINITY;
 }
 
+/// Accumulates the reduced elements first, first + step, ... of output
+/// `o` into `sum` (SUM, AVG) or `extremum` (MAX, MIN).
+template <typename T>
+__device__ __forceinline__ void
+accumulateReduction(int32_t reduceOp, const T *x, const StridedSpace &out,
+                    const StridedSpace &red, int64_t o, int64_t first,
+                    int64_t step, double &sum, float &extremum) {
+  const bool isSum = reduceOp == ASRT_REDUCE_SUM || reduceOp == ASRT_REDUCE_AVG;
+  int64_t base[kOperands];
+  offsetsAt(out, o, base);
+  for (int64_t r = first; r < red.count; r += step) {
+    int64_t off[kOperands];
+    offsetsAt(red, r, off);
+    const float v = load(x, base[0] + off[0]);
+    if (isSum)
+      sum += v;
+    else if (reduceOp == ASRT_REDUCE_MAX)
+      extremum = NanMax{}(extremum, v);
+    else
+      extremum = NanMin{}(extremum, v);
+  }
+}
+
 /// One thread per output, the reduced elements in row-major order: for
 /// reductions too short to give a block each.
 template <typename T>
 __global__ void reduceThreadKernel(int32_t reduceOp, const T *x, T *y,
                                    StridedSpace out, StridedSpace red) {
-  const bool isSum = reduceOp == ASRT_REDUCE_SUM || reduceOp == ASRT_REDUCE_AVG;
   ASRT_FOR_EACH(o, out.count) {
-    int64_t base[kOperands];
-    offsetsAt(out, o, base);
     double sum = 0.0;
     float extremum = extremumIdentity(reduceOp);
-    for (int64_t r = 0; r < red.count; ++r) {
-      int64_t off[kOperands];
-      offsetsAt(red, r, off);
-      const float v = load(x, base[0] + off[0]);
-      if (isSum)
-        sum += v;
-      else if (reduceOp == ASRT_REDUCE_MAX)
-        extremum = NanMax{}(extremum, v);
-      else
-        extremum = NanMin{}(extremum, v);
-    }
+    accumulateReduction(reduceOp, x, out, red, o, 0, 1, sum, extremum);
     store(y, o, finishReduction(reduceOp, sum, extremum, red.count));
   }
 }
@@ -316,21 +326,10 @@ __global__ void reduceBlockKernel(int32_t reduceOp, const T *x, T *y,
                                   StridedSpace out, StridedSpace red) {
   const bool isSum = reduceOp == ASRT_REDUCE_SUM || reduceOp == ASRT_REDUCE_AVG;
   for (int64_t o = blockIdx.x; o < out.count; o += gridDim.x) {
-    int64_t base[kOperands];
-    offsetsAt(out, o, base);
     double sum = 0.0;
     float extremum = extremumIdentity(reduceOp);
-    for (int64_t r = threadIdx.x; r < red.count; r += blockDim.x) {
-      int64_t off[kOperands];
-      offsetsAt(red, r, off);
-      const float v = load(x, base[0] + off[0]);
-      if (isSum)
-        sum += v;
-      else if (reduceOp == ASRT_REDUCE_MAX)
-        extremum = NanMax{}(extremum, v);
-      else
-        extremum = NanMin{}(extremum, v);
-    }
+    accumulateReduction(reduceOp, x, out, red, o, threadIdx.x, blockDim.x, sum,
+                        extremum);
     // Every thread of the block takes the same branch (reduceOp is
     // uniform), as blockReduce's barriers require.
     if (isSum)

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -166,6 +167,23 @@ protected:
   asrt_context ctx;
   cudaStream_t stream = nullptr;
   std::vector<void *> allocations;
+};
+
+/// A kernel test that also has a cuBLAS handle on the test's stream.
+class CudaBlasKernelTest : public CudaKernelTest {
+protected:
+  void SetUp() override {
+    CudaKernelTest::SetUp();
+    if (IsSkipped() || HasFatalFailure())
+      return;
+    blas = std::make_unique<cuda::Blas>(stream);
+  }
+  void TearDown() override {
+    blas.reset(); // before the base class destroys its stream
+    CudaKernelTest::TearDown();
+  }
+
+  std::unique_ptr<cuda::Blas> blas;
 };
 
 /// The dtypes every kernel test runs with, and their test-name suffixes.

@@ -29,18 +29,8 @@ HostTensor absF32(const HostTensor &t) {
 
 // ---- Linear ----
 
-class CudaLinearTest : public CudaKernelTest {
+class CudaLinearTest : public CudaBlasKernelTest {
 protected:
-  void SetUp() override {
-    CudaKernelTest::SetUp();
-    if (IsSkipped() || HasFatalFailure())
-      return;
-    blas = std::make_unique<cuda::Blas>(stream);
-  }
-  void TearDown() override {
-    blas.reset(); // before the base class destroys its stream
-    CudaKernelTest::TearDown();
-  }
 
   /// Like expectClose, with an absolute floor of 1e-5 times the element's
   /// magnitude (the sum of the absolute values of its terms, `magnitude`):
@@ -237,8 +227,6 @@ protected:
     download(ddb, gpuDb);
     expectClose(gpuDb, cpuDb, "bias_grad");
   }
-
-  std::unique_ptr<cuda::Blas> blas;
 };
 
 // Sizes that are no multiples of the GEMM tiles.

@@ -29,18 +29,8 @@ int64_t countOf(const Dims &dims) {
   return count;
 }
 
-class CudaTensorOpsTest : public CudaKernelTest {
+class CudaTensorOpsTest : public CudaBlasKernelTest {
 protected:
-  void SetUp() override {
-    CudaKernelTest::SetUp();
-    if (IsSkipped() || HasFatalFailure())
-      return;
-    blas = std::make_unique<cuda::Blas>(stream);
-  }
-  void TearDown() override {
-    blas.reset(); // before the base class destroys its stream
-    CudaKernelTest::TearDown();
-  }
 
   /// Every element within rel * |cpu| + abs (+ gemmRel times the element's
   /// magnitude, the sum of |terms| of a product, when given), or NaN on
@@ -70,8 +60,6 @@ protected:
     downloadBytes(device, host.data(), n);
     return host;
   }
-
-  std::unique_ptr<cuda::Blas> blas;
 };
 
 // ---- Unary -------------------------------------------------------------

@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ShapeRules.h"
+
 #include "autoshard/Dialect/Train/IR/TrainDialect.h"
 
 #include "mlir/IR/Builders.h"
@@ -16,12 +18,9 @@
 
 using namespace mlir;
 using namespace autoshard::train;
+using namespace autoshard::train::detail;
 
 namespace {
-
-RankedTensorType tensorOf(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
 
 /// Emits `message` at `loc` (when there is one), prefixed with the op name.
 template <typename... Args>
@@ -37,16 +36,6 @@ LogicalResult checkDim(std::optional<Location> loc, StringRef op, int64_t dim,
     return success();
   return opError(loc, op, "dim ", dim, " is outside [0, ", rank,
                  ") (negative dimensions are normalised by the front end)");
-}
-
-LogicalResult checkSameElementType(std::optional<Location> loc, StringRef op,
-                                   ArrayRef<Value> values) {
-  Type first = tensorOf(values.front()).getElementType();
-  for (Value v : values.drop_front())
-    if (tensorOf(v).getElementType() != first)
-      return opError(loc, op, "operands must share one element type, got ",
-                     first, " and ", tensorOf(v).getElementType());
-  return success();
 }
 
 /// The broadcast result shape of `values`, or an error naming them.
@@ -192,17 +181,17 @@ LogicalResult autoshard::train::buildUnaryGradient(
 }
 
 LogicalResult PowScalarOp::verify() {
-  return verifyFloat([this] { return emitOpError(); }, "exponent",
+  return verifyFloatAttr(*this, "exponent",
                      getExponent().convertToFloat(), FloatRule::Finite);
 }
 
 LogicalResult AddScalarOp::verify() {
-  return verifyFloat([this] { return emitOpError(); }, "value",
+  return verifyFloatAttr(*this, "value",
                      getValue().convertToFloat(), FloatRule::Finite);
 }
 
 LogicalResult DropoutOp::verify() {
-  if (failed(verifyFloat([this] { return emitOpError(); }, "p",
+  if (failed(verifyFloatAttr(*this, "p",
                          getP().convertToFloat(), FloatRule::UnitInterval)))
     return failure();
   for (auto [name, value] :
@@ -259,7 +248,7 @@ void DropoutOp::placeMicroBatch(int64_t index, int64_t count) {
 }
 
 LogicalResult UnaryGradOp::verify() {
-  return verifyFloat([this] { return emitOpError(); }, "alpha",
+  return verifyFloatAttr(*this, "alpha",
                      getAlpha().convertToFloat(), FloatRule::Finite);
 }
 
@@ -731,7 +720,7 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *,
 }
 
 LogicalResult PadOp::verify() {
-  return verifyFloat([this] { return emitOpError(); }, "value",
+  return verifyFloatAttr(*this, "value",
                      getValue().convertToFloat(), FloatRule::Finite);
 }
 

@@ -1,5 +1,7 @@
 //===- TrainOps.cpp - shape rules, verifiers and gradients of train ops ---===//
 
+#include "ShapeRules.h"
+
 #include "autoshard/Dialect/Train/IR/TrainDialect.h"
 
 #include "mlir/IR/Builders.h"
@@ -13,6 +15,7 @@
 
 using namespace mlir;
 using namespace autoshard::train;
+using namespace autoshard::train::detail;
 
 // The types of a broadcasting binary op: `T` when both operands and the
 // result have type T, else `T1, T2 -> T3`.
@@ -46,10 +49,6 @@ static void printBinaryTypes(OpAsmPrinter &printer, Operation *, Type lhs,
 
 namespace {
 
-RankedTensorType tensorOf(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
-
 /// `type` with its last dimension replaced by `size`.
 RankedTensorType withLastDim(RankedTensorType type, int64_t size) {
   SmallVector<int64_t> shape(type.getShape());
@@ -71,12 +70,6 @@ LogicalResult checkRankAtLeast(std::optional<Location> loc, StringRef op,
                            rank, ", got ", type);
 }
 
-/// verifyFloat on the attribute `name` of `op`, as 'train.x' op errors.
-LogicalResult verifyFloatAttr(Operation *op, StringRef name, float value,
-                              FloatRule rule) {
-  return verifyFloat([op] { return op->emitOpError(); }, name, value, rule);
-}
-
 LogicalResult checkRank(std::optional<Location> loc, StringRef op,
                         StringRef what, RankedTensorType type, int64_t rank,
                         StringRef layout) {
@@ -84,20 +77,6 @@ LogicalResult checkRank(std::optional<Location> loc, StringRef op,
     return success();
   return emitOptionalError(loc, "'", op, "' ", what, " must be ", rank, "-D ",
                            layout, ", got ", type);
-}
-
-/// Operands of one op compute in one element type (f32, or bf16 under mixed
-/// precision).
-LogicalResult checkSameElementType(std::optional<Location> loc, StringRef op,
-                                   ValueRange values) {
-  Type first = tensorOf(values.front()).getElementType();
-  for (Value v : values.drop_front())
-    if (tensorOf(v).getElementType() != first)
-      return emitOptionalError(loc, "'", op,
-                               "' operands must share one element type, got ",
-                               first, " and ",
-                               tensorOf(v).getElementType());
-  return success();
 }
 
 /// Checks that a 1-D parameter (a norm's gain or bias) matches `features`.
