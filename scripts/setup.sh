@@ -10,7 +10,7 @@ packages=(
   ninja-build ccache cmake
   openmpi-bin libopenmpi-dev libopenblas-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev python3 python3-numpy
-  librsvg2-bin
+  python3-venv librsvg2-bin
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -24,6 +24,21 @@ if ((${#missing[@]})); then
   $sudo apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
 fi
+
+# The Python side (autoshard.torch: the PyTorch front end, its tests and
+# benchmarks) lives in one virtual environment, .venv, with the packages
+# from PyPI at the versions the tests were written against; the package
+# itself is put on the environment's path (python/). The C++ build and the
+# numpy references do not need it.
+venv_packages=(torch==2.15.0 transformers==5.24.0 safetensors==0.8.0 numpy)
+if ! .venv/bin/python -c "import torch, transformers, safetensors, numpy" \
+    2>/dev/null; then
+  echo "setup: installing ${venv_packages[*]} into .venv (about 2 minutes)"
+  /usr/bin/python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check "${venv_packages[@]}"
+fi
+site=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+echo "$PWD/python" > "$site/autoshard.pth"
 
 export CCACHE_BASEDIR="$PWD"
 if [ ! -f build/build.ninja ]; then

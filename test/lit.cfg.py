@@ -55,12 +55,12 @@ if config.have_runtime and config.have_cuda_runtime:
         pass
 
 
-def python_imports(module):
-    """Whether %python can import `module` (the reference tests need numpy:
-    Debian's python3-numpy for /usr/bin/python3)."""
+def python_imports(module, python=None):
+    """Whether %python (or `python`) can import `module` (the reference
+    tests need numpy: Debian's python3-numpy for /usr/bin/python3)."""
     try:
         return subprocess.run(
-            [config.python_executable, "-c", "import " + module],
+            [python or config.python_executable, "-c", "import " + module],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             timeout=60).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
@@ -69,3 +69,19 @@ def python_imports(module):
 
 if python_imports("numpy"):
     config.available_features.add("numpy")
+
+
+# The PyTorch front end's tests (REQUIRES: torch) run with the Python of
+# scripts/setup.sh's .venv, which has torch, transformers, safetensors and
+# the autoshard package. Without it they are unsupported, which lit reports;
+# CI sets AUTOSHARD_REQUIRE_TORCH=1 so that a missing torch fails the run
+# instead of skipping the tests it must run.
+config.substitutions.append(("%torch_python", config.torch_python))
+if python_imports("torch, transformers, safetensors, autoshard.torch",
+                  config.torch_python):
+    config.available_features.add("torch")
+elif os.environ.get("AUTOSHARD_REQUIRE_TORCH") == "1":
+    lit_config.fatal(
+        f"AUTOSHARD_REQUIRE_TORCH=1 but {config.torch_python} cannot import "
+        f"torch, transformers, safetensors and autoshard.torch: run "
+        f"scripts/setup.sh, which installs them into .venv")
