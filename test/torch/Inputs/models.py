@@ -1,0 +1,138 @@
+"""The models of the PyTorch front end's acceptance tests: a user-style MLP
+classifier with LayerNorm and dropout, and HuggingFace GPT-2 and Llama at
+small random-initialised configs (no downloads: GPT-2 goes through a
+save_pretrained directory that the test writes itself)."""
+
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import autoshard.hf
+import autoshard.torch as at
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "e2e", "Inputs"))
+from opcheck import dropout_keep  # noqa: E402  (train.dropout's mask)
+
+BATCH = 8  # global batch: 2 rows a rank on 4 ranks
+
+
+class Classifier(nn.Module):
+    """What a user writes: Linear, LayerNorm, GELU, Dropout, Linear."""
+
+    def __init__(self, features=24, hidden=48, classes=7, p=0.1):
+        super().__init__()
+        self.fc1 = nn.Linear(features, hidden)
+        self.norm = nn.LayerNorm(hidden)
+        self.drop = nn.Dropout(p)
+        self.fc2 = nn.Linear(hidden, hidden)
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, x):
+        h = self.drop(F.gelu(self.norm(self.fc1(x))))
+        return self.head(torch.tanh(self.fc2(h)))
+
+
+class Case:
+    optimizer = at.AdamW(lr=3e-3, weight_decay=0.0, max_grad_norm=1.0,
+                         no_decay=("bias", "norm", "ln_"))
+
+    def before_step(self, model, step):
+        """Makes the eager model's dropouts draw train.dropout's masks."""
+        streams = [m for m in model.modules() if isinstance(m, nn.Dropout)
+                   and m.p > 0]
+        for stream, m in enumerate(streams):
+            if getattr(m, "_autoshard_hook", None) is not None:
+                m._autoshard_hook.remove()
+
+            def hook(module, inputs, output, stream=stream):
+                x = inputs[0]
+                keep = torch.from_numpy(dropout_keep(
+                    tuple(x.shape), module.p, stream, seed=0, step=step))
+                scale = float(np.float32(1) / (np.float32(1) -
+                                               np.float32(module.p)))
+                return torch.where(keep, x * scale, torch.zeros_like(x))
+            m._autoshard_hook = m.register_forward_hook(hook)
+
+
+class MLP(Case):
+    name = "mlp"
+
+    def __init__(self, steps, work):
+        torch.manual_seed(0)
+        self.module = Classifier()
+        g = torch.Generator().manual_seed(1)
+        self.batches = [{"x": torch.randn(BATCH, 24, generator=g),
+                         "y": torch.randint(0, 7, (BATCH,), generator=g)}
+                        for _ in range(steps)]
+
+    def loss(self, model, batch):
+        return F.cross_entropy(model(batch["x"]), batch["y"])
+
+    def export(self, precision):
+        b = self.batches[0]
+        return at.export_training_step(
+            self.module, (b["x"], b["y"]),
+            loss=lambda logits, x, y: F.cross_entropy(logits, y),
+            optimizer=self.optimizer, precision=precision)
+
+
+class CausalLM(Case):
+    seq = 16
+
+    def __init__(self, steps, work):
+        torch.manual_seed(0)
+        self.module = self.build(work)
+        vocab = self.module.config.vocab_size
+        g = torch.Generator().manual_seed(1)
+        self.batches = []
+        for _ in range(steps):
+            ids = torch.randint(0, vocab, (BATCH, self.seq), generator=g)
+            self.batches.append({"input_ids": ids, "labels": ids.clone()})
+
+    def loss(self, model, batch):
+        return model(input_ids=batch["input_ids"], labels=batch["labels"],
+                     use_cache=False).loss
+
+    def export(self, precision):
+        return autoshard.hf.export_causal_lm(
+            self.source, batch=BATCH, seq=self.seq, optimizer=self.optimizer,
+            precision=precision)
+
+
+class GPT2(CausalLM):
+    name = "gpt2"
+
+    def build(self, work):
+        from transformers import GPT2Config, GPT2LMHeadModel
+        config = GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=256,
+                            n_positions=32, resid_pdrop=0.0, embd_pdrop=0.0,
+                            attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
+        model = GPT2LMHeadModel(config)
+        # Through a local checkpoint directory, as a user fine-tunes one.
+        path = os.path.join(work, "gpt2-checkpoint")
+        model.save_pretrained(path)
+        self.source = path
+        return autoshard.hf.load_causal_lm(path)
+
+
+class Llama(CausalLM):
+    name = "llama"
+
+    def build(self, work):
+        from transformers import LlamaConfig, LlamaForCausalLM
+        config = LlamaConfig(num_hidden_layers=2, hidden_size=64,
+                             num_attention_heads=4, num_key_value_heads=2,
+                             intermediate_size=128, vocab_size=256,
+                             max_position_embeddings=32, bos_token_id=0,
+                             eos_token_id=0)
+        model = LlamaForCausalLM(config)
+        self.source = model
+        return model
+
+
+MODELS = {"mlp": MLP, "gpt2": GPT2, "llama": Llama}
