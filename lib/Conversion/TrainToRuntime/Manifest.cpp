@@ -167,6 +167,11 @@ FailureOr<std::string> autoshard::buildManifest(FunctionOpInterface step) {
       os << " init=" << initText(arg.init);
     else if (arg.role == Role::OptState)
       os << " init=zeros";
+    // Further names the runtime saves the param under (tied weights).
+    if (!arg.aliases.empty()) {
+      os << " aliases=";
+      llvm::interleave(arg.aliases, os, ",");
+    }
     if (arg.role == Role::Input || arg.role == Role::Label)
       os << " batch_dim=0 global=" << arg.type.getDimSize(0) * worldSize;
     if (arg.role == Role::Label || (arg.role == Role::Input &&

@@ -263,8 +263,9 @@ Status Parser::parseRecord(int line, std::string_view record) {
     return Status::success();
   }
   if (kind == "tensor") {
-    if (Status s = arity(5, "tensor NAME ROLE DTYPE SHAPE"); !s)
-      return s;
+    if (f.size() != 6)
+      if (Status s = arity(5, "tensor NAME ROLE DTYPE SHAPE [aliases=A,B]"); !s)
+        return s;
     CheckpointTensor t;
     t.name = std::string(f[1]);
     if (!isSafeName(t.name))
@@ -278,6 +279,24 @@ Status Parser::parseRecord(int line, std::string_view record) {
     if (!parseShape(f[4], t.shape))
       return fail(line, "tensor " + quoted(t.name) + " has shape " +
                             quoted(f[4]) + "; expected e.g. 8x16 or scalar");
+    if (f.size() == 6) {
+      std::string_view list;
+      if (!keyValue(f[5], "aliases", list) || t.role != Role::Param)
+        return fail(line, "expected 'tensor NAME ROLE DTYPE SHAPE' with "
+                          "'aliases=A,B' only on a param, found " +
+                              quoted(record));
+      for (size_t start = 0; start <= list.size();) {
+        size_t comma = std::min(list.find(',', start), list.size());
+        std::string alias(list.substr(start, comma - start));
+        if (!isSafeName(alias) || std::find(t.aliases.begin(), t.aliases.end(),
+                                            alias) != t.aliases.end())
+          return fail(line, "tensor " + quoted(t.name) + " has the alias " +
+                                quoted(alias) +
+                                ", which is not a name or is listed twice");
+        t.aliases.push_back(std::move(alias));
+        start = comma + 1;
+      }
+    }
     if (!tensorIndex.emplace(t.name, m.tensors.size()).second)
       return fail(line, "tensor " + quoted(t.name) + " is listed twice");
     m.tensors.push_back(std::move(t));
@@ -387,6 +406,7 @@ std::vector<CheckpointTensor> modelSignature(const Manifest &manifest) {
     t.role = arg.role;
     t.dtype = arg.dtype;
     t.shape = arg.globalShape();
+    t.aliases = arg.aliases;
     tensors.push_back(std::move(t));
   }
   return tensors;
@@ -417,7 +437,10 @@ std::string formatCheckpointManifest(const CheckpointManifest &m) {
            " crc32=" + formatCrc32(f.crc) + "\n";
   for (const CheckpointTensor &t : m.tensors) {
     out += "tensor " + t.name + " " + roleName(t.role) + " " +
-           dtypeName(t.dtype) + " " + formatShape(t.shape) + "\n";
+           dtypeName(t.dtype) + " " + formatShape(t.shape);
+    for (size_t i = 0; i < t.aliases.size(); ++i)
+      out += (i ? "," : " aliases=") + t.aliases[i];
+    out += "\n";
     for (const CheckpointBlock &b : t.blocks)
       out += "block " + t.name + " begin=" + std::to_string(b.begin) +
              " count=" + std::to_string(b.count) + " file=" + b.file +

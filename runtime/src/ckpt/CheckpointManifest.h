@@ -42,6 +42,9 @@ struct CheckpointTensor {
   Role role = Role::Param;
   asrt_dtype dtype = ASRT_DTYPE_F32;
   std::vector<int64_t> shape;
+  /// A param's aliases (the step manifest's `aliases=`): further names it
+  /// is saved under when consolidated. Not part of its identity.
+  std::vector<std::string> aliases;
   std::vector<CheckpointBlock> blocks;
 
   int64_t numElements() const;
@@ -75,8 +78,9 @@ struct CheckpointManifest {
 };
 
 /// The identity of every param and opt_state argument of a step, in
-/// argument order, with global shapes and no blocks: what a checkpoint of
-/// the same model holds whatever the strategy and world size.
+/// argument order, with global shapes (and a param's aliases) and no
+/// blocks: what a checkpoint of the same model holds whatever the strategy
+/// and world size.
 std::vector<CheckpointTensor> modelSignature(const Manifest &manifest);
 
 /// FNV-1a-64 of "NAME ROLE DTYPE SHAPE\n" for each tensor in order.

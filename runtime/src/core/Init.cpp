@@ -29,6 +29,9 @@ double valueFromStream(const InitSpec &init, const PhiloxStream &stream,
                        int64_t index) {
   switch (init.kind) {
   case InitKind::Zeros:
+  // A placeholder until the file's value replaces it: the driver does not
+  // start a run in which none does.
+  case InitKind::Load:
     return 0.0;
   case InitKind::Ones:
     return 1.0;

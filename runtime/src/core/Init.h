@@ -15,7 +15,8 @@ namespace autoshard::rt {
 Status checkInitForDtype(const InitSpec &init, asrt_dtype dtype);
 
 /// Fills `count` elements of `dst` with elements [globalOffset,
-/// globalOffset + count) of the tensor `name` initialised by `init`.
+/// globalOffset + count) of the tensor `name` initialised by `init`
+/// (init=load: zeros, until the file's values replace them).
 ///
 /// Element i of a tensor is a pure function of (seed, name, i): a
 /// Philox-4x32-10 stream keyed by the FNV-1a hash of the name, with the seed

@@ -3,6 +3,7 @@
 #include "core/Dtype.h"
 #include "core/Init.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -150,6 +151,7 @@ std::vector<std::string_view> validKeys(bool isResult, Role role) {
   }
   switch (role) {
   case Role::Param:
+    return {"init", "full", "shard_axes", "memory", "aliases"};
   case Role::OptState:
     return {"init", "full", "shard_axes", "memory"};
   case Role::Hyper:
@@ -459,7 +461,7 @@ Status Parser::parseTensor(int line,
       return lineError(line, "duplicate key " + quoted(key));
 
     int64_t number = 0;
-    if (key != "init" && key != "full" && key != "memory" &&
+    if (key != "init" && key != "full" && key != "memory" && key != "aliases" &&
         !parseInt(value, number))
       return lineError(line, std::string(key) + "=" + std::string(value) +
                                  " is not an integer");
@@ -469,7 +471,28 @@ Status Parser::parseTensor(int line,
         return lineError(line, init.message());
       if (Status s = checkInitForDtype(*init, spec.dtype); !s)
         return lineError(line, s.message());
+      if (init->kind == InitKind::Load && spec.role == Role::Hyper)
+        return lineError(line, "init=load is for params and opt_states, "
+                               "which parameter files hold; hyper " +
+                                   spec.name + " needs a value");
       spec.init = *init;
+    } else if (key == "aliases") {
+      size_t start = 0;
+      while (start <= value.size()) {
+        size_t comma = std::min(value.find(',', start), value.size());
+        std::string_view alias = value.substr(start, comma - start);
+        if (!isValidName(alias))
+          return lineError(line, "bad alias " + quoted(alias) + " in " +
+                                     quoted(field) +
+                                     "; aliases are names ([A-Za-z0-9_.]) "
+                                     "joined by ','");
+        for (const std::string &earlier : spec.aliases)
+          if (earlier == alias)
+            return lineError(line, quoted(field) + " lists " + quoted(alias) +
+                                       " twice");
+        spec.aliases.emplace_back(alias);
+        start = comma + 1;
+      }
     } else if (key == "batch_dim") {
       if (number < 0 || number >= static_cast<int64_t>(spec.shape.size()))
         return lineError(
@@ -584,12 +607,31 @@ Status Parser::checkWhole(int lastLine) {
 
   std::map<std::string, int, std::less<>> argNames;
   for (const TensorSpec &arg : manifest.args) {
-    auto [it, inserted] = argNames.emplace(arg.name, arg.line);
+    auto [it, inserted] = argNames.emplace(arg.name, arg.index);
     if (!inserted)
-      return lineError(arg.line, "duplicate argument name " + quoted(arg.name) +
-                                     " (first on line " +
-                                     std::to_string(it->second) + ")");
+      return lineError(
+          arg.line, "duplicate argument name " + quoted(arg.name) +
+                        " (first on line " +
+                        std::to_string(manifest.args[it->second].line) + ")");
   }
+  // A name in a parameter file stands for one tensor.
+  std::map<std::string, int, std::less<>> aliasOwners;
+  for (const TensorSpec &arg : manifest.args)
+    for (const std::string &alias : arg.aliases) {
+      auto named = argNames.find(alias);
+      auto [owner, inserted] = aliasOwners.emplace(alias, arg.index);
+      if (named == argNames.end() && inserted)
+        continue;
+      const TensorSpec &other =
+          manifest
+              .args[named != argNames.end() ? named->second : owner->second];
+      return lineError(
+          arg.line, arg.describe() + " has the alias " + quoted(alias) +
+                        (named != argNames.end() ? ", the name of " : " of ") +
+                        other.describe() +
+                        "; a name in a parameter file stands for one "
+                        "tensor");
+    }
 
   for (const std::vector<TensorSpec> *list :
        {&manifest.args, &manifest.results})
@@ -784,6 +826,9 @@ Expected<InitSpec> parseInitSpec(std::string_view text) {
   if (kind == "zeros") {
     spec.kind = InitKind::Zeros;
     needsValue = false;
+  } else if (kind == "load") {
+    spec.kind = InitKind::Load;
+    needsValue = false;
   } else if (kind == "ones") {
     spec.kind = InitKind::Ones;
     needsValue = false;
@@ -795,8 +840,8 @@ Expected<InitSpec> parseInitSpec(std::string_view text) {
     spec.kind = InitKind::Constant;
   } else {
     return Error("unknown init kind " + quoted(kind) +
-                 "; expected zeros, ones, normal:STD, uniform:BOUND or "
-                 "constant:VALUE");
+                 "; expected zeros, ones, normal:STD, uniform:BOUND, "
+                 "constant:VALUE or load");
   }
   if (!needsValue) {
     if (colon != std::string_view::npos)
@@ -837,6 +882,8 @@ std::string formatInitSpec(const InitSpec &init) {
     return std::string("uniform:") + value;
   case InitKind::Constant:
     return std::string("constant:") + value;
+  case InitKind::Load:
+    return "load";
   }
   return "?";
 }
@@ -907,6 +954,22 @@ const TensorSpec *Manifest::findArg(std::string_view name) const {
     if (arg.name == name)
       return &arg;
   return nullptr;
+}
+
+const TensorSpec *Manifest::findArgByFileName(std::string_view name) const {
+  if (const TensorSpec *named = findArg(name))
+    return named;
+  for (const TensorSpec &arg : args)
+    for (const std::string &alias : arg.aliases)
+      if (alias == name)
+        return &arg;
+  return nullptr;
+}
+
+std::vector<std::string> TensorSpec::fileNames() const {
+  std::vector<std::string> names{name};
+  names.insert(names.end(), aliases.begin(), aliases.end());
+  return names;
 }
 
 int Manifest::lossResult() const {

@@ -30,7 +30,9 @@ enum class Role {
 };
 const char *roleName(Role role);
 
-enum class InitKind { Zeros, Ones, Normal, Uniform, Constant };
+/// Load: the value comes from a file (--load-params or --resume); the
+/// driver refuses to run without one.
+enum class InitKind { Zeros, Ones, Normal, Uniform, Constant, Load };
 
 /// Where an argument lives between steps (`memory=`; docs/RuntimeABI.md,
 /// "Offload"): device memory (the default), host memory (ZeRO-Offload) or
@@ -63,6 +65,9 @@ struct TensorSpec {
   std::vector<int64_t> shape;
   /// Params, opt_states and hypers (always set for them).
   std::optional<InitSpec> init;
+  /// Params (`aliases=A,B`): further names parameter files hold the tensor
+  /// under (tied weights); empty otherwise.
+  std::vector<std::string> aliases;
   /// Inputs and labels: the batch dimension and the global batch rows along
   /// it. -1 and 0 for everything else.
   int batchDim = -1;
@@ -102,6 +107,12 @@ struct TensorSpec {
 
   /// "arg 3 (input x)" or "result 1 (loss loss)".
   std::string describe() const;
+  /// Whether the value must come from a file (init=load).
+  bool initFromFile() const { return init && init->kind == InitKind::Load; }
+  /// The names parameter files hold the tensor under, in the order a load
+  /// prefers them: its name, then its aliases (docs/RuntimeABI.md,
+  /// "Parameter and gradient files").
+  std::vector<std::string> fileNames() const;
 
   /// Batched tensors only: rows this rank holds, elements per row, and the
   /// per-row shape (the shape without the batch dimension).
@@ -138,6 +149,9 @@ struct Manifest {
   std::string gridString() const;
   /// The argument named `name`, or null.
   const TensorSpec *findArg(std::string_view name) const;
+  /// The argument a parameter file's tensor `name` stands for: the one of
+  /// that name, or the param with that alias; null for neither.
+  const TensorSpec *findArgByFileName(std::string_view name) const;
   /// Index of the (single) loss result.
   int lossResult() const;
   /// Index of the squared global gradient norm (a step that clips its

@@ -669,6 +669,14 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     }
     peakLr = *peak;
   }
+  // Arguments with init=load have no value of their own: without a file
+  // to give it, the run would train from placeholders.
+  if (Status s = checkInitFromFile(*manifest, !options.loadParamsFile.empty() ||
+                                                  options.resume);
+      !s) {
+    printErrorOnRankZero(control, s.message());
+    return 2;
+  }
   // Before training, not after it: the step cannot grow gradients later.
   if (!options.saveGradsFile.empty()) {
     if (Status s = checkSaveGrads(*manifest); !s) {

@@ -92,7 +92,79 @@ std::string fileSpelling(const TensorSpec &arg) {
          formatShape(arg.globalShape());
 }
 
+/// Every param has a tensor in the file (`source`: the tensor each
+/// argument is loaded from, or empty), and every opt_state whose value
+/// only a file gives; the error lists the others with their aliases.
+Status checkNothingMissing(const std::string &path, const Manifest &manifest,
+                           const std::vector<std::string> &source) {
+  std::vector<std::string> missingParams, missingStates;
+  int params = 0;
+  bool loadedStates = false;
+  for (const TensorSpec &arg : manifest.args) {
+    params += arg.role == Role::Param;
+    loadedStates |= arg.role == Role::OptState && arg.initFromFile();
+    if (!source[arg.index].empty() ||
+        !(arg.role == Role::Param || arg.initFromFile()))
+      continue;
+    std::string named = arg.name;
+    for (size_t i = 0; i < arg.aliases.size(); ++i)
+      named += (i ? ", " : " (or ") + arg.aliases[i];
+    named += arg.aliases.empty() ? "" : ")";
+    (arg.role == Role::Param ? missingParams : missingStates)
+        .push_back(std::move(named));
+  }
+  if (missingParams.empty() && missingStates.empty())
+    return Status::success();
+  std::string lacks;
+  if (!missingParams.empty())
+    lacks = std::to_string(missingParams.size()) + " of the " +
+            std::to_string(params) + " params of step '" + manifest.step +
+            "': " + listNames(missingParams, kListedNames);
+  if (!missingStates.empty())
+    lacks += std::string(lacks.empty() ? "" : "; and ") +
+             std::to_string(missingStates.size()) +
+             (missingStates.size() == 1 ? " opt_state" : " opt_states") +
+             " with init=load" +
+             (lacks.empty() ? " of step '" + manifest.step + "'" : "") + ": " +
+             listNames(missingStates, kListedNames);
+  return Error("--load-params: " + quoted(path) + " lacks " + lacks +
+               " (every param must be in the file" +
+               (loadedStates ? ", and every opt_state with init=load; other "
+                               "opt_states"
+                             : "; opt_states") +
+               " may be absent and keep their init= values)");
+}
+
 } // namespace
+
+Status checkInitFromFile(const Manifest &manifest, bool fromFile) {
+  if (fromFile)
+    return Status::success();
+  std::vector<std::string> names;
+  int params = 0, optStates = 0;
+  for (const TensorSpec &arg : manifest.args) {
+    if (!arg.initFromFile())
+      continue;
+    names.push_back(arg.name);
+    ++(arg.role == Role::Param ? params : optStates);
+  }
+  if (names.empty())
+    return Status::success();
+  auto count = [](int n, const char *what) {
+    return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+  };
+  std::string what =
+      params && optStates
+          ? count(params, "param") + " and " + count(optStates, "opt_state")
+          : count(params ? params : optStates, params ? "param" : "opt_state");
+  return Error("step '" + manifest.step + "' takes the initial values of " +
+               what +
+               " from a file (init=load): " + listNames(names, kListedNames) +
+               "; give them with --load-params FILE (a safetensors file that "
+               "holds them under their names, such as the model's exporter "
+               "or --save-params writes), or continue a run from its "
+               "checkpoint with --resume");
+}
 
 Expected<LoadedParams> loadParams(const std::string &path,
                                   const Manifest &manifest,
@@ -103,7 +175,7 @@ Expected<LoadedParams> loadParams(const std::string &path,
 
   std::vector<std::string> unknown;
   for (const auto &[name, entry] : file->tensors)
-    if (!manifest.findArg(name))
+    if (!manifest.findArgByFileName(name))
       unknown.push_back(name);
   if (!unknown.empty())
     return Error("--load-params: " + quoted(path) + " holds " +
@@ -115,25 +187,46 @@ Expected<LoadedParams> loadParams(const std::string &path,
                  namesWithRole(manifest, Role::OptState) + ")");
 
   for (const auto &[name, entry] : file->tensors) {
-    const TensorSpec &arg = *manifest.findArg(name);
+    const TensorSpec &arg = *manifest.findArgByFileName(name);
     if (arg.role != Role::Param && arg.role != Role::OptState)
       return Error("--load-params: tensor " + quoted(name) + " of " +
                    quoted(path) + " names " + arg.describe() +
                    "; only params and opt_states are loaded");
     // Files hold whole tensors at every world size and under every
-    // sharding, so a checkpoint moves between them.
+    // sharding, so a checkpoint moves between them. An alias the load
+    // does not read must still be the param's: a file of another model
+    // is refused rather than half used.
     if (entry.dtype != dtypeSafetensorsName(arg.dtype) ||
         entry.shape != arg.globalShape())
       return Error(
           "--load-params: tensor " + quoted(name) + " of " + quoted(path) +
           " is " + entry.dtype + " " + formatShape(entry.shape) + " but " +
-          arg.describe() + " is " + fileSpelling(arg) +
+          arg.describe() + (name != arg.name ? ", whose alias it is," : "") +
+          " is " + fileSpelling(arg) +
           (arg.isSharded() ? " (sharded; files hold full tensors)" : "") +
           "; dtype and shape must match exactly");
+  }
+
+  // The tensor each argument is loaded from: its name, else the first of
+  // its aliases the file holds. Other aliases in the file are not read.
+  std::vector<std::string> source(manifest.args.size());
+  for (const TensorSpec &arg : manifest.args) {
+    if (arg.role != Role::Param && arg.role != Role::OptState)
+      continue;
+    for (const std::string &name : arg.fileNames())
+      if (file->tensors.count(name)) {
+        source[arg.index] = name;
+        break;
+      }
+  }
+
+  for (const TensorSpec &arg : manifest.args) {
+    const std::string &name = source[arg.index];
     // A NaN or infinity would first show as step 1's non-finite loss,
     // which the driver blames on the learning rate.
-    if (!isFloatDtype(arg.dtype))
+    if (name.empty() || !isFloatDtype(arg.dtype))
       continue;
+    const SafetensorsEntry &entry = file->tensors.at(name);
     int64_t elements = 1;
     for (int64_t extent : entry.shape)
       elements *= extent;
@@ -156,25 +249,14 @@ Expected<LoadedParams> loadParams(const std::string &path,
     }
   }
 
-  std::vector<std::string> missing;
-  for (const TensorSpec &arg : manifest.args)
-    if (arg.role == Role::Param && !file->tensors.count(arg.name))
-      missing.push_back(arg.name);
-  if (!missing.empty())
-    return Error(
-        "--load-params: " + quoted(path) + " lacks " +
-        std::to_string(missing.size()) + " of the " +
-        std::to_string(std::count_if(
-            manifest.args.begin(), manifest.args.end(),
-            [](const TensorSpec &arg) { return arg.role == Role::Param; })) +
-        " params of step '" + manifest.step +
-        "': " + listNames(missing, kListedNames) +
-        " (every param must be in the file; opt_states may be "
-        "absent and keep their init= values)");
+  if (Status s = checkNothingMissing(path, manifest, source); !s)
+    return Error(s.message());
 
   LoadedParams loaded;
-  for (const auto &[name, entry] : file->tensors) {
-    const TensorSpec &arg = *manifest.findArg(name);
+  for (const TensorSpec &arg : manifest.args) {
+    const std::string &name = source[arg.index];
+    if (name.empty())
+      continue;
     HeldBlock block = heldBlock(manifest, arg, rank);
     int64_t elementBytes = dtypeSize(arg.dtype);
     auto *dst = static_cast<char *>(args[arg.index]);
@@ -194,10 +276,13 @@ Status saveParams(const std::string &path, const Manifest &manifest,
                   const char *option,
                   const std::map<std::string, std::string> &extraMetadata) {
   std::vector<TensorView> tensors;
+  // A tied parameter again under each alias: safetensors entries cannot
+  // share their bytes, so each is a copy.
   for (const TensorSpec &arg : manifest.args)
     if (arg.role == Role::Param)
-      tensors.push_back(
-          {arg.name, arg.dtype, arg.globalShape(), args[arg.index]});
+      for (const std::string &name : arg.fileNames())
+        tensors.push_back(
+            {name, arg.dtype, arg.globalShape(), args[arg.index]});
   std::map<std::string, std::string> metadata =
       fileMetadata(manifest, steps, seed);
   metadata.insert(extraMetadata.begin(), extraMetadata.end());

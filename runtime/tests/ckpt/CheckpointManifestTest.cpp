@@ -145,6 +145,48 @@ TEST(CheckpointManifest, OneDiagnosticPerRule) {
   EXPECT_NE(hash.message().find("its tensors hash to"), std::string::npos);
 }
 
+// A tied param's aliases ride on its tensor record, for consolidation;
+// they are not part of the model's identity.
+TEST(CheckpointManifest, AliasesRoundTripOutsideTheModelHash) {
+  CheckpointManifest m = sample();
+  m.tensors[0].aliases = {"lm_head.weight", "head"};
+  EXPECT_EQ(modelSignatureHash(m.tensors), m.modelHash);
+  std::string text = formatCheckpointManifest(m);
+  EXPECT_NE(text.find("\ntensor w param f32 5x1 aliases=lm_head.weight,head\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(
+      formatCheckpointManifest(sample()).find("\ntensor w param f32 5x1\n"),
+      std::string::npos)
+      << "no aliases, no field";
+  Expected<CheckpointManifest> parsed = parseCheckpointManifest(text, "x");
+  ASSERT_TRUE(parsed) << parsed.message();
+  EXPECT_EQ(parsed->tensors[0].aliases,
+            (std::vector<std::string>{"lm_head.weight", "head"}));
+  EXPECT_TRUE(parsed->tensors[1].aliases.empty());
+  EXPECT_EQ(formatCheckpointManifest(*parsed), text);
+
+  std::string body = text.substr(0, text.rfind("end crc32="));
+  expectError(withCrc(replace(body, "aliases=lm_head.weight,head",
+                              "aliases=lm_head.weight,,head")),
+              "checkpoint manifest 'ck/MANIFEST' line 12: tensor 'w' has the "
+              "alias '', which is not a name or is listed twice");
+  expectError(withCrc(replace(body, "aliases=lm_head.weight,head",
+                              "aliases=head,head")),
+              "checkpoint manifest 'ck/MANIFEST' line 12: tensor 'w' has the "
+              "alias 'head', which is not a name or is listed twice");
+  expectError(withCrc(replace(body, "tensor b opt_state i32 scalar",
+                              "tensor b opt_state i32 scalar aliases=c")),
+              "checkpoint manifest 'ck/MANIFEST' line 15: expected 'tensor "
+              "NAME ROLE DTYPE SHAPE' with 'aliases=A,B' only on a param, "
+              "found 'tensor b opt_state i32 scalar aliases=c'");
+  expectError(withCrc(replace(body, "aliases=lm_head.weight,head",
+                              "aliases=lm_head.weight head")),
+              "checkpoint manifest 'ck/MANIFEST' line 12: expected 'tensor "
+              "NAME ROLE DTYPE SHAPE [aliases=A,B]', found 'tensor w param "
+              "f32 5x1 aliases=lm_head.weight head'");
+}
+
 TEST(CheckpointManifest, ModelSignatureIsTheSameForEveryPlan) {
   Manifest ddp = modelManifest("2", 0, 1, "ddp");
   Manifest zero3 = modelManifest("4", 1, 4);

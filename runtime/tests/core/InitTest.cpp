@@ -111,6 +111,15 @@ TEST(InitTest, ConstantsAndIntegers) {
                        InitSpec{InitKind::Constant, 7}, 0, "step")
                   .ok());
   EXPECT_EQ(steps, (std::vector<int64_t>{7, 7, 7, 7}));
+  // init=load: zeros until a file replaces them, whatever the buffer held
+  // and for any dtype.
+  std::vector<float> loaded(3, 5.0f);
+  ASSERT_TRUE(fillInit(loaded.data(), ASRT_DTYPE_F32, 3,
+                       InitSpec{InitKind::Load, 0}, 0, "w")
+                  .ok());
+  EXPECT_EQ(loaded, (std::vector<float>{0, 0, 0}));
+  EXPECT_TRUE(
+      checkInitForDtype(InitSpec{InitKind::Load, 0}, ASRT_DTYPE_I32).ok());
 }
 
 TEST(InitTest, RejectsWhatTheDtypeCannotHold) {

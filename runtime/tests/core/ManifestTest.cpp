@@ -352,6 +352,35 @@ TEST(ManifestTest, InitSpecs) {
       std::string::npos);
 }
 
+// A model imported from PyTorch: values from a file, a tied weight saved
+// under its second name too.
+TEST(ManifestTest, LoadInitAndAliases) {
+  std::string text = withLine(6, "arg 0 param fc1.weight f32 64x16 "
+                                 "init=load aliases=head.weight,tied");
+  text = withLine(8, "arg 2 opt_state fc1.weight.momentum f32 64x16 init=load",
+                  text.c_str());
+  Expected<Manifest> m = parseManifest(text);
+  ASSERT_TRUE(m.ok()) << m.message();
+  const TensorSpec &w = m->args[0];
+  EXPECT_EQ(w.init->kind, InitKind::Load);
+  EXPECT_TRUE(w.initFromFile());
+  EXPECT_TRUE(m->args[2].initFromFile());
+  EXPECT_FALSE(m->args[1].initFromFile());
+  EXPECT_EQ(w.aliases, (std::vector<std::string>{"head.weight", "tied"}));
+  EXPECT_EQ(w.fileNames(),
+            (std::vector<std::string>{"fc1.weight", "head.weight", "tied"}));
+  EXPECT_EQ(m->args[1].fileNames(), std::vector<std::string>{"fc1.bias"});
+  EXPECT_EQ(m->findArgByFileName("tied"), &w);
+  EXPECT_EQ(m->findArgByFileName("fc1.weight"), &w);
+  EXPECT_EQ(m->findArgByFileName("fc1.bias"), &m->args[1]);
+  EXPECT_EQ(m->findArg("tied"), nullptr);
+  EXPECT_EQ(m->findArgByFileName("head"), nullptr);
+  EXPECT_EQ(formatInitSpec(*w.init), "load");
+  EXPECT_NE(parseInitSpec("load:1").message().find(
+                "init=load takes no value, found 'load:1'"),
+            std::string::npos);
+}
+
 struct BadCase {
   const char *label;
   std::string text;
@@ -513,6 +542,38 @@ INSTANTIATE_TEST_SUITE_P(
                 "updates=I"},
         BadCase{"MissingStrategy", withLine(4, nullptr),
                 "manifest line 13: the manifest has no 'strategy' record"},
+        BadCase{"LoadInitOnHyper",
+                withLine(11, "arg 5 hyper lr f32 scalar init=load"),
+                "manifest line 11: init=load is for params and opt_states, "
+                "which parameter files hold; hyper lr needs a value"},
+        BadCase{"AliasesOnOptState",
+                withLine(8, "arg 2 opt_state fc1.weight.momentum f32 64x16 "
+                            "init=zeros aliases=m"),
+                "manifest line 8: key 'aliases' is not valid for opt_state "
+                "args; valid keys: init, full, shard_axes, memory"},
+        BadCase{"BadAlias",
+                withLine(6, "arg 0 param fc1.weight f32 64x16 init=zeros "
+                            "aliases=a,,b"),
+                "manifest line 6: bad alias '' in 'aliases=a,,b'; aliases "
+                "are names ([A-Za-z0-9_.]) joined by ','"},
+        BadCase{"AliasListedTwice",
+                withLine(6, "arg 0 param fc1.weight f32 64x16 init=zeros "
+                            "aliases=a,b,a"),
+                "manifest line 6: 'aliases=a,b,a' lists 'a' twice"},
+        BadCase{"AliasIsAName",
+                withLine(6, "arg 0 param fc1.weight f32 64x16 init=zeros "
+                            "aliases=fc1.bias"),
+                "manifest line 6: arg 0 (param fc1.weight) has the alias "
+                "'fc1.bias', the name of arg 1 (param fc1.bias); a name in a "
+                "parameter file stands for one tensor"},
+        BadCase{"AliasOfTwoParams",
+                withLine(7, "arg 1 param fc1.bias f32 64 init=zeros aliases=t",
+                         withLine(6, "arg 0 param fc1.weight f32 64x16 "
+                                     "init=zeros aliases=t")
+                             .c_str()),
+                "manifest line 7: arg 1 (param fc1.bias) has the alias 't' "
+                "of arg 0 (param fc1.weight); a name in a parameter file "
+                "stands for one tensor"},
         BadCase{"DuplicateArgName",
                 withLine(7, "arg 1 param fc1.weight f32 64 init=zeros"),
                 "manifest line 7: duplicate argument name 'fc1.weight' "

@@ -339,6 +339,150 @@ TEST_F(ParamsTest, SaveErrorsNameTheFlag) {
             0u);
 }
 
+// ---- init=load and aliases ----------------------------------------------
+
+// An imported model: wte is tied (PyTorch saves it as lm_head.weight too),
+// and it and its first moment take their values from a file.
+const char *kTiedManifest =
+    "autoshard-manifest 1\n"
+    "abi 5\n"
+    "step tied\n"
+    "strategy none\n"
+    "grid 1\n"
+    "arg 0 param wte f32 2x3 init=load aliases=lm_head.weight,head\n"
+    "arg 1 param b f32 3 init=zeros\n"
+    "arg 2 opt_state wte.exp_avg f32 2x3 init=load\n"
+    "arg 3 opt_state b.exp_avg f32 3 init=zeros\n"
+    "result 0 loss loss f32 scalar\n"
+    "end\n";
+
+class TiedParamsTest : public ParamsTest {
+protected:
+  void SetUp() override {
+    ParamsTest::SetUp();
+    manifest = parse(kTiedManifest);
+    storage.clear();
+    args.clear();
+    for (const TensorSpec &arg : manifest.args)
+      storage.emplace_back(static_cast<size_t>(arg.numBytes()), char(0x5a));
+    for (auto &s : storage)
+      args.push_back(s.data());
+  }
+  /// w under `names`, and what every good file holds besides.
+  std::vector<TensorView> fileWith(const std::vector<std::string> &names,
+                                   const float *values) const {
+    std::vector<TensorView> tensors = {
+        {"b", ASRT_DTYPE_F32, {3}, bias},
+        {"wte.exp_avg", ASRT_DTYPE_F32, {2, 3}, expAvg}};
+    for (const std::string &name : names)
+      tensors.push_back({name, ASRT_DTYPE_F32, {2, 3}, values});
+    return tensors;
+  }
+  std::vector<float> wte() const {
+    std::vector<float> out(6);
+    std::memcpy(out.data(), args[0], sizeof(float) * 6);
+    return out;
+  }
+
+  float bias[3] = {0.5f, 0.25f, 0.125f};
+  float other[6] = {9, 8, 7, 6, 5, 4};
+};
+
+TEST_F(TiedParamsTest, SavesATiedParamUnderEachName) {
+  std::memcpy(args[0], w, sizeof w);
+  std::memcpy(args[1], bias, sizeof bias);
+  ASSERT_TRUE(saveParams(path, manifest, args, 1, 0).ok());
+  Expected<SafetensorsFile> file = readSafetensors(path);
+  ASSERT_TRUE(file.ok()) << file.message();
+  ASSERT_EQ(file->tensors.size(), 4u) << "wte three times, b once";
+  for (const char *name : {"wte", "lm_head.weight", "head"}) {
+    const SafetensorsEntry &entry = file->tensors.at(name);
+    EXPECT_EQ(entry.dtype, "F32") << name;
+    EXPECT_EQ(entry.shape, (std::vector<int64_t>{2, 3})) << name;
+    EXPECT_EQ(std::memcmp(file->bytes(name), w, sizeof w), 0) << name;
+  }
+  // Copies: safetensors entries cannot share their bytes.
+  EXPECT_NE(file->tensors.at("wte").begin,
+            file->tensors.at("lm_head.weight").begin);
+  EXPECT_FALSE(file->tensors.count("wte.exp_avg"));
+
+  // The file loads back, its aliases beside the name.
+  std::memset(args[0], 0, sizeof w);
+  write(fileWith({"wte", "lm_head.weight", "head"}, w));
+  Expected<LoadedParams> loaded = loadParams(path, manifest, args, 0);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  EXPECT_EQ(loaded->params, 2);
+  EXPECT_EQ(loaded->optStates, 1);
+  EXPECT_EQ(std::memcmp(args[0], w, sizeof w), 0);
+}
+
+TEST_F(TiedParamsTest, LoadsATiedParamFromAnAlias) {
+  write(fileWith({"lm_head.weight"}, w));
+  Expected<LoadedParams> loaded = loadParams(path, manifest, args, 0);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  EXPECT_EQ(loaded->params, 2);
+  EXPECT_EQ(wte(), std::vector<float>(w, w + 6));
+}
+
+TEST_F(TiedParamsTest, TheNameWinsOverAliasesThenTheFirstAlias) {
+  // An alias beside the name is not read, even where it differs.
+  std::vector<TensorView> tensors = fileWith({"wte"}, w);
+  tensors.push_back({"head", ASRT_DTYPE_F32, {2, 3}, other});
+  write(tensors);
+  ASSERT_TRUE(loadParams(path, manifest, args, 0).ok());
+  EXPECT_EQ(wte(), std::vector<float>(w, w + 6));
+  // Without the name: the manifest's first alias, not the file's first.
+  tensors = fileWith({"lm_head.weight"}, w);
+  tensors.push_back({"head", ASRT_DTYPE_F32, {2, 3}, other});
+  write(tensors);
+  ASSERT_TRUE(loadParams(path, manifest, args, 0).ok());
+  EXPECT_EQ(wte(), std::vector<float>(w, w + 6));
+}
+
+TEST_F(TiedParamsTest, AnUnreadAliasMustStillFit) {
+  std::vector<TensorView> tensors = fileWith({"wte"}, w);
+  tensors.push_back({"head", ASRT_DTYPE_F32, {3, 2}, other});
+  write(tensors);
+  EXPECT_EQ(loadError(), "--load-params: tensor 'head' of '" + path +
+                             "' is F32 3x2 but arg 0 (param wte), whose "
+                             "alias it is, is F32 2x3; dtype and shape must "
+                             "match exactly");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(TiedParamsTest, MissingNamesTheAliasesAndLoadedOptStates) {
+  write({{"b", ASRT_DTYPE_F32, {3}, bias}});
+  EXPECT_EQ(loadError(),
+            "--load-params: '" + path +
+                "' lacks 1 of the 2 params of step 'tied': wte (or "
+                "lm_head.weight, head); and 1 opt_state with init=load: "
+                "wte.exp_avg (every param must be in the file, and every "
+                "opt_state with init=load; other opt_states may be absent "
+                "and keep their init= values)");
+  EXPECT_TRUE(untouched());
+  write(
+      {{"b", ASRT_DTYPE_F32, {3}, bias}, {"head", ASRT_DTYPE_F32, {2, 3}, w}});
+  EXPECT_EQ(loadError(),
+            "--load-params: '" + path +
+                "' lacks 1 opt_state with init=load of step 'tied': "
+                "wte.exp_avg (every param must be in the file, and every "
+                "opt_state with init=load; other opt_states may be absent "
+                "and keep their init= values)");
+  EXPECT_TRUE(untouched());
+}
+
+TEST_F(TiedParamsTest, ARunWithoutAFileIsRefused) {
+  EXPECT_TRUE(checkInitFromFile(manifest, /*fromFile=*/true).ok());
+  EXPECT_EQ(checkInitFromFile(manifest, /*fromFile=*/false).message(),
+            "step 'tied' takes the initial values of 1 param and 1 opt_state "
+            "from a file (init=load): wte, wte.exp_avg; give them with "
+            "--load-params FILE (a safetensors file that holds them under "
+            "their names, such as the model's exporter or --save-params "
+            "writes), or continue a run from its checkpoint with --resume");
+  // Nothing to load: any run starts.
+  EXPECT_TRUE(checkInitFromFile(parse(kManifest), false).ok());
+}
+
 // ---- Sharded arguments
 // -------------------------------------------------------
 

@@ -41,7 +41,8 @@ const char *const kUsage =
     "binary's --checkpoint-dir, meaning its newest complete checkpoint.\n"
     "\n"
     "consolidate  checks every file's CRC-32 and writes every param and\n"
-    "             opt_state as one full tensor, named as in the manifest;\n"
+    "             opt_state as one full tensor, named as in the manifest\n"
+    "             (a param again under each of its aliases, a copy);\n"
     "             the file loads with --load-params. Its __metadata__ keeps\n"
     "             the checkpoint's step, seed and data source. OUT must be\n"
     "             a new or regular file outside every checkpoint directory.\n"
@@ -50,7 +51,8 @@ const char *const kUsage =
     "shard        writes DIR/step-N, the sharded checkpoint the binary whose\n"
     "             manifest STEP_MANIFEST is ('./train --print-manifest >\n"
     "             FILE') would have written: every param and opt_state of\n"
-    "             the step must be in IN with its dtype and global shape.\n"
+    "             the step must be in IN with its dtype and global shape\n"
+    "             (a param under its name or one of its aliases).\n"
     "             Step, seed and data source come from IN's metadata (a\n"
     "             consolidated checkpoint) or --step, --seed, --data.\n"
     "             Resume with 'mpirun -np W ./train --checkpoint-dir DIR\n"
@@ -187,11 +189,17 @@ int consolidate(std::vector<std::string> args) {
   const CheckpointManifest &m = reader->manifest();
   std::vector<TensorView> views;
   uint64_t bytes = 0;
+  size_t aliasCopies = 0;
   for (const CheckpointTensor &t : m.tensors) {
     if (paramsOnly && t.role != Role::Param)
       continue;
     views.push_back({t.name, t.dtype, t.shape, tensors[t.name].data()});
     bytes += tensors[t.name].size();
+    // A tied parameter again under each alias, as --save-params writes
+    // it: safetensors entries cannot share their bytes.
+    for (const std::string &alias : t.aliases)
+      views.push_back({alias, t.dtype, t.shape, tensors[t.name].data()});
+    aliasCopies += t.aliases.size();
   }
   std::map<std::string, std::string> metadata = {
       {"format", "pt"},
@@ -216,9 +224,15 @@ int consolidate(std::vector<std::string> args) {
     std::remove(temp.c_str());
     return fail(written.message());
   }
-  std::printf("shard-ckpt: consolidated %zu tensors (%llu bytes) of %s "
+  std::string copies = aliasCopies == 0
+                           ? ""
+                           : ", and " + std::to_string(aliasCopies) + " more " +
+                                 (aliasCopies == 1 ? "copy" : "copies") +
+                                 " under aliases,";
+  std::printf("shard-ckpt: consolidated %zu tensors (%llu bytes)%s of %s "
               "(step %lld, strategy %s, grid %s) into %s\n",
-              views.size(), static_cast<unsigned long long>(bytes),
+              views.size() - aliasCopies,
+              static_cast<unsigned long long>(bytes), copies.c_str(),
               quoted(reader->directory()).c_str(),
               static_cast<long long>(m.step), m.strategy.c_str(),
               m.grid.c_str(), quoted(args[1]).c_str());
@@ -270,27 +284,39 @@ int shard(const std::vector<std::string> &args) {
   if (!file)
     return fail(file.message());
 
-  // The file must hold exactly the step's params and opt_states.
+  // The file must hold exactly the step's params and opt_states, a param
+  // under its name or an alias as --load-params reads it (the name wins,
+  // else the first alias the file holds).
   // Another model's file differs in every one of its thousands of
   // tensors: each list names the first few and counts the rest.
   std::vector<CheckpointTensor> wanted = modelSignature(*manifest);
   std::vector<std::string> missing, wrong, extra;
+  std::map<std::string, std::string> source;
   for (const CheckpointTensor &t : wanted) {
-    auto it = file->tensors.find(t.name);
-    if (it == file->tensors.end())
+    for (const std::string &name : manifest->findArg(t.name)->fileNames())
+      if (file->tensors.count(name)) {
+        source[t.name] = name;
+        break;
+      }
+    if (!source.count(t.name))
       missing.push_back(t.name);
-    else if (it->second.dtype != dtypeSafetensorsName(t.dtype) ||
-             it->second.shape != t.shape)
-      wrong.push_back(t.name + " is " + it->second.dtype + " " +
-                      formatShape(it->second.shape) + " but the step's " +
-                      t.describe() + " needs " + dtypeSafetensorsName(t.dtype) +
-                      " " + formatShape(t.shape));
   }
-  for (const auto &[name, entry] : file->tensors)
-    if (!manifest->findArg(name) ||
-        (manifest->findArg(name)->role != Role::Param &&
-         manifest->findArg(name)->role != Role::OptState))
+  for (const auto &[name, entry] : file->tensors) {
+    const TensorSpec *arg = manifest->findArgByFileName(name);
+    if (!arg || (arg->role != Role::Param && arg->role != Role::OptState)) {
       extra.push_back(name);
+      continue;
+    }
+    const CheckpointTensor &t = *std::find_if(
+        wanted.begin(), wanted.end(),
+        [&](const CheckpointTensor &w) { return w.name == arg->name; });
+    if (entry.dtype != dtypeSafetensorsName(t.dtype) || entry.shape != t.shape)
+      wrong.push_back(
+          name + " is " + entry.dtype + " " + formatShape(entry.shape) +
+          " but the step's " + t.describe() +
+          (name != t.name ? ", whose alias it is," : "") + " needs " +
+          dtypeSafetensorsName(t.dtype) + " " + formatShape(t.shape));
+  }
   auto count = [](size_t n) {
     return std::to_string(n) + (n == 1 ? " tensor" : " tensors");
   };
@@ -394,7 +420,8 @@ int shard(const std::vector<std::string> &args) {
     std::vector<ShardBlock> blocks = shardBlocksOfRank(
         *manifest, assignments, rank,
         [&](const TensorSpec &arg, int64_t begin) -> const void * {
-          return file->bytes(arg.name) + begin * dtypeSize(arg.dtype);
+          return file->bytes(source.at(arg.name)) +
+                 begin * dtypeSize(arg.dtype);
         });
     if (blocks.empty())
       continue;

@@ -102,6 +102,32 @@ func.func @step(%x: tensor<2x4xf32> {train.role = #train.role<input>, train.name
 
 // -----
 
+// Values from a file (an imported model's) and a tied param's further
+// names reach the runtime through the manifest.
+// CHECK: llvm.mlir.global external constant @autoshard_manifest("autoshard-manifest 1\0Aabi 5\0Astep step\0Astrategy none\0Agrid 1\0A
+// CHECK-SAME: arg 0 param wte f32 4x4 init=load aliases=lm_head.weight,head\0A
+// CHECK-SAME: arg 1 opt_state wte.momentum f32 4x4 init=load\0A
+// CHECK-SAME: arg 2 input g f32 4x4 batch_dim=0 global=4\0A
+// CHECK-SAME: result 0 param wte f32 4x4 updates=0\0A
+// CHECK-LABEL: func.func @autoshard_step
+func.func @step(
+    %w: tensor<4x4xf32> {train.role = #train.role<param>, train.name = "wte", train.init = #train.init<load>, train.aliases = ["lm_head.weight", "head"]},
+    %m: tensor<4x4xf32> {train.role = #train.role<opt_state>, train.name = "wte.momentum", train.init = #train.init<load>},
+    %g: tensor<4x4xf32> {train.role = #train.role<input>, train.name = "g"},
+    %y: tensor<4xi32> {train.role = #train.role<label>, train.name = "y"},
+    %lr: tensor<f32> {train.role = #train.role<hyper>, train.name = "lr", train.init = #train.init<constant, value = 0.1>})
+    -> (tensor<4x4xf32> {train.role = #train.role<param>, train.name = "wte"},
+        tensor<4x4xf32> {train.role = #train.role<opt_state>, train.name = "wte.momentum"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step} {
+  %logits = train.linear %g, %w : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %loss = train.softmax_cross_entropy %logits, %y : (tensor<4x4xf32>, tensor<4xi32>) -> tensor<f32>
+  %w1, %m1 = train.sgd %w, %g, %lr momentum_buffer %m {momentum = 0.9 : f32} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>, tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
+  return %w1, %m1, %loss : tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>
+}
+
+// -----
+
 // A parameter still read after its update cannot be overwritten in place:
 // the update goes to a temporary, copied to the result buffer at the end.
 // CHECK-LABEL: func.func @autoshard_step

@@ -7,7 +7,7 @@
 // Attributes
 //===----------------------------------------------------------------------===//
 
-// expected-error@+1 {{unknown init kind 'gaussian'; expected zeros, ones, normal, uniform or constant}}
+// expected-error@+1 {{unknown init kind 'gaussian'; expected zeros, ones, normal, uniform, constant or load}}
 func.func private @f(tensor<2xf32> {train.init = #train.init<gaussian, std = 1.0>})
 
 // -----
@@ -122,7 +122,32 @@ func.func private @f(tensor<2xf32> {train.unit = ""})
 
 // -----
 
-// expected-error@+1 {{argument #0 has the unknown attribute 'train.rol'; the train dialect defines train.role, train.name, train.init, train.unit, train.shard and train.memory}}
+// expected-error@+1 {{result #0: results take no 'train.aliases'}}
+func.func private @f() -> (tensor<2xf32> {train.aliases = ["lm_head.weight"]})
+
+// -----
+
+// expected-error@+1 {{argument #0: 'train.aliases' must be an array of strings}}
+func.func private @f(tensor<2xf32> {train.aliases = "lm_head.weight"})
+
+// -----
+
+// expected-error@+1 {{argument #0: 'train.aliases' must be an array of strings}}
+func.func private @f(tensor<2xf32> {train.aliases = ["lm_head.weight", 3 : i64]})
+
+// -----
+
+// expected-error@+1 {{argument #0: 'train.aliases' is empty; a param saved under its name alone has none}}
+func.func private @f(tensor<2xf32> {train.aliases = []})
+
+// -----
+
+// expected-error@+1 {{argument #0 has the alias "lm head"; names are made of letters, digits, '_' and '.', and do not start with '.'}}
+func.func private @f(tensor<2xf32> {train.aliases = ["lm head"]})
+
+// -----
+
+// expected-error@+1 {{argument #0 has the unknown attribute 'train.rol'; the train dialect defines train.role, train.name, train.init, train.unit, train.aliases, train.shard and train.memory}}
 func.func private @f(tensor<2xf32> {train.rol = #train.role<param>})
 
 //===----------------------------------------------------------------------===//
@@ -166,6 +191,52 @@ func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name 
 func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>, train.unit = "h.0"},
                      tensor<2xf32> {train.role = #train.role<opt_state>, train.name = "w.exp_avg", train.unit = "h.0"})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step}
+
+// -----
+
+// expected-error@+1 {{opt_state argument "w.exp_avg" has 'train.aliases'; only param arguments are saved under aliases}}
+func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
+                     tensor<2xf32> {train.role = #train.role<opt_state>, train.name = "w.exp_avg", train.aliases = ["m"]})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step}
+
+// -----
+
+// expected-error@+1 {{param argument "wte" has its own name as an alias}}
+func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name = "wte", train.init = #train.init<zeros>, train.aliases = ["wte"]})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step}
+
+// -----
+
+// An alias may not name another argument, of any role, wherever it is.
+// expected-error@+1 {{param argument "wte" has the alias "lm_head", the name of argument #2; each name in a parameter file stands for one tensor}}
+func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name = "wte", train.init = #train.init<zeros>, train.aliases = ["head", "lm_head"]},
+                     tensor<2xf32> {train.role = #train.role<param>, train.name = "wpe", train.init = #train.init<zeros>},
+                     tensor<2xf32> {train.role = #train.role<opt_state>, train.name = "lm_head"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step}
+
+// -----
+
+// expected-error@+1 {{param argument "wte" lists the alias "lm_head" twice}}
+func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name = "wte", train.init = #train.init<zeros>, train.aliases = ["lm_head", "lm_head"]})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step}
+
+// -----
+
+// expected-error@+1 {{param argument "wpe" has the alias "lm_head" of param argument "wte"; each name in a parameter file stands for one tensor}}
+func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name = "wte", train.init = #train.init<zeros>, train.aliases = ["lm_head"]},
+                     tensor<2xf32> {train.role = #train.role<param>, train.name = "wpe", train.init = #train.init<zeros>, train.aliases = ["lm_head"]})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step}
+
+// -----
+
+// expected-error@+1 {{hyper argument "lr" has #train.init<load>, but parameter files hold only params and opt_states; give it a value, such as #train.init<constant, value = ...>}}
+func.func private @f(tensor<f32> {train.role = #train.role<hyper>, train.name = "lr", train.init = #train.init<load>})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step}
+
+// -----
+
+// expected-error@+1 {{'load' init takes no value}}
+func.func private @f(tensor<2xf32> {train.init = #train.init<load, value = 1.0>})
 
 // -----
 

@@ -59,6 +59,7 @@ shard.grid @world(shape = 2)
 // CHECK-SAME: train.init = #train.init<normal, std = 2.000000e-02>, train.name = "w", train.role = #train.role<param>, train.unit = "fc"}
 // CHECK-SAME: train.init = #train.init<uniform, bound = 1.000000e-01>, train.name = "b", train.role = #train.role<param>, train.unit = "fc"}
 // CHECK-SAME: train.init = #train.init<ones>
+// CHECK-SAME: {train.aliases = ["lm_head.weight", "head"], train.init = #train.init<load>, train.name = "wte", train.role = #train.role<param>}
 // CHECK-SAME: train.name = "w.momentum", train.role = #train.role<opt_state>
 // CHECK-SAME: train.role = #train.role<input>
 // CHECK-SAME: train.role = #train.role<label>
@@ -69,6 +70,7 @@ func.func @step(
     %w: tensor<4x16xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.02>, train.unit = "fc"},
     %b: tensor<4xf32> {train.role = #train.role<param>, train.name = "b", train.init = #train.init<uniform, bound = 0.1>, train.unit = "fc"},
     %s: tensor<4xf32> {train.role = #train.role<param>, train.name = "s", train.init = #train.init<ones>},
+    %wte: tensor<4xf32> {train.role = #train.role<param>, train.name = "wte", train.init = #train.init<load>, train.aliases = ["lm_head.weight", "head"]},
     %m: tensor<4x16xf32> {train.role = #train.role<opt_state>, train.name = "w.momentum"},
     %x: tensor<8x16xf32> {train.role = #train.role<input>, train.name = "x"},
     %y: tensor<8xi32> {train.role = #train.role<label>, train.name = "y"},

@@ -549,6 +549,25 @@ def read_raw_safetensors(path):
             for name, info in header.items() if name != "__metadata__"}
 
 
+def write_raw_safetensors(path, tensors, metadata=None):
+    """Writes {name: (dtype, shape, bytes)}, as read_raw_safetensors returns
+    them, as a safetensors file: what an exporter (safetensors.torch's
+    save_file) writes, or a run's file edited."""
+    header, offset = {}, 0
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, (dtype, shape, data) in sorted(tensors.items()):
+        header[name] = {"dtype": dtype, "shape": list(shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        for name in sorted(tensors):
+            f.write(tensors[name][2])
+
+
 def cmd_same_tensors(args):
     a, b = read_raw_safetensors(args.a), read_raw_safetensors(args.b)
     if not a:

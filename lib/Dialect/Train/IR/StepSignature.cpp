@@ -33,6 +33,10 @@ static StepValue decode(unsigned index, Type type, DictionaryAttr attrs) {
   value.init = attrs.getAs<InitAttr>(TrainDialect::kInitAttrName);
   if (auto unit = attrs.getAs<StringAttr>(TrainDialect::kUnitAttrName))
     value.unit = unit.getValue();
+  if (auto aliases = attrs.getAs<ArrayAttr>(TrainDialect::kAliasesAttrName))
+    for (Attribute alias : aliases)
+      if (auto text = dyn_cast<StringAttr>(alias))
+        value.aliases.push_back(text.getValue());
   return value;
 }
 
@@ -542,6 +546,14 @@ LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
       return func.emitOpError()
              << role << " argument \"" << arg.name << "\" needs a '"
              << TrainDialect::kInitAttrName << "' attribute";
+    // Parameter files hold params and opt_states; a hyper's value is its
+    // init (or a flag such as --lr).
+    if (arg.role == Role::Hyper && arg.init.getKind() == InitKind::Load)
+      return func.emitOpError()
+             << "hyper argument \"" << arg.name
+             << "\" has #train.init<load>, but parameter files hold only "
+                "params and opt_states; give it a value, such as "
+                "#train.init<constant, value = ...>";
     if (isBatchRole(arg.role)) {
       if (arg.init)
         return func.emitOpError()
@@ -573,6 +585,13 @@ LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
              << role << " argument \"" << arg.name << "\" has '"
              << TrainDialect::kUnitAttrName << "' \"" << arg.unit
              << "\"; only param arguments belong to a unit";
+    // A parameter file's names are of params and opt_states; an alias is
+    // the further name of a parameter (tied weights).
+    if (!arg.aliases.empty() && arg.role != Role::Param)
+      return func.emitOpError()
+             << role << " argument \"" << arg.name << "\" has '"
+             << TrainDialect::kAliasesAttrName
+             << "'; only param arguments are saved under aliases";
     if (arg.role == Role::Label && !arg.type.getElementType().isInteger(32))
       return func.emitOpError() << "label argument \"" << arg.name
                                 << "\" must hold i32 class indices, got "
@@ -583,6 +602,33 @@ LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
              << "hyper argument \"" << arg.name
              << "\" must be a scalar tensor<f32>, got " << arg.type;
   }
+
+  // Each name in a parameter file stands for one tensor: an alias is no
+  // argument's name and no other alias.
+  llvm::StringMap<unsigned> aliasOwners;
+  for (const StepValue &arg : sig.getArgs())
+    for (StringRef alias : arg.aliases) {
+      if (alias == arg.name)
+        return func.emitOpError() << "param argument \"" << arg.name
+                                  << "\" has its own name as an alias";
+      if (auto named = argNames.find(alias); named != argNames.end())
+        return func.emitOpError()
+               << "param argument \"" << arg.name << "\" has the alias \""
+               << alias << "\", the name of argument #" << named->second
+               << "; each name in a parameter file stands for one tensor";
+      auto [owner, inserted] = aliasOwners.try_emplace(alias, arg.index);
+      if (inserted)
+        continue;
+      if (owner->second == arg.index)
+        return func.emitOpError()
+               << "param argument \"" << arg.name << "\" lists the alias \""
+               << alias << "\" twice";
+      return func.emitOpError()
+             << "param argument \"" << arg.name << "\" has the alias \""
+             << alias << "\" of param argument \""
+             << sig.getArgs()[owner->second].name
+             << "\"; each name in a parameter file stands for one tensor";
+    }
 
   llvm::StringMap<unsigned> resultNames;
   unsigned losses = 0, gradNorms = 0;

@@ -150,6 +150,7 @@ StringRef InitAttr::getValueName(InitKind kind) {
   switch (kind) {
   case InitKind::Zeros:
   case InitKind::Ones:
+  case InitKind::Load:
     return "";
   case InitKind::Normal:
     return "std";
@@ -170,13 +171,19 @@ Attribute InitAttr::parse(AsmParser &parser, Type) {
   std::optional<InitKind> kind = symbolizeInitKind(keyword);
   if (!kind) {
     parser.emitError(loc) << "unknown init kind '" << keyword
-                          << "'; expected zeros, ones, normal, uniform or "
-                             "constant";
+                          << "'; expected zeros, ones, normal, uniform, "
+                             "constant or load";
     return {};
   }
   double value = 0.0;
   StringRef valueName = getValueName(*kind);
-  if (!valueName.empty()) {
+  if (valueName.empty()) {
+    SMLoc commaLoc = parser.getCurrentLocation();
+    if (succeeded(parser.parseOptionalComma())) {
+      parser.emitError(commaLoc) << "'" << keyword << "' init takes no value";
+      return {};
+    }
+  } else {
     if (parser.parseComma())
       return {};
     SMLoc nameLoc = parser.getCurrentLocation();
@@ -615,11 +622,34 @@ static LogicalResult verifyValueAttribute(Operation *op, StringRef what,
                 "and '.', not starting with '.'";
     return success();
   }
+  if (name == TrainDialect::kAliasesAttrName) {
+    // Saved names of the argument's tensor; an update or gradient is saved
+    // (or not) as the argument is.
+    if (isResult)
+      return op->emitError()
+             << what << " #" << index << ": results take no '" << name << "'";
+    auto array = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!array || !llvm::all_of(array, llvm::IsaPred<StringAttr>))
+      return op->emitError() << what << " #" << index << ": '" << name
+                             << "' must be an array of strings";
+    if (array.empty())
+      return op->emitError()
+             << what << " #" << index << ": '" << name
+             << "' is empty; a param saved under its name alone has none";
+    for (StringAttr alias : array.getAsRange<StringAttr>())
+      if (!isValidStepName(alias.getValue()))
+        return op->emitError()
+               << what << " #" << index << " has the alias \""
+               << alias.getValue()
+               << "\"; names are made of letters, digits, '_' and '.', and "
+                  "do not start with '.'";
+    return success();
+  }
   return op->emitError() << what << " #" << index
                          << " has the unknown attribute '" << name
                          << "'; the train dialect defines train.role, "
-                            "train.name, train.init, train.unit, train.shard "
-                            "and train.memory";
+                            "train.name, train.init, train.unit, "
+                            "train.aliases, train.shard and train.memory";
 }
 
 LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op,

@@ -23,6 +23,9 @@ struct StepValue {
   /// The `train.unit` of a param argument (the module path of its
   /// transformer block); empty in the root unit.
   llvm::StringRef unit;
+  /// The `train.aliases` of a param argument: further names its tensor is
+  /// saved under; empty without.
+  llvm::SmallVector<llvm::StringRef, 1> aliases;
 };
 
 /// The arguments and results of a function marked `train.step`, decoded from

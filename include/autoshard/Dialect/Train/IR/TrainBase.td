@@ -49,6 +49,24 @@ def Train_Dialect : Dialect {
     arguments carry it (their optimizer states follow them through the
     plan).
 
+    A `param` argument may list further names it is saved under with
+    `train.aliases`, a non-empty array of distinct names: one tensor that
+    a PyTorch module holds under several names (tied weights, HF GPT-2's
+    `transformer.wte.weight` and `lm_head.weight`) is one step parameter,
+    but its `state_dict` has every name. The training binary writes the
+    parameter under `train.name` and again, a copy, under each alias
+    (`--save-params`, `--save-best`, `shard-ckpt consolidate`), and
+    `--load-params` accepts a file that holds it under an alias
+    (docs/RuntimeABI.md, "Parameter and gradient files"). No alias may be
+    the name or an alias of any argument, its own included.
+
+    ```mlir
+    %wte: tensor<50257x768xf32> {train.role = #train.role<param>,
+                                 train.name = "transformer.wte.weight",
+                                 train.aliases = ["lm_head.weight"],
+                                 train.init = #train.init<load>}
+    ```
+
     A result whose role is `param` or `opt_state` is the new value of the
     argument of the same name. Arguments with role `input` or `label` are
     batches whose dimension 0 is the global batch; distribution passes split
@@ -68,6 +86,8 @@ def Train_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kInitAttrName = "train.init";
     // The unit (module path of a transformer block) a param belongs to.
     static constexpr ::llvm::StringLiteral kUnitAttrName = "train.unit";
+    // Further names a param is saved under (tied weights).
+    static constexpr ::llvm::StringLiteral kAliasesAttrName = "train.aliases";
     static constexpr ::llvm::StringLiteral kPlanAttrName = "train.plan";
     static constexpr ::llvm::StringLiteral kPartitionedAttrName =
         "train.partitioned";
@@ -118,7 +138,9 @@ def Train_InitKind : I32EnumAttr<"InitKind", "how an argument is initialised", [
   I32EnumAttrCase<"Ones", 1, "ones">,
   I32EnumAttrCase<"Normal", 2, "normal">,
   I32EnumAttrCase<"Uniform", 3, "uniform">,
-  I32EnumAttrCase<"Constant", 4, "constant">
+  I32EnumAttrCase<"Constant", 4, "constant">,
+  // The value comes from a file (--load-params or --resume).
+  I32EnumAttrCase<"Load", 5, "load">
 ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::autoshard::train";
@@ -295,9 +317,9 @@ def Train_InitAttr : Train_Attr<"Init", "init"> {
   let summary = "initialisation of a parameter, optimizer state or hyperparameter";
   let description = [{
     How the training binary fills an argument before the first step. The
-    value of every element is a pure function of the seed, the argument's
-    name and the element's global index, so initialisation is the same at
-    every world size and under every sharding.
+    value of every element it generates is a pure function of the seed,
+    the argument's name and the element's global index, so initialisation
+    is the same at every world size and under every sharding.
 
     ```mlir
     #train.init<zeros>
@@ -305,9 +327,18 @@ def Train_InitAttr : Train_Attr<"Init", "init"> {
     #train.init<normal, std = 0.02>        // mean 0
     #train.init<uniform, bound = 0.1>      // in [-bound, bound)
     #train.init<constant, value = 3.0e-4>
+    #train.init<load>                      // from --load-params or --resume
     ```
 
     `std` and `bound` must be positive and finite; `value` finite.
+
+    `load` says that the value is not the binary's to choose: it comes
+    from a file, as for a model imported from PyTorch whose initial
+    parameters were written beside the step. `param` and `opt_state`
+    arguments may take it; a `hyper` may not (parameter files do not hold
+    hypers). A training binary with a `load` argument refuses to start,
+    on every rank and before the first step, unless `--load-params FILE`
+    (which must then hold the argument) or `--resume` gives it.
   }];
   let parameters = (ins "::autoshard::train::InitKind":$kind,
                         "::llvm::APFloat":$value);
