@@ -445,7 +445,7 @@ LogicalResult emitSoftmaxCrossEntropy(Operation *op, StepEmitter &e) {
   e.call(ABI_FUNCTION(asrt_softmax_xent_fwd),
          {dtypeOf(e, loss.getLogits()), e.buffer(loss.getLogits()),
           e.buffer(loss.getLabels()), out, e.i64(rows(loss.getLogits())),
-          e.i64(lastDim(loss.getLogits()))});
+          e.i64(lastDim(loss.getLogits())), e.i64(ASRT_NO_IGNORE_INDEX)});
   return success();
 }
 
@@ -455,7 +455,8 @@ LogicalResult emitSoftmaxCrossEntropyGrad(Operation *op, StepEmitter &e) {
   e.call(ABI_FUNCTION(asrt_softmax_xent_grad),
          {dtypeOf(e, grad.getLogits()), e.buffer(grad.getLogits()),
           e.buffer(grad.getLabels()), bufferOrNull(e, grad.getGradLoss()), out,
-          e.i64(rows(grad.getLogits())), e.i64(lastDim(grad.getLogits()))});
+          e.i64(rows(grad.getLogits())), e.i64(lastDim(grad.getLogits())),
+          e.i64(ASRT_NO_IGNORE_INDEX)});
   return success();
 }
 

@@ -19,7 +19,7 @@ namespace {
 // Inputs and labels of several dtypes, per-row shapes and batch dims; G=16.
 std::string manifestText(int world, bool withFloatInputs = true) {
   std::string l = std::to_string(16 / world);
-  std::string text = "autoshard-manifest 1\nabi 5\nstep s\nstrategy ddp\n"
+  std::string text = "autoshard-manifest 1\nabi 6\nstep s\nstrategy ddp\n"
                      "grid " +
                      std::to_string(world) +
                      "\n"
@@ -176,7 +176,7 @@ TEST(DataTest, TeacherLabelsAreInRangeAndVaried) {
 TEST(DataTest, TeacherLabelsAreTheArgmaxOfALinearFunction) {
   // With one float feature x, a linear teacher's argmax over classes
   // depends only on the sign of x: rows with equal signs share labels.
-  Manifest m = parse("autoshard-manifest 1\nabi 5\nstep s\nstrategy none\n"
+  Manifest m = parse("autoshard-manifest 1\nabi 6\nstep s\nstrategy none\n"
                      "grid 1\n"
                      "arg 0 input x f32 64x1 batch_dim=0 global=64\n"
                      "arg 1 label y i32 64 batch_dim=0 global=64 classes=6\n"
@@ -204,7 +204,7 @@ TEST(DataTest, SyntheticErrors) {
             std::string::npos)
       << source.message();
 
-  Manifest big = parse("autoshard-manifest 1\nabi 5\nstep s\nstrategy none\n"
+  Manifest big = parse("autoshard-manifest 1\nabi 6\nstep s\nstrategy none\n"
                        "grid 1\n"
                        "arg 0 input x f32 2x4096 batch_dim=0 global=2\n"
                        "arg 1 label y i32 2x64 batch_dim=0 global=2 "

@@ -11,7 +11,7 @@ namespace {
 
 // docs/RuntimeABI.md's example, plus the momentum result it implies.
 const char *kGood = "autoshard-manifest 1\n"
-                    "abi 5\n"
+                    "abi 6\n"
                     "step train_step\n"
                     "strategy ddp\n"
                     "grid 2\n"
@@ -29,7 +29,7 @@ const char *kGood = "autoshard-manifest 1\n"
 // exposed gradient.
 const char *kAdamWithGrad =
     "autoshard-manifest 1\n"
-    "abi 5\n"
+    "abi 6\n"
     "step train_step\n"
     "strategy ddp\n"
     "grid 2\n"
@@ -49,7 +49,7 @@ const char *kAdamWithGrad =
 // replicated gradient of a sharded param.
 const char *kSharded =
     "autoshard-manifest 1\n"
-    "abi 5\n"
+    "abi 6\n"
     "step train_step\n"
     "strategy zero3\n"
     "grid 2x2\n"
@@ -69,7 +69,7 @@ const char *kSharded =
 // device one, and the memory record's offload keys.
 const char *kOffload =
     "autoshard-manifest 1\n"
-    "abi 5\n"
+    "abi 6\n"
     "step train_step\n"
     "strategy zero3\n"
     "grid 2\n"
@@ -249,7 +249,7 @@ TEST(ManifestTest, ParsesOffloadedArguments) {
 TEST(ManifestTest, ParsesTheDocumentedShardedExample) {
   const char *doc =
       "autoshard-manifest 1\n"
-      "abi 5\n"
+      "abi 6\n"
       "step train_step\n"
       "strategy zero3\n"
       "grid 2x2\n"
@@ -408,7 +408,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "manifest line 2: ABI version 'x' is not an integer"},
         BadCase{"AbiMismatch", withLine(2, "abi 1"),
                 "manifest line 2: the step was generated for runtime ABI "
-                "version 1 but this runtime implements version 5"},
+                "version 1 but this runtime implements version 6"},
         BadCase{"BadGrid", withLine(5, "grid 2x0"),
                 "manifest line 5: bad grid '2x0'"},
         BadCase{"HugeGrid", withLine(5, "grid 65536x65536"),

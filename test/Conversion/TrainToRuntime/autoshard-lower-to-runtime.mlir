@@ -10,7 +10,7 @@
 
 shard.grid @world(shape = 2)
 
-// CHECK: llvm.mlir.global external constant @autoshard_manifest("autoshard-manifest 1\0Aabi 5\0Astep step\0Astrategy ddp\0Agrid 2\0A
+// CHECK: llvm.mlir.global external constant @autoshard_manifest("autoshard-manifest 1\0Aabi 6\0Astep step\0Astrategy ddp\0Agrid 2\0A
 // CHECK-SAME: arg 0 param w f32 4x16 init=normal:0.02\0A
 // CHECK-SAME: arg 1 input x f32 4x16 batch_dim=0 global=8\0A
 // CHECK-SAME: arg 2 label y i32 4 batch_dim=0 global=8 classes=4\0A
