@@ -445,6 +445,46 @@ TEST_F(AsdataTest, NegativeLabelElement) {
             std::string::npos);
 }
 
+/// The 2-rank manifest whose label y ignores positions labelled -100.
+Manifest ignoringManifest() {
+  std::string text = manifestText(2);
+  const std::string y = " global=16 classes=5\n";
+  size_t at = text.find(y);
+  EXPECT_NE(at, std::string::npos);
+  text.replace(at, y.size(), " global=16 classes=5 ignore_index=-100\n");
+  return parse(text);
+}
+
+TEST_F(AsdataTest, LabelsMayHoldTheLossesIgnoreIndex) {
+  // HuggingFace pads labels with -100, which the loss ignores.
+  y[3] = -100;
+  write(fields());
+  Manifest m = ignoringManifest();
+  ASSERT_EQ(m.args[4].ignoreIndex, std::optional<int64_t>(-100));
+  auto source = openDataFile(path, m, 0, 2);
+  ASSERT_TRUE(source.ok()) << source.message();
+  Buffers b(m);
+  (*source)->fill(0, b.pointers.data());
+  EXPECT_EQ(static_cast<const int32_t *>(b.pointers[4])[3], -100);
+  // Without the key it is a label outside [0, classes) like any other.
+  EXPECT_NE(openError().find("label 'y' in row 3 is -100, outside [0, 5) for "
+                             "classes=5"),
+            std::string::npos);
+}
+
+TEST_F(AsdataTest, TheIgnoreIndexExcusesOnlyItself) {
+  y[3] = -100;
+  y[7] = -1;
+  write(fields());
+  auto source = openDataFile(path, ignoringManifest(), 0, 2);
+  ASSERT_FALSE(source.ok());
+  EXPECT_NE(source.message().find("label 'y' in row 7 is -1, outside [0, 5) "
+                                  "for classes=5 and not the "
+                                  "ignore_index=-100"),
+            std::string::npos)
+      << source.message();
+}
+
 TEST_F(AsdataTest, IntegerInputOutOfRange) {
   tok[0] = 50;
   write(fields());

@@ -176,6 +176,15 @@ TEST(ManifestTest, ParsesTheDocumentedExample) {
   EXPECT_EQ(m.results[1].describe(), "result 1 (loss loss)");
 }
 
+TEST(ManifestTest, ParsesTheLossesIgnoreIndex) {
+  EXPECT_FALSE(parseManifest(kGood)->args[4].ignoreIndex) << "optional";
+  Expected<Manifest> m = parseManifest(
+      withLine(10, "arg 4 label y i32 8 batch_dim=0 global=16 classes=4 "
+                   "ignore_index=-100"));
+  ASSERT_TRUE(m.ok()) << m.message();
+  EXPECT_EQ(m->args[4].ignoreIndex, std::optional<int64_t>(-100));
+}
+
 TEST(ManifestTest, ParsesTheStepFlops) {
   // Line 6 is the first arg; the record may stand anywhere before end.
   Expected<Manifest> flops = parseManifest(
@@ -491,6 +500,21 @@ INSTANTIATE_TEST_SUITE_P(
                              "classes=4"),
                 "manifest line 10: classes= needs an integer dtype but y is "
                 "f32"},
+        BadCase{"IgnoreIndexOnInput",
+                withLine(9, "arg 3 input x f32 8x16 batch_dim=0 global=16 "
+                            "ignore_index=-100"),
+                "manifest line 9: key 'ignore_index' is not valid for input "
+                "args; valid keys: batch_dim, global, classes"},
+        BadCase{"IgnoreIndexBeyondInt32",
+                withLine(10, "arg 4 label y i32 8 batch_dim=0 global=16 "
+                             "classes=4 ignore_index=2147483648"),
+                "manifest line 10: ignore_index=2147483648 is outside the "
+                "int32 range of labels"},
+        BadCase{"IgnoreIndexOnI64Label",
+                withLine(10, "arg 4 label y i64 8 batch_dim=0 global=16 "
+                             "classes=4 ignore_index=-100"),
+                "manifest line 10: ignore_index= needs an i32 label but y is "
+                "i64"},
         BadCase{"NegativeUpdates",
                 withLine(12, "result 0 param fc1.weight f32 64x16 "
                              "updates=-1"),

@@ -398,6 +398,22 @@ func.func @f(%logits: tensor<f32>, %labels: tensor<i32>) {
 
 // -----
 
+func.func @f(%logits: tensor<8x10xf32>, %labels: tensor<8xi32>) {
+  // expected-error@+1 {{'train.softmax_cross_entropy' op has ignore_index = 2147483648, which no i32 label can equal; it must lie in [-2147483648, 2147483647] (torch's is -100)}}
+  %l = train.softmax_cross_entropy %logits, %labels {ignore_index = 2147483648 : i64} : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%logits: tensor<8x10xf32>, %labels: tensor<8xi32>) {
+  // expected-error@+1 {{'train.softmax_cross_entropy_grad' op has ignore_index = -2147483649, which no i32 label can equal}}
+  %d = train.softmax_cross_entropy_grad %logits, %labels {ignore_index = -2147483649 : i64} : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<8x10xf32>
+  return
+}
+
+// -----
+
 func.func @f(%logits: tensor<8x10xf32>, %labels: tensor<8x1xi32>) {
   // expected-error@+2 {{'train.softmax_cross_entropy_grad' labels 'tensor<8x1xi32>' must have the shape of the logits 'tensor<8x10xf32>' without its last (class) dimension}}
   // expected-error@+1 {{failed to infer returned types}}

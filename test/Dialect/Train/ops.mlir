@@ -40,6 +40,10 @@ func.func @loss(%logits: tensor<8x10xf32>, %labels: tensor<8xi32>, %dl: tensor<f
   %d0 = train.softmax_cross_entropy_grad %logits, %labels : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<8x10xf32>
   // CHECK: train.softmax_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<8x10xf32>, tensor<8xi32>, tensor<f32>) -> tensor<8x10xf32>
   %d1 = train.softmax_cross_entropy_grad %logits, %labels, %dl : (tensor<8x10xf32>, tensor<8xi32>, tensor<f32>) -> tensor<8x10xf32>
+  // CHECK: train.softmax_cross_entropy %{{.*}}, %{{.*}} {ignore_index = -100 : i64} : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+  %l2 = train.softmax_cross_entropy %logits, %labels {ignore_index = -100 : i64} : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+  // CHECK: train.softmax_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} {ignore_index = 0 : i64} : (tensor<8x10xf32>, tensor<8xi32>, tensor<f32>) -> tensor<8x10xf32>
+  %d2 = train.softmax_cross_entropy_grad %logits, %labels, %dl {ignore_index = 0 : i64} : (tensor<8x10xf32>, tensor<8xi32>, tensor<f32>) -> tensor<8x10xf32>
   return
 }
 

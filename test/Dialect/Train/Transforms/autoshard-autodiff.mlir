@@ -245,6 +245,28 @@ func.func @accumulate(
 
 // -----
 
+// torch's ignore_index: each micro-batch's gradient ignores the positions
+// its loss ignores.
+
+// CHECK-LABEL: func.func @ignore_index
+// CHECK: %[[L0:.*]] = train.softmax_cross_entropy %[[Z0:[^,]*]], %[[Y0:[^ ]*]] {ignore_index = -100 : i64}
+// CHECK-NEXT: train.softmax_cross_entropy_grad %[[Z0]], %[[Y0]] {ignore_index = -100 : i64}
+// CHECK: %[[L1:.*]] = train.softmax_cross_entropy %[[Z1:[^,]*]], %[[Y1:[^ ]*]] {ignore_index = -100 : i64}
+// CHECK-NEXT: train.softmax_cross_entropy_grad %[[Z1]], %[[Y1]] {ignore_index = -100 : i64}
+func.func @ignore_index(
+    %w: tensor<3x4xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.5>},
+    %x: tensor<8x4xf32> {train.role = #train.role<input>, train.name = "x"},
+    %y: tensor<8xi32> {train.role = #train.role<label>, train.name = "y"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.micro_batches = 2 : i64,
+                train.optimizer = #train.sgd<lr = 0.1>} {
+  %logits = train.linear %x, %w : (tensor<8x4xf32>, tensor<3x4xf32>) -> tensor<8x3xf32>
+  %loss = train.softmax_cross_entropy %logits, %y {ignore_index = -100 : i64} : (tensor<8x3xf32>, tensor<8xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // expected-error@+1 {{cannot cut the batch of input argument "x" (6 rows) into 4 equal micro-batches}}
 func.func @step(%w: tensor<3x4xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
                 %x: tensor<6x4xf32> {train.role = #train.role<input>, train.name = "x"},

@@ -590,46 +590,76 @@ def Train_SoftmaxCrossEntropyOp : Train_ForwardOp<"softmax_cross_entropy",
     [InferTypeOpAdaptor]> {
   let summary = "mean softmax cross-entropy of logits against class labels";
   let description = [{
-    `loss = mean over positions p of -log(softmax(logits[p, :])[labels[p]])`,
-    an f32 scalar also for bf16 logits.
+    `loss = mean over counted positions p of
+    -log(softmax(logits[p, :])[labels[p]])`, an f32 scalar also for bf16
+    logits.
 
     The last dimension of `logits` indexes the classes; `labels` has the
-    shape of `logits` without it. The mean is over this rank's positions.
-    Autodiff seeds the backward pass here.
+    shape of `logits` without it. Every position counts, unless the op
+    carries `ignore_index`: then the positions whose label equals it do
+    not, as with `torch.nn.functional.cross_entropy(ignore_index=-100,
+    reduction='mean')` (HuggingFace pads causal-LM labels with -100). When
+    no position counts the loss is 0 and so is its gradient (torch: NaN).
+    A counted label must lie in `[0, classes)`; the runtime checks it.
+    Autodiff seeds the backward pass here, and the gradient op carries
+    the same `ignore_index`.
+
+    The mean is over this rank's positions. A data-parallel plan averages
+    the ranks' losses (and gradients), as PyTorch DDP does: that is the
+    mean over the global batch when every rank counts the same number of
+    positions (always without `ignore_index`; with it, when each
+    sequence ignores as many positions, as HuggingFace's shifted labels
+    do: one per sequence), and otherwise a mean of the ranks' means.
+    Gradient accumulation averages its micro-batches' means the same way.
 
     ```mlir
     %loss = train.softmax_cross_entropy %logits, %labels
         : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+    %hf = train.softmax_cross_entropy %logits, %labels {ignore_index = -100 : i64}
+        : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
     ```
+
+    A given `ignore_index` fits in i32, the labels' type (a wider one
+    could match no label).
   }];
-  let arguments = (ins Train_FloatTensor:$logits, Train_IndexTensor:$labels);
+  let arguments = (ins Train_FloatTensor:$logits, Train_IndexTensor:$labels,
+                       OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Train_ScalarTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels attr-dict `:` functional-type(operands, results)
   }];
+  let hasVerifier = 1;
 }
 
 def Train_SoftmaxCrossEntropyGradOp : Train_Op<"softmax_cross_entropy_grad",
     [Pure, InferTypeOpAdaptor]> {
   let summary = "gradient of the mean softmax cross-entropy w.r.t. the logits";
   let description = [{
-    `grad_logits = (softmax(logits) - onehot(labels)) / positions * grad_loss`,
-    with `grad_loss` 1 when it is absent.
+    `grad_logits[p, :] = (softmax(logits[p, :]) - onehot(labels[p])) /
+    counted * grad_loss` for a counted position `p`, zero for a position
+    whose label is `ignore_index`; `counted` is the number of counted
+    positions (all of them without `ignore_index`), `grad_loss` 1 when it
+    is absent. With no counted position the gradient is zero.
 
     ```mlir
     %dlogits = train.softmax_cross_entropy_grad %logits, %labels
         : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<8x10xf32>
+    %dhf = train.softmax_cross_entropy_grad %logits, %labels {ignore_index = -100 : i64}
+        : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<8x10xf32>
     ```
 
-    `labels` must have the shape of `logits` without its last dimension.
+    `labels` must have the shape of `logits` without its last dimension;
+    a given `ignore_index` fits in i32.
   }];
   let arguments = (ins Train_FloatTensor:$logits, Train_IndexTensor:$labels,
-                       Optional<Train_ScalarTensor>:$grad_loss);
+                       Optional<Train_ScalarTensor>:$grad_loss,
+                       OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Train_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels (`,` $grad_loss^)? attr-dict `:`
     functional-type(operands, results)
   }];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
