@@ -399,7 +399,7 @@ void asrt_reduce(asrt_context *ctx, int32_t dtype, int32_t reduce_op,
  * the pieces of concatenations and paddings. Only the addressed elements of
  * y are written; y_strides address no element twice (a zero or aliasing y
  * stride would leave which write wins to the thread schedule). x and y do
- * not overlap. */
+ * not overlap. f32, bf16 and i32 (labels and ids moved by the view ops). */
 void asrt_copy_strided(asrt_context *ctx, int32_t dtype, const void *x,
                        void *y, int32_t rank, const int64_t *dims,
                        const int64_t *x_strides, int64_t x_offset,
@@ -408,7 +408,9 @@ void asrt_copy_strided(asrt_context *ctx, int32_t dtype, const void *x,
  * a mask, a table) into the device buffer dst. */
 void asrt_load_constant(asrt_context *ctx, void *dst, const void *src_host,
                         int64_t bytes);
-/* y[i] = value for i < n. */
+/* y[i] = value for i < n; f32, bf16 (value rounded once) or i32, where
+ * value must be an integer in the int32 range (a pad of labels with the
+ * loss's ignore index), fatal otherwise. */
 void asrt_fill(asrt_context *ctx, int32_t dtype, void *y, int64_t n,
                float value);
 

@@ -18,6 +18,11 @@ class Train_Op<string mnemonic, list<Trait> traits = []>
 def Train_FloatTensor : RankedTensorOf<[F32, BF16]>;
 def Train_F32Tensor : RankedTensorOf<[F32]>;
 def Train_IndexTensor : RankedTensorOf<[I32]>;
+// What the view and data-movement ops (reshape, transpose, broadcast_to,
+// slice, pad, concat) move: activations, and the i32 labels and ids that a
+// front end reshapes, pads and slices on their way to a loss or an
+// embedding (HuggingFace shifts its causal-LM labels that way).
+def Train_ViewTensor : RankedTensorOf<[F32, BF16, I32]>;
 def Train_ScalarTensor : 0DTensorOf<[F32]>;
 // A scalar f32 that ops without a shape rule can build by themselves.
 def Train_BuildableScalarTensor : 0DTensorOf<[F32]> {
@@ -225,15 +230,17 @@ def Train_ReshapeOp : Train_ForwardOp<"reshape",
   let summary = "view a tensor with another shape of the same size";
   let description = [{
     Reinterprets the row-major elements of `input` with the result's shape
-    (splitting heads: `[B, T, H*D]` to `[B, T, H, D]`). The element count and
-    type must not change. No data moves: the runtime aliases the buffer.
+    (splitting heads: `[B, T, H*D]` to `[B, T, H, D]`; `logits.view(-1, V)`,
+    `[B, T, V]` to `[B*T, V]`, before a loss). The element count and type
+    must not change. No data moves: the runtime aliases the buffer. Takes
+    f32, bf16 and i32 tensors (labels flattened for the loss).
 
     ```mlir
     %q4 = train.reshape %q : tensor<2x8x16xf32> to tensor<2x8x4x4xf32>
     ```
   }];
-  let arguments = (ins Train_FloatTensor:$input);
-  let results = (outs Train_FloatTensor:$result);
+  let arguments = (ins Train_ViewTensor:$input);
+  let results = (outs Train_ViewTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
   let hasVerifier = 1;
 }
