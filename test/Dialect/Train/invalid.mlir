@@ -122,7 +122,27 @@ func.func private @f(tensor<2xf32> {train.unit = ""})
 
 // -----
 
-// expected-error@+1 {{argument #0 has the unknown attribute 'train.rol'; the train dialect defines train.role, train.name, train.init, train.unit, train.shard and train.memory}}
+// expected-error@+1 {{result #0: results take no 'train.weight_decay'}}
+func.func private @f() -> (tensor<2xf32> {train.weight_decay = 0.0 : f64})
+
+// -----
+
+// expected-error@+1 {{argument #0: 'train.weight_decay' must be a float (0.0 : f64 turns decay off for the parameter)}}
+func.func private @f(tensor<2xf32> {train.weight_decay = 0 : i64})
+
+// -----
+
+// expected-error@+1 {{argument #0: train.weight_decay must be finite and >= 0, got -0.1}}
+func.func private @f(tensor<2xf32> {train.weight_decay = -0.1 : f64})
+
+// -----
+
+// expected-error@+1 {{argument #0: train.weight_decay must be finite and >= 0, got inf}}
+func.func private @f(tensor<2xf32> {train.weight_decay = 0x7FF0000000000000 : f64})
+
+// -----
+
+// expected-error@+1 {{argument #0 has the unknown attribute 'train.rol'; the train dialect defines train.role, train.name, train.init, train.unit, train.weight_decay, train.shard and train.memory}}
 func.func private @f(tensor<2xf32> {train.rol = #train.role<param>})
 
 //===----------------------------------------------------------------------===//
@@ -158,6 +178,13 @@ func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name 
 
 // expected-error@+1 {{param argument "w" needs a 'train.init' attribute}}
 func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name = "w"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step}
+
+// -----
+
+// expected-error@+1 {{input argument "x" has 'train.weight_decay'; only param arguments have a weight decay}}
+func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>, train.weight_decay = 0.0 : f64},
+                     tensor<4x2xf32> {train.role = #train.role<input>, train.name = "x", train.weight_decay = 0.0 : f64})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step}
 
 // -----

@@ -62,7 +62,7 @@ shard.grid @world(shape = 2)
 // CHECK-LABEL: func.func @step
 // CHECK-SAME: train.init = #train.init<normal, std = 2.000000e-02>, train.name = "w", train.role = #train.role<param>, train.unit = "fc"}
 // CHECK-SAME: train.init = #train.init<uniform, bound = 1.000000e-01>, train.name = "b", train.role = #train.role<param>, train.unit = "fc"}
-// CHECK-SAME: train.init = #train.init<ones>
+// CHECK-SAME: train.init = #train.init<ones>, train.name = "s", train.role = #train.role<param>, train.weight_decay = 0.000000e+00 : f64}
 // CHECK-SAME: train.name = "w.momentum", train.role = #train.role<opt_state>
 // CHECK-SAME: train.role = #train.role<input>
 // CHECK-SAME: train.role = #train.role<label>
@@ -72,7 +72,7 @@ shard.grid @world(shape = 2)
 func.func @step(
     %w: tensor<4x16xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.02>, train.unit = "fc"},
     %b: tensor<4xf32> {train.role = #train.role<param>, train.name = "b", train.init = #train.init<uniform, bound = 0.1>, train.unit = "fc"},
-    %s: tensor<4xf32> {train.role = #train.role<param>, train.name = "s", train.init = #train.init<ones>},
+    %s: tensor<4xf32> {train.role = #train.role<param>, train.name = "s", train.init = #train.init<ones>, train.weight_decay = 0.0 : f64},
     %m: tensor<4x16xf32> {train.role = #train.role<opt_state>, train.name = "w.momentum"},
     %x: tensor<8x16xf32> {train.role = #train.role<input>, train.name = "x"},
     %y: tensor<8xi32> {train.role = #train.role<label>, train.name = "y"},

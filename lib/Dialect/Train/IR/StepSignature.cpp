@@ -33,6 +33,8 @@ static StepValue decode(unsigned index, Type type, DictionaryAttr attrs) {
   value.init = attrs.getAs<InitAttr>(TrainDialect::kInitAttrName);
   if (auto unit = attrs.getAs<StringAttr>(TrainDialect::kUnitAttrName))
     value.unit = unit.getValue();
+  value.weightDecay =
+      attrs.getAs<FloatAttr>(TrainDialect::kWeightDecayAttrName);
   return value;
 }
 
@@ -573,6 +575,13 @@ LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
              << role << " argument \"" << arg.name << "\" has '"
              << TrainDialect::kUnitAttrName << "' \"" << arg.unit
              << "\"; only param arguments belong to a unit";
+    // A decay belongs to the parameter the optimizer updates; states,
+    // batches and hypers are not updated by an optimizer.
+    if (arg.weightDecay && arg.role != Role::Param)
+      return func.emitOpError()
+             << role << " argument \"" << arg.name << "\" has '"
+             << TrainDialect::kWeightDecayAttrName
+             << "'; only param arguments have a weight decay";
     if (arg.role == Role::Label && !arg.type.getElementType().isInteger(32))
       return func.emitOpError() << "label argument \"" << arg.name
                                 << "\" must hold i32 class indices, got "

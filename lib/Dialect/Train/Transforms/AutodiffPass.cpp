@@ -359,7 +359,10 @@ LogicalResult Autodiff::applyOptimizer(Attribute config, Value loss) {
   SmallVector<Value> newParams, newStates;
   SmallVector<DictionaryAttr> paramAttrs, stateAttrs;
   auto decayOf = [](const StepValue &param, double weightDecay) {
-    // Biases and norm gains are not decayed (nanoGPT, Megatron).
+    // The parameter's own (PyTorch's parameter groups), else biases and
+    // norm gains are not decayed (nanoGPT, Megatron).
+    if (param.weightDecay)
+      return param.weightDecay.getValueAsDouble();
     return param.type.getRank() >= 2 ? weightDecay : 0.0;
   };
 

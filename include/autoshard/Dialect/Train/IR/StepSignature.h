@@ -23,6 +23,9 @@ struct StepValue {
   /// The `train.unit` of a param argument (the module path of its
   /// transformer block); empty in the root unit.
   llvm::StringRef unit;
+  /// The `train.weight_decay` of a param argument: its own decay, which
+  /// overrides the optimizer's rule; null when absent.
+  mlir::FloatAttr weightDecay;
 };
 
 /// The arguments and results of a function marked `train.step`, decoded from
