@@ -66,29 +66,31 @@ struct IndexUse {
 /// (or loss gradient) reading them: the data may hold it.
 std::optional<IndexUse> indexUse(Value ids) {
   std::optional<IndexUse> use;
-  auto note = [&](int64_t classes, IntegerAttr ignoreIndex) {
+  // The first reader's classes; the first ignore index of any.
+  auto note = [&](const IndexUse &found) {
     if (!use)
-      use = IndexUse{classes, std::nullopt};
-    if (ignoreIndex && !use->ignoreIndex)
-      use->ignoreIndex = ignoreIndex.getInt();
+      use = found;
+    else if (!use->ignoreIndex)
+      use->ignoreIndex = found.ignoreIndex;
   };
-  auto classesOf = [](Value logits) {
-    return cast<RankedTensorType>(logits.getType()).getShape().back();
+  auto ofLoss = [](Value logits, IntegerAttr ignoreIndex) {
+    IndexUse found{cast<RankedTensorType>(logits.getType()).getShape().back(),
+                   std::nullopt};
+    if (ignoreIndex)
+      found.ignoreIndex = ignoreIndex.getInt();
+    return found;
   };
   for (Operation *user : ids.getUsers()) {
     if (isa<SliceRowsOp, SliceOp, PadOp, ReshapeOp, TransposeOp, BroadcastToOp,
             ConcatOp>(user)) {
-      if (std::optional<IndexUse> viewed = indexUse(user->getResult(0))) {
-        note(viewed->classes, IntegerAttr());
-        if (!use->ignoreIndex)
-          use->ignoreIndex = viewed->ignoreIndex;
-      }
+      if (std::optional<IndexUse> viewed = indexUse(user->getResult(0)))
+        note(*viewed);
     } else if (auto loss = dyn_cast<SoftmaxCrossEntropyOp>(user)) {
-      note(classesOf(loss.getLogits()), loss.getIgnoreIndexAttr());
+      note(ofLoss(loss.getLogits(), loss.getIgnoreIndexAttr()));
     } else if (auto grad = dyn_cast<SoftmaxCrossEntropyGradOp>(user)) {
-      note(classesOf(grad.getLogits()), grad.getIgnoreIndexAttr());
+      note(ofLoss(grad.getLogits(), grad.getIgnoreIndexAttr()));
     } else if (auto embedding = dyn_cast<EmbeddingOp>(user)) {
-      note(embedding.getTable().getType().getDimSize(0), IntegerAttr());
+      note({embedding.getTable().getType().getDimSize(0), std::nullopt});
     }
   }
   return use;
