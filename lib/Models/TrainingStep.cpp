@@ -591,7 +591,8 @@ OwningOpRef<ModuleOp> StepBuilder::build() {
                                                 : forwardLlama(inputIds);
   // An f32 scalar also for bf16 logits.
   Value loss =
-      train::SoftmaxCrossEntropyOp::create(b, nameLoc("loss"), logits, labels);
+      train::SoftmaxCrossEntropyOp::create(b, nameLoc("loss"), logits, labels,
+                                           /*ignore_index=*/IntegerAttr());
   func::ReturnOp::create(b, loc, loss);
   return module;
 }

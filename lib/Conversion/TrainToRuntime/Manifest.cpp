@@ -50,26 +50,50 @@ std::string initText(InitAttr init) {
   return text;
 }
 
-/// The number of classes an integer batch argument indexes: the class
-/// dimension of the loss that reads it as labels, or the rows of the
-/// embedding table that reads it as ids (also through the micro-batch
-/// slices of gradient accumulation).
-std::optional<int64_t> classCount(Value ids) {
+/// What the values of an integer batch argument index: the number of
+/// classes and, for a loss's labels, the value marking positions it ignores.
+struct IndexUse {
+  int64_t classes;
+  std::optional<int64_t> ignoreIndex;
+};
+
+/// The use of integer batch values `ids`: the class dimension of the loss
+/// that reads them as labels, or the rows of the embedding table that reads
+/// them as ids, also through the views between (gradient accumulation's
+/// micro-batch slices, and a front end's pad / slice / reshape of the
+/// labels: HuggingFace shifts its causal-LM labels by padding them with
+/// the ignore index and slicing). The ignore index is that of any loss
+/// (or loss gradient) reading them: the data may hold it.
+std::optional<IndexUse> indexUse(Value ids) {
+  std::optional<IndexUse> use;
+  // The first reader's classes; the first ignore index of any.
+  auto note = [&](const IndexUse &found) {
+    if (!use)
+      use = found;
+    else if (!use->ignoreIndex)
+      use->ignoreIndex = found.ignoreIndex;
+  };
+  auto ofLoss = [](Value logits, IntegerAttr ignoreIndex) {
+    IndexUse found{cast<RankedTensorType>(logits.getType()).getShape().back(),
+                   std::nullopt};
+    if (ignoreIndex)
+      found.ignoreIndex = ignoreIndex.getInt();
+    return found;
+  };
   for (Operation *user : ids.getUsers()) {
-    if (auto slice = dyn_cast<SliceRowsOp>(user))
-      if (std::optional<int64_t> classes = classCount(slice.getResult()))
-        return classes;
-    Value logits;
-    if (auto loss = dyn_cast<SoftmaxCrossEntropyOp>(user))
-      logits = loss.getLogits();
-    else if (auto grad = dyn_cast<SoftmaxCrossEntropyGradOp>(user))
-      logits = grad.getLogits();
-    if (logits)
-      return cast<RankedTensorType>(logits.getType()).getShape().back();
-    if (auto embedding = dyn_cast<EmbeddingOp>(user))
-      return embedding.getTable().getType().getDimSize(0);
+    if (isa<SliceRowsOp, SliceOp, PadOp, ReshapeOp, TransposeOp, BroadcastToOp,
+            ConcatOp>(user)) {
+      if (std::optional<IndexUse> viewed = indexUse(user->getResult(0)))
+        note(*viewed);
+    } else if (auto loss = dyn_cast<SoftmaxCrossEntropyOp>(user)) {
+      note(ofLoss(loss.getLogits(), loss.getIgnoreIndexAttr()));
+    } else if (auto grad = dyn_cast<SoftmaxCrossEntropyGradOp>(user)) {
+      note(ofLoss(grad.getLogits(), grad.getIgnoreIndexAttr()));
+    } else if (auto embedding = dyn_cast<EmbeddingOp>(user)) {
+      note({embedding.getTable().getType().getDimSize(0), std::nullopt});
+    }
   }
-  return std::nullopt;
+  return use;
 }
 
 } // namespace
@@ -176,14 +200,17 @@ FailureOr<std::string> autoshard::buildManifest(FunctionOpInterface step) {
       os << " batch_dim=0 global=" << arg.type.getDimSize(0) * worldSize;
     if (arg.role == Role::Label || (arg.role == Role::Input &&
                                     arg.type.getElementType().isInteger())) {
-      std::optional<int64_t> classes = classCount(body.getArgument(arg.index));
-      if (!classes && arg.role == Role::Label)
+      std::optional<IndexUse> use = indexUse(body.getArgument(arg.index));
+      if (!use && arg.role == Role::Label)
         return step.emitOpError()
                << "label argument \"" << arg.name
                << "\" is not consumed by a loss, so its number of classes is "
                   "unknown";
-      if (classes)
-        os << " classes=" << *classes;
+      if (use)
+        os << " classes=" << use->classes;
+      // The data may hold it where no class is (asdata's range check).
+      if (use && use->ignoreIndex && arg.role == Role::Label)
+        os << " ignore_index=" << *use->ignoreIndex;
     }
     os << "\n";
   }

@@ -439,13 +439,19 @@ LogicalResult emitCausalAttentionGrad(Operation *op, StepEmitter &e) {
   return success();
 }
 
+/// The loss's ignore index, or the runtime's "none" (abi.h).
+Value ignoreIndex(StepEmitter &e, IntegerAttr index) {
+  return e.i64(index ? index.getInt() : ASRT_NO_IGNORE_INDEX);
+}
+
 LogicalResult emitSoftmaxCrossEntropy(Operation *op, StepEmitter &e) {
   auto loss = cast<train::SoftmaxCrossEntropyOp>(op);
   Value out = e.output(loss.getResult());
   e.call(ABI_FUNCTION(asrt_softmax_xent_fwd),
          {dtypeOf(e, loss.getLogits()), e.buffer(loss.getLogits()),
           e.buffer(loss.getLabels()), out, e.i64(rows(loss.getLogits())),
-          e.i64(lastDim(loss.getLogits()))});
+          e.i64(lastDim(loss.getLogits())),
+          ignoreIndex(e, loss.getIgnoreIndexAttr())});
   return success();
 }
 
@@ -455,7 +461,8 @@ LogicalResult emitSoftmaxCrossEntropyGrad(Operation *op, StepEmitter &e) {
   e.call(ABI_FUNCTION(asrt_softmax_xent_grad),
          {dtypeOf(e, grad.getLogits()), e.buffer(grad.getLogits()),
           e.buffer(grad.getLabels()), bufferOrNull(e, grad.getGradLoss()), out,
-          e.i64(rows(grad.getLogits())), e.i64(lastDim(grad.getLogits()))});
+          e.i64(rows(grad.getLogits())), e.i64(lastDim(grad.getLogits())),
+          ignoreIndex(e, grad.getIgnoreIndexAttr())});
   return success();
 }
 

@@ -31,6 +31,16 @@ inline int64_t checkDropoutArgs(const char *op, int64_t n, int64_t rowElems,
   return (rowOffset + batchRank * rankRows) * rowElems;
 }
 
+/// asrt_fill's value for an i32 tensor (abi.h): an integer in the int32
+/// range, so that the conversion is exact.
+inline void checkIntegralFill(const char *op, float value) {
+  if (!(value == std::trunc(value) && value >= -2147483648.0f &&
+        value < 2147483648.0f))
+    fatal("%s: value = %g is not an integer in the int32 range; an i32 "
+          "tensor cannot hold it",
+          op, static_cast<double>(value));
+}
+
 /// A pointer the ABI requires, such as a learning rate read from memory.
 inline void checkNotNull(const char *op, const char *name, const void *ptr) {
   if (!ptr)

@@ -239,6 +239,9 @@ private:
     int64_t total = file->rows() * perRow;
     for (int64_t i = 0; i < total; ++i) {
       double v = loadElement(field.data, field.dtype, i);
+      // A position the loss ignores (HuggingFace's -100 padding).
+      if (arg.ignoreIndex && v == static_cast<double>(*arg.ignoreIndex))
+        continue;
       if (v < 0 || v >= static_cast<double>(arg.classes)) {
         std::string where = "row " + std::to_string(i / perRow);
         if (perRow > 1)
@@ -247,7 +250,10 @@ private:
                      roleName(arg.role) + " " + quoted(arg.name) + " in " +
                      where + " is " + std::to_string(static_cast<int64_t>(v)) +
                      ", outside [0, " + std::to_string(arg.classes) +
-                     ") for classes=" + std::to_string(arg.classes));
+                     ") for classes=" + std::to_string(arg.classes) +
+                     (arg.ignoreIndex ? " and not the ignore_index=" +
+                                            std::to_string(*arg.ignoreIndex)
+                                      : std::string()));
       }
     }
     return Status::success();

@@ -157,8 +157,10 @@ std::vector<std::string_view> validKeys(bool isResult, Role role) {
   case Role::Hyper:
     return {"init"};
   case Role::Input:
-  case Role::Label:
     return {"batch_dim", "global", "classes"};
+  case Role::Label:
+    // ignore_index: the loss's, which the data may hold (HuggingFace's -100).
+    return {"batch_dim", "global", "classes", "ignore_index"};
   case Role::Loss:
   case Role::Grad:
   case Role::GradNormSq:
@@ -516,6 +518,15 @@ Status Parser::parseTensor(int line,
         return lineError(line, "classes= needs an integer dtype but " +
                                    spec.name + " is " + dtypeName(spec.dtype));
       spec.classes = number;
+    } else if (key == "ignore_index") {
+      // Labels are int32: a wider value could not mark one.
+      if (number < INT32_MIN || number > INT32_MAX)
+        return lineError(line, "ignore_index=" + std::string(value) +
+                                   " is outside the int32 range of labels");
+      if (spec.dtype != ASRT_DTYPE_I32)
+        return lineError(line, "ignore_index= needs an i32 label but " +
+                                   spec.name + " is " + dtypeName(spec.dtype));
+      spec.ignoreIndex = number;
     } else if (key == "updates") {
       if (number < 0)
         return lineError(line, "updates=" + std::string(value) +

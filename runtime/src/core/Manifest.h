@@ -75,6 +75,9 @@ struct TensorSpec {
   /// Labels (required) and integer inputs (optional): values lie in
   /// [0, classes). 0 when absent.
   int64_t classes = 0;
+  /// Labels of a loss that ignores some positions (`ignore_index=V`): the
+  /// value marking them, which the data may hold besides [0, classes).
+  std::optional<int64_t> ignoreIndex;
   /// Results that are the new value of an argument: that argument's index;
   /// -1 otherwise (the loss, gradients).
   int updates = -1;

@@ -72,4 +72,23 @@ void dispatchFloatDtype(const char *op, int32_t dtype, Fn &&fn) {
   }
 }
 
+/// As dispatchFloatDtype, and fn(int32_t{}) for i32: the kernels that
+/// only move elements (copies and fills of the view ops), which also move
+/// labels and ids.
+template <typename Fn>
+void dispatchViewDtype(const char *op, int32_t dtype, Fn &&fn) {
+  if (dtype == ASRT_DTYPE_I32) {
+    fn(int32_t{});
+    return;
+  }
+  if (dtype == ASRT_DTYPE_F32 || dtype == ASRT_DTYPE_BF16) {
+    dispatchFloatDtype(op, dtype, fn);
+    return;
+  }
+  fatal("%s: dtype %d (%s) is not supported; expected f32 (%d), bf16 (%d) "
+        "or i32 (%d)",
+        op, dtype, dtypeName(dtype), ASRT_DTYPE_F32, ASRT_DTYPE_BF16,
+        ASRT_DTYPE_I32);
+}
+
 } // namespace autoshard::rt::cpu

@@ -22,14 +22,29 @@ void checkShape(const char *op, int64_t rows, int64_t classes) {
           static_cast<long long>(rows), static_cast<long long>(classes));
 }
 
-int32_t checkedLabel(const char *op, const int32_t *labels, int64_t row,
-                     int64_t classes) {
+/// Whether row `row` counts towards the mean: its label is not the ignore
+/// index. A counted label must index a class.
+bool countedRow(const char *op, const int32_t *labels, int64_t row,
+                int64_t classes, int64_t ignoreIndex) {
   int32_t label = labels[row];
+  if (label == ignoreIndex)
+    return false;
   if (label < 0 || label >= classes)
-    fatal("%s: row %lld has label %d, outside [0, %lld) for %lld classes", op,
-          static_cast<long long>(row), label, static_cast<long long>(classes),
-          static_cast<long long>(classes));
-  return label;
+    fatal("%s: row %lld has label %d, outside [0, %lld) for %lld classes%s",
+          op, static_cast<long long>(row), label,
+          static_cast<long long>(classes), static_cast<long long>(classes),
+          ignoreIndex == ASRT_NO_IGNORE_INDEX ? ""
+                                              : " and not the ignore index");
+  return true;
+}
+
+/// The rows that count (every label checked).
+int64_t countedRows(const char *op, const int32_t *labels, int64_t rows,
+                    int64_t classes, int64_t ignoreIndex) {
+  int64_t counted = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    counted += countedRow(op, labels, r, classes, ignoreIndex);
+  return counted;
 }
 
 } // namespace
@@ -37,7 +52,7 @@ int32_t checkedLabel(const char *op, const int32_t *labels, int64_t row,
 extern "C" void asrt_softmax_xent_fwd(asrt_context *ctx, int32_t dtype,
                                       const void *logits, const int32_t *labels,
                                       float *loss, int64_t rows,
-                                      int64_t classes) {
+                                      int64_t classes, int64_t ignore_index) {
   OpTimer timer(ctx, "softmax_xent_fwd");
   const char *op = "softmax_xent_fwd";
   checkShape(op, rows, classes);
@@ -50,8 +65,12 @@ extern "C" void asrt_softmax_xent_fwd(asrt_context *ctx, int32_t dtype,
     ScratchFrame scratch(op);
     float *e = scratch.take<float>(classes);
     double total = 0.0;
+    int64_t counted = 0;
     for (int64_t r = 0; r < rows; ++r) {
-      int32_t label = checkedLabel(op, labels, r, classes);
+      if (!countedRow(op, labels, r, classes, ignore_index))
+        continue;
+      ++counted;
+      int32_t label = labels[r];
       loadRow(all + r * classes, classes, e);
       const float zLabel = e[label];
       const float m = rowMaximum(e, classes);
@@ -60,7 +79,9 @@ extern "C" void asrt_softmax_xent_fwd(asrt_context *ctx, int32_t dtype,
       // -log softmax(z)[label] = log sum_j exp(z_j - m) - (z_label - m)
       total += std::log(sum) - (static_cast<double>(zLabel) - m);
     }
-    loss[0] = static_cast<float>(total / static_cast<double>(rows));
+    // No counted row: 0, not torch's 0 / 0 (abi.h).
+    loss[0] = counted ? static_cast<float>(total / static_cast<double>(counted))
+                      : 0.0f;
   });
 }
 
@@ -68,12 +89,16 @@ extern "C" void asrt_softmax_xent_grad(asrt_context *ctx, int32_t dtype,
                                        const void *logits,
                                        const int32_t *labels,
                                        const float *dloss, void *dlogits,
-                                       int64_t rows, int64_t classes) {
+                                       int64_t rows, int64_t classes,
+                                       int64_t ignore_index) {
   OpTimer timer(ctx, "softmax_xent_grad");
   const char *op = "softmax_xent_grad";
   checkShape(op, rows, classes);
-  double scale =
-      (dloss ? static_cast<double>(dloss[0]) : 1.0) / static_cast<double>(rows);
+  const int64_t counted =
+      countedRows(op, labels, rows, classes, ignore_index);
+  double scale = counted ? (dloss ? static_cast<double>(dloss[0]) : 1.0) /
+                               static_cast<double>(counted)
+                         : 0.0;
   dispatchFloatDtype(op, dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *all = static_cast<const T *>(logits);
@@ -88,8 +113,13 @@ extern "C" void asrt_softmax_xent_grad(asrt_context *ctx, int32_t dtype,
         std::is_same_v<T, float> ? nullptr : scratch.take<float>(classes);
     for (int64_t r = 0; r < rows; ++r) {
       T *g = grads + r * classes;
+      if (labels[r] == ignore_index) {
+        for (int64_t j = 0; j < classes; ++j)
+          store(g, j, 0.0f);
+        continue;
+      }
       float *e = bf16Exps ? bf16Exps : reinterpret_cast<float *>(g);
-      int32_t label = checkedLabel(op, labels, r, classes);
+      int32_t label = labels[r];
       loadRow(all + r * classes, classes, e);
       const float m = rowMaximum(e, classes);
       expShifted(e, classes, m);

@@ -24,6 +24,7 @@
 #include <limits>
 #include <type_traits>
 
+using autoshard::rt::checkIntegralFill;
 using autoshard::rt::checkBinaryFn;
 using autoshard::rt::checkReduceOp;
 using autoshard::rt::checkUnaryFn;
@@ -513,7 +514,7 @@ extern "C" void asrt_copy_strided(asrt_context *ctx, int32_t dtype,
   const char *op = "copy_strided";
   const StridedSpace s =
       coalescedSpace(op, "dims", rank, dims, {x_strides, y_strides});
-  dispatchFloatDtype(op, dtype, [&](auto tag) {
+  dispatchViewDtype(op, dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *in = static_cast<const T *>(x) + x_offset;
     T *out = static_cast<T *>(y) + y_offset;
@@ -537,11 +538,16 @@ extern "C" void asrt_fill(asrt_context *ctx, int32_t dtype, void *y, int64_t n,
   OpTimer timer(ctx, "fill");
   const char *op = "fill";
   checkCount(op, "n", n);
-  dispatchFloatDtype(op, dtype, [&](auto tag) {
+  if (dtype == ASRT_DTYPE_I32)
+    checkIntegralFill(op, value);
+  dispatchViewDtype(op, dtype, [&](auto tag) {
     using T = decltype(tag);
     T *out = static_cast<T *>(y);
     T v;
-    store(&v, 0, value); // rounded once
+    if constexpr (std::is_same_v<T, int32_t>)
+      v = static_cast<int32_t>(value); // exact: checked above
+    else
+      store(&v, 0, value); // rounded once
     forEachChunk(ctx, n, 1, [&](int64_t begin, int64_t end) {
       std::fill(out + begin, out + end, v);
     });

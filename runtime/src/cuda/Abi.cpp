@@ -478,20 +478,21 @@ extern "C" void asrt_causal_attention_grad(
 extern "C" void asrt_softmax_xent_fwd(asrt_context *ctx, int32_t dtype,
                                       const void *logits, const int32_t *labels,
                                       float *loss, int64_t rows,
-                                      int64_t classes) {
+                                      int64_t classes, int64_t ignore_index) {
   OpTimer timer(ctx, "softmax_xent_fwd");
   cuda::softmaxXentFwd(computeStream(ctx, "softmax_xent_fwd"), dtype, logits,
-                       labels, loss, rows, classes);
+                       labels, loss, rows, classes, ignore_index);
 }
 
 extern "C" void asrt_softmax_xent_grad(asrt_context *ctx, int32_t dtype,
                                        const void *logits,
                                        const int32_t *labels,
                                        const float *dloss, void *dlogits,
-                                       int64_t rows, int64_t classes) {
+                                       int64_t rows, int64_t classes,
+                                       int64_t ignore_index) {
   OpTimer timer(ctx, "softmax_xent_grad");
   cuda::softmaxXentGrad(computeStream(ctx, "softmax_xent_grad"), dtype, logits,
-                        labels, dloss, dlogits, rows, classes);
+                        labels, dloss, dlogits, rows, classes, ignore_index);
 }
 
 // ---- Optimizers ----

@@ -17,6 +17,7 @@ namespace autoshard::rt::cuda {
 
 using autoshard::rt::checkCount;
 using autoshard::rt::checkDropoutArgs;
+using autoshard::rt::checkIntegralFill;
 using autoshard::rt::checkNotNull;
 using autoshard::rt::checkRopeShape;
 

@@ -278,9 +278,9 @@ void addPositionEmbeddingGrad(cudaStream_t stream, int32_t dtype,
                               int64_t seq, int64_t maxPositions, int64_t dim);
 void softmaxXentFwd(cudaStream_t stream, int32_t dtype, const void *logits,
                     const int32_t *labels, float *loss, int64_t rows,
-                    int64_t classes);
+                    int64_t classes, int64_t ignoreIndex);
 void softmaxXentGrad(cudaStream_t stream, int32_t dtype, const void *logits,
                      const int32_t *labels, const float *dloss, void *dlogits,
-                     int64_t rows, int64_t classes);
+                     int64_t rows, int64_t classes, int64_t ignoreIndex);
 
 } // namespace autoshard::rt::cuda

@@ -39,4 +39,9 @@ void badDtype(const char *op, int32_t dtype) {
         ASRT_DTYPE_F32, ASRT_DTYPE_BF16);
 }
 
+void badViewDtype(const char *op, int32_t dtype) {
+  fatal("%s: dtype %d is not f32 (%d), bf16 (%d) or i32 (%d)", op, dtype,
+        ASRT_DTYPE_F32, ASRT_DTYPE_BF16, ASRT_DTYPE_I32);
+}
+
 } // namespace autoshard::rt::cuda

@@ -45,6 +45,19 @@ template <typename Fn> void dispatchFloat(const char *op, int32_t dtype, Fn fn) 
     badDtype(op, dtype);
 }
 
+/// As dispatchFloat, and fn(int32_t{}) for i32: the kernels that only move
+/// elements (copies and fills of the view ops), which also move labels.
+void badViewDtype(const char *op, int32_t dtype);
+template <typename Fn>
+void dispatchView(const char *op, int32_t dtype, Fn fn) {
+  if (dtype == ASRT_DTYPE_I32)
+    fn(int32_t{});
+  else if (dtype == ASRT_DTYPE_F32 || dtype == ASRT_DTYPE_BF16)
+    dispatchFloat(op, dtype, fn);
+  else
+    badViewDtype(op, dtype);
+}
+
 /// Fatal, naming the kernel, when its launch failed.
 void checkLaunch(const char *op);
 

@@ -4,9 +4,12 @@
 //
 // One thread block per row. Labels are checked on the host, from a copy
 // read back before any kernel runs (indicesToHost, which synchronises the
-// stream), with the CPU's message for the first row whose label is out of
-// range. The mean is deterministic: the forward kernel writes each row's
-// loss to device scratch and one block adds them up in a fixed order.
+// stream), with the CPU's message for the first counted row whose label is
+// out of range; the same copy counts the rows whose label is not the ignore
+// index, the mean's divisor, which the kernels take as an argument. The
+// mean is deterministic: the forward kernel writes each row's loss (0 for
+// an ignored row) to device scratch and one block adds them up in a fixed
+// order.
 // Known performance limitations: the stream synchronisation per call, and a
 // row (a vocabulary of logits) read three times from global memory.
 #include "ArgChecks.h"
@@ -42,12 +45,19 @@ __device__ RowSoftmax rowSoftmax(const T *row, int64_t classes) {
   return {m, blockSum(sum)};
 }
 
-/// rowLoss[r] = -log softmax(logits[r, :])[labels[r]], in double.
+/// rowLoss[r] = -log softmax(logits[r, :])[labels[r]], in double; 0 for a
+/// row whose label is ignoreIndex.
 template <typename T>
 __global__ void xentRowLossKernel(const T *logits, const int32_t *labels,
                                   double *rowLoss, int64_t rows,
-                                  int64_t classes) {
+                                  int64_t classes, int64_t ignoreIndex) {
   ASRT_FOR_EACH_ROW(r, rows) {
+    // The whole block skips the row (no reductions to meet).
+    if (labels[r] == ignoreIndex) {
+      if (threadIdx.x == 0)
+        rowLoss[r] = 0.0;
+      continue;
+    }
     const T *row = logits + r * classes;
     const RowSoftmax s = rowSoftmax(row, classes);
     if (threadIdx.x == 0) {
@@ -62,31 +72,43 @@ __global__ void xentRowLossKernel(const T *logits, const int32_t *labels,
   }
 }
 
-/// loss[0] = the mean of rowLoss[0, rows), rounded once to f32. One block.
-__global__ void meanKernel(const double *rowLoss, float *loss, int64_t rows) {
+/// loss[0] = the sum of rowLoss[0, rows) over `counted`, rounded once to
+/// f32; 0 when no row counts (abi.h). One block.
+__global__ void meanKernel(const double *rowLoss, float *loss, int64_t rows,
+                           int64_t counted) {
   double sum = 0.0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
     sum += rowLoss[r];
   sum = blockSum(sum);
   if (threadIdx.x == 0)
-    loss[0] = static_cast<float>(sum / static_cast<double>(rows));
+    loss[0] =
+        counted ? static_cast<float>(sum / static_cast<double>(counted)) : 0.0f;
 }
 
 /// dlogits = (softmax(logits) - onehot(labels)) * scale, scale =
-/// dloss[0] / rows (dloss null: 1 / rows). dlogits may alias logits: every
-/// thread has read the row for the maximum and the sum before the block
-/// reductions return, and then each element is read and written by one
-/// thread.
+/// dloss[0] / counted (dloss null: 1 / counted), for the rows whose label is
+/// not ignoreIndex; 0 for the others, and everywhere when counted is 0.
+/// dlogits may alias logits: every thread has read the row for the maximum
+/// and the sum before the block reductions return, and then each element
+/// is read and written by one thread.
 template <typename T>
 __global__ void xentGradKernel(const T *logits, const int32_t *labels,
                                const float *dloss, T *dlogits, int64_t rows,
-                               int64_t classes) {
+                               int64_t classes, int64_t ignoreIndex,
+                               int64_t counted) {
   const double scale =
-      (dloss ? static_cast<double>(dloss[0]) : 1.0) / static_cast<double>(rows);
+      counted ? (dloss ? static_cast<double>(dloss[0]) : 1.0) /
+                    static_cast<double>(counted)
+              : 0.0;
   ASRT_FOR_EACH_ROW(r, rows) {
     const T *row = logits + r * classes;
     T *g = dlogits + r * classes;
     const int64_t label = labels[r]; // checked on the host
+    if (label == ignoreIndex) {
+      for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+        store(g, j, 0.0f);
+      continue;
+    }
     const RowSoftmax s = rowSoftmax(row, classes);
     const double factor = scale / s.sum;
     for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
@@ -106,38 +128,48 @@ void checkShape(const char *op, int64_t rows, int64_t classes) {
           static_cast<long long>(rows), static_cast<long long>(classes));
 }
 
-/// The labels read back to the host and checked, as the CPU's checkedLabel.
-void checkLabels(cudaStream_t stream, const char *op, const int32_t *labels,
-                 int64_t rows, int64_t classes) {
+/// The labels read back to the host and checked, as the CPU's countedRow;
+/// returns the number of rows whose label is not the ignore index.
+int64_t countedRows(cudaStream_t stream, const char *op, const int32_t *labels,
+                    int64_t rows, int64_t classes, int64_t ignoreIndex) {
   std::vector<int32_t> host = indicesToHost(stream, op, labels, rows);
-  for (int64_t r = 0; r < rows; ++r)
+  int64_t counted = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (host[r] == ignoreIndex)
+      continue;
     if (host[r] < 0 || host[r] >= classes)
-      fatal("%s: row %lld has label %d, outside [0, %lld) for %lld classes", op,
-            static_cast<long long>(r), host[r], static_cast<long long>(classes),
-            static_cast<long long>(classes));
+      fatal("%s: row %lld has label %d, outside [0, %lld) for %lld classes%s",
+            op, static_cast<long long>(r), host[r],
+            static_cast<long long>(classes), static_cast<long long>(classes),
+            ignoreIndex == ASRT_NO_IGNORE_INDEX ? ""
+                                                : " and not the ignore index");
+    ++counted;
+  }
+  return counted;
 }
 
 } // namespace
 
 void softmaxXentFwd(cudaStream_t stream, int32_t dtype, const void *logits,
                     const int32_t *labels, float *loss, int64_t rows,
-                    int64_t classes) {
+                    int64_t classes, int64_t ignoreIndex) {
   const char *op = "softmax_xent_fwd";
   checkShape(op, rows, classes);
   checkNotNull(op, "loss", loss);
   dispatchFloat(op, dtype, [&](auto tag) {
     using T = decltype(tag);
-    checkLabels(stream, op, labels, rows, classes);
+    const int64_t counted =
+        countedRows(stream, op, labels, rows, classes, ignoreIndex);
     void *rowLoss = nullptr;
     check(cudaMallocAsync(&rowLoss, static_cast<size_t>(rows) * sizeof(double),
                           stream),
           op);
     xentRowLossKernel<<<rowBlocksFor(rows), kRowThreads, 0, stream>>>(
         static_cast<const T *>(logits), labels, static_cast<double *>(rowLoss),
-        rows, classes);
+        rows, classes, ignoreIndex);
     checkLaunch(op);
     meanKernel<<<1, kRowThreads, 0, stream>>>(static_cast<double *>(rowLoss),
-                                              loss, rows);
+                                              loss, rows, counted);
     checkLaunch(op);
     check(cudaFreeAsync(rowLoss, stream), op);
   });
@@ -145,15 +177,16 @@ void softmaxXentFwd(cudaStream_t stream, int32_t dtype, const void *logits,
 
 void softmaxXentGrad(cudaStream_t stream, int32_t dtype, const void *logits,
                      const int32_t *labels, const float *dloss, void *dlogits,
-                     int64_t rows, int64_t classes) {
+                     int64_t rows, int64_t classes, int64_t ignoreIndex) {
   const char *op = "softmax_xent_grad";
   checkShape(op, rows, classes);
   dispatchFloat(op, dtype, [&](auto tag) {
     using T = decltype(tag);
-    checkLabels(stream, op, labels, rows, classes);
+    const int64_t counted =
+        countedRows(stream, op, labels, rows, classes, ignoreIndex);
     xentGradKernel<<<rowBlocksFor(rows), kRowThreads, 0, stream>>>(
         static_cast<const T *>(logits), labels, dloss,
-        static_cast<T *>(dlogits), rows, classes);
+        static_cast<T *>(dlogits), rows, classes, ignoreIndex, counted);
     checkLaunch(op);
   });
 }

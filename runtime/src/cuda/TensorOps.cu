@@ -253,6 +253,11 @@ template <typename T> __global__ void fillKernel(T *y, int64_t n, float value) {
   ASRT_FOR_EACH(i, n) { store(y, i, value); }
 }
 
+/// An i32 fill: the value converted once, on the host (checked integral).
+__global__ void fillIntKernel(int32_t *y, int64_t n, int32_t value) {
+  ASRT_FOR_EACH(i, n) { y[i] = value; }
+}
+
 // ---- Reduce ------------------------------------------------------------
 
 /// Sums in double; MAX and MIN in float, NaN sticking once seen.
@@ -553,7 +558,7 @@ void copyStrided(cudaStream_t stream, int32_t dtype, const void *x, void *y,
   const char *op = "copy_strided";
   const StridedSpace s =
       coalescedSpace(op, "dims", rank, dims, {xStrides, yStrides});
-  dispatchFloat(op, dtype, [&](auto tag) {
+  dispatchView(op, dtype, [&](auto tag) {
     using T = decltype(tag);
     if (s.count == 0)
       return;
@@ -566,6 +571,13 @@ void copyStrided(cudaStream_t stream, int32_t dtype, const void *x, void *y,
 void fill(cudaStream_t stream, int32_t dtype, void *y, int64_t n, float value) {
   const char *op = "fill";
   checkCount(op, "n", n);
+  if (dtype == ASRT_DTYPE_I32) {
+    checkIntegralFill(op, value);
+    fillIntKernel<<<blocksFor(n), kThreads, 0, stream>>>(
+        static_cast<int32_t *>(y), n, static_cast<int32_t>(value));
+    checkLaunch(op);
+    return;
+  }
   dispatchFloat(op, dtype, [&](auto tag) {
     using T = decltype(tag);
     fillKernel<<<blocksFor(n), kThreads, 0, stream>>>(static_cast<T *>(y), n,

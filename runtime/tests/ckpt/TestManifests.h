@@ -32,7 +32,7 @@ inline std::string modelManifestText(const std::string &grid, int mask,
     world *= std::stoll(grid.substr(start, x - start));
     start = x == std::string::npos ? grid.size() : x + 1;
   }
-  return "autoshard-manifest 1\nabi 5\nstep train_step\nstrategy " + strategy +
+  return "autoshard-manifest 1\nabi 6\nstep train_step\nstrategy " + strategy +
          "\ngrid " + grid + "\n" + sharded("w", "param", 5, "5x1", 0) +
          "arg 1 param b f32 3 init=zeros\n" +
          sharded("w.m", "opt_state", 5, "5x1", 2) +

@@ -19,7 +19,7 @@ namespace {
 // Inputs and labels of several dtypes, per-row shapes and batch dims; G=16.
 std::string manifestText(int world, bool withFloatInputs = true) {
   std::string l = std::to_string(16 / world);
-  std::string text = "autoshard-manifest 1\nabi 5\nstep s\nstrategy ddp\n"
+  std::string text = "autoshard-manifest 1\nabi 6\nstep s\nstrategy ddp\n"
                      "grid " +
                      std::to_string(world) +
                      "\n"
@@ -176,7 +176,7 @@ TEST(DataTest, TeacherLabelsAreInRangeAndVaried) {
 TEST(DataTest, TeacherLabelsAreTheArgmaxOfALinearFunction) {
   // With one float feature x, a linear teacher's argmax over classes
   // depends only on the sign of x: rows with equal signs share labels.
-  Manifest m = parse("autoshard-manifest 1\nabi 5\nstep s\nstrategy none\n"
+  Manifest m = parse("autoshard-manifest 1\nabi 6\nstep s\nstrategy none\n"
                      "grid 1\n"
                      "arg 0 input x f32 64x1 batch_dim=0 global=64\n"
                      "arg 1 label y i32 64 batch_dim=0 global=64 classes=6\n"
@@ -204,7 +204,7 @@ TEST(DataTest, SyntheticErrors) {
             std::string::npos)
       << source.message();
 
-  Manifest big = parse("autoshard-manifest 1\nabi 5\nstep s\nstrategy none\n"
+  Manifest big = parse("autoshard-manifest 1\nabi 6\nstep s\nstrategy none\n"
                        "grid 1\n"
                        "arg 0 input x f32 2x4096 batch_dim=0 global=2\n"
                        "arg 1 label y i32 2x64 batch_dim=0 global=2 "
@@ -443,6 +443,46 @@ TEST_F(AsdataTest, NegativeLabelElement) {
   EXPECT_NE(openError().find("label 'y2' in row 4, element 1 is -1, outside "
                              "[0, 3)"),
             std::string::npos);
+}
+
+/// The 2-rank manifest whose label y ignores positions labelled -100.
+Manifest ignoringManifest() {
+  std::string text = manifestText(2);
+  const std::string y = " global=16 classes=5\n";
+  size_t at = text.find(y);
+  EXPECT_NE(at, std::string::npos);
+  text.replace(at, y.size(), " global=16 classes=5 ignore_index=-100\n");
+  return parse(text);
+}
+
+TEST_F(AsdataTest, LabelsMayHoldTheLossesIgnoreIndex) {
+  // HuggingFace pads labels with -100, which the loss ignores.
+  y[3] = -100;
+  write(fields());
+  Manifest m = ignoringManifest();
+  ASSERT_EQ(m.args[4].ignoreIndex, std::optional<int64_t>(-100));
+  auto source = openDataFile(path, m, 0, 2);
+  ASSERT_TRUE(source.ok()) << source.message();
+  Buffers b(m);
+  (*source)->fill(0, b.pointers.data());
+  EXPECT_EQ(static_cast<const int32_t *>(b.pointers[4])[3], -100);
+  // Without the key it is a label outside [0, classes) like any other.
+  EXPECT_NE(openError().find("label 'y' in row 3 is -100, outside [0, 5) for "
+                             "classes=5"),
+            std::string::npos);
+}
+
+TEST_F(AsdataTest, TheIgnoreIndexExcusesOnlyItself) {
+  y[3] = -100;
+  y[7] = -1;
+  write(fields());
+  auto source = openDataFile(path, ignoringManifest(), 0, 2);
+  ASSERT_FALSE(source.ok());
+  EXPECT_NE(source.message().find("label 'y' in row 7 is -1, outside [0, 5) "
+                                  "for classes=5 and not the "
+                                  "ignore_index=-100"),
+            std::string::npos)
+      << source.message();
 }
 
 TEST_F(AsdataTest, IntegerInputOutOfRange) {

@@ -11,7 +11,7 @@ namespace {
 
 // docs/RuntimeABI.md's example, plus the momentum result it implies.
 const char *kGood = "autoshard-manifest 1\n"
-                    "abi 5\n"
+                    "abi 6\n"
                     "step train_step\n"
                     "strategy ddp\n"
                     "grid 2\n"
@@ -29,7 +29,7 @@ const char *kGood = "autoshard-manifest 1\n"
 // exposed gradient.
 const char *kAdamWithGrad =
     "autoshard-manifest 1\n"
-    "abi 5\n"
+    "abi 6\n"
     "step train_step\n"
     "strategy ddp\n"
     "grid 2\n"
@@ -49,7 +49,7 @@ const char *kAdamWithGrad =
 // replicated gradient of a sharded param.
 const char *kSharded =
     "autoshard-manifest 1\n"
-    "abi 5\n"
+    "abi 6\n"
     "step train_step\n"
     "strategy zero3\n"
     "grid 2x2\n"
@@ -69,7 +69,7 @@ const char *kSharded =
 // device one, and the memory record's offload keys.
 const char *kOffload =
     "autoshard-manifest 1\n"
-    "abi 5\n"
+    "abi 6\n"
     "step train_step\n"
     "strategy zero3\n"
     "grid 2\n"
@@ -176,6 +176,15 @@ TEST(ManifestTest, ParsesTheDocumentedExample) {
   EXPECT_EQ(m.results[1].describe(), "result 1 (loss loss)");
 }
 
+TEST(ManifestTest, ParsesTheLossesIgnoreIndex) {
+  EXPECT_FALSE(parseManifest(kGood)->args[4].ignoreIndex) << "optional";
+  Expected<Manifest> m = parseManifest(
+      withLine(10, "arg 4 label y i32 8 batch_dim=0 global=16 classes=4 "
+                   "ignore_index=-100"));
+  ASSERT_TRUE(m.ok()) << m.message();
+  EXPECT_EQ(m->args[4].ignoreIndex, std::optional<int64_t>(-100));
+}
+
 TEST(ManifestTest, ParsesTheStepFlops) {
   // Line 6 is the first arg; the record may stand anywhere before end.
   Expected<Manifest> flops = parseManifest(
@@ -249,7 +258,7 @@ TEST(ManifestTest, ParsesOffloadedArguments) {
 TEST(ManifestTest, ParsesTheDocumentedShardedExample) {
   const char *doc =
       "autoshard-manifest 1\n"
-      "abi 5\n"
+      "abi 6\n"
       "step train_step\n"
       "strategy zero3\n"
       "grid 2x2\n"
@@ -437,7 +446,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "manifest line 2: ABI version 'x' is not an integer"},
         BadCase{"AbiMismatch", withLine(2, "abi 1"),
                 "manifest line 2: the step was generated for runtime ABI "
-                "version 1 but this runtime implements version 5"},
+                "version 1 but this runtime implements version 6"},
         BadCase{"BadGrid", withLine(5, "grid 2x0"),
                 "manifest line 5: bad grid '2x0'"},
         BadCase{"HugeGrid", withLine(5, "grid 65536x65536"),
@@ -520,6 +529,21 @@ INSTANTIATE_TEST_SUITE_P(
                              "classes=4"),
                 "manifest line 10: classes= needs an integer dtype but y is "
                 "f32"},
+        BadCase{"IgnoreIndexOnInput",
+                withLine(9, "arg 3 input x f32 8x16 batch_dim=0 global=16 "
+                            "ignore_index=-100"),
+                "manifest line 9: key 'ignore_index' is not valid for input "
+                "args; valid keys: batch_dim, global, classes"},
+        BadCase{"IgnoreIndexBeyondInt32",
+                withLine(10, "arg 4 label y i32 8 batch_dim=0 global=16 "
+                             "classes=4 ignore_index=2147483648"),
+                "manifest line 10: ignore_index=2147483648 is outside the "
+                "int32 range of labels"},
+        BadCase{"IgnoreIndexOnI64Label",
+                withLine(10, "arg 4 label y i64 8 batch_dim=0 global=16 "
+                             "classes=4 ignore_index=-100"),
+                "manifest line 10: ignore_index= needs an i32 label but y is "
+                "i64"},
         BadCase{"NegativeUpdates",
                 withLine(12, "result 0 param fc1.weight f32 64x16 "
                              "updates=-1"),

@@ -33,7 +33,7 @@ std::string lmManifest(int world, std::string input = "",
     input = "arg 1 input idx i32 {L}x8 batch_dim=0 global=8 classes=16";
   if (label.empty())
     label = "arg 2 label targets i32 {L}x8 batch_dim=0 global=8 classes=16";
-  return "autoshard-manifest 1\nabi 5\nstep lm\nstrategy ddp\ngrid " +
+  return "autoshard-manifest 1\nabi 6\nstep lm\nstrategy ddp\ngrid " +
          std::to_string(world) +
          "\n"
          "arg 0 param wte f32 16x16 init=normal:0.02\n" +

@@ -3,6 +3,7 @@
 
 #include "autoshard/rt/abi.h"
 
+#include <cstring>
 #include <string>
 #include <tuple>
 
@@ -78,14 +79,14 @@ protected:
   float kernelLoss(const std::vector<float> &z) {
     float loss = std::numeric_limits<float>::quiet_NaN();
     asrt_softmax_xent_fwd(&ctx, ASRT_DTYPE_F32, z.data(), labels.data(), &loss,
-                          rows, classes);
+                          rows, classes, ASRT_NO_IGNORE_INDEX);
     return loss;
   }
 
   std::vector<float> kernelGrad(const float *dloss) {
     std::vector<float> g = poisoned(rows * classes);
     asrt_softmax_xent_grad(&ctx, ASRT_DTYPE_F32, logits.data(), labels.data(),
-                           dloss, g.data(), rows, classes);
+                           dloss, g.data(), rows, classes, ASRT_NO_IGNORE_INDEX);
     return g;
   }
 
@@ -174,7 +175,7 @@ TEST_P(SoftmaxXentTest, GradMayOverwriteLogits) {
   std::vector<float> outOfPlace = kernelGrad(nullptr);
   std::vector<float> inPlace = logits;
   asrt_softmax_xent_grad(&ctx, ASRT_DTYPE_F32, inPlace.data(), labels.data(),
-                         nullptr, inPlace.data(), rows, classes);
+                         nullptr, inPlace.data(), rows, classes, ASRT_NO_IGNORE_INDEX);
   EXPECT_TRUE(bitwiseEqual(inPlace, outOfPlace));
 }
 
@@ -184,7 +185,7 @@ TEST_P(SoftmaxXentTest, Bf16IsRoundedF32) {
   // The loss is f32 for both and computed from the same values: equal.
   float lossB = std::numeric_limits<float>::quiet_NaN();
   asrt_softmax_xent_fwd(&ctx, ASRT_DTYPE_BF16, logitsB.data(), labels.data(),
-                        &lossB, rows, classes);
+                        &lossB, rows, classes, ASRT_NO_IGNORE_INDEX);
   EXPECT_EQ(lossB, kernelLoss(logits));
   EXPECT_TRUE(allNear(std::vector<float>{lossB},
                       {lossRef(logits, labels, rows, classes)}, 1e-6, 1e-7));
@@ -192,13 +193,13 @@ TEST_P(SoftmaxXentTest, Bf16IsRoundedF32) {
   const float dloss = 2.5f;
   std::vector<uint16_t> gB = poisonedBf16(rows * classes);
   asrt_softmax_xent_grad(&ctx, ASRT_DTYPE_BF16, logitsB.data(), labels.data(),
-                         &dloss, gB.data(), rows, classes);
+                         &dloss, gB.data(), rows, classes, ASRT_NO_IGNORE_INDEX);
   std::vector<float> g = kernelGrad(&dloss);
   EXPECT_TRUE(bf16IsRoundedF32(gB, g));
   // In place, bf16 logits overwritten by their gradient.
   std::vector<uint16_t> inPlace = logitsB;
   asrt_softmax_xent_grad(&ctx, ASRT_DTYPE_BF16, inPlace.data(), labels.data(),
-                         &dloss, inPlace.data(), rows, classes);
+                         &dloss, inPlace.data(), rows, classes, ASRT_NO_IGNORE_INDEX);
   EXPECT_EQ(inPlace, gB);
 }
 
@@ -232,13 +233,13 @@ TEST_F(SoftmaxXentEdgeTest, LargeLogitsStayFiniteAndCorrect) {
                     3.0;
   float loss = 0.0f;
   asrt_softmax_xent_fwd(&ctx, ASRT_DTYPE_F32, logits.data(), labels.data(),
-                        &loss, rows, classes);
+                        &loss, rows, classes, ASRT_NO_IGNORE_INDEX);
   ASSERT_TRUE(std::isfinite(loss));
   EXPECT_TRUE(allNear(std::vector<float>{loss}, {expected}, 1e-6, 0.0));
 
   std::vector<float> g = poisoned(rows * classes);
   asrt_softmax_xent_grad(&ctx, ASRT_DTYPE_F32, logits.data(), labels.data(),
-                         nullptr, g.data(), rows, classes);
+                         nullptr, g.data(), rows, classes, ASRT_NO_IGNORE_INDEX);
   std::vector<double> ref, mag;
   gradRef(logits, labels, rows, classes, 1.0, ref, mag);
   for (size_t i = 0; i < mag.size(); ++i)
@@ -254,11 +255,11 @@ TEST_F(SoftmaxXentEdgeTest, SingleClassHasZeroLossAndGradient) {
   std::vector<int32_t> labels = {0, 0};
   float loss = 1.0f;
   asrt_softmax_xent_fwd(&ctx, ASRT_DTYPE_F32, logits.data(), labels.data(),
-                        &loss, 2, 1);
+                        &loss, 2, 1, ASRT_NO_IGNORE_INDEX);
   EXPECT_EQ(loss, 0.0f);
   std::vector<float> g = poisoned(2);
   asrt_softmax_xent_grad(&ctx, ASRT_DTYPE_F32, logits.data(), labels.data(),
-                         nullptr, g.data(), 2, 1);
+                         nullptr, g.data(), 2, 1, ASRT_NO_IGNORE_INDEX);
   EXPECT_TRUE(allNear(g, {0.0, 0.0}, 0.0, 0.0));
 }
 
@@ -269,13 +270,151 @@ TEST_F(SoftmaxXentEdgeTest, OutOfRangeLabelIsFatal) {
   std::vector<int32_t> tooLarge = {0, 9, 10}, negative = {-1, 0, 0};
   float loss = 0.0f;
   EXPECT_DEATH(asrt_softmax_xent_fwd(&ctx, ASRT_DTYPE_F32, logits.data(),
-                                     tooLarge.data(), &loss, rows, classes),
+                                     tooLarge.data(), &loss, rows, classes, ASRT_NO_IGNORE_INDEX),
                "softmax_xent_fwd: row 2 has label 10, outside \\[0, 10\\) "
                "for 10 classes");
   EXPECT_DEATH(asrt_softmax_xent_grad(&ctx, ASRT_DTYPE_F32, logits.data(),
                                       negative.data(), nullptr, out.data(),
-                                      rows, classes),
+                                      rows, classes, ASRT_NO_IGNORE_INDEX),
                "softmax_xent_grad: row 0 has label -1, outside \\[0, 10\\)");
+}
+
+
+// torch.nn.functional.cross_entropy(ignore_index=-100): rows labelled with
+// the ignore index neither count towards the mean nor get a gradient.
+TEST_F(SoftmaxXentEdgeTest, IgnoredRowsLeaveTheMeanAndGetZeroGradient) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float ln3 = std::log(3.0f);
+  // Rows 1 and 3 are ignored; their logits are NaN, which must not reach
+  // the loss or the other rows' gradients.
+  std::vector<float> logits = {0.0f, 0.0f, nan, nan, ln3, 0.0f, nan, 1e4f};
+  std::vector<int32_t> labels = {0, -100, 1, -100};
+  // By hand: row 0 is uniform over 2 classes, -log(1/2); row 2 has
+  // softmax (3/4, 1/4) and label 1, -log(1/4). The mean over the 2 counted
+  // rows is (ln 2 + ln 4) / 2 = 1.5 ln 2.
+  float loss = nan;
+  asrt_softmax_xent_fwd(&ctx, ASRT_DTYPE_F32, logits.data(), labels.data(),
+                        &loss, 4, 2, -100);
+  EXPECT_NEAR(loss, 1.5 * std::log(2.0), 1e-7);
+
+  // (softmax - onehot) / 2 on the counted rows, 0 on the ignored ones.
+  std::vector<float> g = poisoned(8);
+  const float dloss = 2.0f;
+  asrt_softmax_xent_grad(&ctx, ASRT_DTYPE_F32, logits.data(), labels.data(),
+                         &dloss, g.data(), 4, 2, -100);
+  EXPECT_TRUE(allNear(g,
+                      {2 * -0.25, 2 * 0.25, 0.0, 0.0, 2 * 0.375, 2 * -0.375,
+                       0.0, 0.0},
+                      1e-7, 1e-7));
+  EXPECT_EQ(g[2], 0.0f);
+  EXPECT_EQ(g[7], 0.0f);
+}
+
+TEST_F(SoftmaxXentEdgeTest, IgnoringRowsEqualsLeavingThemOut) {
+  // The kernel over all rows with some ignored computes exactly what it
+  // computes over the counted rows alone, loss and gradient rows, bit for
+  // bit (the same sums in the same order); in f32 and bf16.
+  const int64_t rows = 9, classes = 37;
+  std::vector<float> logits =
+      bf16Rounded(uniformFloats(rows * classes, 7, -5.0f, 5.0f));
+  std::vector<int32_t> labels = randomLabels(rows, classes, 8);
+  std::vector<float> kept;
+  std::vector<int32_t> keptLabels;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r % 3 == 1) {
+      labels[r] = 7; // a valid class, ignored all the same
+      continue;
+    }
+    if (labels[r] == 7)
+      labels[r] = 8;
+    kept.insert(kept.end(), logits.begin() + r * classes,
+                logits.begin() + (r + 1) * classes);
+    keptLabels.push_back(labels[r]);
+  }
+  const int64_t keptRows = static_cast<int64_t>(keptLabels.size());
+  const float dloss = 0.75f;
+  for (int32_t dtype : {ASRT_DTYPE_F32, ASRT_DTYPE_BF16}) {
+    SCOPED_TRACE(dtype == ASRT_DTYPE_F32 ? "f32" : "bf16");
+    bool bf16 = dtype == ASRT_DTYPE_BF16;
+    size_t width = bf16 ? 2 : 4;
+    auto bytes = [&](const std::vector<float> &v) {
+      std::vector<char> out(v.size() * width);
+      if (bf16) {
+        std::vector<uint16_t> b = toBf16(v);
+        std::memcpy(out.data(), b.data(), out.size());
+      } else {
+        std::memcpy(out.data(), v.data(), out.size());
+      }
+      return out;
+    };
+    std::vector<char> all = bytes(logits), some = bytes(kept);
+    float lossAll = -1.0f, lossSome = -2.0f;
+    asrt_softmax_xent_fwd(&ctx, dtype, all.data(), labels.data(), &lossAll,
+                          rows, classes, 7);
+    asrt_softmax_xent_fwd(&ctx, dtype, some.data(), keptLabels.data(),
+                          &lossSome, keptRows, classes, ASRT_NO_IGNORE_INDEX);
+    EXPECT_EQ(lossAll, lossSome);
+    std::vector<char> gAll(all.size(), 0x7f), gSome(some.size(), 0x7f);
+    asrt_softmax_xent_grad(&ctx, dtype, all.data(), labels.data(), &dloss,
+                           gAll.data(), rows, classes, 7);
+    asrt_softmax_xent_grad(&ctx, dtype, some.data(), keptLabels.data(),
+                           &dloss, gSome.data(), keptRows, classes,
+                           ASRT_NO_IGNORE_INDEX);
+    size_t rowBytes = static_cast<size_t>(classes) * width, k = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const char *row = gAll.data() + r * rowBytes;
+      if (r % 3 == 1) {
+        EXPECT_EQ(std::vector<char>(row, row + rowBytes),
+                  std::vector<char>(rowBytes, 0))
+            << "ignored row " << r;
+        continue;
+      }
+      EXPECT_EQ(std::memcmp(row, gSome.data() + k++ * rowBytes, rowBytes), 0)
+          << "row " << r;
+    }
+    // In place too.
+    std::vector<char> inPlace = all;
+    asrt_softmax_xent_grad(&ctx, dtype, inPlace.data(), labels.data(), &dloss,
+                           inPlace.data(), rows, classes, 7);
+    EXPECT_EQ(inPlace, gAll);
+  }
+}
+
+TEST_F(SoftmaxXentEdgeTest, NoCountedRowGivesZeroLossAndGradient) {
+  // torch gives NaN (0 / 0); a rank whose rows are all ignored must not
+  // turn the average over ranks into NaN.
+  std::vector<float> logits = uniformFloats(3 * 4, 9, -2.0f, 2.0f);
+  std::vector<int32_t> labels = {-100, -100, -100};
+  float loss = std::numeric_limits<float>::quiet_NaN();
+  asrt_softmax_xent_fwd(&ctx, ASRT_DTYPE_F32, logits.data(), labels.data(),
+                        &loss, 3, 4, -100);
+  EXPECT_EQ(loss, 0.0f);
+  std::vector<float> g = poisoned(3 * 4);
+  const float dloss = 1.0f;
+  asrt_softmax_xent_grad(&ctx, ASRT_DTYPE_F32, logits.data(), labels.data(),
+                         &dloss, g.data(), 3, 4, -100);
+  EXPECT_EQ(g, std::vector<float>(3 * 4, 0.0f));
+}
+
+TEST_F(SoftmaxXentEdgeTest, IgnoreIndexDoesNotExcuseOtherBadLabels) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<float> logits(3 * 4, 0.0f), out(3 * 4);
+  std::vector<int32_t> labels = {-100, -1, 0};
+  float loss = 0.0f;
+  EXPECT_DEATH(asrt_softmax_xent_fwd(&ctx, ASRT_DTYPE_F32, logits.data(),
+                                     labels.data(), &loss, 3, 4, -100),
+               "softmax_xent_fwd: row 1 has label -1, outside \\[0, 4\\) "
+               "for 4 classes and not the ignore index");
+  EXPECT_DEATH(asrt_softmax_xent_grad(&ctx, ASRT_DTYPE_F32, logits.data(),
+                                      labels.data(), nullptr, out.data(), 3, 4,
+                                      -100),
+               "softmax_xent_grad: row 1 has label -1, outside \\[0, 4\\)");
+  // No ignore index: -100 is a bad label like any other.
+  std::vector<int32_t> padded = {0, -100, 0};
+  EXPECT_DEATH(asrt_softmax_xent_fwd(&ctx, ASRT_DTYPE_F32, logits.data(),
+                                     padded.data(), &loss, 3, 4,
+                                     ASRT_NO_IGNORE_INDEX),
+               "row 1 has label -100, outside \\[0, 4\\) for 4 classes\n");
 }
 
 } // namespace

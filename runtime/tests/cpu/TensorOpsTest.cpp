@@ -625,6 +625,45 @@ TEST_F(TensorOpsTest, FillRoundsOnce) {
   EXPECT_EQ(yb, std::vector<uint16_t>(3, floatToBf16(0.1f)));
 }
 
+TEST_F(TensorOpsTest, CopyAndFillMoveI32Labels) {
+  // HuggingFace's label shift on labels[2, 3]: pad dim 1 with one -100 at
+  // the end (a fill, then the labels copied into rows of 4), then slice
+  // dim 1 from 1 (a strided copy): each row's labels moved left by one,
+  // the last position ignored. Labels beyond 2^24 stay exact (a float
+  // round trip would not keep them).
+  std::vector<int32_t> labels = {16777217, 1, 2, 3, 4, 5};
+  std::vector<int32_t> padded(8, 7);
+  asrt_fill(&ctx, ASRT_DTYPE_I32, padded.data(), 8, -100.0f);
+  Dims dims = {2, 3}, in = {3, 1}, out = {4, 1};
+  asrt_copy_strided(&ctx, ASRT_DTYPE_I32, labels.data(), padded.data(), 2,
+                    dims.data(), in.data(), 0, out.data(), 0);
+  EXPECT_EQ(padded, (std::vector<int32_t>{16777217, 1, 2, -100, 3, 4, 5,
+                                          -100}));
+  std::vector<int32_t> shifted(6, 0);
+  asrt_copy_strided(&ctx, ASRT_DTYPE_I32, padded.data(), shifted.data(), 2,
+                    dims.data(), out.data(), 1, in.data(), 0);
+  EXPECT_EQ(shifted, (std::vector<int32_t>{1, 2, -100, 4, 5, -100}));
+  // A transpose with a broadcast: every element of a column.
+  std::vector<int32_t> t(6, 0);
+  Dims tdims = {3, 2}, tx = {0, 3}, ty = {2, 1};
+  asrt_copy_strided(&ctx, ASRT_DTYPE_I32, labels.data() + 1, t.data(), 2,
+                    tdims.data(), tx.data(), 0, ty.data(), 0);
+  EXPECT_EQ(t, (std::vector<int32_t>{1, 4, 1, 4, 1, 4}));
+}
+
+TEST_F(TensorOpsTest, AnI32FillTakesIntegersOnly) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<int32_t> y(3, 0);
+  asrt_fill(&ctx, ASRT_DTYPE_I32, y.data(), 3, -2147483648.0f);
+  EXPECT_EQ(y, std::vector<int32_t>(3, INT32_MIN));
+  EXPECT_DEATH(asrt_fill(&ctx, ASRT_DTYPE_I32, y.data(), 3, 0.5f),
+               "fill: value = 0.5 is not an integer in the int32 range");
+  EXPECT_DEATH(asrt_fill(&ctx, ASRT_DTYPE_I32, y.data(), 3, 2147483648.0f),
+               "fill: value = 2.14748e\\+09 is not an integer");
+  EXPECT_DEATH(asrt_fill(&ctx, ASRT_DTYPE_I32, y.data(), 3, NAN),
+               "fill: value = nan is not an integer");
+}
+
 // ---- Matmul ----------------------------------------------------------------
 
 struct MatmulCase {
@@ -943,8 +982,12 @@ TEST_F(TensorOpsTest, BadRanksDimsAndCodesAreFatal) {
   EXPECT_DEATH(asrt_reduce(&ctx, ASRT_DTYPE_F32, 4, &v, &v, 0, nullptr, nullptr,
                            0, nullptr, nullptr),
                "reduce: reduce_op = 4 is not an asrt_reduce_op");
-  EXPECT_DEATH(asrt_fill(&ctx, ASRT_DTYPE_I32, &v, 1, 0),
-               "fill: dtype 1 \\(i32\\) is not supported");
+  EXPECT_DEATH(asrt_fill(&ctx, ASRT_DTYPE_F16, &v, 1, 0),
+               "fill: dtype 3 \\(f16\\) is not supported; expected f32 "
+               "\\(0\\), bf16 \\(2\\) or i32 \\(1\\)");
+  EXPECT_DEATH(asrt_copy_strided(&ctx, ASRT_DTYPE_I64, &v, &v, 0, nullptr,
+                                 nullptr, 0, nullptr, 0),
+               "copy_strided: dtype 4 \\(i64\\) is not supported");
   EXPECT_DEATH(asrt_softmax(&ctx, ASRT_DTYPE_F32, &v, &v, -1, 1, 0),
                "softmax: rows = -1 is negative");
 }

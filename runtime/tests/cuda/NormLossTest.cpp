@@ -257,54 +257,81 @@ TEST_P(CudaNormLossTest, SoftmaxCrossEntropy) {
   // One class; the vocabulary; GPT-2's, wider than a block by far.
   const std::pair<int64_t, int64_t> shapes[] = {
       {1, 1}, {7, 13}, {37, 1000}, {3, 50257}};
-  for (auto [rows, classes] : shapes) {
-    SCOPED_TRACE("rows " + std::to_string(rows) + ", classes " +
-                 std::to_string(classes));
-    const size_t n = size_t(rows * classes);
-    HostTensor logits(t, uniform(n, 61, -8, 8));
-    std::mt19937 rng(62);
-    std::vector<int32_t> labels(rows);
-    for (int32_t &label : labels)
-      label = int32_t(rng() % uint32_t(classes));
-    // A confident row: p(label) close to 1, where p - 1 cancels.
-    logits.set(size_t(labels[0]), 30.0f);
-    const float dlossValue = 0.75f;
+  // Every row counts; every third row ignored (-100, torch's padding
+  // label); a valid class ignored; every row ignored.
+  enum class Ignore { None, Padding, Class, All };
+  for (auto [rows, classes] : shapes)
+    for (Ignore ignore :
+         {Ignore::None, Ignore::Padding, Ignore::Class, Ignore::All}) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + ", classes " +
+                   std::to_string(classes) + ", ignore mode " +
+                   std::to_string(static_cast<int>(ignore)));
+      const size_t n = size_t(rows * classes);
+      HostTensor logits(t, uniform(n, 61, -8, 8));
+      std::mt19937 rng(62);
+      std::vector<int32_t> labels(rows);
+      for (int32_t &label : labels)
+        label = int32_t(rng() % uint32_t(classes));
+      // A confident row: p(label) close to 1, where p - 1 cancels.
+      logits.set(size_t(labels[0]), 30.0f);
+      int64_t ignoreIndex = ASRT_NO_IGNORE_INDEX;
+      if (ignore == Ignore::Padding) {
+        ignoreIndex = -100;
+        for (int64_t r = 1; r < rows; r += 3)
+          labels[r] = -100;
+      } else if (ignore == Ignore::Class) {
+        ignoreIndex = labels[rows - 1];
+      } else if (ignore == Ignore::All) {
+        ignoreIndex = -100;
+        labels.assign(rows, -100);
+      }
+      const float dlossValue = 0.75f;
 
-    HostTensor cpuLoss(ASRT_DTYPE_F32, 1), cpuGrad(t, n), cpuGradOne(t, n);
-    asrt_softmax_xent_fwd(&ctx, t, logits.data(), labels.data(),
-                          static_cast<float *>(cpuLoss.data()), rows, classes);
-    asrt_softmax_xent_grad(&ctx, t, logits.data(), labels.data(), &dlossValue,
-                           cpuGrad.data(), rows, classes);
-    asrt_softmax_xent_grad(&ctx, t, logits.data(), labels.data(), nullptr,
-                           cpuGradOne.data(), rows, classes);
+      HostTensor cpuLoss(ASRT_DTYPE_F32, 1), cpuGrad(t, n), cpuGradOne(t, n);
+      asrt_softmax_xent_fwd(&ctx, t, logits.data(), labels.data(),
+                            static_cast<float *>(cpuLoss.data()), rows,
+                            classes, ignoreIndex);
+      asrt_softmax_xent_grad(&ctx, t, logits.data(), labels.data(),
+                             &dlossValue, cpuGrad.data(), rows, classes,
+                             ignoreIndex);
+      asrt_softmax_xent_grad(&ctx, t, logits.data(), labels.data(), nullptr,
+                             cpuGradOne.data(), rows, classes, ignoreIndex);
 
-    HostTensor gpuLoss(ASRT_DTYPE_F32, 1), gpuGrad(t, n), gpuGradOne(t, n),
-        gpuInPlace(t, n), dloss(ASRT_DTYPE_F32, std::vector<float>{dlossValue});
-    const int32_t *dLabels = uploadIndices(labels);
-    void *dLogits = upload(logits), *dLoss = upload(gpuLoss),
-         *dDloss = upload(dloss), *dGrad = upload(gpuGrad),
-         *dGradOne = upload(gpuGradOne), *dInPlace = upload(logits);
-    cuda::softmaxXentFwd(stream, t, dLogits, dLabels,
-                         static_cast<float *>(dLoss), rows, classes);
-    cuda::softmaxXentGrad(stream, t, dLogits, dLabels,
-                          static_cast<const float *>(dDloss), dGrad, rows,
-                          classes);
-    cuda::softmaxXentGrad(stream, t, dLogits, dLabels, nullptr, dGradOne, rows,
-                          classes);
-    // dlogits may alias logits.
-    cuda::softmaxXentGrad(stream, t, dInPlace, dLabels,
-                          static_cast<const float *>(dDloss), dInPlace, rows,
-                          classes);
-    download(dLoss, gpuLoss);
-    download(dGrad, gpuGrad);
-    download(dGradOne, gpuGradOne);
-    download(dInPlace, gpuInPlace);
-    // The loss is f32 for both dtypes: the f32 tolerance applies.
-    expectClose(gpuLoss, cpuLoss, "softmax_xent_fwd loss");
-    expectClose(gpuGrad, cpuGrad, "softmax_xent_grad dlogits");
-    expectClose(gpuGradOne, cpuGradOne, "softmax_xent_grad, dloss null");
-    expectClose(gpuInPlace, cpuGrad, "softmax_xent_grad in place");
-  }
+      HostTensor gpuLoss(ASRT_DTYPE_F32, 1), gpuGrad(t, n), gpuGradOne(t, n),
+          gpuInPlace(t, n),
+          dloss(ASRT_DTYPE_F32, std::vector<float>{dlossValue});
+      const int32_t *dLabels = uploadIndices(labels);
+      void *dLogits = upload(logits), *dLoss = upload(gpuLoss),
+           *dDloss = upload(dloss), *dGrad = upload(gpuGrad),
+           *dGradOne = upload(gpuGradOne), *dInPlace = upload(logits);
+      cuda::softmaxXentFwd(stream, t, dLogits, dLabels,
+                           static_cast<float *>(dLoss), rows, classes,
+                           ignoreIndex);
+      cuda::softmaxXentGrad(stream, t, dLogits, dLabels,
+                            static_cast<const float *>(dDloss), dGrad, rows,
+                            classes, ignoreIndex);
+      cuda::softmaxXentGrad(stream, t, dLogits, dLabels, nullptr, dGradOne,
+                            rows, classes, ignoreIndex);
+      // dlogits may alias logits.
+      cuda::softmaxXentGrad(stream, t, dInPlace, dLabels,
+                            static_cast<const float *>(dDloss), dInPlace, rows,
+                            classes, ignoreIndex);
+      download(dLoss, gpuLoss);
+      download(dGrad, gpuGrad);
+      download(dGradOne, gpuGradOne);
+      download(dInPlace, gpuInPlace);
+      // The loss is f32 for both dtypes: the f32 tolerance applies.
+      expectClose(gpuLoss, cpuLoss, "softmax_xent_fwd loss");
+      expectClose(gpuGrad, cpuGrad, "softmax_xent_grad dlogits");
+      expectClose(gpuGradOne, cpuGradOne, "softmax_xent_grad, dloss null");
+      expectClose(gpuInPlace, cpuGrad, "softmax_xent_grad in place");
+      if (ignore == Ignore::All) {
+        // abi.h: no counted row gives 0 and a zero gradient, not NaN.
+        EXPECT_EQ(gpuLoss.get(0), 0.0f);
+        for (size_t i = 0; i < n; ++i)
+          ASSERT_EQ(gpuGrad.get(i), 0.0f) << "element " << i;
+      }
+    }
 }
 
 TEST_P(CudaNormLossTest, OutOfRangeIndicesAreFatalAndNamed) {
@@ -323,11 +350,17 @@ TEST_P(CudaNormLossTest, OutOfRangeIndicesAreFatalAndNamed) {
       "embedding_grad: id -1 at index 1 is outside \\[0, 11\\)");
   void *dLoss = upload(y);
   EXPECT_DEATH(cuda::softmaxXentFwd(stream, t, dTable, tooLarge,
-                                    static_cast<float *>(dLoss), 3, 11),
+                                    static_cast<float *>(dLoss), 3, 11,
+                                    ASRT_NO_IGNORE_INDEX),
                "softmax_xent_fwd: row 2 has label 11, outside \\[0, 11\\)");
-  EXPECT_DEATH(
-      cuda::softmaxXentGrad(stream, t, dTable, negative, nullptr, dY, 3, 11),
-      "softmax_xent_grad: row 1 has label -1, outside \\[0, 11\\)");
+  EXPECT_DEATH(cuda::softmaxXentGrad(stream, t, dTable, negative, nullptr, dY,
+                                     3, 11, ASRT_NO_IGNORE_INDEX),
+               "softmax_xent_grad: row 1 has label -1, outside \\[0, 11\\)");
+  // An ignore index excuses its own value only.
+  EXPECT_DEATH(cuda::softmaxXentGrad(stream, t, dTable, negative, nullptr, dY,
+                                     3, 11, -100),
+               "softmax_xent_grad: row 1 has label -1, outside \\[0, 11\\) "
+               "for 11 classes and not the ignore index");
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaNormLossTest, kDtypes, dtypeName);
@@ -359,11 +392,13 @@ TEST(CudaNormLossChecks, BadArgumentsAreFatalBeforeAnyLaunch) {
   EXPECT_DEATH(cuda::addPositionEmbeddingGrad(nullptr, f32, &v, &v, 1, 9, 8, 4),
                "add_position_embedding_grad: seq = 9 exceeds max_positions "
                "= 8");
-  EXPECT_DEATH(cuda::softmaxXentFwd(nullptr, f32, &v, nullptr, &v, 0, 5),
+  EXPECT_DEATH(cuda::softmaxXentFwd(nullptr, f32, &v, nullptr, &v, 0, 5,
+                                    ASRT_NO_IGNORE_INDEX),
                "softmax_xent_fwd: rows = 0 and classes = 5 must both be at "
                "least 1");
   EXPECT_DEATH(
-      cuda::softmaxXentGrad(nullptr, f32, &v, nullptr, nullptr, &v, 2, 0),
+      cuda::softmaxXentGrad(nullptr, f32, &v, nullptr, nullptr, &v, 2, 0,
+                            ASRT_NO_IGNORE_INDEX),
       "softmax_xent_grad: rows = 2 and classes = 0");
 }
 

@@ -282,6 +282,36 @@ TEST_P(CudaTensorOpsTest, CopyStridedAndFill) {
   EXPECT_EQ(gpuF.bytes, cpuF.bytes) << "fill";
 }
 
+TEST_P(CudaTensorOpsTest, CopyStridedAndFillMoveI32) {
+  // The labels of a HuggingFace step: padded with -100 (a fill and a
+  // copy), then sliced (a strided copy); the same bits as the CPU's.
+  if (GetParam() != ASRT_DTYPE_F32)
+    GTEST_SKIP() << "i32 only; runs in the f32 instance";
+  std::vector<int32_t> labels = {16777217, 1, 2, 3, 4, 5};
+  Dims dims = {2, 3}, in = {3, 1}, out = {4, 1};
+  std::vector<int32_t> cpuPadded(8), cpuShifted(6);
+  asrt_fill(&ctx, ASRT_DTYPE_I32, cpuPadded.data(), 8, -100.0f);
+  asrt_copy_strided(&ctx, ASRT_DTYPE_I32, labels.data(), cpuPadded.data(), 2,
+                    dims.data(), in.data(), 0, out.data(), 0);
+  asrt_copy_strided(&ctx, ASRT_DTYPE_I32, cpuPadded.data(), cpuShifted.data(),
+                    2, dims.data(), out.data(), 1, in.data(), 0);
+  ASSERT_EQ(cpuShifted, (std::vector<int32_t>{1, 2, -100, 4, 5, -100}));
+
+  void *dLabels = uploadBytes(labels.data(), 24);
+  std::vector<int32_t> gpuPadded(8, 7), gpuShifted(6, 7);
+  void *dPadded = uploadBytes(gpuPadded.data(), 32),
+       *dShifted = uploadBytes(gpuShifted.data(), 24);
+  cuda::fill(stream, ASRT_DTYPE_I32, dPadded, 8, -100.0f);
+  cuda::copyStrided(stream, ASRT_DTYPE_I32, dLabels, dPadded, 2, dims.data(),
+                    in.data(), 0, out.data(), 0);
+  cuda::copyStrided(stream, ASRT_DTYPE_I32, dPadded, dShifted, 2, dims.data(),
+                    out.data(), 1, in.data(), 0);
+  downloadBytes(dPadded, gpuPadded.data(), 32);
+  downloadBytes(dShifted, gpuShifted.data(), 24);
+  EXPECT_EQ(gpuPadded, cpuPadded);
+  EXPECT_EQ(gpuShifted, cpuShifted);
+}
+
 // ---- Matmul ----------------------------------------------------------------
 
 struct MatmulCase {
@@ -455,6 +485,12 @@ TEST(CudaTensorOpsDeathTest, BadCodesAndShapesAreFatal) {
   EXPECT_DEATH(
       cuda::softmax(nullptr, ASRT_DTYPE_I32, nullptr, nullptr, 1, 1, 0),
       "softmax: dtype 1");
+  EXPECT_DEATH(cuda::fill(nullptr, ASRT_DTYPE_I32, nullptr, 1, 0.5f),
+               "fill: value = 0.5 is not an integer in the int32 range");
+  EXPECT_DEATH(cuda::copyStrided(nullptr, ASRT_DTYPE_I64, nullptr, nullptr, 0,
+                                 nullptr, nullptr, 0, nullptr, 0),
+               "copy_strided: dtype 4 is not f32 \\(0\\), bf16 \\(2\\) or "
+               "i32 \\(1\\)");
 }
 
 } // namespace

@@ -19,7 +19,7 @@ namespace {
 // NVMe files (a sharded f32 one and the i32 step).
 const char *kOffloaded =
     "autoshard-manifest 1\n"
-    "abi 5\n"
+    "abi 6\n"
     "step train\n"
     "strategy zero3\n"
     "grid 2\n"
@@ -49,7 +49,7 @@ TEST(OffloadArgsTest, NvmeArgumentsNeedAnOffloadDir) {
 
   // Without nvme arguments the directory is neither needed nor opened.
   Manifest none =
-      parse("autoshard-manifest 1\nabi 5\nstep s\nstrategy none\ngrid 1\n"
+      parse("autoshard-manifest 1\nabi 6\nstep s\nstrategy none\ngrid 1\n"
             "arg 0 param w f32 4 init=zeros memory=host\n"
             "result 0 loss loss f32 scalar\nend\n");
   EXPECT_TRUE(checkOffloadDirGiven(none, "").ok());

@@ -407,7 +407,7 @@ TEST(OptionsTest, EvaluationFlags) {
 TEST(DriverMessagesTest, EvaluationStepSharesTheParameters) {
   auto manifest = [](const std::string &grid, const std::string &params) {
     Expected<Manifest> m = parseManifest(
-        "autoshard-manifest 1\nabi 5\nstep train\nstrategy zero3\ngrid " +
+        "autoshard-manifest 1\nabi 6\nstep train\nstrategy zero3\ngrid " +
         grid + "\n" + params + "arg " +
         std::to_string(std::count(params.begin(), params.end(), '\n')) +
         " input x f32 " + std::to_string(4 / std::stoi(grid)) +
@@ -480,7 +480,7 @@ TEST(DriverMessagesTest, WorldSizeMismatch) {
 TEST(DriverMessagesTest, LrOverrideNeedsAnLrHyper) {
   auto manifestWith = [](const std::string &hypers) {
     Expected<Manifest> m = parseManifest(
-        "autoshard-manifest 1\nabi 5\nstep train\nstrategy none\ngrid 1\n" +
+        "autoshard-manifest 1\nabi 6\nstep train\nstrategy none\ngrid 1\n" +
         hypers + "result 0 loss loss f32 scalar\nend\n");
     EXPECT_TRUE(m.ok()) << m.message();
     return *m;

@@ -16,7 +16,7 @@ using namespace autoshard::rt;
 namespace {
 
 const char *kManifest = "autoshard-manifest 1\n"
-                        "abi 5\n"
+                        "abi 6\n"
                         "step train\n"
                         "strategy none\n"
                         "grid 1\n"
@@ -313,7 +313,7 @@ TEST_F(ParamsTest, SavesGradsUnderTheirNames) {
 
 TEST_F(ParamsTest, SaveGradsNeedsExposedGradients) {
   EXPECT_TRUE(checkSaveGrads(manifest).ok());
-  Manifest none = parse("autoshard-manifest 1\nabi 5\nstep plain\n"
+  Manifest none = parse("autoshard-manifest 1\nabi 6\nstep plain\n"
                         "strategy none\ngrid 1\n"
                         "arg 0 param w f32 2 init=zeros\n"
                         "result 0 param w f32 2 updates=0\n"
@@ -491,7 +491,7 @@ TEST_F(TiedParamsTest, ARunWithoutAFileIsRefused) {
 // (2 shards of 8), c replicated.
 const char *kShardedManifest =
     "autoshard-manifest 1\n"
-    "abi 5\n"
+    "abi 6\n"
     "step zero\n"
     "strategy zero3\n"
     "grid 2x2\n"

@@ -10,7 +10,7 @@
 
 shard.grid @world(shape = 2)
 
-// CHECK: llvm.mlir.global external constant @autoshard_manifest("autoshard-manifest 1\0Aabi 5\0Astep step\0Astrategy ddp\0Agrid 2\0A
+// CHECK: llvm.mlir.global external constant @autoshard_manifest("autoshard-manifest 1\0Aabi 6\0Astep step\0Astrategy ddp\0Agrid 2\0A
 // CHECK-SAME: arg 0 param w f32 4x16 init=normal:0.02\0A
 // CHECK-SAME: arg 1 input x f32 4x16 batch_dim=0 global=8\0A
 // CHECK-SAME: arg 2 label y i32 4 batch_dim=0 global=8 classes=4\0A
@@ -124,6 +124,36 @@ func.func @step(
   %loss = train.softmax_cross_entropy %logits, %y : (tensor<4x4xf32>, tensor<4xi32>) -> tensor<f32>
   %w1, %m1 = train.sgd %w, %g, %lr momentum_buffer %m {momentum = 0.9 : f32} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>, tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
   return %w1, %m1, %loss : tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>
+}
+
+// -----
+
+// torch's ignore_index reaches the kernels; a loss without it passes the
+// runtime's ASRT_NO_IGNORE_INDEX (INT64_MIN). The manifest tells the data
+// reader the value, which labels may hold besides [0, classes).
+// CHECK: @autoshard_manifest({{.*}}\0Aarg 2 label y i32 4 batch_dim=0 global=4 classes=3 ignore_index=-100\0A
+// CHECK-LABEL: func.func @autoshard_step
+// CHECK: %[[IGNORE:.*]] = arith.constant -100 : i64
+// CHECK-NEXT: call @asrt_softmax_xent_fwd(%{{.*}}, %[[IGNORE]]) :
+// CHECK: %[[IGNORE_GRAD:.*]] = arith.constant -100 : i64
+// CHECK-NEXT: call @asrt_softmax_xent_grad(%{{.*}}, %[[IGNORE_GRAD]]) :
+// CHECK: %[[NONE:.*]] = arith.constant -9223372036854775808 : i64
+// CHECK-NEXT: call @asrt_softmax_xent_grad(%{{.*}}, %[[NONE]]) :
+func.func @step(%w: tensor<3x4xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
+                %x: tensor<4x4xf32> {train.role = #train.role<input>, train.name = "x"},
+                %y: tensor<4xi32> {train.role = #train.role<label>, train.name = "y"},
+                %lr: tensor<f32> {train.role = #train.role<hyper>, train.name = "lr", train.init = #train.init<constant, value = 0.1>})
+    -> (tensor<3x4xf32> {train.role = #train.role<param>, train.name = "w"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step} {
+  %logits = train.linear %x, %w : (tensor<4x4xf32>, tensor<3x4xf32>) -> tensor<4x3xf32>
+  %loss = train.softmax_cross_entropy %logits, %y {ignore_index = -100 : i64} : (tensor<4x3xf32>, tensor<4xi32>) -> tensor<f32>
+  %dlogits = train.softmax_cross_entropy_grad %logits, %y {ignore_index = -100 : i64} : (tensor<4x3xf32>, tensor<4xi32>) -> tensor<4x3xf32>
+  %plain = train.softmax_cross_entropy_grad %logits, %y : (tensor<4x3xf32>, tensor<4xi32>) -> tensor<4x3xf32>
+  %sum = train.add %dlogits, %plain : tensor<4x3xf32>
+  %dw = train.linear_grad_weight %sum, %x : (tensor<4x3xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
+  %w1 = train.sgd %w, %dw, %lr : (tensor<3x4xf32>, tensor<3x4xf32>, tensor<f32>) -> tensor<3x4xf32>
+  return %w1, %loss : tensor<3x4xf32>, tensor<f32>
 }
 
 // -----

@@ -147,7 +147,27 @@ func.func private @f(tensor<2xf32> {train.aliases = ["lm head"]})
 
 // -----
 
-// expected-error@+1 {{argument #0 has the unknown attribute 'train.rol'; the train dialect defines train.role, train.name, train.init, train.unit, train.aliases, train.shard and train.memory}}
+// expected-error@+1 {{result #0: results take no 'train.weight_decay'}}
+func.func private @f() -> (tensor<2xf32> {train.weight_decay = 0.0 : f64})
+
+// -----
+
+// expected-error@+1 {{argument #0: 'train.weight_decay' must be a float (0.0 : f64 turns decay off for the parameter)}}
+func.func private @f(tensor<2xf32> {train.weight_decay = 0 : i64})
+
+// -----
+
+// expected-error@+1 {{argument #0: train.weight_decay must be finite and >= 0, got -0.1}}
+func.func private @f(tensor<2xf32> {train.weight_decay = -0.1 : f64})
+
+// -----
+
+// expected-error@+1 {{argument #0: train.weight_decay must be finite and >= 0, got inf}}
+func.func private @f(tensor<2xf32> {train.weight_decay = 0x7FF0000000000000 : f64})
+
+// -----
+
+// expected-error@+1 {{argument #0 has the unknown attribute 'train.rol'; the train dialect defines train.role, train.name, train.init, train.unit, train.aliases, train.weight_decay, train.shard and train.memory}}
 func.func private @f(tensor<2xf32> {train.rol = #train.role<param>})
 
 //===----------------------------------------------------------------------===//
@@ -183,6 +203,13 @@ func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name 
 
 // expected-error@+1 {{param argument "w" needs a 'train.init' attribute}}
 func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name = "w"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step}
+
+// -----
+
+// expected-error@+1 {{input argument "x" has 'train.weight_decay'; only param arguments have a weight decay}}
+func.func private @f(tensor<2xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>, train.weight_decay = 0.0 : f64},
+                     tensor<4x2xf32> {train.role = #train.role<input>, train.name = "x", train.weight_decay = 0.0 : f64})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"}) attributes {train.step}
 
 // -----
@@ -464,6 +491,22 @@ func.func @f(%logits: tensor<f32>, %labels: tensor<i32>) {
   // expected-error@+2 {{'train.softmax_cross_entropy' logits must have rank >= 1, got 'tensor<f32>'}}
   // expected-error@+1 {{failed to infer returned types}}
   %l = train.softmax_cross_entropy %logits, %labels : (tensor<f32>, tensor<i32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%logits: tensor<8x10xf32>, %labels: tensor<8xi32>) {
+  // expected-error@+1 {{'train.softmax_cross_entropy' op has ignore_index = 2147483648, which no i32 label can equal; it must lie in [-2147483648, 2147483647] (torch's is -100)}}
+  %l = train.softmax_cross_entropy %logits, %labels {ignore_index = 2147483648 : i64} : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%logits: tensor<8x10xf32>, %labels: tensor<8xi32>) {
+  // expected-error@+1 {{'train.softmax_cross_entropy_grad' op has ignore_index = -2147483649, which no i32 label can equal}}
+  %d = train.softmax_cross_entropy_grad %logits, %labels {ignore_index = -2147483649 : i64} : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<8x10xf32>
   return
 }
 

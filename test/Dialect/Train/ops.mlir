@@ -40,6 +40,10 @@ func.func @loss(%logits: tensor<8x10xf32>, %labels: tensor<8xi32>, %dl: tensor<f
   %d0 = train.softmax_cross_entropy_grad %logits, %labels : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<8x10xf32>
   // CHECK: train.softmax_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<8x10xf32>, tensor<8xi32>, tensor<f32>) -> tensor<8x10xf32>
   %d1 = train.softmax_cross_entropy_grad %logits, %labels, %dl : (tensor<8x10xf32>, tensor<8xi32>, tensor<f32>) -> tensor<8x10xf32>
+  // CHECK: train.softmax_cross_entropy %{{.*}}, %{{.*}} {ignore_index = -100 : i64} : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+  %l2 = train.softmax_cross_entropy %logits, %labels {ignore_index = -100 : i64} : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+  // CHECK: train.softmax_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} {ignore_index = 0 : i64} : (tensor<8x10xf32>, tensor<8xi32>, tensor<f32>) -> tensor<8x10xf32>
+  %d2 = train.softmax_cross_entropy_grad %logits, %labels, %dl {ignore_index = 0 : i64} : (tensor<8x10xf32>, tensor<8xi32>, tensor<f32>) -> tensor<8x10xf32>
   return
 }
 
@@ -58,7 +62,7 @@ shard.grid @world(shape = 2)
 // CHECK-LABEL: func.func @step
 // CHECK-SAME: train.init = #train.init<normal, std = 2.000000e-02>, train.name = "w", train.role = #train.role<param>, train.unit = "fc"}
 // CHECK-SAME: train.init = #train.init<uniform, bound = 1.000000e-01>, train.name = "b", train.role = #train.role<param>, train.unit = "fc"}
-// CHECK-SAME: train.init = #train.init<ones>
+// CHECK-SAME: train.init = #train.init<ones>, train.name = "s", train.role = #train.role<param>, train.weight_decay = 0.000000e+00 : f64}
 // CHECK-SAME: {train.aliases = ["lm_head.weight", "head"], train.init = #train.init<load>, train.name = "wte", train.role = #train.role<param>}
 // CHECK-SAME: train.name = "w.momentum", train.role = #train.role<opt_state>
 // CHECK-SAME: train.role = #train.role<input>
@@ -69,7 +73,7 @@ shard.grid @world(shape = 2)
 func.func @step(
     %w: tensor<4x16xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.02>, train.unit = "fc"},
     %b: tensor<4xf32> {train.role = #train.role<param>, train.name = "b", train.init = #train.init<uniform, bound = 0.1>, train.unit = "fc"},
-    %s: tensor<4xf32> {train.role = #train.role<param>, train.name = "s", train.init = #train.init<ones>},
+    %s: tensor<4xf32> {train.role = #train.role<param>, train.name = "s", train.init = #train.init<ones>, train.weight_decay = 0.0 : f64},
     %wte: tensor<4xf32> {train.role = #train.role<param>, train.name = "wte", train.init = #train.init<load>, train.aliases = ["lm_head.weight", "head"]},
     %m: tensor<4x16xf32> {train.role = #train.role<opt_state>, train.name = "w.momentum"},
     %x: tensor<8x16xf32> {train.role = #train.role<input>, train.name = "x"},

@@ -209,6 +209,30 @@ func.func @f(%x: tensor<4x8xf32>) {
 
 // -----
 
+func.func @f(%y: tensor<4x8xi32>) {
+  // expected-error@+1 {{'train.pad' op pads an i32 tensor with value = 5.000000e-01, which is not an integer in the int32 range}}
+  %0 = train.pad %y {dim = 1 : i64, low = 0 : i64, high = 1 : i64, value = 0.5 : f32} : tensor<4x8xi32> -> tensor<4x9xi32>
+  return
+}
+
+// -----
+
+func.func @f(%y: tensor<4x8xi32>) {
+  // expected-error@+1 {{'train.pad' op pads an i32 tensor with value = 4.294967e+09, which is not an integer in the int32 range}}
+  %0 = train.pad %y {dim = 1 : i64, low = 0 : i64, high = 1 : i64, value = 4294967296.0 : f32} : tensor<4x8xi32> -> tensor<4x9xi32>
+  return
+}
+
+// -----
+
+func.func @f(%m: tensor<4x8xi1>) {
+  // expected-error@+1 {{'train.slice' op operand #0 must be ranked tensor of 32-bit float or bfloat16 type or 32-bit signless integer values, but got 'tensor<4x8xi1>'}}
+  %0 = train.slice %m {dim = 1 : i64, start = 0 : i64, end = 4 : i64} : tensor<4x8xi1> -> tensor<4x4xi1>
+  return
+}
+
+// -----
+
 func.func @f(%a: tensor<4x8xf32>, %b: tensor<3x2xf32>) {
   // expected-error@+2 {{'train.concat' input 'tensor<3x2xf32>' does not match 'tensor<4x8xf32>' in every dimension but the joined one (1)}}
   // expected-error@+1 {{failed to infer returned types}}

@@ -108,6 +108,25 @@ func.func @views(%x: tensor<2x8x4x16xf32>, %row: tensor<16xf32>, %a: tensor<4x8x
   return
 }
 
+// The view ops move i32 labels too: HuggingFace's shift of causal-LM labels
+// (pad with the ignore index, slice off the first position, flatten).
+// CHECK-LABEL: func.func @label_views
+func.func @label_views(%y: tensor<2x8xi32>, %ids: tensor<8xi32>) {
+  // CHECK: train.pad %{{.*}} {dim = 1 : i64, high = 1 : i64, low = 0 : i64, value = -1.000000e+02 : f32} : tensor<2x8xi32> -> tensor<2x9xi32>
+  %0 = train.pad %y {dim = 1 : i64, low = 0 : i64, high = 1 : i64, value = -100.0 : f32} : tensor<2x8xi32> -> tensor<2x9xi32>
+  // CHECK: train.slice %{{.*}} {dim = 1 : i64, end = 9 : i64, start = 1 : i64} : tensor<2x9xi32> -> tensor<2x8xi32>
+  %1 = train.slice %0 {dim = 1 : i64, start = 1 : i64, end = 9 : i64} : tensor<2x9xi32> -> tensor<2x8xi32>
+  // CHECK: train.reshape %{{.*}} : tensor<2x8xi32> to tensor<16xi32>
+  %2 = train.reshape %1 : tensor<2x8xi32> to tensor<16xi32>
+  // CHECK: train.transpose %{{.*}} {permutation = array<i64: 1, 0>} : tensor<2x8xi32> -> tensor<8x2xi32>
+  %3 = train.transpose %y {permutation = array<i64: 1, 0>} : tensor<2x8xi32> -> tensor<8x2xi32>
+  // CHECK: train.broadcast_to %{{.*}} : tensor<8xi32> -> tensor<2x8xi32>
+  %4 = train.broadcast_to %ids : tensor<8xi32> -> tensor<2x8xi32>
+  // CHECK: train.concat %{{.*}}, %{{.*}} {dim = 0 : i64} : (tensor<2x8xi32>, tensor<2x8xi32>) -> tensor<4x8xi32>
+  %5 = train.concat %y, %4 {dim = 0 : i64} : (tensor<2x8xi32>, tensor<2x8xi32>) -> tensor<4x8xi32>
+  return
+}
+
 // CHECK-LABEL: func.func @matmuls
 func.func @matmuls(%x: tensor<2x4x8xf32>, %w: tensor<8x3xf32>, %q: tensor<2x4x8x16xf32>,
                    %k: tensor<2x1x8x16xf32>) {

@@ -37,6 +37,8 @@ static StepValue decode(unsigned index, Type type, DictionaryAttr attrs) {
     for (Attribute alias : aliases)
       if (auto text = dyn_cast<StringAttr>(alias))
         value.aliases.push_back(text.getValue());
+  value.weightDecay =
+      attrs.getAs<FloatAttr>(TrainDialect::kWeightDecayAttrName);
   return value;
 }
 
@@ -592,6 +594,13 @@ LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
              << role << " argument \"" << arg.name << "\" has '"
              << TrainDialect::kAliasesAttrName
              << "'; only param arguments are saved under aliases";
+    // A decay belongs to the parameter the optimizer updates; states,
+    // batches and hypers are not updated by an optimizer.
+    if (arg.weightDecay && arg.role != Role::Param)
+      return func.emitOpError()
+             << role << " argument \"" << arg.name << "\" has '"
+             << TrainDialect::kWeightDecayAttrName
+             << "'; only param arguments have a weight decay";
     if (arg.role == Role::Label && !arg.type.getElementType().isInteger(32))
       return func.emitOpError() << "label argument \"" << arg.name
                                 << "\" must hold i32 class indices, got "

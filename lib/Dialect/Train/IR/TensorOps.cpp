@@ -720,8 +720,17 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *,
 }
 
 LogicalResult PadOp::verify() {
-  return verifyFloatAttr(*this, "value",
-                     getValue().convertToFloat(), FloatRule::Finite);
+  float value = getValue().convertToFloat();
+  if (failed(verifyFloatAttr(*this, "value", value, FloatRule::Finite)))
+    return failure();
+  // An i32 tensor (labels padded with the loss's ignore index) holds the
+  // value exactly or not at all.
+  if (getInput().getType().getElementType().isInteger(32) &&
+      !(value == std::trunc(value) && value >= -2147483648.0f &&
+        value < 2147483648.0f))
+    return emitOpError() << "pads an i32 tensor with value = " << value
+                         << ", which is not an integer in the int32 range";
+  return success();
 }
 
 LogicalResult PadOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,

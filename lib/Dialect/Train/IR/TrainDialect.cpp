@@ -645,11 +645,25 @@ static LogicalResult verifyValueAttribute(Operation *op, StringRef what,
                   "do not start with '.'";
     return success();
   }
+  if (name == TrainDialect::kWeightDecayAttrName) {
+    // An update's decay is that of the parameter it updates.
+    if (isResult)
+      return op->emitError() << what << " #" << index
+                             << ": results take no '" << name << "'";
+    auto decay = dyn_cast<FloatAttr>(attr.getValue());
+    if (!decay)
+      return op->emitError() << what << " #" << index << ": '" << name
+                             << "' must be a float (0.0 : f64 turns decay "
+                                "off for the parameter)";
+    return verifyFloat(
+        [&] { return op->emitError() << what << " #" << index << ": "; },
+        name, decay.getValueAsDouble(), FloatRule::NonNegative);
+  }
   return op->emitError() << what << " #" << index
                          << " has the unknown attribute '" << name
                          << "'; the train dialect defines train.role, "
                             "train.name, train.init, train.unit, "
-                            "train.aliases, train.shard and train.memory";
+                            "train.aliases, train.weight_decay, train.shard and train.memory";
 }
 
 LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op,

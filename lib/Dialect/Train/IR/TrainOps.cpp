@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 using namespace mlir;
 using namespace autoshard::train;
@@ -790,6 +791,29 @@ static LogicalResult checkLabels(std::optional<Location> loc, StringRef op,
   return success();
 }
 
+/// An ignore index must be able to equal an i32 label.
+static LogicalResult verifyIgnoreIndex(Operation *op, IntegerAttr index) {
+  if (!index)
+    return success();
+  int64_t value = index.getInt();
+  if (value < std::numeric_limits<int32_t>::min() ||
+      value > std::numeric_limits<int32_t>::max())
+    return op->emitOpError()
+           << "has ignore_index = " << value
+           << ", which no i32 label can equal; it must lie in ["
+           << std::numeric_limits<int32_t>::min() << ", "
+           << std::numeric_limits<int32_t>::max() << "] (torch's is -100)";
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyOp::verify() {
+  return verifyIgnoreIndex(*this, getIgnoreIndexAttr());
+}
+
+LogicalResult SoftmaxCrossEntropyGradOp::verify() {
+  return verifyIgnoreIndex(*this, getIgnoreIndexAttr());
+}
+
 LogicalResult SoftmaxCrossEntropyOp::inferReturnTypes(
     MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &results) {
@@ -807,8 +831,10 @@ LogicalResult SoftmaxCrossEntropyOp::buildGradient(
   if (!needed[0] || (!seed && !grads[0]))
     return success();
   // At the seed the loss's gradient is one, which the op's default means.
+  // The ignored positions are the forward's: the attribute goes along.
   operandGrads[0] = SoftmaxCrossEntropyGradOp::create(
-      b, getLoc(), getLogits(), getLabels(), seed ? Value() : grads[0]);
+      b, getLoc(), getLogits(), getLabels(), seed ? Value() : grads[0],
+      getIgnoreIndexAttr());
   return success();
 }
 

@@ -37,6 +37,12 @@ DenseSet<Value> findVariedValues(Block &body, const StepSignature &sig) {
   return varied;
 }
 
+/// Whether `value` can have a gradient: a float tensor.
+bool isDifferentiable(Value value) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  return type && isa<FloatType>(type.getElementType());
+}
+
 /// The step's arguments and results after autodiff, built up in order.
 struct NewSignature {
   SmallVector<Type> argTypes;
@@ -128,9 +134,11 @@ LogicalResult Autodiff::differentiate(ArrayRef<Operation *> ops, Value loss) {
       return op.emitOpError()
              << "is on the path from a parameter to the loss but has no "
                 "gradient rule (DifferentiableOpInterface)";
+    // Integer values (labels, ids, their views, masks) have no gradient,
+    // whatever they were computed from.
     SmallVector<bool> needed;
     for (Value operand : op.getOperands())
-      needed.push_back(varied.contains(operand));
+      needed.push_back(varied.contains(operand) && isDifferentiable(operand));
     SmallVector<Value> operandGrads(op.getNumOperands());
     if (failed(differentiable.buildGradient(b, resultGrads, seed, needed,
                                             operandGrads)))
@@ -351,7 +359,10 @@ LogicalResult Autodiff::applyOptimizer(Attribute config, Value loss) {
   SmallVector<Value> newParams, newStates;
   SmallVector<DictionaryAttr> paramAttrs, stateAttrs;
   auto decayOf = [](const StepValue &param, double weightDecay) {
-    // Biases and norm gains are not decayed (nanoGPT, Megatron).
+    // The parameter's own (PyTorch's parameter groups), else biases and
+    // norm gains are not decayed (nanoGPT, Megatron).
+    if (param.weightDecay)
+      return param.weightDecay.getValueAsDouble();
     return param.type.getRank() >= 2 ? weightDecay : 0.0;
   };
 

@@ -37,7 +37,7 @@ extern "C" {
 
 /* Bumped whenever a declaration below changes meaning. The manifest of a
  * compiled step records the version it was generated for. */
-#define ASRT_ABI_VERSION 5
+#define ASRT_ABI_VERSION 6
 
 typedef struct asrt_context asrt_context;
 
@@ -399,7 +399,7 @@ void asrt_reduce(asrt_context *ctx, int32_t dtype, int32_t reduce_op,
  * the pieces of concatenations and paddings. Only the addressed elements of
  * y are written; y_strides address no element twice (a zero or aliasing y
  * stride would leave which write wins to the thread schedule). x and y do
- * not overlap. */
+ * not overlap. f32, bf16 and i32 (labels and ids moved by the view ops). */
 void asrt_copy_strided(asrt_context *ctx, int32_t dtype, const void *x,
                        void *y, int32_t rank, const int64_t *dims,
                        const int64_t *x_strides, int64_t x_offset,
@@ -408,7 +408,9 @@ void asrt_copy_strided(asrt_context *ctx, int32_t dtype, const void *x,
  * a mask, a table) into the device buffer dst. */
 void asrt_load_constant(asrt_context *ctx, void *dst, const void *src_host,
                         int64_t bytes);
-/* y[i] = value for i < n. */
+/* y[i] = value for i < n; f32, bf16 (value rounded once) or i32, where
+ * value must be an integer in the int32 range (a pad of labels with the
+ * loss's ignore index), fatal otherwise. */
 void asrt_fill(asrt_context *ctx, int32_t dtype, void *y, int64_t n,
                float value);
 
@@ -438,17 +440,28 @@ void asrt_softmax_grad(asrt_context *ctx, int32_t dtype, const void *dy,
 
 /* ---- Loss ---- */
 
-/* loss[0] = mean over rows of -log softmax(logits[r, :])[labels[r]], in f32.
- * A label outside [0, classes) is fatal and names the row and the value. */
+/* Cross-entropy over `rows` rows of `classes` logits. A row counts unless
+ * its label equals ignore_index (torch's cross_entropy(ignore_index=...):
+ * padding, the last position of a shifted sequence); ASRT_NO_IGNORE_INDEX
+ * matches no int32_t label, so every row counts.
+ *
+ * loss[0] = mean over the counted rows of -log softmax(logits[r, :])[labels[r]],
+ * in f32; 0 when no row counts (torch gives NaN: a rank whose rows are all
+ * ignored must not poison the average over ranks). A counted label outside
+ * [0, classes) is fatal and names the row and the value. */
+#define ASRT_NO_IGNORE_INDEX INT64_MIN
 void asrt_softmax_xent_fwd(asrt_context *ctx, int32_t dtype,
                            const void *logits, const int32_t *labels,
-                           float *loss, int64_t rows, int64_t classes);
-/* dlogits = (softmax(logits) - onehot(labels)) / rows * dloss[0];
+                           float *loss, int64_t rows, int64_t classes,
+                           int64_t ignore_index);
+/* dlogits[r, :] = (softmax(logits[r, :]) - onehot(labels[r])) / counted *
+ * dloss[0] for a counted row, 0 for an ignored one (all zero when no row
+ * counts); counted is the number of counted rows, as in the forward.
  * dloss may be null, meaning 1. dlogits may alias logits. */
 void asrt_softmax_xent_grad(asrt_context *ctx, int32_t dtype,
                             const void *logits, const int32_t *labels,
                             const float *dloss, void *dlogits, int64_t rows,
-                            int64_t classes);
+                            int64_t classes, int64_t ignore_index);
 
 /* ---- Optimizers ----
  * Parameters and states are f32 (the master copy under mixed precision);

@@ -245,6 +245,76 @@ func.func @accumulate(
 
 // -----
 
+// train.weight_decay, a parameter's own decay (PyTorch's parameter
+// groups), replaces the optimizer's rule for that parameter: the matrix w1
+// is not decayed, the bias b1 is, by its own value; w2 keeps the rule
+// (the optimizer's decay, a matrix). The op prints no weight_decay at
+// AdamW's default 0.01 and SGD's 0.
+
+// CHECK-LABEL: func.func @per_param_decay_adamw
+// CHECK-SAME: %[[W1:[^:]*]]: tensor<8x4xf32> {train.init = #train.init<zeros>, train.name = "fc1.weight", train.role = #train.role<param>, train.weight_decay = 0.000000e+00 : f64}
+// CHECK: train.adamw %[[W1]], {{.*}} {weight_decay = 0.000000e+00 : f32}
+// CHECK: train.adamw %{{.*}} {weight_decay = 5.000000e-02 : f32} : (tensor<8xf32>,
+// CHECK: train.adamw %{{.*}} {weight_decay = 1.000000e-01 : f32} : (tensor<3x8xf32>,
+func.func @per_param_decay_adamw(
+    %w1: tensor<8x4xf32> {train.role = #train.role<param>, train.name = "fc1.weight", train.init = #train.init<zeros>, train.weight_decay = 0.0 : f64},
+    %b1: tensor<8xf32> {train.role = #train.role<param>, train.name = "fc1.bias", train.init = #train.init<zeros>, train.weight_decay = 0.05 : f64},
+    %w2: tensor<3x8xf32> {train.role = #train.role<param>, train.name = "fc2.weight", train.init = #train.init<zeros>},
+    %x: tensor<16x4xf32> {train.role = #train.role<input>, train.name = "x"},
+    %y: tensor<16xi32> {train.role = #train.role<label>, train.name = "y"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.optimizer = #train.adamw<lr = 0.001, weight_decay = 0.1>} {
+  %h = train.linear %x, %w1, %b1 : (tensor<16x4xf32>, tensor<8x4xf32>, tensor<8xf32>) -> tensor<16x8xf32>
+  %logits = train.linear %h, %w2 : (tensor<16x8xf32>, tensor<3x8xf32>) -> tensor<16x3xf32>
+  %loss = train.softmax_cross_entropy %logits, %y : (tensor<16x3xf32>, tensor<16xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @per_param_decay_sgd
+// CHECK: train.sgd %{{.*}} {weight_decay = 2.500000e-01 : f32} : (tensor<8x4xf32>,
+// CHECK: train.sgd %{{.*}} {weight_decay = 5.000000e-01 : f32} : (tensor<8xf32>,
+// CHECK-NOT: weight_decay
+// CHECK: train.sgd %{{.*}} : (tensor<3x8xf32>,
+func.func @per_param_decay_sgd(
+    %w1: tensor<8x4xf32> {train.role = #train.role<param>, train.name = "fc1.weight", train.init = #train.init<zeros>, train.weight_decay = 0.25 : f32},
+    %b1: tensor<8xf32> {train.role = #train.role<param>, train.name = "fc1.bias", train.init = #train.init<zeros>, train.weight_decay = 0.5 : f64},
+    %w2: tensor<3x8xf32> {train.role = #train.role<param>, train.name = "fc2.weight", train.init = #train.init<zeros>},
+    %x: tensor<16x4xf32> {train.role = #train.role<input>, train.name = "x"},
+    %y: tensor<16xi32> {train.role = #train.role<label>, train.name = "y"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.optimizer = #train.sgd<lr = 0.1>} {
+  %h = train.linear %x, %w1, %b1 : (tensor<16x4xf32>, tensor<8x4xf32>, tensor<8xf32>) -> tensor<16x8xf32>
+  %logits = train.linear %h, %w2 : (tensor<16x8xf32>, tensor<3x8xf32>) -> tensor<16x3xf32>
+  %loss = train.softmax_cross_entropy %logits, %y : (tensor<16x3xf32>, tensor<16xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// torch's ignore_index: each micro-batch's gradient ignores the positions
+// its loss ignores.
+
+// CHECK-LABEL: func.func @ignore_index
+// CHECK: %[[L0:.*]] = train.softmax_cross_entropy %[[Z0:[^,]*]], %[[Y0:[^ ]*]] {ignore_index = -100 : i64}
+// CHECK-NEXT: train.softmax_cross_entropy_grad %[[Z0]], %[[Y0]] {ignore_index = -100 : i64}
+// CHECK: %[[L1:.*]] = train.softmax_cross_entropy %[[Z1:[^,]*]], %[[Y1:[^ ]*]] {ignore_index = -100 : i64}
+// CHECK-NEXT: train.softmax_cross_entropy_grad %[[Z1]], %[[Y1]] {ignore_index = -100 : i64}
+func.func @ignore_index(
+    %w: tensor<3x4xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.5>},
+    %x: tensor<8x4xf32> {train.role = #train.role<input>, train.name = "x"},
+    %y: tensor<8xi32> {train.role = #train.role<label>, train.name = "y"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.micro_batches = 2 : i64,
+                train.optimizer = #train.sgd<lr = 0.1>} {
+  %logits = train.linear %x, %w : (tensor<8x4xf32>, tensor<3x4xf32>) -> tensor<8x3xf32>
+  %loss = train.softmax_cross_entropy %logits, %y {ignore_index = -100 : i64} : (tensor<8x3xf32>, tensor<8xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // expected-error@+1 {{cannot cut the batch of input argument "x" (6 rows) into 4 equal micro-batches}}
 func.func @step(%w: tensor<3x4xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
                 %x: tensor<6x4xf32> {train.role = #train.role<input>, train.name = "x"},

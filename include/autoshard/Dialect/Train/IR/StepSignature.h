@@ -26,6 +26,9 @@ struct StepValue {
   /// The `train.aliases` of a param argument: further names its tensor is
   /// saved under; empty without.
   llvm::SmallVector<llvm::StringRef, 1> aliases;
+  /// The `train.weight_decay` of a param argument: its own decay, which
+  /// overrides the optimizer's rule; null when absent.
+  mlir::FloatAttr weightDecay;
 };
 
 /// The arguments and results of a function marked `train.step`, decoded from

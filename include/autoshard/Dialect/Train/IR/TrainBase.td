@@ -67,6 +67,22 @@ def Train_Dialect : Dialect {
                                  train.init = #train.init<load>}
     ```
 
+    A `param` argument may also carry `train.weight_decay`, a finite float
+    >= 0: that parameter's weight decay, which `autoshard-autodiff` gives
+    its optimizer update instead of the `train.optimizer` rule (decay of
+    the optimizer's `weight_decay` on parameters of rank >= 2, none on the
+    others). It is how a front end states PyTorch's parameter groups (a
+    group of norm gains and biases with `"weight_decay": 0.0` beside one
+    of matrices with 0.1); plain `torch.optim.AdamW(model.parameters())`,
+    which decays every parameter, is every parameter carrying the
+    optimizer's value.
+
+    ```mlir
+    %ln: tensor<768xf32> {train.role = #train.role<param>, train.name = "ln_f.weight",
+                          train.init = #train.init<ones>,
+                          train.weight_decay = 0.0 : f64}
+    ```
+
     A result whose role is `param` or `opt_state` is the new value of the
     argument of the same name. Arguments with role `input` or `label` are
     batches whose dimension 0 is the global batch; distribution passes split
@@ -88,6 +104,10 @@ def Train_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kUnitAttrName = "train.unit";
     // Further names a param is saved under (tied weights).
     static constexpr ::llvm::StringLiteral kAliasesAttrName = "train.aliases";
+    // A param's own weight decay, which autodiff's optimizer update takes
+    // instead of the optimizer's rule.
+    static constexpr ::llvm::StringLiteral kWeightDecayAttrName =
+        "train.weight_decay";
     static constexpr ::llvm::StringLiteral kPlanAttrName = "train.plan";
     static constexpr ::llvm::StringLiteral kPartitionedAttrName =
         "train.partitioned";
@@ -529,7 +549,9 @@ def Train_AdamwConfigAttr : Train_Attr<"AdamwConfig", "adamw"> {
     loss; `autoshard-autodiff` derives the backward pass and applies
     `train.adamw` to every parameter that receives a gradient, with weight
     decay on parameters of rank 2 or more only (biases and norm gains are
-    not decayed, as in nanoGPT and Megatron).
+    not decayed, as in nanoGPT and Megatron), unless the parameter's
+    argument carries its own `train.weight_decay` (PyTorch's parameter
+    groups; see the dialect's description), which then applies instead.
 
     ```mlir
     train.optimizer = #train.adamw<lr = 6.0e-4, beta1 = 0.9, beta2 = 0.95,
@@ -557,7 +579,9 @@ def Train_SgdConfigAttr : Train_Attr<"SgdConfig", "sgd"> {
     train.optimizer = #train.sgd<lr = 0.1, momentum = 0.9, weight_decay = 0.0>
     ```
 
-    Weight decay applies to parameters of rank 2 or more. `lr` is required;
+    Weight decay applies to parameters of rank 2 or more, unless a
+    parameter's argument carries its own `train.weight_decay`, which then
+    applies instead. `lr` is required;
     momentum and weight_decay default to torch.optim.SGD's 0, and a field at
     its default is not printed.
   }];

@@ -18,6 +18,11 @@ class Train_Op<string mnemonic, list<Trait> traits = []>
 def Train_FloatTensor : RankedTensorOf<[F32, BF16]>;
 def Train_F32Tensor : RankedTensorOf<[F32]>;
 def Train_IndexTensor : RankedTensorOf<[I32]>;
+// What the view and data-movement ops (reshape, transpose, broadcast_to,
+// slice, pad, concat) move: activations, and the i32 labels and ids that a
+// front end reshapes, pads and slices on their way to a loss or an
+// embedding (HuggingFace shifts its causal-LM labels that way).
+def Train_ViewTensor : RankedTensorOf<[F32, BF16, I32]>;
 def Train_ScalarTensor : 0DTensorOf<[F32]>;
 // A scalar f32 that ops without a shape rule can build by themselves.
 def Train_BuildableScalarTensor : 0DTensorOf<[F32]> {
@@ -225,15 +230,17 @@ def Train_ReshapeOp : Train_ForwardOp<"reshape",
   let summary = "view a tensor with another shape of the same size";
   let description = [{
     Reinterprets the row-major elements of `input` with the result's shape
-    (splitting heads: `[B, T, H*D]` to `[B, T, H, D]`). The element count and
-    type must not change. No data moves: the runtime aliases the buffer.
+    (splitting heads: `[B, T, H*D]` to `[B, T, H, D]`; `logits.view(-1, V)`,
+    `[B, T, V]` to `[B*T, V]`, before a loss). The element count and type
+    must not change. No data moves: the runtime aliases the buffer. Takes
+    f32, bf16 and i32 tensors (labels flattened for the loss).
 
     ```mlir
     %q4 = train.reshape %q : tensor<2x8x16xf32> to tensor<2x8x4x4xf32>
     ```
   }];
-  let arguments = (ins Train_FloatTensor:$input);
-  let results = (outs Train_FloatTensor:$result);
+  let arguments = (ins Train_ViewTensor:$input);
+  let results = (outs Train_ViewTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
   let hasVerifier = 1;
 }
@@ -590,46 +597,76 @@ def Train_SoftmaxCrossEntropyOp : Train_ForwardOp<"softmax_cross_entropy",
     [InferTypeOpAdaptor]> {
   let summary = "mean softmax cross-entropy of logits against class labels";
   let description = [{
-    `loss = mean over positions p of -log(softmax(logits[p, :])[labels[p]])`,
-    an f32 scalar also for bf16 logits.
+    `loss = mean over counted positions p of
+    -log(softmax(logits[p, :])[labels[p]])`, an f32 scalar also for bf16
+    logits.
 
     The last dimension of `logits` indexes the classes; `labels` has the
-    shape of `logits` without it. The mean is over this rank's positions.
-    Autodiff seeds the backward pass here.
+    shape of `logits` without it. Every position counts, unless the op
+    carries `ignore_index`: then the positions whose label equals it do
+    not, as with `torch.nn.functional.cross_entropy(ignore_index=-100,
+    reduction='mean')` (HuggingFace pads causal-LM labels with -100). When
+    no position counts the loss is 0 and so is its gradient (torch: NaN).
+    A counted label must lie in `[0, classes)`; the runtime checks it.
+    Autodiff seeds the backward pass here, and the gradient op carries
+    the same `ignore_index`.
+
+    The mean is over this rank's positions. A data-parallel plan averages
+    the ranks' losses (and gradients), as PyTorch DDP does: that is the
+    mean over the global batch when every rank counts the same number of
+    positions (always without `ignore_index`; with it, when each
+    sequence ignores as many positions, as HuggingFace's shifted labels
+    do: one per sequence), and otherwise a mean of the ranks' means.
+    Gradient accumulation averages its micro-batches' means the same way.
 
     ```mlir
     %loss = train.softmax_cross_entropy %logits, %labels
         : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+    %hf = train.softmax_cross_entropy %logits, %labels {ignore_index = -100 : i64}
+        : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
     ```
+
+    A given `ignore_index` fits in i32, the labels' type (a wider one
+    could match no label).
   }];
-  let arguments = (ins Train_FloatTensor:$logits, Train_IndexTensor:$labels);
+  let arguments = (ins Train_FloatTensor:$logits, Train_IndexTensor:$labels,
+                       OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Train_ScalarTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels attr-dict `:` functional-type(operands, results)
   }];
+  let hasVerifier = 1;
 }
 
 def Train_SoftmaxCrossEntropyGradOp : Train_Op<"softmax_cross_entropy_grad",
     [Pure, InferTypeOpAdaptor]> {
   let summary = "gradient of the mean softmax cross-entropy w.r.t. the logits";
   let description = [{
-    `grad_logits = (softmax(logits) - onehot(labels)) / positions * grad_loss`,
-    with `grad_loss` 1 when it is absent.
+    `grad_logits[p, :] = (softmax(logits[p, :]) - onehot(labels[p])) /
+    counted * grad_loss` for a counted position `p`, zero for a position
+    whose label is `ignore_index`; `counted` is the number of counted
+    positions (all of them without `ignore_index`), `grad_loss` 1 when it
+    is absent. With no counted position the gradient is zero.
 
     ```mlir
     %dlogits = train.softmax_cross_entropy_grad %logits, %labels
         : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<8x10xf32>
+    %dhf = train.softmax_cross_entropy_grad %logits, %labels {ignore_index = -100 : i64}
+        : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<8x10xf32>
     ```
 
-    `labels` must have the shape of `logits` without its last dimension.
+    `labels` must have the shape of `logits` without its last dimension;
+    a given `ignore_index` fits in i32.
   }];
   let arguments = (ins Train_FloatTensor:$logits, Train_IndexTensor:$labels,
-                       Optional<Train_ScalarTensor>:$grad_loss);
+                       Optional<Train_ScalarTensor>:$grad_loss,
+                       OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Train_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels (`,` $grad_loss^)? attr-dict `:`
     functional-type(operands, results)
   }];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

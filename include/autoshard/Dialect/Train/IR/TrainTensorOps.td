@@ -393,6 +393,7 @@ def Train_TransposeOp : Train_ForwardOp<"transpose", [InferTypeOpAdaptor]> {
   let description = [{
     `result` dimension `i` is `input` dimension `permutation[i]`
     (`torch.permute`; `transpose(a, b)` swaps two). The runtime copies.
+    f32, bf16 or i32, as every view and data-movement op here.
     An identity permutation folds away, and a transpose of a transpose
     folds into one (into none when the two permutations cancel: the
     layout changes around the fused attention and rotary ops).
@@ -402,9 +403,9 @@ def Train_TransposeOp : Train_ForwardOp<"transpose", [InferTypeOpAdaptor]> {
         : tensor<2x8x4x16xf32> -> tensor<2x4x8x16xf32>
     ```
   }];
-  let arguments = (ins Train_FloatTensor:$input,
+  let arguments = (ins Train_ViewTensor:$input,
                        DenseI64ArrayAttr:$permutation);
-  let results = (outs Train_FloatTensor:$result);
+  let results = (outs Train_ViewTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasFolder = 1;
 }
@@ -421,8 +422,8 @@ def Train_BroadcastToOp : Train_ForwardOp<"broadcast_to",
     %b = train.broadcast_to %row : tensor<8xf32> -> tensor<4x8xf32>
     ```
   }];
-  let arguments = (ins Train_FloatTensor:$input);
-  let results = (outs Train_FloatTensor:$result);
+  let arguments = (ins Train_ViewTensor:$input);
+  let results = (outs Train_ViewTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }
@@ -440,9 +441,9 @@ def Train_SliceOp : Train_ForwardOp<"slice", [InferTypeOpAdaptor]> {
         : tensor<2x8x4x16xf32> -> tensor<2x8x4x8xf32>
     ```
   }];
-  let arguments = (ins Train_FloatTensor:$input, I64Attr:$dim, I64Attr:$start,
+  let arguments = (ins Train_ViewTensor:$input, I64Attr:$dim, I64Attr:$start,
                        I64Attr:$end);
-  let results = (outs Train_FloatTensor:$result);
+  let results = (outs Train_ViewTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
@@ -451,17 +452,25 @@ def Train_PadOp : Train_ForwardOp<"pad", [InferTypeOpAdaptor]> {
   let description = [{
     `low` elements of `value` before and `high` after the input along
     dimension `dim` (`torch.nn.functional.pad` of one dimension; several
-    dimensions are several pads). The gradient of a slice.
+    dimensions are several pads). The gradient of a slice. On i32 labels
+    it is HuggingFace's shift of causal-LM labels: pad each sequence with
+    the loss's ignore index, then slice off its first position.
 
     ```mlir
     %p = train.pad %x {dim = 1 : i64, low = 2 : i64, high = 1 : i64}
         : tensor<4x8xf32> -> tensor<4x11xf32>
+    %l = train.pad %labels {dim = 1 : i64, low = 0 : i64, high = 1 : i64,
+                            value = -1.000000e+02 : f32}
+        : tensor<4x8xi32> -> tensor<4x9xi32>
     ```
+
+    `value` is finite; padding an i32 tensor, it is an integer in the int32
+    range.
   }];
-  let arguments = (ins Train_FloatTensor:$input, I64Attr:$dim, I64Attr:$low,
+  let arguments = (ins Train_ViewTensor:$input, I64Attr:$dim, I64Attr:$low,
                        I64Attr:$high,
                        DefaultValuedAttr<F32Attr, "0.0f">:$value);
-  let results = (outs Train_FloatTensor:$result);
+  let results = (outs Train_ViewTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }
@@ -477,8 +486,8 @@ def Train_ConcatOp : Train_ForwardOp<"concat", [InferTypeOpAdaptor]> {
         : (tensor<4x8xf32>, tensor<4x2xf32>) -> tensor<4x10xf32>
     ```
   }];
-  let arguments = (ins Variadic<Train_FloatTensor>:$inputs, I64Attr:$dim);
-  let results = (outs Train_FloatTensor:$result);
+  let arguments = (ins Variadic<Train_ViewTensor>:$inputs, I64Attr:$dim);
+  let results = (outs Train_ViewTensor:$result);
   let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, results)";
 }
 
