@@ -26,7 +26,7 @@ def load_causal_lm(dir_or_model):
             f"or the model object")
     from transformers import AutoModelForCausalLM
     return AutoModelForCausalLM.from_pretrained(
-        path, torch_dtype=torch.float32, attn_implementation="sdpa",
+        path, dtype=torch.float32, attn_implementation="sdpa",
         local_files_only=True)
 
 
@@ -41,10 +41,16 @@ def example_batch(model, batch, seq, seed=0):
 
 
 def export_causal_lm(dir_or_model, *, batch, seq, optimizer=None,
-                     precision="f32"):
-    """Exports a causal LM's training step: inputs `input_ids` [batch, seq]
-    and `labels` [batch, seq] (token ids; the model shifts them and ignores
-    -100 as HuggingFace does), loss = the model's own `.loss`.
+                     precision="f32", separate_labels=False):
+    """Exports a causal LM's training step: input `input_ids` [batch, seq]
+    (token ids), loss = the model's own `.loss` with `labels=input_ids`
+    (the model shifts them; the last position of each sequence has no next
+    token), as HuggingFace trains a language model. A token file
+    (`--data train.bin`) feeds it directly.
+
+    With `separate_labels`, the step takes `labels` [batch, seq] as a second
+    input (e.g. -100 on prompt tokens that must not count); an asdata file
+    then gives both.
 
     Returns a TrainingStep; `step.save("step.mlir", "init.safetensors")`
     writes the step and the model's current weights."""
@@ -58,10 +64,14 @@ def export_causal_lm(dir_or_model, *, batch, seq, optimizer=None,
         raise ValueError(f"autoshard.hf: seq {seq} exceeds the model's "
                          f"{limit} positions")
     ids, labels = example_batch(model, batch, seq)
-
-    def call(m, input_ids, labels):
-        return m(input_ids=input_ids, labels=labels, use_cache=False)
-
+    if separate_labels:
+        def call(m, input_ids, labels):
+            return m(input_ids=input_ids, labels=labels, use_cache=False)
+        inputs, names = (ids, labels), ("input_ids", "labels")
+    else:
+        def call(m, input_ids):
+            return m(input_ids=input_ids, labels=input_ids, use_cache=False)
+        inputs, names = (ids,), ("input_ids",)
     return _at.export_training_step(
-        model, (ids, labels), optimizer=optimizer, precision=precision,
-        input_names=("input_ids", "labels"), _call=call)
+        model, inputs, optimizer=optimizer, precision=precision,
+        input_names=names, _call=call)

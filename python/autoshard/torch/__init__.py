@@ -278,9 +278,14 @@ def export_training_step(module, example_inputs, *, loss=None,
 def _assemble(module, imp, loss_value, optimizer, tensors, aliases,
               example_inputs, names):
     units = _units(module)
+    # A label is an input that only the loss reads as its target; token
+    # ids that the model also embeds (a causal LM given labels=input_ids,
+    # shifting them itself) stay an input, so that a token file's batches
+    # fill them with the tokens and not with the next ones.
     label_names = set()
     for target in imp.loss_targets:
         label_names |= imp.origins.get(target.name, set())
+    label_names -= imp.id_uses
     decay = optimizer.weight_decay
 
     args = []

@@ -126,6 +126,7 @@ class Importer:
         self.input_values = {}  # input name -> Value (argument)
         self.origins = {}  # SSA name -> input names an i32 value comes from
         self.loss_targets = []
+        self.id_uses = set()  # inputs read as ids (embedding lookups)
         self.node = None
 
     # ---------------------------------------------------------------- errors
@@ -831,6 +832,7 @@ def _embedding(imp, node, weight, ids, padding_idx=-1, scale_grad=False,
     ids = imp.materialize(ids, "i32")
     if ids.elem != "i32":
         raise imp.error("embedding ids that are not integers")
+    imp.id_uses |= imp.origins.get(ids.name, set())
     return imp.emit("embedding", [ids, table], shape, elem)
 
 

@@ -104,7 +104,7 @@ func.func @step(%x: tensor<2x4xf32> {train.role = #train.role<input>, train.name
 
 // Values from a file (an imported model's) and a tied param's further
 // names reach the runtime through the manifest.
-// CHECK: llvm.mlir.global external constant @autoshard_manifest("autoshard-manifest 1\0Aabi 5\0Astep step\0Astrategy none\0Agrid 1\0A
+// CHECK: llvm.mlir.global external constant @autoshard_manifest("autoshard-manifest 1\0Aabi 6\0Astep step\0Astrategy none\0Agrid 1\0A
 // CHECK-SAME: arg 0 param wte f32 4x4 init=load aliases=lm_head.weight,head\0A
 // CHECK-SAME: arg 1 opt_state wte.momentum f32 4x4 init=load\0A
 // CHECK-SAME: arg 2 input g f32 4x4 batch_dim=0 global=4\0A

@@ -38,7 +38,7 @@ class Classifier(nn.Module):
 
 
 class Case:
-    optimizer = at.AdamW(lr=3e-3, weight_decay=0.0, max_grad_norm=1.0,
+    optimizer = at.AdamW(lr=3e-3, weight_decay=0.1, max_grad_norm=1.0,
                          no_decay=("bias", "norm", "ln_"))
 
     def before_step(self, model, step):
@@ -92,11 +92,11 @@ class CausalLM(Case):
         self.batches = []
         for _ in range(steps):
             ids = torch.randint(0, vocab, (BATCH, self.seq), generator=g)
-            self.batches.append({"input_ids": ids, "labels": ids.clone()})
+            self.batches.append({"input_ids": ids})
 
     def loss(self, model, batch):
-        return model(input_ids=batch["input_ids"], labels=batch["labels"],
-                     use_cache=False).loss
+        return model(input_ids=batch["input_ids"],
+                     labels=batch["input_ids"], use_cache=False).loss
 
     def export(self, precision):
         return autoshard.hf.export_causal_lm(
@@ -135,4 +135,28 @@ class Llama(CausalLM):
         return model
 
 
-MODELS = {"mlp": MLP, "gpt2": GPT2, "llama": Llama}
+class LlamaPrompt(Llama):
+    """Separate labels with the first 4 tokens of every sequence masked with
+    -100, as a prompt is in instruction tuning (as many counted positions
+    on every rank, so the ranks' mean is the batch's)."""
+    name = "llama-prompt"
+
+    def __init__(self, steps, work):
+        super().__init__(steps, work)
+        for b in self.batches:
+            labels = b["input_ids"].clone()
+            labels[:, :4] = -100
+            b["labels"] = labels
+
+    def loss(self, model, batch):
+        return model(input_ids=batch["input_ids"], labels=batch["labels"],
+                     use_cache=False).loss
+
+    def export(self, precision):
+        return autoshard.hf.export_causal_lm(
+            self.source, batch=BATCH, seq=self.seq, optimizer=self.optimizer,
+            precision=precision, separate_labels=True)
+
+
+MODELS = {"mlp": MLP, "gpt2": GPT2, "llama": Llama,
+          "llama-prompt": LlamaPrompt}
