@@ -629,18 +629,58 @@ struct RaiseLinearBias : OpRewritePattern<AddOp> {
   }
 };
 
+/// reshape(linear(reshape(x))) where the inner reshape only merges the
+/// leading dimensions of x [..., in] into one and the outer one splits them
+/// back -> train.linear x (PyTorch's Conv1D and nn.Linear on a view(-1, in)
+/// of the activations, which torch.export records as such). The linear
+/// then meets its neighbours (a GELU, the next layer) directly, so that
+/// autoshard-fuse sees the pairs it fuses.
+struct RaiseFlattenedLinear : OpRewritePattern<ReshapeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ReshapeOp op,
+                                PatternRewriter &rewriter) const override {
+    auto linear = intermediate<LinearOp>(op.getInput());
+    if (!linear)
+      return rewriter.notifyMatchFailure(op, "not a linear layer's result");
+    auto flatten = linear.getInput().getDefiningOp<ReshapeOp>();
+    if (!flatten)
+      return rewriter.notifyMatchFailure(op, "the input is not a view");
+    Value x = flatten.getInput();
+    ArrayRef<int64_t> xShape = tensorOf(x).getShape();
+    ArrayRef<int64_t> flatShape = tensorOf(flatten.getResult()).getShape();
+    ArrayRef<int64_t> outShape = op.getType().getShape();
+    ArrayRef<int64_t> yShape = linear.getType().getShape();
+    // x [d0, ..., dk, in] -> [d0 * ... * dk, in]; y [n, out] -> [d0, ...,
+    // dk, out].
+    if (xShape.size() < 2 || flatShape.size() != 2 || yShape.size() != 2 ||
+        flatShape.back() != xShape.back() ||
+        outShape.size() != xShape.size() ||
+        outShape.drop_back() != xShape.drop_back() ||
+        outShape.back() != yShape.back())
+      return rewriter.notifyMatchFailure(op, "not a view of the rows only");
+    rewriter.replaceOpWithNewOp<LinearOp>(op, op.getType(), x,
+                                          linear.getWeight(),
+                                          linear.getBias());
+    return success();
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // Learned position embeddings
 //===----------------------------------------------------------------------===//
 
-/// Whether `v` is a constant [T] of the position ids 0, 1, ..., T-1.
+/// Whether `v` is a constant of the position ids 0, 1, ..., T-1, as [T] or
+/// [1, T] (torch's arange(T).unsqueeze(0)).
 bool isPositionIds(Value v) {
   auto constant = v.getDefiningOp<ConstantOp>();
   if (!constant)
     return false;
   auto elements = dyn_cast<DenseElementsAttr>(constant.getValue());
   if (!elements || !elements.getElementType().isInteger(32) ||
-      elements.getType().getRank() != 1)
+      elements.getType().getRank() < 1 ||
+      !llvm::all_of(elements.getType().getShape().drop_back(),
+                    [](int64_t d) { return d == 1; }))
     return false;
   int64_t expected = 0;
   for (const APInt &id : elements.getValues<APInt>())
@@ -649,8 +689,9 @@ bool isPositionIds(Value v) {
   return true;
 }
 
-/// add(x, embedding(arange(T), wpe)) on x [B, T, C], either order
-/// -> train.add_position_embedding x, wpe (GPT-2's wpe(arange(T))).
+/// add(x, embedding(arange(T), wpe)) on x [B, T, C], either order, the
+/// lookup [T, C] or [1, T, C] -> train.add_position_embedding x, wpe
+/// (GPT-2's wpe(arange(T))).
 struct RaisePositionEmbedding : OpRewritePattern<AddOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -660,9 +701,11 @@ struct RaisePositionEmbedding : OpRewritePattern<AddOp> {
     eitherOrder(op.getLhs(), op.getRhs(), [&](Value x, Value positions) {
       auto lookup = intermediate<EmbeddingOp>(positions);
       auto type = tensorOf(x);
+      ArrayRef<int64_t> rows = tensorOf(positions).getShape();
+      if (rows.size() == 3 && rows.front() == 1)
+        rows = rows.drop_front();
       if (!lookup || !isPositionIds(lookup.getIds()) || type.getRank() != 3 ||
-          type != op.getType() ||
-          tensorOf(positions).getShape() != type.getShape().drop_front() ||
+          type != op.getType() || rows != type.getShape().drop_front() ||
           tensorOf(lookup.getTable()).getDimSize(0) < type.getDimSize(1))
         return false;
       input = x;
@@ -684,7 +727,7 @@ struct RaisePass : autoshard::train::impl::RaisePassBase<RaisePass> {
     patterns.add<RaiseCausalAttention, RaiseLinearBias>(&getContext(),
                                                         /*benefit=*/2);
     patterns.add<RaiseGelu, RaiseRmsNorm, RaiseRope, RaiseSwiglu, RaiseLinear,
-                 RaisePositionEmbedding>(&getContext());
+                 RaiseFlattenedLinear, RaisePositionEmbedding>(&getContext());
     // The transposes around raised attention and rotary embeddings cancel
     // with those of the heads' layout through train.transpose's folder,
     // which the driver applies as it goes.

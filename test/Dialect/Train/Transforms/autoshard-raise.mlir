@@ -446,8 +446,42 @@ func.func @conv1d(%x: tensor<2x8x16xf32>, %w: tensor<16x4xf32>, %b: tensor<4xf32
 
 // -----
 
+// A linear layer on a view(-1, in) of the activations, viewed back (what
+// torch.export records for HF Conv1D and for nn.Linear after a flatten):
+// train.linear on the activations themselves. Not when a view mixes the
+// features into the rows, nor when the flattened result has another reader.
+
+// CHECK-LABEL: func.func @flattened_linear
+// CHECK-SAME: (%[[X:.*]]: tensor<2x8x16xf32>, %[[W:.*]]: tensor<4x16xf32>, %[[B:.*]]: tensor<4xf32>)
+// CHECK-NEXT: %[[Y0:.*]] = train.linear %[[X]], %[[W]], %[[B]] : (tensor<2x8x16xf32>, tensor<4x16xf32>, tensor<4xf32>) -> tensor<2x8x4xf32>
+// CHECK-NEXT: %[[MIXED:.*]] = train.reshape %[[X]] : tensor<2x8x16xf32> to tensor<32x8xf32>
+// CHECK-NEXT: %[[W8:.*]] = "test.src"() : () -> tensor<4x8xf32>
+// CHECK-NEXT: %[[P1:.*]] = train.linear %[[MIXED]], %[[W8]]
+// CHECK-NEXT: %[[Y1:.*]] = train.reshape %[[P1]] : tensor<32x4xf32> to tensor<2x16x4xf32>
+// CHECK-NEXT: %[[FLAT:.*]] = train.reshape %[[X]] : tensor<2x8x16xf32> to tensor<16x16xf32>
+// CHECK-NEXT: %[[P2:.*]] = train.linear %[[FLAT]], %[[W]]
+// CHECK-NEXT: %[[Y2:.*]] = train.reshape %[[P2]] : tensor<16x4xf32> to tensor<2x8x4xf32>
+// CHECK-NEXT: "test.use"(%[[Y0]], %[[Y1]], %[[Y2]], %[[P2]])
+func.func @flattened_linear(%x: tensor<2x8x16xf32>, %w: tensor<4x16xf32>, %b: tensor<4xf32>) {
+  %f0 = train.reshape %x : tensor<2x8x16xf32> to tensor<16x16xf32>
+  %p0 = train.linear %f0, %w, %b : (tensor<16x16xf32>, tensor<4x16xf32>, tensor<4xf32>) -> tensor<16x4xf32>
+  %y0 = train.reshape %p0 : tensor<16x4xf32> to tensor<2x8x4xf32>
+  %f1 = train.reshape %x : tensor<2x8x16xf32> to tensor<32x8xf32>
+  %w8 = "test.src"() : () -> tensor<4x8xf32>
+  %p1 = train.linear %f1, %w8 : (tensor<32x8xf32>, tensor<4x8xf32>) -> tensor<32x4xf32>
+  %y1 = train.reshape %p1 : tensor<32x4xf32> to tensor<2x16x4xf32>
+  %f2 = train.reshape %x : tensor<2x8x16xf32> to tensor<16x16xf32>
+  %p2 = train.linear %f2, %w : (tensor<16x16xf32>, tensor<4x16xf32>) -> tensor<16x4xf32>
+  %y2 = train.reshape %p2 : tensor<16x4xf32> to tensor<2x8x4xf32>
+  "test.use"(%y0, %y1, %y2, %p2) : (tensor<2x8x4xf32>, tensor<2x16x4xf32>, tensor<2x8x4xf32>, tensor<16x4xf32>) -> ()
+  return
+}
+
+// -----
+
 // GPT-2's learned positions, wpe(arange(T)) added to the tokens' embeddings:
-// raised on either side of the add; not with ids other than 0..T-1.
+// raised on either side of the add, with ids [T] or [1, T]; not with ids
+// other than 0..T-1.
 
 // CHECK-LABEL: func.func @position_embedding
 // CHECK: %[[X:.*]] = "test.src"() : () -> tensor<2x4x8xf32>
@@ -457,7 +491,8 @@ func.func @conv1d(%x: tensor<2x8x16xf32>, %w: tensor<16x4xf32>, %b: tensor<4xf32
 // CHECK-NEXT: %[[IDS:.*]] = train.constant dense<[1, 2, 3, 4]>
 // CHECK-NEXT: %[[P:.*]] = train.embedding %[[IDS]], %[[WPE]]
 // CHECK-NEXT: %[[Y2:.*]] = train.add %[[X]], %[[P]]
-// CHECK-NEXT: "test.use"(%[[Y0]], %[[Y1]], %[[Y2]])
+// CHECK-NEXT: %[[Y3:.*]] = train.add_position_embedding %[[X]], %[[WPE]]
+// CHECK-NEXT: "test.use"(%[[Y0]], %[[Y1]], %[[Y2]], %[[Y3]])
 func.func @position_embedding() {
   %x = "test.src"() : () -> tensor<2x4x8xf32>
   %wpe = "test.src"() : () -> tensor<16x8xf32>
@@ -469,7 +504,11 @@ func.func @position_embedding() {
   %shifted = train.constant dense<[1, 2, 3, 4]> : tensor<4xi32>
   %p2 = train.embedding %shifted, %wpe : (tensor<4xi32>, tensor<16x8xf32>) -> tensor<4x8xf32>
   %y2 = train.add %x, %p2 : tensor<2x4x8xf32>, tensor<4x8xf32> -> tensor<2x4x8xf32>
-  "test.use"(%y0, %y1, %y2) : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> ()
+  // torch's arange(T).unsqueeze(0): ids [1, T], positions [1, T, C].
+  %ids1 = train.constant dense<[[0, 1, 2, 3]]> : tensor<1x4xi32>
+  %p3 = train.embedding %ids1, %wpe : (tensor<1x4xi32>, tensor<16x8xf32>) -> tensor<1x4x8xf32>
+  %y3 = train.add %x, %p3 : tensor<2x4x8xf32>, tensor<1x4x8xf32> -> tensor<2x4x8xf32>
+  "test.use"(%y0, %y1, %y2, %y3) : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> ()
   return
 }
 

@@ -37,8 +37,12 @@ def RaisePass : Pass<"autoshard-raise", "mlir::ModuleOp"> {
       `train.linear`; HuggingFace's Conv1D, `matmul(x, w)` (+ `b`) by a
       step argument `w` stored `[in, out]` (or its cast):
       `train.linear` of `transpose(w)`;
-    - GPT-2's learned positions `add(x, embedding(arange(T), wpe))`:
-      `train.add_position_embedding`.
+    - a linear layer on a view of the activations with the rows merged,
+      viewed back (`reshape(linear(reshape(x, [N, in])), [..., out])`, as
+      torch.export records `view(-1, in)` around a layer): `train.linear`
+      on `x` itself;
+    - GPT-2's learned positions `add(x, embedding(arange(T), wpe))`, the
+      ids `[T]` or `[1, T]`: `train.add_position_embedding`.
 
     Products and sums match in either operand order; constants match
     within a relative 1e-5. The transposes it adds fold (train.transpose's
