@@ -121,8 +121,13 @@ def _module_arity(module, count):
 
 
 def _input_names(module, loss, count):
-    """The step's input names: the forward's parameter names, then the loss
-    function's (after its first, the outputs); input{i} where neither says."""
+    """The step's input names: the loss function's parameter names after
+    its first (the outputs) when it names every input, else the forward's
+    then the loss function's; input{i} where neither says."""
+    if loss is not None:
+        names, _ = _positional_names(loss)
+        if len(names) - 1 >= count:
+            return names[1:count + 1]
     names = _positional_names(module.forward)[0][:_module_arity(module, count)]
     if loss is not None and len(names) < count:
         extra = _positional_names(loss)[0][1:]
