@@ -669,9 +669,18 @@ def _expand(imp, node, x, size, *_, **__):
     return imp.emit("broadcast_to", [x], shape, x.elem)
 
 
+_TORCH_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16,
+                 "i32": torch.int32, "i1": torch.bool}
+
+
 def _slice_value(imp, x, dim, start, end, shape):
     if start == 0 and end >= x.shape[dim]:
         return x
+    if end <= start:
+        # An empty slice (Phi-3's pass-through half of a rotary embedding
+        # over the whole head): a constant with no elements, which a
+        # concatenation drops.
+        return Const(torch.empty(shape, dtype=_TORCH_DTYPES[x.elem]))
     return imp.emit("slice", [x], shape, x.elem,
                     {"dim": mlir.i64(dim), "start": mlir.i64(start),
                      "end": mlir.i64(end)})
@@ -722,6 +731,28 @@ def _split(imp, node, x, sizes, dim=0):
         shape, _ = imp.result_meta(node, i)
         outs.append(_slice_value(imp, x, dim, start, start + size, shape))
         start += size
+    return outs
+
+
+@rule(aten.chunk)
+def _chunk(imp, node, x, chunks, dim=0):
+    x = imp.materialize(x)
+    dim = _norm_dim(dim, len(x.shape))
+    size = -(-x.shape[dim] // chunks)  # torch.chunk: ceil(n / chunks) each
+    return _split(imp, node, x, size, dim)
+
+
+@rule(aten.unbind)
+def _unbind(imp, node, x, dim=0):
+    x = imp.materialize(x)
+    dim = _norm_dim(dim, len(x.shape))
+    outs = []
+    for i in range(x.shape[dim]):
+        shape, _ = imp.result_meta(node, i)
+        kept = list(x.shape)
+        kept[dim] = 1
+        one = _slice_value(imp, x, dim, i, i + 1, tuple(kept))
+        outs.append(_reshape_to(imp, one, shape))
     return outs
 
 

@@ -158,5 +158,37 @@ class LlamaPrompt(Llama):
             precision=precision, separate_labels=True)
 
 
+class OtherDecoder(CausalLM):
+    """A HuggingFace decoder with no code of its own in the importer."""
+    SMALL = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                 intermediate_size=128, vocab_size=256,
+                 max_position_embeddings=32, bos_token_id=0, eos_token_id=0)
+    ARCHS = {
+        "qwen2": ("Qwen2Config", "Qwen2ForCausalLM",
+                  dict(num_key_value_heads=2)),
+        "mistral": ("MistralConfig", "MistralForCausalLM",
+                    dict(num_key_value_heads=2, sliding_window=None)),
+        "gemma": ("GemmaConfig", "GemmaForCausalLM",
+                  dict(num_key_value_heads=2, head_dim=16,
+                       pad_token_id=None)),
+        "phi3": ("Phi3Config", "Phi3ForCausalLM",
+                 dict(num_key_value_heads=2, pad_token_id=None)),
+        "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {}),
+    }
+
+    def build(self, work):
+        import transformers
+        config_name, model_name, extra = self.ARCHS[self.name]
+        config = getattr(transformers, config_name)(**self.SMALL, **extra)
+        model = getattr(transformers, model_name)(config)
+        self.source = model
+        return model
+
+
+def other(arch):
+    return type(arch, (OtherDecoder,), {"name": arch})
+
+
 MODELS = {"mlp": MLP, "gpt2": GPT2, "llama": Llama,
-          "llama-prompt": LlamaPrompt}
+          "llama-prompt": LlamaPrompt,
+          **{arch: other(arch) for arch in OtherDecoder.ARCHS}}
