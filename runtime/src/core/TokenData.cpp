@@ -30,15 +30,16 @@ std::string countOf(const std::vector<const TensorSpec *> &specs,
   return out;
 }
 
-Status checkTokenTensor(const TensorSpec &spec) {
+/// `layout` names what must be [B, T]: the input and label, or the input
+/// alone.
+Status checkTokenTensor(const TensorSpec &spec, const char *layout) {
   if (spec.dtype != ASRT_DTYPE_I32)
     return Error(spec.describe() + " is " + dtypeName(spec.dtype) +
                  "; token ids are i32");
   if (spec.shape.size() != 2 || spec.batchDim != 0)
     return Error(spec.describe() + " has shape " + formatShape(spec.shape) +
                  " and batch_dim " + std::to_string(spec.batchDim) +
-                 "; a language model's input and label are [B, T] with "
-                 "batch_dim 0");
+                 "; a language model's " + layout + " [B, T] with batch_dim 0");
   return Status::success();
 }
 
@@ -48,6 +49,13 @@ void copyWindow(const TokenFile &file, int64_t first, int64_t count,
                 int32_t *out) {
   for (int64_t t = 0; t < count; ++t)
     out[t] = file.token(first + t);
+}
+
+/// The label's buffer in `args`; null when the model shifts its own labels.
+int32_t *labelBuffer(const LanguageModelBatch &batch, void *const *args) {
+  return batch.modelShiftsLabels()
+             ? nullptr
+             : static_cast<int32_t *>(args[batch.label->index]);
 }
 
 class SyntheticTextBatches : public BatchSource {
@@ -62,11 +70,12 @@ public:
     int64_t t = batch.seqLen();
     std::vector<int32_t> tokens(static_cast<size_t>(t + 1));
     auto *input = static_cast<int32_t *>(args[batch.input->index]);
-    auto *label = static_cast<int32_t *>(args[batch.label->index]);
+    int32_t *label = labelBuffer(batch, args);
     for (int64_t r = 0; r < rows.count; ++r) {
       syntheticTokenRow(seed, next, step, rows.first + r, t, tokens.data());
       std::memcpy(input + r * t, tokens.data(), t * sizeof(int32_t));
-      std::memcpy(label + r * t, tokens.data() + 1, t * sizeof(int32_t));
+      if (label)
+        std::memcpy(label + r * t, tokens.data() + 1, t * sizeof(int32_t));
     }
   }
 
@@ -94,11 +103,12 @@ public:
     int64_t t = batch.seqLen();
     int64_t windows = file->size() - t;
     auto *input = static_cast<int32_t *>(args[batch.input->index]);
-    auto *label = static_cast<int32_t *>(args[batch.label->index]);
+    int32_t *label = labelBuffer(batch, args);
     for (int64_t r = 0; r < rows.count; ++r) {
       int64_t o = tokenWindowOffset(seed, step, rows.first + r, windows);
       copyWindow(*file, o, t, input + r * t);
-      copyWindow(*file, o + 1, t, label + r * t);
+      if (label)
+        copyWindow(*file, o + 1, t, label + r * t);
     }
   }
 
@@ -124,16 +134,21 @@ Expected<LanguageModelBatch> findLanguageModelBatch(const Manifest &manifest) {
     else if (arg.role == Role::Label)
       labels.push_back(&arg);
   }
-  if (inputs.size() != 1 || labels.size() != 1)
+  if (inputs.size() != 1 || labels.size() > 1)
     return Error("the step's batch has " + countOf(inputs, "input") + " and " +
                  countOf(labels, "label") +
-                 "; a language model's batch is one input and one label");
-  LanguageModelBatch batch{inputs[0], labels[0]};
-  if (Status s = checkTokenTensor(*batch.input); !s)
-    return Error(s.message());
-  if (Status s = checkTokenTensor(*batch.label); !s)
-    return Error(s.message());
-  if (batch.label->shape != batch.input->shape)
+                 "; a language model's batch is one input and one label, or "
+                 "one token input alone that the model shifts itself");
+  LanguageModelBatch batch{inputs[0], labels.empty() ? nullptr : labels[0]};
+  const char *layout = batch.modelShiftsLabels() ? "token input alone is"
+                                                 : "input and label are";
+  for (const TensorSpec *spec : {batch.input, batch.label}) {
+    if (!spec)
+      continue;
+    if (Status s = checkTokenTensor(*spec, layout); !s)
+      return Error(s.message());
+  }
+  if (!batch.modelShiftsLabels() && batch.label->shape != batch.input->shape)
     return Error(batch.label->describe() + " has shape " +
                  formatShape(batch.label->shape) + " but " +
                  batch.input->describe() + " has shape " +
@@ -143,7 +158,8 @@ Expected<LanguageModelBatch> findLanguageModelBatch(const Manifest &manifest) {
     return Error(batch.input->describe() +
                  " has no classes=V; a language model's input needs its "
                  "vocabulary size");
-  if (batch.input->classes != batch.label->classes)
+  if (!batch.modelShiftsLabels() &&
+      batch.input->classes != batch.label->classes)
     return Error(batch.input->describe() +
                  " has classes=" + std::to_string(batch.input->classes) +
                  " but " + batch.label->describe() +

@@ -13,13 +13,21 @@
 
 namespace autoshard::rt {
 
-/// The batch of a language-model step: exactly one input and one label,
-/// both i32 [B, T] with batch_dim 0 and the same classes=V. Row b of the
-/// label holds the tokens that follow row b of the input.
+/// The batch of a language-model step, one of two forms:
+///  - one input and one label, both i32 [B, T] with batch_dim 0 and the
+///    same classes=V; row b of the label holds the tokens that follow row b
+///    of the input;
+///  - one i32 [B, T] input with batch_dim 0 and classes=V alone: the model
+///    computes its loss with labels = the input and shifts them itself
+///    (HuggingFace's labels=input_ids), so the last position of each row
+///    predicts nothing. `label` is null.
+/// Both read the same tokens into the input.
 struct LanguageModelBatch {
   const TensorSpec *input = nullptr;
+  /// Null when the model shifts its own labels.
   const TensorSpec *label = nullptr;
 
+  bool modelShiftsLabels() const { return label == nullptr; }
   int64_t seqLen() const { return input->shape[1]; }
   int64_t vocab() const { return input->classes; }
 };
@@ -47,7 +55,7 @@ void syntheticTokenRow(uint64_t seed, const std::vector<int32_t> &next,
                        int32_t *tokens);
 
 /// Synthetic text for a language-model step: input = tokens [0, T) of
-/// each row, label = tokens [1, T].
+/// each row, label (when the step has one) = tokens [1, T].
 std::unique_ptr<BatchSource>
 makeSyntheticTextBatches(const LanguageModelBatch &batch, uint64_t seed,
                          int rank, int worldSize);
@@ -91,8 +99,11 @@ int64_t tokenWindowOffset(uint64_t seed, int64_t step, int64_t globalRow,
                           int64_t windows);
 
 /// Batches of random windows from a token file: row r of step s reads
-/// input = tokens[o, o + T), label = tokens[o + 1, o + T + 1) with
-/// o = tokenWindowOffset(seed, s, r, ntokens - T). Everything is checked
+/// input = tokens[o, o + T) and, when the step has a label,
+/// label = tokens[o + 1, o + T + 1), with
+/// o = tokenWindowOffset(seed, s, r, ntokens - T) in both forms, so that
+/// the input rows are the same whether or not the model shifts its own
+/// labels (a window is T + 1 tokens either way). Everything is checked
 /// here, before the first step: the manifest's batch, the file's size
 /// (even, at least T + 1 tokens) and every token id (< V).
 Expected<std::unique_ptr<BatchSource>> openTokenFile(const std::string &path,

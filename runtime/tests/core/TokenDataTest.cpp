@@ -19,28 +19,43 @@ namespace {
 
 constexpr int64_t kVocab = 16, kSeq = 8, kGlobal = 8;
 
-/// A bigram language model's manifest for `world` ranks; `input` and
-/// `label` replace the batch records when given ("{L}" is the local rows).
-std::string lmManifest(int world, std::string input = "",
-                       std::string label = "") {
+const char *const kInputRecord =
+    "arg 1 input idx i32 {L}x8 batch_dim=0 global=8 classes=16";
+const char *const kLabelRecord =
+    "arg 2 label targets i32 {L}x8 batch_dim=0 global=8 classes=16";
+
+/// A bigram language model's manifest for `world` ranks whose batch is
+/// `records` ("{L}" is the local rows).
+std::string manifestWithBatch(int world,
+                              const std::vector<std::string> &records) {
   std::string l = std::to_string(kGlobal / world);
-  auto local = [&](std::string text) {
+  std::string batch;
+  for (std::string text : records) {
     for (size_t at; (at = text.find("{L}")) != std::string::npos;)
       text.replace(at, 3, l);
-    return text;
-  };
-  if (input.empty())
-    input = "arg 1 input idx i32 {L}x8 batch_dim=0 global=8 classes=16";
-  if (label.empty())
-    label = "arg 2 label targets i32 {L}x8 batch_dim=0 global=8 classes=16";
+    batch += text + "\n";
+  }
   return "autoshard-manifest 1\nabi 6\nstep lm\nstrategy ddp\ngrid " +
          std::to_string(world) +
          "\n"
          "arg 0 param wte f32 16x16 init=normal:0.02\n" +
-         local(input) + "\n" + local(label) +
-         "\n"
+         batch +
          "result 0 param wte f32 16x16 updates=0\n"
          "result 1 loss loss f32 scalar\nend\n";
+}
+
+/// The manifest of a step with an input and a label; `input` and `label`
+/// replace their records when given.
+std::string lmManifest(int world, std::string input = "",
+                       std::string label = "") {
+  return manifestWithBatch(world, {input.empty() ? kInputRecord : input,
+                                   label.empty() ? kLabelRecord : label});
+}
+
+/// The manifest of a step whose model shifts its labels itself (HF's
+/// labels=input_ids): its batch is the input alone, `input` when given.
+std::string shiftingLmManifest(int world, std::string input = "") {
+  return manifestWithBatch(world, {input.empty() ? kInputRecord : input});
 }
 
 Manifest parse(const std::string &text) {
@@ -56,6 +71,16 @@ struct LmBuffers {
         label(static_cast<size_t>(rows * kSeq)),
         pointers{nullptr, input.data(), label.data()} {}
   std::vector<int32_t> input, label;
+  std::vector<void *> pointers;
+};
+
+/// The buffer of the input (arg 1) of shiftingLmManifest; the manifest has
+/// no arg 2, so a source that wrote a label would write through null.
+struct InputBuffer {
+  explicit InputBuffer(int64_t rows)
+      : input(static_cast<size_t>(rows * kSeq)),
+        pointers{nullptr, input.data(), nullptr} {}
+  std::vector<int32_t> input;
   std::vector<void *> pointers;
 };
 
@@ -81,7 +106,20 @@ TEST(LanguageModelBatchTest, NamesTheRuleABatchBreaks) {
                          "arg 2 input more i32 {L}x8 batch_dim=0 global=8 "
                          "classes=16")),
       "the step's batch has 2 inputs (idx, more) and 0 labels; a language "
-      "model's batch is one input and one label");
+      "model's batch is one input and one label, or one token input alone "
+      "that the model shifts itself");
+  EXPECT_EQ(lmError(manifestWithBatch(1, {"arg 1 label targets i32 {L}x8 "
+                                          "batch_dim=0 global=8 classes=16"})),
+            "the step's batch has 0 inputs and 1 label (targets); a language "
+            "model's batch is one input and one label, or one token input "
+            "alone that the model shifts itself");
+  EXPECT_EQ(lmError(manifestWithBatch(
+                1, {kInputRecord, kLabelRecord,
+                    "arg 3 label more i32 {L}x8 batch_dim=0 global=8 "
+                    "classes=16"})),
+            "the step's batch has 1 input (idx) and 2 labels (targets, "
+            "more); a language model's batch is one input and one label, "
+            "or one token input alone that the model shifts itself");
   EXPECT_EQ(lmError(lmManifest(1, "arg 1 input idx f32 {L}x8 batch_dim=0 "
                                   "global=8")),
             "arg 1 (input idx) is f32; token ids are i32");
@@ -115,6 +153,37 @@ TEST(LanguageModelBatchTest, NamesTheRuleABatchBreaks) {
                                "batch_dim=0 global=8 classes=17")),
             "arg 1 (input idx) has classes=16 but arg 2 (label targets) has "
             "classes=17; input and label share one vocabulary");
+}
+
+TEST(LanguageModelBatchTest, FindsATokenInputAlone) {
+  Manifest m = parse(shiftingLmManifest(2));
+  Expected<LanguageModelBatch> batch = findLanguageModelBatch(m);
+  ASSERT_TRUE(batch.ok()) << batch.message();
+  EXPECT_EQ(batch->input, &m.args[1]);
+  EXPECT_EQ(batch->label, nullptr);
+  EXPECT_TRUE(batch->modelShiftsLabels());
+  EXPECT_EQ(batch->seqLen(), kSeq);
+  EXPECT_EQ(batch->vocab(), kVocab);
+  EXPECT_FALSE(
+      findLanguageModelBatch(parse(lmManifest(2)))->modelShiftsLabels());
+}
+
+TEST(LanguageModelBatchTest, NamesTheRuleATokenInputAloneBreaks) {
+  EXPECT_EQ(lmError(shiftingLmManifest(1, "arg 1 input x f32 {L}x8 "
+                                          "batch_dim=0 global=8")),
+            "arg 1 (input x) is f32; token ids are i32");
+  EXPECT_EQ(lmError(shiftingLmManifest(1, "arg 1 input idx i32 {L} "
+                                          "batch_dim=0 global=8 classes=16")),
+            "arg 1 (input idx) has shape 8 and batch_dim 0; a language "
+            "model's token input alone is [B, T] with batch_dim 0");
+  EXPECT_EQ(lmError(shiftingLmManifest(1, "arg 1 input idx i32 {L}x8x2 "
+                                          "batch_dim=0 global=8 classes=16")),
+            "arg 1 (input idx) has shape 8x8x2 and batch_dim 0; a language "
+            "model's token input alone is [B, T] with batch_dim 0");
+  EXPECT_EQ(lmError(shiftingLmManifest(1, "arg 1 input idx i32 {L}x8 "
+                                          "batch_dim=0 global=8")),
+            "arg 1 (input idx) has no classes=V; a language model's input "
+            "needs its vocabulary size");
 }
 
 // ---- Synthetic text --------------------------------------------------------
@@ -193,6 +262,31 @@ TEST(SyntheticTextTest, FollowsTheChainAndShiftsTheLabel) {
   EXPECT_LE(rate, 0.97) << "the chain should not be deterministic";
   EXPECT_GE(firstTokens.size(), static_cast<size_t>(kVocab) - 2)
       << "first tokens are uniform";
+}
+
+TEST(SyntheticTextTest, InputAloneGetsThePairsInputRows) {
+  const uint64_t seed = 7;
+  for (int world : {1, 2, 4}) {
+    Manifest pair = parse(lmManifest(world));
+    Manifest alone = parse(shiftingLmManifest(world));
+    int64_t rows = kGlobal / world;
+    for (int rank = 0; rank < world; ++rank) {
+      auto withLabel = makeSyntheticBatches(pair, seed, rank, world);
+      auto shifting = makeSyntheticBatches(alone, seed, rank, world);
+      ASSERT_TRUE(withLabel.ok()) << withLabel.message();
+      ASSERT_TRUE(shifting.ok()) << shifting.message();
+      EXPECT_EQ((*shifting)->describe(),
+                "synthetic text (seed 7, vocabulary 16)");
+      for (int64_t step : {0, 5}) {
+        LmBuffers reference(rows);
+        InputBuffer b(rows);
+        (*withLabel)->fill(step, reference.pointers.data());
+        (*shifting)->fill(step, b.pointers.data());
+        EXPECT_EQ(b.input, reference.input)
+            << "world " << world << " rank " << rank << " step " << step;
+      }
+    }
+  }
 }
 
 TEST(SyntheticTextTest, DependsOnSeedAndStep) {
@@ -296,6 +390,43 @@ TEST_F(TokenFileTest, RowsAreRandomWindowsIndependentOfTheSplit) {
   }
 }
 
+TEST_F(TokenFileTest, InputAloneReadsThePairsWindows) {
+  std::vector<uint16_t> tokens = counting(500);
+  writeTokens(tokens);
+  for (uint64_t seed : {0, 9}) {
+    for (int world : {1, 2, 4}) {
+      Manifest pair = parse(lmManifest(world));
+      Manifest alone = parse(shiftingLmManifest(world));
+      int64_t rows = kGlobal / world;
+      for (int rank = 0; rank < world; ++rank) {
+        auto withLabel =
+            openDataFile(path, pair, rank, world, DataFormat::Auto, seed);
+        auto shifting =
+            openDataFile(path, alone, rank, world, DataFormat::Auto, seed);
+        ASSERT_TRUE(withLabel.ok()) << withLabel.message();
+        ASSERT_TRUE(shifting.ok()) << shifting.message();
+        EXPECT_EQ((*shifting)->describe(),
+                  "token file '" + path + "' (500 tokens)");
+        for (int64_t step : {0, 3}) {
+          LmBuffers reference(rows);
+          InputBuffer b(rows);
+          (*withLabel)->fill(step, reference.pointers.data());
+          (*shifting)->fill(step, b.pointers.data());
+          EXPECT_EQ(b.input, reference.input)
+              << "seed " << seed << " world " << world << " rank " << rank
+              << " step " << step;
+          // Row 0 is tokens[o, o + T), not merely what the pair reads.
+          int64_t o = tokenWindowOffset(seed, step, rank * rows, 500 - kSeq);
+          EXPECT_EQ(
+              std::vector<int32_t>(b.input.begin(), b.input.begin() + kSeq),
+              std::vector<int32_t>(tokens.begin() + o,
+                                   tokens.begin() + o + kSeq));
+        }
+      }
+    }
+  }
+}
+
 TEST_F(TokenFileTest, ExactlyOneWindow) {
   // T + 1 tokens: every row reads the whole file.
   std::vector<uint16_t> tokens = counting(kSeq + 1);
@@ -323,6 +454,24 @@ TEST_F(TokenFileTest, TooShort) {
                              "' is empty; it needs at least T + 1 = 9 uint16 "
                              "token ids (T = 8, the sequence length of arg 1 "
                              "(input idx))");
+}
+
+TEST_F(TokenFileTest, InputAloneStillNeedsTPlusOneTokens) {
+  // Its windows are the pair's, which start in [0, ntokens - T).
+  writeTokens(counting(kSeq));
+  EXPECT_EQ(openError(shiftingLmManifest(2)),
+            "token file '" + path +
+                "' holds 8 tokens, fewer than the T + 1 = 9 that one window "
+                "needs (T = 8, the sequence length of arg 1 (input idx))");
+  writeTokens(counting(kSeq + 1));
+  Manifest m = parse(shiftingLmManifest(1));
+  auto source = openDataFile(path, m, 0, 1, DataFormat::Tokens, 3);
+  ASSERT_TRUE(source.ok()) << source.message();
+  InputBuffer b(kGlobal);
+  (*source)->fill(0, b.pointers.data());
+  for (int64_t r = 0; r < kGlobal; ++r)
+    for (int64_t t = 0; t < kSeq; ++t)
+      EXPECT_EQ(b.input[r * kSeq + t], counting(kSeq + 1)[t]);
 }
 
 // ids.astype(np.int32).tofile(path) instead of uint16: every second 2-byte
@@ -398,6 +547,19 @@ TEST_F(TokenFileTest, StepIsNotALanguageModel) {
                 "' cannot feed step 'lm': arg 2 (label targets) has shape "
                 "4x7 but arg 1 (input idx) has shape 4x8; the label holds "
                 "the next token at every input position");
+}
+
+TEST_F(TokenFileTest, StepWithTwoInputsAndNoLabelIsNotALanguageModel) {
+  writeTokens(counting(100));
+  EXPECT_EQ(openError(manifestWithBatch(2, {kInputRecord,
+                                            "arg 2 input more i32 {L}x8 "
+                                            "batch_dim=0 global=8 classes=16"}),
+                      DataFormat::Tokens),
+            "token file '" + path +
+                "' cannot feed step 'lm': the step's batch has 2 inputs (idx, "
+                "more) and 0 labels; a language model's batch is one input "
+                "and one label, or one token input alone that the model "
+                "shifts itself");
 }
 
 TEST_F(TokenFileTest, AutoReadsAFileWithoutMagicAsAsdataForOtherSteps) {
