@@ -210,6 +210,13 @@ class Importer:
         if getattr(sig, "user_inputs_to_mutate", None):
             raise ExportError("autoshard.torch: the forward pass modifies its "
                               "inputs in place")
+        # Batch normalisation first: its counter's in-place update comes
+        # before it in the graph and would be the less helpful error.
+        for node in graph.nodes:
+            if node.op == "call_function" and getattr(
+                    node.target, "overloadpacket", None) in BATCH_NORMS:
+                self.node = node
+                RULES[node.target.overloadpacket](self, node)
         input_of = {ph: name for ph, name, _ in self.inputs}
         self.arg_values = []
         for node in graph.nodes:
@@ -303,6 +310,10 @@ class Importer:
         args = self.resolve(node.args)
         kwargs = self.resolve(node.kwargs)
         packet = getattr(target, "overloadpacket", None)
+        schema = getattr(target, "_schema", None)
+        if schema is not None and schema.is_mutable and \
+                packet not in IDENTITY:
+            self.refuse_in_place(node, target, args)
         if packet in IDENTITY:
             if packet is aten._assert_tensor_metadata:
                 return None
@@ -319,6 +330,25 @@ class Importer:
                              f"the importer (docs/PyTorch.md lists the "
                              f"supported ops)")
         return rule(self, node, *args, **kwargs)
+
+    def refuse_in_place(self, node, target, args):
+        """torch.export's training IR keeps in-place ops: on a buffer it is
+        state the step would not keep, on an activation an alias that the
+        step's values do not have."""
+        first = node.args[0] if node.args else None
+        if isinstance(first, torch.fx.Node) and first.op == "placeholder":
+            sig = self.ep.graph_signature
+            buffer = dict(sig.inputs_to_buffers).get(first.name)
+            if buffer is not None:
+                raise self.error(
+                    f"{_op_name(target)} updates the buffer "
+                    f"'{_strip_wrapper(buffer)}' in place; a training step "
+                    f"here updates only parameters (keep the value as a "
+                    f"parameter, or compute it outside the model)")
+        raise self.error(
+            f"the in-place op {_op_name(target)}: use its out-of-place form "
+            f"(torch.relu(x) rather than x.relu_(), nn.ReLU() without "
+            f"inplace=True)")
 
     def resolve(self, x):
         if isinstance(x, torch.fx.Node):
@@ -982,9 +1012,12 @@ def _like(imp, node, x, *args, **kwargs):
     return Const(torch.full(tuple(val.shape), fill, dtype=val.dtype))
 
 
-@rule(aten.batch_norm, aten._native_batch_norm_legit_functional,
-      aten.native_batch_norm, aten._native_batch_norm_legit_no_training,
-      aten.instance_norm)
+BATCH_NORMS = (aten.batch_norm, aten._native_batch_norm_legit_functional,
+               aten.native_batch_norm,
+               aten._native_batch_norm_legit_no_training, aten.instance_norm)
+
+
+@rule(*BATCH_NORMS)
 def _batch_norm(imp, node, *args, **kwargs):
     raise imp.error("batch normalisation: it normalises over the batch, "
                     "which each rank holds only a share of, and updates "

@@ -123,6 +123,38 @@ class Smoothing(nn.Module):
         return F.cross_entropy(self.a(x), y, label_smoothing=0.1)
 
 
+class BufferUpdate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x, y):
+        self.calls.add_(1)
+        return F.cross_entropy(self.a(x), y)
+
+
+class InPlace(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.act(self.a(x)), y)
+
+
+class FloatToInt(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.emb = nn.Embedding(8, 8)
+
+    def forward(self, x, y):
+        ids = self.a(x).abs().long().clamp(0, 7)
+        return F.cross_entropy(self.emb(ids).sum(1), y)
+
+
 IDS = torch.randint(0, 8, (4,))
 CASES = {
     "cumsum": lambda: export(Net(cumsum)),
@@ -136,6 +168,11 @@ CASES = {
     "no-loss": lambda: export(Logits()),
     "int-math": lambda: export(IntMath(), (IDS, Y)),
     "label-smoothing": lambda: export(Smoothing()),
+    "buffer-update": lambda: export(BufferUpdate()),
+    "in-place": lambda: export(InPlace()),
+    "float-to-int": lambda: export(FloatToInt()),
+    "bf16-params": lambda: export(Unused().to(torch.bfloat16),
+                                  (X.to(torch.bfloat16), Y)),
     "batch-mismatch": lambda: export(Unused(), (X, Y[:2])),
     "precision": lambda: export(Unused(), precision="fp8"),
     "optimizer": lambda: export(Unused(), optimizer=torch.optim.AdamW),
