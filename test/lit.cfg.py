@@ -80,7 +80,13 @@ config.substitutions.append(("%torch_python", config.torch_python))
 if python_imports("torch, transformers, safetensors, autoshard.torch",
                   config.torch_python):
     config.available_features.add("torch")
-elif os.environ.get("AUTOSHARD_REQUIRE_TORCH") == "1":
+elif os.environ.get("AUTOSHARD_REQUIRE_TORCH") != "1":
+    lit_config.note(
+        f"the PyTorch front end's tests (test/torch) are unsupported: "
+        f"{config.torch_python} cannot import torch, transformers, "
+        f"safetensors and autoshard.torch (scripts/setup.sh installs them "
+        f"into .venv)")
+else:
     lit_config.fatal(
         f"AUTOSHARD_REQUIRE_TORCH=1 but {config.torch_python} cannot import "
         f"torch, transformers, safetensors and autoshard.torch: run "
