@@ -471,6 +471,16 @@ BINARY = {aten.add: "add", aten.sub: "sub", aten.mul: "mul", aten.div: "div",
           aten.pow: "pow", aten.rsub: "sub"}
 
 
+# name -> (op, attribute, attribute value of the scalar) of x OP scalar.
+SCALAR_FORMS = {
+    "add": ("add_scalar", "value", lambda v: v),
+    "sub": ("add_scalar", "value", lambda v: -v),
+    "mul": ("scale", "factor", lambda v: v),
+    "div": ("scale", "factor", lambda v: 1.0 / v),
+    "pow": ("pow_scalar", "exponent", lambda v: v),
+}
+
+
 @rule(*BINARY)
 def _binary(imp, node, a, b, *rest, alpha=1, rounding_mode=None, **_):
     packet = node.target.overloadpacket
@@ -491,33 +501,19 @@ def _binary(imp, node, a, b, *rest, alpha=1, rounding_mode=None, **_):
         b = _scale(imp, b, float(alpha), elem)
     sa, sb = _scalar_of(a), _scalar_of(b)
     name = BINARY[packet]
-    if sb is not None and isinstance(a, Value):
-        if name == "add":
-            return imp.emit("add_scalar", [a], shape, elem,
-                            {"value": mlir.f32(sb)})
-        if name == "sub":
-            return imp.emit("add_scalar", [a], shape, elem,
-                            {"value": mlir.f32(-sb)})
-        if name == "mul":
-            return imp.emit("scale", [a], shape, elem,
-                            {"factor": mlir.f32(sb)})
-        if name == "div":
-            return imp.emit("scale", [a], shape, elem,
-                            {"factor": mlir.f32(1.0 / sb)})
-        if name == "pow":
-            return imp.emit("pow_scalar", [a], shape, elem,
-                            {"exponent": mlir.f32(sb)})
-    if sa is not None and isinstance(b, Value):
-        if name == "add":
-            return imp.emit("add_scalar", [b], shape, elem,
-                            {"value": mlir.f32(sa)})
-        if name == "mul":
-            return imp.emit("scale", [b], shape, elem,
-                            {"factor": mlir.f32(sa)})
-        if name == "sub":
-            neg = imp.emit("neg", [b], b.shape, elem)
-            return imp.emit("add_scalar", [neg], shape, elem,
-                            {"value": mlir.f32(sa)})
+    # x OP scalar as one op with an attribute; scalar OP x too where OP
+    # commutes, and scalar - x as -x + scalar.
+    scalar, value = None, None
+    if sb is not None and isinstance(a, Value) and name in SCALAR_FORMS:
+        scalar, value = sb, a
+    elif sa is not None and isinstance(b, Value) and name in ("add", "mul"):
+        scalar, value = sa, b
+    elif sa is not None and isinstance(b, Value) and name == "sub":
+        scalar, value = sa, imp.emit("neg", [b], b.shape, elem)
+        name = "add"
+    if value is not None:
+        op, attr, of = SCALAR_FORMS[name]
+        return imp.emit(op, [value], shape, elem, {attr: mlir.f32(of(scalar))})
     lhs = _operand(imp, a, elem)
     rhs = _operand(imp, b, elem)
     return imp.emit(name, [lhs, rhs], shape, elem)

@@ -36,26 +36,13 @@ import torch
 from safetensors.torch import load_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import models  # noqa: E402
+import models  # noqa: E402  (puts test/e2e/Inputs on the path)
+from opcheck import launcher_for as launcher  # noqa: E402
 
 import autoshard.data  # noqa: E402
 import autoshard.torch as at  # noqa: E402
 
 STEP_LINE = re.compile(r"^step (\d+) loss (\S+)", re.M)
-
-
-def launcher(mpirun, tmpdir):
-    """lit's %mpirun with a TMPDIR of this run's own (OpenMPI 4.1 fails when
-    two mpiruns create their session directories in one TMPDIR at once)."""
-    words, assigns = shlex.split(mpirun), []
-    if words[:1] == ["env"]:
-        words = words[1:]
-        while words and re.match(r"\w+=", words[0]):
-            if not words[0].startswith("TMPDIR="):
-                assigns.append(words[0])
-            words = words[1:]
-    os.makedirs(tmpdir, exist_ok=True)
-    return ["env", f"TMPDIR={tmpdir}"] + assigns + words
 
 
 def run(cmd, what):
