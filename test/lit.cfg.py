@@ -17,6 +17,11 @@ config.test_exec_root = os.path.join(config.autoshard_obj_root, "test")
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.autoshard_tools_dir, append_path=True)
+# The autoshard Python package (python/: the asdata reader and writer, the
+# PyTorch front end) for `%python -m autoshard.data` and the test scripts.
+llvm_config.with_environment(
+    "PYTHONPATH", os.path.join(config.autoshard_src_root, "python"),
+    append_path=True)
 # Ranks share the machine's cores: one BLAS thread each.
 llvm_config.with_environment("OPENBLAS_NUM_THREADS", "1")
 llvm_config.add_tool_substitutions(

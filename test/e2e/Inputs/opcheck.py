@@ -47,7 +47,6 @@ import os
 import re
 import shlex
 import string
-import struct
 import subprocess
 import sys
 import threading
@@ -55,7 +54,8 @@ import zlib
 from typing import Callable, Dict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference_model import np, read_safetensors, write_safetensors  # noqa: E402
+from reference_model import (np, read_safetensors,  # noqa: E402
+                             write_asdata, write_safetensors)
 
 BATCH = 4        # the global batch: 2 rows per rank on 2 ranks
 CLASSES = 5      # the logits of an activation head
@@ -623,33 +623,6 @@ class Step:
 def ssa(name):
     """The SSA name of a parameter or input ("a.w" -> a_w)."""
     return name.replace(".", "_")
-
-
-# ---------------------------------------------------------------------------
-# Files
-# ---------------------------------------------------------------------------
-
-ASRT_DTYPE_F32, ASRT_DTYPE_I32 = 0, 1
-
-
-def write_asdata(path, fields):
-    """fields: [(name, float or int32 array [rows, ...])] (docs/RuntimeABI.md's
-    asdata format; floats are written as f32)."""
-    rows = {a.shape[0] for _, a in fields}
-    assert len(rows) == 1, rows
-    header = [b"ASDATA01", struct.pack("<QI", rows.pop(), len(fields))]
-    payload = []
-    for name, a in fields:
-        is_int = a.dtype == np.int32
-        encoded = name.encode()
-        header.append(struct.pack("<I", len(encoded)) + encoded +
-                      struct.pack("<II", ASRT_DTYPE_I32 if is_int else
-                                  ASRT_DTYPE_F32, a.ndim - 1) +
-                      b"".join(struct.pack("<Q", d) for d in a.shape[1:]))
-        payload.append(np.ascontiguousarray(a, "<i4" if is_int else "<f4")
-                       .tobytes())
-    with open(path, "wb") as f:
-        f.write(b"".join(header + payload))
 
 
 STEP_LINE = re.compile(r"^step 1 loss (\S+) ", re.M)

@@ -42,6 +42,12 @@ except ImportError:  # pragma: no cover - the message is the point
              "import; install Debian's python3-numpy and run it with "
              "/usr/bin/python3")
 
+# The batch files are written by the autoshard package's asdata writer
+# (python/autoshard/data.py); the model and its gradients are this file's own.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "..", "python"))
+from autoshard.data import write_batches  # noqa: E402
+
 LN_EPS = 1e-5
 RMS_EPS = 1e-5
 ROPE_THETA = 10000.0
@@ -604,28 +610,10 @@ def read_safetensors(path):
     return tensors, metadata
 
 
-ASRT_DTYPE_I32 = 1
-
-
 def write_asdata(path, fields):
-    """fields: [(name, int32 array [rows, ...])], all with the same rows."""
-    rows = {a.shape[0] for _, a in fields}
-    if len(rows) != 1:
-        raise ValueError(f"asdata fields have different row counts {rows}")
-    out = [b"ASDATA01", struct.pack("<QI", rows.pop(), len(fields))]
-    for name, a in fields:
-        if a.dtype != np.int32:
-            raise ValueError(f"asdata field '{name}' is {a.dtype}; only "
-                             "int32 is written here")
-        encoded = name.encode()
-        per_row = a.shape[1:]
-        out.append(struct.pack("<I", len(encoded)) + encoded +
-                   struct.pack("<II", ASRT_DTYPE_I32, len(per_row)) +
-                   b"".join(struct.pack("<Q", d) for d in per_row))
-    for _, a in fields:
-        out.append(np.ascontiguousarray(a, dtype="<i4").tobytes())
-    with open(path, "wb") as f:
-        f.write(b"".join(out))
+    """fields: [(name, float or integer array [rows, ...])], all with the
+    same rows, written as one batch (floats as f32, integers as i32)."""
+    write_batches(path, [dict(fields)])
 
 
 # ---------------------------------------------------------------------------

@@ -67,6 +67,7 @@ import json
 import math
 import random
 import re
+import os
 import struct
 import sys
 
@@ -506,18 +507,13 @@ def cmd_asdata(args):
         scores = [sum(t * v for t, v in zip(row, x)) for row in teacher]
         xs.extend(v * args.scale for v in x)
         ys.append(max(range(args.classes), key=lambda c: scores[c]))
-    def field(name, dtype, dims):
-        encoded = name.encode()
-        return (struct.pack("<I", len(encoded)) + encoded +
-                struct.pack("<II", dtype, len(dims)) +
-                b"".join(struct.pack("<Q", d) for d in dims))
-
-    with open(args.out, "wb") as f:
-        f.write(b"ASDATA01" + struct.pack("<QI", args.rows, 2))
-        f.write(field("x", 0, [args.features]))  # f32 (asrt_dtype 0)
-        f.write(field("y", 1, []))               # i32 (asrt_dtype 1)
-        f.write(struct.pack(f"<{len(xs)}f", *xs))
-        f.write(struct.pack(f"<{len(ys)}i", *ys))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(
+        __file__)), "..", "..", "..", "python"))
+    import numpy as np
+    from autoshard.data import write_batches
+    write_batches(args.out, [{
+        "x": np.array(xs, np.float64).reshape(args.rows, args.features),
+        "y": np.array(ys, np.int32)}])
 
 
 def cmd_continues(args):
