@@ -8,9 +8,10 @@
 Two bar charts side by side, one bar per candidate plan (optionally only
 those with one checkpointing mode): estimated memory per rank stacked by
 category as the model adds them up (docs/CostModel.md, "Memory per rank"),
-with the device's memory as a line, and estimated step time stacked as
-compute, exposed communication and exposed offload. The chosen plan is
-outlined. The chart is drawn as SVG with the standard library; an output
+with the exact plan's figure where the compiler built one and the device's
+memory as a line, and estimated step time stacked as compute, exposed
+communication and exposed offload, on an axis cut at 5 times the fastest
+plan (--time-clip). The chosen plan is outlined. The chart is drawn as SVG with the standard library; an output
 ending in .png is converted with rsvg-convert (Debian's librsvg2-bin,
 which scripts/setup.sh installs).
 """
@@ -35,12 +36,22 @@ TIME = [("compute", "#4c72b0"), ("exposed_communication", "#c44e52"),
         ("exposed_offload", "#937860")]
 
 
+def legend_width(text):
+    """About how wide a 10-pixel sans-serif label is."""
+    return 6 * len(text) + 24
+
+
 def bars(out, x0, y0, width, height, rows, parts, unit, scale, title, chosen,
-         limit=None):
+         limit=None, clip=None):
+    """One bar per row, stacked by parts. With clip, the axis ends there:
+    longer bars are cut with a break mark and keep their full figure, so
+    that one slow plan does not flatten the others."""
     out.append(f'<text x="{x0}" y="{y0 - 8}" font-size="13">'
                f'{html.escape(title)}</text>')
-    top = max([sum(r[p] for p, _ in parts) for _, r in rows] +
-              ([limit] if limit else [])) or 1
+    totals = [sum(r[p] for p, _ in parts) for _, r in rows]
+    top = max(totals + ([limit] if limit else [])) or 1
+    if clip and clip < top:
+        top = clip
     bar = height / max(len(rows), 1)
     for i, (label, r) in enumerate(rows):
         y = y0 + i * bar
@@ -49,31 +60,58 @@ def bars(out, x0, y0, width, height, rows, parts, unit, scale, title, chosen,
                    f'{html.escape(label)}</text>')
         x = x0
         for part, color in parts:
-            w = r[part] / top * width
+            w = min(r[part] / top * width, x0 + width - x)
             if w > 0:
                 out.append(f'<rect x="{x:.1f}" y="{y + 2:.1f}" '
                            f'width="{w:.1f}" height="{bar - 4:.1f}" '
                            f'fill="{color}"/>')
-            x += w
-        total = sum(r[p] for p, _ in parts)
+                x += w
+        cut = totals[i] > top
+        if cut:
+            # A break: two white slashes across the bar's end.
+            for dx in (-14, -9):
+                out.append(f'<line x1="{x + dx:.1f}" y1="{y + bar - 1:.1f}" '
+                           f'x2="{x + dx + 4:.1f}" y2="{y + 1:.1f}" '
+                           f'stroke="white" stroke-width="2"/>')
         if i == chosen:
             out.append(f'<rect x="{x0}" y="{y + 1:.1f}" '
-                       f'width="{total / top * width:.1f}" '
+                       f'width="{x - x0:.1f}" '
                        f'height="{bar - 2:.1f}" fill="none" stroke="black" '
                        f'stroke-width="2"/>')
+        note = " (axis cut)" if cut else ""
+        if unit == "GiB" and (r.get("planned") or 0) > 0:
+            note += f", planned {r['planned'] / scale:.1f} {unit}"
         out.append(f'<text x="{x + 4:.1f}" y="{y + bar * 0.7:.1f}" '
-                   f'font-size="10">{total / scale:.1f} {unit}</text>')
+                   f'font-size="10">{totals[i] / scale:.1f} {unit}'
+                   f'{note}</text>')
     if limit:
         x = x0 + limit / top * width
         out.append(f'<line x1="{x:.1f}" y1="{y0}" x2="{x:.1f}" '
                    f'y2="{y0 + height}" stroke="black" stroke-dasharray="4"/>')
-    # The legend, three entries per line under the chart.
-    for k, (part, color) in enumerate(parts):
-        x = x0 + (k % 3) * 130
-        y = y0 + height + 16 + (k // 3) * 14
+        out.append(f'<text x="{x:.1f}" y="{y0 + height + 11}" '
+                   f'text-anchor="middle" font-size="9">device '
+                   f'{limit / scale:.1f} {unit}</text>')
+    # The legend under the chart, each entry as wide as its label.
+    x, y = x0, y0 + height + 28
+    for part, color in parts:
+        text = part.replace("_", " ")
+        if x + legend_width(text) > x0 + width + 120 and x > x0:
+            x, y = x0, y + 14
         out.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" '
                    f'fill="{color}"/><text x="{x + 13}" y="{y}" '
-                   f'font-size="10">{part.replace("_", " ")}</text>')
+                   f'font-size="10">{html.escape(text)}</text>')
+        x += legend_width(text)
+
+
+def device_memory(name):
+    """The memory_bytes of data/devices/NAME.json, or None."""
+    path = os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "data", "devices", name + ".json")
+    try:
+        with open(path) as f:
+            return float(json.load(f)["figures"]["memory_bytes"]["value"])
+    except (OSError, KeyError, TypeError, ValueError):
+        return None
 
 
 def main():
@@ -87,7 +125,12 @@ def main():
                              "and prefetch depth and no per-layer mix")
     parser.add_argument("--memory-limit", type=float, default=0,
                         help="the device's memory per rank in bytes, drawn "
-                             "as a line")
+                             "as a line (default: the report's device file "
+                             "in data/devices, when there is one)")
+    parser.add_argument("--time-clip", type=float, default=5,
+                        help="end the time axis at this many times the "
+                             "fastest plan's step time; longer bars are cut "
+                             "(default 5; 0: never)")
     args = parser.parse_args()
     with open(args.report) as f:
         report = json.load(f)
@@ -109,22 +152,26 @@ def main():
             memory["step_buffers"] = (memory["activations"] +
                                       memory["gradients"] +
                                       memory["pending_gradients"])
-        rows.append((label, dict(memory, **c["step_ms"])))
+        rows.append((label, dict(memory, **c["step_ms"],
+                                 planned=c.get("planned_bytes"))))
     if not rows:
         sys.exit(f"error: {args.report} has no candidate to plot")
     height = 14 * len(rows)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="1440" '
-           f'height="{height + 120}" font-family="sans-serif">',
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="1500" '
+           f'height="{height + 130}" font-family="sans-serif">',
            '<rect width="100%" height="100%" fill="white"/>',
            '<text x="10" y="20" font-size="14">' +
            html.escape(f'{report["model"]} on {report["nodes"]} x '
                        f'{report["ranks_per_node"]} {report["device"]}: '
                        'estimated memory per rank and step time') +
            '</text>']
+    limit = args.memory_limit or device_memory(report["device"])
+    fastest = min(r["total"] for _, r in rows)
     bars(out, 420, 50, 300, height, [(l, r) for l, r in rows], MEMORY, "GiB",
-         2**30, "memory per rank (GiB)", chosen, args.memory_limit or None)
+         2**30, "memory per rank (GiB)", chosen, limit)
     bars(out, 1060, 50, 260, height, [(l, r) for l, r in rows], TIME, "ms",
-         1, "step time (ms)", chosen)
+         1, "step time (ms)", chosen,
+         clip=args.time_clip * fastest if args.time_clip > 0 else None)
     out.append("</svg>")
     svg = "\n".join(out) + "\n"
     if not args.out.endswith(".png"):
