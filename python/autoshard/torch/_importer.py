@@ -127,6 +127,9 @@ class Importer:
         self.origins = {}  # SSA name -> input names an i32 value comes from
         self.loss_targets = []
         self.id_uses = set()  # inputs read as ids (embedding lookups)
+        # SSA name of a transpose's result -> (its input, permutation): an
+        # index taken from it is taken before the transpose instead.
+        self.transposed = {}
         self.node = None
 
     # ---------------------------------------------------------------- errors
@@ -656,8 +659,10 @@ def _view(imp, node, x, *_, **__):
 def _permute(imp, x, perm, shape):
     if list(perm) == list(range(len(perm))):
         return x
-    return imp.emit("transpose", [x], shape, x.elem,
-                    {"permutation": mlir.i64_array(perm)})
+    result = imp.emit("transpose", [x], shape, x.elem,
+                      {"permutation": mlir.i64_array(perm)})
+    imp.transposed[result.name] = (x, list(perm))
+    return result
 
 
 @rule(aten.transpose)
@@ -733,16 +738,34 @@ def _slice(imp, node, x, dim=0, start=None, end=None, step=1):
     return _slice_value(imp, x, dim, start, end, shape)
 
 
+def _take_index(imp, x, dim, index, shape):
+    """x[..., index, ...] along `dim`, the dimension dropped (select,
+    unbind). From a transpose's result, the index is taken from the
+    transpose's input and the rest transposed: timm's attention splits q, k
+    and v with `qkv.permute(2, 0, 3, 1, 4).unbind(0)`, and taken after the
+    permute, the batch would sit behind the q/k/v axis, which the
+    partitioner cannot split."""
+    if x.name in imp.transposed:
+        source, perm = imp.transposed[x.name]
+        src = perm[dim]
+        taken = list(source.shape)
+        del taken[src]
+        inner = _take_index(imp, source, src, index, tuple(taken))
+        rest = [p - (p > src) for j, p in enumerate(perm) if j != dim]
+        return _permute(imp, inner, rest, shape)
+    kept = list(x.shape)
+    kept[dim] = 1
+    one = _slice_value(imp, x, dim, index, index + 1, tuple(kept))
+    return _reshape_to(imp, one, shape)
+
+
 @rule(aten.select)
 def _select_index(imp, node, x, dim, index):
     shape, _ = imp.result_meta(node)
     x = imp.materialize(x)
     dim = _norm_dim(dim, len(x.shape))
     index = index + x.shape[dim] if index < 0 else index
-    kept = list(x.shape)
-    kept[dim] = 1
-    one = _slice_value(imp, x, dim, index, index + 1, tuple(kept))
-    return _reshape_to(imp, one, shape)
+    return _take_index(imp, x, dim, index, shape)
 
 
 @rule(aten.split, aten.split_with_sizes)
@@ -775,10 +798,7 @@ def _unbind(imp, node, x, dim=0):
     outs = []
     for i in range(x.shape[dim]):
         shape, _ = imp.result_meta(node, i)
-        kept = list(x.shape)
-        kept[dim] = 1
-        one = _slice_value(imp, x, dim, i, i + 1, tuple(kept))
-        outs.append(_reshape_to(imp, one, shape))
+        outs.append(_take_index(imp, x, dim, i, shape))
     return outs
 
 

@@ -37,6 +37,41 @@ class Classifier(nn.Module):
         return self.head(torch.tanh(self.fc2(h)))
 
 
+class TinyViT(nn.Module):
+    """A vision transformer's shape: a class token expanded to the batch and
+    concatenated with the patch embeddings, learned positions, one
+    pre-norm block with bidirectional attention, the head on the class
+    token."""
+
+    def __init__(self, patches=6, patch_dim=12, dim=32, heads=4, classes=5):
+        super().__init__()
+        self.heads = heads
+        self.embed = nn.Linear(patch_dim, dim)
+        self.cls = nn.Parameter(torch.randn(1, 1, dim) * 0.02)
+        self.pos = nn.Parameter(torch.randn(1, patches + 1, dim) * 0.02)
+        self.norm1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.fc1 = nn.Linear(dim, 2 * dim)
+        self.fc2 = nn.Linear(2 * dim, dim)
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        dim = self.pos.shape[-1]
+        h = torch.cat([self.cls.expand(b, -1, -1), self.embed(x)], dim=1)
+        h = h + self.pos
+        qkv = self.qkv(self.norm1(h)).view(b, n + 1, 3, self.heads,
+                                           dim // self.heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        a = F.scaled_dot_product_attention(q, k, v)
+        h = h + self.proj(a.transpose(1, 2).reshape(b, n + 1, dim))
+        h = h + self.fc2(F.gelu(self.fc1(self.norm2(h))))
+        return self.head(self.norm(h)[:, 0])
+
+
 class Case:
     optimizer = at.AdamW(lr=3e-3, weight_decay=0.1, max_grad_norm=1.0,
                          no_decay=("bias", "norm", "ln_"))
@@ -68,6 +103,30 @@ class MLP(Case):
         g = torch.Generator().manual_seed(1)
         self.batches = [{"x": torch.randn(BATCH, 24, generator=g),
                          "y": torch.randint(0, 7, (BATCH,), generator=g)}
+                        for _ in range(steps)]
+
+    def loss(self, model, batch):
+        return F.cross_entropy(model(batch["x"]), batch["y"])
+
+    def export(self, precision):
+        b = self.batches[0]
+        return at.export_training_step(
+            self.module, (b["x"], b["y"]),
+            loss=lambda logits, x, y: F.cross_entropy(logits, y),
+            optimizer=self.optimizer, precision=precision)
+
+
+class ViT(Case):
+    """The class token takes each rank's rows of the batch (the partitioner
+    resizes the expand of a parameter to the batch)."""
+    name = "vit"
+
+    def __init__(self, steps, work):
+        torch.manual_seed(0)
+        self.module = TinyViT()
+        g = torch.Generator().manual_seed(1)
+        self.batches = [{"x": torch.randn(BATCH, 6, 12, generator=g),
+                         "y": torch.randint(0, 5, (BATCH,), generator=g)}
                         for _ in range(steps)]
 
     def loss(self, model, batch):
@@ -189,6 +248,6 @@ def other(arch):
     return type(arch, (OtherDecoder,), {"name": arch})
 
 
-MODELS = {"mlp": MLP, "gpt2": GPT2, "llama": Llama,
+MODELS = {"mlp": MLP, "vit": ViT, "gpt2": GPT2, "llama": Llama,
           "llama-prompt": LlamaPrompt,
           **{arch: other(arch) for arch in OtherDecoder.ARCHS}}

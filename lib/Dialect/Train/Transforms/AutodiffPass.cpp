@@ -168,10 +168,50 @@ FailureOr<Value> Autodiff::accumulate(int64_t count, Value loss,
       batchArgs.push_back(body.getArgument(arg.index));
       perBatch.insert(batchArgs.back());
     }
+  // Batch-independent tensors with the batch's rows that a batch-dependent
+  // op pairs with the batch (batchShapedFill) are cut per micro-batch too;
+  // every reader of one must read the batch.
+  DenseSet<Value> readsOfBatch(perBatch.begin(), perBatch.end());
+  for (Operation &op : body.without_terminator())
+    if (llvm::any_of(op.getOperands(),
+                     [&](Value v) { return readsOfBatch.contains(v); }))
+      readsOfBatch.insert(op.result_begin(), op.result_end());
+  DenseSet<Operation *> fills;
+  for (Operation &op : body.without_terminator()) {
+    for (Value operand : op.getOperands()) {
+      auto type = dyn_cast<RankedTensorType>(operand.getType());
+      if (readsOfBatch.contains(operand) || !type || type.getRank() == 0)
+        continue;
+      for (Value other : op.getOperands()) {
+        auto batchType = dyn_cast<RankedTensorType>(other.getType());
+        if (!readsOfBatch.contains(other) || !batchType ||
+            batchType.getRank() != type.getRank())
+          continue;
+        if (Operation *fill =
+                batchShapedFill(operand, batchType.getDimSize(0)))
+          fills.insert(fill);
+        break;
+      }
+    }
+  }
+  for (Operation *fill : fills)
+    for (Operation *user : fill->getUsers())
+      if (llvm::none_of(user->getOperands(), [&](Value v) {
+            return readsOfBatch.contains(v);
+          }))
+        return user->emitOpError()
+               << "reads " << fill->getName() << " of "
+               << fill->getResult(0).getType()
+               << " without the batch, while other ops pair it with the "
+                  "batch's rows, which micro-batches divide; give each "
+                  "reader its own tensor";
+
   SmallVector<Operation *> shared, perMicroBatch;
   for (Operation &op : body.without_terminator()) {
-    bool readsBatch = llvm::any_of(
-        op.getOperands(), [&](Value v) { return perBatch.contains(v); });
+    bool readsBatch =
+        fills.contains(&op) || llvm::any_of(op.getOperands(), [&](Value v) {
+          return perBatch.contains(v);
+        });
     if (readsBatch)
       perBatch.insert(op.result_begin(), op.result_end());
     (readsBatch ? perMicroBatch : shared).push_back(&op);
@@ -195,7 +235,9 @@ FailureOr<Value> Autodiff::accumulate(int64_t count, Value loss,
     for (Operation *op : perMicroBatch) {
       Operation *clone = b.clone(*op, mapping);
       clones.push_back(clone);
-      if (failed(rederiveResultTypes(clone, count)))
+      if (failed(fills.contains(op)
+                     ? resizeBatchShapedFill(clone, clone, count)
+                     : rederiveResultTypes(clone, count)))
         return failure();
       if (auto resizable = dyn_cast<BatchResizableOpInterface>(clone))
         resizable.placeMicroBatch(k, count);

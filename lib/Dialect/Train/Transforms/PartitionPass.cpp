@@ -163,6 +163,40 @@ bool keepsBatchLeading(Type before, Type after, int64_t factor) {
          a.getShape().drop_front() == b.getShape().drop_front();
 }
 
+/// A batch-independent operand of `op` (which reads the batch) that has as
+/// many rows as the batch it is paired with, a class token expanded to the
+/// batch, takes the rank's rows too (batchShapedFill): resized here, before
+/// `op`'s shape rule sees it, and batch-dependent from then on.
+LogicalResult resizeFillsPairedWithBatch(Operation &op,
+                                         DenseSet<Value> &batched,
+                                         DenseSet<Value> &changed,
+                                         int64_t factor) {
+  for (Value operand : op.getOperands()) {
+    if (batched.contains(operand))
+      continue;
+    auto type = dyn_cast<RankedTensorType>(operand.getType());
+    if (!type || type.getRank() == 0)
+      continue;
+    // The rows of the global batch: those of an operand of the same rank
+    // that already took its share.
+    for (Value other : op.getOperands()) {
+      auto shared = dyn_cast<RankedTensorType>(other.getType());
+      if (!batched.contains(other) || !changed.contains(other) || !shared ||
+          shared.getRank() != type.getRank())
+        continue;
+      if (Operation *fill = batchShapedFill(
+              operand, shared.getDimSize(0) * factor)) {
+        if (failed(resizeBatchShapedFill(fill, &op, factor)))
+          return failure();
+        batched.insert(operand);
+        changed.insert(operand);
+      }
+      break;
+    }
+  }
+  return success();
+}
+
 /// Re-derives result types after the batch arguments shrank by `factor`, in
 /// program order. A forward op that would combine rows of different
 /// batch elements (a reduction over the batch, a transpose that moves it)
@@ -186,8 +220,11 @@ LogicalResult reinferTypes(Block &body, const StepSignature &sig,
       continue;
     bool readsBatch = llvm::any_of(
         op.getOperands(), [&](Value v) { return batched.contains(v); });
-    if (readsBatch)
+    if (readsBatch) {
       batched.insert(op.result_begin(), op.result_end());
+      if (failed(resizeFillsPairedWithBatch(op, batched, changed, factor)))
+        return failure();
+    }
     SmallVector<Type> before(op.getResultTypes());
     if (failed(rederiveResultTypes(&op, factor)))
       return failure();

@@ -337,3 +337,40 @@ func.func @step(%w: tensor<3x4xf32> {train.role = #train.role<param>, train.name
   %loss = train.softmax_cross_entropy %w, %y : (tensor<3x4xf32>, tensor<3xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// Under gradient accumulation a class token expanded to the batch is cut
+// like the batch: each micro-batch expands it to its own 2 rows, and the
+// token's gradient sums the micro-batches'.
+// CHECK-LABEL: func.func @class_token
+// CHECK-COUNT-2: train.broadcast_to %arg0 : tensor<1x1x3xf32> -> tensor<2x1x3xf32>
+// CHECK-NOT: tensor<4x1x3xf32>
+func.func @class_token(
+    %cls: tensor<1x1x3xf32> {train.role = #train.role<param>, train.name = "cls", train.init = #train.init<normal, std = 0.5>},
+    %x: tensor<4x2x3xf32> {train.role = #train.role<input>, train.name = "x"},
+    %y: tensor<4x3xi32> {train.role = #train.role<label>, train.name = "y"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.micro_batches = 2 : i64, train.optimizer = #train.sgd<lr = 0.1, momentum = 0.0, weight_decay = 0.0>} {
+  %c = train.broadcast_to %cls : tensor<1x1x3xf32> -> tensor<4x1x3xf32>
+  %t = train.concat %c, %x {dim = 1} : (tensor<4x1x3xf32>, tensor<4x2x3xf32>) -> tensor<4x3x3xf32>
+  %loss = train.softmax_cross_entropy %t, %y : (tensor<4x3x3xf32>, tensor<4x3xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+func.func @fill_read_without_batch(
+    %w: tensor<3xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.5>},
+    %x: tensor<4x3xf32> {train.role = #train.role<input>, train.name = "x"},
+    %y: tensor<4xi32> {train.role = #train.role<label>, train.name = "y"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.micro_batches = 2 : i64, train.optimizer = #train.sgd<lr = 0.1, momentum = 0.0, weight_decay = 0.0>} {
+  %b = train.broadcast_to %w : tensor<3xf32> -> tensor<4x3xf32>
+  // expected-error@+1 {{'train.reduce_sum' op reads train.broadcast_to of 'tensor<4x3xf32>' without the batch, while other ops pair it with the batch's rows, which micro-batches divide; give each reader its own tensor}}
+  %s = train.reduce_sum %b {dims = array<i64: 0, 1>} : tensor<4x3xf32> -> tensor<f32>
+  %xb = train.add %x, %b : tensor<4x3xf32>, tensor<4x3xf32> -> tensor<4x3xf32>
+  %xs = train.mul %xb, %s : tensor<4x3xf32>, tensor<f32> -> tensor<4x3xf32>
+  %loss = train.softmax_cross_entropy %xs, %y : (tensor<4x3xf32>, tensor<4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

@@ -99,3 +99,68 @@ func.func @train_step(
   %loss = train.softmax_cross_entropy %logits, %y : (tensor<4x4xf32>, tensor<4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// A tensor that depends on no batch but has the batch's rows, paired with
+// the batch row for row, follows the batch: a ViT's class token expanded to
+// the batch and concatenated with the patches, a full of the batch's shape
+// and a splat constant take each rank's 4 of the 8 rows. A [T, C] table
+// that broadcasts over the batch (rank 2 against the rank-3 activations)
+// keeps its shape.
+// CHECK-LABEL: func.func @train_step
+// CHECK: train.broadcast_to %arg0 : tensor<1x1x16xf32> -> tensor<4x1x16xf32>
+// CHECK: train.concat %{{.*}}, %{{.*}} {dim = 1 : i64} : (tensor<4x1x16xf32>, tensor<4x4x16xf32>) -> tensor<4x5x16xf32>
+// CHECK: train.full {value = 1.000000e+00 : f32} : tensor<5x16xf32>
+// CHECK: train.add %{{.*}}, %{{.*}} : tensor<4x5x16xf32>, tensor<5x16xf32> -> tensor<4x5x16xf32>
+// CHECK: train.full {value = 5.000000e-01 : f32} : tensor<4x16xf32>
+// CHECK: train.constant dense<2.500000e-01> : tensor<4x16xf32>
+// The class token's gradient sums the rank's rows, then is averaged over
+// the ranks.
+// CHECK: %[[SUM:.*]] = train.reduce_sum %{{.*}} {dims = array<i64: 0>} : tensor<4x1x16xf32> -> tensor<1x16xf32>
+// CHECK: %[[DCLS:.*]] = train.reshape %[[SUM]] : tensor<1x16xf32> to tensor<1x1x16xf32>
+// CHECK: train.collective_start all_reduce {{.*}}%[[DCLS]] on @world
+func.func @train_step(
+    %cls: tensor<1x1x16xf32> {train.role = #train.role<param>, train.name = "cls", train.init = #train.init<normal, std = 0.2>},
+    %w: tensor<16x16xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.2>},
+    %head: tensor<10x16xf32> {train.role = #train.role<param>, train.name = "head", train.init = #train.init<normal, std = 0.2>},
+    %x: tensor<8x4x16xf32> {train.role = #train.role<input>, train.name = "x"},
+    %y: tensor<8xi32> {train.role = #train.role<label>, train.name = "y"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.optimizer = #train.sgd<lr = 0.1>} {
+  %c = train.broadcast_to %cls : tensor<1x1x16xf32> -> tensor<8x1x16xf32>
+  %t = train.concat %c, %x {dim = 1} : (tensor<8x1x16xf32>, tensor<8x4x16xf32>) -> tensor<8x5x16xf32>
+  %h = train.matmul %t, %w : (tensor<8x5x16xf32>, tensor<16x16xf32>) -> tensor<8x5x16xf32>
+  %table = train.full {value = 1.0 : f32} : tensor<5x16xf32>
+  %ht = train.add %h, %table : tensor<8x5x16xf32>, tensor<5x16xf32> -> tensor<8x5x16xf32>
+  %a = train.tanh %ht : tensor<8x5x16xf32>
+  %s = train.slice %a {dim = 1, start = 0, end = 1} : tensor<8x5x16xf32> -> tensor<8x1x16xf32>
+  %f = train.reshape %s : tensor<8x1x16xf32> to tensor<8x16xf32>
+  %b = train.full {value = 0.5 : f32} : tensor<8x16xf32>
+  %fb = train.add %f, %b : tensor<8x16xf32>, tensor<8x16xf32> -> tensor<8x16xf32>
+  %k = train.constant dense<0.25> : tensor<8x16xf32>
+  %fk = train.mul %fb, %k : tensor<8x16xf32>, tensor<8x16xf32> -> tensor<8x16xf32>
+  %logits = train.matmul %fk, %head {transpose_rhs} : (tensor<8x16xf32>, tensor<10x16xf32>) -> tensor<8x10xf32>
+  %loss = train.softmax_cross_entropy %logits, %y : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+func.func @train_step(
+    %w: tensor<8x10xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.2>},
+    %x: tensor<4x8xf32> {train.role = #train.role<input>, train.name = "x"},
+    %y: tensor<4xi32> {train.role = #train.role<label>, train.name = "y"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.optimizer = #train.sgd<lr = 0.1>} {
+  // A full of the batch's rows, read without the batch first and then with
+  // it: the first reader would keep the whole batch's 4 rows.
+  %b = train.full {value = 0.5 : f32} : tensor<4x8xf32>
+  %s = train.reduce_sum %b {dims = array<i64: 0, 1>} : tensor<4x8xf32> -> tensor<f32>
+  // expected-error@+1 {{'train.add' op pairs the batch with train.full of 'tensor<4x8xf32>', which train.reduce_sum reads before it without the batch; give each reader its own tensor}}
+  %xb = train.add %x, %b : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  %xc = train.mul %xb, %s : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
+  %logits = train.matmul %xc, %w : (tensor<4x8xf32>, tensor<8x10xf32>) -> tensor<4x10xf32>
+  %loss = train.softmax_cross_entropy %logits, %y : (tensor<4x10xf32>, tensor<4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

@@ -263,9 +263,11 @@ def Train_FullOp : Train_Op<"full", [Pure]> {
   let summary = "a tensor with every element equal to a constant";
   let description = [{
     Every element is `value` (finite, or an infinity: `-inf` is the fill of
-    an attention mask). A 0-D `full` broadcasts against any shape. Its shape
-    must not hold the global batch: the partitioner gives each rank a part
-    of the batch, and a constant of the global shape would not follow.
+    an attention mask). A 0-D `full` broadcasts against any shape. A `full`
+    whose leading dimension has the batch's rows and that an op pairs with
+    the batch row for row (same rank) follows the batch: the partitioner
+    gives it each rank's rows, gradient accumulation each micro-batch's.
+    Every reader of such a `full` must read the batch too.
 
     ```mlir
     %zero = train.full {value = 0.0 : f32} : tensor<f32>
@@ -285,8 +287,10 @@ def Train_ConstantOp : Train_Op<"constant",
     subgraphs to (a causal mask, position ids, the cos/sin tables of rotary
     embeddings). f32, bf16, i32 or i1 (a mask). The training binary holds
     the elements and copies them into the step's buffer. A constant does
-    not depend on the batch, so the partitioner never splits it; its shape
-    must not hold the global batch.
+    not depend on the batch, so the partitioner never splits it, with one
+    exception: a splat whose leading dimension has the batch's rows and
+    that an op pairs with the batch row for row follows the batch, as
+    `train.full` does. Other constants must not hold the global batch.
 
     ```mlir
     %mask = train.constant dense<[[true, false], [true, true]]> : tensor<2x2xi1>
@@ -416,7 +420,10 @@ def Train_BroadcastToOp : Train_ForwardOp<"broadcast_to",
   let description = [{
     `torch.expand`: the result's shape, aligned at the right with the
     input's, equals it where the input's dimension is not 1; new leading
-    dimensions and dimensions of size 1 repeat. The runtime copies.
+    dimensions and dimensions of size 1 repeat. The runtime copies. An
+    input expanded to the batch's rows (a ViT's class token,
+    `cls.expand(B, -1, -1)`) and paired with the batch row for row follows
+    the batch: each rank, and each micro-batch, expands it to its own rows.
 
     ```mlir
     %b = train.broadcast_to %row : tensor<8xf32> -> tensor<4x8xf32>
