@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -303,27 +304,48 @@ private:
            list + " of grid " + formatShape(grid()) + ")";
   }
 
-  /// Waits for one step's receive or send. Gloo throws when the peer's
-  /// connection closed (it exited or failed) or the wait timed out.
-  void wait(UnboundBuffer &buffer, bool receive, const Group &g, int peer,
-            const Call &call, int step) {
+  /// Runs `io` (posting or waiting for one step's receive or send). Gloo
+  /// throws when the peer's connection closed (it exited or failed) or a
+  /// wait timed out; a wait returns false when aborted.
+  template <typename Io>
+  void guarded(const Group &g, bool receive, int peer, const Call &call,
+               int step, Io io) {
     const char *what = receive ? "receiving from" : "sending to";
     const char *role = receive ? "ring predecessor" : "ring successor";
     int peerRank = g.ranks[peer];
     try {
-      bool done = receive ? buffer.waitRecv(nullptr, timeout)
-                          : buffer.waitSend(nullptr, timeout);
-      if (done)
+      if (io())
         return;
       fatal("%s failed: %s rank %d (its %s) was aborted in step %d",
             describe(call).c_str(), what, peerRank, role, step + 1);
     } catch (const std::exception &e) {
-      fatal("%s failed: %s rank %d (its %s), step %d of %d: %s (a peer that "
-            "exited or failed closes its connection at once; one that hangs "
-            "is given the collective timeout of %g s)",
-            describe(call).c_str(), what, peerRank, role, step + 1,
-            2 * (g.size() - 1), e.what(), timeoutSeconds);
+      fatal("%s failed: %s rank %d (its %s) in ring step %d: %s (a peer "
+            "that exited or failed closes its connection at once; one that "
+            "hangs is given the collective timeout of %g s)",
+            describe(call).c_str(), what, peerRank, role, step + 1, e.what(),
+            timeoutSeconds);
     }
+  }
+  void send(const Group &g, UnboundBuffer &buffer, int peer, uint64_t slot,
+            size_t offset, size_t bytes, const Call &call, int step) {
+    guarded(g, false, peer, call, step, [&] {
+      buffer.send(peer, slot, offset, bytes);
+      return true;
+    });
+  }
+  void recv(const Group &g, UnboundBuffer &buffer, int peer, uint64_t slot,
+            size_t offset, size_t bytes, const Call &call, int step) {
+    guarded(g, true, peer, call, step, [&] {
+      buffer.recv(peer, slot, offset, bytes);
+      return true;
+    });
+  }
+  void wait(UnboundBuffer &buffer, bool receive, const Group &g, int peer,
+            const Call &call, int step) {
+    guarded(g, receive, peer, call, step, [&] {
+      return receive ? buffer.waitRecv(nullptr, timeout)
+                     : buffer.waitSend(nullptr, timeout);
+    });
   }
 
   uint64_t slotsOf(Group &g) { return g.collectives++ << kStepBits; }
@@ -350,9 +372,10 @@ private:
       size_t sendBytes = b.count[sendBlock] * es;
       size_t recvBytes = b.count[recvBlock] * es;
       if (sendBytes)
-        out->send(right, slots + s, b.begin[sendBlock] * es, sendBytes);
+        send(g, *out, right, slots + s, b.begin[sendBlock] * es, sendBytes,
+             call, s);
       if (recvBytes) {
-        in->recv(left, slots + s, 0, recvBytes);
+        recv(g, *in, left, slots + s, 0, recvBytes, call, s);
         wait(*in, true, g, left, call, s);
         combine(work + b.begin[recvBlock] * es, incoming.data(),
                 b.count[recvBlock], dtype, op);
@@ -377,9 +400,11 @@ private:
       size_t sendBytes = b.count[sendBlock] * es;
       size_t recvBytes = b.count[recvBlock] * es;
       if (sendBytes)
-        buf->send(right, slots + s, b.begin[sendBlock] * es, sendBytes);
+        send(g, *buf, right, slots + s, b.begin[sendBlock] * es, sendBytes,
+             call, n - 1 + s);
       if (recvBytes) {
-        buf->recv(left, slots + s, b.begin[recvBlock] * es, recvBytes);
+        recv(g, *buf, left, slots + s, b.begin[recvBlock] * es, recvBytes,
+             call, n - 1 + s);
         wait(*buf, true, g, left, call, n - 1 + s);
       }
       if (sendBytes)
@@ -539,6 +564,11 @@ Expected<std::unique_ptr<Comm>> createGlooComm(ControlPlane &control,
     return Error("gloo: grid " + formatShape(grid) + " has " +
                  std::to_string(product) + " ranks but the job has " +
                  std::to_string(control.size()));
+  // Gloo 0.5's TCP pairs write with writev, which raises SIGPIPE on a
+  // connection a dead peer reset: that would kill this rank silently
+  // (status 141) instead of letting the failed write name the peer.
+  // Process-wide, because the writes happen on Gloo's own threads too.
+  std::signal(SIGPIPE, SIG_IGN);
   Expected<std::string> address = localAddressTowards(peerHost);
   // Every rank learns whether every rank could set up, so that none is
   // left waiting in an exchange another has given up on.

@@ -204,14 +204,22 @@ Expected<double> scheduledPeakLr(const Manifest &manifest,
 
 namespace {
 
-/// Prints on rank 0 only; every rank reaches the same conclusion from the
-/// same inputs (command line, manifest, world size).
+/// Prints on rank 0 only under mpirun, which gathers every rank's output
+/// into one stream; every rank reaches the same conclusion from the same
+/// inputs (command line, manifest, world size). A torchrun-style launch
+/// may keep each rank's output apart (torchrun --log-dir), so there every
+/// rank says why it stops, the others naming their rank.
 void printErrorOnRankZero(const ControlPlane &control,
                           const std::string &message) {
-  if (control.rank() != 0)
+  bool tcp = std::string(control.kind()) == "tcp";
+  if (control.rank() != 0 && !tcp)
     return;
   std::fflush(stdout);
-  std::fprintf(stderr, "error: %s\n", message.c_str());
+  if (control.rank() == 0)
+    std::fprintf(stderr, "error: %s\n", message.c_str());
+  else
+    std::fprintf(stderr, "error (rank %d): %s\n", control.rank(),
+                 message.c_str());
   std::fflush(stderr);
 }
 
@@ -612,8 +620,15 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   }
   const Options &options = *parsed;
   if (options.help) {
-    if (control.rank() == 0)
-      std::fputs(usageText(program).c_str(), stdout);
+    if (control.rank() == 0) {
+      // The CUDA backend is the one with collectives of its own (NCCL);
+      // the others' createBackendComm returns none.
+      bool own = std::string(hooks.backendName()) == "cuda";
+      std::fputs(
+          usageText(program, {ASRT_HAVE_MPI != 0, ASRT_HAVE_GLOO != 0, own})
+              .c_str(),
+          stdout);
+    }
     return 0;
   }
 
