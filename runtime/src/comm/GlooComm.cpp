@@ -211,7 +211,7 @@ public:
     std::lock_guard<std::mutex> lock(mutex);
     Call call{"all_reduce", mask};
     Group &g = group(mask);
-    if (send != recv)
+    if (send != recv && count > 0)
       std::memcpy(recv, send, count * dtypeSize(dtype));
     Blocks blocks = shardBlocks(count, g.size());
     ringReduceScatter(g, static_cast<char *>(recv), blocks, dtype, op, call);
@@ -361,7 +361,8 @@ private:
     int64_t es = dtypeSize(dtype);
     uint64_t slots = slotsOf(g);
     int right = (g.me + 1) % n, left = (g.me + n - 1) % n;
-    incoming.resize(static_cast<size_t>(std::max<int64_t>(b.largest(), 1) * es));
+    incoming.resize(
+        static_cast<size_t>(std::max<int64_t>(b.largest(), 1) * es));
     std::unique_ptr<UnboundBuffer> out = g.context->createUnboundBuffer(
         work, static_cast<size_t>(b.total() * es));
     std::unique_ptr<UnboundBuffer> in =
@@ -403,8 +404,8 @@ private:
         send(g, *buf, right, slots + s, b.begin[sendBlock] * es, sendBytes,
              call, n - 1 + s);
       if (recvBytes) {
-        recv(g, *buf, left, slots + s, b.begin[recvBlock] * es, recvBytes,
-             call, n - 1 + s);
+        recv(g, *buf, left, slots + s, b.begin[recvBlock] * es, recvBytes, call,
+             n - 1 + s);
         wait(*buf, true, g, left, call, n - 1 + s);
       }
       if (sendBytes)
@@ -432,7 +433,7 @@ private:
     // The partial sums overwrite the blocks they pass through: work on a
     // copy unless the caller gave its buffer up (in place).
     char *work = static_cast<char *>(mine);
-    if (full != mine) {
+    if (full != mine && bytes > 0) {
       workspace.resize(bytes);
       std::memcpy(workspace.data(), full, bytes);
       work = workspace.data();
@@ -506,12 +507,12 @@ Status GlooComm::connect(ControlPlane &control, const std::string &address) {
         }
       } catch (const std::exception &e) {
         result = Error("gloo: cannot create the pairs of grid_axes_mask " +
-                        std::to_string(mask) + ": " + e.what());
+                       std::to_string(mask) + ": " + e.what());
         mine.clear();
       }
-    ControlPlane::Purpose purpose(
-        control, "connecting gloo's pairs of grid_axes_mask " +
-                     std::to_string(mask));
+    ControlPlane::Purpose purpose(control,
+                                  "connecting gloo's pairs of grid_axes_mask " +
+                                      std::to_string(mask));
     std::vector<std::string> all = control.allGather(mine);
     for (int peer = 0; result.ok() && peer < g.size(); ++peer) {
       if (peer == g.me)
@@ -530,10 +531,10 @@ Status GlooComm::connect(ControlPlane &control, const std::string &address) {
         at += length;
       }
       if (bytes.empty()) {
-        result = Error("gloo: rank " + std::to_string(peerRank) +
-                        " published no address for rank " +
-                        std::to_string(rank()) + " in grid_axes_mask " +
-                        std::to_string(mask));
+        result =
+            Error("gloo: rank " + std::to_string(peerRank) +
+                  " published no address for rank " + std::to_string(rank()) +
+                  " in grid_axes_mask " + std::to_string(mask));
         break;
       }
       try {
@@ -541,10 +542,10 @@ Status GlooComm::connect(ControlPlane &control, const std::string &address) {
         // rendezvous does; each connect waits at most the timeout.
         g.context->getPair(peer)->connect(bytes);
       } catch (const std::exception &e) {
-        result = Error("gloo: connecting rank " + std::to_string(rank()) +
-                        " to rank " + std::to_string(peerRank) +
-                        " (grid_axes_mask " + std::to_string(mask) +
-                        "): " + e.what());
+        result =
+            Error("gloo: connecting rank " + std::to_string(rank()) +
+                  " to rank " + std::to_string(peerRank) + " (grid_axes_mask " +
+                  std::to_string(mask) + "): " + e.what());
       }
     }
     groups.emplace(mask, std::move(g));

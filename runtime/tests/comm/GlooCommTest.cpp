@@ -91,8 +91,9 @@ TEST_P(GlooCommTest, AllReduceF32SumAvgMaxMin) {
   int n = GetParam();
   onRanks({n}, [&](Comm &comm) {
     std::vector<int> all = comm.groupRanks(1);
-    // Counts below, at and above the group size: empty ring blocks too.
-    for (int64_t count : {int64_t(1), int64_t(n), int64_t(1000)}) {
+    // Counts of none, below, at and above the group size: empty ring
+    // blocks too.
+    for (int64_t count : {int64_t(0), int64_t(1), int64_t(n), int64_t(1000)}) {
       std::vector<float> send(count), recv(count);
       for (int64_t i = 0; i < count; ++i)
         send[i] = valueOf(comm.rank(), i);
@@ -107,11 +108,11 @@ TEST_P(GlooCommTest, AllReduceF32SumAvgMaxMin) {
         ASSERT_EQ(send[i], sumOver(all, i) / n);
     }
     std::vector<float> mine(5, static_cast<float>(comm.rank())), out(5);
-    comm.allReduce(mine.data(), out.data(), 5, ASRT_DTYPE_F32,
-                   ASRT_REDUCE_MAX, 1);
+    comm.allReduce(mine.data(), out.data(), 5, ASRT_DTYPE_F32, ASRT_REDUCE_MAX,
+                   1);
     EXPECT_EQ(out[4], static_cast<float>(n - 1));
-    comm.allReduce(mine.data(), out.data(), 5, ASRT_DTYPE_F32,
-                   ASRT_REDUCE_MIN, 1);
+    comm.allReduce(mine.data(), out.data(), 5, ASRT_DTYPE_F32, ASRT_REDUCE_MIN,
+                   1);
     EXPECT_EQ(out[0], 0.0f);
   });
 }
@@ -193,8 +194,7 @@ TEST_P(GlooCommTest, FlatShardsDropThePadding) {
       for (int64_t j = 0; j < layout.validCount(me); ++j)
         shard[j] = valueOf(me, layout.begin(me) + j);
       std::vector<float> full(numel + 1, 99.0f); // one past: untouched
-      comm.allGatherShards(shard.data(), full.data(), numel, ASRT_DTYPE_F32,
-                           1);
+      comm.allGatherShards(shard.data(), full.data(), numel, ASRT_DTYPE_F32, 1);
       for (int64_t i = 0; i < numel; ++i) {
         int owner = static_cast<int>(i / chunk);
         ASSERT_EQ(full[i], valueOf(owner, i)) << "numel " << numel;
