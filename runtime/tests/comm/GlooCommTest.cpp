@@ -7,6 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -24,7 +27,8 @@ namespace {
 /// its own control plane and Gloo communicator, and fails the test with
 /// any rank's setup error. gtest's EXPECTs are thread-safe.
 void onRanks(const std::vector<int64_t> &grid,
-             const std::function<void(Comm &)> &body) {
+             const std::function<void(Comm &)> &body,
+             double timeoutSeconds = 60, bool endWithBarrier = true) {
   int size = 1;
   for (int64_t d : grid)
     size *= static_cast<int>(d);
@@ -51,7 +55,7 @@ void onRanks(const std::vector<int64_t> &grid,
     }
     std::unique_ptr<ControlPlane> control =
         createTcpControl(std::move(*group), env);
-    control->setTimeout(60);
+    control->setTimeout(timeoutSeconds);
     Expected<std::unique_ptr<Comm>> comm =
         createGlooComm(*control, grid, "127.0.0.1");
     if (!comm) {
@@ -60,7 +64,8 @@ void onRanks(const std::vector<int64_t> &grid,
       return;
     }
     body(**comm);
-    (*comm)->barrier();
+    if (endWithBarrier)
+      (*comm)->barrier();
   };
   std::vector<std::thread> threads;
   for (int r = 1; r < size; ++r)
@@ -247,6 +252,60 @@ TEST(GlooCommGridTest, GroupsAreTheRanksAlongTheMaskedAxes) {
     comm.allReduce(v.data(), v.data(), 2, ASRT_DTYPE_F32, ASRT_REDUCE_SUM, 2);
     EXPECT_EQ(v[1], 9.0f);
   });
+}
+
+// A failed collective is fatal (it ends the process, as in a training
+// binary): death tests, each run in a fresh process.
+class GlooCommDeathTest : public testing::Test {
+protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+};
+
+bool exitedWithError(int status) {
+  return WIFEXITED(status) && WEXITSTATUS(status) != 0;
+}
+
+TEST_F(GlooCommDeathTest, AHungPeerIsBoundedByTheCollectiveTimeout) {
+  // Rank 1 never joins the all-reduce: rank 0's wait for it in the ring
+  // ends at the 1 s timeout (Gloo's own bound, no CommStream here), naming
+  // the collective and rank 1.
+  EXPECT_EXIT(onRanks(
+                  {2},
+                  [](Comm &comm) {
+                    std::vector<float> v(4, 1.0f);
+                    if (comm.rank() == 1)
+                      std::this_thread::sleep_for(std::chrono::seconds(30));
+                    comm.allReduce(v.data(), v.data(), 4, ASRT_DTYPE_F32,
+                                   ASRT_REDUCE_SUM, 1);
+                  },
+                  /*timeoutSeconds=*/1),
+              exitedWithError,
+              "autoshard runtime error \\(rank [0-9]\\): gloo all_reduce over "
+              "the world \\(2 ranks, grid 2\\) failed: receiving from rank 1 "
+              "\\(its ring predecessor\\) in ring step 1: .*[Tt]imed out.*"
+              "collective timeout of 1 s");
+}
+
+TEST_F(GlooCommDeathTest, APeerThatLeavesFailsTheCollectiveAtOnce) {
+  // Rank 1 closes its connections (as a dead process's are closed) while
+  // rank 0 waits in an all-gather: rank 0 fails long before the 60 s
+  // timeout, naming rank 1.
+  EXPECT_EXIT(onRanks(
+                  {2},
+                  [](Comm &comm) {
+                    if (comm.rank() == 1)
+                      return; // destroys its communicator
+                    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                    std::vector<float> out(2);
+                    float mine = 1.0f;
+                    comm.allGather(&mine, out.data(), 1, ASRT_DTYPE_F32, 1);
+                    std::this_thread::sleep_for(std::chrono::seconds(30));
+                  },
+                  /*timeoutSeconds=*/60, /*endWithBarrier=*/false),
+              exitedWithError,
+              "autoshard runtime error \\(rank [0-9]\\): gloo all_gather over "
+              "the world \\(2 ranks, grid 2\\) failed: (receiving from|sending "
+              "to) rank 1 \\(its ring (predecessor|successor)\\)");
 }
 
 TEST(GlooCommSetupTest, AGridThatIsNotTheWorldIsAnError) {
