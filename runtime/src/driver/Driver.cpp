@@ -529,7 +529,7 @@ Expected<std::unique_ptr<ControlPlane>> launchControl(int *argc,
     Expected<TcpGroup> group = TcpGroup::join(**env);
     if (!group)
       return Error("joining the job at " + (*env)->masterAddr + ":" +
-                   std::to_string((*env)->masterPort) + " as rank " +
+                   std::to_string((*env)->rendezvousPort()) + " as rank " +
                    std::to_string((*env)->rank) + ": " + group.message());
     // Named in fatal errors, as under MPI.
     setFatalRank((*env)->rank);
