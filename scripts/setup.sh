@@ -9,6 +9,7 @@ packages=(
   libclang-rt-22-dev
   ninja-build ccache cmake
   openmpi-bin libopenmpi-dev libopenblas-dev zlib1g-dev
+  libgloo-dev  # CPU collectives of torchrun-style launches (no MPI)
   libgtest-dev libgmock-dev libbenchmark-dev python3 python3-numpy
   python3-venv librsvg2-bin
 )

@@ -43,6 +43,15 @@ config.substitutions.append(
 
 if config.have_runtime:
     config.available_features.add("runtime")
+# Several CPU ranks launched torchrun-style (no mpirun) run on Gloo; the
+# launcher is the driver tests' script, which starts ranks 0..N-1 with
+# torchrun's variables on 127.0.0.1 and reports how each ended.
+if config.have_runtime and getattr(config, "have_gloo", False):
+    config.available_features.add("gloo")
+config.substitutions.append(
+    ("%torchrun_ranks", "sh " + os.path.join(
+        config.autoshard_src_root, "runtime", "tests", "driver",
+        "torchrun_ranks.sh")))
 # shard-compile --backend=cuda-emu links: the CUDA backend on the CUDA
 # emulator, which runs without a GPU.
 if config.have_runtime and getattr(config, "have_cuda_emu", False):

@@ -166,6 +166,20 @@ Expected<std::optional<LaunchEnv>> launchEnvFromVariables(
     return outOfRange(kMasterPortVar, env.masterPort, "is not a TCP port");
   if (env.masterAddr.empty())
     return badValue(kMasterAddrVar, env.masterAddr, "is empty");
+  // torchrun's agent listens on MASTER_PORT itself, for the store its
+  // workers would use through PyTorch; the ranks meet beside it.
+  if (const char *agent = getenv("TORCHELASTIC_USE_AGENT_STORE")) {
+    std::string value(agent);
+    env.agentHoldsMasterPort =
+        value == "True" || value == "true" || value == "1";
+  }
+  if (env.agentHoldsMasterPort && env.masterPort == 65535)
+    return outOfRange(kMasterPortVar, env.masterPort,
+                      "leaves no port for the ranks: torchrun's agent holds "
+                      "MASTER_PORT for its store "
+                      "(TORCHELASTIC_USE_AGENT_STORE=True) and the ranks "
+                      "meet at MASTER_PORT + 1; give torchrun a lower "
+                      "--master-port");
   return std::optional<LaunchEnv>(env);
 }
 
@@ -1092,12 +1106,16 @@ Expected<TcpGroup> TcpGroup::join(const LaunchEnv &env,
   if (env.worldSize == 1)
     return accept(TcpListener(-1, 0), 1, options);
   if (env.rank == 0) {
-    Expected<TcpListener> listener = TcpListener::open(env.masterPort);
+    Expected<TcpListener> listener = TcpListener::open(env.rendezvousPort());
     if (!listener)
-      return Error(listener.message());
+      return Error(listener.message() +
+                   (env.agentHoldsMasterPort
+                        ? " (under torchrun the ranks meet at MASTER_PORT + "
+                          "1: its agent holds MASTER_PORT)"
+                        : ""));
     return accept(std::move(*listener), env.worldSize, options);
   }
-  return connect(env.masterAddr, env.masterPort, env.rank, env.worldSize,
+  return connect(env.masterAddr, env.rendezvousPort(), env.rank, env.worldSize,
                  options);
 }
 

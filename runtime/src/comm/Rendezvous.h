@@ -23,7 +23,14 @@ struct LaunchEnv {
   int localRank = 0;      // LOCAL_RANK: rank on this node; picks the GPU
   int localWorldSize = 1; // LOCAL_WORLD_SIZE: processes on this node
   std::string masterAddr; // MASTER_ADDR: rank 0's host
-  int masterPort = 0;     // MASTER_PORT: the port rank 0 listens on
+  int masterPort = 0;     // MASTER_PORT
+  /// Under torchrun its agent holds MASTER_PORT for its own key-value
+  /// store (it says so with TORCHELASTIC_USE_AGENT_STORE=True).
+  bool agentHoldsMasterPort = false;
+  /// The port rank 0 listens on: MASTER_PORT, or beside the agent's.
+  int rendezvousPort() const {
+    return agentHoldsMasterPort ? masterPort + 1 : masterPort;
+  }
 };
 
 /// Reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (required) and
@@ -33,6 +40,9 @@ struct LaunchEnv {
 /// value and what it should be, when a required one is missing, one is
 /// not a decimal integer, or a value is out of range (rank not below the
 /// world size, a port outside 1..65535, an empty MASTER_ADDR, ...).
+///
+/// TORCHELASTIC_USE_AGENT_STORE ("True" or "1", as torchrun sets it) moves
+/// the rendezvous to MASTER_PORT + 1 (an Error when that is past 65535).
 ///
 /// Without LOCAL_RANK and LOCAL_WORLD_SIZE the job is taken to run on one
 /// node: LOCAL_RANK defaults to RANK and LOCAL_WORLD_SIZE to WORLD_SIZE.
@@ -127,8 +137,8 @@ public:
                                     int worldSize,
                                     const TcpGroupOptions &options = {});
   /// Either of the above as `env` says: rank 0 listens on every interface
-  /// at MASTER_PORT, the others connect to MASTER_ADDR:MASTER_PORT. A world
-  /// of one needs no network.
+  /// at env.rendezvousPort(), the others connect to MASTER_ADDR there. A
+  /// world of one needs no network.
   static Expected<TcpGroup> join(const LaunchEnv &env,
                                  const TcpGroupOptions &options = {});
 

@@ -83,14 +83,17 @@ std::unique_ptr<Comm> createBackendComm(asrt_context *ctx,
   cuda::CudaDevice &device = cuda::cudaDevice(ctx, "createBackendComm");
   device.makeCurrent("createBackendComm");
   // Ranks sharing a GPU cannot form a NCCL communicator: the driver's MPI
-  // communicator serves them instead, through host copies (without MPI the
-  // driver then says that the job needs mpirun).
+  // communicator (under mpirun) or Gloo's (torchrun-style) serves them
+  // instead, through host copies (without either the driver says what the
+  // job needs).
   if (ranksShareAGpu(device, control)) {
     if (control.rank() == 0) {
+      bool mpi = std::string(control.kind()) == "mpi";
       std::fprintf(stderr,
                    "autoshard: ranks of this job share a GPU, which NCCL does "
-                   "not allow: the collectives go through MPI and host memory "
-                   "instead (launch with mpirun, one GPU per rank for NCCL)\n");
+                   "not allow: the collectives go through %s and host memory "
+                   "instead (one GPU per rank for NCCL)\n",
+                   mpi ? "MPI" : "Gloo over TCP");
       std::fflush(stderr);
     }
     return nullptr;

@@ -4,6 +4,9 @@
 #include "ckpt/CheckpointDir.h"
 #include "ckpt/Checkpointer.h"
 #include "comm/Comm.h"
+#if ASRT_HAVE_GLOO
+#include "comm/GlooComm.h"
+#endif
 #include "comm/Rendezvous.h"
 #include "core/CommStream.h"
 #include "core/Context.h"
@@ -201,14 +204,22 @@ Expected<double> scheduledPeakLr(const Manifest &manifest,
 
 namespace {
 
-/// Prints on rank 0 only; every rank reaches the same conclusion from the
-/// same inputs (command line, manifest, world size).
+/// Prints on rank 0 only under mpirun, which gathers every rank's output
+/// into one stream; every rank reaches the same conclusion from the same
+/// inputs (command line, manifest, world size). A torchrun-style launch
+/// may keep each rank's output apart (torchrun --log-dir), so there every
+/// rank says why it stops, the others naming their rank.
 void printErrorOnRankZero(const ControlPlane &control,
                           const std::string &message) {
-  if (control.rank() != 0)
+  bool tcp = std::string(control.kind()) == "tcp";
+  if (control.rank() != 0 && !tcp)
     return;
   std::fflush(stdout);
-  std::fprintf(stderr, "error: %s\n", message.c_str());
+  if (control.rank() == 0)
+    std::fprintf(stderr, "error: %s\n", message.c_str());
+  else
+    std::fprintf(stderr, "error (rank %d): %s\n", control.rank(),
+                 message.c_str());
   std::fflush(stderr);
 }
 
@@ -518,7 +529,7 @@ Expected<std::unique_ptr<ControlPlane>> launchControl(int *argc,
     Expected<TcpGroup> group = TcpGroup::join(**env);
     if (!group)
       return Error("joining the job at " + (*env)->masterAddr + ":" +
-                   std::to_string((*env)->masterPort) + " as rank " +
+                   std::to_string((*env)->rendezvousPort()) + " as rank " +
                    std::to_string((*env)->rank) + ": " + group.message());
     // Named in fatal errors, as under MPI.
     setFatalRank((*env)->rank);
@@ -534,9 +545,10 @@ Expected<std::unique_ptr<ControlPlane>> launchControl(int *argc,
 namespace {
 
 /// The step's communicator: the backend's own (NCCL) when it has one,
-/// else MPI's (through host copies for device memory MPI cannot read),
-/// else none for a world of one. Null with `error` set when a world of
-/// several has no way to communicate.
+/// else MPI's under mpirun, else Gloo's over TCP in a torchrun-style launch
+/// (for device memory, both through host copies), else none for a world of
+/// one. Null with `error` set when a world of several has no way to
+/// communicate.
 std::unique_ptr<Comm> createComm(asrt_context &ctx, ControlPlane &control,
                                  const Manifest &manifest,
                                  const DriverHooks &hooks,
@@ -545,22 +557,44 @@ std::unique_ptr<Comm> createComm(asrt_context &ctx, ControlPlane &control,
     if (std::unique_ptr<Comm> own =
             hooks.createComm(&ctx, control, manifest.grid))
       return own;
+  std::unique_ptr<Comm> comm;
 #if ASRT_HAVE_MPI
-  if (std::string(control.kind()) == "mpi") {
-    std::unique_ptr<Comm> comm = createMpiComm(manifest.grid);
-    // A GPU's memory goes to MPI through host copies (OpenMPI as Debian
-    // builds it is not CUDA-aware).
+  if (std::string(control.kind()) == "mpi")
+    comm = createMpiComm(manifest.grid);
+#endif
+#if ASRT_HAVE_GLOO
+  if (std::string(control.kind()) == "tcp" && control.size() > 1) {
+    // The control plane joined from these variables; they were valid.
+    Expected<std::optional<LaunchEnv>> env = launchEnvFromVariables(
+        [](const char *name) -> const char * { return std::getenv(name); });
+    Expected<std::unique_ptr<Comm>> gloo = createGlooComm(
+        control, manifest.grid, env && *env ? (*env)->masterAddr : "");
+    if (!gloo) {
+      error = gloo.message();
+      return nullptr;
+    }
+    comm = std::move(*gloo);
+  }
+#endif
+  if (comm) {
+    // A GPU's memory goes through host copies: OpenMPI as Debian builds it
+    // is not CUDA-aware, and Gloo's TCP transport reads host memory only.
     if (!ctx.device->hostAccessible())
       comm = stageThroughHost(std::move(comm), *ctx.device);
     return comm;
   }
-#endif
   if (control.size() > 1)
     error = std::string("the ") + hooks.backendName() +
             " backend has no communicator of its own for " +
             std::to_string(control.size()) + " ranks and this job has no "
-            "MPI (launched by " + control.kind() +
-            "): launch it with mpirun";
+            "MPI (launched by " + control.kind() + ")" +
+            (ASRT_HAVE_GLOO ? std::string(": launch it with mpirun")
+                            : std::string(
+                                  ", and its runtime was built without Gloo, "
+                                  "the collectives of torchrun-style "
+                                  "launches: launch it with mpirun, or "
+                                  "install libgloo-dev and rebuild the "
+                                  "runtime and this binary"));
   return nullptr;
 }
 
@@ -586,8 +620,15 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   }
   const Options &options = *parsed;
   if (options.help) {
-    if (control.rank() == 0)
-      std::fputs(usageText(program).c_str(), stdout);
+    if (control.rank() == 0) {
+      // The CUDA backend is the one with collectives of its own (NCCL);
+      // the others' createBackendComm returns none.
+      bool own = std::string(hooks.backendName()) == "cuda";
+      std::fputs(
+          usageText(program, {ASRT_HAVE_MPI != 0, ASRT_HAVE_GLOO != 0, own})
+              .c_str(),
+          stdout);
+    }
     return 0;
   }
 

@@ -264,15 +264,43 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
   return options;
 }
 
-std::string usageText(std::string_view program) {
+std::string launchUsage(std::string_view program,
+                        const LaunchSupport &support) {
   std::string p(program);
-  return "usage: " + p +
-         " [options]\n"
-         "Runs the compiled training step; launch it with 'mpirun -np N' for\n"
-         "the world size it was compiled for, or with torchrun's variables\n"
-         "(RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
-         "MASTER_PORT: 'torchrun --nproc-per-node=N --no-python ./train'),\n"
-         "or as a plain process for world size 1.\n"
+  std::string mpi =
+      !support.mpi ? "not this binary: its runtime was built without MPI"
+      : support.ownCollectives
+          ? "the backend's own collectives (NCCL) where it has them, "
+            "else\n      MPI's"
+          : "collectives over MPI";
+  std::string tcp =
+      support.ownCollectives
+          ? "the backend's own collectives (NCCL) where it has them, "
+            "else\n      " +
+                std::string(support.gloo ? "Gloo's over TCP"
+                                         : "none: world size 1 only")
+      : support.gloo
+          ? "collectives over Gloo (TCP)"
+          : "world size 1 only: this runtime was built without Gloo\n"
+            "      (install libgloo-dev and rebuild), so several ranks need "
+            "mpirun";
+  return "Runs the compiled training step on the world size N it was "
+         "compiled for.\n"
+         "Launches:\n"
+         "  mpirun -np N ./" + p + " [options]\n"
+         "      " + mpi + "\n"
+         "  torchrun --nproc-per-node=N --no-python ./" + p + " [options]\n"
+         "      or, per rank, RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (and\n"
+         "      LOCAL_RANK, LOCAL_WORLD_SIZE) set by hand:\n"
+         "      " + tcp + "\n"
+         "  ./" + p + " [options]\n"
+         "      one process, for world size 1\n";
+}
+
+std::string usageText(std::string_view program,
+                      const LaunchSupport &support) {
+  std::string p(program);
+  return "usage: " + p + " [options]\n" + launchUsage(program, support) +
          "\n"
          "  --steps N            training steps to run (default 10)\n"
          "  --seed S             seed of the initialisation, the synthetic "

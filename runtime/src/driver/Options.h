@@ -93,8 +93,23 @@ struct Options {
 /// bad value and what is valid.
 Expected<Options> parseOptions(const std::vector<std::string> &args);
 
+/// What a training binary can be launched with, which depends on how its
+/// runtime was built and on its backend.
+struct LaunchSupport {
+  bool mpi = true;  // the runtime has MPI: mpirun launches
+  bool gloo = true; // the runtime has Gloo: host ranks without MPI
+  /// The backend has collectives of its own (NCCL), which it uses under
+  /// either launcher.
+  bool ownCollectives = false;
+};
+
+/// The --help text's paragraph on launching (docs/RuntimeABI.md,
+/// "Launching").
+std::string launchUsage(std::string_view program, const LaunchSupport &support);
+
 /// The --help text.
-std::string usageText(std::string_view program);
+std::string usageText(std::string_view program,
+                      const LaunchSupport &support = {});
 
 /// max(1, hardwareThreads / ranksOnNode): ranks sharing a node split its
 /// cores instead of each starting one thread per core.

@@ -71,6 +71,37 @@ TEST(LaunchEnv, ReadsEveryVariable) {
   EXPECT_EQ(e.masterPort, 29500);
 }
 
+TEST(LaunchEnv, UnderTorchrunTheRanksMeetBesideTheAgentsStore) {
+  // Launched by hand: rank 0 listens on MASTER_PORT.
+  Expected<std::optional<LaunchEnv>> hand = parse(torchrun());
+  ASSERT_TRUE(hand) << hand.message();
+  EXPECT_FALSE((*hand)->agentHoldsMasterPort);
+  EXPECT_EQ((*hand)->rendezvousPort(), 29500);
+  // torchrun's agent holds MASTER_PORT for its own store.
+  for (const char *value : {"True", "1"}) {
+    Expected<std::optional<LaunchEnv>> agent =
+        parse(with(torchrun(), "TORCHELASTIC_USE_AGENT_STORE", value));
+    ASSERT_TRUE(agent) << agent.message();
+    EXPECT_TRUE((*agent)->agentHoldsMasterPort) << value;
+    EXPECT_EQ((*agent)->masterPort, 29500);
+    EXPECT_EQ((*agent)->rendezvousPort(), 29501);
+  }
+  Expected<std::optional<LaunchEnv>> off =
+      parse(with(torchrun(), "TORCHELASTIC_USE_AGENT_STORE", "False"));
+  ASSERT_TRUE(off) << off.message();
+  EXPECT_EQ((*off)->rendezvousPort(), 29500);
+  Expected<std::optional<LaunchEnv>> last = parse(
+      with(with(torchrun(), "TORCHELASTIC_USE_AGENT_STORE", "True"),
+           "MASTER_PORT", "65535"));
+  ASSERT_FALSE(last);
+  EXPECT_EQ(last.message(),
+            "MASTER_PORT=\"65535\" leaves no port for the ranks: torchrun's "
+            "agent holds MASTER_PORT for its store "
+            "(TORCHELASTIC_USE_AGENT_STORE=True) and the ranks meet at "
+            "MASTER_PORT + 1; give torchrun a lower --master-port; "
+            "MASTER_PORT is the TCP port rank 0 listens on, 1 to 65535");
+}
+
 TEST(LaunchEnv, WithoutLocalVariablesTheJobIsOneNode) {
   Variables vars = with(with(torchrun(), "LOCAL_RANK", std::nullopt),
                         "LOCAL_WORLD_SIZE", std::nullopt);

@@ -532,3 +532,29 @@ TEST(DriverMessagesTest, LrOverrideNeedsAnLrHyper) {
 }
 
 } // namespace
+
+TEST(OptionsTest, UsageSaysWhatLaunchesWork) {
+  std::string both = launchUsage("train", {true, true, false});
+  EXPECT_NE(both.find("mpirun -np N ./train [options]\n"
+                      "      collectives over MPI\n"),
+            std::string::npos)
+      << both;
+  EXPECT_NE(both.find("set by hand:\n      collectives over Gloo (TCP)\n"),
+            std::string::npos)
+      << both;
+  // Without Gloo a CPU binary's torchrun-style launch is one rank only,
+  // and the help says how to get more.
+  std::string noGloo = launchUsage("train", {true, false, false});
+  EXPECT_NE(noGloo.find("world size 1 only: this runtime was built without "
+                        "Gloo\n      (install libgloo-dev and rebuild)"),
+            std::string::npos)
+      << noGloo;
+  EXPECT_EQ(noGloo.find("over Gloo"), std::string::npos) << noGloo;
+  std::string noMpi = launchUsage("train", {false, true, true});
+  EXPECT_NE(noMpi.find("not this binary: its runtime was built without MPI"),
+            std::string::npos)
+      << noMpi;
+  EXPECT_NE(noMpi.find("NCCL"), std::string::npos) << noMpi;
+  EXPECT_EQ(usageText("train", {true, false, false}).find(noGloo),
+            std::string("usage: train [options]\n").size());
+}
