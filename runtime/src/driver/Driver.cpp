@@ -1052,11 +1052,17 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
                      std::vector<void *> &stepArgs,
                      std::vector<void *> &stepResults, int stepLoss,
                      int stepGradNormSq, int64_t stepNumber,
-                     const char *traceName) {
+                     const char *traceName, const Manifest &stepManifest) {
+    // The step's asrt_op_site calls index its manifest's sites; the
+    // driver's own calls between steps belong to none.
+    ctx.sites = &stepManifest.sites;
+    ctx.currentSite = -1;
     auto start = std::chrono::steady_clock::now();
     stepFn(&ctx, stepArgs.data(), stepResults.data());
     ctx.device->synchronize(Lane::Compute);
     auto end = std::chrono::steady_clock::now();
+    ctx.sites = nullptr;
+    ctx.currentSite = -1;
     ctx.resolveDeviceOpTimes();
     checkStepWaited(ctx, stepNumber);
     // Only while the context traces: --trace-steps' window.
@@ -1147,7 +1153,8 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
       evalBatchArgs->writeBack();
       StepRun run =
           runStep(hooks.evalStep, evalArgs, evalResults, evalLoss,
-                  evalManifest->gradNormSqResult(), afterStep, "eval");
+                  evalManifest->gradNormSqResult(), afterStep, "eval",
+                  *evalManifest);
       info.ms += run.ms;
       totalEvalLoss += run.loss;
     }
@@ -1231,7 +1238,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     // training.
     int64_t oneBased = step + 1;
     StepRun run = runStep(hooks.step, args, results, lossIndex, gradNormIndex,
-                          oneBased, "step");
+                          oneBased, "step", *manifest);
     const double ms = run.ms;
     const float loss = run.loss;
     totalMs += ms;
