@@ -28,6 +28,9 @@
 // CHECK: %[[BYTES:.*]] = llvm.mlir.constant(27696 : i64) : i64
 // CHECK-NEXT: llvm.call @asrt_bucket_pack_buffer(%{{.*}}, %{{.*}}, %[[BYTES]]) : (!llvm.ptr, !llvm.ptr, i64) -> ()
 // CHECK-NEXT: %[[H:.*]] = llvm.call @asrt_bucket_start(%{{.*}}) : (!llvm.ptr) -> i64
+// The wait is an op of its own, after its trace site (asrt_op_site).
+// CHECK-NEXT: %[[SITE:.*]] = llvm.mlir.constant({{[0-9]+}} : i32) : i32
+// CHECK-NEXT: llvm.call @asrt_op_site(%{{.*}}, %[[SITE]]) : (!llvm.ptr, i32) -> ()
 // CHECK-NEXT: llvm.call @asrt_wait(%{{.*}}, %[[H]]) : (!llvm.ptr, i64) -> ()
 // CHECK-NOT: asrt_all_reduce
 // CHECK: llvm.return

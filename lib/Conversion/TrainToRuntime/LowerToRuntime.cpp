@@ -46,6 +46,9 @@ public:
 
   /// The memory plan of the emitted step (valid after run()).
   const MemoryPlan &memoryPlan() const { return plan; }
+  /// The manifest's `site` records of the emitted step, in index order
+  /// (valid after run()): one per op whose lowering called the runtime.
+  ArrayRef<std::string> siteRecords() const { return sites; }
 
   Value buffer(Value tensor) override {
     Value ptr = bufferOf.lookup(tensor);
@@ -129,6 +132,15 @@ private:
   Value arenaBuffer(bool host, int64_t bytes, MemoryCategory category,
                     std::string what);
   void classifyTensors();
+  /// Precedes what `op`'s lowering emitted after `before` (null: the
+  /// block's start) with asrt_op_site, and records the site; an op that
+  /// emitted no runtime call gets none.
+  void markSite(Operation *op, Block *entry, Operation *before);
+  /// The layer of `op` for the trace: see OpSite (runtime/src/core/Manifest.h).
+  std::string layerOf(Operation *op);
+  std::vector<std::string> sites;
+  /// The layer of the last op that read a parameter.
+  std::string lastLayer;
   std::pair<MemoryCategory, std::string> describe(Value tensor);
   void computeMemoryPlan(func::FuncOp func);
 
@@ -461,6 +473,105 @@ static std::optional<StringRef> paramNameOf(Value v, const StepSignature &sig) {
   return StringRef(sig.getArgs()[arg.getArgNumber()].name);
 }
 
+/// A parameter's layer: its train.unit, or outside every unit its module
+/// path ("ln_f" for "ln_f.weight"; "wte" for "wte").
+static std::string paramLayer(StringRef name, const StepSignature &sig) {
+  for (const StepValue &arg : sig.getArgs())
+    if (arg.role == Role::Param && arg.name == name)
+      return !arg.unit.empty() ? arg.unit.str()
+                               : name.rsplit('.').first.str();
+  return name.str();
+}
+
+/// A location as the trace shows it: "file.mlir:LINE" (the file's base
+/// name), a NameLoc's name, the first known part of a fused one; empty
+/// when unknown. Characters a manifest field cannot hold become '_'.
+static std::string siteLocation(Location loc) {
+  std::string text;
+  if (auto file = dyn_cast<FileLineColLoc>(loc)) {
+    StringRef name = file.getFilename().getValue();
+    text = (name.rsplit('/').second.empty() ? name : name.rsplit('/').second)
+               .str() +
+           ":" + std::to_string(file.getLine());
+  } else if (auto named = dyn_cast<NameLoc>(loc)) {
+    text = named.getName().str();
+  } else if (auto fused = dyn_cast<FusedLoc>(loc)) {
+    for (Location part : fused.getLocations())
+      if (!(text = siteLocation(part)).empty())
+        break;
+  } else if (auto site = dyn_cast<CallSiteLoc>(loc)) {
+    text = siteLocation(site.getCallee());
+  }
+  for (char &c : text)
+    if (!llvm::isAlnum(c) && !StringRef("_.:/-[]()<>").contains(c))
+      c = '_';
+  return text;
+}
+
+/// "8x32xf32,32x32xf32->8x32xf32": the op's tensor operands and results.
+static std::string siteShapes(Operation *op) {
+  auto list = [](auto types) {
+    std::string text;
+    for (Type type : types) {
+      auto tensor = dyn_cast<RankedTensorType>(type);
+      if (!tensor)
+        continue;
+      if (!text.empty())
+        text += ",";
+      for (int64_t dim : tensor.getShape())
+        text += std::to_string(dim) + "x";
+      std::string element;
+      llvm::raw_string_ostream os(element);
+      tensor.getElementType().print(os);
+      text += element;
+    }
+    return text;
+  };
+  return list(op->getOperandTypes()) + "->" + list(op->getResultTypes());
+}
+
+std::string StepLowering::layerOf(Operation *op) {
+  for (Value operand : op->getOperands()) {
+    std::optional<StringRef> name = paramNameOf(operand, sig);
+    if (!name)
+      if (auto it = gatheredParam.find(operand); it != gatheredParam.end())
+        name = it->second;
+    if (name)
+      return lastLayer = paramLayer(*name, sig);
+  }
+  // Activations, their gradients, the loss: the layer of the op before.
+  return lastLayer;
+}
+
+void StepLowering::markSite(Operation *op, Block *entry, Operation *before) {
+  auto first = before ? std::next(before->getIterator()) : entry->begin();
+  std::string layer = layerOf(op);
+  for (Operation &emitted : llvm::make_range(first, entry->end())) {
+    // The arena's base pointer is the step's, fetched once where the
+    // first op needs it.
+    auto callOp = dyn_cast<func::CallOp>(emitted);
+    if (!callOp || !callOp.getCallee().starts_with("asrt_") ||
+        callOp.getCallee() == ABI_NAME(asrt_arena) ||
+        callOp.getCallee() == ABI_NAME(asrt_host_arena))
+      continue;
+    // Before everything the op emitted, so that its constants and call
+    // stay together.
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(&*first);
+    int32_t index = static_cast<int32_t>(sites.size());
+    call(ABI_FUNCTION(asrt_op_site), {i32(index)});
+    std::string record = "site " + std::to_string(index) +
+                         " op=" + op->getName().getStringRef().str();
+    if (!layer.empty())
+      record += " layer=" + layer;
+    if (std::string loc = siteLocation(op->getLoc()); !loc.empty())
+      record += " loc=" + loc;
+    record += " shapes=" + siteShapes(op);
+    sites.push_back(std::move(record));
+    return;
+  }
+}
+
 /// For the memory plan: which tensors are gradients (of which parameter)
 /// and which are gathered parameters. A gradient is what an optimizer
 /// reads as one, and what flows into it through reductions, casts, sums
@@ -746,8 +857,10 @@ LogicalResult StepLowering::run() {
     position = positionOf[&op];
     currentLoc = op.getLoc();
     currentOp = &op;
+    Operation *before = entry->empty() ? nullptr : &entry->back();
     if (failed(emitRuntimeCall(&op, *this)))
       return failure();
+    markSite(&op, entry, before);
   }
   position = end;
   if (failed(emitResultCopies()))
@@ -780,6 +893,16 @@ std::string withMemoryRecord(StringRef manifest, const MemoryPlan &plan) {
   assert(end != StringRef::npos && "a manifest ends with its end record");
   return (manifest.take_front(end) + record + "\n" + manifest.drop_front(end))
       .str();
+}
+
+/// The manifest with the step's `site` records before its `end`.
+std::string withSiteRecords(StringRef manifest, ArrayRef<std::string> sites) {
+  size_t end = manifest.rfind("end\n");
+  assert(end != StringRef::npos && "a manifest ends with its end record");
+  std::string text = manifest.take_front(end).str();
+  for (const std::string &site : sites)
+    text += site + "\n";
+  return text + manifest.drop_front(end).str();
 }
 
 struct LowerToRuntimePass
@@ -824,7 +947,9 @@ struct LowerToRuntimePass
 
     OpBuilder b(&getContext());
     b.setInsertionPointToStart(module.getBody());
-    std::string text = withMemoryRecord(*manifest, lowering.memoryPlan());
+    std::string text = withSiteRecords(
+        withMemoryRecord(*manifest, lowering.memoryPlan()),
+        lowering.siteRecords());
     text.push_back('\0');
     auto arrayType =
         LLVM::LLVMArrayType::get(b.getIntegerType(8), text.size());

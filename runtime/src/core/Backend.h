@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace autoshard::rt {
@@ -21,6 +22,14 @@ void initBackend(asrt_context *ctx, const BackendOptions &options);
 
 /// "cpu" or "cuda"; printed by the driver.
 const char *backendName();
+
+/// The FLOP/s this rank's matrix products reach, measured once before the
+/// first step with the backend's own GEMM and `options.threads`: the peak
+/// that MFU is reported against when no device file gives one
+/// (--device-spec). Sets `what` to what was measured, for the startup
+/// header; returns 0 when the backend measures nothing (the CUDA backend,
+/// whose peak comes from its device file).
+double measurePeakFlopPerS(const BackendOptions &options, std::string &what);
 
 class Comm;
 class ControlPlane;

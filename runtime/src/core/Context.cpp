@@ -1,5 +1,6 @@
 // asrt_context, fatal errors, op timing and the ABI's memory functions.
 #include "core/Context.h"
+#include "core/Manifest.h"
 #include "core/Bucket.h"
 #include "core/CommStream.h"
 #include "core/Device.h"
@@ -120,6 +121,7 @@ OpTimer::~OpTimer() {
       e.seq = static_cast<int64_t>(streamSeq);
     if (streamHandle > 0)
       e.handle = streamHandle;
+    e.site = ctx->currentOpSite();
     trace->record(e);
   }
 }
@@ -252,6 +254,19 @@ extern "C" void *asrt_alloc(asrt_context *ctx, int64_t bytes) {
   // plan counts, so planned and measured peaks stay comparable.
   ctx->stats->recordAlloc(bytes);
   return ptr;
+}
+
+const autoshard::rt::OpSite *asrt_context::currentOpSite() const {
+  return sites && currentSite >= 0 &&
+                 static_cast<size_t>(currentSite) < sites->size()
+             ? &(*sites)[static_cast<size_t>(currentSite)]
+             : nullptr;
+}
+
+extern "C" void asrt_op_site(asrt_context *ctx, int32_t site) {
+  if (!ctx)
+    fatal("asrt_op_site: context is null");
+  ctx->currentSite = site;
 }
 
 extern "C" void *asrt_arena(asrt_context *ctx) {

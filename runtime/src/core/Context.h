@@ -22,6 +22,7 @@ class InFlightTransfers;
 class Trace;
 class NvmeStore;
 class ThreadPool;
+struct OpSite;
 
 /// Prints "autoshard runtime error (rank R): <message>" to stderr and ends
 /// the process (and, under MPI, every rank) with a non-zero exit status.
@@ -146,6 +147,13 @@ struct asrt_context {
   /// Owned by whoever enables it (the driver's --trace); change it only
   /// with setTrace, between steps.
   autoshard::rt::Trace *trace = nullptr;
+  /// The running step's `site` records (its manifest's, set by the driver
+  /// for each step it runs; null: none) and the one asrt_op_site named
+  /// last (-1: none), which the calls' trace events carry.
+  const std::vector<autoshard::rt::OpSite> *sites = nullptr;
+  int32_t currentSite = -1;
+  /// currentSite's record, or null when there is none.
+  const autoshard::rt::OpSite *currentOpSite() const;
   /// The step's arena (asrt_arena), allocated by the driver with
   /// asrt_alloc; null when the step has none.
   void *arena = nullptr;

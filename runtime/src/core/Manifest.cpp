@@ -188,6 +188,7 @@ private:
     return Error("manifest line " + std::to_string(line) + ": " + message);
   }
   Status parseRecord(int line, const std::vector<std::string_view> &fields);
+  Status parseSite(int line, const std::vector<std::string_view> &fields);
   Status parseTensor(int line, const std::vector<std::string_view> &fields,
                      bool isResult);
   Status parseSingleton(int line, const std::vector<std::string_view> &fields);
@@ -315,12 +316,50 @@ Status Parser::parseRecord(int line,
     manifest.stepFlops = flops;
     return Status::success();
   }
+  if (keyword == "site")
+    return parseSite(line, fields);
   if (keyword == "autoshard-manifest")
     return lineError(line, "duplicate 'autoshard-manifest' record (it is only "
                            "valid on the first line)");
   return lineError(line, "unknown record " + quoted(keyword) +
                              "; expected one of abi, step, strategy, grid, "
-                             "flops, memory, arg, result, end");
+                             "flops, memory, site, arg, result, end");
+}
+
+Status Parser::parseSite(int line,
+                         const std::vector<std::string_view> &fields) {
+  int64_t index;
+  if (fields.size() < 3 || !parseInt(fields[1], index))
+    return lineError(line, "'site' takes an index and op=NAME, then "
+                           "layer=, loc= and shapes= where known");
+  if (index != static_cast<int64_t>(manifest.sites.size()))
+    return lineError(line, "site index " + std::to_string(index) +
+                               " is out of order; expected " +
+                               std::to_string(manifest.sites.size()));
+  OpSite site;
+  for (size_t i = 2; i < fields.size(); ++i) {
+    std::string_view field = fields[i];
+    size_t eq = field.find('=');
+    std::string_view key =
+        eq == std::string_view::npos ? field : field.substr(0, eq);
+    std::string *target = key == "op"       ? &site.op
+                          : key == "layer"  ? &site.layer
+                          : key == "loc"    ? &site.loc
+                          : key == "shapes" ? &site.shapes
+                                            : nullptr;
+    if (!target)
+      return lineError(line, "unknown site field " + quoted(field) +
+                                 "; expected op=, layer=, loc= or shapes=");
+    if (eq == std::string_view::npos || eq + 1 == field.size())
+      return lineError(line, "site field " + quoted(field) + " has no value");
+    if (!target->empty())
+      return lineError(line, "site field " + quoted(key) + " appears twice");
+    *target = std::string(field.substr(eq + 1));
+  }
+  if (site.op.empty())
+    return lineError(line, "site " + std::to_string(index) + " has no op=");
+  manifest.sites.push_back(std::move(site));
+  return Status::success();
 }
 
 Status Parser::parseSingleton(int line,

@@ -124,6 +124,22 @@ struct TensorSpec {
   std::vector<int64_t> rowShape() const;
 };
 
+/// One op of the source step as the trace names it (a `site` record): the
+/// calls after asrt_op_site(I) lower site I. Fields the compiler did not
+/// know are empty; `op` never is.
+struct OpSite {
+  /// The op's name in the source IR ("train.linear").
+  std::string op;
+  /// Its layer: the train.unit of the parameters it reads ("h.0"), the
+  /// module of a parameter outside every unit ("wte", "ln_f"), or the
+  /// layer of the op before it when it reads none.
+  std::string layer;
+  /// Its location in the source IR ("gpt.mlir:16", a NameLoc's name).
+  std::string loc;
+  /// Its operand and result types: "8x32xf32,32x32xf32->8x32xf32".
+  std::string shapes;
+};
+
 struct Manifest {
   int formatVersion = 0;
   int abiVersion = 0;
@@ -143,6 +159,9 @@ struct Manifest {
   /// The `flops` record (optional): the FLOPs of this rank's step as
   /// compiled (matrix products and attention); 0 when absent.
   int64_t stepFlops = 0;
+  /// The `site` records, by index (asrt_op_site); empty for a step
+  /// compiled before they existed or written by hand.
+  std::vector<OpSite> sites;
   /// The plan's value of `key`, or -1.
   int64_t plannedBytes(std::string_view key) const;
 

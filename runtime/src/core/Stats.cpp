@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 
 namespace autoshard::rt {
@@ -176,8 +177,6 @@ void Stats::restoreCounters(const Snapshot &kept) {
   counters.offload = kept.offload;
 }
 
-namespace {
-
 std::string formatBytes(int64_t bytes) {
   const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double value = static_cast<double>(bytes);
@@ -194,6 +193,8 @@ std::string formatBytes(int64_t bytes) {
   return buffer;
 }
 
+namespace {
+
 std::string formatDouble(double value) {
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, "%.6g", value);
@@ -208,6 +209,51 @@ double toMs(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 double msPerStep(int64_t ns, int64_t steps) {
   return steps > 0 ? toMs(ns) / static_cast<double>(steps) : 0.0;
+}
+
+/// A number, or null where JSON has none (a diverged step's loss).
+std::string jsonNumber(double value) {
+  if (!std::isfinite(value))
+    return "null";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.9g", value);
+  return buffer;
+}
+
+/// "series": one array per figure, index i for the i-th step run; lr and
+/// grad_norm only when some step has one.
+void writeSeries(std::ostream &os, const std::vector<StepSample> &series) {
+  auto column = [&](const char *name, auto get) {
+    os << "    \"" << name << "\": [";
+    for (size_t i = 0; i < series.size(); ++i)
+      os << (i ? ", " : "") << get(series[i]);
+    os << "]";
+  };
+  bool lr = false, gradNorm = false;
+  for (const StepSample &s : series) {
+    lr |= !std::isnan(s.lr);
+    gradNorm |= !std::isnan(s.gradNorm);
+  }
+  os << "  \"series\": {\n";
+  column("step", [](const StepSample &s) { return std::to_string(s.step); });
+  os << ",\n";
+  column("loss", [](const StepSample &s) { return jsonNumber(s.loss); });
+  os << ",\n";
+  column("ms", [](const StepSample &s) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3f", s.ms);
+    return std::string(text);
+  });
+  if (lr) {
+    os << ",\n";
+    column("lr", [](const StepSample &s) { return jsonNumber(s.lr); });
+  }
+  if (gradNorm) {
+    os << ",\n";
+    column("grad_norm",
+           [](const StepSample &s) { return jsonNumber(s.gradNorm); });
+  }
+  os << "\n  },\n";
 }
 
 } // namespace
@@ -260,28 +306,51 @@ void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
                   last.meanLoss, last.afterStep, best.meanLoss, best.afterStep);
     os << line;
   }
-  std::snprintf(line, sizeof line,
-                "summary: %" PRId64 " steps, mean %.3f ms/step (%.3f after "
-                "the first, median), peak memory %" PRId64
-                " bytes (%s) on rank %d\n",
-                run.steps, run.meanStepMs, run.steadyStepMs, stats.peakBytes,
-                formatBytes(stats.peakBytes).c_str(), run.rank);
+  if (run.steps > 1)
+    std::snprintf(line, sizeof line,
+                  "summary: %" PRId64 " steps, ms/step: mean %.3f over all "
+                  "steps, median %.3f after the first (warm-up); peak memory "
+                  "%" PRId64 " bytes (%s) on rank %d\n",
+                  run.steps, run.meanStepMs, run.steadyStepMs, stats.peakBytes,
+                  formatBytes(stats.peakBytes).c_str(), run.rank);
+  else
+    std::snprintf(line, sizeof line,
+                  "summary: %" PRId64 " %s, ms/step: %.3f; peak memory "
+                  "%" PRId64 " bytes (%s) on rank %d\n",
+                  run.steps, run.steps == 1 ? "step" : "steps",
+                  run.meanStepMs, stats.peakBytes,
+                  formatBytes(stats.peakBytes).c_str(), run.rank);
   os << line;
   if (run.stepFlops > 0 && run.steadyStepMs > 0) {
     std::snprintf(line, sizeof line,
                   "summary: compute per step on rank %d: %.4g GFLOP (matrix "
-                  "products and attention, as compiled), %.4g GFLOP/s\n",
+                  "products and attention, as compiled), %.4g GFLOP/s at the "
+                  "median step time",
                   run.rank, static_cast<double>(run.stepFlops) * 1e-9,
                   flopRate(run) * 1e-9);
     os << line;
+    if (run.peakFlopPerS > 0) {
+      std::snprintf(line, sizeof line, ", MFU %.3g%% of %.4g GFLOP/s (",
+                    100 * flopRate(run) / run.peakFlopPerS,
+                    run.peakFlopPerS * 1e-9);
+      os << line << run.peakSource << ")";
+    }
+    os << "\n";
   }
-  if (run.stepTokens > 0 && run.steadyStepMs > 0) {
+  if ((run.stepTokens > 0 || run.stepSamples > 0) && run.steadyStepMs > 0) {
+    const bool tokens = run.stepTokens > 0;
+    const int64_t perStep = tokens ? run.stepTokens : run.stepSamples;
+    const char *unit = tokens ? "tokens" : "samples";
+    const double rate =
+        static_cast<double>(perStep) / (run.steadyStepMs * 1e-3);
     std::snprintf(line, sizeof line,
-                  "summary: throughput: %.6g tokens/s (%" PRId64
-                  " tokens per step over all ranks)\n",
-                  static_cast<double>(run.stepTokens) /
-                      (run.steadyStepMs * 1e-3),
-                  run.stepTokens);
+                  rate >= 100 ? "summary: throughput: %.0f %s/s at the median "
+                                "step time (%" PRId64
+                                " %s per step over all ranks)\n"
+                              : "summary: throughput: %.4g %s/s at the median "
+                                "step time (%" PRId64
+                                " %s per step over all ranks)\n",
+                  rate, unit, perStep, unit);
     os << line;
   }
   if (stats.usedOffload()) {
@@ -370,6 +439,24 @@ void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
   os << "  \"step_flops\": " << run.stepFlops << ",\n";
   os << "  \"flop_per_s\": " << formatDouble(flopRate(run)) << ",\n";
   os << "  \"step_tokens\": " << run.stepTokens << ",\n";
+  os << "  \"step_samples\": " << run.stepSamples << ",\n";
+  os << "  \"peak_flop_per_s\": " << formatDouble(run.peakFlopPerS) << ",\n";
+  os << "  \"peak_source\": " << jsonString(run.peakSource) << ",\n";
+  // Model FLOPs utilisation at the median step time; null without a peak.
+  if (run.peakFlopPerS > 0 && flopRate(run) > 0)
+    os << "  \"mfu\": " << formatDouble(flopRate(run) / run.peakFlopPerS)
+       << ",\n";
+  else
+    os << "  \"mfu\": null,\n";
+  // The last training step's loss and the last evaluation's: what a sweep
+  // compares runs by.
+  if (!run.evaluation && !run.series.empty())
+    os << "  \"final_train_loss\": " << jsonNumber(run.series.back().loss)
+       << ",\n";
+  if (!run.evaluations.empty())
+    os << "  \"final_eval_loss\": "
+       << jsonNumber(run.evaluations.back().meanLoss) << ",\n";
+  writeSeries(os, run.series);
   if (run.evaluation)
     os << "  \"mean_loss\": " << formatDouble(run.meanLoss) << ",\n";
   if (!run.evaluations.empty()) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -191,6 +192,17 @@ struct EvaluationInfo {
   bool atStart = false;
 };
 
+/// One training step's figures, for --stats-json's per-step series.
+struct StepSample {
+  int64_t step = 0;
+  double loss = 0.0;
+  double ms = 0.0;
+  /// The scheduled rate (--lr-schedule); NaN when the step has none.
+  double lr = NAN;
+  /// The gradient norm before clipping; NaN for a step that does not clip.
+  double gradNorm = NAN;
+};
+
 /// What a run adds to the counters in its reports.
 struct RunInfo {
   std::string step;
@@ -211,6 +223,15 @@ struct RunInfo {
   /// Tokens of the global batch a step trains on (the elements of its
   /// integer input, token ids); 0: a step without one.
   int64_t stepTokens = 0;
+  /// Samples (rows) of the global batch; 0: unknown.
+  int64_t stepSamples = 0;
+  /// The peak FLOP/s of one rank that MFU is measured against, and what it
+  /// is ("measured: ..." or a device file's figure); 0: no MFU.
+  double peakFlopPerS = 0.0;
+  std::string peakSource;
+  /// Every step this run ran, in order (resumed runs: from the first step
+  /// after the checkpoint).
+  std::vector<StepSample> series;
   /// An evaluation step (compiled --forward-only: no result updates an
   /// argument): the summary gives the mean of its losses.
   bool evaluation = false;
@@ -235,6 +256,9 @@ void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
 /// The same and the per-op times, as one JSON object.
 void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
                     const RunInfo &run);
+
+/// "160 B", "79.9 MiB": bytes in the largest binary unit below them.
+std::string formatBytes(int64_t bytes);
 
 /// `text` as a JSON string literal, quotes included.
 std::string jsonString(std::string_view text);

@@ -1,5 +1,6 @@
 // A Chrome/Perfetto trace of one rank: its ops, collectives and waits.
 #include "core/Trace.h"
+#include "core/Manifest.h"
 #include "core/Stats.h"
 
 #include <cinttypes>
@@ -111,6 +112,15 @@ std::string Trace::jsonEvents(int rank) const {
       arg("dtype", jsonString(e.dtype));
     if (e.arg >= 0)
       arg("arg", std::to_string(e.arg));
+    if (e.site) {
+      arg("op", jsonString(e.site->op));
+      if (!e.site->layer.empty())
+        arg("layer", jsonString(e.site->layer));
+      if (!e.site->loc.empty())
+        arg("loc", jsonString(e.site->loc));
+      if (!e.site->shapes.empty())
+        arg("shapes", jsonString(e.site->shapes));
+    }
     out += "}}";
   }
   return out;

@@ -9,6 +9,8 @@
 
 namespace autoshard::rt {
 
+struct OpSite;
+
 /// The tracks (Chrome "tid"s) of a rank's trace.
 enum class TraceTrack : int {
   /// The thread that calls the ABI: steps, compute ops, the main thread's
@@ -46,6 +48,10 @@ struct TraceEvent {
   const char *dtype = nullptr;
   /// The argument an NVMe read or write moved.
   int32_t arg = -1;
+  /// The source op whose lowering made the call (asrt_op_site): its name,
+  /// layer, location and shapes become the event's args. Points into the
+  /// step's manifest, which outlives the trace.
+  const OpSite *site = nullptr;
 };
 
 /// The events of one rank, recorded while tracing is on. Thread-safe: the

@@ -24,6 +24,7 @@
 #include "driver/Options.h"
 #include "driver/OutputFiles.h"
 #include "driver/Params.h"
+#include "driver/StepLog.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -39,20 +40,6 @@
 #include <thread>
 
 namespace autoshard::rt {
-
-std::string formatStepLine(int64_t step, double loss, double ms,
-                           std::optional<double> lr,
-                           std::optional<double> gradNorm) {
-  char line[192];
-  int n = std::snprintf(line, sizeof line, "step %" PRId64 " loss %.8g ms %.3f",
-                        step, loss, ms);
-  if (lr && n > 0 && static_cast<size_t>(n) < sizeof line)
-    n += std::snprintf(line + n, sizeof line - n, " lr %.6g", *lr);
-  if (gradNorm && n > 0 && static_cast<size_t>(n) < sizeof line)
-    std::snprintf(line + n, sizeof line - n, " grad_norm %.6g",
-                  std::isnan(*gradNorm) ? NAN : *gradNorm);
-  return line;
-}
 
 std::string worldSizeMismatchMessage(const Manifest &manifest, int worldSize,
                                      std::string_view launcher) {
@@ -497,6 +484,70 @@ Status writeTrace(const std::string &path, const Trace &trace,
   });
 }
 
+/// A language model's tokens per step: the elements of its integer input
+/// (token ids) over the global batch; 0 for a step without one.
+int64_t tokensPerStep(const Manifest &manifest) {
+  for (const TensorSpec &arg : manifest.args)
+    if (arg.role == Role::Input && isIntegerDtype(arg.dtype) &&
+        arg.batchDim >= 0 && arg.localRows() > 0)
+      return arg.numElements() / arg.localRows() * arg.globalRows;
+  return 0;
+}
+
+/// The global batch's rows (samples); 0 for a step without a batch.
+int64_t samplesPerStep(const Manifest &manifest) {
+  for (const TensorSpec &arg : manifest.args)
+    if ((arg.role == Role::Input || arg.role == Role::Label) &&
+        arg.batchDim >= 0)
+      return arg.globalRows;
+  return 0;
+}
+
+/// Whether the step computes in 16-bit floats (a bf16 or f16 tensor among
+/// its arguments or results): its MFU is then against the device's 16-bit
+/// peak.
+bool computesInLowPrecision(const Manifest &manifest) {
+  auto low = [](const TensorSpec &spec) {
+    return spec.dtype == ASRT_DTYPE_BF16 || spec.dtype == ASRT_DTYPE_F16;
+  };
+  return std::any_of(manifest.args.begin(), manifest.args.end(), low) ||
+         std::any_of(manifest.results.begin(), manifest.results.end(), low);
+}
+
+/// --device-spec's peak, or else the backend's measured one (0 when it
+/// measures none).
+Expected<ComputePeak> computePeak(const Manifest &manifest,
+                                  const Options &options,
+                                  const BackendOptions &backend,
+                                  const DriverHooks &hooks,
+                                  ControlPlane &control) {
+  if (!options.deviceSpecFile.empty()) {
+    Expected<RegularFile> file =
+        RegularFile::open(options.deviceSpecFile, "--device-spec");
+    if (!file)
+      return Error(file.message());
+    Expected<std::string> text = file->readAll(options.deviceSpecFile);
+    if (!text)
+      return Error("--device-spec: " + text.message());
+    return peakFromDeviceFile(*text, options.deviceSpecFile,
+                              computesInLowPrecision(manifest));
+  }
+  ComputePeak measured;
+  if (hooks.measurePeakFlopPerS)
+    measured.flopPerS = hooks.measurePeakFlopPerS(backend, measured.source);
+  // The best rank's: ranks measure at once, as they compute, and a rank
+  // the OS delayed would take its own delay for the machine's peak.
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", measured.flopPerS);
+  for (const std::string &rank : control.allGather(text))
+    measured.flopPerS = std::max(measured.flopPerS,
+                                 std::strtod(rank.c_str(), nullptr));
+  if (control.size() > 1 && measured.flopPerS > 0)
+    measured.source += ", the best of the " +
+                       std::to_string(control.size()) + " ranks";
+  return measured;
+}
+
 std::string programName(int argc, char **argv) {
   if (argc < 1 || !argv[0])
     return "train";
@@ -774,6 +825,11 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
                   control))
     return 1;
   ctx.comm = ctx.ownedComm.get();
+  // The peak the step lines' MFU is against: a device file's figure, or
+  // the backend's GEMM measured here (the CPU's); none without either.
+  Expected<ComputePeak> peak = computePeak(*manifest, options, backend, hooks, control);
+  if (!allRanksOk(peak.status(), control))
+    return 2;
   // --optimizer-threads: the CPU optimizer step's threads (0: the node's
   // hardware threads divided among its ranks).
   ctx.setOptimizerThreads(
@@ -952,14 +1008,44 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   if (!allRanksOk(firstStep.status(), control))
     return 1;
 
+  // What the step lines' MFU and memory are measured against.
+  if (control.rank() == 0) {
+    std::string mfu;
+    if (manifest->stepFlops <= 0)
+      mfu = "no MFU (the manifest counts no FLOPs)";
+    else if (peak->flopPerS <= 0)
+      mfu = "no MFU (no peak: give the device's with --device-spec "
+            "data/devices/<device>.json)";
+    else {
+      char text[64];
+      std::snprintf(text, sizeof text, "MFU against %.4g GFLOP/s per rank",
+                    peak->flopPerS * 1e-9);
+      mfu = std::string(text) + " (" + peak->source + ")";
+    }
+    std::printf("autoshard: step lines: %s; mem and peak: rank 0's "
+                "tensors and arena as the runtime allocates them (%s)\n",
+                mfu.c_str(),
+                ctx.device->hostAccessible()
+                    ? "host memory on this backend, not the process's RSS"
+                    : "device memory");
+    std::fflush(stdout);
+  }
+
   // --trace records the steps. The ranks take their time origin together,
-  // after a barrier, so that their tracks line up.
+  // after a barrier, so that their tracks line up. --trace-steps: only the
+  // steps in its window are recorded (the context traces while one runs,
+  // and the evaluations after it).
   std::unique_ptr<Trace> trace;
   if (!options.traceFile.empty()) {
     control.barrier();
     trace = std::make_unique<Trace>(steadyClockNs());
-    ctx.setTrace(trace.get());
   }
+  auto traceStepsFrom = [&](int64_t oneBased) {
+    if (trace)
+      ctx.setTrace(!options.traceSteps || options.traceSteps->contains(oneBased)
+                       ? trace.get()
+                       : nullptr);
+  };
 
   const int lossIndex = manifest->lossResult();
   const int gradNormIndex = manifest->gradNormSqResult();
@@ -969,7 +1055,15 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
       manifest->results.begin(), manifest->results.end(),
       [](const TensorSpec &result) { return result.updates >= 0; });
   std::vector<double> stepMs;
+  std::vector<StepSample> series;
   int64_t stepsRun = 0;
+  // What every step line shares: the global batch's tokens (or samples),
+  // the step's FLOPs and the peak they are a fraction of.
+  StepLogEntry logEntry;
+  logEntry.tokens = tokensPerStep(*manifest);
+  logEntry.samples = samplesPerStep(*manifest);
+  logEntry.flops = manifest->stepFlops;
+  logEntry.peakFlopPerS = peak->flopPerS;
   // Batches are written into host copies of the data arguments on a GPU
   // (the same buffers every step) and copied up.
   StagedArgs batchArgs(ctx, *manifest, args, {Role::Input, Role::Label},
@@ -999,15 +1093,22 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
                      std::vector<void *> &stepArgs,
                      std::vector<void *> &stepResults, int stepLoss,
                      int stepGradNormSq, int64_t stepNumber,
-                     const char *traceName) {
+                     const char *traceName, const Manifest &stepManifest) {
+    // The step's asrt_op_site calls index its manifest's sites; the
+    // driver's own calls between steps belong to none.
+    ctx.sites = &stepManifest.sites;
+    ctx.currentSite = -1;
     auto start = std::chrono::steady_clock::now();
     stepFn(&ctx, stepArgs.data(), stepResults.data());
     ctx.device->synchronize(Lane::Compute);
     auto end = std::chrono::steady_clock::now();
+    ctx.sites = nullptr;
+    ctx.currentSite = -1;
     ctx.resolveDeviceOpTimes();
     checkStepWaited(ctx, stepNumber);
-    if (trace)
-      traceStep(*trace, stepNumber, start, end, traceName);
+    // Only while the context traces: --trace-steps' window.
+    if (ctx.trace)
+      traceStep(*ctx.trace, stepNumber, start, end, traceName);
     StepRun run{std::chrono::duration<double, std::milli>(end - start).count(),
                 0.0f};
     ctx.device->toHost(Lane::Compute, &run.loss, stepResults[stepLoss],
@@ -1093,7 +1194,8 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
       evalBatchArgs->writeBack();
       StepRun run =
           runStep(hooks.evalStep, evalArgs, evalResults, evalLoss,
-                  evalManifest->gradNormSqResult(), afterStep, "eval");
+                  evalManifest->gradNormSqResult(), afterStep, "eval",
+                  *evalManifest);
       info.ms += run.ms;
       totalEvalLoss += run.loss;
     }
@@ -1123,11 +1225,17 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     }
     ctx.stats->restoreCounters(kept);
     if (control.rank() == 0) {
-      std::printf("eval after step %" PRId64 ": loss %.8g over %" PRId64
-                  " %s, ms %.3f%s\n",
-                  afterStep, info.meanLoss, info.batches,
-                  info.batches == 1 ? "batch" : "batches", info.ms,
-                  saveBest && savedBest ? " (best: parameters saved)" : "");
+      const bool saved = saveBest && savedBest;
+      if (options.logFormat == LogFormat::Json)
+        std::printf("%s\n", formatEvalJson(afterStep, info.meanLoss,
+                                           info.batches, info.ms, saved)
+                                .c_str());
+      else
+        std::printf("eval after step %" PRId64 ": loss %.8g over %" PRId64
+                    " %s, ms %.3f%s\n",
+                    afterStep, info.meanLoss, info.batches,
+                    info.batches == 1 ? "batch" : "batches", info.ms,
+                    saved ? " (best: parameters saved)" : "");
       std::fflush(stdout);
     }
     if (!allRanksOk(savedBest, control))
@@ -1146,10 +1254,12 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   };
 
   // nanoGPT's evaluation at iter 0: the parameters this run starts from.
+  traceStepsFrom(*firstStep + 1);
   if (evalManifest && options.evalAtStart &&
       !evaluate(*firstStep, /*atStart=*/true))
     return 1;
   for (int64_t step = *firstStep; step < options.steps; ++step) {
+    traceStepsFrom(step + 1);
     (*batches)->fill(step, batchArgs.args().data());
     ctx.randomStep = step;
     batchArgs.writeBack();
@@ -1169,18 +1279,35 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
     // training.
     int64_t oneBased = step + 1;
     StepRun run = runStep(hooks.step, args, results, lossIndex, gradNormIndex,
-                          oneBased, "step");
+                          oneBased, "step", *manifest);
     const double ms = run.ms;
     const float loss = run.loss;
     totalMs += ms;
     stepMs.push_back(ms);
-    if (oneBased % options.logEvery == 0 || oneBased == options.steps) {
-      if (control.rank() == 0) {
-        std::printf(
-            "%s\n",
-            formatStepLine(oneBased, loss, ms, stepLr, run.gradNorm).c_str());
-        std::fflush(stdout);
-      }
+    StepSample sample;
+    sample.step = oneBased;
+    sample.loss = loss;
+    sample.ms = ms;
+    sample.lr = stepLr.value_or(NAN);
+    sample.gradNorm = run.gradNorm.value_or(NAN);
+    series.push_back(sample);
+    if (control.rank() == 0 &&
+        isLoggedStep(oneBased, *firstStep + 1, options.logEvery,
+                     options.steps)) {
+      StepLogEntry entry = logEntry;
+      entry.step = oneBased;
+      entry.loss = loss;
+      entry.ms = ms;
+      entry.lr = stepLr;
+      entry.gradNorm = run.gradNorm;
+      Stats::Snapshot memory = ctx.stats->snapshot();
+      entry.memoryBytes = memory.currentBytes;
+      entry.peakMemoryBytes = memory.peakBytes;
+      std::printf("%s\n", (options.logFormat == LogFormat::Json
+                               ? formatStepJson(entry)
+                               : formatStepLine(entry))
+                               .c_str());
+      std::fflush(stdout);
     }
     // A diverged run stops before its state replaces a good checkpoint:
     // every rank sees the same loss, so all of them stop here together.
@@ -1244,13 +1371,11 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   run.evaluation = evaluation;
   run.meanLoss = stepsRun > 0 ? totalLoss / static_cast<double>(stepsRun) : 0;
   run.evaluations = evaluations;
-  // A language model's token ids: the global batch's elements.
-  for (const TensorSpec &arg : manifest->args)
-    if (arg.role == Role::Input && isIntegerDtype(arg.dtype) &&
-        arg.batchDim >= 0 && arg.localRows() > 0) {
-      run.stepTokens = arg.numElements() / arg.localRows() * arg.globalRows;
-      break;
-    }
+  run.stepTokens = logEntry.tokens;
+  run.stepSamples = logEntry.samples;
+  run.peakFlopPerS = peak->flopPerS;
+  run.peakSource = peak->source;
+  run.series = std::move(series);
 
   // Files hold full tensors, comparable with an unsharded run's: sharded
   // params and gradients are gathered (on every rank, after the statistics

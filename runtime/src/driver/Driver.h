@@ -30,6 +30,10 @@ struct DriverHooks {
   const char *(*backendName)() = nullptr;
   std::unique_ptr<Comm> (*createComm)(asrt_context *, ControlPlane &,
                                       const std::vector<int64_t> &) = nullptr;
+  /// The backend's measured GEMM peak (measurePeakFlopPerS), which the
+  /// step lines' MFU is against without --device-spec; null: none.
+  double (*measurePeakFlopPerS)(const BackendOptions &,
+                                std::string &) = nullptr;
 };
 
 /// Runs the training binary: joins the job (launchControl), parses
@@ -49,14 +53,6 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks);
 /// built with MPI, else a single process. The error names a malformed
 /// variable, or a job that needs MPI in a runtime built without it.
 Expected<std::unique_ptr<ControlPlane>> launchControl(int *argc, char ***argv);
-
-/// "step 3 loss 0.69314718 ms 1.250": the line rank 0 prints; with a
-/// learning-rate schedule, the step's rate after it (" lr 0.0003"); for a
-/// step that clips its gradients, their global norm before clipping last
-/// (" grad_norm 1.2345", what clip_grad_norm_ returns).
-std::string formatStepLine(int64_t step, double loss, double ms,
-                           std::optional<double> lr = std::nullopt,
-                           std::optional<double> gradNorm = std::nullopt);
 
 /// The error for a binary started on the wrong number of ranks: what it was
 /// compiled for, what it got, and the two ways out.

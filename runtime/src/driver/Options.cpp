@@ -25,6 +25,18 @@ template <typename Int> bool parseInteger(std::string_view text, Int &value) {
 
 } // namespace
 
+std::optional<StepWindow> parseStepWindow(std::string_view text) {
+  size_t colon = text.find(':');
+  if (colon == std::string_view::npos)
+    return std::nullopt;
+  StepWindow window;
+  if (!parseInteger(text.substr(0, colon), window.first) ||
+      !parseInteger(text.substr(colon + 1), window.last) || window.first < 1 ||
+      window.last < window.first)
+    return std::nullopt;
+  return window;
+}
+
 Expected<Options> parseOptions(const std::vector<std::string> &args) {
   Options options;
   // Checkpoint flags that need --checkpoint-dir, for the check at the end.
@@ -91,12 +103,16 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
       expected = "a number of seconds >= 0 (0 waits forever)";
     else if (flag == "--trace")
       expected = "a file name";
+    else if (flag == "--trace-steps")
+      expected = "A:B, the first and last step to trace (1 <= A <= B)";
+    else if (flag == "--log-format")
+      expected = "text or json";
     else if (flag == "--data-format")
       expected = "auto, asdata or tokens";
     else if (flag == "--data" || flag == "--eval-data" ||
              flag == "--save-best" || flag == "--load-params" ||
              flag == "--save-params" || flag == "--save-grads" ||
-             flag == "--stats-json")
+             flag == "--stats-json" || flag == "--device-spec")
       expected = "a file name";
     else if (flag == "--checkpoint-dir" || flag == "--offload-dir")
       expected = "a directory name";
@@ -204,6 +220,16 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
       if (value.empty())
         return Error("--trace needs a value: a file name");
       options.traceFile = std::string(value);
+    } else if (flag == "--trace-steps") {
+      std::optional<StepWindow> window = parseStepWindow(value);
+      if (!window)
+        return Error(invalid(flag, value, expected));
+      options.traceSteps = *window;
+    } else if (flag == "--log-format") {
+      std::optional<LogFormat> format = parseLogFormat(value);
+      if (!format)
+        return Error(invalid(flag, value, expected));
+      options.logFormat = *format;
     } else if (flag == "--data-format") {
       if (value == "auto")
         options.dataFormat = DataFormat::Auto;
@@ -222,12 +248,21 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
                             : flag == "--load-params" ? options.loadParamsFile
                             : flag == "--save-params" ? options.saveParamsFile
                             : flag == "--save-grads"  ? options.saveGradsFile
+                            : flag == "--device-spec" ? options.deviceSpecFile
                                                       : options.statsJsonFile;
       target = std::string(value);
       if (flag == "--eval-data" || flag == "--save-best")
         evalFlag = std::string(flag);
     }
   }
+  if (options.traceSteps && options.traceFile.empty())
+    return Error("--trace-steps applies to --trace FILE, which is not given");
+  if (options.traceSteps && options.traceSteps->first > options.steps)
+    return Error("--trace-steps " + std::to_string(options.traceSteps->first) +
+                 ":" + std::to_string(options.traceSteps->last) +
+                 " starts after the run's last step, " +
+                 std::to_string(options.steps) +
+                 " (--steps): the trace would be empty");
   if (!evalFlag.empty() && options.evalEvery == 0)
     return Error(evalFlag + " applies to --eval-every N, which is not given");
   // A token file's windows are random: evaluating on the training file
@@ -319,8 +354,18 @@ std::string usageText(std::string_view program,
          "first W steps\n"
          "  --min-lr F           where cosine and linear decay end\n"
          "  --decay-steps N      the step by which they reach --min-lr\n"
-         "  --log-every K        print the loss every K steps and at the last "
-         "(default 1)\n"
+         "  --log-every K        print a step line every K steps, and for "
+         "the first and\n"
+         "                       the last (default 1): loss, ms, lr, "
+         "grad_norm, tokens/s\n"
+         "                       (samples/s), MFU and memory\n"
+         "  --log-format F       text (default) or json: one JSON object per "
+         "logged step\n"
+         "                       and evaluation, for a plot or a tracker\n"
+         "  --device-spec FILE   a device file (data/devices/*.json) whose "
+         "peak MFU is\n"
+         "                       against (default on the CPU: a GEMM peak "
+         "measured at start)\n"
          "  --data FILE          read batches from an asdata or token file "
          "(default:\n"
          "                       synthetic)\n"
@@ -399,6 +444,9 @@ std::string usageText(std::string_view program,
          "  --trace FILE         write a Chrome/Perfetto trace of the steps "
          "(every rank's\n"
          "                       compute, collectives and waits) to FILE\n"
+         "  --trace-steps A:B    trace steps A to B only (default: every "
+         "step); events of\n"
+         "                       the others are neither recorded nor kept\n"
          "  --print-manifest     print the compiled step's manifest and exit\n"
          "  --print-eval-manifest\n"
          "                       print the evaluation step's manifest and "

@@ -4,6 +4,7 @@
 #include "core/Data.h"
 #include "core/Expected.h"
 #include "driver/LrSchedule.h"
+#include "driver/StepLog.h"
 
 #include <cstdint>
 #include <optional>
@@ -12,6 +13,16 @@
 #include <vector>
 
 namespace autoshard::rt {
+
+/// A range of 1-based steps, both ends included (--trace-steps A:B).
+struct StepWindow {
+  int64_t first = 1;
+  int64_t last = 1;
+  bool contains(int64_t step) const { return first <= step && step <= last; }
+};
+
+/// "A:B" with 1 <= A <= B; nullopt for anything else.
+std::optional<StepWindow> parseStepWindow(std::string_view text);
 
 struct Options {
   int64_t steps = 10;
@@ -23,6 +34,11 @@ struct Options {
   /// hyper's constant initial value.
   LrScheduleOptions lrSchedule;
   int64_t logEvery = 1;
+  /// How step lines are printed: text, or one JSON object each.
+  LogFormat logFormat = LogFormat::Text;
+  /// A device file whose peak MFU is reported against; empty: the
+  /// backend's measured peak (the CPU's), or no MFU.
+  std::string deviceSpecFile;
   /// Empty: synthetic batches.
   std::string dataFile;
   /// How to read dataFile; anything but Auto needs a dataFile.
@@ -63,6 +79,8 @@ struct Options {
   double collectiveTimeout = 300.0;
   /// Where to write a Chrome/Perfetto trace of the steps; empty: no trace.
   std::string traceFile;
+  /// The steps --trace records; nullopt: every step.
+  std::optional<StepWindow> traceSteps;
   /// Sharded checkpoints (docs/Reliability.md): the directory (empty: none),
   /// a checkpoint every K steps (0: after the last step only), how many
   /// complete ones to keep, and whether to continue from the newest.

@@ -11,5 +11,6 @@ int main(int argc, char **argv) {
   hooks.initBackend = &autoshard::rt::initBackend;
   hooks.backendName = &autoshard::rt::backendName;
   hooks.createComm = &autoshard::rt::createBackendComm;
+  hooks.measurePeakFlopPerS = &autoshard::rt::measurePeakFlopPerS;
   return autoshard::rt::runDriver(argc, argv, hooks);
 }

@@ -203,6 +203,41 @@ TEST(ManifestTest, ParsesTheStepFlops) {
             "manifest line 7: duplicate 'flops' record (first on line 6)");
 }
 
+TEST(ManifestTest, ParsesSites) {
+  Expected<Manifest> m = parseManifest(withLine(
+      6, "site 0 op=train.linear layer=h.0 loc=gpt.mlir:16 "
+         "shapes=8x16xf32,64x16xf32->8x64xf32\nsite 1 op=train.relu\n"
+         "arg 0 param fc1.weight f32 64x16 init=normal:0.25"));
+  ASSERT_TRUE(m.ok()) << m.message();
+  ASSERT_EQ(m->sites.size(), 2u);
+  EXPECT_EQ(m->sites[0].op, "train.linear");
+  EXPECT_EQ(m->sites[0].layer, "h.0");
+  EXPECT_EQ(m->sites[0].loc, "gpt.mlir:16");
+  EXPECT_EQ(m->sites[0].shapes, "8x16xf32,64x16xf32->8x64xf32");
+  EXPECT_EQ(m->sites[1].op, "train.relu");
+  EXPECT_TRUE(m->sites[1].layer.empty() && m->sites[1].loc.empty());
+  EXPECT_TRUE(parseManifest(kGood)->sites.empty()) << "optional";
+  auto siteError = [](const std::string &site) {
+    return errorOf(withLine(
+        6, (site + "\narg 0 param fc1.weight f32 64x16 init=normal:0.25")
+               .c_str()));
+  };
+  EXPECT_EQ(siteError("site 1 op=a"),
+            "manifest line 6: site index 1 is out of order; expected 0");
+  EXPECT_EQ(siteError("site 0 layer=h.0"),
+            "manifest line 6: site 0 has no op=");
+  EXPECT_EQ(siteError("site 0"),
+            "manifest line 6: 'site' takes an index and op=NAME, then "
+            "layer=, loc= and shapes= where known");
+  EXPECT_EQ(siteError("site 0 op=a color=red"),
+            "manifest line 6: unknown site field 'color=red'; expected op=, "
+            "layer=, loc= or shapes=");
+  EXPECT_EQ(siteError("site 0 op=a loc="),
+            "manifest line 6: site field 'loc=' has no value");
+  EXPECT_EQ(siteError("site 0 op=a op=b"),
+            "manifest line 6: site field 'op' appears twice");
+}
+
 TEST(ManifestTest, ParsesGradResultsAndAnIntegerStepCounter) {
   Expected<Manifest> parsed = parseManifest(kAdamWithGrad);
   ASSERT_TRUE(parsed.ok()) << parsed.message();

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <sstream>
 
 using namespace autoshard::rt;
@@ -74,9 +76,9 @@ TEST(StatsTest, ReportsPerStepNumbers) {
 
   std::ostringstream summary;
   writeSummary(summary, stats.snapshot(), run);
-  EXPECT_NE(summary.str().find("3 steps, mean 1.500 ms/step (1.250 after the "
-                               "first, median), peak memory "
-                               "2048 bytes (2.0 KiB)"),
+  EXPECT_NE(summary.str().find("3 steps, ms/step: mean 1.500 over all steps, "
+                               "median 1.250 after the first (warm-up); peak "
+                               "memory 2048 bytes (2.0 KiB)"),
             std::string::npos)
       << summary.str();
   EXPECT_NE(summary.str().find("all_reduce 100, all_gather 0, "
@@ -97,6 +99,54 @@ TEST(StatsTest, ReportsPerStepNumbers) {
     EXPECT_NE(j.find(expected), std::string::npos)
         << "missing " << expected << " in\n"
         << j;
+}
+
+// MFU at the median step time against the run's peak, the throughput in
+// tokens (or samples), and the per-step series with the last losses.
+TEST(StatsTest, ReportsMfuThroughputAndTheSeries) {
+  Stats stats;
+  RunInfo run;
+  run.steps = 3;
+  run.meanStepMs = 3;
+  run.steadyStepMs = 2; // 1 GFLOP in 2 ms: 500 GFLOP/s
+  run.stepFlops = 1'000'000'000;
+  run.peakFlopPerS = 2e12;
+  run.peakSource = "a test's peak";
+  run.stepSamples = 8;
+  run.series = {{1, 2.5, 4.0, 0.001, 1.5},
+                {2, 2.25, 2.0, 0.002, NAN},
+                {3, 2.0, 3.0, 0.003, 0.5}};
+  run.evaluations = {{3, 2, 2.125, 5.0, 0, false}};
+  std::ostringstream summary;
+  writeSummary(summary, stats.snapshot(), run);
+  for (const char *expected :
+       {"summary: compute per step on rank 0: 1 GFLOP (matrix products and "
+        "attention, as compiled), 500 GFLOP/s at the median step time, MFU "
+        "25% of 2000 GFLOP/s (a test's peak)\n",
+        "summary: throughput: 4000 samples/s at the median step time (8 "
+        "samples per step over all ranks)\n"})
+    EXPECT_NE(summary.str().find(expected), std::string::npos)
+        << "missing " << expected << " in\n"
+        << summary.str();
+  std::ostringstream json;
+  writeStatsJson(json, stats.snapshot(), run);
+  for (const char *expected :
+       {"\"mfu\": 0.25,", "\"peak_flop_per_s\": 2e+12,",
+        "\"peak_source\": \"a test's peak\",", "\"step_samples\": 8,",
+        "\"final_train_loss\": 2,", "\"final_eval_loss\": 2.125,",
+        "\"series\": {\n    \"step\": [1, 2, 3],\n    \"loss\": [2.5, 2.25, "
+        "2],\n    \"ms\": [4.000, 2.000, 3.000],\n    \"lr\": [0.001, 0.002, "
+        "0.003],\n    \"grad_norm\": [1.5, null, 0.5]\n  },"})
+    EXPECT_NE(json.str().find(expected), std::string::npos)
+        << "missing " << expected << " in\n"
+        << json.str();
+  // Without a peak: no MFU.
+  run.peakFlopPerS = 0;
+  std::ostringstream noPeak, noPeakJson;
+  writeSummary(noPeak, stats.snapshot(), run);
+  writeStatsJson(noPeakJson, stats.snapshot(), run);
+  EXPECT_EQ(noPeak.str().find("MFU"), std::string::npos) << noPeak.str();
+  EXPECT_NE(noPeakJson.str().find("\"mfu\": null,"), std::string::npos);
 }
 
 TEST(StatsTest, ReportsDeviceOpTimesOnlyWhenMeasured) {

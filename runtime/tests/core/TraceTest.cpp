@@ -1,5 +1,6 @@
 // The Chrome/Perfetto trace: events, their JSON, and the file around them.
 #include "core/Trace.h"
+#include "core/Manifest.h"
 
 #include <gtest/gtest.h>
 
@@ -52,6 +53,33 @@ TEST(TraceTest, EventsAreCompleteEventsInMicroseconds) {
     EXPECT_TRUE(contains(json, expected)) << "missing " << expected << " in\n"
                                           << json;
   EXPECT_EQ(json.back(), '}') << "no trailing separator";
+}
+
+// asrt_op_site's source op: its name, layer, location and shapes as args,
+// each only where the compiler knew it.
+TEST(TraceTest, EventsNameTheirSourceOp) {
+  OpSite linear{"train.linear", "h.0", "gpt.mlir:16",
+                "8x16xf32,64x16xf32->8x64xf32"};
+  OpSite relu{"train.relu", "", "", "8x64xf32->8x64xf32"};
+  Trace trace(0);
+  TraceEvent e;
+  e.name = "linear_fwd";
+  e.category = "compute";
+  e.endNs = 1000;
+  e.site = &linear;
+  trace.record(e);
+  e.name = "relu_fwd";
+  e.site = &relu;
+  trace.record(e);
+  std::string json = trace.jsonEvents(0);
+  EXPECT_TRUE(contains(
+      json, "\"args\": {\"op\": \"train.linear\", \"layer\": \"h.0\", "
+            "\"loc\": \"gpt.mlir:16\", \"shapes\": "
+            "\"8x16xf32,64x16xf32->8x64xf32\"}}"))
+      << json;
+  EXPECT_TRUE(contains(json, "\"args\": {\"op\": \"train.relu\", "
+                             "\"shapes\": \"8x64xf32->8x64xf32\"}}"))
+      << json;
 }
 
 TEST(TraceTest, TheOffloadTrackAppearsWithItsEvents) {

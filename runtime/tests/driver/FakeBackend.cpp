@@ -9,6 +9,12 @@ void initBackend(asrt_context *, const BackendOptions &) {}
 
 const char *backendName() { return "fake"; }
 
+// The fake steps count no FLOPs, so no peak is needed.
+double measurePeakFlopPerS(const BackendOptions &, std::string &what) {
+  what.clear();
+  return 0;
+}
+
 std::unique_ptr<Comm> createBackendComm(asrt_context *, ControlPlane &,
                                         const std::vector<int64_t> &) {
   return nullptr;

@@ -298,7 +298,50 @@ TEST(OptionsTest, CollectiveTimeoutAndTrace) {
             "--collective-timeout needs a value: a number of seconds >= 0 (0 "
             "waits forever)");
   std::string usage = usageText("train");
-  for (const char *flag : {"--collective-timeout S", "--trace FILE"})
+  for (const char *flag : {"--collective-timeout S", "--trace FILE",
+                           "--trace-steps A:B"})
+    EXPECT_NE(usage.find(flag), std::string::npos) << flag;
+}
+
+TEST(OptionsTest, TraceSteps) {
+  EXPECT_FALSE(parse({"--trace", "t.json"}).traceSteps.has_value())
+      << "every step by default";
+  Options o = parse({"--trace", "t.json", "--trace-steps", "3:5"});
+  ASSERT_TRUE(o.traceSteps.has_value());
+  EXPECT_EQ(o.traceSteps->first, 3);
+  EXPECT_EQ(o.traceSteps->last, 5);
+  EXPECT_FALSE(o.traceSteps->contains(2));
+  EXPECT_TRUE(o.traceSteps->contains(3));
+  EXPECT_TRUE(o.traceSteps->contains(5));
+  EXPECT_FALSE(o.traceSteps->contains(6));
+  EXPECT_EQ(parse({"--trace=t", "--trace-steps=4:4"}).traceSteps->last, 4);
+  for (const char *bad : {"3", "5:3", "0:2", ":4", "2:", "a:b", "1:2:3",
+                          "-1:2", " 1:2"})
+    EXPECT_EQ(errorOf({"--trace", "t.json", "--trace-steps", bad}),
+              std::string("--trace-steps: '") + bad +
+                  "' is not valid; expected A:B, the first and last step to "
+                  "trace (1 <= A <= B)");
+  EXPECT_EQ(errorOf({"--trace-steps", "1:2"}),
+            "--trace-steps applies to --trace FILE, which is not given");
+  EXPECT_EQ(errorOf({"--steps", "4", "--trace", "t", "--trace-steps", "5:9"}),
+            "--trace-steps 5:9 starts after the run's last step, 4 "
+            "(--steps): the trace would be empty");
+}
+
+TEST(OptionsTest, LogFormatAndDeviceSpec) {
+  EXPECT_EQ(parse({}).logFormat, LogFormat::Text);
+  EXPECT_EQ(parse({"--log-format", "json"}).logFormat, LogFormat::Json);
+  EXPECT_EQ(parse({"--log-format=text"}).logFormat, LogFormat::Text);
+  EXPECT_EQ(errorOf({"--log-format", "csv"}),
+            "--log-format: 'csv' is not valid; expected text or json");
+  EXPECT_EQ(errorOf({"--log-format"}),
+            "--log-format needs a value: text or json");
+  EXPECT_TRUE(parse({}).deviceSpecFile.empty());
+  EXPECT_EQ(parse({"--device-spec", "h100.json"}).deviceSpecFile, "h100.json");
+  EXPECT_EQ(errorOf({"--device-spec="}),
+            "--device-spec needs a value: a file name");
+  std::string usage = usageText("train");
+  for (const char *flag : {"--log-format F", "--device-spec FILE"})
     EXPECT_NE(usage.find(flag), std::string::npos) << flag;
 }
 
@@ -441,20 +484,6 @@ TEST(DriverMessagesTest, EvaluationStepSharesTheParameters) {
   EXPECT_EQ(evaluationParamSources(train, wider).message(),
             "the evaluation step was compiled for grid 4, the training step "
             "for 2; compile both with shard-compile --with-eval");
-}
-
-TEST(DriverMessagesTest, StepLine) {
-  EXPECT_EQ(formatStepLine(3, 0.693147182, 1.25),
-            "step 3 loss 0.69314718 ms 1.250");
-  EXPECT_EQ(formatStepLine(10, 12345678.9, 0.0004),
-            "step 10 loss 12345679 ms 0.000");
-  EXPECT_EQ(formatStepLine(4, 2.5, 1.0, 0.00023180194),
-            "step 4 loss 2.5 ms 1.000 lr 0.000231802");
-  // A clipping step's gradient norm comes last, with or without a rate.
-  EXPECT_EQ(formatStepLine(4, 2.5, 1.0, 0.00023180194, 1.23456789),
-            "step 4 loss 2.5 ms 1.000 lr 0.000231802 grad_norm 1.23457");
-  EXPECT_EQ(formatStepLine(5, 2.5, 1.0, std::nullopt, -std::nan("")),
-            "step 5 loss 2.5 ms 1.000 grad_norm nan");
 }
 
 TEST(DriverMessagesTest, WorldSizeMismatch) {

@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -92,8 +93,8 @@ int stepOf(const Event &e, const std::vector<Event> &steps) {
   return -1;
 }
 
-void checkRank(int pid, const std::vector<Event> &events, int64_t steps,
-               int64_t asyncPerStep, int64_t transfersPerStep) {
+void checkRank(int pid, const std::vector<Event> &events, int64_t firstStep,
+               int64_t steps, int64_t asyncPerStep, int64_t transfersPerStep) {
   std::string rank = "rank " + std::to_string(pid) + ": ";
   std::vector<Event> main, comm, offload, stepEvents;
   for (const Event &e : events) {
@@ -120,7 +121,7 @@ void checkRank(int pid, const std::vector<Event> &events, int64_t steps,
     fail(rank + std::to_string(stepEvents.size()) + " step events, expected " +
          std::to_string(steps));
   for (size_t i = 0; i < stepEvents.size(); ++i) {
-    if (stepEvents[i].step != static_cast<int64_t>(i) + 1)
+    if (stepEvents[i].step != firstStep + static_cast<int64_t>(i))
       fail(rank + "step event " + std::to_string(i) + " has step " +
            std::to_string(stepEvents[i].step));
     if (i > 0 && stepEvents[i].start < stepEvents[i - 1].end)
@@ -279,8 +280,8 @@ void checkRank(int pid, const std::vector<Event> &events, int64_t steps,
 
 int main(int argc, char **argv) {
   if (argc != 5 && argc != 6) {
-    std::fprintf(stderr, "usage: trace_check FILE RANKS STEPS ASYNC_PER_STEP "
-                         "[TRANSFERS_PER_STEP]\n");
+    std::fprintf(stderr, "usage: trace_check FILE RANKS STEPS|FIRST:LAST "
+                         "ASYNC_PER_STEP [TRANSFERS_PER_STEP]\n");
     return 2;
   }
   std::ifstream in(argv[1]);
@@ -292,7 +293,12 @@ int main(int argc, char **argv) {
   buffer << in.rdbuf();
   std::string text = buffer.str();
   int ranks = std::atoi(argv[2]);
-  int64_t steps = std::atoll(argv[3]);
+  // STEPS: steps 1..STEPS; FIRST:LAST: a --trace-steps window.
+  int64_t firstStep = 1, steps = std::atoll(argv[3]);
+  if (const char *colon = std::strchr(argv[3], ':')) {
+    firstStep = std::atoll(argv[3]);
+    steps = std::atoll(colon + 1) - firstStep + 1;
+  }
   int64_t asyncPerStep = std::atoll(argv[4]);
   int64_t transfersPerStep = argc == 6 ? std::atoll(argv[5]) : 0;
 
@@ -366,7 +372,8 @@ int main(int argc, char **argv) {
       fail("rank " + std::to_string(r) + " has no communication-thread track");
     if (transfersPerStep > 0 && threadNames[{r, 3}] != "offload")
       fail("rank " + std::to_string(r) + " has no offload track");
-    checkRank(r, perRank[r], steps, asyncPerStep, transfersPerStep);
+    checkRank(r, perRank[r], firstStep, steps, asyncPerStep,
+              transfersPerStep);
   }
   if (failures)
     return 1;

@@ -5,6 +5,8 @@
 // batch (row_offset, rank_rows), p and the stream.
 
 // CHECK-LABEL: func.func @autoshard_step
+// The op's trace site comes first (its own constant 0 : i32).
+// CHECK: call @asrt_op_site
 // CHECK-DAG: %[[DT:.*]] = arith.constant 0 : i32
 // CHECK-DAG: %[[N:.*]] = arith.constant 64 : i64
 // CHECK-DAG: %[[ROW:.*]] = arith.constant 16 : i64

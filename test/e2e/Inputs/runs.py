@@ -71,8 +71,10 @@ import os
 import struct
 import sys
 
+# A step line's loss, time, rate and gradient norm come first; the
+# throughput, MFU and memory after them are not read here.
 STEP_LINE = re.compile(
-    r"^step (\d+) loss (\S+) ms (\S+)(?: lr \S+)?(?: grad_norm (\S+))?$")
+    r"^step (\d+) loss (\S+) ms (\S+)(?: lr \S+)?(?: grad_norm (\S+))?(?= |$)")
 
 
 def read_steps(path):

@@ -72,6 +72,16 @@ void asrt_free(asrt_context *ctx, void *ptr);
 void *asrt_arena(asrt_context *ctx);
 void asrt_copy(asrt_context *ctx, void *dst, const void *src, int64_t bytes);
 
+/* ---- Trace sites ------------------------------------------------------- */
+
+/* The calls that follow, up to the next asrt_op_site, lower the step's op
+ * `site`: the index of a `site` record of the manifest, which names the op,
+ * its layer (its parameters' train.unit), its location in the source IR
+ * and its shapes. The runtime attaches them to the calls' trace events
+ * (--trace); it costs one store otherwise. Added without a version bump:
+ * a step that never calls it has events without sites, as before. */
+void asrt_op_site(asrt_context *ctx, int32_t site);
+
 /* ---- Offload: host memory and NVMe files --------------------------------
  * ZeRO-Offload and ZeRO-Infinity keep some params and optimizer states out
  * of device memory: the manifest marks those arguments (and the results
