@@ -34,7 +34,7 @@ Expected<CheckpointStop> parseCheckpointStop(std::string_view spec) {
     return Error("--stop-during-checkpoint: '" + std::string(spec) +
                  "' is not valid: " + why +
                  "; expected STEP:RANK:STAGE, STAGE one of create, write, "
-                 "gather, commit (e.g. 2:1:write)");
+                 "gather, commit, load (e.g. 2:1:write)");
   };
   size_t first = spec.find(':');
   size_t second = first == std::string_view::npos ? std::string_view::npos
@@ -62,8 +62,10 @@ Expected<CheckpointStop> parseCheckpointStop(std::string_view spec) {
     stop.stage = SaveStage::Gather;
   else if (stage == "commit")
     stop.stage = SaveStage::Commit;
+  else if (stage == "load")
+    stop.stage = SaveStage::Load;
   else
-    return bad("the stage is not one of create, write, gather, commit");
+    return bad("the stage is not one of create, write, gather, commit, load");
   return stop;
 }
 
@@ -204,6 +206,14 @@ Expected<int64_t> Checkpointer::start(const std::vector<void *> &args,
                  " (--steps counts every step of the run, those before the "
                  "checkpoint included)");
 
+  // Test hook: this rank hangs before its reads, its peers in the
+  // agreement after them.
+  if (const CheckpointStop &stop = options.stopDuringSave;
+      stop.stage == SaveStage::Load && stop.step == checkpoint.step &&
+      stop.rank == rank) {
+    std::fflush(stdout);
+    std::raise(SIGSTOP);
+  }
   Status loaded = load(*reader, args);
   purpose.set("resuming from " + quoted(chosen) +
               ": agreeing that every rank loaded its elements");

@@ -17,12 +17,14 @@ namespace autoshard::rt {
 /// The points of a save where a rank blocks on its peers: before rank 0
 /// creates the staging directory, before this rank writes its shard file,
 /// before the gather of the files' sizes and CRCs, before rank 0 commits
-/// the MANIFEST. Each is followed by an exchange over the control plane.
-enum class SaveStage { Create, Write, Gather, Commit };
+/// the MANIFEST; and of a resume: before this rank reads its elements.
+/// Each is followed by an exchange over the control plane.
+enum class SaveStage { Create, Write, Gather, Commit, Load };
 
 /// Hidden test hook (--stop-during-checkpoint STEP:RANK:STAGE): rank RANK
-/// stops itself (SIGSTOP) at STAGE of the save of step STEP, as a rank that
-/// hangs there; its peers must end the job at the collective timeout.
+/// stops itself (SIGSTOP) at STAGE of the save of step STEP (of the resume
+/// from the checkpoint of step STEP, for load), as a rank that hangs
+/// there; its peers must end the job at the collective timeout.
 struct CheckpointStop {
   int64_t step = 0; ///< 0: never.
   int rank = 0;
@@ -30,7 +32,7 @@ struct CheckpointStop {
 };
 
 /// Parses STEP:RANK:STAGE (STEP >= 1, RANK >= 0, STAGE one of create,
-/// write, gather, commit); the error names the part that is wrong.
+/// write, gather, commit, load); the error names the part that is wrong.
 Expected<CheckpointStop> parseCheckpointStop(std::string_view spec);
 
 /// The checkpoint options of a training binary (docs/Reliability.md).

@@ -357,9 +357,13 @@ TEST(OptionsTest, Checkpoints) {
       parse({"--checkpoint-dir", "ck", "--stop-during-checkpoint=2:0:commit"})
           .stopDuringCheckpoint.stage,
       SaveStage::Commit);
+  EXPECT_EQ(parse({"--checkpoint-dir", "ck", "--stop-during-checkpoint",
+                   "4:1:load"})
+                .stopDuringCheckpoint.stage,
+            SaveStage::Load);
   const std::string expectedStop =
-      "; expected STEP:RANK:STAGE, STAGE one of create, write, gather, commit "
-      "(e.g. 2:1:write)";
+      "; expected STEP:RANK:STAGE, STAGE one of create, write, gather, commit, "
+      "load (e.g. 2:1:write)";
   EXPECT_EQ(
       errorOf({"--checkpoint-dir", "ck", "--stop-during-checkpoint", "3:1"}),
       "--stop-during-checkpoint: '3:1' is not valid: it has fewer than "
@@ -378,7 +382,7 @@ TEST(OptionsTest, Checkpoints) {
   EXPECT_EQ(errorOf({"--checkpoint-dir", "ck", "--stop-during-checkpoint",
                      "2:1:save"}),
             "--stop-during-checkpoint: '2:1:save' is not valid: the stage is "
-            "not one of create, write, gather, commit" +
+            "not one of create, write, gather, commit, load" +
                 expectedStop);
   EXPECT_EQ(errorOf({"--stop-during-checkpoint", "2:1:write"}),
             "--stop-during-checkpoint applies to --checkpoint-dir DIR, which "
