@@ -18,18 +18,65 @@
 using namespace autoshard::cost;
 using llvm::StringRef;
 
+// Both from lib/CostModel/CMakeLists.txt: the source tree's catalogue, and
+// where an installed tree keeps it relative to its prefix.
 #ifndef AUTOSHARD_DEVICE_DATA_DIR
 #define AUTOSHARD_DEVICE_DATA_DIR "data/devices"
+#endif
+#ifndef AUTOSHARD_INSTALL_DEVICE_DIR
+#define AUTOSHARD_INSTALL_DEVICE_DIR "share/autoshard/devices"
 #endif
 
 static constexpr StringRef kSchema = "autoshard-device/1";
 
-std::string autoshard::cost::getDefaultDeviceDirectory() {
-  return AUTOSHARD_DEVICE_DATA_DIR;
-}
-
 static llvm::Error error(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+std::vector<std::string> autoshard::cost::getDeviceDirectoryCandidates() {
+  std::vector<std::string> candidates;
+  // The running tool's own file, links resolved: a bin/ reached through a
+  // symbolic link still finds the tree it belongs to. /proc/self/exe is
+  // read directly because getMainExecutable's fallback needs an argv[0].
+  llvm::SmallString<256> exe;
+  if (!llvm::sys::fs::real_path("/proc/self/exe", exe)) {
+    llvm::SmallString<256> dir = llvm::sys::path::parent_path(exe);
+    llvm::sys::path::append(dir, "..", AUTOSHARD_INSTALL_DEVICE_DIR);
+    llvm::sys::path::remove_dots(dir, /*remove_dot_dot=*/true);
+    candidates.push_back(std::string(dir));
+  }
+  candidates.push_back(AUTOSHARD_DEVICE_DATA_DIR);
+  return candidates;
+}
+
+llvm::Expected<std::string>
+autoshard::cost::findDeviceDirectory(llvm::ArrayRef<std::string> candidates) {
+  for (const std::string &dir : candidates)
+    if (llvm::sys::fs::is_directory(dir))
+      return dir;
+  std::string looked;
+  for (size_t i = 0; i < candidates.size(); ++i)
+    looked += (i == 0                       ? "'"
+               : i + 1 == candidates.size() ? "' and '"
+                                            : "', '") +
+              candidates[i];
+  return error("cannot find the device catalogue (the shipped device "
+               "files): looked for the directory " +
+               looked +
+               "', and none exists. An installed tree keeps it in "
+               "share/autoshard/devices beside bin/ (cmake --install "
+               "puts it there); a build finds the data/devices of its source "
+               "tree. Install autoshard, copy data/devices there, or give "
+               "--device the path of a device file");
+}
+
+std::string autoshard::cost::getDefaultDeviceDirectory() {
+  llvm::Expected<std::string> dir =
+      findDeviceDirectory(getDeviceDirectoryCandidates());
+  if (dir)
+    return *dir;
+  llvm::consumeError(dir.takeError());
+  return "";
 }
 
 namespace {
@@ -381,6 +428,16 @@ llvm::Expected<DeviceSpec> autoshard::cost::loadDeviceFile(StringRef path) {
 
 llvm::Expected<std::vector<DeviceSpec>>
 autoshard::cost::loadDeviceDirectory(StringRef directory) {
+  std::string found;
+  if (directory.empty()) {
+    // The default catalogue: looked for, or an error saying where.
+    llvm::Expected<std::string> dir =
+        findDeviceDirectory(getDeviceDirectoryCandidates());
+    if (!dir)
+      return dir.takeError();
+    found = std::move(*dir);
+    directory = found;
+  }
   std::error_code ec;
   std::vector<std::string> paths;
   for (llvm::sys::fs::directory_iterator it(directory, ec), end;

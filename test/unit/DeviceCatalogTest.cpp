@@ -180,6 +180,48 @@ TEST_F(DeviceFiles, APathIsADeviceFileOfTheUsersOwn) {
             std::string::npos);
 }
 
+// The catalogue is looked for beside the running program first (an
+// installed or moved tree's bin/../share/autoshard/devices), then in the
+// source tree: a copied bin/ used to read only the tree it was configured
+// from.
+TEST(DeviceCatalog, LookedForBesideTheProgramThenInTheSourceTree) {
+  std::vector<std::string> candidates = getDeviceDirectoryCandidates();
+  ASSERT_EQ(candidates.size(), 2u);
+  llvm::SmallString<256> exe;
+  ASSERT_FALSE(llvm::sys::fs::real_path("/proc/self/exe", exe));
+  llvm::SmallString<256> expected =
+      llvm::sys::path::parent_path(llvm::sys::path::parent_path(exe));
+  llvm::sys::path::append(expected, "share", "autoshard", "devices");
+  EXPECT_EQ(candidates[0], std::string(expected));
+  EXPECT_TRUE(llvm::StringRef(candidates[1]).ends_with("data/devices"));
+  // The build's own tests find the source tree's (no share/ beside them).
+  EXPECT_EQ(getDefaultDeviceDirectory(), candidates[1]);
+  // "" is the default catalogue, looked for as above.
+  EXPECT_EQ(errorOf(loadDeviceDirectory("")), "");
+}
+
+TEST_F(DeviceFiles, TheFirstCandidateThatExistsIsTheCatalogue) {
+  std::string none = std::string(dir) + "/none";
+  llvm::Expected<std::string> found =
+      findDeviceDirectory({none, std::string(dir)});
+  ASSERT_TRUE(bool(found)) << llvm::toString(found.takeError());
+  EXPECT_EQ(*found, std::string(dir));
+}
+
+TEST_F(DeviceFiles, NoCatalogueNamesEveryPlaceLooked) {
+  std::string a = std::string(dir) + "/bin/../share/autoshard/devices";
+  std::string b = std::string(dir) + "/src/data/devices";
+  EXPECT_EQ(errorOf(findDeviceDirectory({a, b})),
+            "cannot find the device catalogue (the shipped device files): "
+            "looked for the directory '" +
+                a + "' and '" + b +
+                "', and none exists. An installed tree keeps it in "
+                "share/autoshard/devices beside bin/ (cmake --install puts it "
+                "there); a build finds the data/devices of its source tree. "
+                "Install autoshard, copy data/devices there, or give --device "
+                "the path of a device file");
+}
+
 TEST_F(DeviceFiles, MissingFileAndDirectory) {
   EXPECT_NE(errorOf(loadDeviceFile(std::string(dir) + "/none.json"))
                 .find("cannot read device file"),

@@ -12,6 +12,7 @@
 
 #include "autoshard/CostModel/Hardware.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -20,7 +21,19 @@
 
 namespace autoshard::cost {
 
-/// The data/devices directory of the source tree this was built from.
+/// Where the shipped device files may be, in the order they are looked
+/// for: beside the running tool (its bin/../share/autoshard/devices), so
+/// that an installed, moved or copied tree reads its own catalogue; then
+/// the data/devices of the source tree this was built from.
+std::vector<std::string> getDeviceDirectoryCandidates();
+
+/// The first of `candidates` that is a directory; if none is, an error
+/// naming each of them and how to provide one.
+llvm::Expected<std::string>
+findDeviceDirectory(llvm::ArrayRef<std::string> candidates);
+
+/// findDeviceDirectory(getDeviceDirectoryCandidates()), or "" when none
+/// exists (loadDeviceDirectory("") then says where it looked).
 std::string getDefaultDeviceDirectory();
 
 /// The device a JSON text describes; `origin` names it in errors.
@@ -31,7 +44,8 @@ llvm::Expected<DeviceSpec> parseDeviceSpec(llvm::StringRef json,
 llvm::Expected<DeviceSpec> loadDeviceFile(llvm::StringRef path);
 
 /// Every device of the `*.json` files in `directory`, sorted by name; the
-/// first file that does not load is the error.
+/// first file that does not load is the error. An empty `directory` is the
+/// default one that was not found: the error names where it was looked for.
 llvm::Expected<std::vector<DeviceSpec>>
 loadDeviceDirectory(llvm::StringRef directory);
 

@@ -14,6 +14,27 @@
 
 namespace autoshard::rt {
 
+/// The points of a save where a rank blocks on its peers: before rank 0
+/// creates the staging directory, before this rank writes its shard file,
+/// before the gather of the files' sizes and CRCs, before rank 0 commits
+/// the MANIFEST; and of a resume: before this rank reads its elements.
+/// Each is followed by an exchange over the control plane.
+enum class SaveStage { Create, Write, Gather, Commit, Load };
+
+/// Hidden test hook (--stop-during-checkpoint STEP:RANK:STAGE): rank RANK
+/// stops itself (SIGSTOP) at STAGE of the save of step STEP (of the resume
+/// from the checkpoint of step STEP, for load), as a rank that hangs
+/// there; its peers must end the job at the collective timeout.
+struct CheckpointStop {
+  int64_t step = 0; ///< 0: never.
+  int rank = 0;
+  SaveStage stage = SaveStage::Create;
+};
+
+/// Parses STEP:RANK:STAGE (STEP >= 1, RANK >= 0, STAGE one of create,
+/// write, gather, commit, load); the error names the part that is wrong.
+Expected<CheckpointStop> parseCheckpointStop(std::string_view spec);
+
 /// The checkpoint options of a training binary (docs/Reliability.md).
 struct CheckpointOptions {
   /// --checkpoint-dir; empty: no checkpoints.
@@ -31,13 +52,14 @@ struct CheckpointOptions {
   /// is written
   /// and before the MANIFEST is, as if it died mid-save.
   int64_t exitDuringSave = 0;
+  CheckpointStop stopDuringSave;
 };
 
 /// One rank's side of a run's checkpoints. Every method is collective over
 /// the job's control plane: all ranks call it with the same arguments and
-/// get the same verdict (the error of the lowest failing rank). Rank 0 prints what was done to
-/// stdout ("autoshard: ..."). The directory must be one that every rank
-/// sees (a shared file system on several nodes).
+/// get the same verdict (the error of the lowest failing rank). Rank 0 prints
+/// what was done to stdout ("autoshard: ..."). The directory must be one that
+/// every rank sees (a shared file system on several nodes).
 ///
 /// Saving: each rank writes its own file of the blocks assignCheckpointBlocks
 /// gives it, straight from its buffers (no gathering); rank 0 then writes

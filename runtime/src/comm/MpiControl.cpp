@@ -230,8 +230,16 @@ private:
                             stage.requests.data(), &done, MPI_STATUSES_IGNORE));
       if (done)
         break;
-      if (op.bounded && Clock::now() >= op.deadline)
-        timedOut(op, stage, waitingFor);
+      // Past the deadline, the requests still open name the late ranks.
+      // None open: the peers did their part and this rank's own process
+      // ran too late to see it (it was stopped, or not scheduled): MPI_Testall
+      // progresses without rechecking, so its "not done" was already stale.
+      if (op.bounded && Clock::now() >= op.deadline) {
+        std::vector<int> late = lateRanks(stage);
+        if (late.empty())
+          break;
+        timedOut(op, late, waitingFor);
+      }
       backoff.pause();
     }
     stage.requests.clear();
@@ -239,16 +247,21 @@ private:
     lengths.clear();
   }
 
-  [[noreturn]] void timedOut(const Operation &op, Stage &stage,
-                             const char *waitingFor) {
+  /// The peers of the stage's requests that have not completed, each once.
+  static std::vector<int> lateRanks(Stage &stage) {
     std::vector<int> late;
     for (size_t i = 0; i < stage.requests.size(); ++i) {
       int done = 0;
-      MPI_Test(&stage.requests[i], &done, MPI_STATUS_IGNORE);
+      CHECK_MPI(MPI_Test(&stage.requests[i], &done, MPI_STATUS_IGNORE));
       if (!done &&
           std::find(late.begin(), late.end(), stage.peers[i]) == late.end())
         late.push_back(stage.peers[i]);
     }
+    return late;
+  }
+
+  [[noreturn]] void timedOut(const Operation &op, const std::vector<int> &late,
+                             const char *waitingFor) {
     std::string ranks;
     for (size_t i = 0; i < late.size(); ++i)
       ranks += (i == 0                 ? ""

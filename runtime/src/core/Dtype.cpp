@@ -1,6 +1,8 @@
 // Element types of the ABI: names, sizes, 16-bit float conversions.
 #include "core/Dtype.h"
 
+#include <cstring>
+
 #include <cmath>
 #include <string>
 
@@ -154,19 +156,27 @@ void storeElement(void *buffer, int32_t dtype, int64_t index, double value) {
 }
 
 double loadElement(const void *buffer, int32_t dtype, int64_t index) {
+  // Copied out rather than dereferenced: the buffer may be unaligned (an
+  // asdata field in a mapped file starts wherever its header ends).
+  auto load = [&](auto value) {
+    std::memcpy(&value,
+                static_cast<const char *>(buffer) + index * sizeof value,
+                sizeof value);
+    return value;
+  };
   switch (dtype) {
   case ASRT_DTYPE_F32:
-    return static_cast<const float *>(buffer)[index];
+    return load(float());
   case ASRT_DTYPE_I32:
-    return static_cast<const int32_t *>(buffer)[index];
+    return load(int32_t());
   case ASRT_DTYPE_BF16:
-    return bf16ToFloat(static_cast<const uint16_t *>(buffer)[index]);
+    return bf16ToFloat(load(uint16_t()));
   case ASRT_DTYPE_F16:
-    return f16ToFloat(static_cast<const uint16_t *>(buffer)[index]);
+    return f16ToFloat(load(uint16_t()));
   case ASRT_DTYPE_I64:
-    return static_cast<double>(static_cast<const int64_t *>(buffer)[index]);
+    return static_cast<double>(load(int64_t()));
   case ASRT_DTYPE_U16:
-    return static_cast<const uint16_t *>(buffer)[index];
+    return load(uint16_t());
   }
   return 0.0;
 }

@@ -63,7 +63,8 @@ uint16_t floatToF16(float f);
 /// Stores `value` as element `index` of a buffer of `dtype`. Integer dtypes
 /// truncate toward zero; callers pass integral values for them.
 void storeElement(void *buffer, int32_t dtype, int64_t index, double value);
-/// Reads element `index` of a buffer of `dtype` as a double.
+/// Reads element `index` of a buffer of `dtype` as a double; the buffer
+/// need not be aligned to the dtype.
 double loadElement(const void *buffer, int32_t dtype, int64_t index);
 
 } // namespace autoshard::rt

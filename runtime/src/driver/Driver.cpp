@@ -992,6 +992,7 @@ int runDriver(int argc, char **argv, const DriverHooks &hooks) {
   checkpointOptions.keep = options.keepCheckpoints;
   checkpointOptions.resume = options.resume;
   checkpointOptions.exitDuringSave = options.exitDuringCheckpoint;
+  checkpointOptions.stopDuringSave = options.stopDuringCheckpoint;
   Checkpointer checkpointer(checkpointOptions, *manifest, hooks.manifest,
                             options.seed, *dataSource, control);
   Expected<int64_t> firstStep = int64_t(0);

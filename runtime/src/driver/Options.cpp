@@ -116,6 +116,8 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
       expected = "a file name";
     else if (flag == "--checkpoint-dir" || flag == "--offload-dir")
       expected = "a directory name";
+    else if (flag == "--stop-during-checkpoint")
+      expected = "STEP:RANK:STAGE";
     else
       return Error("unknown option '" + std::string(flag) +
                    "'; run with --help to see the options");
@@ -173,6 +175,12 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
                              "an integer in 1.." + std::to_string(INT_MAX)));
       options.keepCheckpoints = n;
       needsCheckpointDir = "--keep-checkpoints";
+    } else if (flag == "--stop-during-checkpoint") {
+      Expected<CheckpointStop> stop = parseCheckpointStop(value);
+      if (!stop)
+        return Error(stop.message());
+      options.stopDuringCheckpoint = *stop;
+      needsCheckpointDir = std::string(flag);
     } else if (flag == "--checkpoint-dir") {
       if (value.empty())
         return Error("--checkpoint-dir needs a value: a directory name");

@@ -1,6 +1,7 @@
 // The training binary's command line, parsed by a pure function.
 #pragma once
 
+#include "ckpt/Checkpointer.h"
 #include "core/Data.h"
 #include "core/Expected.h"
 #include "driver/LrSchedule.h"
@@ -99,6 +100,9 @@ struct Options {
   /// 0: never.
   int64_t exitAfterStep = 0;
   int64_t exitDuringCheckpoint = 0;
+  /// --stop-during-checkpoint STEP:RANK:STAGE: that rank stops itself
+  /// (SIGSTOP) at that stage of the save (Checkpointer.h).
+  CheckpointStop stopDuringCheckpoint;
   bool printManifest = false;
   /// The evaluation step's (shard-compile --with-eval).
   bool printEvalManifest = false;

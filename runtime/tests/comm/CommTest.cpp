@@ -16,7 +16,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <chrono>
+#include <csignal>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <thread>
 #include <numeric>
 #include <string>
@@ -1321,6 +1324,41 @@ TEST_F(WorldTest, WaitingForALatePeerLeavesTheCpuIdle) {
   ASSERT_EQ(all.size(), static_cast<size_t>(n));
   EXPECT_EQ(all.back(), std::to_string(n - 1));
   EXPECT_LT(exchange, 0.5) << "control plane allGather";
+}
+
+// A rank whose own process is stopped past its control-plane deadline (a
+// debugger, a suspended VM, a scheduler) while its peers do their part
+// finds the operation complete when it resumes, and returns. It used to
+// end the job blaming no one ("rank 1 still waits for the answer of ranks
+// ."): MPI_Testall's "not done" predates the progress it makes. A child
+// process stops rank 1 0.3 s into its allGather (timeout 1.5 s) and
+// resumes it at 2.5 s; rank 0 answers at 1 s, while rank 1 is stopped.
+TEST_F(WorldTest, ARankResumedPastItsDeadlineKeepsWhatItsPeersSent) {
+  if (n == 1)
+    GTEST_SKIP() << "needs a peer";
+  std::unique_ptr<ControlPlane> control = createMpiControl(nullptr, nullptr);
+  control->setTimeout(rank == 1 ? 1.5 : 60);
+  std::vector<std::string> all;
+  if (rank == 1) {
+    pid_t stopper = fork();
+    ASSERT_GE(stopper, 0);
+    if (stopper == 0) {
+      usleep(300000);
+      kill(getppid(), SIGSTOP);
+      usleep(2200000);
+      kill(getppid(), SIGCONT);
+      _exit(0);
+    }
+    all = control->allGather("late");
+    waitpid(stopper, nullptr, 0);
+  } else {
+    if (rank == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    all = control->allGather(std::to_string(rank));
+  }
+  ASSERT_EQ(all.size(), static_cast<size_t>(n));
+  EXPECT_EQ(all[0], "0");
+  EXPECT_EQ(all[1], "late");
 }
 
 TEST_F(WorldTest, AllReduceIntegers) {

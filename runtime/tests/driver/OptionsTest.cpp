@@ -388,6 +388,49 @@ TEST(OptionsTest, Checkpoints) {
             "--resume and --load-params both set the initial state; use one "
             "(a consolidated checkpoint loads with --load-params, a sharded "
             "one with --resume)");
+
+  // The hidden hook that hangs a rank at a stage of a save.
+  EXPECT_EQ(none.stopDuringCheckpoint.step, 0);
+  Options stop = parse(
+      {"--checkpoint-dir", "ck", "--stop-during-checkpoint", "3:1:gather"});
+  EXPECT_EQ(stop.stopDuringCheckpoint.step, 3);
+  EXPECT_EQ(stop.stopDuringCheckpoint.rank, 1);
+  EXPECT_EQ(stop.stopDuringCheckpoint.stage, SaveStage::Gather);
+  EXPECT_EQ(
+      parse({"--checkpoint-dir", "ck", "--stop-during-checkpoint=2:0:commit"})
+          .stopDuringCheckpoint.stage,
+      SaveStage::Commit);
+  EXPECT_EQ(parse({"--checkpoint-dir", "ck", "--stop-during-checkpoint",
+                   "4:1:load"})
+                .stopDuringCheckpoint.stage,
+            SaveStage::Load);
+  const std::string expectedStop =
+      "; expected STEP:RANK:STAGE, STAGE one of create, write, gather, commit, "
+      "load (e.g. 2:1:write)";
+  EXPECT_EQ(
+      errorOf({"--checkpoint-dir", "ck", "--stop-during-checkpoint", "3:1"}),
+      "--stop-during-checkpoint: '3:1' is not valid: it has fewer than "
+      "three parts" +
+          expectedStop);
+  EXPECT_EQ(errorOf({"--checkpoint-dir", "ck", "--stop-during-checkpoint",
+                     "0:1:write"}),
+            "--stop-during-checkpoint: '0:1:write' is not valid: the step is "
+            "not an integer >= 1" +
+                expectedStop);
+  EXPECT_EQ(errorOf({"--checkpoint-dir", "ck", "--stop-during-checkpoint",
+                     "2:x:write"}),
+            "--stop-during-checkpoint: '2:x:write' is not valid: the rank is "
+            "not an integer >= 0" +
+                expectedStop);
+  EXPECT_EQ(errorOf({"--checkpoint-dir", "ck", "--stop-during-checkpoint",
+                     "2:1:save"}),
+            "--stop-during-checkpoint: '2:1:save' is not valid: the stage is "
+            "not one of create, write, gather, commit, load" +
+                expectedStop);
+  EXPECT_EQ(errorOf({"--stop-during-checkpoint", "2:1:write"}),
+            "--stop-during-checkpoint applies to --checkpoint-dir DIR, which "
+            "is not given");
+
   std::string usage = usageText("train");
   for (const char *flag : {"--checkpoint-dir DIR", "--checkpoint-every K",
                            "--keep-checkpoints N", "--resume"})
