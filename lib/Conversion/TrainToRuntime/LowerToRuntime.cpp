@@ -744,14 +744,21 @@ struct LowerToRuntimePass
 
 FailureOr<StepPlan> autoshard::planStep(ModuleOp module) {
   OwningOpRef<ModuleOp> copy(module.clone());
-  // The lowering pipeline cleans up before lowering; so does the plan.
+  return planStepInPlace(*copy);
+}
+
+FailureOr<StepPlan> autoshard::planStepInPlace(ModuleOp module) {
+  // The lowering pipeline cleans up before lowering; so does the plan. The
+  // module is only read for its plan after this, and the compile pipeline
+  // runs the same cleanup with the verifier on: none here.
   PassManager cleanup(module.getContext());
+  cleanup.enableVerifier(false);
   cleanup.addPass(createCSEPass());
   cleanup.addPass(createCanonicalizerPass());
   cleanup.addPass(createFusePass());
-  if (failed(cleanup.run(*copy)))
+  if (failed(cleanup.run(module)))
     return failure();
-  FailureOr<FunctionOpInterface> step = findStepFunction(*copy);
+  FailureOr<FunctionOpInterface> step = findStepFunction(module);
   if (failed(step))
     return failure();
   if ((*step)->hasAttr(TrainDialect::kPlanAttrName) &&
@@ -759,7 +766,7 @@ FailureOr<StepPlan> autoshard::planStep(ModuleOp module) {
     return (*step).emitOpError()
            << "has a plan but is not partitioned; its memory is planned "
               "after autoshard-partition";
-  StepLowering lowering(*copy, *step);
+  StepLowering lowering(module, *step);
   if (failed(lowering.run()))
     return failure();
   return StepPlan{lowering.memoryPlan(), lowering.traffic};
