@@ -30,7 +30,8 @@ algorithmic scaling.
 With --auto-model M the benchmark also times `--strategy=auto` (the cost
 model's search, with the exact memory plans it builds) against a plain
 `--strategy=zero3` compile of the same step, at --auto-world-size ranks of
---auto-device, and prints the ratio.
+--auto-device, and prints the ratio; --auto-instructions counts the
+instructions of both under callgrind too.
 
   python3 bench/strategy_pipeline.py --bin build/bin
   python3 bench/strategy_pipeline.py --bin build/bin --layers 2,4 --repeat 1
@@ -124,13 +125,15 @@ def time_auto(shard_gen, shard_opt, args):
         subprocess.run([shard_gen, args.auto_model, "--precision=bf16",
                         f"--micro-batch={world}", "-o", step],
                        check=True, stderr=subprocess.DEVNULL)
-        times = {}
+        times, instructions = {}, {}
         for name in ("zero3", "auto"):
             cmd = [shard_opt, f"--strategy={name}", f"--world-size={world}",
                    step, "-o", os.devnull]
             if name == "auto":
                 cmd.insert(2, f"--device={args.auto_device}")
             times[name] = measure(cmd, args.repeat)
+            if args.auto_instructions:
+                instructions[name] = count_instructions(cmd, tmp)
     print(f"--strategy=auto against zero3 on {args.auto_model} (bf16) at "
           f"world size {world} of {args.auto_device}: median of "
           f"{args.repeat} runs")
@@ -140,6 +143,13 @@ def time_auto(shard_gen, shard_opt, args):
     print(f"{'auto/zero3':12}"
           f"{times['auto'][0] / times['zero3'][0]:>10.2f}"
           f"{times['auto'][1] / times['zero3'][1]:>10.2f}")
+    if instructions:
+        print()
+        print("instructions executed (callgrind), millions")
+        for name, count in instructions.items():
+            print(f"{name:12}{count / 1e6:>10.0f}")
+        print(f"{'auto/zero3':12}"
+              f"{instructions['auto'] / instructions['zero3']:>10.2f}")
 
 
 def main():
@@ -160,6 +170,9 @@ def main():
     parser.add_argument("--auto-model", default="",
                         help="also time --strategy=auto against zero3 on "
                              "this model (bf16)")
+    parser.add_argument("--auto-instructions", action="store_true",
+                        help="also count the instructions of the two "
+                             "--auto-model compiles under valgrind")
     parser.add_argument("--auto-world-size", type=int, default=64)
     parser.add_argument("--auto-device", default="h100-80gb")
     args = parser.parse_args()
@@ -180,7 +193,7 @@ def main():
         if not os.access(tool, os.X_OK):
             sys.exit(f"error: {tool} is not an executable; pass the build's "
                      "bin directory with --bin")
-    if counted and shutil.which("valgrind") is None:
+    if (counted or args.auto_instructions) and shutil.which("valgrind") is None:
         sys.exit("error: --instructions needs valgrind (apt install valgrind)")
 
     rows = {"parse+print": {}}

@@ -8,6 +8,10 @@
 using namespace autoshard::cost;
 
 const Layout &Plan::layoutOf(const ParameterTensor &parameter) const {
+  // The search asks this for every parameter of every candidate; most
+  // candidates place every parameter alike.
+  if (parameterLayouts.empty())
+    return layout;
   auto it = parameterLayouts.find(parameter.name);
   return it == parameterLayouts.end() ? layout : it->second;
 }

@@ -115,6 +115,10 @@ struct StepPlan {
 /// lowering a copy of it. Fails with the lowering's diagnostic.
 mlir::FailureOr<StepPlan> planStep(mlir::ModuleOp module);
 
+/// planStep without the copy: lowers `module` itself, which the caller
+/// throws away after (a trial build of --strategy=auto).
+mlir::FailureOr<StepPlan> planStepInPlace(mlir::ModuleOp module);
+
 /// planStep's memory plan.
 mlir::FailureOr<MemoryPlan> planStepMemory(mlir::ModuleOp module);
 

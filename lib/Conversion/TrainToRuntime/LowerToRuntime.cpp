@@ -8,6 +8,7 @@
 
 #include "StepEmitter.h"
 
+#include "autoshard/Conversion/ArenaPacking.h"
 #include "autoshard/Conversion/MemoryPlan.h"
 #include "autoshard/Conversion/Passes.h"
 #include "autoshard/Dialect/Train/IR/StepSignature.h"
@@ -318,18 +319,8 @@ LogicalResult StepLowering::emitResultCopies() {
   return success();
 }
 
-/// Above this many buffers the arena is packed in program order (linear
-/// time); below, by decreasing size (quadratic, tighter).
-constexpr size_t kGreedyBySizeLimit = 40000;
-
 /// Places every temporary in the arena so that buffers alive at the same
-/// position never overlap; the arena is the high-water mark.
-///
-/// Up to kGreedyBySizeLimit buffers, the largest is placed first, each at
-/// the lowest offset free for its whole lifetime ("greedy by size", as
-/// TensorFlow Lite's arena planner does): close to the live peak. Beyond
-/// that, buffers are placed in program order at the lowest free range when
-/// they are allocated, and give it back after their last use (first fit).
+/// position never overlap (packArena); the arena is the high-water mark.
 void StepLowering::placeInArena() {
   for (Value ptr : temporaries)
     allocations.find(ptr)->second.lastUse = lastUseOf[ptr];
@@ -338,111 +329,21 @@ void StepLowering::placeInArena() {
 }
 
 int64_t StepLowering::packArena(bool host) {
-  struct Item {
-    int64_t size;
-    int first, last;
-    size_t order;
-    Allocation *a;
-    int64_t offset = 0;
-  };
-  SmallVector<Item> items;
+  SmallVector<Allocation *> placed;
+  SmallVector<ArenaBuffer> buffers;
   for (Value ptr : temporaries) {
     Allocation &a = allocations.find(ptr)->second;
     if (a.host != host)
       continue;
-    items.push_back({std::max<int64_t>(llvm::alignTo(a.bytes, kArenaAlignment),
-                                       kArenaAlignment),
-                     a.firstUse, a.lastUse, items.size(), &a});
+    placed.push_back(&a);
+    buffers.push_back({std::max<int64_t>(llvm::alignTo(a.bytes, kArenaAlignment),
+                                         kArenaAlignment),
+                       a.firstUse, a.lastUse});
   }
-  int64_t top = 0;
-  if (items.size() <= kGreedyBySizeLimit) {
-    SmallVector<Item *> bySize;
-    for (Item &item : items)
-      bySize.push_back(&item);
-    llvm::sort(bySize, [](const Item *x, const Item *y) {
-      return x->size != y->size ? x->size > y->size : x->order < y->order;
-    });
-    // Placed items by offset; each new one scans those alive with it.
-    std::multimap<int64_t, Item *> placed;
-    for (Item *item : bySize) {
-      int64_t offset = 0;
-      for (auto &[at, other] : placed) {
-        if (other->last < item->first || item->last < other->first)
-          continue;
-        if (offset + item->size <= at)
-          break;
-        offset = std::max(offset, at + other->size);
-      }
-      item->offset = offset;
-      placed.emplace(offset, item);
-      top = std::max(top, offset + item->size);
-    }
-  } else {
-    // At one position, allocations come first: an op's outputs are written
-    // while its inputs are still read.
-    struct Event {
-      int position;
-      bool allocated;
-      Item *item;
-    };
-    SmallVector<Event> events;
-    for (Item &item : items) {
-      events.push_back({item.first, true, &item});
-      events.push_back({item.last, false, &item});
-    }
-    llvm::sort(events, [](const Event &x, const Event &y) {
-      if (x.position != y.position)
-        return x.position < y.position;
-      if (x.allocated != y.allocated)
-        return x.allocated;
-      return x.item->order < y.item->order;
-    });
-    std::map<int64_t, int64_t> free; // offset -> size, coalesced
-    for (const Event &event : events) {
-      Item &item = *event.item;
-      if (event.allocated) {
-        int64_t offset = -1;
-        for (auto it = free.begin(); it != free.end(); ++it)
-          if (it->second >= item.size) {
-            offset = it->first;
-            if (it->second > item.size)
-              free[offset + item.size] = it->second - item.size;
-            free.erase(it);
-            break;
-          }
-        if (offset < 0) {
-          offset = top;
-          if (!free.empty()) {
-            auto last = std::prev(free.end());
-            if (last->first + last->second == top) {
-              offset = last->first;
-              free.erase(last);
-            }
-          }
-          top = offset + item.size;
-        }
-        item.offset = offset;
-        continue;
-      }
-      int64_t begin = item.offset, length = item.size;
-      auto next = free.lower_bound(begin);
-      if (next != free.end() && next->first == begin + length) {
-        length += next->second;
-        next = free.erase(next);
-      }
-      if (next != free.begin()) {
-        auto prev = std::prev(next);
-        if (prev->first + prev->second == begin) {
-          begin = prev->first;
-          length += prev->second;
-          free.erase(prev);
-        }
-      }
-      free[begin] = length;
-    }
-  }
-  for (Item &item : items)
-    item.a->offset.setValueAttr(b.getI64IntegerAttr(item.offset));
+  SmallVector<int64_t> offsets;
+  int64_t top = autoshard::packArena(buffers, offsets);
+  for (auto [a, offset] : llvm::zip(placed, offsets))
+    a->offset.setValueAttr(b.getI64IntegerAttr(offset));
   return top;
 }
 
@@ -968,14 +869,21 @@ struct LowerToRuntimePass
 
 FailureOr<StepPlan> autoshard::planStep(ModuleOp module) {
   OwningOpRef<ModuleOp> copy(module.clone());
-  // The lowering pipeline cleans up before lowering; so does the plan.
+  return planStepInPlace(*copy);
+}
+
+FailureOr<StepPlan> autoshard::planStepInPlace(ModuleOp module) {
+  // The lowering pipeline cleans up before lowering; so does the plan. The
+  // module is only read for its plan after this, and the compile pipeline
+  // runs the same cleanup with the verifier on: none here.
   PassManager cleanup(module.getContext());
+  cleanup.enableVerifier(false);
   cleanup.addPass(createCSEPass());
   cleanup.addPass(createCanonicalizerPass());
   cleanup.addPass(createFusePass());
-  if (failed(cleanup.run(*copy)))
+  if (failed(cleanup.run(module)))
     return failure();
-  FailureOr<FunctionOpInterface> step = findStepFunction(*copy);
+  FailureOr<FunctionOpInterface> step = findStepFunction(module);
   if (failed(step))
     return failure();
   if ((*step)->hasAttr(TrainDialect::kPlanAttrName) &&
@@ -983,7 +891,7 @@ FailureOr<StepPlan> autoshard::planStep(ModuleOp module) {
     return (*step).emitOpError()
            << "has a plan but is not partitioned; its memory is planned "
               "after autoshard-partition";
-  StepLowering lowering(*copy, *step);
+  StepLowering lowering(module, *step);
   if (failed(lowering.run()))
     return failure();
   return StepPlan{lowering.memoryPlan(), lowering.traffic};
