@@ -138,8 +138,21 @@ struct RaiseGelu : OpRewritePattern<MulOp> {
 // RMSNorm
 //===----------------------------------------------------------------------===//
 
-/// mul(w, mul(x, rsqrt(add_scalar(reduce_mean(pow_scalar(x, 2), [last],
-/// keepdim), eps)))), either order of both products -> train.rms_norm x, w.
+/// Whether `v` is x^2 computed only to be read once: pow_scalar(x, 2), or
+/// mul(x, x) (a front end's `x * x`).
+bool isSquareOf(Value v, Value x) {
+  if (auto power = intermediate<PowScalarOp>(v))
+    return power.getInput() == x &&
+           power.getExponent().convertToFloat() == 2.0f;
+  if (auto product = intermediate<MulOp>(v))
+    return product.getLhs() == x && product.getRhs() == x &&
+           product.getType() == x.getType();
+  return false;
+}
+
+/// mul(w, mul(x, rsqrt(add_scalar(reduce_mean(x^2, [last], keepdim),
+/// eps)))), x^2 as pow_scalar(x, 2) or mul(x, x), either order of both
+/// products -> train.rms_norm x, w.
 struct RaiseRmsNorm : OpRewritePattern<MulOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -172,9 +185,7 @@ struct RaiseRmsNorm : OpRewritePattern<MulOp> {
       if (!mean || !mean.getKeepdim() ||
           mean.getDims() != ArrayRef<int64_t>{last})
         return false;
-      auto square = intermediate<PowScalarOp>(mean.getInput());
-      if (!square || square.getInput() != x ||
-          square.getExponent().convertToFloat() != 2.0f)
+      if (!isSquareOf(mean.getInput(), x))
         return false;
       found = Match{x, weight, eps};
       return true;
@@ -416,8 +427,10 @@ struct RaiseSwiglu : OpRewritePattern<MulOp> {
 //===----------------------------------------------------------------------===//
 
 /// Whether `v` is a constant mask [T, T] (leading 1s allowed) that lets
-/// position i see exactly the positions j <= i.
-bool isCausalMask(Value v, int64_t positions) {
+/// position i see exactly the positions j <= i: true where i sees j, or,
+/// with `hides`, true where it does not (the mask of a masked_fill,
+/// `~tril`, `tril == 0`).
+bool isCausalMask(Value v, int64_t positions, bool hides) {
   auto constant = v.getDefiningOp<ConstantOp>();
   if (!constant)
     return false;
@@ -426,9 +439,9 @@ bool isCausalMask(Value v, int64_t positions) {
       !isBroadcastTable(elements.getType().getShape(), {positions, positions}))
     return false;
   int64_t index = 0;
-  for (bool allowed : elements.getValues<bool>()) {
+  for (bool marked : elements.getValues<bool>()) {
     int64_t i = index / positions, j = index % positions;
-    if (allowed != (j <= i))
+    if ((marked != hides) != (j <= i))
       return false;
     ++index;
   }
@@ -444,6 +457,30 @@ bool isMaskedFill(Value v) {
   APFloat value = full.getValue();
   return value.isNegative() &&
          (value.isInfinity() || value.convertToFloat() <= -1e30f);
+}
+
+/// The scores a select masks for softmax, and the mask: select(mask,
+/// scores, fill) with the mask true where a position is seen, or
+/// masked_fill's select(mask, fill, scores) with it true where one is
+/// hidden.
+struct MaskedScores {
+  Value scores, mask;
+  bool hides = false;
+};
+
+std::optional<MaskedScores> maskedScores(SelectOp select) {
+  MaskedScores found{nullptr, select.getCondition()};
+  if (isMaskedFill(select.getFalseValue())) {
+    found.scores = select.getTrueValue();
+  } else if (isMaskedFill(select.getTrueValue())) {
+    found.scores = select.getFalseValue();
+    found.hides = true;
+  } else {
+    return std::nullopt;
+  }
+  if (found.scores.getType() != select.getType())
+    return std::nullopt;
+  return found;
 }
 
 /// The [B, KV, T, D] tensor that `v` [B, H, T, D] repeats per group of
@@ -481,7 +518,9 @@ Value unrepeated(Value v) {
 /// -inf)), v) on [B, H, T, D] heads (k and v possibly repeated from KV
 /// heads) -> transpose(train.causal_attention(transpose(q), transpose(k),
 /// transpose(v))), the fused op working on [B, T, H, D] and reading the
-/// KV heads themselves.
+/// KV heads themselves. Also masked_fill's spelling select(~causal mask,
+/// -inf, scores), and the scale 1/sqrt(D) on q before the product
+/// (matmul(scale(q, 1/sqrt(D)), k, transpose_rhs)).
 struct RaiseCausalAttention : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -493,11 +532,14 @@ struct RaiseCausalAttention : OpRewritePattern<MatmulOp> {
     if (!softmax)
       return rewriter.notifyMatchFailure(op, "not softmax . values");
     auto select = intermediate<SelectOp>(softmax.getInput());
-    if (!select || select.getType() != select.getTrueValue().getType() ||
-        !isMaskedFill(select.getFalseValue()))
+    std::optional<MaskedScores> masked;
+    if (select)
+      masked = maskedScores(select);
+    if (!masked)
       return rewriter.notifyMatchFailure(op, "no masked scores");
-    // The scale is optional: 1 when the front end folded it into q.
-    Value scores = select.getTrueValue();
+    // The scale on the scores is optional: 1 when the front end folded it
+    // into q (see below).
+    Value scores = masked->scores;
     double scale = 1.0;
     if (auto scaled = intermediate<ScaleOp>(scores)) {
       scale = scaled.getFactor().convertToFloat();
@@ -515,8 +557,18 @@ struct RaiseCausalAttention : OpRewritePattern<MatmulOp> {
       return rewriter.notifyMatchFailure(op, "q, k, v are not one "
                                              "[B, H, T, D] type");
     int64_t positions = qType.getDimSize(2), dim = qType.getDimSize(3);
-    if (!isCausalMask(select.getCondition(), positions))
+    if (!isCausalMask(masked->mask, positions, masked->hides))
       return rewriter.notifyMatchFailure(op, "the mask is not causal");
+    // q scaled by 1/sqrt(D) before the product (q * D^-0.5, then q . k^T)
+    // is the same scale on the scores. Another factor on q stays q's: the
+    // fused op reads the scaled q.
+    if (auto scaled = intermediate<ScaleOp>(q)) {
+      double factor = scaled.getFactor().convertToFloat();
+      if (near(factor, 1.0 / std::sqrt(double(dim)))) {
+        scale *= factor;
+        q = scaled.getInput();
+      }
+    }
 
     Value k = unrepeated(product.getRhs());
     Value v = unrepeated(op.getRhs());

@@ -114,6 +114,81 @@ func.func @rms_norm() {
 
 // -----
 
+// RMSNorm with the square written x * x (a front end's `x * x` or
+// `x.square()` decomposed), either order of the products.
+
+// CHECK-LABEL: func.func @rms_norm_square_by_mul
+// CHECK: %[[X:.*]] = "test.src"
+// CHECK-NEXT: %[[W:.*]] = "test.src"
+// CHECK-NEXT: %[[Y0:.*]] = train.rms_norm %[[X]], %[[W]] {epsilon = 9.99999997E-7 : f32} : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+// CHECK-NEXT: %[[Y1:.*]] = train.rms_norm %[[X]], %[[W]] : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+// CHECK-NEXT: "test.use"(%[[Y0]], %[[Y1]])
+func.func @rms_norm_square_by_mul() {
+  %x = "test.src"() : () -> tensor<8x16xf32>
+  %w = "test.src"() : () -> tensor<16xf32>
+  %sq = train.mul %x, %x : tensor<8x16xf32>
+  %m = train.reduce_mean %sq {dims = array<i64: 1>, keepdim} : tensor<8x16xf32> -> tensor<8x1xf32>
+  %e = train.add_scalar %m {value = 1.0e-6 : f32} : tensor<8x1xf32>
+  %r = train.rsqrt %e : tensor<8x1xf32>
+  %n = train.mul %x, %r : tensor<8x16xf32>, tensor<8x1xf32> -> tensor<8x16xf32>
+  %y0 = train.mul %w, %n : tensor<16xf32>, tensor<8x16xf32> -> tensor<8x16xf32>
+  %sq1 = train.mul %x, %x : tensor<8x16xf32>
+  %m1 = train.reduce_mean %sq1 {dims = array<i64: 1>, keepdim} : tensor<8x16xf32> -> tensor<8x1xf32>
+  %e1 = train.add_scalar %m1 {value = 1.0e-5 : f32} : tensor<8x1xf32>
+  %r1 = train.rsqrt %e1 : tensor<8x1xf32>
+  %n1 = train.mul %r1, %x : tensor<8x1xf32>, tensor<8x16xf32> -> tensor<8x16xf32>
+  %y1 = train.mul %n1, %w : tensor<8x16xf32>, tensor<16xf32> -> tensor<8x16xf32>
+  "test.use"(%y0, %y1) : (tensor<8x16xf32>, tensor<8x16xf32>) -> ()
+  return
+}
+
+// -----
+
+// Not RMSNorm: the mean of x * y (another tensor: not a square), of y * y
+// (the square of something other than the normalised x), and a square
+// x * x read elsewhere.
+
+// CHECK-LABEL: func.func @rms_norm_square_by_mul_refused
+// CHECK-NOT: train.rms_norm
+// CHECK: %[[X:.*]] = "test.src"
+// CHECK-NEXT: %[[Y:.*]] = "test.src"
+// CHECK-NEXT: "test.src"
+// CHECK-NEXT: train.mul %[[X]], %[[Y]] : tensor<8x16xf32>
+// CHECK: train.rsqrt
+// CHECK: train.mul %[[Y]], %[[Y]] : tensor<8x16xf32>
+// CHECK: train.rsqrt
+// CHECK: %[[SQ:.*]] = train.mul %[[X]], %[[X]] : tensor<8x16xf32>
+// CHECK: train.rsqrt
+// CHECK: "test.use"(%{{.*}}, %{{.*}}, %{{.*}}, %[[SQ]])
+// CHECK-NOT: train.rms_norm
+func.func @rms_norm_square_by_mul_refused() {
+  %x = "test.src"() : () -> tensor<8x16xf32>
+  %y = "test.src"() : () -> tensor<8x16xf32>
+  %w = "test.src"() : () -> tensor<16xf32>
+  %sq0 = train.mul %x, %y : tensor<8x16xf32>
+  %m0 = train.reduce_mean %sq0 {dims = array<i64: 1>, keepdim} : tensor<8x16xf32> -> tensor<8x1xf32>
+  %e0 = train.add_scalar %m0 {value = 1.0e-5 : f32} : tensor<8x1xf32>
+  %r0 = train.rsqrt %e0 : tensor<8x1xf32>
+  %n0 = train.mul %x, %r0 : tensor<8x16xf32>, tensor<8x1xf32> -> tensor<8x16xf32>
+  %y0 = train.mul %w, %n0 : tensor<16xf32>, tensor<8x16xf32> -> tensor<8x16xf32>
+  %sq1 = train.mul %y, %y : tensor<8x16xf32>
+  %m1 = train.reduce_mean %sq1 {dims = array<i64: 1>, keepdim} : tensor<8x16xf32> -> tensor<8x1xf32>
+  %e1 = train.add_scalar %m1 {value = 1.0e-5 : f32} : tensor<8x1xf32>
+  %r1 = train.rsqrt %e1 : tensor<8x1xf32>
+  %n1 = train.mul %x, %r1 : tensor<8x16xf32>, tensor<8x1xf32> -> tensor<8x16xf32>
+  %y1 = train.mul %w, %n1 : tensor<16xf32>, tensor<8x16xf32> -> tensor<8x16xf32>
+  %sq2 = train.mul %x, %x : tensor<8x16xf32>
+  %m2 = train.reduce_mean %sq2 {dims = array<i64: 1>, keepdim} : tensor<8x16xf32> -> tensor<8x1xf32>
+  %e2 = train.add_scalar %m2 {value = 1.0e-5 : f32} : tensor<8x1xf32>
+  %r2 = train.rsqrt %e2 : tensor<8x1xf32>
+  %n2 = train.mul %x, %r2 : tensor<8x16xf32>, tensor<8x1xf32> -> tensor<8x16xf32>
+  %y2 = train.mul %w, %n2 : tensor<16xf32>, tensor<8x16xf32> -> tensor<8x16xf32>
+  "test.use"(%y0, %y1, %y2, %sq2) : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> ()
+  return
+}
+
+// -----
+
 // Not RMSNorm: the mean square read elsewhere; a mean over the first
 // dimension; a gain that is a whole tensor rather than one per feature.
 
@@ -373,6 +448,147 @@ func.func @attention_refused() {
   %p2 = train.softmax %m2 : tensor<1x2x4x4xf32>
   %o2 = train.matmul %p2, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
   "test.use"(%o0, %o1, %o2, %p2) : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>) -> ()
+  return
+}
+
+// -----
+
+// Causal attention as masked_fill writes it (nanoGPT's
+// `att.masked_fill(bias[:, :, :T, :T] == 0, -inf)`): the mask [1, 1, T, T]
+// marks the hidden positions j > i, the fill is the select's true value.
+
+// CHECK-LABEL: func.func @attention_masked_fill
+// CHECK: %[[Q:.*]] = "test.src"() : () -> tensor<2x4x2x8xf32>
+// CHECK-NEXT: %[[K:.*]] = "test.src"() : () -> tensor<2x4x2x8xf32>
+// CHECK-NEXT: %[[V:.*]] = "test.src"() : () -> tensor<2x4x2x8xf32>
+// CHECK-NEXT: %[[O:.*]], %{{.*}} = train.causal_attention %[[Q]], %[[K]], %[[V]] : (tensor<2x4x2x8xf32>, tensor<2x4x2x8xf32>, tensor<2x4x2x8xf32>) -> (tensor<2x4x2x8xf32>, tensor<2x2x4xf32>)
+// CHECK-NEXT: "test.use"(%[[O]])
+func.func @attention_masked_fill() {
+  %q0 = "test.src"() : () -> tensor<2x4x2x8xf32>
+  %k0 = "test.src"() : () -> tensor<2x4x2x8xf32>
+  %v0 = "test.src"() : () -> tensor<2x4x2x8xf32>
+  %q = train.transpose %q0 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %k = train.transpose %k0 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %v = train.transpose %v0 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %s = train.matmul %q, %k {transpose_rhs} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x4xf32>
+  %ss = train.scale %s {factor = 0.353553385 : f32} : tensor<2x2x4x4xf32>
+  %hidden = train.constant dense<[[[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]]]> : tensor<1x1x4x4xi1>
+  %ninf = train.full {value = 0xFF800000 : f32} : tensor<f32>
+  %m = train.select %hidden, %ninf, %ss : (tensor<1x1x4x4xi1>, tensor<f32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = train.softmax %m : tensor<2x2x4x4xf32>
+  %o = train.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %o0 = train.transpose %o {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x2x4x8xf32> -> tensor<2x4x2x8xf32>
+  "test.use"(%o0) : (tensor<2x4x2x8xf32>) -> ()
+  return
+}
+
+// -----
+
+// The scale on q before the product (`q = q * D**-0.5; q @ k.T`): the same
+// scale 1/sqrt(8) on the scores, left implicit; q's transpose cancels with
+// the fused op's. With a scale on the scores too, the fused op takes the
+// product of both.
+
+// CHECK-LABEL: func.func @attention_scaled_query
+// CHECK: %[[Q:.*]] = "test.src"() : () -> tensor<2x4x2x8xf32>
+// CHECK-NEXT: %[[K:.*]] = "test.src"() : () -> tensor<2x4x2x8xf32>
+// CHECK-NEXT: %[[V:.*]] = "test.src"() : () -> tensor<2x4x2x8xf32>
+// CHECK-NEXT: %[[O0:.*]], %{{.*}} = train.causal_attention %[[Q]], %[[K]], %[[V]] : (tensor<2x4x2x8xf32>, tensor<2x4x2x8xf32>, tensor<2x4x2x8xf32>) -> (tensor<2x4x2x8xf32>, tensor<2x2x4xf32>)
+// CHECK-NEXT: %[[O1:.*]], %{{.*}} = train.causal_attention %[[Q]], %[[K]], %[[V]] {scale = 0.176776692 : f32} :
+// CHECK-NEXT: "test.use"(%[[O0]], %[[O1]])
+func.func @attention_scaled_query() {
+  %q0 = "test.src"() : () -> tensor<2x4x2x8xf32>
+  %k0 = "test.src"() : () -> tensor<2x4x2x8xf32>
+  %v0 = "test.src"() : () -> tensor<2x4x2x8xf32>
+  %mask = train.constant dense<[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>
+  %ninf = train.full {value = 0xFF800000 : f32} : tensor<f32>
+  %q = train.transpose %q0 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %k = train.transpose %k0 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %v = train.transpose %v0 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %qs = train.scale %q {factor = 0.353553385 : f32} : tensor<2x2x4x8xf32>
+  %s = train.matmul %qs, %k {transpose_rhs} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x4xf32>
+  %m = train.select %mask, %s, %ninf : (tensor<4x4xi1>, tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %p = train.softmax %m : tensor<2x2x4x4xf32>
+  %o = train.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %o0 = train.transpose %o {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x2x4x8xf32> -> tensor<2x4x2x8xf32>
+  %qs1 = train.scale %q {factor = 0.353553385 : f32} : tensor<2x2x4x8xf32>
+  %s1 = train.matmul %qs1, %k {transpose_rhs} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x4xf32>
+  %ss1 = train.scale %s1 {factor = 0.5 : f32} : tensor<2x2x4x4xf32>
+  %m1 = train.select %mask, %ss1, %ninf : (tensor<4x4xi1>, tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %p1 = train.softmax %m1 : tensor<2x2x4x4xf32>
+  %o1 = train.matmul %p1, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %o2 = train.transpose %o1 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x2x4x8xf32> -> tensor<2x4x2x8xf32>
+  "test.use"(%o0, %o2) : (tensor<2x4x2x8xf32>, tensor<2x4x2x8xf32>) -> ()
+  return
+}
+
+// -----
+
+// A scale on q other than 1/sqrt(D) (0.5 for D = 8), and a scaled q read
+// elsewhere, stay q's: the fused op reads the scaled q with a scale of 1.
+
+// CHECK-LABEL: func.func @attention_scaled_query_kept
+// CHECK: %[[Q:.*]] = "test.src"() : () -> tensor<1x2x4x8xf32>
+// CHECK: %[[QS:.*]] = train.scale %[[Q]] {factor = 5.000000e-01 : f32}
+// CHECK: %[[QT:.*]] = train.transpose %[[QS]]
+// CHECK: train.causal_attention %[[QT]], %{{.*}}, %{{.*}} {scale = 1.000000e+00 : f32}
+// CHECK: %[[QS1:.*]] = train.scale %[[Q]] {factor = 0.353553385 : f32}
+// CHECK: %[[QT1:.*]] = train.transpose %[[QS1]]
+// CHECK: train.causal_attention %[[QT1]], %{{.*}}, %{{.*}} {scale = 1.000000e+00 : f32}
+// CHECK: "test.use"(%{{.*}}, %{{.*}}, %[[QS1]])
+func.func @attention_scaled_query_kept() {
+  %q = "test.src"() : () -> tensor<1x2x4x8xf32>
+  %k = "test.src"() : () -> tensor<1x2x4x8xf32>
+  %v = "test.src"() : () -> tensor<1x2x4x8xf32>
+  %mask = train.constant dense<[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>
+  %ninf = train.full {value = 0xFF800000 : f32} : tensor<f32>
+  %qs0 = train.scale %q {factor = 0.5 : f32} : tensor<1x2x4x8xf32>
+  %s0 = train.matmul %qs0, %k {transpose_rhs} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x4xf32>
+  %m0 = train.select %mask, %s0, %ninf : (tensor<4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %p0 = train.softmax %m0 : tensor<1x2x4x4xf32>
+  %o0 = train.matmul %p0, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  %qs1 = train.scale %q {factor = 0.353553385 : f32} : tensor<1x2x4x8xf32>
+  %s1 = train.matmul %qs1, %k {transpose_rhs} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x4xf32>
+  %m1 = train.select %mask, %s1, %ninf : (tensor<4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %p1 = train.softmax %m1 : tensor<1x2x4x4xf32>
+  %o1 = train.matmul %p1, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  "test.use"(%o0, %o1, %qs1) : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> ()
+  return
+}
+
+// -----
+
+// Not causal attention in masked_fill's spelling: the fill where the
+// lower-triangular mask is true (that hides the past, not the future), a
+// mask that hides the diagonal too (j >= i), and a fill of -1e4 (softmax
+// gives such positions a weight that is not exactly 0).
+
+// CHECK-LABEL: func.func @attention_masked_fill_refused
+// CHECK-NOT: train.causal_attention
+// CHECK-COUNT-3: train.softmax
+// CHECK-NOT: train.causal_attention
+func.func @attention_masked_fill_refused() {
+  %q = "test.src"() : () -> tensor<1x2x4x8xf32>
+  %k = "test.src"() : () -> tensor<1x2x4x8xf32>
+  %v = "test.src"() : () -> tensor<1x2x4x8xf32>
+  %ninf = train.full {value = 0xFF800000 : f32} : tensor<f32>
+  %causal = train.constant dense<[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>
+  %s0 = train.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x4xf32>
+  %m0 = train.select %causal, %ninf, %s0 : (tensor<4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p0 = train.softmax %m0 : tensor<1x2x4x4xf32>
+  %o0 = train.matmul %p0, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  %diagonal = train.constant dense<[[true, true, true, true], [false, true, true, true], [false, false, true, true], [false, false, false, true]]> : tensor<4x4xi1>
+  %s1 = train.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x4xf32>
+  %m1 = train.select %diagonal, %ninf, %s1 : (tensor<4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p1 = train.softmax %m1 : tensor<1x2x4x4xf32>
+  %o1 = train.matmul %p1, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  %hidden = train.constant dense<[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]> : tensor<4x4xi1>
+  %small = train.full {value = -1.0e4 : f32} : tensor<f32>
+  %s2 = train.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x4xf32>
+  %m2 = train.select %hidden, %small, %s2 : (tensor<4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p2 = train.softmax %m2 : tensor<1x2x4x4xf32>
+  %o2 = train.matmul %p2, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  "test.use"(%o0, %o1, %o2) : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> ()
   return
 }
 

@@ -17,8 +17,8 @@ def RaisePass : Pass<"autoshard-raise", "mlir::ModuleOp"> {
     - the tanh GELU `mul(scale(x, 0.5), add_scalar(tanh(scale(add(x,
       scale(pow_scalar(x, 3), 0.044715)), sqrt(2/pi))), 1))`: `train.gelu`;
     - RMSNorm `mul(w, mul(x, rsqrt(add_scalar(reduce_mean(pow_scalar(x, 2),
-      [last], keepdim), eps))))`, `w` one gain per feature:
-      `train.rms_norm` with `epsilon = eps`;
+      [last], keepdim), eps))))`, the square also as `mul(x, x)`, `w` one
+      gain per feature: `train.rms_norm` with `epsilon = eps`;
     - rotate-half rotary embeddings `add(mul(x, cos), mul(concat(neg(slice(x,
       D/2..D)), slice(x, 0..D/2)), sin))` on `x [B, H, T, D]` whose `cos`
       and `sin` are `train.constant` tables `[T, D]` (possibly cast to bf16):
@@ -27,11 +27,14 @@ def RaisePass : Pass<"autoshard-raise", "mlir::ModuleOp"> {
     - `mul(silu(gate), up)`: `train.swiglu`;
     - causal attention `matmul(softmax(select(mask, scale(matmul(q, k,
       transpose_rhs), s), full(-inf))), v)` on `[B, H, T, D]` heads with a
-      constant lower-triangular mask: `train.causal_attention` on the heads
-      transposed to `[B, T, H, D]` (keys and values repeated by Llama's
-      `repeat_kv` reshape / broadcast_to / reshape are read un-repeated, as
-      grouped-query heads), `scale = s` unless `s` is the default
-      `1/sqrt(D)`;
+      constant lower-triangular mask, or in masked_fill's spelling
+      `select(hidden, full(-inf), scores)` with a constant mask of the
+      positions `j > i`; the scale on the scores or `1/sqrt(D)` on q
+      before the product (`matmul(scale(q, 1/sqrt(D)), k, transpose_rhs)`):
+      `train.causal_attention` on the heads transposed to `[B, T, H, D]`
+      (keys and values repeated by Llama's `repeat_kv` reshape /
+      broadcast_to / reshape are read un-repeated, as grouped-query heads),
+      `scale = s` unless `s` is the default `1/sqrt(D)`;
     - `add(matmul(x, w, transpose_rhs), b)` with `w [out, in]` and
       `b [out]`, and a bare `matmul(x, w, transpose_rhs)` with a 2-D `w`:
       `train.linear`; HuggingFace's Conv1D, `matmul(x, w)` (+ `b`) by a
@@ -66,12 +69,14 @@ def RaisePass : Pass<"autoshard-raise", "mlir::ModuleOp"> {
     Refusals leave the generic ops as they are (each still runs on its own
     kernel): a chain whose intermediate value has another reader (it is
     still needed), a constant out of tolerance (a GELU coefficient, an
-    exponent other than 3 or 2, a non-positive epsilon), a mask that is not
-    exactly causal, a fill other than -inf (or a float of at most -1e30, a
-    front end's lowest float), rotary tables that are not cos and sin of
+    exponent other than 3 or 2, a non-positive epsilon), a mean of a
+    product that is not `x * x`, a mask that is not exactly causal (or, in
+    masked_fill's spelling, not exactly its complement), a fill other than
+    -inf (or a float of at most -1e30, a front end's lowest float), rotary tables that are not cos and sin of
     `t * theta^(-2i/D)` for one theta (every entry checked, within 1e-4, or
     1e-2 for bf16 tables), position ids other than `0..T-1`, and shapes the
-    fused op does not take.
+    fused op does not take. A factor on q other than `1/sqrt(D)` (within
+    1e-5) stays q's: the fused op reads the scaled q.
   }];
 }
 
