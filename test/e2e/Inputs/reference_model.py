@@ -851,8 +851,10 @@ def cmd_selfcheck(args):
 # compare
 # ---------------------------------------------------------------------------
 
+# The step line's fields after grad_norm (throughput, MFU, memory) are not
+# compared here.
 STEP_LINE = re.compile(
-    r"^step (\d+) loss (\S+) ms (\S+)(?: grad_norm (\S+))?$")
+    r"^step (\d+) loss (\S+) ms (\S+)(?: grad_norm (\S+))?(?: .*)?$")
 
 
 def parse_manifest(text):
