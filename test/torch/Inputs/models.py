@@ -95,15 +95,18 @@ class Case:
 
 
 class MLP(Case):
+    """A classifier of x [BATCH, *features] into `classes`."""
     name = "mlp"
+    model, features, classes = Classifier, (24,), 7
 
     def __init__(self, steps, work):
         torch.manual_seed(0)
-        self.module = Classifier()
+        self.module = self.model()
         g = torch.Generator().manual_seed(1)
-        self.batches = [{"x": torch.randn(BATCH, 24, generator=g),
-                         "y": torch.randint(0, 7, (BATCH,), generator=g)}
-                        for _ in range(steps)]
+        self.batches = [
+            {"x": torch.randn(BATCH, *self.features, generator=g),
+             "y": torch.randint(0, self.classes, (BATCH,), generator=g)}
+            for _ in range(steps)]
 
     def loss(self, model, batch):
         return F.cross_entropy(model(batch["x"]), batch["y"])
@@ -116,28 +119,11 @@ class MLP(Case):
             optimizer=self.optimizer, precision=precision)
 
 
-class ViT(Case):
+class ViT(MLP):
     """The class token takes each rank's rows of the batch (the partitioner
     resizes the expand of a parameter to the batch)."""
     name = "vit"
-
-    def __init__(self, steps, work):
-        torch.manual_seed(0)
-        self.module = TinyViT()
-        g = torch.Generator().manual_seed(1)
-        self.batches = [{"x": torch.randn(BATCH, 6, 12, generator=g),
-                         "y": torch.randint(0, 5, (BATCH,), generator=g)}
-                        for _ in range(steps)]
-
-    def loss(self, model, batch):
-        return F.cross_entropy(model(batch["x"]), batch["y"])
-
-    def export(self, precision):
-        b = self.batches[0]
-        return at.export_training_step(
-            self.module, (b["x"], b["y"]),
-            loss=lambda logits, x, y: F.cross_entropy(logits, y),
-            optimizer=self.optimizer, precision=precision)
+    model, features, classes = TinyViT, (6, 12), 5
 
 
 class CausalLM(Case):
