@@ -3,6 +3,7 @@ classifier with LayerNorm and dropout, and HuggingFace GPT-2 and Llama at
 small random-initialised configs (no downloads: GPT-2 goes through a
 save_pretrained directory that the test writes itself)."""
 
+import math
 import os
 import sys
 
@@ -72,6 +73,61 @@ class TinyViT(nn.Module):
         return self.head(self.norm(h)[:, 0])
 
 
+class NanoGPT(nn.Module):
+    """nanoGPT's model as its users copy it: attention written out
+    (`q @ k.transpose(-2, -1)`, masked_fill of a registered causal buffer,
+    softmax, `@ v`) instead of scaled_dot_product_attention, LayerNorm and
+    exact GELU, learned positions."""
+
+    def __init__(self, vocab=64, seq=16, dim=32, heads=4, layers=2):
+        super().__init__()
+        self.heads = heads
+        self.wte = nn.Embedding(vocab, dim)
+        self.wpe = nn.Embedding(seq, dim)
+        self.h = nn.ModuleList(NanoBlock(dim, heads, seq)
+                               for _ in range(layers))
+        self.ln_f = nn.LayerNorm(dim)
+        self.lm_head = nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, idx):
+        t = idx.shape[1]
+        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+class NanoBlock(nn.Module):
+    def __init__(self, dim, heads, seq):
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = nn.LayerNorm(dim)
+        self.c_attn = nn.Linear(dim, 3 * dim)
+        self.c_proj = nn.Linear(dim, dim)
+        self.ln_2 = nn.LayerNorm(dim)
+        self.c_fc = nn.Linear(dim, 4 * dim)
+        self.mlp_proj = nn.Linear(4 * dim, dim)
+        self.register_buffer("bias", torch.tril(torch.ones(seq, seq))
+                             .view(1, 1, seq, seq))
+
+    def attention(self, x):
+        b, t, c = x.shape
+        q, k, v = self.c_attn(x).split(c, dim=2)
+        k = k.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        q = q.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        v = v.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = att @ v
+        return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+
+    def forward(self, x):
+        x = x + self.attention(self.ln_1(x))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x))))
+
+
 class Case:
     optimizer = at.AdamW(lr=3e-3, weight_decay=0.1, max_grad_norm=1.0,
                          no_decay=("bias", "norm", "ln_"))
@@ -124,6 +180,37 @@ class ViT(MLP):
     resizes the expand of a parameter to the batch)."""
     name = "vit"
     model, features, classes = TinyViT, (6, 12), 5
+
+
+class NanoGPTCase(Case):
+    """Next-token prediction with nanoGPT's loss (cross_entropy over the
+    flattened logits)."""
+    name = "nanogpt"
+    vocab, seq = 64, 16
+
+    def __init__(self, steps, work):
+        torch.manual_seed(0)
+        self.module = NanoGPT(vocab=self.vocab, seq=self.seq)
+        g = torch.Generator().manual_seed(1)
+        self.batches = []
+        for _ in range(steps):
+            ids = torch.randint(0, self.vocab, (BATCH, self.seq + 1),
+                                generator=g)
+            self.batches.append({"x": ids[:, :-1].contiguous(),
+                                 "y": ids[:, 1:].contiguous()})
+
+    @staticmethod
+    def _loss(logits, x, y):
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+
+    def loss(self, model, batch):
+        return self._loss(model(batch["x"]), batch["x"], batch["y"])
+
+    def export(self, precision):
+        b = self.batches[0]
+        return at.export_training_step(
+            self.module, (b["x"], b["y"]), loss=self._loss,
+            optimizer=self.optimizer, precision=precision)
 
 
 class CausalLM(Case):
@@ -234,6 +321,6 @@ def other(arch):
     return type(arch, (OtherDecoder,), {"name": arch})
 
 
-MODELS = {"mlp": MLP, "vit": ViT, "gpt2": GPT2, "llama": Llama,
+MODELS = {"mlp": MLP, "vit": ViT, "nanogpt": NanoGPTCase, "gpt2": GPT2, "llama": Llama,
           "llama-prompt": LlamaPrompt,
           **{arch: other(arch) for arch in OtherDecoder.ARCHS}}

@@ -514,13 +514,44 @@ Value unrepeated(Value v) {
   return source;
 }
 
+/// The keys [B, H, T, D] of scores q . k^T: the product's rhs when it reads
+/// it transposed (transpose_rhs), or what an explicit transpose of the last
+/// two dimensions reads (`q @ k.transpose(-2, -1)`). Such a transpose may
+/// already be composed with the heads' own (transpose(k0, [0, 2, 3, 1]) for
+/// k0 [B, T, H, D]): the keys are then transpose(k0, [0, 2, 1, 3]), to be
+/// made once the match is certain, so `permutation` holds it (empty: the
+/// keys are `source` itself).
+struct Keys {
+  Value source;
+  SmallVector<int64_t> permutation;
+};
+
+std::optional<Keys> keysOf(MatmulOp product) {
+  if (product.getTransposeLhs())
+    return std::nullopt;
+  if (product.getTransposeRhs())
+    return Keys{product.getRhs(), {}};
+  auto explicitT = intermediate<TransposeOp>(product.getRhs());
+  if (!explicitT || explicitT.getPermutation().size() != 4)
+    return std::nullopt;
+  SmallVector<int64_t> perm(explicitT.getPermutation());
+  std::swap(perm[2], perm[3]);
+  bool identity = true;
+  for (auto [i, dim] : llvm::enumerate(perm))
+    identity &= dim == static_cast<int64_t>(i);
+  if (identity)
+    perm.clear();
+  return Keys{explicitT.getInput(), perm};
+}
+
 /// matmul(softmax(select(causal mask, scale(matmul(q, k, transpose_rhs), s),
 /// -inf)), v) on [B, H, T, D] heads (k and v possibly repeated from KV
 /// heads) -> transpose(train.causal_attention(transpose(q), transpose(k),
 /// transpose(v))), the fused op working on [B, T, H, D] and reading the
 /// KV heads themselves. Also masked_fill's spelling select(~causal mask,
 /// -inf, scores), and the scale 1/sqrt(D) on q before the product
-/// (matmul(scale(q, 1/sqrt(D)), k, transpose_rhs)).
+/// (matmul(scale(q, 1/sqrt(D)), k, transpose_rhs)), and k transposed
+/// explicitly (matmul(q, transpose(k))).
 struct RaiseCausalAttention : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -546,11 +577,20 @@ struct RaiseCausalAttention : OpRewritePattern<MatmulOp> {
       scores = scaled.getInput();
     }
     auto product = intermediate<MatmulOp>(scores);
-    if (!product || product.getTransposeLhs() || !product.getTransposeRhs())
+    std::optional<Keys> keys;
+    if (product)
+      keys = keysOf(product);
+    if (!keys)
       return rewriter.notifyMatchFailure(op, "scores are not q . k^T");
     Value q = product.getLhs();
     auto qType = tensorOf(q);
-    auto kType = tensorOf(product.getRhs());
+    auto kType = tensorOf(keys->source);
+    if (!keys->permutation.empty()) {
+      SmallVector<int64_t> shape;
+      for (int64_t dim : keys->permutation)
+        shape.push_back(kType.getDimSize(dim));
+      kType = kType.clone(shape);
+    }
     auto vType = tensorOf(op.getRhs());
     if (qType.getRank() != 4 || kType != qType || vType != qType ||
         op.getType() != qType)
@@ -570,14 +610,19 @@ struct RaiseCausalAttention : OpRewritePattern<MatmulOp> {
       }
     }
 
-    Value k = unrepeated(product.getRhs());
+    Location loc = op.getLoc();
+    Value keysHeads = keys->source;
+    if (!keys->permutation.empty())
+      keysHeads =
+          TransposeOp::create(rewriter, loc, keys->source, keys->permutation)
+              .getResult();
+    Value k = unrepeated(keysHeads);
     Value v = unrepeated(op.getRhs());
     // The fused op reads one number of KV heads for keys and values.
     if (k.getType() != v.getType()) {
-      k = product.getRhs();
+      k = keysHeads;
       v = op.getRhs();
     }
-    Location loc = op.getLoc();
     auto swap = [&](Value x) {
       return TransposeOp::create(rewriter, loc, x, kSwapHeadsSeq).getResult();
     };

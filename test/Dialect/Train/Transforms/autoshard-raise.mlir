@@ -484,6 +484,67 @@ func.func @attention_masked_fill() {
 
 // -----
 
+// Keys transposed explicitly, as `q @ k.transpose(-2, -1)` exports (nanoGPT,
+// minGPT): a transpose of the last two dimensions feeds the product instead
+// of transpose_rhs. In @attention_key_transpose the canonicalizer has
+// composed it with the heads' transpose first ([0, 2, 3, 1] from k0
+// [B, T, H, D]); in @attention_key_transpose_heads the keys come in heads'
+// layout and only the swap is left. Both raise, and no transpose of the keys
+// is left.
+
+// CHECK-LABEL: func.func @attention_key_transpose
+// CHECK: %[[Q:.*]] = "test.src"() : () -> tensor<2x4x2x8xf32>
+// CHECK-NEXT: %[[K:.*]] = "test.src"() : () -> tensor<2x4x2x8xf32>
+// CHECK-NEXT: %[[V:.*]] = "test.src"() : () -> tensor<2x4x2x8xf32>
+// CHECK-NEXT: %[[O:.*]], %{{.*}} = train.causal_attention %[[Q]], %[[K]], %[[V]] : (tensor<2x4x2x8xf32>, tensor<2x4x2x8xf32>, tensor<2x4x2x8xf32>) -> (tensor<2x4x2x8xf32>, tensor<2x2x4xf32>)
+// CHECK-NEXT: "test.use"(%[[O]])
+func.func @attention_key_transpose() {
+  %q0 = "test.src"() : () -> tensor<2x4x2x8xf32>
+  %k0 = "test.src"() : () -> tensor<2x4x2x8xf32>
+  %v0 = "test.src"() : () -> tensor<2x4x2x8xf32>
+  %q = train.transpose %q0 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %k = train.transpose %k0 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %v = train.transpose %v0 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %kt = train.transpose %k {permutation = array<i64: 0, 1, 3, 2>} : tensor<2x2x4x8xf32> -> tensor<2x2x8x4xf32>
+  %s = train.matmul %q, %kt : (tensor<2x2x4x8xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x4x4xf32>
+  %ss = train.scale %s {factor = 0.353553385 : f32} : tensor<2x2x4x4xf32>
+  %hidden = train.constant dense<[[[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]]]> : tensor<1x1x4x4xi1>
+  %ninf = train.full {value = 0xFF800000 : f32} : tensor<f32>
+  %m = train.select %hidden, %ninf, %ss : (tensor<1x1x4x4xi1>, tensor<f32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = train.softmax %m : tensor<2x2x4x4xf32>
+  %o = train.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %o0 = train.transpose %o {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x2x4x8xf32> -> tensor<2x4x2x8xf32>
+  "test.use"(%o0) : (tensor<2x4x2x8xf32>) -> ()
+  return
+}
+
+// CHECK-LABEL: func.func @attention_key_transpose_heads
+// CHECK: %[[Q:.*]] = "test.src"() : () -> tensor<1x2x4x8xf32>
+// CHECK-NEXT: %[[K:.*]] = "test.src"() : () -> tensor<1x2x4x8xf32>
+// CHECK-NEXT: %[[V:.*]] = "test.src"() : () -> tensor<1x2x4x8xf32>
+// CHECK-DAG: %[[QT:.*]] = train.transpose %[[Q]] {permutation = array<i64: 0, 2, 1, 3>}
+// CHECK-DAG: %[[KT:.*]] = train.transpose %[[K]] {permutation = array<i64: 0, 2, 1, 3>}
+// CHECK-DAG: %[[VT:.*]] = train.transpose %[[V]] {permutation = array<i64: 0, 2, 1, 3>}
+// CHECK: train.causal_attention %[[QT]], %[[KT]], %[[VT]] :
+// CHECK-NOT: permutation = array<i64: 0, 1, 3, 2>
+func.func @attention_key_transpose_heads() {
+  %q = "test.src"() : () -> tensor<1x2x4x8xf32>
+  %k = "test.src"() : () -> tensor<1x2x4x8xf32>
+  %v = "test.src"() : () -> tensor<1x2x4x8xf32>
+  %kt = train.transpose %k {permutation = array<i64: 0, 1, 3, 2>} : tensor<1x2x4x8xf32> -> tensor<1x2x8x4xf32>
+  %s = train.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %ss = train.scale %s {factor = 0.353553385 : f32} : tensor<1x2x4x4xf32>
+  %mask = train.constant dense<[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>
+  %ninf = train.full {value = 0xFF800000 : f32} : tensor<f32>
+  %m = train.select %mask, %ss, %ninf : (tensor<4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %p = train.softmax %m : tensor<1x2x4x4xf32>
+  %o = train.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  "test.use"(%o) : (tensor<1x2x4x8xf32>) -> ()
+  return
+}
+
+// -----
+
 // The scale on q before the product (`q = q * D**-0.5; q @ k.T`): the same
 // scale 1/sqrt(8) on the scores, left implicit; q's transpose cancels with
 // the fused op's. With a scale on the scores too, the fused op takes the
