@@ -1,6 +1,7 @@
 //===- DeviceCatalog.cpp - device data files ------------------------------===//
 
 #include "autoshard/CostModel/DeviceCatalog.h"
+#include "autoshard/Support/InstallTree.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
@@ -35,16 +36,9 @@ static llvm::Error error(const llvm::Twine &message) {
 
 std::vector<std::string> autoshard::cost::getDeviceDirectoryCandidates() {
   std::vector<std::string> candidates;
-  // The running tool's own file, links resolved: a bin/ reached through a
-  // symbolic link still finds the tree it belongs to. /proc/self/exe is
-  // read directly because getMainExecutable's fallback needs an argv[0].
-  llvm::SmallString<256> exe;
-  if (!llvm::sys::fs::real_path("/proc/self/exe", exe)) {
-    llvm::SmallString<256> dir = llvm::sys::path::parent_path(exe);
-    llvm::sys::path::append(dir, "..", AUTOSHARD_INSTALL_DEVICE_DIR);
-    llvm::sys::path::remove_dots(dir, /*remove_dot_dot=*/true);
-    candidates.push_back(std::string(dir));
-  }
+  if (std::optional<std::string> installed =
+          autoshard::pathInInstallTree(AUTOSHARD_INSTALL_DEVICE_DIR))
+    candidates.push_back(*installed);
   candidates.push_back(AUTOSHARD_DEVICE_DATA_DIR);
   return candidates;
 }

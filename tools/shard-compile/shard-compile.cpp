@@ -8,6 +8,7 @@
 #include "../common/StrategyFlags.h"
 #include "autoshard/Pipelines/EvaluationStep.h"
 #include "autoshard/Pipelines/PlanReport.h"
+#include "autoshard/Support/InstallTree.h"
 #include "autoshard/Target/ObjectFile.h"
 
 #include "mlir/IR/AsmState.h"
@@ -144,6 +145,10 @@ static std::optional<std::string> checkOutputsAreNotInputs() {
   return std::nullopt;
 }
 
+/// Where an installed tree keeps the runtime's libraries, relative to its
+/// prefix (runtime/CMakeLists.txt installs them there).
+static constexpr const char *kInstalledRuntimeDir = "lib/autoshard";
+
 /// Links `object` with --backend's runtime into the executable `output`.
 static int link(llvm::StringRef object, llvm::StringRef output) {
   if (!AUTOSHARD_HAVE_RUNTIME)
@@ -153,11 +158,27 @@ static int link(llvm::StringRef object, llvm::StringRef output) {
   std::vector<std::string> command = {kLinkerDriver, "-fuse-ld=lld",
                                       "-o", output.str(), object.str(),
                                       "-Wl,--start-group"};
-  const char *const *items = backend == "cuda"       ? kCudaLinkItems
-                            : backend == "cuda-emu" ? kCudaEmuLinkItems
-                                                    : kCpuLinkItems;
-  for (const char *const *item = items; *item; ++item)
-    command.push_back(*item);
+  // An installed tree (cmake --install) links the runtime libraries it
+  // holds in lib/autoshard beside its bin/, wherever it was moved; a build
+  // tree links its own.
+  std::optional<std::string> installed =
+      autoshard::pathInInstallTree(kInstalledRuntimeDir);
+  if (installed && !llvm::sys::fs::is_directory(*installed))
+    installed.reset();
+  const char *const *items =
+      installed ? (backend == "cuda"       ? kCudaInstallItems
+                   : backend == "cuda-emu" ? kCudaEmuInstallItems
+                                           : kCpuInstallItems)
+                : (backend == "cuda"       ? kCudaLinkItems
+                   : backend == "cuda-emu" ? kCudaEmuLinkItems
+                                           : kCpuLinkItems);
+  for (const char *const *item = items; *item; ++item) {
+    llvm::StringRef text(*item);
+    if (installed && text.consume_front("@lib@/"))
+      command.push_back(*installed + "/" + text.str());
+    else
+      command.push_back(text.str());
+  }
   // libstdc++: the CUDA libraries' nvcc-built code needs it whole.
   command.insert(command.end(),
                  {"-Wl,--end-group", "-lstdc++", "-lpthread", "-lm"});
