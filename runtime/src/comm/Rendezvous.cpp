@@ -273,20 +273,9 @@ struct Message {
   std::string payload;
 };
 
-void putU32(std::string &out, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8)
-    out.push_back(static_cast<char>((v >> shift) & 0xff));
-}
-void putU64(std::string &out, uint64_t v) {
-  for (int shift = 56; shift >= 0; shift -= 8)
-    out.push_back(static_cast<char>((v >> shift) & 0xff));
-}
-uint64_t getBigEndian(const char *p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i)
-    v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
+void putU32(std::string &out, uint32_t v) { net::putBigEndian(out, v, 4); }
+void putU64(std::string &out, uint64_t v) { net::putBigEndian(out, v, 8); }
+using net::getBigEndian;
 
 std::string encode(const Message &m) {
   std::string out;

@@ -10,6 +10,8 @@ namespace autoshard::rt {
 namespace {
 
 using net::Clock;
+using net::getBigEndian;
+using net::putBigEndian;
 using net::Deadline;
 using net::Io;
 using net::IoResult;
@@ -35,18 +37,6 @@ struct Frame {
   uint64_t id = 0;
   std::vector<std::string> args;
 };
-
-void putBigEndian(std::string &out, uint64_t v, int bytes) {
-  for (int shift = 8 * (bytes - 1); shift >= 0; shift -= 8)
-    out.push_back(static_cast<char>((v >> shift) & 0xff));
-}
-
-uint64_t getBigEndian(const char *p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i)
-    v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
 
 std::string encode(const Frame &f) {
   std::string out;

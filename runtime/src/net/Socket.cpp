@@ -398,6 +398,18 @@ IoResult waitReadable(const std::vector<int> &fds, const Wait &wait,
   return r;
 }
 
+void putBigEndian(std::string &out, uint64_t v, int bytes) {
+  for (int shift = 8 * (bytes - 1); shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>((v >> shift) & 0xff));
+}
+
+uint64_t getBigEndian(const char *p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i)
+    v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
 Expected<std::string> localAddressTowards(const std::string &host,
                                           const std::string &hostName) {
   addrinfo hints{};

@@ -148,6 +148,12 @@ IoResult receiveAvailable(int fd, std::string &inbox);
 IoResult waitReadable(const std::vector<int> &fds, const Wait &wait,
                       std::vector<bool> &ready);
 
+/// Wire integers: the low `bytes` bytes of `v`, most significant first
+/// (the rendezvous's and the store's frames).
+void putBigEndian(std::string &out, uint64_t v, int bytes);
+/// The `bytes`-byte big-endian integer at `p`.
+uint64_t getBigEndian(const char *p, int bytes);
+
 /// The numeric address of this host's interface that routes to `host` (a
 /// UDP socket connected there, which sends nothing, shows the source
 /// address the kernel would use): what to tell peers to reach this host.
