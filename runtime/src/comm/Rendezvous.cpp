@@ -532,9 +532,12 @@ Expected<net::Fd> connectWithRetry(const std::string &host, int port,
 // ---- TcpListener -----------------------------------------------------------
 
 Expected<TcpListener> TcpListener::open(int port, const std::string &host) {
+  if (port < 0 || port > 65535)
+    return Error("rendezvous: port " + std::to_string(port) +
+                 " is not a TCP port (0..65535; 0 picks a free one)");
   Expected<net::Listener> listener = net::listenTcp(port, host);
   if (!listener)
-    return Error("rendezvous: rank 0: " + listener.message() +
+    return Error("rendezvous: rank 0 " + listener.message() +
                  (port > 0 ? "; choose another MASTER_PORT" : ""));
   return TcpListener(std::move(*listener));
 }

@@ -328,9 +328,11 @@ struct Store::State {
     if (r && static_cast<Reply>(reply.op) == Reply::Ok)
       absent = reply.args;
     return failure("timed out after " + net::formatDuration(timeout) +
-                   " waiting for " + keyList(absent) + " at the store at " +
+                   " waiting for " + keyList(absent) + " in the store at " +
                    where +
-                   (r ? " (whoever sets it has not come, or failed first)"
+                   (r ? " (whoever sets " +
+                            std::string(absent.size() == 1 ? "it" : "them") +
+                            " has not come, or failed first)"
                       : " (which does not answer either)"));
   }
 
