@@ -7,9 +7,6 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <limits>
-#include <thread>
 #include <utility>
 
 namespace autoshard::rt {
