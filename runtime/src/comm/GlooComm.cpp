@@ -4,6 +4,7 @@
 #include "core/Dtype.h"
 #include "core/FlatShard.h"
 #include "core/Manifest.h"
+#include "net/Socket.h"
 
 #include <gloo/config.h>
 #include <gloo/transport/context.h>
@@ -12,11 +13,6 @@
 #include <gloo/transport/tcp/attr.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
-
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -33,48 +29,6 @@ namespace autoshard::rt {
 namespace {
 
 using gloo::transport::UnboundBuffer;
-
-/// The numeric address of this host's interface that routes to `host`: a
-/// UDP socket connected there (which sends nothing) shows the source
-/// address the kernel would use.
-Expected<std::string> localAddressTowards(const std::string &host) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo *found = nullptr;
-  if (int rc = getaddrinfo(host.c_str(), "9", &hints, &found); rc != 0)
-    return Error("cannot resolve MASTER_ADDR '" + host +
-                 "': " + gai_strerror(rc));
-  std::string lastError = "no address";
-  for (addrinfo *a = found; a; a = a->ai_next) {
-    int fd = socket(a->ai_family, a->ai_socktype, 0);
-    if (fd < 0)
-      continue;
-    sockaddr_storage local{};
-    socklen_t length = sizeof local;
-    if (connect(fd, a->ai_addr, a->ai_addrlen) != 0 ||
-        getsockname(fd, reinterpret_cast<sockaddr *>(&local), &length) != 0) {
-      lastError = std::strerror(errno);
-      close(fd);
-      continue;
-    }
-    close(fd);
-    char text[INET6_ADDRSTRLEN] = {0};
-    const void *bytes =
-        local.ss_family == AF_INET6
-            ? static_cast<const void *>(
-                  &reinterpret_cast<sockaddr_in6 &>(local).sin6_addr)
-            : static_cast<const void *>(
-                  &reinterpret_cast<sockaddr_in &>(local).sin_addr);
-    if (!inet_ntop(local.ss_family, bytes, text, sizeof text))
-      continue;
-    freeaddrinfo(found);
-    return std::string(text);
-  }
-  freeaddrinfo(found);
-  return Error("no interface of this host routes to MASTER_ADDR '" + host +
-               "': " + lastError);
-}
 
 /// Milliseconds of a --collective-timeout; 0 (forever) and anything beyond
 /// ~30 years become 1e9 s, which Gloo's clock arithmetic still holds.
@@ -570,7 +524,8 @@ Expected<std::unique_ptr<Comm>> createGlooComm(ControlPlane &control,
   // (status 141) instead of letting the failed write name the peer.
   // Process-wide, because the writes happen on Gloo's own threads too.
   std::signal(SIGPIPE, SIG_IGN);
-  Expected<std::string> address = localAddressTowards(peerHost);
+  Expected<std::string> address =
+      net::localAddressTowards(peerHost, "MASTER_ADDR");
   // Every rank learns whether every rank could set up, so that none is
   // left waiting in an exchange another has given up on.
   Status found = agreeOnStatus(address.status(), control);

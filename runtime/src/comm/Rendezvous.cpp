@@ -1,22 +1,12 @@
 // torchrun-style launch variables, and a TCP control plane between ranks.
 #include "comm/Rendezvous.h"
 
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <limits>
-#include <thread>
 #include <utility>
 
 namespace autoshard::rt {
@@ -183,33 +173,15 @@ Expected<std::optional<LaunchEnv>> launchEnvFromVariables(
   return std::optional<LaunchEnv>(env);
 }
 
-// ---- Sockets ---------------------------------------------------------------
+// ---- Waiting for peers -----------------------------------------------------
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
-
-std::string errnoText(int err) {
-  char buffer[256];
-  // The GNU strerror_r (C++ on glibc defines _GNU_SOURCE): returns the text.
-  return strerror_r(err, buffer, sizeof buffer);
-}
-
-std::string formatDuration(std::chrono::milliseconds duration) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.3g s", duration.count() / 1000.0);
-  return text;
-}
-
-/// poll()'s timeout for the time left until `deadline`, rounded up so that
-/// a poll never returns just before it.
-int pollTimeoutMs(Deadline deadline) {
-  auto left =
-      std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-  return static_cast<int>(
-      std::clamp<int64_t>(left.count(), 0, std::numeric_limits<int>::max()));
-}
+using net::Clock;
+using net::Deadline;
+using net::formatDuration;
+using net::Io;
+using net::IoResult;
 
 /// The one line a rank prints while forming the group takes long
 /// (TcpGroupOptions::slowJoinNotice). Waits bounded by a deadline wake at
@@ -253,40 +225,6 @@ private:
   Deadline at;
   std::function<std::string()> text;
 };
-
-/// A file descriptor, closed when dropped.
-class Socket {
-public:
-  Socket() = default;
-  explicit Socket(int fd) : fd(fd) {}
-  Socket(Socket &&other) noexcept : fd(std::exchange(other.fd, -1)) {}
-  Socket &operator=(Socket &&other) noexcept {
-    if (this != &other) {
-      reset();
-      fd = std::exchange(other.fd, -1);
-    }
-    return *this;
-  }
-  ~Socket() { reset(); }
-
-  int get() const { return fd; }
-  /// Gives up ownership: the caller closes the descriptor.
-  int release() { return std::exchange(fd, -1); }
-  void reset() {
-    if (fd >= 0)
-      ::close(fd);
-    fd = -1;
-  }
-
-private:
-  int fd = -1;
-};
-
-void setNoDelay(int fd) {
-  // Control messages are small and answered at once: no Nagle delay.
-  int one = 1;
-  (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
 
 // ---- Messages --------------------------------------------------------------
 // Every message: magic (4 bytes, the protocol and its version), kind (1),
@@ -332,20 +270,9 @@ struct Message {
   std::string payload;
 };
 
-void putU32(std::string &out, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8)
-    out.push_back(static_cast<char>((v >> shift) & 0xff));
-}
-void putU64(std::string &out, uint64_t v) {
-  for (int shift = 56; shift >= 0; shift -= 8)
-    out.push_back(static_cast<char>((v >> shift) & 0xff));
-}
-uint64_t getBigEndian(const char *p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i)
-    v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
+void putU32(std::string &out, uint32_t v) { net::putBigEndian(out, v, 4); }
+void putU64(std::string &out, uint64_t v) { net::putBigEndian(out, v, 8); }
+using net::getBigEndian;
 
 std::string encode(const Message &m) {
   std::string out;
@@ -391,7 +318,7 @@ std::optional<std::vector<std::string>> decodeBlobs(const std::string &text,
 /// hello), and received bytes not yet parsed.
 struct Link {
   int peer = -1;
-  Socket socket;
+  net::Fd socket;
   std::string inbox;
   /// The peer closed (or reset) the connection; what the inbox holds may
   /// still be complete messages.
@@ -414,29 +341,13 @@ std::string peerName(const Link &link) {
 /// Appends what the socket has to the inbox without blocking; marks the
 /// link closed at end of stream.
 Status readAvailable(Link &link, const std::string &during) {
-  char buffer[64 * 1024];
-  while (true) {
-    ssize_t n = ::recv(link.socket.get(), buffer, sizeof buffer, 0);
-    if (n > 0) {
-      link.inbox.append(buffer, static_cast<size_t>(n));
-      continue;
-    }
-    if (n == 0) {
-      link.closed = true;
-      return Status::success();
-    }
-    int err = errno;
-    if (err == EINTR)
-      continue;
-    if (err == EAGAIN || err == EWOULDBLOCK)
-      return Status::success();
-    if (err == ECONNRESET || err == EPIPE || err == ETIMEDOUT) {
-      link.closed = true;
-      return Status::success();
-    }
+  IoResult r = net::receiveAvailable(link.socket.get(), link.inbox);
+  if (r.status == Io::PeerGone)
+    link.closed = true;
+  else if (!r)
     return Error("rendezvous: reading from " + peerName(link) + " during " +
-                 during + " failed: " + errnoText(err));
-  }
+                 during + " failed: " + r.error);
+  return Status::success();
 }
 
 /// Takes one whole message off the inbox: false while incomplete, an Error
@@ -469,35 +380,18 @@ Error closedError(const Link &link, const std::string &during) {
 Status sendMessage(Link &link, const Message &m, Deadline deadline,
                    const std::string &during) {
   std::string bytes = encode(m);
-  size_t sent = 0;
-  while (sent < bytes.size()) {
-    // MSG_NOSIGNAL: a peer that is gone is an error here, not SIGPIPE.
-    ssize_t n = ::send(link.socket.get(), bytes.data() + sent,
-                       bytes.size() - sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<size_t>(n);
-      continue;
-    }
-    int err = errno;
-    if (n < 0 && err == EINTR)
-      continue;
-    if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK)) {
-      pollfd p{link.socket.get(), POLLOUT, 0};
-      int ready = ::poll(&p, 1, pollTimeoutMs(deadline));
-      if (ready < 0 && errno != EINTR)
-        return Error("rendezvous: poll failed: " + errnoText(errno));
-      if (ready == 0 && Clock::now() >= deadline)
-        return Error("rendezvous: timed out sending to " + peerName(link) +
-                     " during " + during + " (it stopped reading)");
-      continue;
-    }
-    if (err == EPIPE || err == ECONNRESET) {
-      link.closed = true;
-      return closedError(link, during);
-    }
-    return Error("rendezvous: sending to " + peerName(link) + " during " +
-                 during + " failed: " + errnoText(err));
+  IoResult r = net::sendAll(link.socket.get(), bytes.data(), bytes.size(),
+                            net::Wait(deadline));
+  if (r.status == Io::TimedOut)
+    return Error("rendezvous: timed out sending to " + peerName(link) +
+                 " during " + during + " (it stopped reading)");
+  if (r.status == Io::PeerGone) {
+    link.closed = true;
+    return closedError(link, during);
   }
+  if (!r)
+    return Error("rendezvous: sending to " + peerName(link) + " during " +
+                 during + " failed: " + r.error);
   return Status::success();
 }
 
@@ -514,17 +408,18 @@ Expected<Message> receiveMessage(Link &link, Deadline deadline,
       return m;
     if (link.closed)
       return closedError(link, during);
-    pollfd p{link.socket.get(), POLLIN, 0};
-    int ready = ::poll(
-        &p, 1, pollTimeoutMs(notice ? notice->wake(deadline) : deadline));
-    if (ready < 0 && errno != EINTR)
-      return Error("rendezvous: poll failed: " + errnoText(errno));
-    if (ready == 0 && Clock::now() >= deadline)
+    std::vector<bool> ready;
+    IoResult r = net::waitReadable(
+        {link.socket.get()},
+        net::Wait(notice ? notice->wake(deadline) : deadline), ready);
+    if (r.status == Io::System)
+      return Error("rendezvous: " + r.error);
+    if (!r && Clock::now() >= deadline)
       return Error("rendezvous: timed out after " + formatDuration(timeout) +
                    " waiting for " + peerName(link) + " during " + during);
     if (notice)
       notice->due();
-    if (ready > 0)
+    if (r && ready[0])
       if (Status s = readAvailable(link, during); !s)
         return Error(s.message());
   }
@@ -544,7 +439,7 @@ receiveFromEach(std::vector<Link> &links, Deadline deadline,
                 const std::string &during, std::chrono::milliseconds timeout) {
   std::vector<std::optional<Message>> got(links.size());
   while (true) {
-    std::vector<pollfd> fds;
+    std::vector<int> fds;
     std::vector<size_t> waiting;
     for (size_t i = 0; i < links.size(); ++i) {
       if (got[i])
@@ -559,15 +454,16 @@ receiveFromEach(std::vector<Link> &links, Deadline deadline,
       }
       if (links[i].closed)
         return closedError(links[i], during);
-      fds.push_back(pollfd{links[i].socket.get(), POLLIN, 0});
+      fds.push_back(links[i].socket.get());
       waiting.push_back(i);
     }
     if (waiting.empty())
       break;
-    int ready = ::poll(fds.data(), fds.size(), pollTimeoutMs(deadline));
-    if (ready < 0 && errno != EINTR)
-      return Error("rendezvous: poll failed: " + errnoText(errno));
-    if (ready == 0 && Clock::now() >= deadline) {
+    std::vector<bool> ready;
+    IoResult r = net::waitReadable(fds, net::Wait(deadline), ready);
+    if (r.status == Io::System)
+      return Error("rendezvous: " + r.error);
+    if (r.status == Io::TimedOut) {
       std::vector<int> late;
       for (size_t i : waiting)
         late.push_back(links[i].peer);
@@ -577,7 +473,7 @@ receiveFromEach(std::vector<Link> &links, Deadline deadline,
                    (late.size() == 1 ? " has" : " have") + " not reached it");
     }
     for (size_t j = 0; j < fds.size(); ++j)
-      if (fds[j].revents != 0)
+      if (ready[j])
         if (Status s = readAvailable(links[waiting[j]], during); !s)
           return Error(s.message());
   }
@@ -595,55 +491,10 @@ void noticeAll(std::vector<Link> &links, const Message &abort) {
       (void)sendMessage(link, abort, deadline, "abort");
 }
 
-/// One connection attempt to `address`, bounded by `deadline`.
-Expected<Socket> connectOnce(const addrinfo &address, Deadline deadline,
-                             JoinNotice &notice) {
-  Socket socket(::socket(address.ai_family,
-                         address.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                         address.ai_protocol));
-  if (socket.get() < 0)
-    return Error(errnoText(errno));
-  if (::connect(socket.get(), address.ai_addr, address.ai_addrlen) != 0) {
-    // EINTR: the connection goes on asynchronously, as for EINPROGRESS.
-    if (errno != EINPROGRESS && errno != EINTR)
-      return Error(errnoText(errno));
-    while (true) {
-      pollfd p{socket.get(), POLLOUT, 0};
-      int ready = ::poll(&p, 1, pollTimeoutMs(notice.wake(deadline)));
-      if (ready > 0)
-        break;
-      if (ready < 0 && errno != EINTR)
-        return Error(errnoText(errno));
-      if (ready == 0 && Clock::now() >= deadline)
-        return Error("connection attempt timed out");
-      notice.due();
-    }
-    int err = 0;
-    socklen_t length = sizeof err;
-    if (getsockopt(socket.get(), SOL_SOCKET, SO_ERROR, &err, &length) != 0)
-      return Error(errnoText(errno));
-    if (err != 0)
-      return Error(errnoText(err));
-  }
-  // Connecting to a local port nobody listens on can, rarely, connect the
-  // socket to itself (TCP simultaneous open on the same port): that is no
-  // rank 0.
-  sockaddr_storage self{}, peer{};
-  socklen_t selfLength = sizeof self, peerLength = sizeof peer;
-  if (getsockname(socket.get(), reinterpret_cast<sockaddr *>(&self),
-                  &selfLength) == 0 &&
-      getpeername(socket.get(), reinterpret_cast<sockaddr *>(&peer),
-                  &peerLength) == 0 &&
-      selfLength == peerLength && std::memcmp(&self, &peer, selfLength) == 0)
-    return Error("connected to itself (nobody listens there)");
-  setNoDelay(socket.get());
-  return socket;
-}
-
-Expected<Socket> connectWithRetry(const std::string &host, int port, int rank,
-                                  int worldSize, Deadline deadline,
-                                  std::chrono::milliseconds timeout,
-                                  JoinNotice &notice) {
+Expected<net::Fd> connectWithRetry(const std::string &host, int port,
+                                   int rank, int worldSize, Deadline deadline,
+                                   std::chrono::milliseconds timeout,
+                                   JoinNotice &notice) {
   std::string lastError = "no attempt was made";
   notice.describe([&, rank, worldSize, port] {
     return "rank " + std::to_string(rank) + " of " + std::to_string(worldSize) +
@@ -652,46 +503,25 @@ Expected<Socket> connectWithRetry(const std::string &host, int port, int rank,
            " (MASTER_ADDR:MASTER_PORT; last error: " + lastError +
            "), which is not there yet";
   });
-  std::chrono::milliseconds backoff(10);
-  while (true) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV;
-    addrinfo *addresses = nullptr;
-    int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
-                         &addresses);
-    if (rc == 0) {
-      std::unique_ptr<addrinfo, void (*)(addrinfo *)> owned(addresses,
-                                                            &freeaddrinfo);
-      for (addrinfo *a = addresses; a; a = a->ai_next) {
-        Expected<Socket> socket = connectOnce(*a, deadline, notice);
-        if (socket)
-          return std::move(*socket);
-        lastError = socket.message();
-      }
-    } else if (rc == EAI_AGAIN || rc == EAI_NONAME) {
-      // Retried too: a cluster's name for rank 0's node (a Kubernetes
-      // service, say) may only resolve once that node is up.
-      lastError = "cannot resolve " + quoted(host) + ": " + gai_strerror(rc);
-    } else {
-      return Error("rendezvous: rank " + std::to_string(rank) +
-                   " cannot resolve rank 0's host " + quoted(host) +
-                   " (MASTER_ADDR): " + gai_strerror(rc));
-    }
-    auto left = deadline - Clock::now();
-    if (left <= Clock::duration::zero())
-      return Error("rendezvous: rank " + std::to_string(rank) +
-                   " could not connect to rank 0 at " + host + ":" +
-                   std::to_string(port) + " within " + formatDuration(timeout) +
-                   " (last error: " + lastError +
-                   "); check that rank 0 is running and that MASTER_ADDR and "
-                   "MASTER_PORT are the same on every rank");
+  net::ConnectOptions options;
+  options.wait = net::Wait(deadline);
+  options.waiting = [&](const std::string &error) {
+    lastError = error;
     notice.due();
-    // Rank 0 may not listen yet: retry, backing off to half a second.
-    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, left));
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
-  }
+  };
+  net::Fd socket;
+  IoResult r = net::connectTcp(host, port, options, socket);
+  if (r)
+    return socket;
+  if (r.status == Io::System)
+    return Error("rendezvous: rank " + std::to_string(rank) +
+                 " cannot reach rank 0's host (MASTER_ADDR): " + r.error);
+  return Error("rendezvous: rank " + std::to_string(rank) +
+               " could not connect to rank 0 at " + host + ":" +
+               std::to_string(port) + " within " + formatDuration(timeout) +
+               " (last error: " + r.error +
+               "); check that rank 0 is running and that MASTER_ADDR and "
+               "MASTER_PORT are the same on every rank");
 }
 
 } // namespace
@@ -702,82 +532,11 @@ Expected<TcpListener> TcpListener::open(int port, const std::string &host) {
   if (port < 0 || port > 65535)
     return Error("rendezvous: port " + std::to_string(port) +
                  " is not a TCP port (0..65535; 0 picks a free one)");
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo *addresses = nullptr;
-  int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(),
-                       std::to_string(port).c_str(), &hints, &addresses);
-  if (rc != 0)
-    return Error("rendezvous: cannot resolve " + quoted(host) +
-                 " to listen on: " + gai_strerror(rc));
-  std::unique_ptr<addrinfo, void (*)(addrinfo *)> owned(addresses,
-                                                        &freeaddrinfo);
-  // Every interface: IPv6's wildcard first, which also takes IPv4
-  // connections when dual-stack is allowed; IPv4's if IPv6 is unavailable.
-  std::vector<const addrinfo *> candidates;
-  for (bool ipv6First : {true, false})
-    for (const addrinfo *a = addresses; a; a = a->ai_next)
-      if (!host.empty() ? ipv6First : (a->ai_family == AF_INET6) == ipv6First)
-        candidates.push_back(a);
-  std::string lastError = "no address to listen on";
-  for (const addrinfo *a : candidates) {
-    Socket socket(::socket(a->ai_family,
-                           a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                           a->ai_protocol));
-    if (socket.get() < 0) {
-      lastError = errnoText(errno);
-      continue;
-    }
-    int one = 1, zero = 0;
-    (void)setsockopt(socket.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (a->ai_family == AF_INET6 && host.empty())
-      (void)setsockopt(socket.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero,
-                       sizeof zero);
-    if (::bind(socket.get(), a->ai_addr, a->ai_addrlen) != 0 ||
-        ::listen(socket.get(), SOMAXCONN) != 0) {
-      lastError = errnoText(errno);
-      continue;
-    }
-    sockaddr_storage bound{};
-    socklen_t length = sizeof bound;
-    if (getsockname(socket.get(), reinterpret_cast<sockaddr *>(&bound),
-                    &length) != 0) {
-      lastError = errnoText(errno);
-      continue;
-    }
-    int boundPort =
-        bound.ss_family == AF_INET6
-            ? ntohs(reinterpret_cast<sockaddr_in6 *>(&bound)->sin6_port)
-            : ntohs(reinterpret_cast<sockaddr_in *>(&bound)->sin_port);
-    return TcpListener(socket.release(), boundPort);
-  }
-  return Error("rendezvous: rank 0 cannot listen on port " +
-               std::to_string(port) +
-               (host.empty() ? "" : " of " + quoted(host)) + ": " + lastError +
-               (lastError == errnoText(EADDRINUSE)
-                    ? " (another process holds it: choose another "
-                      "MASTER_PORT)"
-                    : ""));
-}
-
-TcpListener::TcpListener(TcpListener &&other) noexcept
-    : fd(std::exchange(other.fd, -1)), boundPort(other.boundPort) {}
-
-TcpListener &TcpListener::operator=(TcpListener &&other) noexcept {
-  if (this != &other) {
-    if (fd >= 0)
-      ::close(fd);
-    fd = std::exchange(other.fd, -1);
-    boundPort = other.boundPort;
-  }
-  return *this;
-}
-
-TcpListener::~TcpListener() {
-  if (fd >= 0)
-    ::close(fd);
+  Expected<net::Listener> listener = net::listenTcp(port, host);
+  if (!listener)
+    return Error("rendezvous: rank 0 " + listener.message() +
+                 (port > 0 ? "; choose another MASTER_PORT" : ""));
+  return TcpListener(std::move(*listener));
 }
 
 // ---- TcpGroup --------------------------------------------------------------
@@ -905,7 +664,7 @@ Expected<TcpGroup> TcpGroup::accept(TcpListener listener, int worldSize,
   state->options = options;
   if (worldSize == 1)
     return TcpGroup(std::move(state));
-  if (listener.fd < 0)
+  if (!listener.listener.socket)
     return Error("rendezvous: rank 0 has no listening socket");
 
   const std::string during =
@@ -985,14 +744,15 @@ Expected<TcpGroup> TcpGroup::accept(TcpListener listener, int worldSize,
     if (joinedCount == worldSize - 1)
       break;
 
-    std::vector<pollfd> fds{pollfd{listener.fd, POLLIN, 0}};
+    std::vector<int> fds{listener.listener.socket.get()};
     for (const Link &link : pending)
-      fds.push_back(pollfd{link.socket.get(), POLLIN, 0});
-    int ready =
-        ::poll(fds.data(), fds.size(), pollTimeoutMs(notice.wake(deadline)));
-    if (ready < 0 && errno != EINTR)
-      return refuse("rendezvous: poll failed: " + errnoText(errno));
-    if (ready == 0 && Clock::now() >= deadline) {
+      fds.push_back(link.socket.get());
+    std::vector<bool> ready;
+    IoResult waited =
+        net::waitReadable(fds, net::Wait(notice.wake(deadline)), ready);
+    if (waited.status == Io::System)
+      return refuse("rendezvous: " + waited.error);
+    if (!waited && Clock::now() >= deadline) {
       std::vector<int> missing = missingRanks();
       return refuse("rendezvous: only " + std::to_string(joinedCount + 1) +
                     " of " + std::to_string(worldSize) +
@@ -1002,21 +762,19 @@ Expected<TcpGroup> TcpGroup::accept(TcpListener listener, int worldSize,
                     (missing.size() == 1 ? " " : "s ") + rankList(missing));
     }
     notice.due();
-    if (ready <= 0)
+    if (!waited)
       continue;
     for (size_t j = 1; j < fds.size(); ++j)
-      if (fds[j].revents != 0 && !readAvailable(pending[j - 1], during).ok())
+      if (ready[j] && !readAvailable(pending[j - 1], during).ok())
         pending[j - 1].closed = true; // dropped at the next pass
-    if (fds[0].revents != 0) {
-      while (true) {
-        int fd = ::accept4(listener.fd, nullptr, nullptr,
-                           SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
-          break; // EAGAIN: no more for now; other errors: retry on poll
-        setNoDelay(fd);
-        Link link;
-        link.socket = Socket(fd);
+    if (ready[0]) {
+      // Every connection waiting now; a failed accept is retried on the
+      // next wake.
+      Link link;
+      while (net::acceptOne(listener.listener, net::Wait(Clock::now()),
+                            link.socket)) {
         pending.push_back(std::move(link));
+        link = Link();
       }
     }
   }
@@ -1047,7 +805,7 @@ Expected<TcpGroup> TcpGroup::connect(const std::string &host, int port,
                  " is not a TCP port (1..65535)");
   Deadline deadline = Clock::now() + options.connectTimeout;
   JoinNotice notice(options);
-  Expected<Socket> socket = connectWithRetry(
+  Expected<net::Fd> socket = connectWithRetry(
       host, port, rank, worldSize, deadline, options.connectTimeout, notice);
   if (!socket)
     return Error(socket.message());
@@ -1104,7 +862,7 @@ Expected<TcpGroup> TcpGroup::connect(const std::string &host, int port,
 Expected<TcpGroup> TcpGroup::join(const LaunchEnv &env,
                                   const TcpGroupOptions &options) {
   if (env.worldSize == 1)
-    return accept(TcpListener(-1, 0), 1, options);
+    return accept(TcpListener(net::Listener()), 1, options);
   if (env.rank == 0) {
     Expected<TcpListener> listener = TcpListener::open(env.rendezvousPort());
     if (!listener)

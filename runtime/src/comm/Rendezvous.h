@@ -3,6 +3,7 @@
 
 #include "core/Control.h"
 #include "core/Expected.h"
+#include "net/Socket.h"
 
 #include <chrono>
 #include <functional>
@@ -84,21 +85,15 @@ public:
   /// reach.
   static Expected<TcpListener> open(int port, const std::string &host = "");
 
-  TcpListener(TcpListener &&other) noexcept;
-  TcpListener &operator=(TcpListener &&other) noexcept;
-  TcpListener(const TcpListener &) = delete;
-  TcpListener &operator=(const TcpListener &) = delete;
-  ~TcpListener();
-
   /// The port it listens on (the chosen one when opened with port 0).
-  int port() const { return boundPort; }
+  int port() const { return listener.port; }
 
 private:
-  TcpListener(int fd, int port) : fd(fd), boundPort(port) {}
+  explicit TcpListener(net::Listener listener)
+      : listener(std::move(listener)) {}
   friend class TcpGroup;
 
-  int fd = -1;
-  int boundPort = 0;
+  net::Listener listener;
 };
 
 /// A small control plane between the ranks of a job, over TCP: a star of

@@ -846,7 +846,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks,
     request.nonce = raw->nonce;
     request.nranks = raw->nranks;
     request.rank = raw->rank;
-    request.port = listener.port;
+    request.port = static_cast<uint16_t>(listener.port);
     std::memcpy(request.uuid, raw->uuid.data(), sizeof request.uuid);
     JoinReply reply;
     if (w)
@@ -907,7 +907,7 @@ ncclResult_t ncclCommSplit(ncclComm_t handle, int color, int key,
       return raw->wireFailure(w, "ncclCommSplit");
     const int n = raw->nranks;
     std::vector<Entry> table(n);
-    table[raw->rank] = {color, key, listener.port};
+    table[raw->rank] = {color, key, static_cast<uint16_t>(listener.port)};
     std::vector<size_t> offsets(n), sizes(n, sizeof(Entry));
     for (int i = 0; i < n; ++i)
       offsets[i] = i * sizeof(Entry);

@@ -1,16 +1,6 @@
 // The emulated NCCL's wires: loopback TCP, the bootstrap root, ring steps.
 #include "Transport.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -18,228 +8,25 @@
 
 namespace asrt_nccl_emu {
 
-Fd &Fd::operator=(Fd &&other) noexcept {
-  if (this != &other) {
-    reset();
-    fd = other.release();
-  }
-  return *this;
-}
-
-void Fd::reset() {
-  if (fd >= 0)
-    ::close(fd);
-  fd = -1;
-}
-
-namespace {
-
-WireResult systemError(const char *what) {
-  return {Wire::System, std::string(what) + ": " + std::strerror(errno)};
-}
-
-WireResult peerGone(const char *how) { return {Wire::PeerGone, how}; }
-
-/// Waits until `fd` is ready for `events` or the waker fires; a timeout
-/// (`timeoutMs` >= 0) is Ok with `timedOut` set.
-WireResult await(int fd, short events, const Waker &waker, int timeoutMs = -1,
-                 bool *timedOut = nullptr) {
-  pollfd fds[2] = {{fd, events, 0}, {waker.fd(), POLLIN, 0}};
-  for (;;) {
-    int n = ::poll(fds, 2, timeoutMs);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return systemError("poll");
-    if (fds[1].revents)
-      return {Wire::Woken, {}};
-    if (timedOut)
-      *timedOut = n == 0;
-    return {};
-  }
-}
-
-void setNoDelay(int fd) {
-  int one = 1;
-  (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-sockaddr_in loopback(uint16_t port) {
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return address;
-}
-
-bool isPeerGone(int error) {
-  return error == EPIPE || error == ECONNRESET || error == ECONNABORTED ||
-         error == ENOTCONN;
-}
-
-/// One step of a send: Ok with `done` advanced, or why not.
-WireResult sendSome(int fd, const char *data, size_t bytes, size_t &done) {
-  ssize_t n = ::send(fd, data + done, bytes - done, MSG_NOSIGNAL);
-  if (n >= 0) {
-    done += static_cast<size_t>(n);
-    return {};
-  }
-  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-    return {};
-  if (isPeerGone(errno))
-    return peerGone(std::strerror(errno));
-  return systemError("send");
-}
-
-WireResult receiveSome(int fd, char *data, size_t bytes, size_t &done) {
-  ssize_t n = ::recv(fd, data + done, bytes - done, 0);
-  if (n > 0) {
-    done += static_cast<size_t>(n);
-    return {};
-  }
-  if (n == 0)
-    return peerGone("the connection was closed");
-  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-    return {};
-  if (isPeerGone(errno))
-    return peerGone(std::strerror(errno));
-  return systemError("recv");
-}
-
-} // namespace
-
-Waker::Waker() : event(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
-
-void Waker::signal() {
-  uint64_t one = 1;
-  // Never read: once signalled the descriptor stays readable.
-  (void)!::write(event.get(), &one, sizeof one);
-}
+namespace net = autoshard::rt::net;
 
 WireResult listenLoopback(Listener &out) {
-  Fd socket(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!socket)
-    return systemError("socket");
-  sockaddr_in address = loopback(0);
-  if (::bind(socket.get(), reinterpret_cast<sockaddr *>(&address),
-             sizeof address) != 0)
-    return systemError("bind");
-  if (::listen(socket.get(), 64) != 0)
-    return systemError("listen");
-  socklen_t length = sizeof address;
-  if (::getsockname(socket.get(), reinterpret_cast<sockaddr *>(&address),
-                    &length) != 0)
-    return systemError("getsockname");
-  out.port = ntohs(address.sin_port);
-  out.socket = std::move(socket);
+  autoshard::rt::Expected<Listener> listener = net::listenTcp(0, "127.0.0.1");
+  if (!listener)
+    return {Wire::System, listener.message()};
+  out = std::move(*listener);
   return {};
 }
 
 WireResult connectLoopback(uint16_t port, int patienceMs, const Waker &waker,
                            Fd &out) {
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::milliseconds(patienceMs);
-  for (;;) {
-    Fd socket(
-        ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!socket)
-      return systemError("socket");
-    sockaddr_in address = loopback(port);
-    int error = 0;
-    if (::connect(socket.get(), reinterpret_cast<sockaddr *>(&address),
-                  sizeof address) != 0) {
-      error = errno;
-      if (error == EINPROGRESS) {
-        if (WireResult r = await(socket.get(), POLLOUT, waker); !r)
-          return r;
-        socklen_t length = sizeof error;
-        if (::getsockopt(socket.get(), SOL_SOCKET, SO_ERROR, &error,
-                         &length) != 0)
-          return systemError("getsockopt");
-      }
-    }
-    if (error == 0) {
-      setNoDelay(socket.get());
-      out = std::move(socket);
-      return {};
-    }
-    if (error != ECONNREFUSED ||
-        std::chrono::steady_clock::now() >= deadline) {
-      errno = error;
-      return systemError(("connect to 127.0.0.1:" + std::to_string(port))
-                             .c_str());
-    }
-    bool timedOut = false;
-    if (WireResult r = await(waker.fd(), 0, waker, 20, &timedOut); !r)
-      return r;
-  }
-}
-
-WireResult acceptOne(const Listener &listener, const Waker &waker, Fd &out) {
-  for (;;) {
-    if (WireResult r = await(listener.socket.get(), POLLIN, waker); !r)
-      return r;
-    int fd = ::accept4(listener.socket.get(), nullptr, nullptr,
-                       SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd >= 0) {
-      setNoDelay(fd);
-      out = Fd(fd);
-      return {};
-    }
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
-        errno != ECONNABORTED)
-      return systemError("accept");
-  }
-}
-
-WireResult sendAll(int fd, const void *data, size_t bytes,
-                   const Waker &waker) {
-  return exchange(fd, data, bytes, -1, nullptr, 0, waker);
-}
-
-WireResult receiveAll(int fd, void *data, size_t bytes, const Waker &waker) {
-  return exchange(-1, nullptr, 0, fd, data, bytes, waker);
-}
-
-WireResult exchange(int sendFd, const void *out, size_t outBytes,
-                    int receiveFd, void *in, size_t inBytes,
-                    const Waker &waker) {
-  size_t sent = 0, received = 0;
-  const auto *outBytesPtr = static_cast<const char *>(out);
-  auto *inBytesPtr = static_cast<char *>(in);
-  while (sent < outBytes || received < inBytes) {
-    pollfd fds[3];
-    nfds_t n = 0;
-    int sendSlot = -1, receiveSlot = -1;
-    if (sent < outBytes) {
-      sendSlot = static_cast<int>(n);
-      fds[n++] = {sendFd, POLLOUT, 0};
-    }
-    if (received < inBytes) {
-      receiveSlot = static_cast<int>(n);
-      fds[n++] = {receiveFd, POLLIN, 0};
-    }
-    fds[n++] = {waker.fd(), POLLIN, 0};
-    int ready = ::poll(fds, n, -1);
-    if (ready < 0 && errno == EINTR)
-      continue;
-    if (ready < 0)
-      return systemError("poll");
-    if (fds[n - 1].revents)
-      return {Wire::Woken, {}};
-    if (receiveSlot >= 0 && fds[receiveSlot].revents)
-      if (WireResult r = receiveSome(receiveFd, inBytesPtr, inBytes, received);
-          !r) {
-        r.fd = receiveFd;
-        return r;
-      }
-    if (sendSlot >= 0 && fds[sendSlot].revents)
-      if (WireResult r = sendSome(sendFd, outBytesPtr, outBytes, sent); !r) {
-        r.fd = sendFd;
-        return r;
-      }
-  }
-  return {};
+  net::ConnectOptions options;
+  options.wait = net::Wait(
+      waker, net::Clock::now() + std::chrono::milliseconds(patienceMs));
+  WireResult r = net::connectTcp("127.0.0.1", port, options, out);
+  if (r.status == Wire::TimedOut)
+    r.error = "connect to 127.0.0.1:" + std::to_string(port) + ": " + r.error;
+  return r;
 }
 
 // ---- Bootstrap ----
@@ -332,7 +119,7 @@ WireResult startBootstrapRoot(uint64_t nonce, uint16_t &port) {
   Listener listener;
   if (WireResult r = listenLoopback(listener); !r)
     return r;
-  port = listener.port;
+  port = static_cast<uint16_t>(listener.port);
   try {
     std::thread(serveRoot, std::move(listener), nonce).detach();
   } catch (const std::exception &e) {

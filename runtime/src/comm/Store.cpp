@@ -1,0 +1,426 @@
+// A key-value store over TCP (PyTorch c10d's Store model): rank 0 hosts it.
+#include "comm/Store.h"
+
+#include <algorithm>
+#include <map>
+#include <thread>
+
+namespace autoshard::rt {
+
+namespace {
+
+using net::Clock;
+using net::getBigEndian;
+using net::putBigEndian;
+using net::Deadline;
+using net::Io;
+using net::IoResult;
+
+// ---- Frames ----------------------------------------------------------------
+// Both ways: magic (4 bytes), op (1), request id (8), argument count (4),
+// then each argument as its length (8) and bytes; integers big-endian. A
+// reply carries its request's id and Reply::Ok or Reply::Failed.
+
+constexpr uint32_t kMagic = 0x41534b31; // "ASK1"
+constexpr size_t kHeaderBytes = 4 + 1 + 8 + 4;
+/// Larger frames mean a peer that does not speak the protocol.
+constexpr uint64_t kMaxFrameBytes = uint64_t(1) << 30;
+/// How long the server gives a reply to leave, and a client its question
+/// about which keys are missing after a wait timed out.
+constexpr std::chrono::milliseconds kShortWait(2000);
+
+enum class Op : uint8_t { Set = 1, Get, Add, Wait, Missing };
+enum class Reply : uint8_t { Ok = 100, Failed };
+
+struct Frame {
+  uint8_t op = 0;
+  uint64_t id = 0;
+  std::vector<std::string> args;
+};
+
+std::string encode(const Frame &f) {
+  std::string out;
+  putBigEndian(out, kMagic, 4);
+  out.push_back(static_cast<char>(f.op));
+  putBigEndian(out, f.id, 8);
+  putBigEndian(out, f.args.size(), 4);
+  for (const std::string &arg : f.args) {
+    putBigEndian(out, arg.size(), 8);
+    out += arg;
+  }
+  return out;
+}
+
+/// Takes one whole frame off `inbox`: false while incomplete, an Error when
+/// the bytes are not this protocol.
+Expected<bool> takeFrame(std::string &inbox, Frame &out) {
+  if (inbox.size() < kHeaderBytes)
+    return false;
+  if (getBigEndian(inbox.data(), 4) != kMagic)
+    return Error("bytes that are not autoshard's store protocol");
+  Frame f;
+  f.op = static_cast<uint8_t>(inbox[4]);
+  f.id = getBigEndian(inbox.data() + 5, 8);
+  uint64_t count = getBigEndian(inbox.data() + 13, 4);
+  size_t at = kHeaderBytes;
+  for (uint64_t i = 0; i < count; ++i) {
+    if (inbox.size() - at < 8)
+      return false;
+    uint64_t length = getBigEndian(inbox.data() + at, 8);
+    if (length > kMaxFrameBytes)
+      return Error("an argument of " + std::to_string(length) + " bytes");
+    at += 8;
+    if (inbox.size() - at < length)
+      return false;
+    f.args.push_back(inbox.substr(at, length));
+    at += length;
+  }
+  inbox.erase(0, at);
+  out = std::move(f);
+  return true;
+}
+
+std::string keyList(const std::vector<std::string> &keys) {
+  std::string text;
+  for (size_t i = 0; i < keys.size(); ++i)
+    text += (i ? ", \"" : "\"") + keys[i] + "\"";
+  return (keys.size() == 1 ? "key " : "keys ") + text;
+}
+
+/// A signed decimal integer and nothing else.
+bool parseInt64(const std::string &text, int64_t &out) {
+  if (text.empty())
+    return false;
+  size_t used = 0;
+  try {
+    out = std::stoll(text, &used);
+  } catch (...) {
+    return false;
+  }
+  return used == text.size();
+}
+
+} // namespace
+
+// ---- Server ----------------------------------------------------------------
+
+struct StoreServer::State {
+  net::Listener listener;
+  net::Waker stop;
+  std::thread thread;
+
+  struct Client {
+    net::Fd socket;
+    std::string inbox;
+    /// Get and Wait requests whose keys are not all set yet.
+    std::vector<Frame> parked;
+  };
+  std::vector<std::unique_ptr<Client>> clients;
+  std::map<std::string, std::string> data;
+
+  bool has(const std::vector<std::string> &keys) const {
+    return std::all_of(keys.begin(), keys.end(),
+                       [&](const std::string &k) { return data.count(k); });
+  }
+
+  /// False when the client is gone or stuck: it is dropped.
+  bool reply(Client &client, const Frame &request, Reply kind,
+             std::vector<std::string> args = {}) {
+    std::string bytes =
+        encode(Frame{static_cast<uint8_t>(kind), request.id, std::move(args)});
+    return static_cast<bool>(
+        net::sendAll(client.socket.get(), bytes.data(), bytes.size(),
+                     net::Wait(Clock::now() + kShortWait, stop.fd())));
+  }
+
+  /// Answers `request`, or parks it until its keys are set.
+  bool handle(Client &client, Frame request) {
+    switch (static_cast<Op>(request.op)) {
+    case Op::Set:
+      if (request.args.size() != 2)
+        break;
+      data[request.args[0]] = request.args[1];
+      return reply(client, request, Reply::Ok);
+    case Op::Add: {
+      int64_t delta = 0, sum = 0;
+      if (request.args.size() != 2 || !parseInt64(request.args[1], delta))
+        break;
+      auto it = data.find(request.args[0]);
+      if (it != data.end() && !parseInt64(it->second, sum))
+        return reply(client, request, Reply::Failed,
+                     {"the value of key \"" + request.args[0] +
+                      "\" is not an integer"});
+      sum += delta;
+      data[request.args[0]] = std::to_string(sum);
+      return reply(client, request, Reply::Ok, {std::to_string(sum)});
+    }
+    case Op::Get:
+      if (request.args.size() != 1)
+        break;
+      [[fallthrough]];
+    case Op::Wait:
+      if (!has(request.args)) {
+        client.parked.push_back(std::move(request));
+        return true;
+      }
+      return reply(client, request, Reply::Ok,
+                   static_cast<Op>(request.op) == Op::Get
+                       ? std::vector<std::string>{data[request.args[0]]}
+                       : std::vector<std::string>{});
+    case Op::Missing: {
+      std::vector<std::string> absent;
+      for (const std::string &key : request.args)
+        if (!data.count(key))
+          absent.push_back(key);
+      return reply(client, request, Reply::Ok, std::move(absent));
+    }
+    }
+    return false; // not this protocol
+  }
+
+  /// Answers the parked requests whose keys are all set now.
+  void wakeParked() {
+    for (auto &client : clients) {
+      if (!client)
+        continue;
+      std::vector<Frame> still;
+      for (Frame &request : client->parked) {
+        if (!has(request.args)) {
+          still.push_back(std::move(request));
+          continue;
+        }
+        std::vector<std::string> args;
+        if (static_cast<Op>(request.op) == Op::Get)
+          args.push_back(data[request.args[0]]);
+        if (!reply(*client, request, Reply::Ok, std::move(args))) {
+          client.reset();
+          break;
+        }
+      }
+      if (client)
+        client->parked = std::move(still);
+    }
+  }
+
+  void serve() {
+    while (true) {
+      std::vector<int> fds{listener.socket.get()};
+      for (const auto &client : clients)
+        fds.push_back(client->socket.get());
+      std::vector<bool> ready;
+      IoResult r = net::waitReadable(fds, net::Wait(stop), ready);
+      if (r.status == Io::Woken || r.status == Io::System)
+        return;
+      for (size_t i = 0; i < clients.size(); ++i) {
+        if (!ready[i + 1])
+          continue;
+        Client &client = *clients[i];
+        IoResult got = net::receiveAvailable(client.socket.get(), client.inbox);
+        bool keep = got.status == Io::Ok;
+        Frame request;
+        while (keep) {
+          Expected<bool> whole = takeFrame(client.inbox, request);
+          if (!whole || !*whole) {
+            keep = static_cast<bool>(whole);
+            break;
+          }
+          keep = handle(client, std::move(request));
+        }
+        if (!keep)
+          clients[i].reset();
+      }
+      wakeParked();
+      clients.erase(std::remove(clients.begin(), clients.end(), nullptr),
+                    clients.end());
+      if (ready[0]) {
+        net::Fd socket;
+        while (net::acceptOne(listener, net::Wait(Clock::now()), socket)) {
+          clients.push_back(std::make_unique<Client>());
+          clients.back()->socket = std::move(socket);
+        }
+      }
+    }
+  }
+};
+
+StoreServer::StoreServer(std::unique_ptr<State> state)
+    : state(std::move(state)) {}
+
+Expected<std::unique_ptr<StoreServer>>
+StoreServer::start(net::Listener listener) {
+  auto state = std::make_unique<State>();
+  state->listener = std::move(listener);
+  State *raw = state.get();
+  try {
+    state->thread = std::thread([raw] { raw->serve(); });
+  } catch (const std::exception &e) {
+    return Error(std::string("store: cannot start its thread: ") + e.what());
+  }
+  return std::unique_ptr<StoreServer>(new StoreServer(std::move(state)));
+}
+
+StoreServer::~StoreServer() {
+  state->stop.signal();
+  state->thread.join();
+}
+
+int StoreServer::port() const { return state->listener.port; }
+
+// ---- Client ----------------------------------------------------------------
+
+struct Store::State {
+  net::Fd socket;
+  std::string where; // host:port
+  std::string who;
+  std::chrono::milliseconds timeout{0};
+  uint64_t lastId = 0;
+  std::string inbox;
+
+  Error failure(const std::string &what) const {
+    return Error("store: " + who + " " + what);
+  }
+
+  /// Sends a request and waits for its reply until `deadline`, skipping
+  /// the late replies of requests that timed out before. TimedOut is the
+  /// caller's to word: it knows what it waited for.
+  IoResult ask(Op op, std::vector<std::string> args, Deadline deadline,
+               Frame &reply) {
+    Frame request{static_cast<uint8_t>(op), ++lastId, std::move(args)};
+    std::string bytes = encode(request);
+    IoResult r = net::sendAll(socket.get(), bytes.data(), bytes.size(),
+                              net::Wait(deadline));
+    while (r) {
+      Expected<bool> whole = takeFrame(inbox, reply);
+      if (!whole)
+        return {Io::System, "the store at " + where + " sent " +
+                                whole.message() +
+                                " (another program on its port?)"};
+      if (*whole) {
+        if (reply.id == request.id)
+          return {};
+        continue;
+      }
+      std::vector<bool> ready;
+      r = net::waitReadable({socket.get()}, net::Wait(deadline), ready);
+      if (r)
+        r = net::receiveAvailable(socket.get(), inbox);
+    }
+    return r;
+  }
+
+  /// The error of a request that did not get its reply.
+  Error lost(const IoResult &r, const std::string &during) const {
+    if (r.status == Io::PeerGone)
+      return failure("lost the store at " + where + " during " + during +
+                     ": it closed the connection (rank 0 exited or failed)");
+    if (r.status == Io::TimedOut)
+      return failure("timed out after " + net::formatDuration(timeout) +
+                     " during " + during + ": the store at " + where +
+                     " did not answer (rank 0 is stopped or hung)");
+    return failure("failed during " + during + ": " + r.error);
+  }
+
+  /// A Get or Wait that timed out: the error names the keys still missing.
+  Error timedOut(const std::vector<std::string> &keys) {
+    Frame reply;
+    std::vector<std::string> absent = keys;
+    IoResult r = ask(Op::Missing, keys, Clock::now() + kShortWait, reply);
+    if (r && static_cast<Reply>(reply.op) == Reply::Ok)
+      absent = reply.args;
+    return failure("timed out after " + net::formatDuration(timeout) +
+                   " waiting for " + keyList(absent) + " in the store at " +
+                   where +
+                   (r ? " (whoever sets " +
+                            std::string(absent.size() == 1 ? "it" : "them") +
+                            " has not come, or failed first)"
+                      : " (which does not answer either)"));
+  }
+
+  Expected<std::vector<std::string>> call(Op op, std::vector<std::string> args,
+                                          const std::string &during) {
+    Frame reply;
+    IoResult r = ask(op, std::move(args), Clock::now() + timeout, reply);
+    if (!r)
+      return lost(r, during);
+    if (static_cast<Reply>(reply.op) != Reply::Ok)
+      return failure(during + " failed: " +
+                     (reply.args.empty() ? "" : reply.args[0]));
+    return std::move(reply.args);
+  }
+
+  Expected<std::vector<std::string>> waitFor(Op op,
+                                             const std::vector<std::string> &keys) {
+    Frame reply;
+    IoResult r = ask(op, keys, Clock::now() + timeout, reply);
+    if (r.status == Io::TimedOut)
+      return timedOut(keys);
+    if (!r)
+      return lost(r, "a wait for " + keyList(keys));
+    return std::move(reply.args);
+  }
+};
+
+Store::Store(std::unique_ptr<State> state) : state(std::move(state)) {}
+Store::Store(Store &&) noexcept = default;
+Store &Store::operator=(Store &&) noexcept = default;
+Store::~Store() = default;
+
+Expected<Store> Store::connect(const std::string &host, int port,
+                               std::chrono::milliseconds timeout,
+                               const std::string &who) {
+  auto state = std::make_unique<State>();
+  state->where = host + ":" + std::to_string(port);
+  state->who = who;
+  state->timeout = timeout;
+  net::ConnectOptions options;
+  options.wait = net::Wait::within(timeout);
+  IoResult r = net::connectTcp(host, port, options, state->socket);
+  if (r.status == Io::TimedOut)
+    return state->failure("could not reach the store at " + state->where +
+                          " within " + net::formatDuration(timeout) +
+                          " (last error: " + r.error + ")");
+  if (!r)
+    return state->failure("cannot reach the store at " + state->where + ": " +
+                          r.error);
+  return Store(std::move(state));
+}
+
+void Store::setTimeout(std::chrono::milliseconds timeout) {
+  state->timeout = timeout;
+}
+
+Status Store::set(const std::string &key, const std::string &value) {
+  return state->call(Op::Set, {key, value}, "set of key \"" + key + "\"")
+      .status();
+}
+
+Expected<std::string> Store::get(const std::string &key) {
+  Expected<std::vector<std::string>> value = state->waitFor(Op::Get, {key});
+  if (!value)
+    return Error(value.message());
+  if (value->size() != 1)
+    return state->failure("got a malformed reply for key \"" + key + "\"");
+  return std::move(value->front());
+}
+
+Expected<int64_t> Store::add(const std::string &key, int64_t delta) {
+  Expected<std::vector<std::string>> sum = state->call(
+      Op::Add, {key, std::to_string(delta)}, "add to key \"" + key + "\"");
+  if (!sum)
+    return Error(sum.message());
+  int64_t value = 0;
+  if (sum->size() != 1 || !parseInt64(sum->front(), value))
+    return state->failure("got a malformed sum for key \"" + key + "\"");
+  return value;
+}
+
+Status Store::wait(const std::vector<std::string> &keys) {
+  return state->waitFor(Op::Wait, keys).status();
+}
+
+Expected<std::vector<std::string>>
+Store::missing(const std::vector<std::string> &keys) {
+  return state->call(Op::Missing, keys, "a check of " + keyList(keys));
+}
+
+} // namespace autoshard::rt

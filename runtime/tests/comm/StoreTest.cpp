@@ -1,0 +1,280 @@
+// The key-value store and the socket layer under it, clients as threads.
+#include "comm/Store.h"
+#include "net/Socket.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace autoshard::rt;
+using namespace std::chrono_literals;
+
+namespace {
+
+bool says(const std::string &text, const std::string &part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::unique_ptr<StoreServer> startServer() {
+  Expected<net::Listener> listener = net::listenTcp(0, "127.0.0.1");
+  EXPECT_TRUE(listener) << listener.message();
+  if (!listener)
+    return nullptr;
+  Expected<std::unique_ptr<StoreServer>> server =
+      StoreServer::start(std::move(*listener));
+  EXPECT_TRUE(server) << server.message();
+  return server ? std::move(*server) : nullptr;
+}
+
+Store client(const StoreServer &server, const std::string &who,
+             std::chrono::milliseconds timeout = 20s) {
+  Expected<Store> store =
+      Store::connect("127.0.0.1", server.port(), timeout, who);
+  EXPECT_TRUE(store) << store.message();
+  return std::move(*store);
+}
+
+// ---- Store -----------------------------------------------------------------
+
+TEST(Store, OneClientSetsAnotherGets) {
+  auto server = startServer();
+  ASSERT_TRUE(server);
+  Store a = client(*server, "rank 0"), b = client(*server, "rank 1");
+  ASSERT_TRUE(a.set("ncclUniqueId", std::string("\0id\xff", 4)).ok());
+  Expected<std::string> got = b.get("ncclUniqueId");
+  ASSERT_TRUE(got) << got.message();
+  EXPECT_EQ(*got, std::string("\0id\xff", 4));
+  // Set replaces.
+  ASSERT_TRUE(a.set("ncclUniqueId", "second").ok());
+  EXPECT_EQ(*b.get("ncclUniqueId"), "second");
+}
+
+TEST(Store, GetWaitsForAKeySetLater) {
+  auto server = startServer();
+  ASSERT_TRUE(server);
+  Store waiter = client(*server, "rank 1");
+  std::thread setter([&] {
+    Store s = client(*server, "rank 0");
+    std::this_thread::sleep_for(100ms);
+    EXPECT_TRUE(s.set("addr/0", "10.0.0.1:1234").ok());
+  });
+  auto start = std::chrono::steady_clock::now();
+  Expected<std::string> got = waiter.get("addr/0");
+  setter.join();
+  ASSERT_TRUE(got) << got.message();
+  EXPECT_EQ(*got, "10.0.0.1:1234");
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 90ms);
+}
+
+TEST(Store, WaitReturnsOnceEveryKeyIsSet) {
+  auto server = startServer();
+  ASSERT_TRUE(server);
+  Store waiter = client(*server, "rank 0");
+  std::vector<std::thread> ranks;
+  for (int r = 1; r < 4; ++r)
+    ranks.emplace_back([&, r] {
+      Store s = client(*server, "rank " + std::to_string(r));
+      EXPECT_TRUE(s.set("joined/" + std::to_string(r), "").ok());
+    });
+  Status all = waiter.wait({"joined/1", "joined/2", "joined/3"});
+  for (std::thread &t : ranks)
+    t.join();
+  EXPECT_TRUE(all.ok()) << all.message();
+}
+
+TEST(Store, AWaitThatTimesOutNamesOnlyTheMissingKeys) {
+  auto server = startServer();
+  ASSERT_TRUE(server);
+  Store s = client(*server, "rank 0", 200ms);
+  ASSERT_TRUE(s.set("joined/1", "").ok());
+  Status all = s.wait({"joined/1", "joined/2", "joined/3"});
+  ASSERT_FALSE(all.ok());
+  EXPECT_TRUE(says(all.message(), "store: rank 0 timed out after 0.2 s") &&
+              says(all.message(), "keys \"joined/2\", \"joined/3\"") &&
+              !says(all.message(), "joined/1") &&
+              says(all.message(),
+                   "127.0.0.1:" + std::to_string(server->port())))
+      << all.message();
+  // The connection stays usable: the late reply of the wait is skipped.
+  ASSERT_TRUE(s.set("joined/2", "").ok());
+  ASSERT_TRUE(s.set("joined/3", "").ok());
+  EXPECT_TRUE(s.wait({"joined/1", "joined/2", "joined/3"}).ok());
+  Expected<std::vector<std::string>> absent = s.missing({"joined/1", "x"});
+  ASSERT_TRUE(absent) << absent.message();
+  EXPECT_EQ(*absent, std::vector<std::string>{"x"});
+}
+
+TEST(Store, AGetThatTimesOutNamesItsKey) {
+  auto server = startServer();
+  ASSERT_TRUE(server);
+  Store s = client(*server, "rank 2", 150ms);
+  Expected<std::string> got = s.get("ncclUniqueId");
+  ASSERT_FALSE(got);
+  EXPECT_TRUE(says(got.message(), "rank 2") &&
+              says(got.message(), "key \"ncclUniqueId\""))
+      << got.message();
+}
+
+TEST(Store, AddIsAnAtomicCounter) {
+  auto server = startServer();
+  ASSERT_TRUE(server);
+  std::vector<std::thread> ranks;
+  std::atomic<int> failures{0};
+  for (int r = 0; r < 8; ++r)
+    ranks.emplace_back([&, r] {
+      Store s = client(*server, "rank " + std::to_string(r));
+      for (int i = 0; i < 10; ++i)
+        if (!s.add("arrived", 1))
+          ++failures;
+    });
+  for (std::thread &t : ranks)
+    t.join();
+  EXPECT_EQ(failures, 0);
+  Store s = client(*server, "check");
+  Expected<int64_t> total = s.add("arrived", 0);
+  ASSERT_TRUE(total) << total.message();
+  EXPECT_EQ(*total, 80);
+  ASSERT_TRUE(s.set("text", "not a number").ok());
+  Expected<int64_t> bad = s.add("text", 1);
+  ASSERT_FALSE(bad);
+  EXPECT_TRUE(says(bad.message(), "is not an integer")) << bad.message();
+}
+
+TEST(Store, AServerThatNeverComesIsNamed) {
+  int port = 0;
+  {
+    Expected<net::Listener> taken = net::listenTcp(0, "127.0.0.1");
+    ASSERT_TRUE(taken) << taken.message();
+    port = taken->port;
+  } // closed: nobody listens there now
+  auto start = std::chrono::steady_clock::now();
+  Expected<Store> s = Store::connect("127.0.0.1", port, 300ms, "rank 3");
+  ASSERT_FALSE(s);
+  EXPECT_TRUE(says(s.message(), "store: rank 3 could not reach the store at "
+                                "127.0.0.1:" +
+                                    std::to_string(port) + " within 0.3 s"))
+      << s.message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+TEST(Store, AClientWaitingOnAServerThatStopsIsTold) {
+  auto server = startServer();
+  ASSERT_TRUE(server);
+  Store s = client(*server, "rank 1");
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(100ms);
+    server.reset();
+  });
+  Expected<std::string> got = s.get("never");
+  stopper.join();
+  ASSERT_FALSE(got);
+  EXPECT_TRUE(says(got.message(), "closed the connection")) << got.message();
+}
+
+TEST(Store, AStrangerOnThePortIsDroppedAndOthersGoOn) {
+  auto server = startServer();
+  ASSERT_TRUE(server);
+  net::Fd stranger;
+  net::ConnectOptions options;
+  options.wait = net::Wait::within(5s);
+  ASSERT_TRUE(net::connectTcp("127.0.0.1", server->port(), options, stranger));
+  const char junk[] = "GET / HTTP/1.0\r\n\r\n";
+  ASSERT_TRUE(net::sendAll(stranger.get(), junk, sizeof junk - 1,
+                           net::Wait::within(5s)));
+  char byte;
+  net::IoResult dropped =
+      net::receiveAll(stranger.get(), &byte, 1, net::Wait::within(5s));
+  EXPECT_EQ(dropped.status, net::Io::PeerGone) << dropped.error;
+  Store a = client(*server, "rank 0"), b = client(*server, "rank 1");
+  ASSERT_TRUE(a.set("k", "v").ok());
+  EXPECT_EQ(*b.get("k"), "v");
+}
+
+// ---- Sockets ---------------------------------------------------------------
+
+/// A connected pair on 127.0.0.1.
+void connectedPair(net::Fd &a, net::Fd &b) {
+  Expected<net::Listener> listener = net::listenTcp(0, "127.0.0.1");
+  ASSERT_TRUE(listener) << listener.message();
+  net::ConnectOptions options;
+  options.wait = net::Wait::within(5s);
+  ASSERT_TRUE(net::connectTcp("127.0.0.1", listener->port, options, a));
+  ASSERT_TRUE(net::acceptOne(*listener, net::Wait::within(5s), b));
+}
+
+TEST(Socket, ExchangeMovesMoreThanTheSocketBuffersBothWays) {
+  net::Fd a, b;
+  connectedPair(a, b);
+  // Larger than the kernel's buffers: sending all first would deadlock.
+  std::vector<char> outA(32 << 20, 'a'), outB(32 << 20, 'b');
+  std::vector<char> inA(outB.size()), inB(outA.size());
+  std::thread other([&] {
+    EXPECT_TRUE(net::exchange(b.get(), outB.data(), outB.size(), b.get(),
+                              inB.data(), inB.size(), net::Wait::within(30s)));
+  });
+  EXPECT_TRUE(net::exchange(a.get(), outA.data(), outA.size(), a.get(),
+                            inA.data(), inA.size(), net::Wait::within(30s)));
+  other.join();
+  EXPECT_EQ(inA, outB);
+  EXPECT_EQ(inB, outA);
+}
+
+TEST(Socket, SendingToAClosedPeerIsPeerGoneNotSigpipe) {
+  net::Fd a, b;
+  connectedPair(a, b);
+  b.reset();
+  std::vector<char> bytes(1 << 20);
+  net::IoResult r = net::IoResult{};
+  for (int i = 0; i < 10 && r; ++i)
+    r = net::sendAll(a.get(), bytes.data(), bytes.size(),
+                     net::Wait::within(5s));
+  EXPECT_EQ(r.status, net::Io::PeerGone) << r.error;
+}
+
+TEST(Socket, AcceptAndReceiveEndAtTheirDeadline) {
+  Expected<net::Listener> listener = net::listenTcp(0, "127.0.0.1");
+  ASSERT_TRUE(listener) << listener.message();
+  net::Fd nobody;
+  auto start = std::chrono::steady_clock::now();
+  net::IoResult r =
+      net::acceptOne(*listener, net::Wait::within(100ms), nobody);
+  EXPECT_EQ(r.status, net::Io::TimedOut);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 100ms);
+  net::Fd a, b;
+  connectedPair(a, b);
+  char byte;
+  EXPECT_EQ(net::receiveAll(a.get(), &byte, 1, net::Wait::within(50ms)).status,
+            net::Io::TimedOut);
+}
+
+TEST(Socket, AWakerEndsAWaitAtOnce) {
+  net::Fd a, b;
+  connectedPair(a, b);
+  net::Waker waker;
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(50ms);
+    waker.signal();
+  });
+  char byte;
+  auto start = std::chrono::steady_clock::now();
+  net::IoResult r = net::receiveAll(a.get(), &byte, 1, net::Wait(waker));
+  aborter.join();
+  EXPECT_EQ(r.status, net::Io::Woken);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
+TEST(Socket, APortInUseIsNamed) {
+  Expected<net::Listener> first = net::listenTcp(0, "127.0.0.1");
+  ASSERT_TRUE(first) << first.message();
+  Expected<net::Listener> second = net::listenTcp(first->port, "127.0.0.1");
+  ASSERT_FALSE(second);
+  EXPECT_TRUE(says(second.message(), std::to_string(first->port)) &&
+              says(second.message(), "another process holds it"))
+      << second.message();
+}
+
+} // namespace
