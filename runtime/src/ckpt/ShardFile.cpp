@@ -3,7 +3,7 @@
 #include "ckpt/AtomicFile.h"
 #include "ckpt/Checksum.h"
 #include "core/Dtype.h"
-#include "core/Stats.h"
+#include "core/Json.h"
 
 #include <cstdio>
 #include <map>

@@ -361,8 +361,4 @@ TEST(StatsTest, ReportsOffloadOnlyWhenTheRunOffloads) {
   EXPECT_EQ(s.nvmeBytes, 2048);
 }
 
-TEST(StatsTest, JsonStringsAreEscaped) {
-  EXPECT_EQ(jsonString("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\u0001\"");
-}
-
 } // namespace
