@@ -52,7 +52,8 @@ bool parseFileData(std::string_view data, uint64_t &bytes,
   if (space == std::string_view::npos)
     return false;
   path = data.substr(space + 6);
-  return parseInteger(data.substr(prefix.size(), space - prefix.size()), bytes) &&
+  return parseInteger(data.substr(prefix.size(), space - prefix.size()),
+                      bytes) &&
          !path.empty();
 }
 

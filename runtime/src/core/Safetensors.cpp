@@ -49,8 +49,8 @@ safetensorsHead(const std::vector<TensorView> &tensors,
   header.append((8 - header.size() % 8) % 8, ' ');
   head.bytes.reserve(8 + header.size());
   for (int i = 0; i < 8; ++i)
-    head.bytes += static_cast<char>(static_cast<uint64_t>(header.size()) >>
-                                    (8 * i));
+    head.bytes +=
+        static_cast<char>(static_cast<uint64_t>(header.size()) >> (8 * i));
   head.bytes += header;
   return head;
 }

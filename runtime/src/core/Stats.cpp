@@ -500,8 +500,7 @@ void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
   figure("sync_wait_ms", toMs(o.syncWaitNs));
   json.key("async_calls").integer(o.asyncCalls);
   figure("async_transfer_ms", toMs(o.asyncTransferNs));
-  figure("async_transfer_ms_per_step",
-         msPerStep(o.asyncTransferNs, run.steps));
+  figure("async_transfer_ms_per_step", msPerStep(o.asyncTransferNs, run.steps));
   json.key("async_waits").integer(o.asyncWaits);
   figure("async_wait_ms", toMs(o.asyncWaitNs));
   figure("offload_thread_ms", toMs(o.offloadThreadNs));

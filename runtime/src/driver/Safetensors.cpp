@@ -24,8 +24,8 @@ Status writeSafetensors(const std::string &path,
   bool ok = std::fwrite(start.data(), 1, start.size(), out) == start.size();
   for (size_t i = 0; i < tensors.size(); ++i) {
     uint64_t size = head->tensorBytes[i];
-    ok = ok &&
-         (size == 0 || std::fwrite(tensors[i].data, 1, size, out) == size);
+    ok =
+        ok && (size == 0 || std::fwrite(tensors[i].data, 1, size, out) == size);
   }
   int err = errno;
   if (std::fclose(out) != 0) {

@@ -288,8 +288,7 @@ TEST(JsonWriterTest, NumbersFollowTheirFormatAndNonFiniteOnesAreNull) {
   json.beginArray();
   json.number(0.1).number(2.0 / 3, "%.3f").number(NAN).number(-INFINITY);
   json.integer(uint64_t(18446744073709551615u)).integer(int8_t(-3));
-  EXPECT_EQ(json.end().take(),
-            "[0.1,0.667,null,null,18446744073709551615,-3]");
+  EXPECT_EQ(json.end().take(), "[0.1,0.667,null,null,18446744073709551615,-3]");
 }
 
 TEST(JsonWriterTest, RawTextStandsForValuesAsGiven) {

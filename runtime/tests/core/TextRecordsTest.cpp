@@ -43,9 +43,9 @@ TEST(TextRecordsTest, LinesAreNumberedFromOneWithoutAnEmptyLastLine) {
 TEST(TextRecordsTest, ErrorsNameTheTextAndTheLine) {
   EXPECT_EQ(lineError("manifest", 3, "bad grid").message(),
             "manifest line 3: bad grid");
-  EXPECT_EQ(lineError("checkpoint manifest 'c/MANIFEST'", 0, "it is empty")
-                .message(),
-            "checkpoint manifest 'c/MANIFEST': it is empty");
+  EXPECT_EQ(
+      lineError("checkpoint manifest 'c/MANIFEST'", 0, "it is empty").message(),
+      "checkpoint manifest 'c/MANIFEST': it is empty");
   EXPECT_EQ(quoted("a b"), "'a b'");
 }
 
