@@ -67,23 +67,22 @@ std::string Trace::jsonEvents(int rank) const {
     out += out.empty() ? "" : ",\n";
     out += json.take();
   };
-  auto metadata = [&](const char *name, int tid, const char *argName,
-                      auto argValue) {
+  // A metadata event; `args` writes its args' members.
+  auto metadata = [&](const char *name, int tid, auto args) {
     json.beginObject();
     json.key("name").string(name);
     json.key("ph").string("M");
     json.key("pid").integer(rank);
     json.key("tid").integer(tid);
-    json.key("args").beginObject().key(argName);
-    if constexpr (std::is_integral_v<decltype(argValue)>)
-      json.integer(argValue);
-    else
-      json.string(argValue);
+    json.key("args").beginObject();
+    args();
     json.end().end();
     add();
   };
-  metadata("process_name", 0, "name", "rank " + std::to_string(rank));
-  metadata("process_sort_index", 0, "sort_index", rank);
+  metadata("process_name", 0,
+           [&] { json.key("name").string("rank " + std::to_string(rank)); });
+  metadata("process_sort_index", 0,
+           [&] { json.key("sort_index").integer(rank); });
   // The offload track only where there is offload traffic: most runs have
   // none, and an empty track would only take room in the viewer.
   bool offload = false;
@@ -94,8 +93,10 @@ std::string Trace::jsonEvents(int rank) const {
     if (track == TraceTrack::Offload && !offload)
       continue;
     int tid = static_cast<int>(track);
-    metadata("thread_name", tid, "name", trackName(track));
-    metadata("thread_sort_index", tid, "sort_index", tid);
+    metadata("thread_name", tid,
+             [&] { json.key("name").string(trackName(track)); });
+    metadata("thread_sort_index", tid,
+             [&] { json.key("sort_index").integer(tid); });
   }
   for (const TraceEvent &e : recorded) {
     json.beginObject();
