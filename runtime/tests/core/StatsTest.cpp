@@ -11,6 +11,17 @@ using namespace autoshard::rt;
 
 namespace {
 
+/// The plan part of a report's run: a DDP step on a grid of 2 on the CPU.
+RunInfo ddpOnTwoRanks() {
+  RunInfo run;
+  run.step = "train_step";
+  run.strategy = "ddp";
+  run.grid = "2";
+  run.backend = "cpu";
+  run.worldSize = 2;
+  return run;
+}
+
 TEST(StatsTest, RingBytesWhenTheGroupDividesTheBuffer) {
   // S = 1024 floats = 4096 bytes over 4 ranks: 2S(n-1)/n and S(n-1)/n.
   EXPECT_EQ(ringBytesSent(CollectiveKind::AllReduce, 1024, 4, 4), 6144);
@@ -64,12 +75,7 @@ TEST(StatsTest, ReportsPerStepNumbers) {
   stats.recordCollective(CollectiveKind::AllReduce, 300);
   stats.recordAlloc(2048);
   stats.recordOp("copy", 2500000);
-  RunInfo run;
-  run.step = "train_step";
-  run.strategy = "ddp";
-  run.grid = "2";
-  run.backend = "cpu";
-  run.worldSize = 2;
+  RunInfo run = ddpOnTwoRanks();
   run.steps = 3;
   run.meanStepMs = 1.5;
   run.steadyStepMs = 1.25;
@@ -370,12 +376,7 @@ TEST(StatsTest, JsonKeepsItsExactLayout) {
   stats.recordCollective(CollectiveKind::AllReduce, 4096);
   stats.recordAlloc(1 << 20);
   stats.recordCommWait(false, 250000);
-  RunInfo run;
-  run.step = "train_step";
-  run.strategy = "ddp";
-  run.grid = "2";
-  run.backend = "cpu";
-  run.worldSize = 2;
+  RunInfo run = ddpOnTwoRanks();
   run.rank = 1;
   run.steps = 2;
   run.meanStepMs = 2.5;
