@@ -4,10 +4,10 @@
 #include "ckpt/Layout.h"
 #include "core/Dtype.h"
 #include "core/Philox.h"
+#include "core/TextRecords.h"
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -19,44 +19,10 @@ namespace autoshard::rt {
 
 namespace {
 
-std::string quoted(std::string_view text) {
-  return "'" + std::string(text) + "'";
-}
-
 std::string hex64(uint64_t value) {
   char text[17];
   std::snprintf(text, sizeof text, "%016" PRIx64, value);
   return text;
-}
-
-template <typename Int>
-bool parseInt(std::string_view text, Int &value, int base = 10) {
-  if (text.empty())
-    return false;
-  auto [ptr, ec] =
-      std::from_chars(text.data(), text.data() + text.size(), value, base);
-  return ec == std::errc() && ptr == text.data() + text.size();
-}
-
-bool parseShape(std::string_view text, std::vector<int64_t> &shape) {
-  shape.clear();
-  if (text == "scalar")
-    return true;
-  size_t start = 0;
-  for (;;) {
-    size_t x = text.find('x', start);
-    int64_t dim;
-    if (!parseInt(text.substr(start, x == std::string_view::npos
-                                         ? std::string_view::npos
-                                         : x - start),
-                  dim) ||
-        dim < 0)
-      return false;
-    shape.push_back(dim);
-    if (x == std::string_view::npos)
-      return true;
-    start = x + 1;
-  }
 }
 
 bool parseRoleName(std::string_view text, Role &role) {
@@ -76,31 +42,6 @@ bool isSafeName(std::string_view name) {
          name.find_first_of(" /\t\n\r") == std::string_view::npos;
 }
 
-std::vector<std::string_view> splitSpaces(std::string_view line) {
-  std::vector<std::string_view> fields;
-  size_t start = 0;
-  while (start <= line.size()) {
-    size_t space = line.find(' ', start);
-    if (space == std::string_view::npos) {
-      fields.push_back(line.substr(start));
-      break;
-    }
-    fields.push_back(line.substr(start, space - start));
-    start = space + 1;
-  }
-  return fields;
-}
-
-/// "key=value" with the expected key; false otherwise.
-bool keyValue(std::string_view field, std::string_view key,
-              std::string_view &value) {
-  if (field.size() <= key.size() || field.substr(0, key.size()) != key ||
-      field[key.size()] != '=')
-    return false;
-  value = field.substr(key.size() + 1);
-  return true;
-}
-
 /// The fields of a "data file bytes=N path=P" record; false if it is not one.
 bool parseFileData(std::string_view data, uint64_t &bytes,
                    std::string_view &path) {
@@ -111,7 +52,8 @@ bool parseFileData(std::string_view data, uint64_t &bytes,
   if (space == std::string_view::npos)
     return false;
   path = data.substr(space + 6);
-  return parseInt(data.substr(prefix.size(), space - prefix.size()), bytes) &&
+  return parseInteger(data.substr(prefix.size(), space - prefix.size()),
+                      bytes) &&
          !path.empty();
 }
 
@@ -124,9 +66,7 @@ public:
 
 private:
   Error fail(int line, const std::string &what) const {
-    return Error("checkpoint manifest " + quoted(path) +
-                 (line > 0 ? " line " + std::to_string(line) : "") + ": " +
-                 what);
+    return lineError("checkpoint manifest " + quoted(path), line, what);
   }
   Status parseRecord(int line, std::string_view record);
   Status finish();
@@ -164,13 +104,10 @@ Expected<CheckpointManifest> Parser::parse() {
                        " but its end line records " + formatCrc32(stored) +
                        "; the file is corrupt");
 
-  int line = 0;
-  size_t pos = 0;
-  while (pos < lastStart) {
-    size_t newline = text.find('\n', pos);
-    std::string_view record = text.substr(pos, newline - pos);
-    pos = newline + 1;
-    ++line;
+  TextLines lines(text.substr(0, lastStart));
+  while (lines.next()) {
+    int line = lines.number();
+    std::string_view record = lines.line();
     if (line == 1) {
       if (record !=
           "autoshard-checkpoint " + std::to_string(kCheckpointFormatVersion)) {
@@ -195,7 +132,7 @@ Expected<CheckpointManifest> Parser::parse() {
 }
 
 Status Parser::parseRecord(int line, std::string_view record) {
-  std::vector<std::string_view> f = splitSpaces(record);
+  std::vector<std::string_view> f = splitFields(record);
   std::string kind(f[0]);
   static const std::set<std::string> once = {
       "step", "seed", "data", "strategy", "grid", "world", "plan", "model"};
@@ -212,9 +149,9 @@ Status Parser::parseRecord(int line, std::string_view record) {
     std::string form = kind + " N";
     if (Status s = arity(2, form.c_str()); !s)
       return s;
-    bool ok = kind == "seed"   ? parseInt(f[1], m.seed)
-              : kind == "step" ? parseInt(f[1], m.step) && m.step >= 0
-                               : parseInt(f[1], m.world) && m.world >= 1;
+    bool ok = kind == "seed"   ? parseInteger(f[1], m.seed)
+              : kind == "step" ? parseInteger(f[1], m.step) && m.step >= 0
+                               : parseInteger(f[1], m.world) && m.world >= 1;
     if (!ok)
       return fail(line, kind + " " + quoted(f[1]) + " is not a valid count");
     return Status::success();
@@ -223,7 +160,7 @@ Status Parser::parseRecord(int line, std::string_view record) {
     if (Status s = arity(2, (kind + " HEX16").c_str()); !s)
       return s;
     uint64_t &hash = kind == "plan" ? m.planHash : m.modelHash;
-    if (f[1].size() != 16 || !parseInt(f[1], hash, 16))
+    if (f[1].size() != 16 || !parseInteger(f[1], hash, 16))
       return fail(line,
                   kind + " hash " + quoted(f[1]) + " is not 16 hex digits");
     return Status::success();
@@ -253,7 +190,7 @@ Status Parser::parseRecord(int line, std::string_view record) {
     if (!isSafeName(file.name))
       return fail(line, "file name " + quoted(file.name) +
                             " is not a plain file name");
-    if (!keyValue(f[2], "bytes", bytes) || !parseInt(bytes, file.bytes) ||
+    if (!keyValue(f[2], "bytes", bytes) || !parseInteger(bytes, file.bytes) ||
         !keyValue(f[3], "crc32", crc) || !parseCrc32(crc, file.crc))
       return fail(line, "expected 'file NAME bytes=N crc32=XXXXXXXX', found " +
                             quoted(record));
@@ -276,7 +213,7 @@ Status Parser::parseRecord(int line, std::string_view record) {
     if (!parseDtype(f[3], t.dtype))
       return fail(line, "tensor " + quoted(t.name) + " has dtype " +
                             quoted(f[3]) + "; expected one of " + dtypeList());
-    if (!parseShape(f[4], t.shape))
+    if (!parseShape(f[4], t.shape, 0))
       return fail(line, "tensor " + quoted(t.name) + " has shape " +
                             quoted(f[4]) + "; expected e.g. 8x16 or scalar");
     if (f.size() == 6) {
@@ -314,11 +251,11 @@ Status Parser::parseRecord(int line, std::string_view record) {
     CheckpointTensor &t = m.tensors[it->second];
     CheckpointBlock b;
     std::string_view begin, count, file, offset, crc;
-    if (!keyValue(f[2], "begin", begin) || !parseInt(begin, b.begin) ||
+    if (!keyValue(f[2], "begin", begin) || !parseInteger(begin, b.begin) ||
         b.begin < 0 || !keyValue(f[3], "count", count) ||
-        !parseInt(count, b.count) || b.count < 1 ||
+        !parseInteger(count, b.count) || b.count < 1 ||
         !keyValue(f[4], "file", file) || !keyValue(f[5], "offset", offset) ||
-        !parseInt(offset, b.offset) || !keyValue(f[6], "crc32", crc) ||
+        !parseInteger(offset, b.offset) || !keyValue(f[6], "crc32", crc) ||
         !parseCrc32(crc, b.crc))
       return fail(line, "expected 'block NAME begin=B count=C file=F "
                         "offset=O crc32=XXXXXXXX' (C >= 1), found " +

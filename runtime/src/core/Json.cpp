@@ -1,7 +1,10 @@
-// JSON values and a strict, depth-bounded reader for the runtime's inputs.
+// JSON values, a strict, depth-bounded reader for the runtime's inputs and a
+// writer for its outputs.
 #include "core/Json.h"
 
+#include <cassert>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <system_error>
 
@@ -369,6 +372,120 @@ Expected<Json> parseJson(std::string_view text, int maxDepth) {
   if (Status s = JsonReader(text, maxDepth).read(value); !s)
     return Error(s.message());
   return value;
+}
+
+std::string jsonString(std::string_view text) {
+  std::string out = "\"";
+  for (char ch : text) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    switch (c) {
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    default:
+      if (c < 0x20) {
+        char escaped[8];
+        std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
+        out += escaped;
+      } else {
+        out += ch;
+      }
+    }
+  }
+  out += "\"";
+  return out;
+}
+
+JsonWriter &JsonWriter::open(char bracket, Layout l, bool object) {
+  beforeValue();
+  int enclosing = frames.empty() ? 0 : frames.back().indent;
+  frames.push_back(
+      {l, object, l == Layout::Lines ? enclosing + indentWidth : enclosing});
+  out += bracket;
+  return *this;
+}
+
+JsonWriter &JsonWriter::end() {
+  assert(!frames.empty() && !frames.back().afterKey && "end() out of order");
+  Frame frame = frames.back();
+  frames.pop_back();
+  if (frame.layout == Layout::Lines && !frame.empty) {
+    out += '\n';
+    out.append(static_cast<size_t>(frame.indent - indentWidth), ' ');
+  }
+  out += frame.object ? '}' : ']';
+  return *this;
+}
+
+void JsonWriter::separate() {
+  Frame &frame = frames.back();
+  if (!frame.empty)
+    out += frame.layout == Layout::Spaced ? ", " : ",";
+  if (frame.layout == Layout::Lines) {
+    out += '\n';
+    out.append(static_cast<size_t>(frame.indent), ' ');
+  }
+  frame.empty = false;
+}
+
+JsonWriter &JsonWriter::key(std::string_view name) {
+  assert(!frames.empty() && frames.back().object && !frames.back().afterKey &&
+         "key() outside an object or twice in a row");
+  separate();
+  out += jsonString(name);
+  out += frames.back().layout == Layout::Compact ? ":" : ": ";
+  frames.back().afterKey = true;
+  return *this;
+}
+
+void JsonWriter::beforeValue() {
+  if (frames.empty()) {
+    assert(out.empty() && "a second value outside any container");
+    return;
+  }
+  Frame &frame = frames.back();
+  if (frame.object) {
+    assert(frame.afterKey && "a member's value without its key");
+    frame.afterKey = false;
+    return;
+  }
+  separate();
+}
+
+JsonWriter &JsonWriter::string(std::string_view text) {
+  beforeValue();
+  out += jsonString(text);
+  return *this;
+}
+
+JsonWriter &JsonWriter::number(double value, const char *format) {
+  if (!std::isfinite(value))
+    return null();
+  char text[64];
+  std::snprintf(text, sizeof text, format, value);
+  return raw(text);
+}
+
+JsonWriter &JsonWriter::raw(std::string_view json) {
+  beforeValue();
+  out += json;
+  return *this;
+}
+
+std::string JsonWriter::take() {
+  assert(frames.empty() && "take() with a container still open");
+  std::string text = std::move(out);
+  out.clear();
+  return text;
 }
 
 } // namespace autoshard::rt

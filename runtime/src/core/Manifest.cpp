@@ -2,9 +2,9 @@
 #include "core/Manifest.h"
 #include "core/Dtype.h"
 #include "core/Init.h"
+#include "core/TextRecords.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -48,22 +48,6 @@ const char *memoryKindName(MemoryKind memory) {
 
 namespace {
 
-bool parseInt(std::string_view text, int64_t &value) {
-  if (text.empty())
-    return false;
-  const char *end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  return ec == std::errc() && ptr == end;
-}
-
-bool parseFiniteDouble(std::string_view text, double &value) {
-  if (text.empty())
-    return false;
-  const char *end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  return ec == std::errc() && ptr == end && std::isfinite(value);
-}
-
 bool isValidName(std::string_view name) {
   if (name.empty())
     return false;
@@ -74,52 +58,6 @@ bool isValidName(std::string_view name) {
       return false;
   }
   return true;
-}
-
-// Element counts beyond this are rejected so that byte counts (up to 8 bytes
-// an element) and index arithmetic stay within int64_t.
-constexpr int64_t kMaxElements = int64_t(1) << 56;
-
-bool parseShape(std::string_view text, std::vector<int64_t> &shape) {
-  shape.clear();
-  int64_t elements = 1;
-  if (text == "scalar")
-    return true;
-  if (text.empty())
-    return false;
-  size_t start = 0;
-  while (true) {
-    size_t x = text.find('x', start);
-    std::string_view dim =
-        text.substr(start, x == std::string_view::npos ? std::string_view::npos
-                                                       : x - start);
-    int64_t value;
-    if (!parseInt(dim, value) || value < 1 || value > kMaxElements / elements)
-      return false;
-    elements *= value;
-    shape.push_back(value);
-    if (x == std::string_view::npos)
-      return true;
-    start = x + 1;
-  }
-}
-
-std::vector<std::string_view> splitFields(std::string_view line) {
-  std::vector<std::string_view> fields;
-  size_t start = 0;
-  while (true) {
-    size_t space = line.find(' ', start);
-    if (space == std::string_view::npos) {
-      fields.push_back(line.substr(start));
-      return fields;
-    }
-    fields.push_back(line.substr(start, space - start));
-    start = space + 1;
-  }
-}
-
-std::string quoted(std::string_view text) {
-  return "'" + std::string(text) + "'";
 }
 
 /// " full=5x3 shard_axes=1" for a sharded tensor, "" for a replicated one.
@@ -185,7 +123,7 @@ public:
 
 private:
   Error lineError(int line, const std::string &message) const {
-    return Error("manifest line " + std::to_string(line) + ": " + message);
+    return rt::lineError("manifest", line, message);
   }
   Status parseRecord(int line, const std::vector<std::string_view> &fields);
   Status parseSite(int line, const std::vector<std::string_view> &fields);
@@ -204,15 +142,10 @@ private:
 };
 
 Expected<Manifest> Parser::run() {
-  int line = 0;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t newline = text.find('\n', start);
-    std::string_view content = text.substr(
-        start, newline == std::string_view::npos ? std::string_view::npos
-                                                 : newline - start);
-    start = newline == std::string_view::npos ? text.size() + 1 : newline + 1;
-    ++line;
+  TextLines lines(text);
+  while (lines.next()) {
+    int line = lines.number();
+    std::string_view content = lines.line();
     if (!content.empty() && content.back() == '\r')
       content.remove_suffix(1);
     if (endLine) {
@@ -240,7 +173,7 @@ Expected<Manifest> Parser::run() {
                  std::to_string(kManifestFormatVersion) +
                  "' as its first line");
   if (!endLine)
-    return lineError(line, "manifest ends without an 'end' record");
+    return lineError(lines.number(), "manifest ends without an 'end' record");
   if (Status s = checkWhole(endLine); !s)
     return Error(s.message());
   return std::move(manifest);
@@ -258,7 +191,7 @@ Status Parser::parseRecord(int line,
                                             ? keyword
                                             : std::string(keyword) + " ..."));
     int64_t version;
-    if (!parseInt(fields[1], version))
+    if (!parseInteger(fields[1], version))
       return lineError(line, "manifest format version " + quoted(fields[1]) +
                                  " is not an integer");
     if (version != kManifestFormatVersion)
@@ -289,13 +222,12 @@ Status Parser::parseRecord(int line,
     singletonLines.emplace(std::string(keyword), line);
     for (std::string_view field : std::vector<std::string_view>(
              fields.begin() + 1, fields.end())) {
-      size_t eq = field.find('=');
+      auto keyValue = splitKeyValue(field);
       int64_t bytes;
-      if (eq == std::string_view::npos || eq == 0 ||
-          !parseInt(field.substr(eq + 1), bytes) || bytes < 0)
+      if (!keyValue || !parseInteger(keyValue->second, bytes) || bytes < 0)
         return lineError(line, "memory field " + quoted(field) +
                                    " is not KEY=BYTES with BYTES >= 0");
-      std::string key(field.substr(0, eq));
+      std::string key(keyValue->first);
       for (const auto &[existing, value] : manifest.memory)
         if (existing == key)
           return lineError(line, "memory field " + quoted(key) +
@@ -310,7 +242,7 @@ Status Parser::parseRecord(int line,
                                  std::to_string(it->second) + ")");
     singletonLines.emplace(std::string(keyword), line);
     int64_t flops;
-    if (fields.size() != 2 || !parseInt(fields[1], flops) || flops < 0)
+    if (fields.size() != 2 || !parseInteger(fields[1], flops) || flops < 0)
       return lineError(line, "'flops' takes one field, the step's FLOPs (an "
                              "integer >= 0)");
     manifest.stepFlops = flops;
@@ -329,7 +261,7 @@ Status Parser::parseRecord(int line,
 Status Parser::parseSite(int line,
                          const std::vector<std::string_view> &fields) {
   int64_t index;
-  if (fields.size() < 3 || !parseInt(fields[1], index))
+  if (fields.size() < 3 || !parseInteger(fields[1], index))
     return lineError(line, "'site' takes an index and op=NAME, then "
                            "layer=, loc= and shapes= where known");
   if (index != static_cast<int64_t>(manifest.sites.size()))
@@ -380,7 +312,7 @@ Status Parser::parseSingleton(int line,
   std::string_view value = fields[1];
   if (keyword == "abi") {
     int64_t version;
-    if (!parseInt(value, version))
+    if (!parseInteger(value, version))
       return lineError(line,
                        "ABI version " + quoted(value) + " is not an integer");
     if (version != ASRT_ABI_VERSION)
@@ -392,7 +324,7 @@ Status Parser::parseSingleton(int line,
                     "; build the step and the runtime from the same sources");
     manifest.abiVersion = static_cast<int>(version);
   } else if (keyword == "grid") {
-    if (!parseShape(value, manifest.grid) || manifest.grid.empty())
+    if (!parseShape(value, manifest.grid, 1) || manifest.grid.empty())
       return lineError(line, "bad grid " + quoted(value) +
                                  "; expected positive dims joined by 'x' "
                                  "(like 4 or 2x2)");
@@ -427,7 +359,7 @@ Status Parser::parseTensor(int line,
   spec.isResult = isResult;
 
   int64_t index;
-  if (!parseInt(fields[1], index))
+  if (!parseInteger(fields[1], index))
     return lineError(line, std::string(kind) + " index " + quoted(fields[1]) +
                                " is not an integer");
   if (index != static_cast<int64_t>(list.size()))
@@ -474,7 +406,7 @@ Status Parser::parseTensor(int line,
   if (!parseDtype(fields[4], spec.dtype))
     return lineError(line, "unknown dtype " + quoted(fields[4]) +
                                "; expected one of " + dtypeList());
-  if (!parseShape(fields[5], spec.shape))
+  if (!parseShape(fields[5], spec.shape, 1))
     return lineError(line, "bad shape " + quoted(fields[5]) +
                                "; expected positive dims joined by 'x' (like "
                                "8x16) or 'scalar', with at most 2^56 "
@@ -486,12 +418,11 @@ Status Parser::parseTensor(int line,
   std::set<std::string_view> seen;
   for (size_t i = 6; i < fields.size(); ++i) {
     std::string_view field = fields[i];
-    size_t eq = field.find('=');
-    if (eq == std::string_view::npos || eq == 0 || eq + 1 == field.size())
+    auto keyValue = splitKeyValue(field);
+    if (!keyValue)
       return lineError(line,
                        "bad field " + quoted(field) + "; expected KEY=VALUE");
-    std::string_view key = field.substr(0, eq);
-    std::string_view value = field.substr(eq + 1);
+    auto [key, value] = *keyValue;
     bool known = false;
     for (std::string_view k : allowed)
       known |= k == key;
@@ -503,7 +434,7 @@ Status Parser::parseTensor(int line,
 
     int64_t number = 0;
     if (key != "init" && key != "full" && key != "memory" && key != "aliases" &&
-        !parseInt(value, number))
+        !parseInteger(value, number))
       return lineError(line, std::string(key) + "=" + std::string(value) +
                                  " is not an integer");
     if (key == "init") {
@@ -577,7 +508,7 @@ Status Parser::parseTensor(int line,
                                    " must name an argument index >= 0");
       spec.gradOf = static_cast<int>(number);
     } else if (key == "full") {
-      if (!parseShape(value, spec.fullShape))
+      if (!parseShape(value, spec.fullShape, 1))
         return lineError(line, "bad full shape " + quoted(value) +
                                    "; expected the global shape: positive "
                                    "dims joined by 'x' (like 8x16) or "

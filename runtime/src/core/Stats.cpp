@@ -1,5 +1,6 @@
 // What the runtime counts: time per op, bytes per collective, peak memory.
 #include "core/Stats.h"
+#include "core/Json.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -195,12 +196,6 @@ std::string formatBytes(int64_t bytes) {
 
 namespace {
 
-std::string formatDouble(double value) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.6g", value);
-  return buffer;
-}
-
 int64_t perStep(int64_t total, int64_t steps) {
   return steps > 0 ? total / steps : 0;
 }
@@ -211,49 +206,29 @@ double msPerStep(int64_t ns, int64_t steps) {
   return steps > 0 ? toMs(ns) / static_cast<double>(steps) : 0.0;
 }
 
-/// A number, or null where JSON has none (a diverged step's loss).
-std::string jsonNumber(double value) {
-  if (!std::isfinite(value))
-    return "null";
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.9g", value);
-  return buffer;
-}
-
 /// "series": one array per figure, index i for the i-th step run; lr and
-/// grad_norm only when some step has one.
-void writeSeries(std::ostream &os, const std::vector<StepSample> &series) {
-  auto column = [&](const char *name, auto get) {
-    os << "    \"" << name << "\": [";
-    for (size_t i = 0; i < series.size(); ++i)
-      os << (i ? ", " : "") << get(series[i]);
-    os << "]";
+/// grad_norm only when some step has one. A diverged step's loss is null.
+void writeSeries(JsonWriter &json, const std::vector<StepSample> &series) {
+  auto column = [&](const char *name, auto write) {
+    json.key(name).beginArray(JsonWriter::Layout::Spaced);
+    for (const StepSample &s : series)
+      write(s);
+    json.end();
   };
   bool lr = false, gradNorm = false;
   for (const StepSample &s : series) {
     lr |= !std::isnan(s.lr);
     gradNorm |= !std::isnan(s.gradNorm);
   }
-  os << "  \"series\": {\n";
-  column("step", [](const StepSample &s) { return std::to_string(s.step); });
-  os << ",\n";
-  column("loss", [](const StepSample &s) { return jsonNumber(s.loss); });
-  os << ",\n";
-  column("ms", [](const StepSample &s) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.3f", s.ms);
-    return std::string(text);
-  });
-  if (lr) {
-    os << ",\n";
-    column("lr", [](const StepSample &s) { return jsonNumber(s.lr); });
-  }
-  if (gradNorm) {
-    os << ",\n";
-    column("grad_norm",
-           [](const StepSample &s) { return jsonNumber(s.gradNorm); });
-  }
-  os << "\n  },\n";
+  json.key("series").beginObject();
+  column("step", [&](const StepSample &s) { json.integer(s.step); });
+  column("loss", [&](const StepSample &s) { json.number(s.loss); });
+  column("ms", [&](const StepSample &s) { json.number(s.ms, "%.3f"); });
+  if (lr)
+    column("lr", [&](const StepSample &s) { json.number(s.lr); });
+  if (gradNorm)
+    column("grad_norm", [&](const StepSample &s) { json.number(s.gradNorm); });
+  json.end();
 }
 
 } // namespace
@@ -426,152 +401,125 @@ void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
 
 void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
                     const RunInfo &run) {
-  os << "{\n";
-  os << "  \"step\": " << jsonString(run.step) << ",\n";
-  os << "  \"strategy\": " << jsonString(run.strategy) << ",\n";
-  os << "  \"grid\": " << jsonString(run.grid) << ",\n";
-  os << "  \"backend\": " << jsonString(run.backend) << ",\n";
-  os << "  \"world_size\": " << run.worldSize << ",\n";
-  os << "  \"rank\": " << run.rank << ",\n";
-  os << "  \"steps\": " << run.steps << ",\n";
-  os << "  \"mean_step_ms\": " << formatDouble(run.meanStepMs) << ",\n";
-  os << "  \"steady_step_ms\": " << formatDouble(run.steadyStepMs) << ",\n";
-  os << "  \"step_flops\": " << run.stepFlops << ",\n";
-  os << "  \"flop_per_s\": " << formatDouble(flopRate(run)) << ",\n";
-  os << "  \"step_tokens\": " << run.stepTokens << ",\n";
-  os << "  \"step_samples\": " << run.stepSamples << ",\n";
-  os << "  \"peak_flop_per_s\": " << formatDouble(run.peakFlopPerS) << ",\n";
-  os << "  \"peak_source\": " << jsonString(run.peakSource) << ",\n";
+  using Layout = JsonWriter::Layout;
+  JsonWriter json(Layout::Lines);
+  // Durations and rates with six significant digits.
+  auto figure = [&](const char *name, double value) {
+    json.key(name).number(value, "%.6g");
+  };
+  json.beginObject();
+  json.key("step").string(run.step);
+  json.key("strategy").string(run.strategy);
+  json.key("grid").string(run.grid);
+  json.key("backend").string(run.backend);
+  json.key("world_size").integer(run.worldSize);
+  json.key("rank").integer(run.rank);
+  json.key("steps").integer(run.steps);
+  figure("mean_step_ms", run.meanStepMs);
+  figure("steady_step_ms", run.steadyStepMs);
+  json.key("step_flops").integer(run.stepFlops);
+  figure("flop_per_s", flopRate(run));
+  json.key("step_tokens").integer(run.stepTokens);
+  json.key("step_samples").integer(run.stepSamples);
+  figure("peak_flop_per_s", run.peakFlopPerS);
+  json.key("peak_source").string(run.peakSource);
   // Model FLOPs utilisation at the median step time; null without a peak.
   if (run.peakFlopPerS > 0 && flopRate(run) > 0)
-    os << "  \"mfu\": " << formatDouble(flopRate(run) / run.peakFlopPerS)
-       << ",\n";
+    figure("mfu", flopRate(run) / run.peakFlopPerS);
   else
-    os << "  \"mfu\": null,\n";
+    json.key("mfu").null();
   // The last training step's loss and the last evaluation's: what a sweep
   // compares runs by.
   if (!run.evaluation && !run.series.empty())
-    os << "  \"final_train_loss\": " << jsonNumber(run.series.back().loss)
-       << ",\n";
+    json.key("final_train_loss").number(run.series.back().loss);
   if (!run.evaluations.empty())
-    os << "  \"final_eval_loss\": "
-       << jsonNumber(run.evaluations.back().meanLoss) << ",\n";
-  writeSeries(os, run.series);
+    json.key("final_eval_loss").number(run.evaluations.back().meanLoss);
+  writeSeries(json, run.series);
   if (run.evaluation)
-    os << "  \"mean_loss\": " << formatDouble(run.meanLoss) << ",\n";
+    figure("mean_loss", run.meanLoss);
   if (!run.evaluations.empty()) {
-    os << "  \"evaluations\": [";
-    for (size_t i = 0; i < run.evaluations.size(); ++i) {
-      const EvaluationInfo &e = run.evaluations[i];
-      os << (i ? ",\n    " : "\n    ") << "{\"after_step\": " << e.afterStep
-         << ", \"batches\": " << e.batches
-         << ", \"mean_loss\": " << formatDouble(e.meanLoss)
-         << ", \"ms\": " << formatDouble(e.ms)
-         << ", \"bytes_sent\": " << e.bytesSent
-         << (e.atStart ? ", \"at_start\": true}" : "}");
+    json.key("evaluations").beginArray();
+    for (const EvaluationInfo &e : run.evaluations) {
+      json.beginObject(Layout::Spaced);
+      json.key("after_step").integer(e.afterStep);
+      json.key("batches").integer(e.batches);
+      figure("mean_loss", e.meanLoss);
+      figure("ms", e.ms);
+      json.key("bytes_sent").integer(e.bytesSent);
+      if (e.atStart)
+        json.key("at_start").boolean(true);
+      json.end();
     }
-    os << "\n  ],\n";
+    json.end();
   }
-  os << "  \"peak_bytes\": " << stats.peakBytes << ",\n";
-  os << "  \"host_peak_bytes\": " << stats.hostPeakBytes << ",\n";
-  os << "  \"nvme_bytes\": " << stats.nvmeBytes << ",\n";
-  os << "  \"collectives\": {";
+  json.key("peak_bytes").integer(stats.peakBytes);
+  json.key("host_peak_bytes").integer(stats.hostPeakBytes);
+  json.key("nvme_bytes").integer(stats.nvmeBytes);
+  json.key("collectives").beginObject();
   for (int k = 0; k < kNumCollectiveKinds; ++k) {
     const CollectiveStats &c = stats.collectives[k];
-    os << (k ? ",\n" : "\n") << "    "
-       << jsonString(collectiveKindName(static_cast<CollectiveKind>(k)))
-       << ": {\"calls\": " << c.calls << ", \"bytes_sent\": " << c.bytesSent
-       << ", \"bytes_sent_per_step\": " << perStep(c.bytesSent, run.steps)
-       << "}";
+    json.key(collectiveKindName(static_cast<CollectiveKind>(k)))
+        .beginObject(Layout::Spaced);
+    json.key("calls").integer(c.calls);
+    json.key("bytes_sent").integer(c.bytesSent);
+    json.key("bytes_sent_per_step").integer(perStep(c.bytesSent, run.steps));
+    json.end();
   }
-  os << "\n  },\n";
+  json.end();
   const CommTimeStats &c = stats.comm;
-  os << "  \"communication\": {\"exposed_ms\": "
-     << formatDouble(toMs(c.exposedNs())) << ", \"exposed_ms_per_step\": "
-     << formatDouble(msPerStep(c.exposedNs(), run.steps))
-     << ", \"blocking_calls\": " << c.blockingCalls
-     << ", \"blocking_wait_ms\": " << formatDouble(toMs(c.blockingWaitNs))
-     << ", \"async_calls\": " << c.asyncCalls
-     << ", \"async_comm_ms\": " << formatDouble(toMs(c.asyncCommNs))
-     << ", \"async_comm_ms_per_step\": "
-     << formatDouble(msPerStep(c.asyncCommNs, run.steps))
-     << ", \"async_waits\": " << c.asyncWaits
-     << ", \"async_wait_ms\": " << formatDouble(toMs(c.asyncWaitNs))
-     << ", \"comm_thread_ms\": " << formatDouble(toMs(c.commThreadNs))
-     << "},\n";
-  os << "  \"offload\": {";
+  json.key("communication").beginObject(Layout::Spaced);
+  figure("exposed_ms", toMs(c.exposedNs()));
+  figure("exposed_ms_per_step", msPerStep(c.exposedNs(), run.steps));
+  json.key("blocking_calls").integer(c.blockingCalls);
+  figure("blocking_wait_ms", toMs(c.blockingWaitNs));
+  json.key("async_calls").integer(c.asyncCalls);
+  figure("async_comm_ms", toMs(c.asyncCommNs));
+  figure("async_comm_ms_per_step", msPerStep(c.asyncCommNs, run.steps));
+  json.key("async_waits").integer(c.asyncWaits);
+  figure("async_wait_ms", toMs(c.asyncWaitNs));
+  figure("comm_thread_ms", toMs(c.commThreadNs));
+  json.end();
+  json.key("offload").beginObject();
   for (int k = 0; k < kNumTransferKinds; ++k) {
     const TransferStats &t = stats.transfers[k];
-    os << (k ? ",\n" : "\n") << "    "
-       << jsonString(transferKindName(static_cast<TransferKind>(k)))
-       << ": {\"calls\": " << t.calls << ", \"bytes\": " << t.bytes
-       << ", \"bytes_per_step\": " << perStep(t.bytes, run.steps)
-       << ", \"total_ms\": " << formatDouble(toMs(t.totalNs))
-       << ", \"ms_per_step\": " << formatDouble(msPerStep(t.totalNs, run.steps))
-       << "}";
+    json.key(transferKindName(static_cast<TransferKind>(k)))
+        .beginObject(Layout::Spaced);
+    json.key("calls").integer(t.calls);
+    json.key("bytes").integer(t.bytes);
+    json.key("bytes_per_step").integer(perStep(t.bytes, run.steps));
+    figure("total_ms", toMs(t.totalNs));
+    figure("ms_per_step", msPerStep(t.totalNs, run.steps));
+    json.end();
   }
-  os << "\n  },\n";
+  json.end();
   const OffloadTimeStats &o = stats.offload;
-  os << "  \"offload_time\": {\"exposed_ms\": "
-     << formatDouble(toMs(o.exposedNs())) << ", \"exposed_ms_per_step\": "
-     << formatDouble(msPerStep(o.exposedNs(), run.steps))
-     << ", \"sync_calls\": " << o.syncCalls
-     << ", \"sync_wait_ms\": " << formatDouble(toMs(o.syncWaitNs))
-     << ", \"async_calls\": " << o.asyncCalls
-     << ", \"async_transfer_ms\": " << formatDouble(toMs(o.asyncTransferNs))
-     << ", \"async_transfer_ms_per_step\": "
-     << formatDouble(msPerStep(o.asyncTransferNs, run.steps))
-     << ", \"async_waits\": " << o.asyncWaits
-     << ", \"async_wait_ms\": " << formatDouble(toMs(o.asyncWaitNs))
-     << ", \"offload_thread_ms\": " << formatDouble(toMs(o.offloadThreadNs))
-     << "},\n";
-  os << "  \"ops\": {";
-  bool first = true;
+  json.key("offload_time").beginObject(Layout::Spaced);
+  figure("exposed_ms", toMs(o.exposedNs()));
+  figure("exposed_ms_per_step", msPerStep(o.exposedNs(), run.steps));
+  json.key("sync_calls").integer(o.syncCalls);
+  figure("sync_wait_ms", toMs(o.syncWaitNs));
+  json.key("async_calls").integer(o.asyncCalls);
+  figure("async_transfer_ms", toMs(o.asyncTransferNs));
+  figure("async_transfer_ms_per_step", msPerStep(o.asyncTransferNs, run.steps));
+  json.key("async_waits").integer(o.asyncWaits);
+  figure("async_wait_ms", toMs(o.asyncWaitNs));
+  figure("offload_thread_ms", toMs(o.offloadThreadNs));
+  json.end();
+  json.key("ops").beginObject();
   for (const auto &[name, op] : stats.ops) {
-    os << (first ? "\n" : ",\n") << "    " << jsonString(name)
-       << ": {\"calls\": " << op.calls << ", \"total_ms\": "
-       << formatDouble(static_cast<double>(op.totalNs) / 1e6);
-    if (op.deviceCalls > 0)
-      os << ", \"device_calls\": " << op.deviceCalls << ", \"device_ms\": "
-         << formatDouble(static_cast<double>(op.deviceNs) / 1e6)
-         << ", \"device_max_ms\": "
-         << formatDouble(static_cast<double>(op.deviceMaxNs) / 1e6);
-    os << "}";
-    first = false;
-  }
-  os << (first ? "}\n" : "\n  }\n");
-  os << "}\n";
-}
-
-std::string jsonString(std::string_view text) {
-  std::string out = "\"";
-  for (char ch : text) {
-    unsigned char c = static_cast<unsigned char>(ch);
-    switch (c) {
-    case '"':
-      out += "\\\"";
-      break;
-    case '\\':
-      out += "\\\\";
-      break;
-    case '\n':
-      out += "\\n";
-      break;
-    case '\t':
-      out += "\\t";
-      break;
-    default:
-      if (c < 0x20) {
-        char escaped[8];
-        std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
-        out += escaped;
-      } else {
-        out += ch;
-      }
+    json.key(name).beginObject(Layout::Spaced);
+    json.key("calls").integer(op.calls);
+    figure("total_ms", toMs(op.totalNs));
+    if (op.deviceCalls > 0) {
+      json.key("device_calls").integer(op.deviceCalls);
+      figure("device_ms", toMs(op.deviceNs));
+      figure("device_max_ms", toMs(op.deviceMaxNs));
     }
+    json.end();
   }
-  out += "\"";
-  return out;
+  json.end();
+  json.end();
+  os << json.text() << "\n";
 }
 
 } // namespace autoshard::rt

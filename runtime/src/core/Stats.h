@@ -260,7 +260,4 @@ void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
 /// "160 B", "79.9 MiB": bytes in the largest binary unit below them.
 std::string formatBytes(int64_t bytes);
 
-/// `text` as a JSON string literal, quotes included.
-std::string jsonString(std::string_view text);
-
 } // namespace autoshard::rt

@@ -1,7 +1,7 @@
 // A Chrome/Perfetto trace of one rank: its ops, collectives and waits.
 #include "core/Trace.h"
+#include "core/Json.h"
 #include "core/Manifest.h"
-#include "core/Stats.h"
 
 #include <cinttypes>
 #include <cstdio>
@@ -58,13 +58,31 @@ const char *trackName(TraceTrack track) {
 
 std::string Trace::jsonEvents(int rank) const {
   std::lock_guard<std::mutex> lock(mutex);
-  const std::string pid = std::to_string(rank);
   std::string out;
   out.reserve(recorded.size() * 160 + 512);
-  out += "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " + pid +
-         ", \"tid\": 0, \"args\": {\"name\": \"rank " + pid + "\"}},\n";
-  out += "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": " + pid +
-         ", \"tid\": 0, \"args\": {\"sort_index\": " + pid + "}}";
+  // One event a line, objects on one line each; writeTraceFile puts the
+  // ranks' lines into one array.
+  JsonWriter json;
+  auto add = [&]() {
+    out += out.empty() ? "" : ",\n";
+    out += json.take();
+  };
+  // A metadata event; `args` writes its args' members.
+  auto metadata = [&](const char *name, int tid, auto args) {
+    json.beginObject();
+    json.key("name").string(name);
+    json.key("ph").string("M");
+    json.key("pid").integer(rank);
+    json.key("tid").integer(tid);
+    json.key("args").beginObject();
+    args();
+    json.end().end();
+    add();
+  };
+  metadata("process_name", 0,
+           [&] { json.key("name").string("rank " + std::to_string(rank)); });
+  metadata("process_sort_index", 0,
+           [&] { json.key("sort_index").integer(rank); });
   // The offload track only where there is offload traffic: most runs have
   // none, and an empty track would only take room in the viewer.
   bool offload = false;
@@ -74,68 +92,60 @@ std::string Trace::jsonEvents(int rank) const {
        {TraceTrack::Main, TraceTrack::Comm, TraceTrack::Offload}) {
     if (track == TraceTrack::Offload && !offload)
       continue;
-    std::string tid = std::to_string(static_cast<int>(track));
-    out += ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + pid +
-           ", \"tid\": " + tid +
-           ", \"args\": {\"name\": " + jsonString(trackName(track)) + "}}";
-    out +=
-        ",\n{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": " + pid +
-        ", \"tid\": " + tid + ", \"args\": {\"sort_index\": " + tid + "}}";
+    int tid = static_cast<int>(track);
+    metadata("thread_name", tid,
+             [&] { json.key("name").string(trackName(track)); });
+    metadata("thread_sort_index", tid,
+             [&] { json.key("sort_index").integer(tid); });
   }
   for (const TraceEvent &e : recorded) {
-    out += ",\n{\"name\": " + jsonString(e.name) +
-           ", \"cat\": " + jsonString(e.category) +
-           ", \"ph\": \"X\", \"pid\": " + pid +
-           ", \"tid\": " + std::to_string(static_cast<int>(e.track)) +
-           ", \"ts\": " + micros(e.startNs - origin) +
-           ", \"dur\": " + micros(e.endNs - e.startNs) + ", \"args\": {";
-    const char *separator = "";
-    auto arg = [&](const char *key, const std::string &value) {
-      out += separator;
-      out += '"';
-      out += key;
-      out += "\": ";
-      out += value;
-      separator = ", ";
+    json.beginObject();
+    json.key("name").string(e.name);
+    json.key("cat").string(e.category);
+    json.key("ph").string("X");
+    json.key("pid").integer(rank);
+    json.key("tid").integer(static_cast<int>(e.track));
+    json.key("ts").raw(micros(e.startNs - origin));
+    json.key("dur").raw(micros(e.endNs - e.startNs));
+    json.key("args").beginObject();
+    auto count = [&](const char *key, int64_t value) {
+      if (value >= 0)
+        json.key(key).integer(value);
     };
-    if (e.step >= 0)
-      arg("step", std::to_string(e.step));
-    if (e.seq >= 0)
-      arg("seq", std::to_string(e.seq));
-    if (e.handle >= 0)
-      arg("handle", std::to_string(e.handle));
-    if (e.bytes >= 0)
-      arg("bytes", std::to_string(e.bytes));
-    if (e.mask >= 0)
-      arg("grid_axes_mask", std::to_string(e.mask));
+    count("step", e.step);
+    count("seq", e.seq);
+    count("handle", e.handle);
+    count("bytes", e.bytes);
+    count("grid_axes_mask", e.mask);
     if (e.dtype)
-      arg("dtype", jsonString(e.dtype));
-    if (e.arg >= 0)
-      arg("arg", std::to_string(e.arg));
+      json.key("dtype").string(e.dtype);
+    count("arg", e.arg);
     if (e.site) {
-      arg("op", jsonString(e.site->op));
+      json.key("op").string(e.site->op);
       if (!e.site->layer.empty())
-        arg("layer", jsonString(e.site->layer));
+        json.key("layer").string(e.site->layer);
       if (!e.site->loc.empty())
-        arg("loc", jsonString(e.site->loc));
+        json.key("loc").string(e.site->loc);
       if (!e.site->shapes.empty())
-        arg("shapes", jsonString(e.site->shapes));
+        json.key("shapes").string(e.site->shapes);
     }
-    out += "}}";
+    json.end().end();
+    add();
   }
   return out;
 }
 
 void writeTraceFile(std::ostream &os, const std::vector<std::string> &ranks) {
-  os << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
-  bool first = true;
-  for (const std::string &events : ranks) {
-    if (events.empty())
-      continue;
-    os << (first ? "" : ",\n") << events;
-    first = false;
-  }
-  os << "\n]}\n";
+  // The events of all ranks in one array, one event a line.
+  JsonWriter json(JsonWriter::Layout::Spaced, /*indentWidth=*/0);
+  json.beginObject();
+  json.key("displayTimeUnit").string("ms");
+  json.key("traceEvents").beginArray(JsonWriter::Layout::Lines);
+  for (const std::string &events : ranks)
+    if (!events.empty())
+      json.raw(events);
+  json.end().end();
+  os << json.text() << "\n";
 }
 
 } // namespace autoshard::rt

@@ -39,11 +39,6 @@ std::string rate(double perSecond) {
   return format(perSecond >= 100 ? "%.0f" : "%.4g", perSecond);
 }
 
-/// A JSON number, or null where JSON has none.
-std::string jsonNumber(const char *fmt, double value) {
-  return std::isfinite(value) ? format(fmt, value) : "null";
-}
-
 } // namespace
 
 std::string formatStepLine(const StepLogEntry &e) {
@@ -69,33 +64,39 @@ std::string formatStepLine(const StepLogEntry &e) {
 }
 
 std::string formatStepJson(const StepLogEntry &e) {
-  std::string out = "{\"step\": " + std::to_string(e.step) +
-                    ", \"loss\": " + jsonNumber("%.9g", e.loss) +
-                    ", \"ms\": " + jsonNumber("%.3f", e.ms);
+  JsonWriter json;
+  json.beginObject();
+  json.key("step").integer(e.step);
+  json.key("loss").number(e.loss);
+  json.key("ms").number(e.ms, "%.3f");
   if (e.lr)
-    out += ", \"lr\": " + jsonNumber("%.9g", *e.lr);
+    json.key("lr").number(*e.lr);
   if (e.gradNorm)
-    out += ", \"grad_norm\": " + jsonNumber("%.9g", *e.gradNorm);
+    json.key("grad_norm").number(*e.gradNorm);
   if (e.tokens > 0)
-    out += ", \"tokens_per_s\": " + jsonNumber("%.6g", e.tokensPerSecond());
+    json.key("tokens_per_s").number(e.tokensPerSecond(), "%.6g");
   if (e.samples > 0)
-    out += ", \"samples_per_s\": " + jsonNumber("%.6g", e.samplesPerSecond());
+    json.key("samples_per_s").number(e.samplesPerSecond(), "%.6g");
   if (std::optional<double> mfu = e.mfu())
-    out += ", \"mfu\": " + jsonNumber("%.6g", *mfu);
+    json.key("mfu").number(*mfu, "%.6g");
   if (e.memoryBytes >= 0)
-    out += ", \"memory_bytes\": " + std::to_string(e.memoryBytes);
+    json.key("memory_bytes").integer(e.memoryBytes);
   if (e.peakMemoryBytes >= 0)
-    out += ", \"peak_memory_bytes\": " + std::to_string(e.peakMemoryBytes);
-  return out + "}";
+    json.key("peak_memory_bytes").integer(e.peakMemoryBytes);
+  return json.end().take();
 }
 
 std::string formatEvalJson(int64_t afterStep, double meanLoss, int64_t batches,
                            double ms, bool savedBest) {
-  return "{\"eval_after_step\": " + std::to_string(afterStep) +
-         ", \"loss\": " + jsonNumber("%.9g", meanLoss) +
-         ", \"batches\": " + std::to_string(batches) +
-         ", \"ms\": " + jsonNumber("%.3f", ms) +
-         (savedBest ? ", \"saved_best\": true}" : "}");
+  JsonWriter json;
+  json.beginObject();
+  json.key("eval_after_step").integer(afterStep);
+  json.key("loss").number(meanLoss);
+  json.key("batches").integer(batches);
+  json.key("ms").number(ms, "%.3f");
+  if (savedBest)
+    json.key("saved_best").boolean(true);
+  return json.end().take();
 }
 
 bool isLoggedStep(int64_t step, int64_t firstStep, int64_t logEvery,

@@ -1,8 +1,10 @@
-// The JSON reader: values, number conversions, and errors that say where.
+// The JSON reader (values, number conversions, errors that say where) and
+// the writer (escaping, layouts, what the reader reads back).
 #include "core/Json.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -213,6 +215,103 @@ TEST(JsonTest, NestingIsBounded) {
   EXPECT_EQ(errorOf("[[[1]]]", 2),
             "at byte 2: nesting is too deep (more than 2 levels of arrays "
             "and objects)");
+}
+
+TEST(JsonWriterTest, StringsAreEscaped) {
+  EXPECT_EQ(jsonString("a\"b\\c\n\x01\t\x1f/\xc3\xa9"),
+            "\"a\\\"b\\\\c\\n\\u0001\\t\\u001f/\xc3\xa9\"");
+  // Whatever the bytes, the reader gets them back.
+  std::string all;
+  for (int c = 1; c < 128; ++c)
+    all += static_cast<char>(c);
+  EXPECT_EQ(parsed(jsonString(all)).text, all);
+}
+
+/// {"a": 1, "b": [true, null, "x"], "c": {}, "d": []} in `layout`.
+std::string sample(JsonWriter::Layout layout) {
+  JsonWriter json(layout);
+  json.beginObject();
+  json.key("a").integer(1);
+  json.key("b").beginArray().boolean(true).null().string("x").end();
+  json.key("c").beginObject().end();
+  json.key("d").beginArray().end();
+  return json.end().take();
+}
+
+TEST(JsonWriterTest, LayoutsSpaceAndBreakAsNamed) {
+  EXPECT_EQ(sample(JsonWriter::Layout::Compact),
+            R"({"a":1,"b":[true,null,"x"],"c":{},"d":[]})");
+  EXPECT_EQ(sample(JsonWriter::Layout::Spaced),
+            R"({"a": 1, "b": [true, null, "x"], "c": {}, "d": []})");
+  EXPECT_EQ(sample(JsonWriter::Layout::Lines), "{\n"
+                                               "  \"a\": 1,\n"
+                                               "  \"b\": [\n"
+                                               "    true,\n"
+                                               "    null,\n"
+                                               "    \"x\"\n"
+                                               "  ],\n"
+                                               "  \"c\": {},\n"
+                                               "  \"d\": []\n"
+                                               "}");
+  for (auto layout : {JsonWriter::Layout::Compact, JsonWriter::Layout::Spaced,
+                      JsonWriter::Layout::Lines}) {
+    Json v = parsed(sample(layout));
+    ASSERT_EQ(v.members.size(), 4u);
+    EXPECT_EQ(v.get("b")->items[2].text, "x");
+  }
+}
+
+TEST(JsonWriterTest, NestedLayoutsIndentUnderTheEnclosingLines) {
+  // The shape of --stats-json: records one a line, each record on one line,
+  // and Lines inside Spaced inside Lines indented by the outer Lines only.
+  JsonWriter json(JsonWriter::Layout::Lines);
+  json.beginObject();
+  json.key("ops").beginObject();
+  json.key("matmul").beginObject(JsonWriter::Layout::Spaced);
+  json.key("calls").integer(2).key("ms").number(1.5, "%.6g");
+  json.key("sizes").beginArray(JsonWriter::Layout::Lines).integer(7).end();
+  json.end().end();
+  json.key("n").integer(int64_t(-9000000000));
+  EXPECT_EQ(json.end().take(), "{\n"
+                               "  \"ops\": {\n"
+                               "    \"matmul\": {\"calls\": 2, \"ms\": 1.5, "
+                               "\"sizes\": [\n"
+                               "      7\n"
+                               "    ]}\n"
+                               "  },\n"
+                               "  \"n\": -9000000000\n"
+                               "}");
+}
+
+TEST(JsonWriterTest, NumbersFollowTheirFormatAndNonFiniteOnesAreNull) {
+  JsonWriter json(JsonWriter::Layout::Compact);
+  json.beginArray();
+  json.number(0.1).number(2.0 / 3, "%.3f").number(NAN).number(-INFINITY);
+  json.integer(uint64_t(18446744073709551615u)).integer(int8_t(-3));
+  EXPECT_EQ(json.end().take(), "[0.1,0.667,null,null,18446744073709551615,-3]");
+}
+
+TEST(JsonWriterTest, RawTextStandsForValuesAsGiven) {
+  // A rank's trace events, written by one writer, join another's array.
+  JsonWriter events;
+  std::string joined = events.beginObject().key("ts").raw("1.500").end().take();
+  joined += ",\n" + events.beginObject().key("ts").raw("2.000").end().take();
+  JsonWriter file(JsonWriter::Layout::Spaced, /*indentWidth=*/0);
+  file.beginObject().key("traceEvents").beginArray(JsonWriter::Layout::Lines);
+  file.raw(joined).raw(R"({"ts": 3})").end().end();
+  EXPECT_EQ(file.text(), "{\"traceEvents\": [\n"
+                         "{\"ts\": 1.500},\n"
+                         "{\"ts\": 2.000},\n"
+                         "{\"ts\": 3}\n"
+                         "]}");
+  EXPECT_EQ(parsed(file.text()).get("traceEvents")->items.size(), 3u);
+}
+
+TEST(JsonWriterTest, TakeStartsAfresh) {
+  JsonWriter json;
+  EXPECT_EQ(json.string("a").take(), "\"a\"");
+  EXPECT_EQ(json.text(), "");
+  EXPECT_EQ(json.beginArray().integer(1).end().take(), "[1]");
 }
 
 } // namespace

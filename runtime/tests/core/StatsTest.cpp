@@ -11,6 +11,17 @@ using namespace autoshard::rt;
 
 namespace {
 
+/// The plan part of a report's run: a DDP step on a grid of 2 on the CPU.
+RunInfo ddpOnTwoRanks() {
+  RunInfo run;
+  run.step = "train_step";
+  run.strategy = "ddp";
+  run.grid = "2";
+  run.backend = "cpu";
+  run.worldSize = 2;
+  return run;
+}
+
 TEST(StatsTest, RingBytesWhenTheGroupDividesTheBuffer) {
   // S = 1024 floats = 4096 bytes over 4 ranks: 2S(n-1)/n and S(n-1)/n.
   EXPECT_EQ(ringBytesSent(CollectiveKind::AllReduce, 1024, 4, 4), 6144);
@@ -64,12 +75,7 @@ TEST(StatsTest, ReportsPerStepNumbers) {
   stats.recordCollective(CollectiveKind::AllReduce, 300);
   stats.recordAlloc(2048);
   stats.recordOp("copy", 2500000);
-  RunInfo run;
-  run.step = "train_step";
-  run.strategy = "ddp";
-  run.grid = "2";
-  run.backend = "cpu";
-  run.worldSize = 2;
+  RunInfo run = ddpOnTwoRanks();
   run.steps = 3;
   run.meanStepMs = 1.5;
   run.steadyStepMs = 1.25;
@@ -361,8 +367,72 @@ TEST(StatsTest, ReportsOffloadOnlyWhenTheRunOffloads) {
   EXPECT_EQ(s.nvmeBytes, 2048);
 }
 
-TEST(StatsTest, JsonStringsAreEscaped) {
-  EXPECT_EQ(jsonString("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\u0001\"");
+// The whole file, byte for byte: tools and sweeps diff --stats-json output
+// across runs and versions, so its layout is part of the format.
+TEST(StatsTest, JsonKeepsItsExactLayout) {
+  Stats stats;
+  stats.recordOp("matmul", 1500000);
+  stats.recordDeviceOp("matmul", 1250000);
+  stats.recordCollective(CollectiveKind::AllReduce, 4096);
+  stats.recordAlloc(1 << 20);
+  stats.recordCommWait(false, 250000);
+  RunInfo run = ddpOnTwoRanks();
+  run.rank = 1;
+  run.steps = 2;
+  run.meanStepMs = 2.5;
+  run.steadyStepMs = 2;
+  run.series = {{1, 2.5, 3.0, NAN, NAN}, {2, NAN, 2.0, NAN, NAN}};
+  run.evaluations = {{0, 2, 2.75, 1.5, 64, true}};
+  std::ostringstream json;
+  writeStatsJson(json, stats.snapshot(), run);
+  EXPECT_EQ(json.str(), R"({
+  "step": "train_step",
+  "strategy": "ddp",
+  "grid": "2",
+  "backend": "cpu",
+  "world_size": 2,
+  "rank": 1,
+  "steps": 2,
+  "mean_step_ms": 2.5,
+  "steady_step_ms": 2,
+  "step_flops": 0,
+  "flop_per_s": 0,
+  "step_tokens": 0,
+  "step_samples": 0,
+  "peak_flop_per_s": 0,
+  "peak_source": "",
+  "mfu": null,
+  "final_train_loss": null,
+  "final_eval_loss": 2.75,
+  "series": {
+    "step": [1, 2],
+    "loss": [2.5, null],
+    "ms": [3.000, 2.000]
+  },
+  "evaluations": [
+    {"after_step": 0, "batches": 2, "mean_loss": 2.75, "ms": 1.5, "bytes_sent": 64, "at_start": true}
+  ],
+  "peak_bytes": 1048576,
+  "host_peak_bytes": 0,
+  "nvme_bytes": 0,
+  "collectives": {
+    "all_reduce": {"calls": 1, "bytes_sent": 4096, "bytes_sent_per_step": 2048},
+    "all_gather": {"calls": 0, "bytes_sent": 0, "bytes_sent_per_step": 0},
+    "reduce_scatter": {"calls": 0, "bytes_sent": 0, "bytes_sent_per_step": 0}
+  },
+  "communication": {"exposed_ms": 0.25, "exposed_ms_per_step": 0.125, "blocking_calls": 1, "blocking_wait_ms": 0.25, "async_calls": 0, "async_comm_ms": 0, "async_comm_ms_per_step": 0, "async_waits": 0, "async_wait_ms": 0, "comm_thread_ms": 0},
+  "offload": {
+    "to_host": {"calls": 0, "bytes": 0, "bytes_per_step": 0, "total_ms": 0, "ms_per_step": 0},
+    "to_device": {"calls": 0, "bytes": 0, "bytes_per_step": 0, "total_ms": 0, "ms_per_step": 0},
+    "nvme_read": {"calls": 0, "bytes": 0, "bytes_per_step": 0, "total_ms": 0, "ms_per_step": 0},
+    "nvme_write": {"calls": 0, "bytes": 0, "bytes_per_step": 0, "total_ms": 0, "ms_per_step": 0}
+  },
+  "offload_time": {"exposed_ms": 0, "exposed_ms_per_step": 0, "sync_calls": 0, "sync_wait_ms": 0, "async_calls": 0, "async_transfer_ms": 0, "async_transfer_ms_per_step": 0, "async_waits": 0, "async_wait_ms": 0, "offload_thread_ms": 0},
+  "ops": {
+    "matmul": {"calls": 1, "total_ms": 1.5, "device_calls": 1, "device_ms": 1.25, "device_max_ms": 1.25}
+  }
+}
+)");
 }
 
 } // namespace

@@ -131,4 +131,50 @@ TEST(TraceTest, TheFileJoinsTheRanks) {
   EXPECT_EQ(text.substr(text.size() - 4), "\n]}\n");
 }
 
+// The whole file, byte for byte: one event a line, as viewers and scripts
+// that grep traces see it.
+TEST(TraceTest, TheFileKeepsItsExactLayout) {
+  OpSite site;
+  site.op = "train.linear";
+  site.layer = "h.0";
+  Trace trace(1000);
+  TraceEvent e;
+  e.name = "asrt_matmul";
+  e.category = "compute";
+  e.startNs = 2500;
+  e.endNs = 4000;
+  e.step = 1;
+  e.site = &site;
+  trace.record(e);
+  TraceEvent c;
+  c.name = "all_reduce";
+  c.category = "comm";
+  c.track = TraceTrack::Comm;
+  c.startNs = 3000;
+  c.endNs = 3001;
+  c.seq = 0;
+  c.bytes = 64;
+  c.dtype = "f32";
+  trace.record(c);
+  std::ostringstream file;
+  writeTraceFile(file, {trace.jsonEvents(0), Trace(0).jsonEvents(1)});
+  EXPECT_EQ(file.str(), R"json({"displayTimeUnit": "ms", "traceEvents": [
+{"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "rank 0"}},
+{"name": "process_sort_index", "ph": "M", "pid": 0, "tid": 0, "args": {"sort_index": 0}},
+{"name": "thread_name", "ph": "M", "pid": 0, "tid": 1, "args": {"name": "main thread (compute)"}},
+{"name": "thread_sort_index", "ph": "M", "pid": 0, "tid": 1, "args": {"sort_index": 1}},
+{"name": "thread_name", "ph": "M", "pid": 0, "tid": 2, "args": {"name": "communication thread"}},
+{"name": "thread_sort_index", "ph": "M", "pid": 0, "tid": 2, "args": {"sort_index": 2}},
+{"name": "asrt_matmul", "cat": "compute", "ph": "X", "pid": 0, "tid": 1, "ts": 1.500, "dur": 1.500, "args": {"step": 1, "op": "train.linear", "layer": "h.0"}},
+{"name": "all_reduce", "cat": "comm", "ph": "X", "pid": 0, "tid": 2, "ts": 2.000, "dur": 0.001, "args": {"seq": 0, "bytes": 64, "dtype": "f32"}},
+{"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "rank 1"}},
+{"name": "process_sort_index", "ph": "M", "pid": 1, "tid": 0, "args": {"sort_index": 1}},
+{"name": "thread_name", "ph": "M", "pid": 1, "tid": 1, "args": {"name": "main thread (compute)"}},
+{"name": "thread_sort_index", "ph": "M", "pid": 1, "tid": 1, "args": {"sort_index": 1}},
+{"name": "thread_name", "ph": "M", "pid": 1, "tid": 2, "args": {"name": "communication thread"}},
+{"name": "thread_sort_index", "ph": "M", "pid": 1, "tid": 2, "args": {"sort_index": 2}}
+]}
+)json");
+}
+
 } // namespace
