@@ -1,4 +1,5 @@
-// The training binary's flow: launch, manifest, buffers, steps, reports.
+// The training binary's hooks, checks and messages, and how it joins its
+// job; its run is driver/Trainer.h's.
 #pragma once
 
 #include "autoshard/rt/abi.h"
@@ -15,9 +16,9 @@
 
 namespace autoshard::rt {
 
-/// What the driver runs: the compiled step and the linked backend. main()
-/// fills it from autoshard_manifest, autoshard_step, initBackend and
-/// backendName; keeping those symbols out of the driver proper lets tests
+/// What the driver runs (runDriver, driver/Trainer.h): the compiled step
+/// and the linked backend. main() fills it from autoshard_manifest,
+/// autoshard_step, initBackend and backendName; keeping those symbols out of the driver proper lets tests
 /// link it without a compiled step.
 struct DriverHooks {
   const char *manifest = nullptr;
@@ -35,15 +36,6 @@ struct DriverHooks {
   double (*measurePeakFlopPerS)(const BackendOptions &,
                                 std::string &) = nullptr;
 };
-
-/// Runs the training binary: joins the job (launchControl), parses
-/// the command line and the manifest, checks the world size against the
-/// compiled grid, allocates and initialises every argument (init=, then
-/// --load-params or --resume's checkpoint), runs the steps (with sharded
-/// checkpoints under --checkpoint-dir) and reports (--save-params,
-/// --save-grads, --stats-json, --trace). Returns the exit status: 0, 1 for a runtime problem (every
-/// rank returns it), 2 for a bad command line.
-int runDriver(int argc, char **argv, const DriverHooks &hooks);
 
 /// How this process joins its job, from how it was started: under mpirun
 /// (OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK set) MPI; with

@@ -1,5 +1,5 @@
 // main() of every training binary: the driver over the linked step and backend.
-#include "driver/Driver.h"
+#include "driver/Trainer.h"
 
 int main(int argc, char **argv) {
   autoshard::rt::DriverHooks hooks;
