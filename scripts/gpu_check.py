@@ -55,6 +55,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -103,14 +104,28 @@ def shell_status(returncode):
     return 128 - returncode if returncode < 0 else returncode
 
 
-def call(cmd, stdout=None, stderr=None, env=None, cwd=None):
-    """Runs CMD and returns its status as a shell would give it, 127 and a
-    shell's message (on STDERR) when it cannot be started."""
+def signal_note(cmd, pid, returncode):
+    """The line a shell prints when a signal ends its child (none for
+    SIGINT and SIGPIPE), or ''. It names the signal in a log that would
+    otherwise just stop."""
+    number = -returncode
+    if number <= 0 or number in (signal.SIGINT, signal.SIGPIPE):
+        return ""
+    try:
+        name = signal.strsignal(number)
+    except (AttributeError, ValueError):  # strsignal: Python 3.8
+        name = None
+    return f"{PROG}: {pid} {name or f'signal {number}'}  {' '.join(cmd[:5])}\n"
+
+
+def call(cmd, stdout=None, stderr=None, env=None, cwd=None, signal_log=None):
+    """Runs CMD and returns its status as a shell gives it: 128 + N for
+    signal N, said as a shell says it in SIGNAL_LOG (else on our stderr);
+    127 or 126 and a shell's message (on STDERR) when it cannot start."""
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        return shell_status(subprocess.run(
-            cmd, stdout=stdout, stderr=stderr, env=env, cwd=cwd).returncode)
+        child = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, env=env, cwd=cwd)
     except OSError as e:
         status, why = 126, e.strerror
         if isinstance(e, FileNotFoundError):
@@ -124,12 +139,20 @@ def call(cmd, stdout=None, stderr=None, env=None, cwd=None):
         elif target is not subprocess.DEVNULL:
             target.write(message)
         return status
+    returncode = child.wait()
+    note = signal_note(cmd, child.pid, returncode)
+    if note and signal_log:
+        append_text(signal_log, note)
+    elif note:
+        sys.stderr.write(note)
+    return shell_status(returncode)
 
 
-def call_logged(cmd, log, append=False, env=None, cwd=None):
+def call_logged(cmd, log, append=False, env=None, cwd=None, signal_to_log=False):
     """CMD with its stdout and stderr in LOG, which grows as it runs."""
     with open(log, "ab" if append else "wb") as f:
-        return call(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+        return call(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                    signal_log=log if signal_to_log else None)
 
 
 def output_of(cmd, with_stderr=True):
@@ -388,9 +411,13 @@ class DeviceCheck:
         left = self.deadline - int(time.time()) - 20
         return max(min(scaled, self.opts.timeout_s, left), 10)
 
-    def bounded(self, own, cmd):
-        """CMD under timeout(1) for its stage's time: TERM, then KILL."""
-        return ["timeout", "-k", "5", str(self.stage_time(own))] + cmd
+    def stage(self, own, cmd, log, append=False, env=None, cwd=None, signal_to_log=True):
+        """CMD as a stage of the check: under timeout(1) for its time (TERM,
+        then KILL 5 s later), its output in LOG, and a signal's end too
+        unless told (as the bash this was did, which said none for the
+        synchronous rerun)."""
+        return call_logged(["timeout", "-k", "5", str(self.stage_time(own))] + cmd, log,
+                           append=append, env=env, cwd=cwd, signal_to_log=signal_to_log)
 
     # ------------------------------------------------------------- phases
 
@@ -454,9 +481,9 @@ class DeviceCheck:
                for name in ("build.ninja", "Makefile")):
             launch_target = ["fake_train_nompi"]
         build_log = self.log("build.log")
-        if call_logged(self.bounded(240, [
+        if self.stage(240, [
                 "cmake", "--build", self.build, "--parallel", "--target", "asrt_cuda_runtime",
-                "asrt_cuda_kernels_test", "asrt_cuda_device_test"] + launch_target),
+                "asrt_cuda_kernels_test", "asrt_cuda_device_test"] + launch_target,
                 build_log) != 0:
             return f"building the CUDA runtime and its tests failed: {first_error(build_log)}"
         return ""
@@ -487,8 +514,8 @@ class DeviceCheck:
                 append_text(log, f"[ CRASHED ] {name}: --gtest_list_tests listed nothing\n")
                 self.kernels_status = 1
             for suite in suites:
-                status = call_logged(self.bounded(90, [
-                    test_bin, "--gtest_color=no", f"--gtest_filter={suite}*"]), log, append=True)
+                status = self.stage(90, [
+                    test_bin, "--gtest_color=no", f"--gtest_filter={suite}*"], log, append=True)
                 if status == 0:
                     continue
                 self.kernels_status = 1
@@ -533,8 +560,8 @@ class DeviceCheck:
         if not find_first(self.build, "fake_train_nompi", executable=True):
             return
         log = self.log("launch.log")
-        self.launch_status = call_logged(self.bounded(90, [
-            "ctest", "-L", "launch", "--timeout", "60", "--output-on-failure"]), log,
+        self.launch_status = self.stage(90, [
+            "ctest", "-L", "launch", "--timeout", "60", "--output-on-failure"], log,
             cwd=self.build)
         summary = re.findall(r"[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+",
                              read_text(log))
@@ -589,8 +616,8 @@ class DeviceCheck:
         synchronous, so that the error names the kernel that faulted rather
         than the next synchronising call."""
         blocking_log = self.log(f"{name}-blocking.log")
-        call_logged(self.bounded(60, [self.step_binary(name), "--steps", "2", *args]),
-                    blocking_log, env=env_with(CUDA_LAUNCH_BLOCKING="1"))
+        self.stage(60, [self.step_binary(name), "--steps", "2", *args], blocking_log,
+                   env=env_with(CUDA_LAUNCH_BLOCKING="1"), signal_to_log=False)
         return (f"{first_error(self.log(f'{name}.log'))}; synchronous rerun: "
                 f"{first_error(blocking_log)}")
 
@@ -609,9 +636,9 @@ class DeviceCheck:
         log, compare_log = self.log("tiny.log"), self.log("tiny-compare.log")
         train, val = f"{self.inputs}/tok/train.bin", f"{self.inputs}/tok/val.bin"
         reference = f"{self.inputs}/ref/tiny-cpu.log"
-        status = call_logged(self.bounded(90, [
+        status = self.stage(90, [
             self.step_binary("tiny"), "--steps", str(TINY_STEPS), "--log-every", "1",
-            "--data", train, *TINY_EVAL, "--eval-data", val]), log)
+            "--data", train, *TINY_EVAL, "--eval-data", val], log)
         if status != 0:
             self.note("tiny", f"failed (status {status}): {self.diagnose('tiny', '--data', train)}")
             self.train_status = 1
@@ -636,9 +663,9 @@ class DeviceCheck:
         and CUDA's one-time setup, which --stats-json's mean_step_ms
         includes)."""
         gpt2 = self.step_binary("gpt2-small")
-        status = call_logged(self.bounded(120, [
+        status = self.stage(120, [
             gpt2, "--steps", str(steps), "--log-every", "1",
-            "--stats-json", self.log("gpt2-small.json")]), self.log("gpt2-small.log"))
+            "--stats-json", self.log("gpt2-small.json")], self.log("gpt2-small.log"))
         self.note("gpt2_status", status)
         if status != 0:
             self.note("gpt2_error", self.diagnose("gpt2-small"))
@@ -648,8 +675,8 @@ class DeviceCheck:
         # (ASRT_CUDA_ATTENTION=gemm) and as flash kernels through WMMA
         # (wmma). The fastest becomes the default.
         for attention in ATTENTION_VARIANTS:
-            status = call_logged(self.bounded(90, [
-                gpt2, "--steps", str(steps), "--log-every", "1"]),
+            status = self.stage(90, [
+                gpt2, "--steps", str(steps), "--log-every", "1"],
                 self.log(f"gpt2-small-{attention}.log"),
                 env=env_with(ASRT_CUDA_ATTENTION=attention))
             self.note(f"{attention}_status", status)
@@ -657,14 +684,14 @@ class DeviceCheck:
         # kernels timed on the device (CUDA events), apart from the timed
         # run; for the other two attentions too, whose per-call times go
         # beside PyTorch's attention kernels' (below).
-        status = call_logged(self.bounded(60, [
+        status = self.stage(60, [
             gpt2, "--steps", "4", "--device-op-times",
-            "--stats-json", self.log("gpt2-small-ops.json")]), self.log("gpt2-small-ops.log"))
+            "--stats-json", self.log("gpt2-small-ops.json")], self.log("gpt2-small-ops.log"))
         self.note("ops_status", status)
         for attention in ATTENTION_VARIANTS:
-            call_logged(self.bounded(45, [
+            self.stage(45, [
                 gpt2, "--steps", "4", "--device-op-times",
-                "--stats-json", self.log(f"gpt2-small-ops-{attention}.json")]),
+                "--stats-json", self.log(f"gpt2-small-ops-{attention}.json")],
                 self.log(f"gpt2-small-ops-{attention}.log"),
                 env=env_with(ASRT_CUDA_ATTENTION=attention))
 
@@ -674,19 +701,19 @@ class DeviceCheck:
         cuDNN's fused attention would beat ours (issue 7); then the same
         GPT-2 step, eager and torch.compile."""
         if has_torch():
-            status = call_logged(self.bounded(60, [
+            status = self.stage(60, [
                 "python3", "bench/torch_attention.py", "--batch", str(GPT2_BATCH),
                 "--heads", "12", "--seq", str(GPT2_SEQ), "--head-dim", "64",
-                "--json", self.log("attention.json")]), self.log("attention.log"))
+                "--json", self.log("attention.json")], self.log("attention.log"))
             self.note("attention_status", status)
         if has_torch():
             # The JSON is written after each mode: eager's numbers stay if
             # torch.compile fails or runs out of time.
-            status = call_logged(self.bounded(240, [
+            status = self.stage(240, [
                 "python3", "bench/torch_gpt2.py", "--model", "gpt2-small",
                 "--batch", str(GPT2_BATCH), "--seq", str(GPT2_SEQ),
                 "--mode", "eager" if self.opts.quick else "both", "--steps", str(steps),
-                "--warmup", "3", "--json", self.log("torch.json")]), self.log("torch.log"))
+                "--warmup", "3", "--json", self.log("torch.json")], self.log("torch.log"))
             self.note("torch_status", status)
         else:
             self.note("torch_status", "no torch")
