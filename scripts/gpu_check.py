@@ -346,7 +346,8 @@ def prepare(opts):
     commit = output_of(["git", "rev-parse", "--short", "HEAD"], with_stderr=False).strip() or "?"
     with open(f"{inputs}/PREPARED", "w") as f:
         f.write(f"prepared {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} from {commit}\n"
-                f"tiny: gpt2-tiny, f32, micro-batch {TINY_BATCH}, {TINY_STEPS} steps on the corpus\n"
+                f"tiny: gpt2-tiny, f32, micro-batch {TINY_BATCH}, {TINY_STEPS} steps "
+                "on the corpus\n"
                 f"gpt2-small: bf16, micro-batch {GPT2_BATCH}, seq {GPT2_SEQ}\n")
     size = output_of(["du", "-sh", inputs], with_stderr=False).split("\t")[0].strip()
     print(f"{PROG}: prepared '{inputs}' ({size}); carry it to the GPU machine and run "
@@ -388,7 +389,7 @@ class DeviceCheck:
         # the logs are written there as they are made, so that they return
         # however the run ends (a time limit's SIGKILL included).
         out = os.environ.get("OUT", "")
-        self.report = f"{out}/gpu-check" if out and os.path.isdir(out) else f"{self.build}/gpu-check"
+        self.report = f"{out if out and os.path.isdir(out) else self.build}/gpu-check"
         remove_tree(self.report)
         try:
             os.makedirs(self.report, exist_ok=True)
@@ -458,7 +459,8 @@ class DeviceCheck:
         # A world of one needs no MPI: building without it also builds the
         # launch tests, and spares an MPI that lacks MPI_THREAD_MULTIPLE.
         flags = ["-DCMAKE_BUILD_TYPE=Release", "-DAUTOSHARD_ENABLE_CUDA=ON",
-                 "-DAUTOSHARD_CUDA_EMU=OFF", f"-DAUTOSHARD_GTEST_SOURCE_DIR={self.inputs}/googletest",
+                 "-DAUTOSHARD_CUDA_EMU=OFF",
+                 f"-DAUTOSHARD_GTEST_SOURCE_DIR={self.inputs}/googletest",
                  "-DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON"]
         if self.opts.minimal:
             flags += ["-DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON",
@@ -492,7 +494,8 @@ class DeviceCheck:
         """The link line the runtime's build wrote (runtime/CMakeLists.txt)."""
         self.link_line = find_first(self.build, "cuda-link-line.txt") or ""
         if not self.link_line:
-            self.skip = f"no cuda-link-line.txt under '{self.build}': configure it with the CUDA toolkit"
+            self.skip = (f"no cuda-link-line.txt under '{self.build}': configure it with the "
+                         "CUDA toolkit")
 
     def run_kernel_tests(self):
         """Kernels against the CPU backend, and the device's own tests: one
@@ -601,9 +604,10 @@ class DeviceCheck:
         os.makedirs(f"{self.build}/steps", exist_ok=True)
         for step in ("tiny", "gpt2-small"):
             log = self.log(f"link-{step}.log")
-            if call_logged([cxx, "-o", f"{self.build}/steps/{step}", f"{self.inputs}/steps/{step}.o",
-                            "-Wl,--start-group"] + items + ["-Wl,--end-group", "-lstdc++",
-                                                            "-lpthread", "-lm"], log) != 0:
+            link = ([cxx, "-o", self.step_binary(step), f"{self.inputs}/steps/{step}.o",
+                     "-Wl,--start-group"] + items +
+                    ["-Wl,--end-group", "-lstdc++", "-lpthread", "-lm"])
+            if call_logged(link, log) != 0:
                 self.skip = f"linking {step} failed: {first_error(log)}"
                 sys.stderr.write(f"{PROG}: {self.skip} (log: {log})\n")
                 break
@@ -890,7 +894,8 @@ def table_lines(report, kv, seconds, batch):
     for mode, m in (torch.get("modes") or {}).items():
         rows.append((f"pytorch {mode}", m["step_ms_median"]))
     if kv.get("torch_status") not in (None, "0"):
-        yield f"  pytorch                : status {kv.get('torch_status')} (log: {report}/torch.log)"
+        yield (f"  pytorch                : status {kv.get('torch_status')} "
+               f"(log: {report}/torch.log)")
     yield (f"\nGPT-2 small, bf16, batch {batch} x seq {seq}"
            + (f"; measured bf16 matmul peak {peak:.0f} TFLOP/s" if peak else ""))
     yield f"  {'':18}{'step ms':>10}{'tokens/s':>12}{'TFLOP/s':>10}{'MFU':>8}{'thru/ours':>10}"
