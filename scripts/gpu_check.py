@@ -44,9 +44,9 @@ GPU every stage that needs one says so and the check exits 0 having
 checked nothing on a device (the table says so). Exit status 1: a check
 failed; 2: a bad command line, missing inputs or a failed build.
 
-Every tool runs as its own process with the command line it always had,
-each stage under timeout(1) (TERM, then KILL 5 s later), its output going
-straight to its log, so that a run killed at any point leaves its logs.
+Every tool runs as a process of its own, each stage under timeout(1)
+(TERM, then KILL 5 s later), its output going straight to its log, so that
+a run killed at any point leaves its logs.
 """
 
 from __future__ import annotations
@@ -415,8 +415,8 @@ class DeviceCheck:
     def stage(self, own, cmd, log, append=False, env=None, cwd=None, signal_to_log=True):
         """CMD as a stage of the check: under timeout(1) for its time (TERM,
         then KILL 5 s later), its output in LOG, and a signal's end too
-        unless told (as the bash this was did, which said none for the
-        synchronous rerun)."""
+        unless told (the synchronous rerun's log keeps the binary's own
+        words only: the table quotes its first error)."""
         return call_logged(["timeout", "-k", "5", str(self.stage_time(own))] + cmd, log,
                            append=append, env=env, cwd=cwd, signal_to_log=signal_to_log)
 
