@@ -44,9 +44,10 @@ GPU every stage that needs one says so and the check exits 0 having
 checked nothing on a device (the table says so). Exit status 1: a check
 failed; 2: a bad command line, missing inputs or a failed build.
 
-Every tool runs as a process of its own, each stage under timeout(1)
-(TERM, then KILL 5 s later), its output going straight to its log, so that
-a run killed at any point leaves its logs.
+Every tool runs as a process of its own, its output going straight to its
+log, so that a run killed at any point leaves its logs; the build, each
+test suite and each training or timing run under timeout(1) (TERM, then
+KILL 5 s later).
 """
 
 from __future__ import annotations
