@@ -50,8 +50,6 @@ test suite and each training or timing run under timeout(1) (TERM, then
 KILL 5 s later).
 """
 
-from __future__ import annotations
-
 import json
 import os
 import re
