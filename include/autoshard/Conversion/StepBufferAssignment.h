@@ -1,4 +1,4 @@
-//===- StepBufferAssignment.h - where a rank's step keeps each tensor -*- C++ -*-===//
+//===- StepBufferAssignment.h - where a step keeps each tensor -*- C++ -*-===//
 //
 // The buffer assignment of a training step: which results the step writes
 // straight into the caller's result buffers, which reuse a dying input's
