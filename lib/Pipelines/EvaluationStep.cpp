@@ -3,6 +3,7 @@
 #include "autoshard/Pipelines/EvaluationStep.h"
 
 #include "autoshard/Conversion/MemoryPlan.h"
+#include "autoshard/Conversion/StepBufferAssignment.h"
 #include "autoshard/Dialect/Train/IR/StepSignature.h"
 #include "autoshard/Dialect/Train/IR/TrainDialect.h"
 
@@ -109,13 +110,13 @@ autoshard::combineStepMemory(const MemoryPlan &trainPlan, ModuleOp eval,
 
 FailureOr<autoshard::EvaluationBinaryMemory>
 autoshard::planEvaluationBinary(ModuleOp train, ModuleOp eval) {
-  FailureOr<MemoryPlan> trainPlan = planStepMemory(train);
+  FailureOr<StepBufferAssignment> trainPlan = assignStepBuffers(train);
   if (failed(trainPlan))
     return failure();
-  FailureOr<MemoryPlan> evalPlan = planStepMemory(eval);
+  FailureOr<StepBufferAssignment> evalPlan = assignStepBuffers(eval);
   if (failed(evalPlan))
     return failure();
-  return combineStepMemory(*trainPlan, eval, *evalPlan);
+  return combineStepMemory(trainPlan->memory, eval, evalPlan->memory);
 }
 
 LogicalResult autoshard::checkEvaluationMemoryBudget(ModuleOp train,

@@ -81,12 +81,10 @@ void autoshard::buildStrategyPipeline(OpPassManager &pm,
 }
 
 void autoshard::buildLowerToLLVMPipeline(OpPassManager &pm,
-                                         bool evaluationEntry) {
-  pm.addPass(createCSEPass());
-  pm.addPass(createCanonicalizerPass());
-  // After the cleanup, which must not see fused ops (nothing folds them),
-  // and right before the lowering, which lowers each to one call.
-  pm.addPass(train::createFusePass());
+                                         bool evaluationEntry,
+                                         bool cleanedUp) {
+  if (!cleanedUp)
+    addLoweringCleanupPasses(pm);
   LowerToRuntimePassOptions lowering;
   lowering.entry = evaluationEntry ? "eval" : "step";
   pm.addPass(createLowerToRuntimePass(lowering));

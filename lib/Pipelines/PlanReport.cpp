@@ -3,6 +3,7 @@
 #include "autoshard/Pipelines/PlanReport.h"
 
 #include "autoshard/Conversion/MemoryPlan.h"
+#include "autoshard/Conversion/StepBufferAssignment.h"
 #include "autoshard/Dialect/Train/IR/Flops.h"
 #include "autoshard/Dialect/Train/IR/StepSignature.h"
 #include "autoshard/Dialect/Train/IR/TrainDialect.h"
@@ -40,10 +41,10 @@ FailureOr<StepReport> reportStep(ModuleOp module, StringRef entry) {
     return failure();
   report.placement = std::move(*placement);
   report.flops = blockFlops(step->getFunctionBody().front());
-  FailureOr<StepPlan> plan = planStep(module);
-  if (failed(plan))
+  FailureOr<StepBufferAssignment> assigned = assignStepBuffers(module);
+  if (failed(assigned))
     return failure();
-  report.plan = std::move(*plan);
+  report.plan = StepPlan{std::move(assigned->memory), assigned->traffic};
   return report;
 }
 

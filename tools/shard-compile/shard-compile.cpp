@@ -285,7 +285,9 @@ int main(int argc, char **argv) {
     build(pm);
     return pm.run(target);
   };
-  // Builds both steps from `source` (consumed) under `opts`.
+  // Builds both steps from `source` (consumed) under `opts`, each cleaned
+  // up for the lowering already: the memory checks and the plan report read
+  // the buffer assignment of the step as it is lowered.
   auto buildSteps = [&](OwningOpRef<ModuleOp> source,
                         const autoshard::StrategyOptions &opts) {
     module = std::move(source);
@@ -294,6 +296,7 @@ int main(int argc, char **argv) {
       evalModule = module->clone();
     if (failed(runPipeline(*module, [&](PassManager &pm) {
           autoshard::buildStrategyPipeline(pm, opts, &built);
+          autoshard::addLoweringCleanupPasses(pm);
         })))
       return failure();
     if (!evalModule)
@@ -301,6 +304,7 @@ int main(int argc, char **argv) {
     if (failed(runPipeline(*evalModule, [&](PassManager &pm) {
           autoshard::buildStrategyPipeline(
               pm, autoshard::evaluationStepOptions(built));
+          autoshard::addLoweringCleanupPasses(pm);
         })))
       return failure();
     return autoshard::checkEvaluationStepShares(*module, *evalModule);
@@ -383,11 +387,13 @@ int main(int argc, char **argv) {
     }
   }
   if (evalModule && failed(runPipeline(*evalModule, [&](PassManager &pm) {
-        autoshard::buildLowerToLLVMPipeline(pm, /*evaluationEntry=*/true);
+        autoshard::buildLowerToLLVMPipeline(pm, /*evaluationEntry=*/true,
+                                            /*cleanedUp=*/true);
       })))
     return 1;
   if (failed(runPipeline(*module, [&](PassManager &pm) {
-        autoshard::buildLowerToLLVMPipeline(pm);
+        autoshard::buildLowerToLLVMPipeline(pm, /*evaluationEntry=*/false,
+                                            /*cleanedUp=*/true);
       })))
     return 1;
   SmallVector<ModuleOp, 2> lowered = {*module};

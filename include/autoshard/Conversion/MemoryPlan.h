@@ -18,6 +18,10 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LLVM.h"
 
+namespace mlir {
+class OpPassManager;
+} // namespace mlir
+
 #include <array>
 #include <string>
 #include <utility>
@@ -111,12 +115,17 @@ struct StepPlan {
   StepTraffic traffic;
 };
 
-/// The plan of the module's (partitioned or unplanned) training step, from
-/// lowering a copy of it. Fails with the lowering's diagnostic.
+/// The cleanup that puts a partitioned step in the form the lowering and
+/// assignStepBuffers take: cse, canonicalize, autoshard-fuse.
+void addLoweringCleanupPasses(mlir::OpPassManager &pm);
+
+/// The plan of the module's (partitioned or unplanned) training step: its
+/// buffer assignment (assignStepBuffers) after the lowering's cleanup, which
+/// runs on a copy. Fails with the lowering's diagnostic.
 mlir::FailureOr<StepPlan> planStep(mlir::ModuleOp module);
 
-/// planStep without the copy: lowers `module` itself, which the caller
-/// throws away after (a trial build of --strategy=auto).
+/// planStep without the copy: cleans up `module` itself, which the caller
+/// owns (a trial build of --strategy=auto, a step about to be lowered).
 mlir::FailureOr<StepPlan> planStepInPlace(mlir::ModuleOp module);
 
 /// planStep's memory plan.

@@ -56,11 +56,13 @@ struct EvaluationBinaryMemory {
 mlir::FailureOr<EvaluationBinaryMemory>
 combineStepMemory(const MemoryPlan &trainPlan, mlir::ModuleOp eval,
                   const MemoryPlan &evalPlan);
-/// The same, planning both partitioned steps.
+/// The same, from the buffer assignments of both steps (partitioned and
+/// cleaned up for the lowering: addLoweringCleanupPasses).
 mlir::FailureOr<EvaluationBinaryMemory>
 planEvaluationBinary(mlir::ModuleOp train, mlir::ModuleOp eval);
 
-/// --memory-budget for a binary with an evaluation step (both partitioned):
+/// --memory-budget for a binary with an evaluation step (both partitioned
+/// and cleaned up, as planEvaluationBinary takes them):
 /// its device bytes per rank as the driver allocates them (the training
 /// step's persistent state, the evaluation step's own batch and loss, one
 /// arena, the larger of the two steps'; they never run at once) must fit.

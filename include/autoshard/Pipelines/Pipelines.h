@@ -65,12 +65,16 @@ void buildStrategyPipeline(mlir::OpPassManager &pm,
                            const StrategyOptions &options,
                            StrategyOptions *built = nullptr);
 
-/// Lowers a per-rank step to the LLVM dialect: runtime calls and the
-/// manifest (`autoshard-lower-to-runtime`), then func/arith to LLVM. With
+/// Lowers a per-rank step to the LLVM dialect: the cleanup
+/// (addLoweringCleanupPasses), runtime calls and the manifest
+/// (`autoshard-lower-to-runtime`), then func/arith to LLVM. With
 /// `evaluationEntry` the step becomes a training binary's evaluation step
-/// (`autoshard_eval_step`, `autoshard_eval_manifest`).
+/// (`autoshard_eval_step`, `autoshard_eval_manifest`); `cleanedUp` leaves
+/// the cleanup out for a step that had it already (shard-compile's, whose
+/// plan report and memory checks read the cleaned step before lowering).
 void buildLowerToLLVMPipeline(mlir::OpPassManager &pm,
-                              bool evaluationEntry = false);
+                              bool evaluationEntry = false,
+                              bool cleanedUp = false);
 
 /// The dialects and interfaces the tools load: train, shard, func, arith,
 /// llvm, and the convert-to-llvm interfaces of the dialects the lowering

@@ -5,9 +5,9 @@
 // state, step arena, categories, largest tensors), host memory and NVMe
 // under offload, the bytes every collective kind sends per step and the
 // offload transfers, and the FLOPs; the binary's device memory per rank
-// with the memory budget. Everything comes from lowering the partitioned
-// step (planStep), so the running binary's --stats-json reports the same
-// bytes and peaks.
+// with the memory budget. Everything comes from the step's buffer
+// assignment (assignStepBuffers), which the lowering emits, so the running
+// binary's --stats-json reports the same bytes and peaks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,7 +22,8 @@
 namespace autoshard {
 
 /// The report of a binary whose training step is `train` and, when given,
-/// whose evaluation step is `eval` (both partitioned), as text or as one
+/// whose evaluation step is `eval` (both partitioned and cleaned up for the
+/// lowering: addLoweringCleanupPasses), as text or as one
 /// JSON object (schema "autoshard-plan-report/1"). `memoryBudget` (bytes or
 /// a size such as 80GiB; empty: none) is the memory the binary is held to.
 /// Fails with the lowering's diagnostic.

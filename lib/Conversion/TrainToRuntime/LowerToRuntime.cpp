@@ -11,6 +11,7 @@
 #include "autoshard/Conversion/ArenaPacking.h"
 #include "autoshard/Conversion/MemoryPlan.h"
 #include "autoshard/Conversion/Passes.h"
+#include "autoshard/Conversion/StepBufferAssignment.h"
 #include "autoshard/Dialect/Train/IR/StepSignature.h"
 #include "autoshard/Dialect/Train/Transforms/Passes.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -35,7 +36,9 @@ int64_t byteSize(Value tensor) {
          llvm::divideCeil(type.getElementTypeBitWidth(), 8);
 }
 
-/// Builds `autoshard_step` from the tensor-level step.
+/// Builds `autoshard_step` from the tensor-level step, in `module`; the step
+/// itself is only read, so the entry point may be built into another module
+/// than the step's (assignStepBuffers builds it into a scratch one).
 class StepLowering : public StepEmitter {
 public:
   StepLowering(ModuleOp module, FunctionOpInterface step,
@@ -47,6 +50,8 @@ public:
 
   /// The memory plan of the emitted step (valid after run()).
   const MemoryPlan &memoryPlan() const { return plan; }
+  /// The buffer assignment of the emitted step (valid after run()).
+  StepBufferAssignment assignment() const;
   /// The manifest's `site` records of the emitted step, in index order
   /// (valid after run()): one per op whose lowering called the runtime.
   ArrayRef<std::string> siteRecords() const { return sites; }
@@ -87,6 +92,7 @@ public:
     });
   }
   void reuse(Value result, Value input) override {
+    reusedInputs.insert(result);
     map(result, buffer(input));
   }
   Value packBuffer(int64_t bytes, Operation *until) override;
@@ -171,8 +177,11 @@ private:
   DenseMap<Value, int> lastUseOf;
   /// Pointers this step allocated and must free.
   llvm::SetVector<Value> temporaries;
-  /// Result indices already written in place.
+  /// Result indices already written in place, and the values written so.
   llvm::SmallDenseSet<unsigned> writtenResults;
+  llvm::DenseSet<Value> inPlaceResults;
+  /// Values computed over a dying input's buffer.
+  llvm::DenseSet<Value> reusedInputs;
   /// The runtime handle of each started collective.
   DenseMap<Value, Value> handles;
   /// The op being lowered.
@@ -234,6 +243,7 @@ Value StepLowering::output(Value result, int mayAliasOperand,
     }
     if (safe) {
       writtenResults.insert(slot);
+      inPlaceResults.insert(result);
       map(result, resultBuffers[slot]);
       return resultBuffers[slot];
     }
@@ -775,6 +785,31 @@ LogicalResult StepLowering::run() {
   return success();
 }
 
+StepBufferAssignment StepLowering::assignment() const {
+  StepBufferAssignment assigned;
+  // `temporaries` holds every arena buffer, in the order of allocation.
+  for (Value ptr : temporaries) {
+    const Allocation &a = allocations.find(ptr)->second;
+    StepArenaBuffer buffer;
+    buffer.bytes = a.bytes;
+    buffer.category = a.category;
+    buffer.what = a.what;
+    buffer.firstUse = a.firstUse;
+    buffer.lastUse = a.lastUse;
+    buffer.host = a.host;
+    arith::ConstantOp offset = a.offset;
+    buffer.offset = cast<IntegerAttr>(offset.getValue()).getInt();
+    assigned.buffers.push_back(std::move(buffer));
+  }
+  assigned.inPlaceResults = inPlaceResults;
+  assigned.reusedInputs = reusedInputs;
+  assigned.arenaBytes = arenaBytes;
+  assigned.hostArenaBytes = hostArenaBytes;
+  assigned.memory = plan;
+  assigned.traffic = traffic;
+  return assigned;
+}
+
 /// The manifest with the plan's `memory` record before its `end`.
 std::string withMemoryRecord(StringRef manifest, const MemoryPlan &plan) {
   std::string record = "memory peak=" + std::to_string(plan.peak()) +
@@ -867,22 +902,15 @@ struct LowerToRuntimePass
 
 } // namespace
 
-FailureOr<StepPlan> autoshard::planStep(ModuleOp module) {
-  OwningOpRef<ModuleOp> copy(module.clone());
-  return planStepInPlace(*copy);
+void autoshard::addLoweringCleanupPasses(OpPassManager &pm) {
+  pm.addPass(createCSEPass());
+  pm.addPass(createCanonicalizerPass());
+  // After the cleanup, which must not see fused ops (nothing folds them),
+  // and right before the lowering, which lowers each to one call.
+  pm.addPass(createFusePass());
 }
 
-FailureOr<StepPlan> autoshard::planStepInPlace(ModuleOp module) {
-  // The lowering pipeline cleans up before lowering; so does the plan. The
-  // module is only read for its plan after this, and the compile pipeline
-  // runs the same cleanup with the verifier on: none here.
-  PassManager cleanup(module.getContext());
-  cleanup.enableVerifier(false);
-  cleanup.addPass(createCSEPass());
-  cleanup.addPass(createCanonicalizerPass());
-  cleanup.addPass(createFusePass());
-  if (failed(cleanup.run(module)))
-    return failure();
+FailureOr<StepBufferAssignment> autoshard::assignStepBuffers(ModuleOp module) {
   FailureOr<FunctionOpInterface> step = findStepFunction(module);
   if (failed(step))
     return failure();
@@ -891,10 +919,40 @@ FailureOr<StepPlan> autoshard::planStepInPlace(ModuleOp module) {
     return (*step).emitOpError()
            << "has a plan but is not partitioned; its memory is planned "
               "after autoshard-partition";
-  StepLowering lowering(module, *step);
+  // The lowering's own placement, with its entry point built into a module
+  // of its own and dropped: the step is only read.
+  OwningOpRef<ModuleOp> scratch(ModuleOp::create(module.getLoc()));
+  StepLowering lowering(*scratch, *step);
   if (failed(lowering.run()))
     return failure();
-  return StepPlan{lowering.memoryPlan(), lowering.traffic};
+  return lowering.assignment();
+}
+
+autoshard::StepBufferAssignmentAnalysis::StepBufferAssignmentAnalysis(
+    Operation *module) {
+  FailureOr<StepBufferAssignment> assigned =
+      assignStepBuffers(cast<ModuleOp>(module));
+  if (succeeded(assigned))
+    assignment = std::move(*assigned);
+}
+
+FailureOr<StepPlan> autoshard::planStep(ModuleOp module) {
+  OwningOpRef<ModuleOp> copy(module.clone());
+  return planStepInPlace(*copy);
+}
+
+FailureOr<StepPlan> autoshard::planStepInPlace(ModuleOp module) {
+  // The lowering pipeline cleans up before lowering; so does the plan. The
+  // compile pipeline runs the same cleanup with the verifier on: none here.
+  PassManager cleanup(module.getContext());
+  cleanup.enableVerifier(false);
+  addLoweringCleanupPasses(cleanup);
+  if (failed(cleanup.run(module)))
+    return failure();
+  FailureOr<StepBufferAssignment> assigned = assignStepBuffers(module);
+  if (failed(assigned))
+    return failure();
+  return StepPlan{std::move(assigned->memory), assigned->traffic};
 }
 
 FailureOr<MemoryPlan> autoshard::planStepMemory(ModuleOp module) {
