@@ -90,7 +90,7 @@ static bool computeCategory(const char *category) {
 OpTimer::OpTimer(asrt_context *ctx, const char *op, const char *category)
     : ctx(ctx), op(op), category(category),
       start(std::chrono::steady_clock::now()) {
-  if (ctx && ctx->deviceOpTimes && computeCategory(category))
+  if (ctx && ctx->deviceOpTimes() && computeCategory(category))
     deviceStart = ctx->device->markTime(Lane::Compute);
 }
 
@@ -98,14 +98,14 @@ OpTimer::~OpTimer() {
   if (!ctx || !ctx->stats)
     return;
   if (deviceStart)
-    ctx->pendingDeviceTimes.push_back(
+    ctx->addPendingDeviceTime(
         {op, std::move(deviceStart), ctx->device->markTime(Lane::Compute)});
   auto end = std::chrono::steady_clock::now();
   ctx->stats->recordOp(
       op, std::chrono::duration_cast<std::chrono::nanoseconds>(end - start)
               .count());
   // The one test tracing costs when it is off.
-  if (Trace *trace = ctx->trace) {
+  if (Trace *trace = ctx->trace()) {
     auto ns = [](std::chrono::steady_clock::time_point t) {
       return std::chrono::duration_cast<std::chrono::nanoseconds>(
                  t.time_since_epoch())
@@ -143,9 +143,9 @@ void *allocateIn(asrt_context *ctx, AllocationTable &table, bool host,
   if (!ptr) {
     Stats::Snapshot now = ctx->stats->snapshot();
     std::string planned =
-        !host && ctx->plannedPeakBytes > 0
+        !host && ctx->plannedPeakBytes() > 0
             ? "; the compiler planned a peak of " +
-                  std::to_string(ctx->plannedPeakBytes) + " bytes"
+                  std::to_string(ctx->plannedPeakBytes()) + " bytes"
             : std::string();
     fatal("%s: out of memory allocating %" PRId64 " bytes of %s memory on %s "
           "(%" PRId64 " bytes already allocated by this rank, peak so far %"
@@ -227,7 +227,7 @@ asrt_context::~asrt_context() {
 void asrt_context::setTrace(autoshard::rt::Trace *t) {
   stream->setTrace(t);
   offloadStream->setTrace(t);
-  trace = t;
+  trace_ = t;
 }
 
 void asrt_context::setOptimizerThreads(int threads) {
@@ -239,10 +239,10 @@ void asrt_context::setOptimizerThreads(int threads) {
 }
 
 void asrt_context::resolveDeviceOpTimes() {
-  for (const autoshard::rt::PendingDeviceTime &t : pendingDeviceTimes)
+  for (const autoshard::rt::PendingDeviceTime &t : pendingDeviceTimes_)
     stats->recordDeviceOp(t.op, device->elapsedNs(t.begin, t.end));
   // The marks go back to the device's pool for the next step.
-  pendingDeviceTimes.clear();
+  pendingDeviceTimes_.clear();
 }
 
 extern "C" void *asrt_alloc(asrt_context *ctx, int64_t bytes) {
@@ -257,25 +257,25 @@ extern "C" void *asrt_alloc(asrt_context *ctx, int64_t bytes) {
 }
 
 const autoshard::rt::OpSite *asrt_context::currentOpSite() const {
-  return sites && currentSite >= 0 &&
-                 static_cast<size_t>(currentSite) < sites->size()
-             ? &(*sites)[static_cast<size_t>(currentSite)]
+  return sites_ && currentSite_ >= 0 &&
+                 static_cast<size_t>(currentSite_) < sites_->size()
+             ? &(*sites_)[static_cast<size_t>(currentSite_)]
              : nullptr;
 }
 
 extern "C" void asrt_op_site(asrt_context *ctx, int32_t site) {
   if (!ctx)
     fatal("asrt_op_site: context is null");
-  ctx->currentSite = site;
+  ctx->setCurrentSite(site);
 }
 
 extern "C" void *asrt_arena(asrt_context *ctx) {
   if (!ctx)
     fatal("asrt_arena: context is null");
-  if (!ctx->arena)
+  if (!ctx->arena())
     fatal("asrt_arena: this context has no arena; the driver allocates the "
           "one the step's manifest asks for (memory record, arena=BYTES)");
-  return ctx->arena;
+  return ctx->arena();
 }
 
 extern "C" void asrt_free(asrt_context *ctx, void *ptr) {

@@ -143,50 +143,67 @@ struct asrt_context {
   /// default) keeps the step on the calling thread, since ranks usually
   /// share a node's cores; change it only with setOptimizerThreads.
   std::unique_ptr<autoshard::rt::ThreadPool> optimizerPool;
-  /// The trace being recorded; null (the usual case) when not tracing.
-  /// Owned by whoever enables it (the driver's --trace); change it only
-  /// with setTrace, between steps.
-  autoshard::rt::Trace *trace = nullptr;
-  /// The running step's `site` records (its manifest's, set by the driver
-  /// for each step it runs; null: none) and the one asrt_op_site named
-  /// last (-1: none), which the calls' trace events carry.
-  const std::vector<autoshard::rt::OpSite> *sites = nullptr;
-  int32_t currentSite = -1;
-  /// currentSite's record, or null when there is none.
-  const autoshard::rt::OpSite *currentOpSite() const;
-  /// The step's arena (asrt_arena), allocated by the driver with
-  /// asrt_alloc; null when the step has none.
-  void *arena = nullptr;
   /// Live hostAlloc buffers, apart from `allocations` (device memory).
   std::unique_ptr<autoshard::rt::AllocationTable> hostAllocations;
-  /// The step's host arena (asrt_host_arena), allocated by the driver with
-  /// hostAlloc; null when the step has none.
-  void *hostArena = nullptr;
+
+  /// The trace being recorded; null (the usual case) when not tracing.
+  /// Owned by whoever enables it (the driver's --trace).
+  autoshard::rt::Trace *trace() const { return trace_; }
+  /// Starts (non-null) or stops (null) recording a trace of the calls on
+  /// this context and of its communication and offload threads. Nothing
+  /// may be in flight; between steps.
+  void setTrace(autoshard::rt::Trace *t);
+
+  /// The running step's `site` records (its manifest's, set by the driver
+  /// for each step it runs; null: none), which the calls' trace events
+  /// carry. Setting them forgets the site asrt_op_site named last.
+  void setSites(const std::vector<autoshard::rt::OpSite> *sites) {
+    sites_ = sites;
+    currentSite_ = -1;
+  }
+  /// asrt_op_site: the site the calls that follow belong to (-1: none).
+  void setCurrentSite(int32_t site) { currentSite_ = site; }
+  /// The current site's record, or null when there is none.
+  const autoshard::rt::OpSite *currentOpSite() const;
+
+  /// The step's arena (asrt_arena) and host arena (asrt_host_arena),
+  /// allocated by the driver with asrt_alloc and hostAlloc; null when the
+  /// step has none.
+  void *arena() const { return arena_; }
+  void setArena(void *buffer) { arena_ = buffer; }
+  void *hostArena() const { return hostArena_; }
+  void setHostArena(void *buffer) { hostArena_ = buffer; }
+
   /// The compiler's planned device peak for this rank (the manifest's
   /// memory record, peak=), named by an out-of-memory error; 0 when the
   /// step has no plan.
-  int64_t plannedPeakBytes = 0;
+  int64_t plannedPeakBytes() const { return plannedPeakBytes_; }
+  void setPlannedPeakBytes(int64_t bytes) { plannedPeakBytes_ = bytes; }
+
   /// The files of memory=nvme arguments (asrt_nvme_read, asrt_nvme_write);
   /// owned by the driver, null when the step has none.
-  autoshard::rt::NvmeStore *nvme = nullptr;
+  autoshard::rt::NvmeStore *nvme() const { return nvme_; }
+  void setNvme(autoshard::rt::NvmeStore *store) { nvme_ = store; }
   /// While a training binary's evaluation step runs (--eval-every): its
   /// argument indices mapped to the training step's, whose NVMe files its
   /// shared parameters are (-1: none). Null otherwise.
-  const std::vector<int> *nvmeArgIndices = nullptr;
+  const std::vector<int> *nvmeArgIndices() const { return nvmeArgIndices_; }
+  void setNvmeArgIndices(const std::vector<int> *indices) {
+    nvmeArgIndices_ = indices;
+  }
 
   /// What asrt_dropout keys its masks on (core/Dropout.h), set by the
   /// driver: the run's --seed, the 0-based optimizer step being run (the
   /// global one, which a resumed run continues from its checkpoint) and
   /// this rank's index among the ranks that split the batch (every rank:
   /// the plans are data-parallel, rank r holding block r of the batch).
-  uint64_t randomSeed = 0;
-  int64_t randomStep = 0;
-  int64_t batchRank = 0;
+  uint64_t randomSeed() const { return randomSeed_; }
+  int64_t randomStep() const { return randomStep_; }
+  int64_t batchRank() const { return batchRank_; }
+  void setRandomSeed(uint64_t seed) { randomSeed_ = seed; }
+  void setRandomStep(int64_t step) { randomStep_ = step; }
+  void setBatchRank(int64_t rank) { batchRank_ = rank; }
 
-  /// Starts (non-null) or stops (null) recording a trace of the calls on
-  /// this context and of its communication and offload threads. Nothing
-  /// may be in flight.
-  void setTrace(autoshard::rt::Trace *t);
   /// Sizes optimizerPool (threads >= 1; the driver's --optimizer-threads).
   /// Not while an ABI call runs on this context.
   void setOptimizerThreads(int threads);
@@ -197,7 +214,28 @@ struct asrt_context {
   /// passed the marks (after synchronize), adds the device's time between
   /// them to the op's statistics. Only where the device marks time (a
   /// GPU); on the CPU an op's host time is its work.
-  bool deviceOpTimes = false;
-  std::vector<autoshard::rt::PendingDeviceTime> pendingDeviceTimes;
+  bool deviceOpTimes() const { return deviceOpTimes_; }
+  void setDeviceOpTimes(bool on) { deviceOpTimes_ = on; }
+  /// An op's marks, queued by its OpTimer until resolveDeviceOpTimes.
+  void addPendingDeviceTime(autoshard::rt::PendingDeviceTime pending) {
+    pendingDeviceTimes_.push_back(std::move(pending));
+  }
+  /// Whether some op's marks wait for resolveDeviceOpTimes.
+  bool hasPendingDeviceTimes() const { return !pendingDeviceTimes_.empty(); }
   void resolveDeviceOpTimes();
+
+private:
+  autoshard::rt::Trace *trace_ = nullptr;
+  const std::vector<autoshard::rt::OpSite> *sites_ = nullptr;
+  int32_t currentSite_ = -1;
+  void *arena_ = nullptr;
+  void *hostArena_ = nullptr;
+  int64_t plannedPeakBytes_ = 0;
+  autoshard::rt::NvmeStore *nvme_ = nullptr;
+  const std::vector<int> *nvmeArgIndices_ = nullptr;
+  uint64_t randomSeed_ = 0;
+  int64_t randomStep_ = 0;
+  int64_t batchRank_ = 0;
+  bool deviceOpTimes_ = false;
+  std::vector<autoshard::rt::PendingDeviceTime> pendingDeviceTimes_;
 };

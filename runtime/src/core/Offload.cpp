@@ -28,11 +28,11 @@ bool isNvme(TransferKind kind) {
 }
 
 autoshard::rt::NvmeStore &storeOf(asrt_context *ctx, const char *what) {
-  if (!ctx->nvme)
+  if (!ctx->nvme())
     fatal("%s: this context has no NVMe store; the driver makes one under "
           "--offload-dir when the step's manifest has memory=nvme arguments",
           what);
-  return *ctx->nvme;
+  return *ctx->nvme();
 }
 
 /// Every check a transfer passes before it is issued to the offload
@@ -70,7 +70,7 @@ StreamOpInfo transferInfo(asrt_context *ctx, const Transfer &t,
   if (isNvme(t.kind)) {
     info.arg = t.arg;
     // The store's own string: it outlives every transfer.
-    info.argName = ctx->nvme->nameOf(t.arg).c_str();
+    info.argName = ctx->nvme()->nameOf(t.arg).c_str();
   }
   return info;
 }
@@ -102,8 +102,8 @@ void runTransfer(asrt_context *ctx, const Transfer &t, const Fence &issued,
     device.waitFence(Lane::Offload, issued);
     device.synchronize(Lane::Offload);
     status = t.kind == TransferKind::NvmeRead
-                 ? ctx->nvme->read(t.arg, t.dst, t.bytes)
-                 : ctx->nvme->write(t.arg, t.src, t.bytes);
+                 ? ctx->nvme()->read(t.arg, t.dst, t.bytes)
+                 : ctx->nvme()->write(t.arg, t.src, t.bytes);
     break;
   }
   if (!status) {
@@ -143,11 +143,11 @@ void runInFlight(void *arg) {
 extern "C" void *asrt_host_arena(asrt_context *ctx) {
   if (!ctx)
     fatal("asrt_host_arena: context is null");
-  if (!ctx->hostArena)
+  if (!ctx->hostArena())
     fatal("asrt_host_arena: this context has no host arena; the driver "
           "allocates the one the step's manifest asks for (memory record, "
           "host_arena=BYTES)");
-  return ctx->hostArena;
+  return ctx->hostArena();
 }
 
 extern "C" void asrt_copy_to_host(asrt_context *ctx, void *dst_host,
@@ -168,7 +168,7 @@ extern "C" void asrt_copy_to_device(asrt_context *ctx, void *dst_device,
 /// own, or, in a training binary's evaluation step, the training step's
 /// argument it shares (Context::nvmeArgIndices).
 static int32_t storeIndex(const asrt_context *ctx, int32_t argIndex) {
-  const std::vector<int> *map = ctx ? ctx->nvmeArgIndices : nullptr;
+  const std::vector<int> *map = ctx ? ctx->nvmeArgIndices() : nullptr;
   if (!map || argIndex < 0 || argIndex >= static_cast<int32_t>(map->size()))
     return argIndex;
   return (*map)[argIndex];

@@ -15,9 +15,9 @@ extern "C" void asrt_dropout(asrt_context *ctx, int32_t dtype, const void *x,
   OpTimer timer(ctx, "dropout");
   const char *op = "dropout";
   const uint64_t first = static_cast<uint64_t>(checkDropoutArgs(
-      op, n, row_elems, row_offset, rank_rows, ctx->batchRank, p));
+      op, n, row_elems, row_offset, rank_rows, ctx->batchRank(), p));
   const DropoutMask mask =
-      dropoutMask(ctx->randomSeed, ctx->randomStep, stream, p);
+      dropoutMask(ctx->randomSeed(), ctx->randomStep(), stream, p);
   const float scale = 1.0f / (1.0f - p);
   dispatchFloatDtype(op, dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -211,8 +211,8 @@ extern "C" void asrt_dropout(asrt_context *ctx, int32_t dtype, const void *x,
                              int64_t stream) {
   OpTimer timer(ctx, "dropout");
   cuda::dropout(computeStream(ctx, "dropout"), dtype, x, y, n, row_elems,
-                row_offset, rank_rows, ctx->batchRank,
-                autoshard::rt::dropoutMask(ctx->randomSeed, ctx->randomStep,
+                row_offset, rank_rows, ctx->batchRank(),
+                autoshard::rt::dropoutMask(ctx->randomSeed(), ctx->randomStep(),
                                            stream, p));
 }
 

@@ -101,7 +101,7 @@ void Evaluator::stageBatches() {
 bool Evaluator::evaluate(int64_t afterStep, bool atStart,
                          CheckpointPolicy &policy) {
   Stats::Snapshot kept = ctx->stats->snapshot();
-  ctx->nvmeArgIndices = &sources;
+  ctx->setNvmeArgIndices(&sources);
   EvaluationInfo info;
   info.afterStep = afterStep;
   info.atStart = atStart;
@@ -117,7 +117,7 @@ bool Evaluator::evaluate(int64_t afterStep, bool atStart,
     info.ms += run.ms;
     totalLoss += run.loss;
   }
-  ctx->nvmeArgIndices = nullptr;
+  ctx->setNvmeArgIndices(nullptr);
   Stats::Snapshot after = ctx->stats->snapshot();
   for (int k = 0; k < kNumCollectiveKinds; ++k)
     info.bytesSent +=

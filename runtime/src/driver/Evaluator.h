@@ -38,7 +38,7 @@ public:
   const Manifest &manifest() const { return evalManifest; }
 
   /// Grows the training step's arena sizes and planned device peak
-  /// (ctx.plannedPeakBytes, -1: none) by what this step adds: its larger
+  /// (ctx.plannedPeakBytes(); negative: none) by what this step adds: its larger
   /// arena (a binary's two steps never run at once, so they share the
   /// larger one) and its own device buffers (the batch, hypers, the loss).
   void planMemory(int64_t &arena, int64_t &hostArena,

@@ -48,10 +48,10 @@ StagedArgs::StagedArgs(asrt_context &ctx, const Manifest &manifest,
         Staged{arg.index, arg.memory, std::vector<char>()});
     s.bytes.resize(static_cast<size_t>(arg.numBytes()));
     if (arg.memory == MemoryKind::Nvme) {
-      if (!ctx.nvme)
+      if (!ctx.nvme())
         fatal("%s has memory=nvme but the driver opened no NVMe store",
               arg.describe().c_str());
-      if (Status st = ctx.nvme->read(arg.index, s.bytes.data(), arg.numBytes());
+      if (Status st = ctx.nvme()->read(arg.index, s.bytes.data(), arg.numBytes());
           !st)
         fatal("reading the NVMe file of %s: %s", arg.describe().c_str(),
               st.message().c_str());
@@ -71,7 +71,7 @@ void StagedArgs::writeBack() {
                            bytes);
       continue;
     }
-    if (Status st = ctx.nvme->write(s.index, s.bytes.data(), bytes); !st)
+    if (Status st = ctx.nvme()->write(s.index, s.bytes.data(), bytes); !st)
       fatal("writing the NVMe file of argument %d: %s", s.index,
             st.message().c_str());
   }

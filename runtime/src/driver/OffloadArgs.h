@@ -40,7 +40,7 @@ enum class Staging { ReadWrite, WriteOnly, NvmeOnly };
 /// writes them between steps (initialisation, batches, checkpoints,
 /// --load-params, --save-params):
 /// - memory=nvme arguments have no buffer (null in `args`): each one is
-///   read from its file (ctx.nvme) into a host buffer that takes the
+///   read from its file (ctx.nvme()) into a host buffer that takes the
 ///   null's place;
 /// - memory=device arguments, when the context's device is not host
 ///   memory (a GPU), are copied into host buffers (Staging::ReadWrite) or

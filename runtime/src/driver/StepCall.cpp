@@ -63,19 +63,17 @@ StepRun runCompiledStep(asrt_context &ctx, StepFunction step,
                         const char *traceName, const Manifest &manifest) {
   // The step's asrt_op_site calls index its manifest's sites; the
   // driver's own calls between steps belong to none.
-  ctx.sites = &manifest.sites;
-  ctx.currentSite = -1;
+  ctx.setSites(&manifest.sites);
   auto start = std::chrono::steady_clock::now();
   step(&ctx, args.data(), results.data());
   ctx.device->synchronize(Lane::Compute);
   auto end = std::chrono::steady_clock::now();
-  ctx.sites = nullptr;
-  ctx.currentSite = -1;
+  ctx.setSites(nullptr);
   ctx.resolveDeviceOpTimes();
   checkStepWaited(ctx, stepNumber);
   // Only while the context traces: --trace-steps' window.
-  if (ctx.trace)
-    traceStep(*ctx.trace, stepNumber, start, end, traceName);
+  if (ctx.trace())
+    traceStep(*ctx.trace(), stepNumber, start, end, traceName);
   StepRun run{std::chrono::duration<double, std::milli>(end - start).count(),
               0.0f};
   ctx.device->toHost(Lane::Compute, &run.loss, results[lossResult],

@@ -409,11 +409,11 @@ RunStatus Trainer::startBackend() {
                            control->localSize()));
   // --device-op-times: resolved after each step (the device marks nothing
   // on the CPU).
-  ctx->deviceOpTimes = options.deviceOpTimes;
+  ctx->setDeviceOpTimes(options.deviceOpTimes);
   // Rank r holds block r of every batch (makeSyntheticBatches,
   // openDataFile), which is what asrt_dropout's batchRank means.
-  ctx->randomSeed = options.seed;
-  ctx->batchRank = control->rank();
+  ctx->setRandomSeed(options.seed);
+  ctx->setBatchRank(control->rank());
 
   // Offload (docs/RuntimeABI.md, "Offload"): this rank's directory of
   // NVMe files.
@@ -422,7 +422,7 @@ RunStatus Trainer::startBackend() {
   if (!allRanksOk(store.status(), *control))
     return RunStatus::Failed;
   nvme = std::move(*store);
-  ctx->nvme = nvme.get();
+  ctx->setNvme(nvme.get());
   return RunStatus::Continue;
 }
 
@@ -432,19 +432,20 @@ RunStatus Trainer::allocate() {
   int64_t arena = manifest.plannedBytes("arena");
   int64_t hostArena = manifest.plannedBytes("host_arena");
   // Named by an out-of-memory error.
-  ctx->plannedPeakBytes = manifest.plannedBytes("peak");
+  int64_t plannedPeak = manifest.plannedBytes("peak");
   if (evaluator)
-    evaluator->planMemory(arena, hostArena, ctx->plannedPeakBytes);
-  args = allocateArgs(*ctx, manifest, options, control->rank(), ctx->nvme);
-  if (ctx->nvme)
-    ctx->stats->setNvmeBytes(ctx->nvme->totalBytes());
+    evaluator->planMemory(arena, hostArena, plannedPeak);
+  ctx->setPlannedPeakBytes(plannedPeak);
+  args = allocateArgs(*ctx, manifest, options, control->rank(), ctx->nvme());
+  if (ctx->nvme())
+    ctx->stats->setNvmeBytes(ctx->nvme()->totalBytes());
   results = allocateResults(*ctx, manifest, args, ownedResults);
   if (evaluator)
     evaluator->allocate(*ctx, control->rank(), manifest, args);
   if (arena > 0)
-    ctx->arena = asrt_alloc(ctx.get(), arena);
+    ctx->setArena(asrt_alloc(ctx.get(), arena));
   if (hostArena > 0)
-    ctx->hostArena = hostAlloc(ctx.get(), hostArena);
+    ctx->setHostArena(hostAlloc(ctx.get(), hostArena));
   return RunStatus::Continue;
 }
 
@@ -495,12 +496,12 @@ RunStatus Trainer::loadInputs() {
                   " bytes per rank) in host memory\n",
                   host, host == 1 ? "tensor" : "tensors",
                   manifest.argBytesIn(MemoryKind::Host));
-    if (ctx->nvme)
+    if (ctx->nvme())
       std::printf("autoshard: offload: %zu %s (%" PRId64
                   " bytes per rank) in NVMe files, rank 0's under '%s'\n",
-                  ctx->nvme->indices().size(),
-                  ctx->nvme->indices().size() == 1 ? "tensor" : "tensors",
-                  ctx->nvme->totalBytes(), ctx->nvme->directory().c_str());
+                  ctx->nvme()->indices().size(),
+                  ctx->nvme()->indices().size() == 1 ? "tensor" : "tensors",
+                  ctx->nvme()->totalBytes(), ctx->nvme()->directory().c_str());
     else if (!options.offloadDir.empty())
       std::printf("autoshard: offload: --offload-dir '%s' is not used; this "
                   "step keeps no tensor in NVMe files\n",
@@ -630,7 +631,7 @@ RunStatus Trainer::train() {
 RunStatus Trainer::trainStep(int64_t step) {
   traceStepsFrom(step + 1);
   batches->fill(step, batchArgs->args().data());
-  ctx->randomStep = step;
+  ctx->setRandomStep(step);
   batchArgs->writeBack();
   if (lrArg)
     writeScheduledLr(step);
@@ -780,8 +781,8 @@ RunStatus Trainer::finalize() {
     asrt_free(ctx.get(), buffer);
   if (evaluator)
     evaluator->release();
-  asrt_free(ctx.get(), ctx->arena);
-  hostFree(ctx.get(), ctx->hostArena);
+  asrt_free(ctx.get(), ctx->arena());
+  hostFree(ctx.get(), ctx->hostArena());
   freeArgs(*ctx, manifest, args);
   return RunStatus::Done;
 }

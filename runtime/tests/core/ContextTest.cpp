@@ -87,7 +87,7 @@ TEST(ContextTest, DeviceOpTimesMarkComputeOpsAndResolveAfterTheStep) {
   // Off (the default): no marks.
   { OpTimer timer(&ctx, "op_a"); }
   EXPECT_EQ(device.marks, 0);
-  ctx.deviceOpTimes = true;
+  ctx.setDeviceOpTimes(true);
   { OpTimer timer(&ctx, "op_a"); }
   { OpTimer timer(&ctx, "op_a"); }
   { OpTimer timer(&ctx, "op_b"); }
@@ -97,7 +97,7 @@ TEST(ContextTest, DeviceOpTimesMarkComputeOpsAndResolveAfterTheStep) {
   // Nothing is read before the step has passed its marks.
   EXPECT_EQ(ctx.stats->snapshot().ops.at("op_a").deviceCalls, 0);
   ctx.resolveDeviceOpTimes();
-  EXPECT_TRUE(ctx.pendingDeviceTimes.empty());
+  EXPECT_TRUE(!ctx.hasPendingDeviceTimes());
   Stats::Snapshot s = ctx.stats->snapshot();
   EXPECT_EQ(s.ops.at("op_a").calls, 3);
   EXPECT_EQ(s.ops.at("op_a").deviceCalls, 2);
@@ -107,9 +107,9 @@ TEST(ContextTest, DeviceOpTimesMarkComputeOpsAndResolveAfterTheStep) {
   EXPECT_EQ(s.ops.at("wait").deviceCalls, 0);
   // The host device marks nothing, whatever the flag says.
   asrt_context host;
-  host.deviceOpTimes = true;
+  host.setDeviceOpTimes(true);
   { OpTimer timer(&host, "op_a"); }
-  EXPECT_TRUE(host.pendingDeviceTimes.empty());
+  EXPECT_TRUE(!host.hasPendingDeviceTimes());
 }
 
 TEST(ContextDeathTest, FatalNamesRankAndMessage) {
@@ -135,7 +135,7 @@ TEST(ContextDeathTest, BadMemoryCallsAreFatal) {
   EXPECT_EXIT(asrt_alloc(&ctx, INT64_MAX - 100), ::testing::ExitedWithCode(1),
               "out of memory allocating");
   // With the compiler's plan known, the error names it too.
-  ctx.plannedPeakBytes = 4096;
+  ctx.setPlannedPeakBytes(4096);
   EXPECT_EXIT(asrt_alloc(&ctx, INT64_MAX - 100), ::testing::ExitedWithCode(1),
               "out of memory allocating [0-9]+ bytes of device memory on host "
               "\\([0-9]+ bytes already allocated by this rank, peak so far "
@@ -144,9 +144,9 @@ TEST(ContextDeathTest, BadMemoryCallsAreFatal) {
 
 TEST(ContextTest, ArenaIsTheDriversBuffer) {
   asrt_context ctx;
-  ctx.arena = asrt_alloc(&ctx, 256);
-  EXPECT_EQ(asrt_arena(&ctx), ctx.arena);
-  asrt_free(&ctx, ctx.arena);
+  ctx.setArena(asrt_alloc(&ctx, 256));
+  EXPECT_EQ(asrt_arena(&ctx), ctx.arena());
+  asrt_free(&ctx, ctx.arena());
 }
 
 TEST(ContextDeathTest, ArenaWithoutOneIsFatal) {

@@ -64,19 +64,19 @@ TEST(OffloadDeathTest, HostAndDevicePointersDoNotMix) {
 
 TEST(OffloadTest, HostArenaIsTheDriversBuffer) {
   asrt_context ctx;
-  ctx.hostArena = hostAlloc(&ctx, 128);
-  EXPECT_EQ(asrt_host_arena(&ctx), ctx.hostArena);
-  hostFree(&ctx, ctx.hostArena);
+  ctx.setHostArena(hostAlloc(&ctx, 128));
+  EXPECT_EQ(asrt_host_arena(&ctx), ctx.hostArena());
+  hostFree(&ctx, ctx.hostArena());
 }
 
 TEST(OffloadDeathTest, HostArenaWithoutOneIsFatal) {
   asrt_context ctx;
-  ctx.arena = asrt_alloc(&ctx, 64); // a device arena is not a host one
+  ctx.setArena(asrt_alloc(&ctx, 64)); // a device arena is not a host one
   EXPECT_EXIT(asrt_host_arena(&ctx), ::testing::ExitedWithCode(1),
               "asrt_host_arena: this context has no host arena; the driver "
               "allocates the one the step's manifest asks for \\(memory "
               "record, host_arena=BYTES\\)");
-  asrt_free(&ctx, ctx.arena);
+  asrt_free(&ctx, ctx.arena());
 }
 
 TEST(OffloadTest, CopiesAreCountedAsOffloadTraffic) {
@@ -124,7 +124,7 @@ struct WithStore : ::testing::Test {
     store = std::move(*made);
     std::vector<float> init = {1, 2, 3, 4};
     ASSERT_TRUE(store->add(3, "w.exp_avg", init.data(), 16).ok());
-    ctx.nvme = store.get();
+    ctx.setNvme(store.get());
   }
   TempDir tmp;
   std::unique_ptr<NvmeStore> store;

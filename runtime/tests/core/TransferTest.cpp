@@ -48,7 +48,7 @@ struct TransferTest : ::testing::Test {
         store->add(kMomentum, "b.momentum", momentum.data(), kMomentumBytes)
             .ok());
     ASSERT_TRUE(store->add(kParam, "w", param.data(), kParamBytes).ok());
-    ctx.nvme = store.get();
+    ctx.setNvme(store.get());
   }
   std::vector<uint32_t> momentum = pattern(4, 0x11);
   std::vector<uint32_t> param = pattern(1024, 0x22);

@@ -13,7 +13,7 @@ protected:
   std::vector<float> dropout(const std::vector<float> &x, int64_t rowElems,
                              float p, int64_t stream, int64_t rowOffset = 0,
                              int64_t rankRows = 0, int64_t rank = 0) {
-    ctx.batchRank = rank;
+    ctx.setBatchRank(rank);
     std::vector<float> y(x.size(), -1.0f);
     asrt_dropout(&ctx, ASRT_DTYPE_F32, x.data(), y.data(),
                  static_cast<int64_t>(x.size()), rowElems, rowOffset, rankRows,
@@ -23,7 +23,7 @@ protected:
 };
 
 TEST_F(DropoutTest, KeepsOneMinusPScaled) {
-  ctx.randomSeed = 7;
+  ctx.setRandomSeed(7);
   const size_t n = 200000;
   std::vector<float> x = uniformFloats(n, 1, 0.5f, 2.0f); // never 0
   const float p = 0.2f;
@@ -47,8 +47,8 @@ TEST_F(DropoutTest, KeepsOneMinusPScaled) {
 }
 
 TEST_F(DropoutTest, OneMaskWhateverTheSplit) {
-  ctx.randomSeed = 3;
-  ctx.randomStep = 5;
+  ctx.setRandomSeed(3);
+  ctx.setRandomStep(5);
   const int64_t rows = 24, rowElems = 13;
   std::vector<float> x = uniformFloats(rows * rowElems, 2, 0.5f, 2.0f);
   std::vector<float> whole = dropout(x, rowElems, 0.5f, 4);
@@ -78,8 +78,8 @@ TEST_F(DropoutTest, AnotherMaskPerStepStreamAndSeed) {
   const size_t n = 4096;
   std::vector<float> x(n, 1.0f);
   auto mask = [&](uint64_t seed, int64_t step, int64_t stream) {
-    ctx.randomSeed = seed;
-    ctx.randomStep = step;
+    ctx.setRandomSeed(seed);
+    ctx.setRandomStep(step);
     return dropout(x, 64, 0.5f, stream);
   };
   auto agreement = [&](const std::vector<float> &a,
@@ -98,7 +98,7 @@ TEST_F(DropoutTest, AnotherMaskPerStepStreamAndSeed) {
 }
 
 TEST_F(DropoutTest, ThreadsDrawTheSameMask) {
-  ctx.randomSeed = 11;
+  ctx.setRandomSeed(11);
   std::vector<float> x = uniformFloats(1 << 18, 4, -1.0f, 1.0f);
   std::vector<float> one = dropout(x, 256, 0.1f, 3);
   ctx.setOptimizerThreads(4);

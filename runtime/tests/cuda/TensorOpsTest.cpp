@@ -109,9 +109,9 @@ TEST_P(CudaTensorOpsTest, DropoutDrawsTheCpuMask) {
   // Rows of 7 from row 5 + 3 * 1500: blocks of 4 straddle the rows and the
   // tensor's start.
   const int64_t rows = 1429, rowElems = 7, n = rows * rowElems;
-  ctx.randomSeed = 1234;
-  ctx.randomStep = 9;
-  ctx.batchRank = 3;
+  ctx.setRandomSeed(1234);
+  ctx.setRandomStep(9);
+  ctx.setBatchRank(3);
   HostTensor x(t, uniform(n, 5, -2.0f, 2.0f)), cpuY(t, n), gpuY(t, n);
   asrt_dropout(&ctx, t, x.data(), cpuY.data(), n, rowElems, 5, 1500, 0.3f,
                2);

@@ -88,7 +88,7 @@ TEST(OffloadArgsTest, StagingReadsNvmeArgumentsAndWritesThemBack) {
   float w[4] = {}, mom[4] = {};
   std::vector<void *> args = {w, mom, nullptr, nullptr};
   asrt_context ctx;
-  ctx.nvme = &store;
+  ctx.setNvme(&store);
   {
     StagedArgs staged(ctx, m, args);
     ASSERT_EQ(staged.size(), 2u);
@@ -146,7 +146,7 @@ TEST(OffloadArgsTest, DeviceArgumentsOfAGpuAreStagedThroughHostCopies) {
   auto owned = std::make_unique<CountingDevice>();
   CountingDevice &device = *owned;
   ctx.device = std::move(owned);
-  ctx.nvme = opened->get();
+  ctx.setNvme(opened->get());
 
   float w[4] = {1, 2, 3, 4}, mom[4] = {};
   std::vector<void *> args = {w, mom, nullptr, nullptr};
