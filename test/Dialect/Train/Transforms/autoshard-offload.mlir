@@ -1,15 +1,12 @@
 // autoshard-offload on partitioned steps (no overlap, so that the copies are
-// easy to follow): the MLP under DDP and ZeRO-2 (f32, SGD with momentum)
-// and ZeRO-3, and a bf16 Llama under ZeRO-3 (AdamW, fp32 masters, the step
-// counter, clipping).
-// RUN: shard-opt --strategy=ddp --overlap=false --world-size=2 %examples/mlp.mlir > %t.ddp.mlir
-// RUN: shard-opt --strategy=zero2 --overlap=false --world-size=2 %examples/mlp.mlir > %t.zero2.mlir
-// RUN: shard-opt --strategy=zero3 --overlap=false --world-size=2 %examples/mlp.mlir > %t.zero3.mlir
+// easy to follow): hand-written f32 steps with SGD and momentum under DDP,
+// ZeRO-2 and ZeRO-3 (Inputs/), and a bf16 Llama under ZeRO-3 (AdamW, fp32
+// masters, the step counter, clipping), partitioned by shard-opt.
 // RUN: shard-gen llama-tiny --layers=1 --hidden=16 --heads=2 --vocab=32 --seq=8 --micro-batch=4 --precision=bf16 -o %t.llama.mlir
 // RUN: shard-opt --strategy=zero3 --overlap=false --world-size=2 %t.llama.mlir > %t.llama-zero3.mlir
-// RUN: shard-opt %t.zero2.mlir --autoshard-offload=optimizer=cpu | FileCheck %s --check-prefix=CPU
-// RUN: shard-opt %t.ddp.mlir --autoshard-offload=optimizer=nvme | FileCheck %s --check-prefix=NVME
-// RUN: shard-opt %t.zero3.mlir --autoshard-offload=params=cpu | FileCheck %s --check-prefix=PARAMS
+// RUN: shard-opt -allow-unregistered-dialect %S/Inputs/zero2-sgd-momentum.mlir --autoshard-offload=optimizer=cpu | FileCheck %s --check-prefix=CPU
+// RUN: shard-opt -allow-unregistered-dialect %S/Inputs/ddp-sgd-momentum.mlir --autoshard-offload=optimizer=nvme | FileCheck %s --check-prefix=NVME
+// RUN: shard-opt %S/Inputs/zero3-three-layers.mlir --autoshard-offload=params=cpu | FileCheck %s --check-prefix=PARAMS
 // RUN: shard-opt %t.llama-zero3.mlir --autoshard-offload=optimizer=cpu | FileCheck %s --check-prefix=MASTER
 // ZeRO-1 under mixed precision shards the masters with the states: they go
 // to the host with them, and only bf16 shards come back for the gathers.
@@ -21,22 +18,22 @@
 // RUN: shard-opt --forward-only --strategy=zero1 --overlap=false --world-size=2 %t.llama.mlir > %t.llama-zero1-eval.mlir
 // RUN: shard-opt %t.llama-zero1-eval.mlir --autoshard-offload=optimizer=cpu | FileCheck %s --check-prefix=EVAL-MASTER
 // Both none: unchanged.
-// RUN: shard-opt %t.zero2.mlir --autoshard-offload > %t.none.mlir
-// RUN: shard-opt %t.zero2.mlir | diff - %t.none.mlir
+// RUN: shard-opt -allow-unregistered-dialect %S/Inputs/zero2-sgd-momentum.mlir --autoshard-offload > %t.none.mlir
+// RUN: shard-opt -allow-unregistered-dialect %S/Inputs/zero2-sgd-momentum.mlir | diff - %t.none.mlir
 // The offloaded ops print and parse back, in generic form too.
-// RUN: shard-opt %t.ddp.mlir --autoshard-offload=optimizer=nvme --mlir-print-op-generic | shard-opt | shard-opt > /dev/null
+// RUN: shard-opt -allow-unregistered-dialect %S/Inputs/ddp-sgd-momentum.mlir --autoshard-offload=optimizer=nvme --mlir-print-op-generic | shard-opt -allow-unregistered-dialect | shard-opt -allow-unregistered-dialect > /dev/null
 // Errors: an unknown place, a step without its optimizer update (the
 // forward-only Llama before autodiff), a step offloaded twice, parameter
 // offload under a plan that shards no parameters; the tools' flags.
-// RUN: not shard-opt %t.ddp.mlir --autoshard-offload=optimizer=disk 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: not shard-opt -allow-unregistered-dialect %S/Inputs/ddp-sgd-momentum.mlir --autoshard-offload=optimizer=disk 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // UNKNOWN: shard-opt: for the --optimizer option: unknown value 'disk'; valid: none, cpu, nvme
-// RUN: not shard-opt %t.ddp.mlir --autoshard-offload=params=ram 2>&1 | FileCheck %s --check-prefix=UNKNOWN-PARAMS
+// RUN: not shard-opt -allow-unregistered-dialect %S/Inputs/ddp-sgd-momentum.mlir --autoshard-offload=params=ram 2>&1 | FileCheck %s --check-prefix=UNKNOWN-PARAMS
 // UNKNOWN-PARAMS: shard-opt: for the --params option: unknown value 'ram'; valid: none, cpu, nvme
 // RUN: not shard-opt %t.llama.mlir --autoshard-offload=optimizer=cpu 2>&1 | FileCheck %s --check-prefix=NO-OPTIMIZER
 // NO-OPTIMIZER: error: 'func.func' op has no optimizer update to offload; offload applies to a whole training step (give the step a train.optimizer, or run autoshard-autodiff first)
-// RUN: shard-opt %t.ddp.mlir --autoshard-offload=optimizer=cpu | not shard-opt --autoshard-offload=optimizer=nvme 2>&1 | FileCheck %s --check-prefix=TWICE
-// TWICE: error: 'func.func' op is already offloaded (argument #6 has train.memory); offload a step once
-// RUN: not shard-opt %t.ddp.mlir --autoshard-offload=params=cpu 2>&1 | FileCheck %s --check-prefix=NOT-SHARDED
+// RUN: shard-opt -allow-unregistered-dialect %S/Inputs/ddp-sgd-momentum.mlir --autoshard-offload=optimizer=cpu | not shard-opt -allow-unregistered-dialect --autoshard-offload=optimizer=nvme 2>&1 | FileCheck %s --check-prefix=TWICE
+// TWICE: error: 'func.func' op is already offloaded (argument #2 has train.memory); offload a step once
+// RUN: not shard-opt -allow-unregistered-dialect %S/Inputs/ddp-sgd-momentum.mlir --autoshard-offload=params=cpu 2>&1 | FileCheck %s --check-prefix=NOT-SHARDED
 // NOT-SHARDED: error: 'func.func' op has no sharded parameters to offload (strategy 'ddp'); parameter offload keeps each rank's shards off the device: use zero3, fsdp or hybrid
 // The master shards of ZeRO-1 are not parameters the plan shards.
 // RUN: not shard-opt %t.llama-zero1.mlir --autoshard-offload=params=cpu 2>&1 | FileCheck %s --check-prefix=NOT-SHARDED-ZERO1
@@ -56,17 +53,17 @@
 // inputs cross right before it (this rank's parameter shard, the reduced
 // gradient shard, the learning rate, copied once for all updates); the new
 // shard goes back to the device for the gather.
-// CPU: %arg6: tensor<1024xf32> {train.memory = #train.memory<host>, train.name = "fc1.weight.momentum"
-// CPU: -> (tensor<64x32xf32> {train.name = "fc1.weight", train.role = #train.role<param>},
-// CPU-SAME: tensor<1024xf32> {train.memory = #train.memory<host>, train.name = "fc1.weight.momentum"
-// CPU: %[[GRADS:.*]]:6 = train.reduce_scatter_shards
+// CPU: %arg2: tensor<8xf32> {train.memory = #train.memory<host>, train.name = "w.momentum"
+// CPU: -> (tensor<4x4xf32> {train.name = "w", train.role = #train.role<param>},
+// CPU-SAME: tensor<8xf32> {train.memory = #train.memory<host>, train.name = "w.momentum"
+// CPU: %[[GRADS:.*]]:2 = train.reduce_scatter_shards
 // CPU-NEXT: %[[SHARD:.*]] = train.shard_of %arg0
-// CPU-NEXT: %[[PH:.*]] = train.to_host %[[SHARD]] : tensor<1024xf32>
-// CPU-NEXT: %[[GH:.*]] = train.to_host %[[GRADS]]#4 : tensor<1024xf32>
-// CPU-NEXT: %[[LR:.*]] = train.to_host %arg14 : tensor<f32>
-// CPU-NEXT: %[[NEW:.*]], %{{.*}} = train.sgd %[[PH]], %[[GH]], %[[LR]] momentum_buffer %arg6 {momentum = {{.*}}, train.on_host}
-// CPU: train.sgd %{{.*}}, %{{.*}}, %[[LR]] momentum_buffer %arg7 {{.*}}train.on_host
-// CPU: %[[BACK:.*]] = train.to_device %[[NEW]] : tensor<1024xf32>
+// CPU-NEXT: %[[PH:.*]] = train.to_host %[[SHARD]] : tensor<8xf32>
+// CPU-NEXT: %[[GH:.*]] = train.to_host %[[GRADS]]#1 : tensor<8xf32>
+// CPU-NEXT: %[[LR:.*]] = train.to_host %arg5 : tensor<f32>
+// CPU-NEXT: %[[NEW:.*]], %{{.*}} = train.sgd %[[PH]], %[[GH]], %[[LR]] momentum_buffer %arg2 {momentum = {{.*}}, train.on_host}
+// CPU: train.sgd %{{.*}}, %{{.*}}, %[[LR]] momentum_buffer %arg3 {{.*}}train.on_host
+// CPU: %[[BACK:.*]] = train.to_device %[[NEW]] : tensor<8xf32>
 // CPU: train.all_gather_shards %[[BACK]],
 // CPU-NOT: train.to_host
 // CPU: return
@@ -75,30 +72,30 @@
 // update; right after it, the new buffer is written back and the new
 // parameter copied to the device, so that their host buffers are free for
 // the next update.
-// NVME: %arg6: tensor<64x32xf32> {train.memory = #train.memory<nvme>, train.name = "fc1.weight.momentum"
-// NVME: %[[M:.*]] = train.nvme_read %arg6 : tensor<64x32xf32>
+// NVME: %arg2: tensor<4x4xf32> {train.memory = #train.memory<nvme>, train.name = "w.momentum"
+// NVME: %[[M:.*]] = train.nvme_read %arg2 : tensor<4x4xf32>
 // NVME-NEXT: %[[P:.*]], %[[M1:.*]] = train.sgd %{{.*}} momentum_buffer %[[M]] {{.*}}train.on_host
-// NVME-NEXT: %[[W:.*]] = train.nvme_write %[[M1]] to %arg6 : tensor<64x32xf32>
-// NVME-NEXT: %[[PD:.*]] = train.to_device %[[P]] : tensor<64x32xf32>
+// NVME-NEXT: %[[W:.*]] = train.nvme_write %[[M1]] to %arg2 : tensor<4x4xf32>
+// NVME-NEXT: %[[PD:.*]] = train.to_device %[[P]] : tensor<4x4xf32>
 // NVME-NEXT: train.to_host %arg1
 // NVME: return %[[PD]], {{.*}}, %[[W]],
 
 // ZeRO-3 parameter offload: each gather reads a device copy of the host
 // shard made right before it, the backward pass's gathers included; the
 // optimizer (on the device) reads one more, and the new shard goes back.
-// PARAMS: %arg0: tensor<1024xf32> {train.init = {{.*}}, train.memory = #train.memory<host>, train.name = "fc1.weight"
-// PARAMS: %[[D0:.*]] = train.to_device %arg0 : tensor<1024xf32>
-// PARAMS-NEXT: %[[D1:.*]] = train.to_device %arg1 : tensor<32xf32>
+// PARAMS: %arg0: tensor<8xf32> {train.init = {{.*}}, train.memory = #train.memory<host>, train.name = "fc1.weight"
+// PARAMS: %[[D0:.*]] = train.to_device %arg0 : tensor<8xf32>
+// PARAMS-NEXT: %[[D1:.*]] = train.to_device %arg1 : tensor<2xf32>
 // PARAMS-NEXT: train.all_gather_shards %[[D0]], %[[D1]]
-// PARAMS: train.to_device %arg4 : tensor<320xf32>
-// PARAMS-NEXT: train.to_device %arg5 : tensor<5xf32>
+// PARAMS: train.to_device %arg4 : tensor<4xf32>
+// PARAMS-NEXT: train.to_device %arg5 : tensor<1xf32>
 // PARAMS-NEXT: train.all_gather_shards
-// PARAMS: %[[B4:.*]] = train.to_device %arg4 : tensor<320xf32>
+// PARAMS: %[[B4:.*]] = train.to_device %arg4 : tensor<4xf32>
 // PARAMS-NEXT: train.all_gather_shards %[[B4]] on
-// PARAMS: %[[O0:.*]] = train.to_device %arg0 : tensor<1024xf32>
+// PARAMS: %[[O0:.*]] = train.to_device %arg0 : tensor<8xf32>
 // PARAMS-NEXT: %[[N0:.*]], %{{.*}} = train.sgd %[[O0]],
 // PARAMS-NOT: train.on_host
-// PARAMS: train.to_host %[[N0]] : tensor<1024xf32>
+// PARAMS: train.to_host %[[N0]] : tensor<8xf32>
 
 // Mixed precision: the f32 master shards go to the host with the Adam
 // states; their bf16 compute copies are cast there and cross to the

@@ -1,18 +1,18 @@
-// The MLP under ZeRO-3 on 2 ranks, partitioned and grouped without overlap,
-// then scheduled at prefetch depths 0, 1 and 2.
-// RUN: shard-opt --strategy=zero3 --overlap=false --world-size=2 %examples/mlp.mlir > %t.sync.mlir
-// RUN: shard-opt %t.sync.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=1})' | FileCheck %s --check-prefix=DEPTH1
-// RUN: shard-opt %t.sync.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=2})' | FileCheck %s --check-prefix=DEPTH2
-// RUN: shard-opt %t.sync.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=0})' | FileCheck %s --check-prefix=DEPTH0
-// RUN: shard-opt %t.sync.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives)' | shard-opt > /dev/null
-// RUN: not shard-opt %t.sync.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=-1})' 2>&1 | FileCheck %s --check-prefix=NEGATIVE
-// Offload transfers (DDP, momentum in NVMe files) become start/wait pairs
-// too; an invalid pair is an error of the ops' verifiers.
-// RUN: shard-opt --strategy=ddp --overlap=false --world-size=2 --offload=nvme %examples/mlp.mlir > %t.offload.mlir
-// RUN: shard-opt %t.offload.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=1})' | FileCheck %s --check-prefix=TRANSFERS
-// RUN: shard-opt %t.offload.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=0})' | FileCheck %s --check-prefix=TRANSFERS0
-// A step that is not partitioned is left alone.
-// RUN: shard-opt %examples/mlp.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives)' | FileCheck %s --check-prefix=UNPARTITIONED
+// autoshard-schedule-collectives alone, on hand-written partitioned steps
+// (Inputs/): a three-layer MLP under ZeRO-3 on 2 ranks, not yet scheduled,
+// at prefetch depths 0, 1 and 2.
+// RUN: shard-opt %S/Inputs/zero3-three-layers.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=1})' | FileCheck %s --check-prefix=DEPTH1
+// RUN: shard-opt %S/Inputs/zero3-three-layers.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=2})' | FileCheck %s --check-prefix=DEPTH2
+// RUN: shard-opt %S/Inputs/zero3-three-layers.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=0})' | FileCheck %s --check-prefix=DEPTH0
+// RUN: shard-opt %S/Inputs/zero3-three-layers.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives)' | shard-opt > /dev/null
+// RUN: not shard-opt %S/Inputs/zero3-three-layers.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=-1})' 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// Offload transfers (a DDP step with its momentum in NVMe files) become
+// start/wait pairs too; an invalid pair is an error of the ops' verifiers.
+// RUN: shard-opt -allow-unregistered-dialect %S/Inputs/ddp-nvme-momentum.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=1})' | FileCheck %s --check-prefix=TRANSFERS
+// RUN: shard-opt -allow-unregistered-dialect %S/Inputs/ddp-nvme-momentum.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=0})' | FileCheck %s --check-prefix=TRANSFERS0
+// A step that is not partitioned is left alone: the step of
+// Inputs/three-reductions.mlir without its train.partitioned attribute.
+// RUN: sed -e 's/train.partitioned, //' %S/Inputs/three-reductions.mlir | shard-opt -allow-unregistered-dialect --pass-pipeline='builtin.module(autoshard-schedule-collectives)' | FileCheck %s --check-prefix=UNPARTITIONED
 
 // Depth 1: fc1's gather starts first and is waited at once (nothing to
 // overlap it with); fc2's starts as fc1's is waited and runs during fc1's
@@ -62,7 +62,9 @@
 
 // NEGATIVE: error: prefetch depth must be at least 0, got -1
 
+// UNPARTITIONED: func.func @step
 // UNPARTITIONED-NOT: train.collective_start
+// UNPARTITIONED: shard.all_reduce
 
 // Reductions in flight: each starts when its gradient exists; at depth 1
 // the previous one is waited when the next starts, at depth 2 one later,
@@ -96,20 +98,21 @@
 // when the next starts.
 // The gradients' copies start in the order the updates read them, so the
 // first update waits only for its own.
-// TRANSFERS: %[[P0:.*]] = train.transfer_start to_host %arg0 : tensor<64x32xf32>
-// TRANSFERS: %[[G:.*]]:7 = train.collective_wait
-// TRANSFERS-NEXT: %[[GH:.*]] = train.transfer_start to_host %[[G]]#5 : tensor<64x32xf32>
-// TRANSFERS-NEXT: train.transfer_start to_host %[[G]]#6 : tensor<64xf32>
-// TRANSFERS: %[[R0:.*]] = train.transfer_start nvme_read %arg6 : tensor<64x32xf32>
+// TRANSFERS-LABEL: func.func @step
+// TRANSFERS-NEXT: %[[P0:.*]] = train.transfer_start to_host %arg0 : tensor<4x4xf32>
+// TRANSFERS: %[[G:.*]]:3 = train.collective_wait
+// TRANSFERS-NEXT: %[[GH:.*]] = train.transfer_start to_host %[[G]]#2 : tensor<4x4xf32>
+// TRANSFERS-NEXT: train.transfer_start to_host %[[G]]#1 : tensor<4xf32>
+// TRANSFERS: %[[R0:.*]] = train.transfer_start nvme_read %arg2 : tensor<4x4xf32>
 // TRANSFERS-NEXT: %[[PW:.*]] = train.transfer_wait %[[P0]]
 // TRANSFERS-NEXT: %[[GW:.*]] = train.transfer_wait %[[GH]]
 // TRANSFERS-NEXT: %[[LR:.*]] = train.transfer_wait
 // TRANSFERS-NEXT: %[[MW:.*]] = train.transfer_wait %[[R0]]
-// TRANSFERS-NEXT: train.transfer_start to_host %arg1 : tensor<64xf32>
+// TRANSFERS-NEXT: train.transfer_start to_host %arg1 : tensor<4xf32>
 // TRANSFERS-NEXT: %[[NEW:.*]], %[[M1:.*]] = train.sgd %[[PW]], %[[GW]], %[[LR]] momentum_buffer %[[MW]]
 // TRANSFERS-NEXT: train.transfer_start to_device %[[NEW]]
-// TRANSFERS-NEXT: %[[W0:.*]] = train.transfer_start nvme_write %[[M1]] to %arg6
-// TRANSFERS-NEXT: train.transfer_start nvme_read %arg7
+// TRANSFERS-NEXT: %[[W0:.*]] = train.transfer_start nvme_write %[[M1]] to %arg2
+// TRANSFERS-NEXT: train.transfer_start nvme_read %arg3
 // TRANSFERS: train.sgd
 // TRANSFERS: train.transfer_wait %[[W0]]
 // TRANSFERS-NEXT: train.transfer_start nvme_write
@@ -117,7 +120,7 @@
 
 // Depth 0: each transfer starts right before its wait, and each NVMe write
 // is waited right after it starts.
-// TRANSFERS0: %[[R:.*]] = train.transfer_start nvme_read %arg6
+// TRANSFERS0: %[[R:.*]] = train.transfer_start nvme_read %arg2
 // TRANSFERS0-NEXT: train.transfer_wait %[[R]]
 // TRANSFERS0: %[[W:.*]] = train.transfer_start nvme_write
 // TRANSFERS0-NEXT: train.transfer_wait %[[W]]
