@@ -76,7 +76,28 @@ def python_imports(module, python=None):
         return subprocess.run(
             [python or config.python_executable, "-c", "import " + module],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            timeout=60).returncode == 0
+            timeout=300).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def python_finds(modules, python):
+    """Whether `python` finds every one of `modules` without importing it:
+    importing torch and transformers takes seconds, a minute on a loaded
+    machine, and every lit directory (one ctest each) configures anew. A
+    module that is found but broken fails its tests rather than skipping
+    them."""
+    probe = ("import importlib.util, sys\n"
+             "def found(m):\n"
+             "    try:\n"
+             "        return importlib.util.find_spec(m) is not None\n"
+             "    except ImportError:\n"  # a missing parent package
+             "        return False\n"
+             "sys.exit(0 if all(found(m) for m in sys.argv[1:]) else 1)")
+    try:
+        return subprocess.run(
+            [python, "-c", probe] + modules, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, timeout=300).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
 
@@ -91,17 +112,17 @@ if python_imports("numpy"):
 # CI sets AUTOSHARD_REQUIRE_TORCH=1 so that a missing torch fails the run
 # instead of skipping the tests it must run.
 config.substitutions.append(("%torch_python", config.torch_python))
-if python_imports("torch, transformers, safetensors, autoshard.torch",
-                  config.torch_python):
+if python_finds(["torch", "transformers", "safetensors", "autoshard.torch"],
+                config.torch_python):
     config.available_features.add("torch")
 elif os.environ.get("AUTOSHARD_REQUIRE_TORCH") != "1":
     lit_config.note(
         f"the PyTorch front end's tests (test/torch) are unsupported: "
-        f"{config.torch_python} cannot import torch, transformers, "
+        f"{config.torch_python} does not have torch, transformers, "
         f"safetensors and autoshard.torch (scripts/setup.sh installs them "
         f"into .venv)")
 else:
     lit_config.fatal(
-        f"AUTOSHARD_REQUIRE_TORCH=1 but {config.torch_python} cannot import "
+        f"AUTOSHARD_REQUIRE_TORCH=1 but {config.torch_python} does not have "
         f"torch, transformers, safetensors and autoshard.torch: run "
         f"scripts/setup.sh, which installs them into .venv")
