@@ -1,7 +1,7 @@
 // asrt_context, fatal errors, op timing and the ABI's memory functions.
 #include "core/Context.h"
 #include "core/Manifest.h"
-#include "core/Bucket.h"
+#include "core/OpenBucket.h"
 #include "core/CommStream.h"
 #include "core/Device.h"
 #include "core/InFlightBuckets.h"

@@ -1,7 +1,7 @@
 // The buckets asrt_bucket_start issued and asrt_wait has not yet waited.
 #pragma once
 
-#include "core/Bucket.h"
+#include "core/OpenBucket.h"
 #include "core/CommStream.h"
 #include "core/Device.h"
 #include "core/Expected.h"

@@ -1,7 +1,7 @@
 // The ABI collectives over MPI on the world and on 2x2 grid groups.
 // Run under mpirun with 1, 2 and 4 ranks; every rank runs every test.
 #include "comm/Comm.h"
-#include "core/Bucket.h"
+#include "core/OpenBucket.h"
 #include "core/Context.h"
 #include "core/Dtype.h"
 #include "core/InFlightBuckets.h"

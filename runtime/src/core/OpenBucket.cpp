@@ -1,5 +1,5 @@
 // The open bucket of asrt_bucket_*: its collective and its members' places.
-#include "core/Bucket.h"
+#include "core/OpenBucket.h"
 #include "core/Dtype.h"
 #include "core/FlatShard.h"
 

@@ -1,6 +1,6 @@
 // The ABI's buckets: several tensors packed into one collective on ctx->comm,
 // blocking (asrt_bucket_end) or asynchronous (asrt_bucket_start, asrt_wait).
-#include "core/Bucket.h"
+#include "core/OpenBucket.h"
 #include "comm/Comm.h"
 #include "core/CommStream.h"
 #include "core/Context.h"
