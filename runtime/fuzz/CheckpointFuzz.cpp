@@ -14,7 +14,7 @@
 #include "ckpt/CheckpointManifest.h"
 #include "ckpt/CheckpointReader.h"
 #include "ckpt/Checksum.h"
-#include "core/Manifest.h"
+#include "io/Manifest.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,11 +1,11 @@
-// Fuzzes the data readers of --data (core/Data.h): an asdata file for a
+// Fuzzes the data readers of --data (data/Data.h): an asdata file for a
 // classifier's step and a token file for a language model's, each opened
 // (every check before the first step) and read for a few steps, as a run
 // would: an answer or an error, never a crash. ASRT_FUZZ_TOKENS picks the
 // token-file target; without it the input is an asdata file.
 #include "FuzzFile.h"
-#include "core/Data.h"
-#include "core/Manifest.h"
+#include "data/Data.h"
+#include "io/Manifest.h"
 
 #include <cstddef>
 #include <cstdint>

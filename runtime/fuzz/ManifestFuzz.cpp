@@ -1,9 +1,9 @@
-// Fuzzes the step manifest reader (core/Manifest.h), which every training
+// Fuzzes the step manifest reader (io/Manifest.h), which every training
 // binary and shard-ckpt run over the manifest a binary embeds or a
 // --manifest file: an answer or an error, never a crash.
-#include "core/Data.h"
-#include "core/Manifest.h"
-#include "core/TokenData.h"
+#include "data/Data.h"
+#include "io/Manifest.h"
+#include "data/TokenData.h"
 
 #include <cstddef>
 #include <cstdint>

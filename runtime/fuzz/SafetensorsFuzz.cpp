@@ -1,10 +1,10 @@
-// Fuzzes the safetensors reader (core/Safetensors.h, read from a file by
+// Fuzzes the safetensors reader (io/Safetensors.h, read from a file by
 // driver/Safetensors.h) through --load-params (driver/Params.h), which
 // checks a file against a step (names, aliases, dtypes, shapes, non-finite
 // values) and copies its tensors into a rank's buffers: an answer or an
 // error, never a crash.
 #include "FuzzFile.h"
-#include "core/Manifest.h"
+#include "io/Manifest.h"
 #include "driver/Params.h"
 #include "driver/Safetensors.h"
 

@@ -143,7 +143,7 @@ private:
   /// block's start) with asrt_op_site, and records the site; an op that
   /// emitted no runtime call gets none.
   void markSite(Operation *op, Block *entry, Operation *before);
-  /// The layer of `op` for the trace: see OpSite (runtime/src/core/Manifest.h).
+  /// The layer of `op` for the trace: see OpSite (runtime/src/io/Manifest.h).
   std::string layerOf(Operation *op);
   std::vector<std::string> sites;
   /// The layer of the last op that read a parameter.

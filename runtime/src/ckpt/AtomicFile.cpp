@@ -1,7 +1,7 @@
 // Crash-safe file writes: temporary file, fsync, rename, fsync the directory.
 #include "ckpt/AtomicFile.h"
 #include "ckpt/Checksum.h"
-#include "core/RegularFile.h"
+#include "io/RegularFile.h"
 
 #include <cerrno>
 #include <cstdio>

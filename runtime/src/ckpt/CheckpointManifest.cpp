@@ -3,8 +3,8 @@
 #include "ckpt/Checksum.h"
 #include "ckpt/Layout.h"
 #include "core/Dtype.h"
-#include "core/Philox.h"
-#include "core/TextRecords.h"
+#include "data/Philox.h"
+#include "io/TextRecords.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -4,7 +4,7 @@
 #include "ckpt/Checksum.h"
 #include "ckpt/Layout.h"
 #include "core/Dtype.h"
-#include "core/RegularFile.h"
+#include "io/RegularFile.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -4,7 +4,7 @@
 #include "ckpt/CheckpointManifest.h"
 #include "ckpt/Layout.h"
 #include "ckpt/ShardFile.h"
-#include "core/Manifest.h"
+#include "io/Manifest.h"
 
 #include <functional>
 #include <optional>

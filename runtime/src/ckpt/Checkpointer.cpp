@@ -5,7 +5,7 @@
 #include "ckpt/CheckpointWriter.h"
 #include "ckpt/ShardFile.h"
 #include "core/Dtype.h"
-#include "core/Philox.h"
+#include "data/Philox.h"
 
 #include <charconv>
 #include <chrono>

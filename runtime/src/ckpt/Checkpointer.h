@@ -5,7 +5,7 @@
 #include "ckpt/Layout.h"
 #include "core/Control.h"
 #include "core/Expected.h"
-#include "core/Manifest.h"
+#include "io/Manifest.h"
 
 #include <cstdint>
 #include <string>

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "core/Expected.h"
-#include "core/Manifest.h"
+#include "io/Manifest.h"
 
 #include <cstdint>
 #include <vector>

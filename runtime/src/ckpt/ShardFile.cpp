@@ -2,7 +2,7 @@
 #include "ckpt/ShardFile.h"
 #include "ckpt/AtomicFile.h"
 #include "ckpt/Checksum.h"
-#include "core/Safetensors.h"
+#include "io/Safetensors.h"
 
 #include <cstdio>
 #include <map>

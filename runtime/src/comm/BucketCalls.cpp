@@ -4,11 +4,11 @@
 #include "comm/Comm.h"
 #include "core/CommStream.h"
 #include "core/Context.h"
-#include "core/Device.h"
+#include "memory/Device.h"
 #include "core/Dtype.h"
 #include "core/FlatShard.h"
 #include "core/InFlightBuckets.h"
-#include "core/Stats.h"
+#include "stats/Stats.h"
 
 using namespace autoshard::rt;
 

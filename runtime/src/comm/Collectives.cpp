@@ -3,10 +3,10 @@
 #include "comm/Comm.h"
 #include "core/CommStream.h"
 #include "core/Context.h"
-#include "core/Device.h"
+#include "memory/Device.h"
 #include "core/Dtype.h"
 #include "core/FlatShard.h"
-#include "core/Stats.h"
+#include "stats/Stats.h"
 
 #include <cstring>
 

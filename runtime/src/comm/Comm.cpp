@@ -1,7 +1,7 @@
 // Collectives over groups of ranks of the compiled device grid.
 #include "comm/Comm.h"
 #include "core/Context.h"
-#include "core/Manifest.h"
+#include "io/Manifest.h"
 
 #include <string>
 

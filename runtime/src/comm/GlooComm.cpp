@@ -3,7 +3,7 @@
 #include "core/Context.h"
 #include "core/Dtype.h"
 #include "core/FlatShard.h"
-#include "core/Manifest.h"
+#include "io/Manifest.h"
 #include "net/Socket.h"
 
 #include <gloo/config.h>

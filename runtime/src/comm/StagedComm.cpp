@@ -1,7 +1,7 @@
 // A Comm over another through host memory, for device memory MPI cannot
 // read (a GPU's, when no NCCL communicator is used).
 #include "comm/Comm.h"
-#include "core/Device.h"
+#include "memory/Device.h"
 #include "core/Dtype.h"
 #include "core/FlatShard.h"
 

@@ -2,8 +2,8 @@
 #include "core/CommStream.h"
 #include "core/Context.h"
 #include "core/Dtype.h"
-#include "core/Stats.h"
-#include "core/Trace.h"
+#include "stats/Stats.h"
+#include "stats/Trace.h"
 
 #include <pthread.h>
 

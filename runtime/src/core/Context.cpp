@@ -1,14 +1,14 @@
 // asrt_context, fatal errors, op timing and the ABI's memory functions.
 #include "core/Context.h"
-#include "core/Manifest.h"
+#include "io/Manifest.h"
 #include "core/OpenBucket.h"
 #include "core/CommStream.h"
-#include "core/Device.h"
+#include "memory/Device.h"
 #include "core/InFlightBuckets.h"
-#include "core/InFlightTransfers.h"
-#include "core/Stats.h"
+#include "memory/InFlightTransfers.h"
+#include "stats/Stats.h"
 #include "core/ThreadPool.h"
-#include "core/Trace.h"
+#include "stats/Trace.h"
 
 #include <atomic>
 #include <cinttypes>

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "autoshard/rt/abi.h"
-#include "core/Device.h"
+#include "memory/Device.h"
 
 #include <chrono>
 #include <cstdint>
@@ -103,7 +103,7 @@ struct asrt_context {
   asrt_context &operator=(const asrt_context &) = delete;
 
   /// Where tensors live (asrt_alloc) and how the runtime moves bytes in it
-  /// (core/Device.h): host memory until a backend's initBackend installs
+  /// (memory/Device.h): host memory until a backend's initBackend installs
   /// its own (the CUDA backend's GPU), before anything is allocated.
   /// Declared first so that it outlives the streams and buffers below.
   std::unique_ptr<autoshard::rt::Device> device;
@@ -192,7 +192,7 @@ struct asrt_context {
     nvmeArgIndices_ = indices;
   }
 
-  /// What asrt_dropout keys its masks on (core/Dropout.h), set by the
+  /// What asrt_dropout keys its masks on (data/Dropout.h), set by the
   /// driver: the run's --seed, the 0-based optimizer step being run (the
   /// global one, which a resumed run continues from its checkpoint) and
   /// this rank's index among the ranks that split the batch (every rank:

@@ -3,7 +3,7 @@
 
 #include "core/OpenBucket.h"
 #include "core/CommStream.h"
-#include "core/Device.h"
+#include "memory/Device.h"
 #include "core/Expected.h"
 #include "core/HandleSlots.h"
 

@@ -1,7 +1,7 @@
 // Deterministic initialisation of params, optimizer states and hypers.
 #include "core/Init.h"
 #include "core/Dtype.h"
-#include "core/Philox.h"
+#include "data/Philox.h"
 
 #include <cmath>
 #include <cstdint>

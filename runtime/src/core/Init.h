@@ -3,7 +3,7 @@
 
 #include "autoshard/rt/abi.h"
 #include "core/Expected.h"
-#include "core/Manifest.h"
+#include "io/Manifest.h"
 
 #include <cstdint>
 #include <string_view>

@@ -3,7 +3,7 @@
 #include "Parallel.h"
 #include "core/ArgChecks.h"
 #include "core/Context.h"
-#include "core/Dropout.h"
+#include "data/Dropout.h"
 
 using namespace autoshard::rt;
 using namespace autoshard::rt::cpu;

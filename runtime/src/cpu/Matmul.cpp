@@ -6,7 +6,7 @@
 #include "Scratch.h"
 
 #include "core/Context.h"
-#include "core/StridedSpace.h"
+#include "memory/StridedSpace.h"
 
 #include <cstdint>
 #include <limits>

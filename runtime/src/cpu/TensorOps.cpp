@@ -16,7 +16,7 @@
 
 #include "core/ArgChecks.h"
 #include "core/Context.h"
-#include "core/StridedSpace.h"
+#include "memory/StridedSpace.h"
 
 #include <algorithm>
 #include <cmath>

@@ -18,8 +18,8 @@
 
 #include "core/ArgChecks.h"
 #include "core/Context.h"
-#include "core/Device.h"
-#include "core/Dropout.h"
+#include "memory/Device.h"
+#include "data/Dropout.h"
 
 #include <cuda_runtime_api.h>
 

@@ -5,7 +5,7 @@
 #include "core/Backend.h"
 #include "core/Context.h"
 #include "core/Control.h"
-#include "core/Stats.h"
+#include "stats/Stats.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -10,7 +10,7 @@
 #pragma once
 
 #include "autoshard/rt/abi.h"
-#include "core/Dropout.h"
+#include "data/Dropout.h"
 
 #include <cuda_runtime_api.h>
 
@@ -133,13 +133,13 @@ void biasGrad(cudaStream_t stream, int32_t dtype, const void *dy, void *db,
 // device pointers; dims and strides are host arrays (the generated code's
 // constants), read before the function returns and passed to the kernels
 // by value. matmul runs on blas's stream: one GEMM, or strided-batched
-// GEMMs over the innermost batch dim after coalescing (core/StridedSpace.h).
+// GEMMs over the innermost batch dim after coalescing (memory/StridedSpace.h).
 void unary(cudaStream_t stream, int32_t dtype, int32_t fn, const void *x,
            void *y, int64_t n, float alpha);
 void unaryGrad(cudaStream_t stream, int32_t dtype, int32_t fn, const void *dy,
                const void *x, void *dx, int64_t n, float alpha);
 /// As asrt_dropout, with the context's batch rank and the call's mask
-/// (core/Dropout.h).
+/// (data/Dropout.h).
 void dropout(cudaStream_t stream, int32_t dtype, const void *x, void *y,
              int64_t n, int64_t rowElems, int64_t rowOffset, int64_t rankRows,
              int64_t batchRank, const DropoutMask &mask);

@@ -3,7 +3,7 @@
 
 #include "Cuda.h"
 
-#include "core/Device.h"
+#include "memory/Device.h"
 
 #include <cuda_runtime_api.h>
 
@@ -14,7 +14,7 @@
 
 namespace autoshard::rt::cuda {
 
-/// The CUDA backend's device (core/Device.h) for the GPU of one rank: device
+/// The CUDA backend's device (memory/Device.h) for the GPU of one rank: device
 /// memory from cudaMalloc, pinned host memory, and one non-blocking stream
 /// per lane, so that compute, collectives and offload copies queue apart and
 /// meet only where a fence says so. Owns the cuBLAS handle of the compute

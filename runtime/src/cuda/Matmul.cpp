@@ -11,7 +11,7 @@
 #include "Cuda.h"
 
 #include "core/ArgChecks.h"
-#include "core/StridedSpace.h"
+#include "memory/StridedSpace.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>

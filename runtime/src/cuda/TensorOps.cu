@@ -4,7 +4,7 @@
 // and the device's libm.
 //
 // A strided operand's dims and strides travel by value with the launch, as
-// the host's coalesced StridedSpace (core/StridedSpace.h; rank <= 8, three
+// the host's coalesced StridedSpace (memory/StridedSpace.h; rank <= 8, three
 // operands: 272 bytes of kernel parameters); each thread finds its
 // element's offsets by dividing its position by the dims. Every output
 // element is computed by one thread, or by one block in a fixed-order
@@ -20,8 +20,8 @@
 #include "Element.cuh"
 #include "RowReduce.cuh"
 
-#include "core/Dropout.h"
-#include "core/StridedSpace.h"
+#include "data/Dropout.h"
+#include "memory/StridedSpace.h"
 
 #include <cstdint>
 

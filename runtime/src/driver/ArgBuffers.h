@@ -4,7 +4,7 @@
 
 #include "autoshard/rt/abi.h"
 #include "core/Expected.h"
-#include "core/Manifest.h"
+#include "io/Manifest.h"
 #include "driver/Options.h"
 
 #include <cstdint>

@@ -6,7 +6,7 @@
 #include "autoshard/rt/abi.h"
 #include "ckpt/Checkpointer.h"
 #include "core/Control.h"
-#include "core/Manifest.h"
+#include "io/Manifest.h"
 #include "driver/Options.h"
 
 #include <cstdint>

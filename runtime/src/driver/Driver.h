@@ -5,7 +5,7 @@
 #include "autoshard/rt/abi.h"
 #include "core/Backend.h"
 #include "core/Control.h"
-#include "core/Manifest.h"
+#include "io/Manifest.h"
 #include "driver/Options.h"
 
 #include <cstdint>

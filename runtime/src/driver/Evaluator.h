@@ -4,9 +4,9 @@
 
 #include "autoshard/rt/abi.h"
 #include "core/Control.h"
-#include "core/Data.h"
-#include "core/Manifest.h"
-#include "core/Stats.h"
+#include "data/Data.h"
+#include "io/Manifest.h"
+#include "stats/Stats.h"
 #include "driver/OffloadArgs.h"
 #include "driver/Options.h"
 #include "driver/StepCall.h"

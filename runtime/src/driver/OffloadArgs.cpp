@@ -1,7 +1,7 @@
 // The driver's side of offload: the NVMe store and host views of arguments.
 #include "driver/OffloadArgs.h"
 #include "core/Context.h"
-#include "core/Device.h"
+#include "memory/Device.h"
 
 #include <algorithm>
 

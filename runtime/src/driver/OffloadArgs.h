@@ -3,8 +3,8 @@
 
 #include "autoshard/rt/abi.h"
 #include "core/Expected.h"
-#include "core/Manifest.h"
-#include "core/NvmeStore.h"
+#include "io/Manifest.h"
+#include "memory/NvmeStore.h"
 
 #include <memory>
 #include <optional>

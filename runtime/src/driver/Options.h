@@ -2,7 +2,7 @@
 #pragma once
 
 #include "ckpt/Checkpointer.h"
-#include "core/Data.h"
+#include "data/Data.h"
 #include "core/Expected.h"
 #include "driver/LrSchedule.h"
 #include "driver/StepLog.h"

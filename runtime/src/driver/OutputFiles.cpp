@@ -1,7 +1,7 @@
 // The files a run reads and writes, checked before its first step.
 #include "driver/OutputFiles.h"
 #include "ckpt/CheckpointDir.h"
-#include "core/Paths.h"
+#include "io/Paths.h"
 
 #include <cerrno>
 #include <cstring>

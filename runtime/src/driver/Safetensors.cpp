@@ -1,7 +1,7 @@
 // Parameters as safetensors files on disk (--save-params, --load-params,
-// shard-ckpt); the format itself is core/Safetensors.h.
+// shard-ckpt); the format itself is io/Safetensors.h.
 #include "driver/Safetensors.h"
-#include "core/RegularFile.h"
+#include "io/RegularFile.h"
 
 #include <cerrno>
 #include <cstdio>

@@ -1,9 +1,9 @@
 // Parameters as safetensors files on disk (--save-params, --load-params,
-// shard-ckpt); the format itself is core/Safetensors.h.
+// shard-ckpt); the format itself is io/Safetensors.h.
 #pragma once
 
 #include "core/Expected.h"
-#include "core/Safetensors.h"
+#include "io/Safetensors.h"
 
 #include <map>
 #include <string>

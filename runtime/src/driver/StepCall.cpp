@@ -2,10 +2,10 @@
 #include "driver/StepCall.h"
 #include "core/CommStream.h"
 #include "core/Context.h"
-#include "core/Device.h"
+#include "memory/Device.h"
 #include "core/InFlightBuckets.h"
-#include "core/InFlightTransfers.h"
-#include "core/Trace.h"
+#include "memory/InFlightTransfers.h"
+#include "stats/Trace.h"
 
 #include <chrono>
 #include <cmath>

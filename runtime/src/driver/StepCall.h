@@ -2,7 +2,7 @@
 #pragma once
 
 #include "autoshard/rt/abi.h"
-#include "core/Manifest.h"
+#include "io/Manifest.h"
 
 #include <cstdint>
 #include <optional>

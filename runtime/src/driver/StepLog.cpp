@@ -1,8 +1,8 @@
 // The per-step log: which steps rank 0 logs, and each one as a text line or
 // as a JSON object; the peak that MFU is measured against.
 #include "driver/StepLog.h"
-#include "core/Json.h"
-#include "core/Stats.h"
+#include "io/Json.h"
+#include "stats/Stats.h"
 
 #include <cinttypes>
 #include <cmath>

@@ -2,9 +2,9 @@
 #include "nccl/NcclComm.h"
 
 #include "core/Context.h"
-#include "core/Device.h"
+#include "memory/Device.h"
 #include "core/Dtype.h"
-#include "core/Manifest.h"
+#include "io/Manifest.h"
 #include "nccl/NcclCheck.h"
 #include "nccl/NcclPlan.h"
 

@@ -1,7 +1,7 @@
 // Step manifests of one small model under several plans, for the tests.
 #pragma once
 
-#include "core/Manifest.h"
+#include "io/Manifest.h"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 #include "core/Context.h"
 #include "core/Dtype.h"
 #include "core/InFlightBuckets.h"
-#include "core/Stats.h"
+#include "stats/Stats.h"
 
 #include <gtest/gtest.h>
 #include <mpi.h>

@@ -3,7 +3,7 @@
 // time marks it makes, host access it denies as a GPU's memory would).
 #pragma once
 
-#include "core/Device.h"
+#include "memory/Device.h"
 
 #include <memory>
 

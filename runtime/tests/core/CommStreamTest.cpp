@@ -6,8 +6,8 @@
 // here depends on how fast the machine is.
 #include "core/CommStream.h"
 #include "core/Context.h"
-#include "core/Stats.h"
-#include "core/Trace.h"
+#include "stats/Stats.h"
+#include "stats/Trace.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The context's memory functions, op timing, and fatal().
 #include "HostBackedDevice.h"
 #include "core/Context.h"
-#include "core/Stats.h"
+#include "stats/Stats.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Synthetic batches, the asdata reader and writer, and the data diagnostics.
-#include "core/Data.h"
+#include "data/Data.h"
 #include "core/Dtype.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // The JSON reader (values, number conversions, errors that say where) and
 // the writer (escaping, layouts, what the reader reads back).
-#include "core/Json.h"
+#include "io/Json.h"
 
 #include <gtest/gtest.h>
 

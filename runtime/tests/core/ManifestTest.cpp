@@ -1,5 +1,5 @@
 // Manifest parsing: the documented example, and one case per diagnostic.
-#include "core/Manifest.h"
+#include "io/Manifest.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The NVMe store: files per argument, round trips, cleanup and its errors.
-#include "core/NvmeStore.h"
+#include "memory/NvmeStore.h"
 #include "core/Context.h"
 
 #include "../ckpt/TempDir.h"

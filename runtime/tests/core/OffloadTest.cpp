@@ -1,8 +1,8 @@
 // The ABI's offload calls: host memory, host/device copies, NVMe transfers.
 #include "core/Context.h"
-#include "core/NvmeStore.h"
-#include "core/Stats.h"
-#include "core/Trace.h"
+#include "memory/NvmeStore.h"
+#include "stats/Stats.h"
+#include "stats/Trace.h"
 
 #include "../ckpt/TempDir.h"
 

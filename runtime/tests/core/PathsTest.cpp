@@ -1,7 +1,7 @@
 // Resolving and comparing paths; which file a path names; opening a regular
 // file without blocking on anything else.
-#include "core/Paths.h"
-#include "core/RegularFile.h"
+#include "io/Paths.h"
+#include "io/RegularFile.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Philox-4x32-10 against Random123's known answers; FNV-1a; the stream helpers.
-#include "core/Philox.h"
+#include "data/Philox.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The safetensors format: the exact head params files and checkpoint shards
 // are written with, read back by the checking parser.
-#include "core/Safetensors.h"
+#include "io/Safetensors.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Ring byte-count formulas, counters, and the summary and JSON reports.
-#include "core/Stats.h"
+#include "stats/Stats.h"
 
 #include <gtest/gtest.h>
 

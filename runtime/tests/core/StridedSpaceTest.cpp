@@ -1,5 +1,5 @@
 // StridedSpace: the checks and the coalescing every generic kernel relies on.
-#include "core/StridedSpace.h"
+#include "memory/StridedSpace.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The line-record reader shared by the step manifest and a checkpoint's
 // MANIFEST: lines and their numbers, fields, KEY=VALUE, numbers, shapes.
-#include "core/TextRecords.h"
+#include "io/TextRecords.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Language-model batches: the batch rules, synthetic text, token files.
-#include "core/TokenData.h"
-#include "core/Data.h"
+#include "data/TokenData.h"
+#include "data/Data.h"
 
 #include <gtest/gtest.h>
 

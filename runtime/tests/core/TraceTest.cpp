@@ -1,6 +1,6 @@
 // The Chrome/Perfetto trace: events, their JSON, and the file around them.
-#include "core/Trace.h"
-#include "core/Manifest.h"
+#include "stats/Trace.h"
+#include "io/Manifest.h"
 
 #include <gtest/gtest.h>
 

@@ -1,10 +1,10 @@
 // Asynchronous offload transfers: asrt_transfer_start / asrt_transfer_wait.
 #include "core/CommStream.h"
 #include "core/Context.h"
-#include "core/InFlightTransfers.h"
-#include "core/NvmeStore.h"
-#include "core/Stats.h"
-#include "core/Trace.h"
+#include "memory/InFlightTransfers.h"
+#include "memory/NvmeStore.h"
+#include "stats/Stats.h"
+#include "stats/Trace.h"
 
 #include "../ckpt/TempDir.h"
 

@@ -5,7 +5,7 @@
 
 #include "core/Backend.h"
 #include "core/Context.h"
-#include "core/Stats.h"
+#include "stats/Stats.h"
 
 #include <gtest/gtest.h>
 

@@ -14,7 +14,7 @@
 //                                      uint16 tokens < 16 for FakeLmStep
 //   driver_check empty-dir DIR         DIR exists and holds nothing (the
 //                                      NVMe store removed its files)
-#include "core/Data.h"
+#include "data/Data.h"
 #include "driver/Safetensors.h"
 
 #include <dirent.h>

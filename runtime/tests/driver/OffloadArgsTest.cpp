@@ -1,7 +1,7 @@
 // The driver's side of offload: --offload-dir checks and staged NVMe args.
 #include "driver/OffloadArgs.h"
 #include "core/Context.h"
-#include "core/Device.h"
+#include "memory/Device.h"
 
 #include "../ckpt/TempDir.h"
 #include "HostBackedDevice.h"

@@ -26,7 +26,7 @@
 //     the same step.
 // Times are compared in integer nanoseconds (the file has microseconds with
 // three decimals), so the checks are exact.
-#include "core/Json.h"
+#include "io/Json.h"
 
 #include <algorithm>
 #include <cmath>

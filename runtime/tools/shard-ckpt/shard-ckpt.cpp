@@ -7,9 +7,9 @@
 #include "ckpt/ShardFile.h"
 #include "core/Dtype.h"
 #include "core/NameList.h"
-#include "core/Paths.h"
-#include "core/Philox.h"
-#include "core/RegularFile.h"
+#include "io/Paths.h"
+#include "data/Philox.h"
+#include "io/RegularFile.h"
 #include "driver/Safetensors.h"
 
 #include <algorithm>

@@ -3,10 +3,10 @@
 #include "autoshard/rt/abi.h"
 #include "core/CommStream.h"
 #include "core/Context.h"
-#include "core/Device.h"
-#include "core/InFlightTransfers.h"
-#include "core/NvmeStore.h"
-#include "core/Stats.h"
+#include "memory/Device.h"
+#include "memory/InFlightTransfers.h"
+#include "memory/NvmeStore.h"
+#include "stats/Stats.h"
 
 #include <cinttypes>
 #include <string>

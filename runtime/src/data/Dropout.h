@@ -1,7 +1,7 @@
 // asrt_dropout's masks: which elements a dropout keeps, on every backend.
 #pragma once
 
-#include "core/Philox.h"
+#include "data/Philox.h"
 
 #include <cstdint>
 

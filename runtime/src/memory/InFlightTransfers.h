@@ -3,10 +3,10 @@
 #pragma once
 
 #include "core/CommStream.h"
-#include "core/Device.h"
+#include "memory/Device.h"
 #include "core/Expected.h"
 #include "core/HandleSlots.h"
-#include "core/Stats.h"
+#include "stats/Stats.h"
 
 #include <cstddef>
 #include <cstdint>

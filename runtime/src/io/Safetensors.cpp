@@ -1,8 +1,8 @@
 // The safetensors format: a file's head from its tensors, and a file's bytes
 // checked and indexed. Files on disk: driver/Safetensors.h, ckpt/ShardFile.h.
-#include "core/Safetensors.h"
+#include "io/Safetensors.h"
 #include "core/Dtype.h"
-#include "core/Json.h"
+#include "io/Json.h"
 
 #include <algorithm>
 #include <set>

@@ -3,8 +3,8 @@
 
 #include "autoshard/rt/abi.h"
 #include "core/Expected.h"
-#include "core/Manifest.h"
-#include "core/MappedFile.h"
+#include "io/Manifest.h"
+#include "io/MappedFile.h"
 
 #include <cstdint>
 #include <memory>
@@ -36,7 +36,7 @@ public:
 };
 
 /// Synthetic batches (docs/RuntimeABI.md, "Batches"). A language-model step
-/// (findLanguageModelBatch in core/TokenData.h) gets synthetic text, a
+/// (findLanguageModelBatch in data/TokenData.h) gets synthetic text, a
 /// learnable Markov chain over its vocabulary. Otherwise float inputs are
 /// standard normal, integer inputs uniform in [0, classes), each element a
 /// pure function of (seed, step, global row, argument), and labels are the
@@ -52,7 +52,7 @@ enum class DataFormat {
   /// asdata when the file starts with the asdata magic, else tokens.
   Auto,
   Asdata,
-  /// A nanoGPT-style token file (core/TokenData.h).
+  /// A nanoGPT-style token file (data/TokenData.h).
   Tokens,
 };
 /// "auto", "asdata", "tokens".

@@ -1,6 +1,6 @@
 // JSON values, a strict, depth-bounded reader for the runtime's inputs and a
 // writer for its outputs.
-#include "core/Json.h"
+#include "io/Json.h"
 
 #include <cassert>
 #include <charconv>

@@ -1,10 +1,10 @@
 // Language-model batches: token files and synthetic Markov-chain text.
 #pragma once
 
-#include "core/Data.h"
+#include "data/Data.h"
 #include "core/Expected.h"
-#include "core/Manifest.h"
-#include "core/MappedFile.h"
+#include "io/Manifest.h"
+#include "io/MappedFile.h"
 
 #include <cstdint>
 #include <memory>

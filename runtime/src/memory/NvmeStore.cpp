@@ -1,5 +1,5 @@
 // The NVMe store: one file per memory=nvme argument, removed when it ends.
-#include "core/NvmeStore.h"
+#include "memory/NvmeStore.h"
 #include "core/Context.h"
 
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 // Path names: resolving them, comparing them, and the identity of a file.
-#include "core/Paths.h"
+#include "io/Paths.h"
 
 #include <filesystem>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 // Checking and coalescing the generic kernels' strided iteration spaces.
-#include "core/StridedSpace.h"
+#include "memory/StridedSpace.h"
 
 #include "core/Context.h"
 

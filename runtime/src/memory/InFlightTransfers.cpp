@@ -1,6 +1,6 @@
 // The offload transfers asrt_transfer_start started and asrt_transfer_wait
 // has not yet waited.
-#include "core/InFlightTransfers.h"
+#include "memory/InFlightTransfers.h"
 #include "core/Context.h"
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // Language-model batches: token files and synthetic Markov-chain text.
-#include "core/TokenData.h"
+#include "data/TokenData.h"
 #include "core/Dtype.h"
-#include "core/Philox.h"
+#include "data/Philox.h"
 
 #include <algorithm>
 #include <cstring>

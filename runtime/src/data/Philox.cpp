@@ -1,5 +1,5 @@
 // Philox-4x32-10 counter-based RNG (Salmon et al., SC'11) and FNV-1a hashing.
-#include "core/Philox.h"
+#include "data/Philox.h"
 
 #include <cmath>
 

@@ -1,5 +1,5 @@
 // Opening an input file without blocking on a FIFO or a device.
-#include "core/RegularFile.h"
+#include "io/RegularFile.h"
 
 #include <cerrno>
 #include <cstring>

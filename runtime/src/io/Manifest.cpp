@@ -1,8 +1,8 @@
 // The manifest of a compiled step (docs/RuntimeABI.md): model and parser.
-#include "core/Manifest.h"
+#include "io/Manifest.h"
 #include "core/Dtype.h"
 #include "core/Init.h"
-#include "core/TextRecords.h"
+#include "io/TextRecords.h"
 
 #include <algorithm>
 #include <cmath>

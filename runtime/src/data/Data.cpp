@@ -1,9 +1,9 @@
 // Batches for inputs and labels: synthetic, or read from a data file.
-#include "core/Data.h"
+#include "data/Data.h"
 #include "core/Dtype.h"
-#include "core/Philox.h"
-#include "core/RegularFile.h"
-#include "core/TokenData.h"
+#include "data/Philox.h"
+#include "io/RegularFile.h"
+#include "data/TokenData.h"
 
 #include <cerrno>
 #include <cstdio>

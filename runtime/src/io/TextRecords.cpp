@@ -1,7 +1,7 @@
 // Reading line-record text (the step manifest, a checkpoint's MANIFEST):
 // numbered lines, fields split at single spaces, KEY=VALUE fields, numbers
 // and shapes, and errors that name the line.
-#include "core/TextRecords.h"
+#include "io/TextRecords.h"
 
 #include <cmath>
 

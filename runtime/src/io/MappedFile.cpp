@@ -1,6 +1,6 @@
 // A read-only memory mapping of a whole data file.
-#include "core/MappedFile.h"
-#include "core/RegularFile.h"
+#include "io/MappedFile.h"
+#include "io/RegularFile.h"
 
 #include <cerrno>
 #include <cstring>

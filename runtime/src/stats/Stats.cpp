@@ -1,6 +1,6 @@
 // What the runtime counts: time per op, bytes per collective, peak memory.
-#include "core/Stats.h"
-#include "core/Json.h"
+#include "stats/Stats.h"
+#include "io/Json.h"
 
 #include <algorithm>
 #include <cinttypes>

@@ -1,5 +1,5 @@
 // The host device: the CPU backend's memory, and the default of a context.
-#include "core/Device.h"
+#include "memory/Device.h"
 #include "core/Context.h"
 
 #include <cstdlib>

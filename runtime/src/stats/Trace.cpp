@@ -1,7 +1,7 @@
 // A Chrome/Perfetto trace of one rank: its ops, collectives and waits.
-#include "core/Trace.h"
-#include "core/Json.h"
-#include "core/Manifest.h"
+#include "stats/Trace.h"
+#include "io/Json.h"
+#include "io/Manifest.h"
 
 #include <cinttypes>
 #include <cstdio>

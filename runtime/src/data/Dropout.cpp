@@ -1,5 +1,5 @@
 // asrt_dropout's masks: which elements a dropout keeps, on every backend.
-#include "core/Dropout.h"
+#include "data/Dropout.h"
 
 namespace autoshard::rt {
 
