@@ -19,9 +19,10 @@ What docs/ holds that the code produces, and how each is kept true:
              compares every log line with its numbers masked: a line the
              binary now prints that the docs lack, or one they show that it
              no longer prints, is drift.
-  trace      docs/img/fsdp-trace.svg: one FSDP step on 2 CPU ranks from the
-             binary's --trace (scripts/trace_figure.py); regenerated with
-             --all, and --check draws one to see that the pipeline works.
+  trace      docs/img/fsdp-trace.svg and docs/img/zero3-trace.svg: one FSDP
+             and one ZeRO-3 step on 2 CPU ranks from the binary's --trace
+             (scripts/trace_figure.py); regenerated with --all, and --check
+             draws them to see that the pipeline works.
 
 Without --check it publishes 'reference' and 'cost'; --all also reruns the
 demo (600 steps, about 4 minutes on 2 cores) and the trace. With --check it
@@ -47,7 +48,14 @@ COST_MODEL = ["llama2-7b", "--micro-batch=64", "--precision=bf16"]
 COST_AUTO = ["--strategy=auto", "--world-size=64", "--device=h100-80gb"]
 COST_FILE = "docs/img/llama2-7b-64xh100-cost"
 TRAINING = "docs/Training.md"
-TRACE_FILE = "docs/img/fsdp-trace.svg"
+# Each figure: its file, the strategy's flags, its title.
+TRACES = [
+    ("docs/img/fsdp-trace.svg", ["--strategy=fsdp"],
+     "FSDP, gpt2 4x256, 2 CPU ranks, one step (--overlap, prefetch depth 1)"),
+    ("docs/img/zero3-trace.svg", ["--strategy=zero3", "--prefetch-depth=4"],
+     "ZeRO-3, gpt2 4x256, 2 CPU ranks, one step (--overlap, prefetch "
+     "depth 4)"),
+]
 BEGIN = re.compile(r"^<!-- refresh-docs: ([\w-]+) .*-->$")
 END = "<!-- refresh-docs: end -->"
 
@@ -249,23 +257,23 @@ def demo(check):
 
 def trace(build, check, work):
     mlir = os.path.join(work, "gpt.mlir")
-    binary = os.path.join(work, "fsdp")
-    trace_json = os.path.join(work, "trace.json")
     run([os.path.join(build, "bin/shard-gen"), "gpt2-tiny", "--layers=4",
          "--hidden=256", "--micro-batch=8", "-o", mlir])
-    run([os.path.join(build, "bin/shard-compile"), "--strategy=fsdp",
-         "--world-size=2", mlir, "-o", binary])
     mpirun = ["mpirun", "--oversubscribe", "-np", "2"]
     if os.geteuid() == 0:
         mpirun.insert(1, "--allow-run-as-root")
-    run(mpirun + [binary, "--steps", "3", "--trace", trace_json],
-        env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
-    out = os.path.join(work, "trace.svg") if check else TRACE_FILE
-    run([sys.executable, "scripts/trace_figure.py", trace_json, out,
-         "--title", "FSDP, gpt2 4x256, 2 CPU ranks, one step "
-         "(--overlap, prefetch depth 1)"])
-    if not check:
-        say(f"regenerated {TRACE_FILE}")
+    for i, (figure, flags, title) in enumerate(TRACES):
+        binary = os.path.join(work, f"trace{i}")
+        trace_json = os.path.join(work, f"trace{i}.json")
+        run([os.path.join(build, "bin/shard-compile"), *flags,
+             "--world-size=2", mlir, "-o", binary])
+        run(mpirun + [binary, "--steps", "3", "--trace", trace_json],
+            env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+        out = os.path.join(work, f"trace{i}.svg") if check else figure
+        run([sys.executable, "scripts/trace_figure.py", trace_json, out,
+             "--title", title])
+        if not check:
+            say(f"regenerated {figure}")
     return []
 
 

@@ -41,7 +41,7 @@ def main():
     begin, end = window["ts"], window["ts"] + window["dur"]
     ranks = sorted({e["pid"] for e in spans})
 
-    width, left, row, gap = 1000, 130, 18, 10
+    width, left, row, gap = 1000, 150, 18, 10
     height = 40 + len(ranks) * (2 * row + gap) + 30
     scale = (width - left - 10) / (end - begin)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
