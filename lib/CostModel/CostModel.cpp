@@ -31,7 +31,7 @@ static int64_t localStateElements(const ModelDescription &model,
                                   const Plan &plan) {
   int64_t elements = 0;
   for (const ParameterTensor &p : model.parameters) {
-    const Layout &layout = plan.layoutOf(p);
+    const Layout layout = plan.layoutOf(p);
     elements += layout.optimizerStates == Placement::Sharded
                     ? ceilDiv(p.elements, layout.shardGroupSize)
                     : p.elements;
@@ -100,7 +100,8 @@ CostEstimate autoshard::cost::estimateCost(const ModelDescription &model,
   estimate.plan = plan;
   const int64_t N = cluster.worldSize();
   const int64_t K = std::max<int64_t>(model.microBatches, 1);
-  estimate.memory = estimateMemory(model, plan, cluster);
+  const std::vector<CollectiveCall> calls = planCollectives(model, plan, N);
+  estimate.memory = estimateMemory(model, plan, cluster, calls);
   estimate.traffic = stepTraffic(model, plan, N);
   estimate.deviceCapacityBytes = rankMemoryBytes(cluster);
   estimate.hostCapacityBytes = rankHostMemoryBytes(cluster);
@@ -115,7 +116,7 @@ CostEstimate autoshard::cost::estimateCost(const ModelDescription &model,
   // gradients reduced every micro-batch) in each one's.
   PhaseComm firstForward, forwardGathers, backwardGathers, reductions,
       everyMicroBatch, afterBackward, optimizer;
-  for (const CollectiveCall &call : planCollectives(model, plan, N)) {
+  for (const CollectiveCall &call : calls) {
     double seconds =
         collectiveTime(call, cluster, link, options.allReduceAlgorithm).seconds;
     estimate.collectiveCalls += call.repeat;
@@ -206,7 +207,7 @@ CostEstimate autoshard::cost::estimateCost(const ModelDescription &model,
   if (plan.parameterOffload != Offload::None) {
     double bytes = 0;
     int64_t units = 0;
-    for (const CollectiveCall &call : planCollectives(model, plan, N))
+    for (const CollectiveCall &call : calls)
       if (call.kind == CollectiveKind::AllGather &&
           (call.phase == Phase::Forward || call.phase == Phase::Backward)) {
         bytes += double(call.packedBytes() / call.groupSize);
@@ -227,7 +228,7 @@ CostEstimate autoshard::cost::estimateCost(const ModelDescription &model,
       // The updated compute copy goes back to NVMe.
       double writeBack = 0;
       for (const ParameterTensor &p : model.parameters) {
-        const Layout &layout = plan.layoutOf(p);
+        const Layout layout = plan.layoutOf(p);
         writeBack +=
             double(ceilDiv(p.elements, layout.shardGroupSize) * b.compute);
       }

@@ -65,6 +65,14 @@ static int64_t largestValues(std::vector<int64_t> values, int64_t count) {
 MemoryEstimate autoshard::cost::estimateMemory(const ModelDescription &model,
                                                const Plan &plan,
                                                const ClusterSpec &cluster) {
+  return estimateMemory(model, plan, cluster,
+                        planCollectives(model, plan, cluster.worldSize()));
+}
+
+MemoryEstimate
+autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
+                                const ClusterSpec &cluster,
+                                const std::vector<CollectiveCall> &calls) {
   const int64_t N = cluster.worldSize();
   const ElementSizes b = elementSizes(model, plan);
   const int64_t states = optimizerStatesPerElement(model.optimizer);
@@ -88,7 +96,7 @@ MemoryEstimate autoshard::cost::estimateMemory(const ModelDescription &model,
   // its arena every step (the measured DDP plan's).
   int64_t wholeComputeCopies = 0;
   for (const ParameterTensor &p : model.parameters) {
-    const Layout &layout = plan.layoutOf(p);
+    const Layout layout = plan.layoutOf(p);
     const int64_t n = layout.shardGroupSize, k = p.elements;
     const int64_t params = localElements(k, layout.parameters, n);
     const int64_t grads = localElements(k, layout.gradients, n);
@@ -146,7 +154,6 @@ MemoryEstimate autoshard::cost::estimateMemory(const ModelDescription &model,
 
   // Gathered parameters and the full gradients of open buckets, from the
   // collectives the plan makes.
-  std::vector<CollectiveCall> calls = planCollectives(model, plan, N);
   std::vector<int64_t> forwardUnits, backwardUnits, scatterBuckets;
   int64_t largestGather = 0, largestReduction = 0;
   for (const CollectiveCall &call : calls) {

@@ -7,13 +7,20 @@
 
 using namespace autoshard::cost;
 
-const Layout &Plan::layoutOf(const ParameterTensor &parameter) const {
+Layout Plan::layoutOf(const ParameterTensor &parameter) const {
   // The search asks this for every parameter of every candidate; most
-  // candidates place every parameter alike.
-  if (parameterLayouts.empty())
-    return layout;
-  auto it = parameterLayouts.find(parameter.name);
-  return it == parameterLayouts.end() ? layout : it->second;
+  // candidates name no parameter.
+  if (!parameterLayouts.empty())
+    if (auto it = parameterLayouts.find(parameter.name);
+        it != parameterLayouts.end())
+      return it->second;
+  if (persistenceThreshold > 0 && layout.parameters == Placement::Sharded &&
+      parameter.elements <= persistenceThreshold) {
+    Layout whole = layout;
+    whole.parameters = Placement::Replicated;
+    return whole;
+  }
+  return layout;
 }
 
 const std::vector<std::string> &autoshard::cost::presetNames() {
@@ -105,8 +112,8 @@ std::string autoshard::cost::verifyPlan(const Plan &plan,
                      "its host's memory or NVMe (use offload none)");
   if (plan.parameterOffload != Offload::None) {
     bool allSharded = plan.layout.parameters == Placement::Sharded;
-    for (const auto &[name, layout] : plan.parameterLayouts)
-      allSharded &= layout.parameters == Placement::Sharded;
+    for (const ParameterTensor &p : model.parameters)
+      allSharded &= plan.layoutOf(p).parameters == Placement::Sharded;
     if (!allSharded)
       errors.push_back("parameter offload moves parameter shards: it needs "
                        "sharded parameters for every parameter (zero3, "
@@ -180,27 +187,22 @@ autoshard::cost::enumerateCandidatePlans(const ModelDescription &model,
       if (every == ReduceEvery::Step ||
           (shardsGradients(base) && model.microBatches > 1))
         reduceEvery.push_back(every);
-    // The per-layer mixes of this base: small parameters kept whole.
-    std::vector<std::pair<int64_t, std::map<std::string, Layout>>> mixes;
+    // The per-layer mixes of this base: small parameters kept whole, where
+    // the base shards some that it does not place by name.
+    std::vector<int64_t> thresholds;
     for (int64_t threshold : space.persistenceThresholds) {
-      if (threshold == 0 || !sharded) {
-        if (threshold == 0)
-          mixes.push_back({0, base.parameterLayouts});
-        continue;
-      }
-      std::map<std::string, Layout> layouts = base.parameterLayouts;
-      Layout whole = base.layout;
-      whole.parameters = Placement::Replicated;
-      bool any = false;
-      for (const ParameterTensor &p : model.parameters)
-        if (p.elements <= threshold && !layouts.count(p.name)) {
-          layouts[p.name] = whole;
-          any = true;
-        }
+      bool any =
+          threshold == 0 ||
+          (base.layout.parameters == Placement::Sharded &&
+           std::any_of(model.parameters.begin(), model.parameters.end(),
+                       [&](const ParameterTensor &p) {
+                         return p.elements <= threshold &&
+                                !base.parameterLayouts.count(p.name);
+                       }));
       if (any)
-        mixes.push_back({threshold, std::move(layouts)});
+        thresholds.push_back(threshold);
     }
-    for (const auto &[threshold, layouts] : mixes)
+    for (int64_t threshold : thresholds)
     for (ReduceEvery every : reduceEvery)
     for (Reshard reshard : reshards)
       for (int64_t cap : space.bucketCapsBytes)
@@ -223,7 +225,6 @@ autoshard::cost::enumerateCandidatePlans(const ModelDescription &model,
                   parameters = Offload::None;
                 }
                 Plan plan = base;
-                plan.parameterLayouts = layouts;
                 plan.persistenceThreshold = threshold;
                 plan.reshard = reshard;
                 plan.bucketCapBytes = cap;

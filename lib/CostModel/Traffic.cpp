@@ -70,7 +70,7 @@ Traffic autoshard::cost::stepTraffic(const ModelDescription &model,
   traffic.allReduce += ringBytesPerRank(CollectiveKind::AllReduce, 1, N, 4);
   std::set<int64_t> clipGroups;
   for (const ParameterTensor &p : model.parameters) {
-    const Layout &layout = plan.layoutOf(p);
+    const Layout layout = plan.layoutOf(p);
     const int64_t k = p.elements;
     if (layout.optimizerStates == Placement::Replicated) {
       traffic.allReduce +=
@@ -145,86 +145,83 @@ public:
       return;
     Key key{int(kind),   int(phase),   groupSize,
             groupStride, elementBytes, releasesFullGradients};
-    Open &open = buckets[key];
-    if (open.call.memberElements.empty()) {
-      open.call.kind = kind;
-      open.call.phase = phase;
-      open.call.groupSize = groupSize;
-      open.call.groupStride = groupStride;
-      open.call.elementBytes = elementBytes;
-      open.call.releasesFullGradients = releasesFullGradients;
+    // A step has a handful of kinds of bucket open at once.
+    auto it = std::find_if(buckets.begin(), buckets.end(),
+                           [&](const Open &open) { return open.key == key; });
+    if (it == buckets.end()) {
+      it = buckets.insert(buckets.end(), Open{key});
+      it->call.kind = kind;
+      it->call.phase = phase;
+      it->call.groupSize = groupSize;
+      it->call.groupStride = groupStride;
+      it->call.elementBytes = elementBytes;
+      it->call.releasesFullGradients = releasesFullGradients;
     }
-    open.call.memberElements.push_back(elements);
-    open.bytes += elements * elementBytes;
-    open.lastMember = ++clock;
-    if (open.bytes >= capBytes)
-      close(key);
+    it->call.memberElements.push_back(elements);
+    it->bytes += elements * elementBytes;
+    it->lastMember = ++clock;
+    if (it->bytes >= capBytes)
+      close(it);
   }
 
   /// Closes every open bucket, in the order of their last members.
   void closeAll() {
-    std::vector<std::pair<int64_t, Key>> order;
-    for (const auto &[key, open] : buckets)
-      order.push_back({open.lastMember, key});
-    std::sort(order.begin(), order.end());
-    for (const auto &[position, key] : order)
-      close(key);
+    std::sort(buckets.begin(), buckets.end(),
+              [](const Open &x, const Open &y) {
+                return x.lastMember < y.lastMember;
+              });
+    for (Open &open : buckets)
+      calls.push_back(std::move(open.call));
+    buckets.clear();
   }
 
 private:
   using Key = std::tuple<int, int, int64_t, int64_t, int64_t, bool>;
   struct Open {
+    Key key;
     CollectiveCall call;
     int64_t bytes = 0;
     int64_t lastMember = 0;
   };
 
-  void close(const Key &key) {
-    auto it = buckets.find(key);
-    if (it == buckets.end())
-      return;
-    calls.push_back(std::move(it->second.call));
+  void close(std::vector<Open>::iterator it) {
+    calls.push_back(std::move(it->call));
     buckets.erase(it);
   }
 
   std::vector<CollectiveCall> &calls;
   int64_t capBytes;
-  std::map<Key, Open> buckets;
+  std::vector<Open> buckets;
   int64_t clock = 0;
 };
 
-/// The gather unit of a sharded parameter: its block under `block` units,
-/// else the parameter alone.
-std::tuple<int64_t, int64_t, int64_t>
-unitKey(const ParameterTensor &p, size_t index, const Layout &layout) {
-  if (layout.unit == GatherUnit::Block && p.block >= 0)
-    return {0, p.block, layout.shardGroupSize};
-  return {1, int64_t(index), layout.shardGroupSize};
-}
-
-/// One gather per unit, members in the given order of parameters.
+/// One gather per unit, members in the given order of parameters: under
+/// `block` units a block's parameters together, otherwise each parameter
+/// alone.
 void addUnitGathers(const ModelDescription &model, const Plan &plan,
                     const std::vector<size_t> &order, Phase phase,
                     int64_t elementBytes, std::vector<CollectiveCall> &calls) {
-  std::map<std::tuple<int64_t, int64_t, int64_t>, size_t> unitCall;
+  // The call of each block, by block and group size.
+  std::map<std::pair<int64_t, int64_t>, size_t> blockCall;
   for (size_t i : order) {
     const ParameterTensor &p = model.parameters[i];
-    const Layout &layout = plan.layoutOf(p);
+    const Layout layout = plan.layoutOf(p);
     if (layout.shardGroupSize <= 1)
       continue;
-    auto key = unitKey(p, i, layout);
-    auto it = unitCall.find(key);
-    if (it == unitCall.end()) {
+    size_t index = calls.size();
+    if (layout.unit == GatherUnit::Block && p.block >= 0)
+      index = blockCall.try_emplace({p.block, layout.shardGroupSize}, index)
+                  .first->second;
+    if (index == calls.size()) {
       CollectiveCall call;
       call.kind = CollectiveKind::AllGather;
       call.phase = phase;
       call.groupSize = layout.shardGroupSize;
       call.elementBytes = elementBytes;
       call.repeat = model.microBatches;
-      it = unitCall.insert({key, calls.size()}).first;
       calls.push_back(std::move(call));
     }
-    calls[it->second].memberElements.push_back(p.elements);
+    calls[index].memberElements.push_back(p.elements);
   }
 }
 
@@ -253,7 +250,7 @@ autoshard::cost::planCollectives(const ModelDescription &model,
       return;
     Bucketer updates(calls, plan.bucketCapBytes);
     for (const ParameterTensor &p : model.parameters) {
-      const Layout &layout = plan.layoutOf(p);
+      const Layout layout = plan.layoutOf(p);
       if (layout.optimizerStates == Placement::Sharded &&
           layout.parameters == Placement::Replicated)
         updates.add(CollectiveKind::AllGather, phase, layout.shardGroupSize, 1,
@@ -293,7 +290,7 @@ autoshard::cost::planCollectives(const ModelDescription &model,
   Bucketer reductions(calls, plan.bucketCapBytes);
   for (size_t i = count; i-- > 0;) {
     const ParameterTensor &p = model.parameters[i];
-    const Layout &layout = plan.layoutOf(p);
+    const Layout layout = plan.layoutOf(p);
     if (layout.optimizerStates == Placement::Replicated) {
       reductions.add(CollectiveKind::AllReduce, Phase::Backward, N, 1,
                      b.gradient, p.elements);
@@ -318,7 +315,7 @@ autoshard::cost::planCollectives(const ModelDescription &model,
   if (model.clipGradients) {
     std::set<int64_t> groups;
     for (const ParameterTensor &p : model.parameters) {
-      const Layout &layout = plan.layoutOf(p);
+      const Layout layout = plan.layoutOf(p);
       if (layout.optimizerStates == Placement::Sharded &&
           layout.shardGroupSize > 1)
         groups.insert(layout.shardGroupSize);

@@ -15,9 +15,11 @@
 #include "autoshard/CostModel/Hardware.h"
 #include "autoshard/CostModel/Model.h"
 #include "autoshard/CostModel/Plan.h"
+#include "autoshard/CostModel/Traffic.h"
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace autoshard::cost {
 
@@ -102,6 +104,11 @@ int64_t activationBytesPerRank(const ModelDescription &model, const Plan &plan,
 /// The memory of `plan` per rank. Requires a plan verifyPlan accepts.
 MemoryEstimate estimateMemory(const ModelDescription &model, const Plan &plan,
                               const ClusterSpec &cluster);
+/// The same, given the plan's collectives (planCollectives), which a caller
+/// that needs them too computes once.
+MemoryEstimate estimateMemory(const ModelDescription &model, const Plan &plan,
+                              const ClusterSpec &cluster,
+                              const std::vector<CollectiveCall> &calls);
 
 /// A byte count for people: "1.50 GiB (1610612736 bytes)", "512 B".
 std::string formatBytes(int64_t bytes);

@@ -49,8 +49,11 @@ struct Plan {
   /// Parameters placed otherwise than `layout` (`#train.param_group`s after
   /// the compiler resolved their regular expressions), by name.
   std::map<std::string, Layout> parameterLayouts;
-  /// `--persistence-threshold`: the parameters of at most this many
-  /// elements whose `parameterLayouts` keep them whole (0: none).
+  /// `--persistence-threshold`: when `layout` shards parameters, those of
+  /// at most this many elements that `parameterLayouts` does not name keep
+  /// their parameters whole, the rest of `layout` unchanged (0: none). A
+  /// rule, not entries of `parameterLayouts`: the search scores thousands
+  /// of such plans.
   int64_t persistenceThreshold = 0;
 
   Reshard reshard = Reshard::AfterForward;
@@ -68,7 +71,9 @@ struct Plan {
   Offload parameterOffload = Offload::None;
   ActivationCheckpointing checkpointing = ActivationCheckpointing::None;
 
-  const Layout &layoutOf(const ParameterTensor &parameter) const;
+  /// Where `parameter` lives: its entry of `parameterLayouts`, else
+  /// `layout` with the persistence rule applied.
+  Layout layoutOf(const ParameterTensor &parameter) const;
 };
 
 /// The named strategies of `shard-opt --strategy`, in help order
