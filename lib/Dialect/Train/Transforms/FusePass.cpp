@@ -12,6 +12,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
+#include <array>
+
 namespace autoshard::train {
 #define GEN_PASS_DEF_FUSEPASS
 #include "autoshard/Dialect/Train/Transforms/Passes.h.inc"
@@ -43,23 +45,24 @@ struct LinearGradWeightBias {
 /// dtype, scalars and hyperparameters (weight decay aside, which each
 /// tensor carries), and neither reads what the other updates, since a GPU
 /// runs the tensors of one call at once.
-bool shareAdamwCall(AdamwOp a, AdamwOp b) {
-  if (a.getGrad().getType().getElementType() !=
-          b.getGrad().getType().getElementType() ||
-      a.getLr() != b.getLr() || a.getStep() != b.getStep() ||
-      a.getGradScale() != b.getGradScale() || a.getBeta1() != b.getBeta1() ||
-      a.getBeta2() != b.getBeta2() || a.getEps() != b.getEps() ||
-      a->hasAttr(TrainDialect::kOnHostAttrName) !=
-          b->hasAttr(TrainDialect::kOnHostAttrName))
-    return false;
-  auto readsUpdated = [](AdamwOp reader, AdamwOp writer) {
-    Value updated[] = {writer.getParam(), writer.getExpAvg(),
-                       writer.getExpAvgSq()};
-    return llvm::any_of(reader->getOperands(), [&](Value v) {
-      return llvm::is_contained(updated, v);
-    });
-  };
-  return !readsUpdated(a, b) && !readsUpdated(b, a);
+/// Whether `a` and `b` take the same call arguments besides their tensors:
+/// the same gradient dtype, step, learning rate and hyperparameters, both on
+/// the host or both on the device. An equivalence, so a run of ops is
+/// checked against its first member only.
+bool sameAdamwCall(AdamwOp a, AdamwOp b) {
+  return a.getGrad().getType().getElementType() ==
+             b.getGrad().getType().getElementType() &&
+         a.getLr() == b.getLr() && a.getStep() == b.getStep() &&
+         a.getGradScale() == b.getGradScale() &&
+         a.getBeta1() == b.getBeta1() && a.getBeta2() == b.getBeta2() &&
+         a.getEps() == b.getEps() &&
+         a->hasAttr(TrainDialect::kOnHostAttrName) ==
+             b->hasAttr(TrainDialect::kOnHostAttrName);
+}
+
+/// The tensors an AdamW op updates.
+std::array<Value, 3> adamwUpdated(AdamwOp op) {
+  return {op.getParam(), op.getExpAvg(), op.getExpAvgSq()};
 }
 
 SmallVector<std::pair<Operation *, Operation *>>
@@ -160,13 +163,17 @@ SmallVector<SmallVector<Operation *>> adamwGroups(Block &body) {
   SmallVector<SmallVector<Operation *>> groups;
   SmallVector<Operation *> run;
   // The results of the run's members, which the call produces only at the
-  // run's last member.
-  llvm::SmallDenseSet<Value, 32> produced;
+  // run's last member; the tensors they update and everything they read:
+  // one call cannot hold two members of which one reads what the other
+  // updates.
+  llvm::SmallDenseSet<Value, 32> produced, updated, read;
   auto close = [&] {
     if (run.size() >= 2)
       groups.push_back(run);
     run.clear();
     produced.clear();
+    updated.clear();
+    read.clear();
   };
   auto usesRun = [&](Operation &op) {
     return llvm::any_of(op.getOperands(),
@@ -182,17 +189,23 @@ SmallVector<SmallVector<Operation *>> adamwGroups(Block &body) {
     auto adamw = dyn_cast<AdamwOp>(op);
     if (!adamw)
       continue;
-    if (!llvm::all_of(run, [&](Operation *member) {
-          return shareAdamwCall(cast<AdamwOp>(member), adamw);
-        }))
+    std::array<Value, 3> writes = adamwUpdated(adamw);
+    bool joins =
+        run.empty() ||
+        (sameAdamwCall(cast<AdamwOp>(run.front()), adamw) &&
+         llvm::none_of(op.getOperands(),
+                       [&](Value v) { return updated.contains(v); }) &&
+         llvm::none_of(writes, [&](Value v) { return read.contains(v); }));
+    if (!joins)
       close();
     run.push_back(&op);
     produced.insert(op.result_begin(), op.result_end());
+    updated.insert(writes.begin(), writes.end());
+    read.insert(op.operand_begin(), op.operand_end());
   }
   close();
   return groups;
 }
-
 
 /// The fused op takes the place of `anchor`, the group's op that runs last;
 /// an offloaded group stays on the host.
