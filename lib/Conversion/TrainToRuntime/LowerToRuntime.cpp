@@ -41,10 +41,15 @@ int64_t byteSize(Value tensor) {
 /// than the step's (assignStepBuffers builds it into a scratch one).
 class StepLowering : public StepEmitter {
 public:
+  /// `withSites`: mark each op's calls for the trace (asrt_op_site and the
+  /// manifest's site records); a lowering built only for its buffer
+  /// assignment leaves them out.
   StepLowering(ModuleOp module, FunctionOpInterface step,
-               StringRef symbol = ABI_NAME(autoshard_step))
+               StringRef symbol = ABI_NAME(autoshard_step),
+               bool withSites = true)
       : mod(module), step(step), symbol(symbol.str()), sig(step),
-        b(module.getContext()), body(step.getFunctionBody().front()) {}
+        b(module.getContext()), body(step.getFunctionBody().front()),
+        withSites(withSites) {}
 
   LogicalResult run();
 
@@ -158,6 +163,7 @@ private:
   StepSignature sig;
   OpBuilder b;
   Block &body;
+  bool withSites;
   Location currentLoc = UnknownLoc::get(mod.getContext());
   Value ctx, argPtrs, resultPtrs;
   SmallVector<Value> argBuffers, resultBuffers;
@@ -234,12 +240,20 @@ Value StepLowering::output(Value result, int mayAliasOperand,
       // that is the start, not the wait that defines the result.
       Operation *op = currentOp;
       safe = lastUseOf[argPtr] <= position;
-      for (OpOperand &operand : op->getOpOperands())
-        if ((reads.empty() ||
-             llvm::is_contained(reads, operand.getOperandNumber())) &&
-            bufferOf.lookup(operand.get()) == argPtr &&
-            static_cast<int>(operand.getOperandNumber()) != mayAliasOperand)
-          safe = false;
+      auto readsArgument = [&](unsigned number) {
+        return static_cast<int>(number) != mayAliasOperand &&
+               bufferOf.lookup(op->getOperand(number)) == argPtr;
+      };
+      // A multi-tensor op names the few operands each result's update
+      // reads: looking at those alone keeps its lowering linear.
+      if (reads.empty()) {
+        for (unsigned number = 0, e = op->getNumOperands(); number < e;
+             ++number)
+          safe &= !readsArgument(number);
+      } else {
+        for (unsigned number : reads)
+          safe &= !readsArgument(number);
+      }
     }
     if (safe) {
       writtenResults.insert(slot);
@@ -387,10 +401,12 @@ static std::optional<StringRef> paramNameOf(Value v, const StepSignature &sig) {
 /// A parameter's layer: its train.unit, or outside every unit its module
 /// path ("ln_f" for "ln_f.weight"; "wte" for "wte").
 static std::string paramLayer(StringRef name, const StepSignature &sig) {
-  for (const StepValue &arg : sig.getArgs())
-    if (arg.role == Role::Param && arg.name == name)
+  if (std::optional<unsigned> index = sig.getArgIndex(name)) {
+    const StepValue &arg = sig.getArgs()[*index];
+    if (arg.role == Role::Param)
       return !arg.unit.empty() ? arg.unit.str()
                                : name.rsplit('.').first.str();
+  }
   return name.str();
 }
 
@@ -666,17 +682,25 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
   // alive from its op to its last use) is its live peak.
   plan.stepPeak = arenaBytes;
   plan.hostArena = hostArenaBytes;
-  SmallVector<int64_t> liveAt(positionOf.size() + 1, 0);
+  // Each buffer adds its bytes where it starts and takes them back after
+  // its last use; the running sums are what is alive at each position.
+  SmallVector<int64_t> liveAt(positionOf.size() + 2, 0);
   SmallVector<std::array<int64_t, kNumMemoryCategories>> liveBy(
-      positionOf.size() + 1);
+      positionOf.size() + 2);
   for (Value ptr : temporaries) {
     const Allocation &a = allocations.find(ptr)->second;
-    if (a.host)
+    if (a.host || a.lastUse < a.firstUse)
       continue;
-    for (int p = a.firstUse; p <= a.lastUse; ++p) {
-      liveAt[p] += a.bytes;
-      liveBy[p][static_cast<int>(a.category)] += a.bytes;
-    }
+    int c = static_cast<int>(a.category);
+    liveAt[a.firstUse] += a.bytes;
+    liveAt[a.lastUse + 1] -= a.bytes;
+    liveBy[a.firstUse][c] += a.bytes;
+    liveBy[a.lastUse + 1][c] -= a.bytes;
+  }
+  for (size_t p = 1; p < liveAt.size(); ++p) {
+    liveAt[p] += liveAt[p - 1];
+    for (int c = 0; c < kNumMemoryCategories; ++c)
+      liveBy[p][c] += liveBy[p - 1][c];
   }
   for (const auto &by : liveBy)
     for (int c = 0; c < kNumMemoryCategories; ++c)
@@ -771,7 +795,8 @@ LogicalResult StepLowering::run() {
     Operation *before = entry->empty() ? nullptr : &entry->back();
     if (failed(emitRuntimeCall(&op, *this)))
       return failure();
-    markSite(&op, entry, before);
+    if (withSites)
+      markSite(&op, entry, before);
   }
   position = end;
   if (failed(emitResultCopies()))
@@ -922,7 +947,8 @@ FailureOr<StepBufferAssignment> autoshard::assignStepBuffers(ModuleOp module) {
   // The lowering's own placement, with its entry point built into a module
   // of its own and dropped: the step is only read.
   OwningOpRef<ModuleOp> scratch(ModuleOp::create(module.getLoc()));
-  StepLowering lowering(*scratch, *step);
+  StepLowering lowering(*scratch, *step, ABI_NAME(autoshard_step),
+                        /*withSites=*/false);
   if (failed(lowering.run()))
     return failure();
   return lowering.assignment();
