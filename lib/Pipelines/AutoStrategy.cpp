@@ -9,6 +9,7 @@
 #include "autoshard/Dialect/Train/Transforms/Passes.h"
 
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -20,8 +21,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <limits>
+#include <map>
+#include <optional>
 
 using namespace mlir;
 using namespace autoshard;
@@ -671,17 +673,29 @@ void AutoStrategyPass::runOnOperation() {
     capacity = parseByteSize(base.memoryBudget).value_or(capacity);
   const std::string &report = options.costReport;
   const std::string &reportFile = options.costReportFile;
+  // The trial builds of the candidates whose exact plans fit, by candidate:
+  // the chosen one's is the compiled step (its pipeline is not run again),
+  // with the warnings and remarks it gave, which are then the user's.
+  struct TrialBuild {
+    OwningOpRef<ModuleOp> module;
+    std::vector<Diagnostic> diagnostics;
+  };
+  std::map<size_t, TrialBuild> fittingBuilds;
   auto plannedBytes = [&](Candidate &candidate) -> FailureOr<int64_t> {
     if (candidate.plannedBytes >= 0)
       return candidate.plannedBytes;
     StrategyOptions options = candidate.options;
     options.memoryBudget.clear();
     // A trial build's warnings are about a plan the user did not ask for
-    // (a checkpointing mode on a step without blocks); its errors still
-    // come out.
-    ScopedDiagnosticHandler quiet(module.getContext(), [](Diagnostic &d) {
-      return success(d.getSeverity() == DiagnosticSeverity::Warning ||
-                     d.getSeverity() == DiagnosticSeverity::Remark);
+    // (a checkpointing mode on a step without blocks) until it is chosen:
+    // kept until then. Its errors still come out.
+    TrialBuild trial;
+    ScopedDiagnosticHandler quiet(module.getContext(), [&](Diagnostic &d) {
+      if (d.getSeverity() != DiagnosticSeverity::Warning &&
+          d.getSeverity() != DiagnosticSeverity::Remark)
+        return failure();
+      trial.diagnostics.push_back(std::move(d));
+      return success();
     });
     FailureOr<OwningOpRef<ModuleOp>> built =
         runOnCopy(
@@ -692,10 +706,17 @@ void AutoStrategyPass::runOnOperation() {
             /*verify=*/false);
     if (failed(built))
       return failure();
-    FailureOr<StepPlan> exact = planStepInPlace(**built);
+    // The plan cleans up and lowers its module: a copy of the build.
+    OwningOpRef<ModuleOp> lowered((**built).clone());
+    FailureOr<StepPlan> exact = planStepInPlace(*lowered);
     if (failed(exact))
       return failure();
-    return candidate.plannedBytes = exact->memory.peak();
+    candidate.plannedBytes = exact->memory.peak();
+    if (candidate.plannedBytes <= capacity) {
+      trial.module = std::move(*built);
+      fittingBuilds[&candidate - choice.candidates.data()] = std::move(trial);
+    }
+    return candidate.plannedBytes;
   };
   // Each exact plan compiles the step once: at most kMaxExactPlans of them
   // in the search. The choice is always one whose exact plan fits; when the
@@ -856,8 +877,30 @@ void AutoStrategyPass::runOnOperation() {
     *chosenOut = chosen;
     chosenOut->memoryBudget = std::to_string(capacity);
   }
+  auto trial = fittingBuilds.find(choice.chosen);
+  if (trial == fittingBuilds.end()) {
+    OpPassManager pm(ModuleOp::getOperationName());
+    buildStrategyPipeline(pm, chosen);
+    if (failed(runPipeline(pm, module)))
+      return signalPassFailure();
+    return;
+  }
+  // The chosen plan's trial build is the strategy pipeline's output on a
+  // copy of this module: it takes the module's place, verified once here
+  // (a trial build skips the verifier after each pass), its diagnostics
+  // given now as the pipeline would have given them.
+  ModuleOp built = *trial->second.module;
+  if (failed(verify(built)))
+    return signalPassFailure();
+  for (Diagnostic &diagnostic : trial->second.diagnostics)
+    module.getContext()->getDiagEngine().emit(std::move(diagnostic));
+  module->setAttrs(built->getAttrDictionary());
+  Block *body = module.getBody();
+  body->clear();
+  body->getOperations().splice(body->end(), built.getBody()->getOperations());
+  // The trial ran without the memory budget's passes.
   OpPassManager pm(ModuleOp::getOperationName());
-  buildStrategyPipeline(pm, chosen);
+  addMemoryBudgetPasses(pm, chosen);
   if (failed(runPipeline(pm, module)))
     return signalPassFailure();
 }

@@ -73,11 +73,16 @@ void autoshard::buildStrategyPipeline(OpPassManager &pm,
     schedule.prefetchDepth = options.prefetchDepth;
     pm.addPass(train::createScheduleCollectivesPass(schedule));
   }
-  if (!options.memoryBudget.empty()) {
-    PlanMemoryPassOptions memory;
-    memory.budget = options.memoryBudget;
-    pm.addPass(createPlanMemoryPass(memory));
-  }
+  addMemoryBudgetPasses(pm, options);
+}
+
+void autoshard::addMemoryBudgetPasses(OpPassManager &pm,
+                                      const StrategyOptions &options) {
+  if (options.memoryBudget.empty())
+    return;
+  PlanMemoryPassOptions memory;
+  memory.budget = options.memoryBudget;
+  pm.addPass(createPlanMemoryPass(memory));
 }
 
 void autoshard::buildLowerToLLVMPipeline(OpPassManager &pm,

@@ -31,6 +31,18 @@
 // ROOM: * ddp bucket=25MiB {{.*}} checkpoint=none {{.*}} planned 112.4K
 // ROOM: chosen: ddp {{.*}} DDP fits
 
+// The chosen plan's trial build, whose exact memory plan confirmed it, is
+// the output: the same step as the chosen strategy's own pipeline gives
+// (under the budget, with the memory plan it writes), and its warnings
+// reach the user once.
+// RUN: shard-opt --strategy=auto --world-size=2 --memory-budget=112KiB %examples/mlp.mlir > %t.auto.mlir
+// RUN: shard-opt --strategy=zero1 --world-size=2 --memory-budget=112KiB %examples/mlp.mlir > %t.zero1.mlir
+// RUN: diff %t.auto.mlir %t.zero1.mlir
+// RUN: FileCheck %s --check-prefix=KEPT < %t.auto.mlir
+// KEPT: train.memory_plan = {{{.*}}peak =
+// RUN: shard-opt --strategy=auto --world-size=2 --activation-checkpointing=blocks %examples/mlp.mlir -o /dev/null 2>&1 | FileCheck %s --check-prefix=CHOSENWARN --implicit-check-not=warning
+// CHOSENWARN-COUNT-1: warning: activation checkpointing 'blocks' recomputes transformer blocks, and this step has none
+
 // A device of the user's own, by path: the CPU node's figures with 224 KiB
 // of memory, 112 KiB for each of its 2 ranks, so the choice of the 112KiB
 // budget above.

@@ -65,6 +65,12 @@ void buildStrategyPipeline(mlir::OpPassManager &pm,
                            const StrategyOptions &options,
                            StrategyOptions *built = nullptr);
 
+/// The passes buildStrategyPipeline ends with under a memory budget (none
+/// without one): the step's memory plan as an attribute, and the check of
+/// its peak against `options.memoryBudget`.
+void addMemoryBudgetPasses(mlir::OpPassManager &pm,
+                           const StrategyOptions &options);
+
 /// Lowers a per-rank step to the LLVM dialect: the cleanup
 /// (addLoweringCleanupPasses), runtime calls and the manifest
 /// (`autoshard-lower-to-runtime`), then func/arith to LLVM. With
