@@ -214,6 +214,12 @@ LogicalResult reinferTypes(Block &body, const StepSignature &sig,
     if (arg.role == Role::Input || arg.role == Role::Label)
       batched.insert(body.getArgument(arg.index));
   changed = batched;
+  // The step's scalar results: the loss, and what is computed with it.
+  DenseSet<Value> scalarResults;
+  for (Value result : body.getTerminator()->getOperands())
+    if (auto type = dyn_cast<RankedTensorType>(result.getType());
+        type && type.getRank() == 0)
+      scalarResults.insert(result);
   for (Operation &op : body.without_terminator()) {
     if (llvm::none_of(op.getOperands(),
                       [&](Value v) { return changed.contains(v); }))
@@ -230,10 +236,7 @@ LogicalResult reinferTypes(Block &body, const StepSignature &sig,
       return failure();
     bool isLoss = isa<SoftmaxCrossEntropyOp>(op) ||
                   llvm::any_of(op.getResults(), [&](Value result) {
-                    return llvm::is_contained(
-                        body.getTerminator()->getOperands(), result) &&
-                           cast<RankedTensorType>(result.getType())
-                                   .getRank() == 0;
+                    return scalarResults.contains(result);
                   });
     for (auto [result, type] : llvm::zip(op.getResults(), before)) {
       if (factor > 1 && readsBatch && forward.contains(&op) && !isLoss &&
