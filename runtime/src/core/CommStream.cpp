@@ -146,6 +146,11 @@ void CommStream::setTimeout(double seconds) {
   timeoutSeconds = seconds;
 }
 
+void CommStream::setPhase(std::string text) {
+  std::lock_guard<std::mutex> lock(mutex);
+  phase = std::move(text);
+}
+
 void CommStream::setTrace(Trace *t) {
   if (!isComplete(issuedSeq))
     fatal("the trace changed while %" PRIu64
@@ -309,12 +314,13 @@ void CommStream::timedOut(std::unique_lock<std::mutex> &lock, uint64_t seq,
   } else {
     where = std::string("the ") + text.thread + " has not started it";
   }
+  std::string during = phase.empty() ? "" : " in " + phase;
   lock.unlock();
   fatal("%s: %s did not complete within the collective timeout of %g s "
-        "(waited %.1f s); %s. %s; --collective-timeout sets the limit (0 "
+        "(waited %.1f s)%s; %s. %s; --collective-timeout sets the limit (0 "
         "waits forever)",
-        caller, what.c_str(), timeoutSeconds, waitedSeconds, where.c_str(),
-        text.likelyCause);
+        caller, what.c_str(), timeoutSeconds, waitedSeconds, during.c_str(),
+        where.c_str(), text.likelyCause);
 }
 
 } // namespace autoshard::rt

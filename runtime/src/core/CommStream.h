@@ -98,6 +98,11 @@ public:
   void setTimeout(double seconds);
   double timeout() const { return timeoutSeconds; }
 
+  /// What the rank is doing ("step 3", "the evaluation after step 2"),
+  /// which a timeout's message names; empty: nothing (the default, and
+  /// between steps). Set by the thread that waits.
+  void setPhase(std::string phase);
+
   StreamRole role() const { return streamRole; }
 
   /// Records a "comm" (or "offload") event per operation into `trace` from
@@ -163,6 +168,7 @@ private:
   StreamRole streamRole = StreamRole::Communication;
   StreamClock clock;
   double timeoutSeconds = kDefaultTimeoutSeconds;
+  std::string phase;
   std::atomic<Trace *> trace{nullptr};
 
   mutable std::mutex mutex;

@@ -381,6 +381,9 @@ RunStatus Trainer::startBackend() {
   ctx = std::make_unique<asrt_context>();
   ctx->stream->setTimeout(options.collectiveTimeout);
   ctx->offloadStream->setTimeout(options.collectiveTimeout);
+  if (options.stopRankAt.point == StopPoint::Offload &&
+      options.stopRankAt.rank == control->rank())
+    ctx->setOffloadStop(&options.stopRankAt);
   // The driver's and the checkpoints' exchanges between steps wait for a
   // hung peer no longer than a step's collectives do.
   control->setTimeout(options.collectiveTimeout);
@@ -638,10 +641,14 @@ RunStatus Trainer::trainStep(int64_t step) {
   // Only the step itself is timed: batch synthesis is not part of
   // training.
   int64_t oneBased = step + 1;
+  // Test hook: this rank hangs before the step, its peers in the step's
+  // collectives.
+  if (options.stopRankAt.due(StopPoint::Step, oneBased, control->rank()))
+    stopThisRank();
   StepRun run = runCompiledStep(*ctx, hooks.step, args, results,
                                 manifest.lossResult(),
                                 manifest.gradNormSqResult(), oneBased, "step",
-                                manifest);
+                                manifest, "step " + std::to_string(oneBased));
   const double ms = run.ms;
   const float loss = run.loss;
   totalMs += ms;
