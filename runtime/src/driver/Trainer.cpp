@@ -10,6 +10,7 @@
 #include "comm/Rendezvous.h"
 #include "core/CommStream.h"
 #include "core/Context.h"
+#include "core/NameList.h"
 #include "memory/Device.h"
 #include "core/Dtype.h"
 #include "memory/NvmeStore.h"
@@ -396,6 +397,15 @@ RunStatus Trainer::startBackend() {
                   *control))
     return RunStatus::Failed;
   ctx->comm = ctx->ownedComm.get();
+  // A collective's timeout names the ranks it may be waiting for.
+  if (ctx->comm)
+    ctx->stream->setGroupNamer([comm = ctx->comm](int32_t mask) {
+      std::vector<std::string> others;
+      for (int member : comm->groupRanks(mask))
+        if (member != comm->rank())
+          others.push_back(std::to_string(member));
+      return (others.size() == 1 ? "rank " : "ranks ") + listNames(others, 8);
+    });
   // The peak the step lines' MFU is against: a device file's figure, or
   // the backend's GEMM measured here (the CPU's); none without either.
   Expected<ComputePeak> measured =
