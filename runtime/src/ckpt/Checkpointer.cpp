@@ -7,9 +7,7 @@
 #include "core/Dtype.h"
 #include "data/Philox.h"
 
-#include <charconv>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <unistd.h>
@@ -28,46 +26,6 @@ void note(int rank, const std::string &message) {
 }
 
 } // namespace
-
-Expected<CheckpointStop> parseCheckpointStop(std::string_view spec) {
-  auto bad = [&](const std::string &why) {
-    return Error("--stop-during-checkpoint: '" + std::string(spec) +
-                 "' is not valid: " + why +
-                 "; expected STEP:RANK:STAGE, STAGE one of create, write, "
-                 "gather, commit, load (e.g. 2:1:write)");
-  };
-  size_t first = spec.find(':');
-  size_t second = first == std::string_view::npos ? std::string_view::npos
-                                                  : spec.find(':', first + 1);
-  if (second == std::string_view::npos)
-    return bad("it has fewer than three parts");
-  auto integer = [](std::string_view text, auto &value) {
-    auto [end, ec] =
-        std::from_chars(text.data(), text.data() + text.size(), value);
-    return ec == std::errc() && end == text.data() + text.size() &&
-           !text.empty();
-  };
-  CheckpointStop stop;
-  if (!integer(spec.substr(0, first), stop.step) || stop.step < 1)
-    return bad("the step is not an integer >= 1");
-  if (!integer(spec.substr(first + 1, second - first - 1), stop.rank) ||
-      stop.rank < 0)
-    return bad("the rank is not an integer >= 0");
-  std::string_view stage = spec.substr(second + 1);
-  if (stage == "create")
-    stop.stage = SaveStage::Create;
-  else if (stage == "write")
-    stop.stage = SaveStage::Write;
-  else if (stage == "gather")
-    stop.stage = SaveStage::Gather;
-  else if (stage == "commit")
-    stop.stage = SaveStage::Commit;
-  else if (stage == "load")
-    stop.stage = SaveStage::Load;
-  else
-    return bad("the stage is not one of create, write, gather, commit, load");
-  return stop;
-}
 
 Checkpointer::Checkpointer(CheckpointOptions options, const Manifest &manifest,
                            std::string_view manifestText, uint64_t seed,
@@ -208,12 +166,8 @@ Expected<int64_t> Checkpointer::start(const std::vector<void *> &args,
 
   // Test hook: this rank hangs before its reads, its peers in the
   // agreement after them.
-  if (const CheckpointStop &stop = options.stopDuringSave;
-      stop.stage == SaveStage::Load && stop.step == checkpoint.step &&
-      stop.rank == rank) {
-    std::fflush(stdout);
-    std::raise(SIGSTOP);
-  }
+  if (options.stop.due(StopPoint::Load, checkpoint.step, rank))
+    stopThisRank();
   Status loaded = load(*reader, args);
   purpose.set("resuming from " + quoted(chosen) +
               ": agreeing that every rank loaded its elements");
@@ -271,15 +225,12 @@ Status Checkpointer::save(int64_t step, const std::vector<void *> &args) {
   ControlPlane::Purpose purpose(
       control, saving + "agreeing that rank 0 created " + quoted(staging));
   // Test hook: this rank hangs here, its peers in the exchange after it.
-  auto stopAt = [&](SaveStage stage) {
-    const CheckpointStop &stop = options.stopDuringSave;
-    if (stop.step == step && stop.rank == rank && stop.stage == stage) {
-      std::fflush(stdout);
-      std::raise(SIGSTOP);
-    }
+  auto stopAt = [&](StopPoint point) {
+    if (options.stop.due(point, step, rank))
+      stopThisRank();
   };
 
-  stopAt(SaveStage::Create);
+  stopAt(StopPoint::Create);
   Status begun;
   if (rank == 0) {
     Expected<std::string> made = beginCheckpoint(root, step);
@@ -299,7 +250,7 @@ Status Checkpointer::save(int64_t step, const std::vector<void *> &args) {
       });
   WrittenShardFile written;
   Status wrote;
-  stopAt(SaveStage::Write);
+  stopAt(StopPoint::Write);
   if (!blocks.empty()) {
     Expected<WrittenShardFile> file =
         writeShardFile(staging, shardFileName(rank), rank, step, blocks);
@@ -332,7 +283,7 @@ Status Checkpointer::save(int64_t step, const std::vector<void *> &args) {
   if (!record.empty())
     std::memcpy(mine.data(), record.data(), mine.size());
   purpose.set(saving + "gathering the shard files' sizes and CRCs on rank 0");
-  stopAt(SaveStage::Gather);
+  stopAt(StopPoint::Gather);
   std::vector<std::string> gathered = control.gather(mine);
   // Rank r's record starts at displacements[r] in `records`.
   std::vector<size_t> displacements;
@@ -348,7 +299,7 @@ Status Checkpointer::save(int64_t step, const std::vector<void *> &args) {
   Status committed, pruned;
   uint64_t bytes = 0;
   std::vector<std::string> removed;
-  stopAt(SaveStage::Commit);
+  stopAt(StopPoint::Commit);
   if (rank == 0) {
     // Every rank's file, rebuilt from its record and the assignments.
     std::vector<std::optional<WrittenShardFile>> files(

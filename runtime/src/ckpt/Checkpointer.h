@@ -5,6 +5,7 @@
 #include "ckpt/Layout.h"
 #include "core/Control.h"
 #include "core/Expected.h"
+#include "core/StopHook.h"
 #include "io/Manifest.h"
 
 #include <cstdint>
@@ -13,27 +14,6 @@
 #include <vector>
 
 namespace autoshard::rt {
-
-/// The points of a save where a rank blocks on its peers: before rank 0
-/// creates the staging directory, before this rank writes its shard file,
-/// before the gather of the files' sizes and CRCs, before rank 0 commits
-/// the MANIFEST; and of a resume: before this rank reads its elements.
-/// Each is followed by an exchange over the control plane.
-enum class SaveStage { Create, Write, Gather, Commit, Load };
-
-/// Hidden test hook (--stop-during-checkpoint STEP:RANK:STAGE): rank RANK
-/// stops itself (SIGSTOP) at STAGE of the save of step STEP (of the resume
-/// from the checkpoint of step STEP, for load), as a rank that hangs
-/// there; its peers must end the job at the collective timeout.
-struct CheckpointStop {
-  int64_t step = 0; ///< 0: never.
-  int rank = 0;
-  SaveStage stage = SaveStage::Create;
-};
-
-/// Parses STEP:RANK:STAGE (STEP >= 1, RANK >= 0, STAGE one of create,
-/// write, gather, commit, load); the error names the part that is wrong.
-Expected<CheckpointStop> parseCheckpointStop(std::string_view spec);
 
 /// The checkpoint options of a training binary (docs/Reliability.md).
 struct CheckpointOptions {
@@ -52,7 +32,8 @@ struct CheckpointOptions {
   /// is written
   /// and before the MANIFEST is, as if it died mid-save.
   int64_t exitDuringSave = 0;
-  CheckpointStop stopDuringSave;
+  /// --stop-rank-at at a save or resume point (core/StopHook.h).
+  StopHook stop;
 };
 
 /// One rank's side of a run's checkpoints. Every method is collective over

@@ -146,6 +146,17 @@ void CommStream::setTimeout(double seconds) {
   timeoutSeconds = seconds;
 }
 
+void CommStream::setPhase(std::string text) {
+  std::lock_guard<std::mutex> lock(mutex);
+  phase = std::move(text);
+}
+
+void CommStream::setGroupNamer(
+    std::function<std::string(int32_t mask)> namer) {
+  std::lock_guard<std::mutex> lock(mutex);
+  groupNamer = std::move(namer);
+}
+
 void CommStream::setTrace(Trace *t) {
   if (!isComplete(issuedSeq))
     fatal("the trace changed while %" PRIu64
@@ -309,12 +320,21 @@ void CommStream::timedOut(std::unique_lock<std::mutex> &lock, uint64_t seq,
   } else {
     where = std::string("the ") + text.thread + " has not started it";
   }
+  std::string during = phase.empty() ? "" : " in " + phase;
+  // Which of the group it may be: a collective does not tell a member
+  // which other member has not joined, but the candidates are known.
+  std::string members;
+  if (groupNamer && streamRole == StreamRole::Communication &&
+      waited.name[0] != '\0' && waited.groupSize > 1)
+    members = std::string(waited.groupSize == 2 ? " (its other member: "
+                                                : " (its other members: ") +
+              groupNamer(waited.mask) + ")";
   lock.unlock();
   fatal("%s: %s did not complete within the collective timeout of %g s "
-        "(waited %.1f s); %s. %s; --collective-timeout sets the limit (0 "
+        "(waited %.1f s)%s; %s. %s%s; --collective-timeout sets the limit (0 "
         "waits forever)",
-        caller, what.c_str(), timeoutSeconds, waitedSeconds, where.c_str(),
-        text.likelyCause);
+        caller, what.c_str(), timeoutSeconds, waitedSeconds, during.c_str(),
+        where.c_str(), text.likelyCause, members.c_str());
 }
 
 } // namespace autoshard::rt

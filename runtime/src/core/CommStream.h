@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -98,6 +99,18 @@ public:
   void setTimeout(double seconds);
   double timeout() const { return timeoutSeconds; }
 
+  /// What the rank is doing ("step 3", "the evaluation after step 2"),
+  /// which a timeout's message names; empty: nothing (the default, and
+  /// between steps). Set by the thread that waits.
+  void setPhase(std::string phase);
+
+  /// Names the other members of this rank's group for a grid-axes mask
+  /// ("rank 1", "ranks 0, 2, 3"), which a collective's timeout message
+  /// adds to its likely cause; set by the owner of the communicator (the
+  /// driver). Unset, the message gives the group's size alone. Called only
+  /// on a timeout, so a steady stream of collectives builds no strings.
+  void setGroupNamer(std::function<std::string(int32_t mask)> namer);
+
   StreamRole role() const { return streamRole; }
 
   /// Records a "comm" (or "offload") event per operation into `trace` from
@@ -163,6 +176,8 @@ private:
   StreamRole streamRole = StreamRole::Communication;
   StreamClock clock;
   double timeoutSeconds = kDefaultTimeoutSeconds;
+  std::string phase;
+  std::function<std::string(int32_t mask)> groupNamer;
   std::atomic<Trace *> trace{nullptr};
 
   mutable std::mutex mutex;

@@ -23,6 +23,7 @@ class Trace;
 class NvmeStore;
 class ThreadPool;
 struct OpSite;
+struct StopHook;
 
 /// Prints "autoshard runtime error (rank R): <message>" to stderr and ends
 /// the process (and, under MPI, every rank) with a non-zero exit status.
@@ -204,6 +205,14 @@ struct asrt_context {
   void setRandomStep(int64_t step) { randomStep_ = step; }
   void setBatchRank(int64_t rank) { batchRank_ = rank; }
 
+  /// The hidden test hook --stop-rank-at when its point is an offload
+  /// wait and its rank this one (null otherwise): the offload calls stop
+  /// this rank at the first wait of training step randomStep() + 1.
+  const autoshard::rt::StopHook *offloadStop() const { return offloadStop_; }
+  void setOffloadStop(const autoshard::rt::StopHook *hook) {
+    offloadStop_ = hook;
+  }
+
   /// Sizes optimizerPool (threads >= 1; the driver's --optimizer-threads).
   /// Not while an ABI call runs on this context.
   void setOptimizerThreads(int threads);
@@ -236,6 +245,7 @@ private:
   uint64_t randomSeed_ = 0;
   int64_t randomStep_ = 0;
   int64_t batchRank_ = 0;
+  const autoshard::rt::StopHook *offloadStop_ = nullptr;
   bool deviceOpTimes_ = false;
   std::vector<autoshard::rt::PendingDeviceTime> pendingDeviceTimes_;
 };

@@ -21,7 +21,8 @@ CheckpointOptions checkpointOptions(const Options &options) {
   checkpoints.keep = options.keepCheckpoints;
   checkpoints.resume = options.resume;
   checkpoints.exitDuringSave = options.exitDuringCheckpoint;
-  checkpoints.stopDuringSave = options.stopDuringCheckpoint;
+  if (options.stopRankAt.inCheckpoint())
+    checkpoints.stop = options.stopRankAt;
   return checkpoints;
 }
 

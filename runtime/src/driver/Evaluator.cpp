@@ -108,12 +108,19 @@ bool Evaluator::evaluate(int64_t afterStep, bool atStart,
   info.batches = options.evalSteps;
   double totalLoss = 0;
   const int lossResult = evalManifest.lossResult();
+  const std::string phase =
+      atStart ? "the evaluation before step " + std::to_string(afterStep + 1)
+              : "the evaluation after step " + std::to_string(afterStep);
+  // Test hook: this rank hangs before the evaluation's first batch, its
+  // peers in the evaluation step's collectives.
+  if (options.stopRankAt.due(StopPoint::Eval, afterStep, control.rank()))
+    stopThisRank();
   for (int64_t i = 0; i < options.evalSteps; ++i) {
     batches->fill(firstBatch + i, batchArgs->args().data());
     batchArgs->writeBack();
     StepRun run = runCompiledStep(*ctx, step, args, results, lossResult,
                                   evalManifest.gradNormSqResult(), afterStep,
-                                  "eval", evalManifest);
+                                  "eval", evalManifest, phase);
     info.ms += run.ms;
     totalLoss += run.loss;
   }

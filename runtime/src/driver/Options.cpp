@@ -116,8 +116,8 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
       expected = "a file name";
     else if (flag == "--checkpoint-dir" || flag == "--offload-dir")
       expected = "a directory name";
-    else if (flag == "--stop-during-checkpoint")
-      expected = "STEP:RANK:STAGE";
+    else if (flag == "--stop-rank-at")
+      expected = "STEP:RANK:POINT";
     else
       return Error("unknown option '" + std::string(flag) +
                    "'; run with --help to see the options");
@@ -175,12 +175,15 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
                              "an integer in 1.." + std::to_string(INT_MAX)));
       options.keepCheckpoints = n;
       needsCheckpointDir = "--keep-checkpoints";
-    } else if (flag == "--stop-during-checkpoint") {
-      Expected<CheckpointStop> stop = parseCheckpointStop(value);
+    } else if (flag == "--stop-rank-at") {
+      Expected<StopHook> stop = parseStopHook(value);
       if (!stop)
         return Error(stop.message());
-      options.stopDuringCheckpoint = *stop;
-      needsCheckpointDir = std::string(flag);
+      options.stopRankAt = *stop;
+      // Its checkpoint points lie in a save or resume; an evaluation or
+      // offload point is never reached by a binary without one.
+      if (stop->inCheckpoint())
+        needsCheckpointDir = std::string(flag) + " " + std::string(value);
     } else if (flag == "--checkpoint-dir") {
       if (value.empty())
         return Error("--checkpoint-dir needs a value: a directory name");

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "ckpt/Checkpointer.h"
+#include "core/StopHook.h"
 #include "data/Data.h"
 #include "core/Expected.h"
 #include "driver/LrSchedule.h"
@@ -100,9 +101,10 @@ struct Options {
   /// 0: never.
   int64_t exitAfterStep = 0;
   int64_t exitDuringCheckpoint = 0;
-  /// --stop-during-checkpoint STEP:RANK:STAGE: that rank stops itself
-  /// (SIGSTOP) at that stage of the save (Checkpointer.h).
-  CheckpointStop stopDuringCheckpoint;
+  /// --stop-rank-at STEP:RANK:POINT: that rank stops itself (SIGSTOP) at
+  /// that point of step STEP: a checkpoint's save or resume, an
+  /// evaluation, an offload wait (core/StopHook.h).
+  StopHook stopRankAt;
   bool printManifest = false;
   /// The evaluation step's (shard-compile --with-eval).
   bool printEvalManifest = false;

@@ -60,14 +60,19 @@ StepRun runCompiledStep(asrt_context &ctx, StepFunction step,
                         std::vector<void *> &args,
                         std::vector<void *> &results, int lossResult,
                         int gradNormSqResult, int64_t stepNumber,
-                        const char *traceName, const Manifest &manifest) {
+                        const char *traceName, const Manifest &manifest,
+                        const std::string &phase) {
   // The step's asrt_op_site calls index its manifest's sites; the
   // driver's own calls between steps belong to none.
   ctx.setSites(&manifest.sites);
+  ctx.stream->setPhase(phase);
+  ctx.offloadStream->setPhase(phase);
   auto start = std::chrono::steady_clock::now();
   step(&ctx, args.data(), results.data());
   ctx.device->synchronize(Lane::Compute);
   auto end = std::chrono::steady_clock::now();
+  ctx.stream->setPhase("");
+  ctx.offloadStream->setPhase("");
   ctx.setSites(nullptr);
   ctx.resolveDeviceOpTimes();
   checkStepWaited(ctx, stepNumber);

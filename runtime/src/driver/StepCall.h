@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace autoshard::rt {
@@ -30,11 +31,14 @@ struct StepRun {
 /// `traceName` while the context traces. `lossResult` and `gradNormSqResult`
 /// index `results` (-1: the step has no gradient norm); `stepNumber` names
 /// the step in errors and trace events; `manifest` is the step's, whose
-/// op sites its asrt_op_site calls index.
+/// op sites its asrt_op_site calls index; `phase` ("step 3", "the
+/// evaluation after step 2") is what a collective or transfer timeout of
+/// the call names.
 StepRun runCompiledStep(asrt_context &ctx, StepFunction step,
                         std::vector<void *> &args,
                         std::vector<void *> &results, int lossResult,
                         int gradNormSqResult, int64_t stepNumber,
-                        const char *traceName, const Manifest &manifest);
+                        const char *traceName, const Manifest &manifest,
+                        const std::string &phase);
 
 } // namespace autoshard::rt

@@ -10,6 +10,7 @@
 #include "comm/Rendezvous.h"
 #include "core/CommStream.h"
 #include "core/Context.h"
+#include "core/NameList.h"
 #include "memory/Device.h"
 #include "core/Dtype.h"
 #include "memory/NvmeStore.h"
@@ -381,6 +382,9 @@ RunStatus Trainer::startBackend() {
   ctx = std::make_unique<asrt_context>();
   ctx->stream->setTimeout(options.collectiveTimeout);
   ctx->offloadStream->setTimeout(options.collectiveTimeout);
+  if (options.stopRankAt.point == StopPoint::Offload &&
+      options.stopRankAt.rank == control->rank())
+    ctx->setOffloadStop(&options.stopRankAt);
   // The driver's and the checkpoints' exchanges between steps wait for a
   // hung peer no longer than a step's collectives do.
   control->setTimeout(options.collectiveTimeout);
@@ -393,6 +397,15 @@ RunStatus Trainer::startBackend() {
                   *control))
     return RunStatus::Failed;
   ctx->comm = ctx->ownedComm.get();
+  // A collective's timeout names the ranks it may be waiting for.
+  if (ctx->comm)
+    ctx->stream->setGroupNamer([comm = ctx->comm](int32_t mask) {
+      std::vector<std::string> others;
+      for (int member : comm->groupRanks(mask))
+        if (member != comm->rank())
+          others.push_back(std::to_string(member));
+      return (others.size() == 1 ? "rank " : "ranks ") + listNames(others, 8);
+    });
   // The peak the step lines' MFU is against: a device file's figure, or
   // the backend's GEMM measured here (the CPU's); none without either.
   Expected<ComputePeak> measured =
@@ -638,10 +651,14 @@ RunStatus Trainer::trainStep(int64_t step) {
   // Only the step itself is timed: batch synthesis is not part of
   // training.
   int64_t oneBased = step + 1;
+  // Test hook: this rank hangs before the step, its peers in the step's
+  // collectives.
+  if (options.stopRankAt.due(StopPoint::Step, oneBased, control->rank()))
+    stopThisRank();
   StepRun run = runCompiledStep(*ctx, hooks.step, args, results,
                                 manifest.lossResult(),
                                 manifest.gradNormSqResult(), oneBased, "step",
-                                manifest);
+                                manifest, "step " + std::to_string(oneBased));
   const double ms = run.ms;
   const float loss = run.loss;
   totalMs += ms;

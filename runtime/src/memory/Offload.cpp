@@ -3,6 +3,7 @@
 #include "autoshard/rt/abi.h"
 #include "core/CommStream.h"
 #include "core/Context.h"
+#include "core/StopHook.h"
 #include "memory/Device.h"
 #include "memory/InFlightTransfers.h"
 #include "memory/NvmeStore.h"
@@ -117,6 +118,17 @@ void runTransfer(asrt_context *ctx, const Transfer &t, const Fence &issued,
                              autoshard::rt::steadyClockNs() - start);
 }
 
+/// The hidden test hook: a rank that hangs at its first offload wait of
+/// training step STEP (--stop-rank-at STEP:RANK:offload), once.
+void stopIfDue(asrt_context *ctx) {
+  const autoshard::rt::StopHook *hook = ctx->offloadStop();
+  if (hook && hook->due(autoshard::rt::StopPoint::Offload,
+                        ctx->randomStep() + 1, hook->rank)) {
+    ctx->setOffloadStop(nullptr);
+    autoshard::rt::stopThisRank();
+  }
+}
+
 /// The synchronous calls: checked here, run on the offload stream behind
 /// the transfers in flight, waited for. The main thread's time blocked in
 /// them is exposed offload time.
@@ -127,6 +139,7 @@ void runSynchronous(asrt_context *ctx, OpTimer &timer, const char *fn,
   checkTransfer(ctx, fn, t);
   StreamOpInfo info = transferInfo(ctx, t, 0);
   Fence issued = ctx->device->fence(Lane::Compute);
+  stopIfDue(ctx);
   timer.setStreamOp(ctx->offloadStream->runBlocking(
       fn, info, [&] { runTransfer(ctx, t, issued, info, fn); }));
 }
@@ -258,6 +271,7 @@ extern "C" void asrt_transfer_wait(asrt_context *ctx, int64_t handle) {
   if (!found)
     fatal("%s: %s", fn, found.message().c_str());
   InFlightTransfer &slot = **found;
+  stopIfDue(ctx);
   ctx->offloadStream->wait(slot.seq, fn, slot.info);
   timer.setStreamOp(slot.seq, slot.handle);
   ctx->transfers->release(slot);

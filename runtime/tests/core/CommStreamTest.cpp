@@ -387,6 +387,33 @@ TEST(CommStreamDeathTest, AWaitPastTheTimeoutIsFatal) {
       "sets the limit \\(0 waits forever\\)");
 }
 
+// What the rank was running and which ranks its group's collective may be
+// waiting for, when the driver has said (setPhase, setGroupNamer); the
+// namer is asked about the waited collective's mask.
+TEST(CommStreamDeathTest, TheMessageNamesThePhaseAndTheGroupsOtherMembers) {
+  GTEST_FLAG_SET(death_test_style, "fast");
+  EXPECT_DEATH(
+      {
+        Stats stats;
+        CommStream stream(stats);
+        stream.setTimeout(0.1);
+        stream.setPhase("the evaluation after step 2");
+        stream.setGroupNamer([](int32_t mask) {
+          return "ranks 1, 2, 3 (mask " + std::to_string(mask) + ")";
+        });
+        std::atomic<bool> started{false};
+        uint64_t seq = stream.issue(&hang, &started, blockingInfo());
+        spinUntil([&] { return started.load(); });
+        stream.wait(seq, "asrt_all_reduce", blockingInfo());
+      },
+      "asrt_all_reduce: all_reduce \\(bf16, sending 12 bytes over "
+      "grid_axes_mask 3, a group of 4 ranks\\) did not complete within the "
+      "collective timeout of 0.1 s \\(waited [0-9.]+ s\\) in the evaluation "
+      "after step 2; it has been running on the communication thread for "
+      "[0-9.]+ s. A rank of the group has probably died or hung \\(its other "
+      "members: ranks 1, 2, 3 \\(mask 3\\)\\); --collective-timeout");
+}
+
 TEST(CommStreamDeathTest, TheMessageNamesTheCollectiveThatIsStuck) {
   GTEST_FLAG_SET(death_test_style, "fast");
   EXPECT_DEATH(

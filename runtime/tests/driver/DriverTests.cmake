@@ -60,7 +60,7 @@ macro(_asrt_table_add_test)
               "-DAFTER=${R_AFTER}" "-DFILE_EXPECT=${R_FILE_EXPECT}"
               "-DEXPECT_RC=${R_STATUS}" "-DOUTPUT_FILE=${R_LOG}"
               "-DCHECK_FILE=${R_FILE}" "-DBEFORE_OUTPUT_FILE=${R_BEFORE_LOG}"
-              "-DCMD_TIMEOUT=${R_TIMEOUT}"
+              "-DCMD_TIMEOUT=${R_TIMEOUT}" "-DCMD_WITHIN=${R_WITHIN}"
               -P ${CMAKE_CURRENT_SOURCE_DIR}/RunAndCheck.cmake)
     # A TMPDIR per test: OpenMPI 4.1's mpirun fails to start ("mkdir ...
     # File exists") when two create their session directory in one TMPDIR
@@ -70,7 +70,7 @@ macro(_asrt_table_add_test)
       ENVIRONMENT "OPENBLAS_NUM_THREADS=1;TMPDIR=${out}/mpi-tmp/${R_NAME}")
   endif()
   foreach(_key NAME CMD EXPECT REJECT BEFORE AFTER FILE_EXPECT LOG FILE
-          BEFORE_LOG TIMEOUT SKIP HAS_RUN)
+          BEFORE_LOG TIMEOUT WITHIN SKIP HAS_RUN)
     set(R_${_key} "")
   endforeach()
   set(R_STATUS 0)
@@ -168,6 +168,11 @@ function(asrt_add_driver_tests table requirements)
         _asrt_table_error("${where}" "timeout '${value}' is not seconds")
       endif()
       set(R_TIMEOUT "${value}")
+    elseif(key STREQUAL "within")
+      if(NOT value MATCHES "^[0-9]+(\\.[0-9]+)?$")
+        _asrt_table_error("${where}" "within '${value}' is not seconds")
+      endif()
+      set(R_WITHIN "${value}")
     elseif(key STREQUAL "log" OR key STREQUAL "before-log" OR
            key STREQUAL "file")
       _asrt_table_value(path "${value}" "${where}")

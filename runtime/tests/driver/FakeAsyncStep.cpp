@@ -20,6 +20,10 @@
 //                        the rank hangs between steps (in the checkpoint
 //                        after the step, say) while its peers go on;
 //   FAKE_SKIP_WAIT_STEP=N  step N returns without waiting its bias bucket.
+// FAKE_WITH_EVAL: an evaluation step linked beside it, as shard-compile
+// --with-eval links one: the forward and its loss, averaged over the ranks
+// by a blocking all-reduce (the collective a rank stopped before an
+// evaluation leaves its peers waiting in).
 // FAKE_CUDA_EMU: linked with the CUDA backend built for the CUDA emulator
 // (its collectives over the emulated NCCL), whose device memory is host
 // memory: the step still computes on the host, once the streams that wrote
@@ -91,6 +95,50 @@ void injectFault(asrt_context *ctx, bool atStepEnd) {
 }
 
 } // namespace
+
+#ifdef FAKE_WITH_EVAL
+// clang-format off
+extern "C" const char autoshard_eval_manifest[] =
+    "autoshard-manifest 1\n"
+    "abi " FAKE_STR(ASRT_ABI_VERSION) "\n"
+    "step fake_async_softmax_regression_eval\n"
+    "strategy ddp\n"
+    "grid " FAKE_STR(FAKE_WORLD_SIZE) "\n"
+    "arg 0 param w f32 4x8 init=normal:0.1\n"
+    "arg 1 param b f32 4 init=zeros\n"
+    "arg 2 input x f32 " FAKE_STR(FAKE_LOCAL_ROWS) "x8 batch_dim=0 global=16\n"
+    "arg 3 label y i32 " FAKE_STR(FAKE_LOCAL_ROWS) " batch_dim=0 global=16 classes=4\n"
+    "result 0 loss loss f32 scalar\n"
+    "end\n";
+// clang-format on
+
+extern "C" void autoshard_eval_step(asrt_context *ctx, void *const *args,
+                                    void *const *results) {
+  const auto *w = static_cast<const float *>(args[0]);
+  const auto *b = static_cast<const float *>(args[1]);
+  const auto *x = static_cast<const float *>(args[2]);
+  const auto *y = static_cast<const int32_t *>(args[3]);
+  float loss = 0;
+  for (int r = 0; r < kRows; ++r) {
+    float logits[kClasses], maxLogit = -INFINITY;
+    for (int c = 0; c < kClasses; ++c) {
+      logits[c] = b[c];
+      for (int j = 0; j < kIn; ++j)
+        logits[c] += w[c * kIn + j] * x[r * kIn + j];
+      maxLogit = std::fmax(maxLogit, logits[c]);
+    }
+    float sum = 0;
+    for (float &l : logits)
+      sum += (l = std::exp(l - maxLogit));
+    loss -= std::log(logits[y[r]] / sum) / kRows;
+  }
+  auto *lossBuffer = static_cast<float *>(asrt_alloc(ctx, 4));
+  *lossBuffer = loss;
+  asrt_all_reduce(ctx, lossBuffer, results[0], 1, ASRT_DTYPE_F32,
+                  ASRT_REDUCE_AVG, 1);
+  asrt_free(ctx, lossBuffer);
+}
+#endif
 
 extern "C" void autoshard_step(asrt_context *ctx, void *const *args,
                                void *const *results) {

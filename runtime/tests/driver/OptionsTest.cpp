@@ -389,46 +389,55 @@ TEST(OptionsTest, Checkpoints) {
             "(a consolidated checkpoint loads with --load-params, a sharded "
             "one with --resume)");
 
-  // The hidden hook that hangs a rank at a stage of a save.
-  EXPECT_EQ(none.stopDuringCheckpoint.step, 0);
-  Options stop = parse(
-      {"--checkpoint-dir", "ck", "--stop-during-checkpoint", "3:1:gather"});
-  EXPECT_EQ(stop.stopDuringCheckpoint.step, 3);
-  EXPECT_EQ(stop.stopDuringCheckpoint.rank, 1);
-  EXPECT_EQ(stop.stopDuringCheckpoint.stage, SaveStage::Gather);
-  EXPECT_EQ(
-      parse({"--checkpoint-dir", "ck", "--stop-during-checkpoint=2:0:commit"})
-          .stopDuringCheckpoint.stage,
-      SaveStage::Commit);
-  EXPECT_EQ(parse({"--checkpoint-dir", "ck", "--stop-during-checkpoint",
-                   "4:1:load"})
-                .stopDuringCheckpoint.stage,
-            SaveStage::Load);
+  // The hidden hook that hangs a rank at one of the runtime's waits.
+  EXPECT_EQ(none.stopRankAt.step, 0);
+  Options stop =
+      parse({"--checkpoint-dir", "ck", "--stop-rank-at", "3:1:gather"});
+  EXPECT_EQ(stop.stopRankAt.step, 3);
+  EXPECT_EQ(stop.stopRankAt.rank, 1);
+  EXPECT_EQ(stop.stopRankAt.point, StopPoint::Gather);
+  EXPECT_TRUE(stop.stopRankAt.due(StopPoint::Gather, 3, 1));
+  EXPECT_FALSE(stop.stopRankAt.due(StopPoint::Gather, 3, 0));
+  EXPECT_FALSE(stop.stopRankAt.due(StopPoint::Commit, 3, 1));
+  EXPECT_FALSE(stop.stopRankAt.due(StopPoint::Gather, 2, 1));
+  EXPECT_FALSE(none.stopRankAt.due(StopPoint::Create, 0, 0));
+  EXPECT_EQ(parse({"--checkpoint-dir", "ck", "--stop-rank-at=2:0:commit"})
+                .stopRankAt.point,
+            StopPoint::Commit);
+  EXPECT_EQ(parse({"--checkpoint-dir", "ck", "--stop-rank-at", "4:1:load"})
+                .stopRankAt.point,
+            StopPoint::Load);
+  // The step, evaluation and offload points need no checkpoints.
+  EXPECT_EQ(parse({"--stop-rank-at", "1:3:step"}).stopRankAt.point,
+            StopPoint::Step);
+  EXPECT_EQ(parse({"--stop-rank-at", "2:1:eval"}).stopRankAt.point,
+            StopPoint::Eval);
+  EXPECT_EQ(parse({"--stop-rank-at", "3:0:offload"}).stopRankAt.point,
+            StopPoint::Offload);
   const std::string expectedStop =
-      "; expected STEP:RANK:STAGE, STAGE one of create, write, gather, commit, "
-      "load (e.g. 2:1:write)";
+      "; expected STEP:RANK:POINT, POINT one of create, write, gather, "
+      "commit, load, step, eval, offload (e.g. 2:1:write)";
+  EXPECT_EQ(errorOf({"--checkpoint-dir", "ck", "--stop-rank-at", "3:1"}),
+            "--stop-rank-at: '3:1' is not valid: it has fewer than "
+            "three parts" +
+                expectedStop);
   EXPECT_EQ(
-      errorOf({"--checkpoint-dir", "ck", "--stop-during-checkpoint", "3:1"}),
-      "--stop-during-checkpoint: '3:1' is not valid: it has fewer than "
-      "three parts" +
+      errorOf({"--checkpoint-dir", "ck", "--stop-rank-at", "0:1:write"}),
+      "--stop-rank-at: '0:1:write' is not valid: the step is "
+      "not an integer >= 1" +
           expectedStop);
-  EXPECT_EQ(errorOf({"--checkpoint-dir", "ck", "--stop-during-checkpoint",
-                     "0:1:write"}),
-            "--stop-during-checkpoint: '0:1:write' is not valid: the step is "
-            "not an integer >= 1" +
+  EXPECT_EQ(
+      errorOf({"--checkpoint-dir", "ck", "--stop-rank-at", "2:x:write"}),
+      "--stop-rank-at: '2:x:write' is not valid: the rank is "
+      "not an integer >= 0" +
+          expectedStop);
+  EXPECT_EQ(errorOf({"--checkpoint-dir", "ck", "--stop-rank-at", "2:1:save"}),
+            "--stop-rank-at: '2:1:save' is not valid: the point is "
+            "not one of create, write, gather, commit, load, step, eval, "
+            "offload" +
                 expectedStop);
-  EXPECT_EQ(errorOf({"--checkpoint-dir", "ck", "--stop-during-checkpoint",
-                     "2:x:write"}),
-            "--stop-during-checkpoint: '2:x:write' is not valid: the rank is "
-            "not an integer >= 0" +
-                expectedStop);
-  EXPECT_EQ(errorOf({"--checkpoint-dir", "ck", "--stop-during-checkpoint",
-                     "2:1:save"}),
-            "--stop-during-checkpoint: '2:1:save' is not valid: the stage is "
-            "not one of create, write, gather, commit, load" +
-                expectedStop);
-  EXPECT_EQ(errorOf({"--stop-during-checkpoint", "2:1:write"}),
-            "--stop-during-checkpoint applies to --checkpoint-dir DIR, which "
+  EXPECT_EQ(errorOf({"--stop-rank-at", "2:1:write"}),
+            "--stop-rank-at 2:1:write applies to --checkpoint-dir DIR, which "
             "is not given");
 
   std::string usage = usageText("train");

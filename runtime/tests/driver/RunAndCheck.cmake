@@ -4,6 +4,9 @@
 #   EXPECT_RC    its expected exit status (default 0), or "nonzero"
 #   CMD_TIMEOUT  seconds it may run before it is killed and the test fails
 #                (default: no limit but ctest's)
+#   CMD_WITHIN   seconds (a decimal) within which it must have ended, by
+#                the wall clock; its time is printed ("elapsed: S s") in any
+#                case
 #   EXPECT       regexes its stdout + stderr must match
 #   REJECT       regexes its stdout + stderr must not match
 #   OUTPUT_FILE  where to save its stdout + stderr
@@ -92,10 +95,22 @@ set(limit "")
 if(CMD_TIMEOUT)
   set(limit TIMEOUT ${CMD_TIMEOUT})
 endif()
+string(TIMESTAMP started_us "%s%f" UTC)
 execute_process(COMMAND ${command} RESULT_VARIABLE rc ${limit}
                 OUTPUT_VARIABLE out ERROR_VARIABLE err)
+string(TIMESTAMP ended_us "%s%f" UTC)
+math(EXPR elapsed_ms "(${ended_us} - ${started_us}) / 1000")
+math(EXPR elapsed_s "${elapsed_ms} / 1000")
+math(EXPR elapsed_frac "${elapsed_ms} % 1000")
+string(LENGTH "${elapsed_frac}" digits)
+if(digits LESS 3)
+  string(REPEAT "0" 3 pad)
+  math(EXPR cut "3 - ${digits}")
+  string(SUBSTRING "${pad}" 0 ${cut} pad)
+  set(elapsed_frac "${pad}${elapsed_frac}")
+endif()
 set(all "${out}${err}")
-message("command: ${command}\nstatus: ${rc}\n--- output ---\n${all}--------------")
+message("command: ${command}\nstatus: ${rc}\nelapsed: ${elapsed_s}.${elapsed_frac} s\n--- output ---\n${all}--------------")
 if(OUTPUT_FILE)
   file(WRITE "${OUTPUT_FILE}" "${all}")
 endif()
@@ -108,6 +123,17 @@ if(EXPECT_RC STREQUAL "nonzero")
   endif()
 elseif(NOT rc STREQUAL EXPECT_RC)
   string(APPEND failures "exit status ${rc}, expected ${EXPECT_RC}\n")
+endif()
+if(CMD_WITHIN)
+  # In milliseconds, as integers: CMake's math has no decimals.
+  string(REGEX MATCH "^([0-9]+)(\\.([0-9]*))?$" _ "${CMD_WITHIN}")
+  set(whole "${CMAKE_MATCH_1}")
+  string(SUBSTRING "${CMAKE_MATCH_3}000" 0 3 frac)
+  math(EXPR within_ms "${whole} * 1000 + ${frac}")
+  if(elapsed_ms GREATER within_ms)
+    string(APPEND failures "it ran ${elapsed_s}.${elapsed_frac} s, longer "
+           "than the ${CMD_WITHIN} s it must end within\n")
+  endif()
 endif()
 check_regexes(failures "output" "${all}" "${EXPECT}" TRUE)
 check_regexes(failures "output" "${all}" "${REJECT}" FALSE)
