@@ -949,6 +949,7 @@ FailureOr<StepBufferAssignment> autoshard::assignStepBuffers(ModuleOp module) {
   OwningOpRef<ModuleOp> scratch(ModuleOp::create(module.getLoc()));
   StepLowering lowering(*scratch, *step, ABI_NAME(autoshard_step),
                         /*withSites=*/false);
+  lowering.setPlacementOnly(true);
   if (failed(lowering.run()))
     return failure();
   return lowering.assignment();

@@ -21,23 +21,43 @@ namespace train = autoshard::train;
 // StepEmitter helpers
 //===----------------------------------------------------------------------===//
 
+Value StepEmitter::placeholder(Type type) {
+  Value &value = placeholders[type];
+  if (!value) {
+    // Before everything, so that it dominates each use.
+    OpBuilder::InsertionGuard guard(builder());
+    Block *block = builder().getInsertionBlock();
+    builder().setInsertionPointToStart(block);
+    value = LLVM::UndefOp::create(builder(), loc(), type);
+  }
+  return value;
+}
+
 Value StepEmitter::i64(int64_t value) {
+  if (placementOnly)
+    return placeholder(builder().getI64Type());
   return arith::ConstantIntOp::create(builder(), loc(), value, 64);
 }
 
 Value StepEmitter::i32(int32_t value) {
+  if (placementOnly)
+    return placeholder(builder().getI32Type());
   return arith::ConstantIntOp::create(builder(), loc(), value, 32);
 }
 
 Value StepEmitter::f32(float value) {
+  if (placementOnly)
+    return placeholder(builder().getF32Type());
   return arith::ConstantFloatOp::create(builder(), loc(),
                                         builder().getF32Type(),
                                         APFloat(value));
 }
 
 Value StepEmitter::nullPtr() {
-  return LLVM::ZeroOp::create(builder(), loc(),
-                              LLVM::LLVMPointerType::get(builder().getContext()));
+  auto ptr = LLVM::LLVMPointerType::get(builder().getContext());
+  if (placementOnly)
+    return placeholder(ptr);
+  return LLVM::ZeroOp::create(builder(), loc(), ptr);
 }
 
 func::FuncOp StepEmitter::declare(StringRef callee, FunctionType type) {
@@ -72,6 +92,8 @@ Value StepEmitter::emitCall(StringRef callee, FunctionType type,
        << type.getInput(i);
     llvm::report_fatal_error(llvm::Twine(message));
   }
+  if (placementOnly)
+    return type.getNumResults() ? placeholder(type.getResult(0)) : Value();
   func::FuncOp decl = declare(callee, type);
   auto call = func::CallOp::create(builder(), loc(), decl, operands);
   return call.getNumResults() ? call.getResult(0) : Value();

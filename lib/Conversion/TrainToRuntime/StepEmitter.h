@@ -98,6 +98,12 @@ public:
 
   /// What the emitted calls move, counted by the rules as they emit them.
   StepTraffic traffic;
+
+  /// Whether only the buffers are placed (a buffer assignment, whose code
+  /// is thrown away): calls and constants are then not built, and stand
+  /// for their values is one placeholder per type. A rule sees no
+  /// difference: it never reads a call's or a constant's value back.
+  void setPlacementOnly(bool only) { placementOnly = only; }
   /// Counts one emitted collective over `groupSize` ranks whose members'
   /// full tensors are `fulls`.
   void countCollective(cost::CollectiveKind kind, int64_t groupSize,
@@ -107,6 +113,11 @@ public:
   void countTransfer(int kind, int64_t bytes);
 
 private:
+  bool placementOnly = false;
+  llvm::DenseMap<mlir::Type, mlir::Value> placeholders;
+  /// In placement-only mode, the placeholder of `type`.
+  mlir::Value placeholder(mlir::Type type);
+
   llvm::DenseMap<mlir::Attribute, mlir::LLVM::GlobalOp> constantGlobals;
   /// The index of the next constant's name, once the module's are known.
   std::optional<unsigned> nextConstant;

@@ -29,6 +29,8 @@ static_assert(static_cast<int>(train::ComparePredicate::NE) + ASRT_BINARY_LT ==
 
 Value StepEmitter::constantAddress(StringRef prefix, Attribute value,
                                    Type type, unsigned alignment) {
+  if (placementOnly)
+    return placeholder(LLVM::LLVMPointerType::get(builder().getContext()));
   OpBuilder &b = builder();
   // One global per distinct constant: layers of one shape share their dims
   // and strides. Names continue after those already in the module (another
