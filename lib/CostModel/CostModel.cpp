@@ -96,11 +96,19 @@ CostEstimate autoshard::cost::estimateCost(const ModelDescription &model,
                                            const Plan &plan,
                                            const ClusterSpec &cluster,
                                            const CostOptions &options) {
+  return estimateCost(model, plan, cluster,
+                      planCollectives(model, plan, cluster.worldSize()),
+                      options);
+}
+
+CostEstimate autoshard::cost::estimateCost(
+    const ModelDescription &model, const Plan &plan,
+    const ClusterSpec &cluster, const std::vector<CollectiveCall> &calls,
+    const CostOptions &options) {
   CostEstimate estimate;
   estimate.plan = plan;
   const int64_t N = cluster.worldSize();
   const int64_t K = std::max<int64_t>(model.microBatches, 1);
-  const std::vector<CollectiveCall> calls = planCollectives(model, plan, N);
   estimate.memory = estimateMemory(model, plan, cluster, calls);
   estimate.traffic = stepTraffic(model, plan, N);
   estimate.deviceCapacityBytes = rankMemoryBytes(cluster);

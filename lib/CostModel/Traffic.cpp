@@ -227,6 +227,17 @@ void addUnitGathers(const ModelDescription &model, const Plan &plan,
 
 } // namespace
 
+Plan autoshard::cost::collectivesOnly(const Plan &plan) {
+  Plan only = plan;
+  const Plan defaults;
+  only.prefetchDepth = defaults.prefetchDepth;
+  only.overlap = defaults.overlap;
+  only.optimizerOffload = defaults.optimizerOffload;
+  only.parameterOffload = defaults.parameterOffload;
+  only.checkpointing = defaults.checkpointing;
+  return only;
+}
+
 std::vector<CollectiveCall>
 autoshard::cost::planCollectives(const ModelDescription &model,
                                  const Plan &plan, int64_t worldSize) {

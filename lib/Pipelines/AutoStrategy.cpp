@@ -270,13 +270,32 @@ Choice autoshard::chooseStrategy(const cost::ModelDescription &model,
     space.optimizerOffloads = {base.offload};
   if (base.offloadParams != cost::Offload::None)
     space.parameterOffloads = {base.offloadParams};
+  // The collectives of each schedule, planned once for the candidates that
+  // differ only in what they do not depend on (checkpointing, offload,
+  // prefetch depth). The candidates' parameter layouts are their base
+  // preset's, named with it in the key.
+  std::map<std::string, std::vector<cost::CollectiveCall>> collectives;
   for (const cost::Plan &plan :
        cost::enumerateCandidatePlans(model, cluster, space)) {
     if (!strategy::lookupStrategy(plan.name) ||
         !cost::verifyPlan(plan, model, cluster).empty())
       continue;
+    const cost::Plan schedule = cost::collectivesOnly(plan);
+    std::string key = cost::describePlan(schedule);
+    for (const auto &[name, layout] : schedule.parameterLayouts)
+      key += llvm::formatv(" {0}={1}/{2}/{3}/{4}/{5}", name,
+                           static_cast<int>(layout.optimizerStates),
+                           static_cast<int>(layout.gradients),
+                           static_cast<int>(layout.parameters),
+                           layout.shardGroupSize, static_cast<int>(layout.unit))
+                 .str();
+    auto [calls, added] = collectives.try_emplace(key);
+    if (added)
+      calls->second =
+          cost::planCollectives(model, schedule, cluster.worldSize());
     Candidate candidate;
-    candidate.estimate = cost::estimateCost(model, plan, cluster);
+    candidate.estimate =
+        cost::estimateCost(model, plan, cluster, calls->second);
     candidate.fits = candidate.estimate.fits(budget);
     candidate.overflows = candidate.estimate.overflows(budget);
     StrategyOptions &options = candidate.options;

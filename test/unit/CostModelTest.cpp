@@ -193,6 +193,34 @@ TEST(CostModelPlan, CandidatesCoverTheSpace) {
     EXPECT_EQ(plan.optimizerOffload, Offload::Cpu) << describePlan(plan);
 }
 
+TEST(CostModelPlan, CollectivesDependOnlyOnWhatCollectivesOnlyKeeps) {
+  // A search plans the collectives once per collectivesOnly(plan) and
+  // shares them: every candidate, f32 (parameter offload too) and bf16,
+  // with persistence thresholds, prefetch depths and micro-batches, must
+  // get the same estimate as when it plans its own.
+  for (Precision precision : {Precision::F32, Precision::BF16}) {
+    ModelDescription model = gpt2(64, precision);
+    model.microBatches = 2;
+    CandidateSpace space;
+    space.prefetchDepths = {0, 1, 2};
+    space.persistenceThresholds = {0, 100000};
+    space.reduceEvery = {ReduceEvery::Step, ReduceEvery::MicroBatch};
+    ClusterSpec cluster = makeCluster(testGpu(), 16);
+    for (const Plan &plan : enumerateCandidatePlans(model, cluster, space)) {
+      CostEstimate own = estimateCost(model, plan, cluster);
+      CostEstimate shared = estimateCost(
+          model, plan, cluster,
+          planCollectives(model, collectivesOnly(plan), cluster.worldSize()));
+      SCOPED_TRACE(describePlan(plan));
+      EXPECT_EQ(own.memory.device.total(), shared.memory.device.total());
+      EXPECT_EQ(own.memory.host.hostBytes, shared.memory.host.hostBytes);
+      EXPECT_EQ(own.traffic.total(), shared.traffic.total());
+      EXPECT_EQ(own.time.total(), shared.time.total());
+      EXPECT_EQ(own.collectiveCalls, shared.collectiveCalls);
+    }
+  }
+}
+
 TEST(CostModelTime, ComputeIsFlopsOverPeakTimesEfficiency) {
   // 64 sequences of GPT-2 small on 8 ranks, bf16 at 1 PFLOP/s and 50%:
   // a third of the FLOPs forward, two thirds backward.

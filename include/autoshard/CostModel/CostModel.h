@@ -85,6 +85,13 @@ struct CostEstimate {
 CostEstimate estimateCost(const ModelDescription &model, const Plan &plan,
                           const ClusterSpec &cluster,
                           const CostOptions &options = {});
+/// The same, given the plan's collectives (planCollectives), which a search
+/// shares between plans that differ only in what they do not depend on
+/// (collectivesOnly).
+CostEstimate estimateCost(const ModelDescription &model, const Plan &plan,
+                          const ClusterSpec &cluster,
+                          const std::vector<CollectiveCall> &calls,
+                          const CostOptions &options = {});
 
 /// The fraction of `device`'s peak FLOP/s its compute attains: the
 /// device file's measured compute_efficiency, else options' assumption.

@@ -122,6 +122,12 @@ std::vector<CollectiveCall> planCollectives(const ModelDescription &model,
                                             const Plan &plan,
                                             int64_t worldSize);
 
+/// `plan` with the fields planCollectives does not read (prefetch depth,
+/// overlap, the offload tiers, the checkpointing mode) at their defaults:
+/// plans equal under it make the same collectives, so a search over those
+/// fields plans them once. Keep in step with planCollectives.
+Plan collectivesOnly(const Plan &plan);
+
 } // namespace autoshard::cost
 
 #endif // AUTOSHARD_COSTMODEL_TRAFFIC_H
