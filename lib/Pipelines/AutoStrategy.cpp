@@ -393,10 +393,11 @@ void autoshard::selectCandidate(Choice &choice) {
                     .str();
 }
 
-std::string autoshard::formatCostReport(const Choice &choice, bool json) {
+std::string autoshard::formatCostReport(const Choice &choice,
+                                        CostReportForm form) {
   std::string text;
   llvm::raw_string_ostream os(text);
-  if (json) {
+  if (form == CostReportForm::Json) {
     llvm::json::Array candidates;
     for (auto [i, c] : llvm::enumerate(choice.candidates)) {
       const cost::MemoryBreakdown &m = c.estimate.memory.device;
@@ -458,30 +459,72 @@ std::string autoshard::formatCostReport(const Choice &choice, bool json) {
                       "{7,9}\n",
                       "plan", "memory", "states", "activ.", "bytes/step",
                       "compute", "exposed", "step ms");
+  // The summary: of each strategy, the candidates that fit, fastest
+  // first, then those that do not, smallest first; and the chosen one.
+  std::vector<bool> shown(choice.candidates.size(),
+                          form == CostReportForm::All);
+  if (form == CostReportForm::Summary) {
+    std::map<std::string, std::vector<size_t>> byStrategy;
+    for (auto [i, c] : llvm::enumerate(choice.candidates))
+      byStrategy[c.options.strategy].push_back(i);
+    for (auto &[name, indices] : byStrategy) {
+      auto rank = [&](size_t i) {
+        const Candidate &c = choice.candidates[i];
+        return std::make_tuple(!c.fits,
+                               c.fits ? c.estimate.time.total() : 0.0,
+                               c.estimate.memory.device.total(), i);
+      };
+      llvm::sort(indices,
+                 [&](size_t x, size_t y) { return rank(x) < rank(y); });
+      for (size_t i : ArrayRef(indices).take_front(kReportedPerStrategy))
+        shown[i] = true;
+    }
+    if (choice.chosen >= 0)
+      shown[choice.chosen] = true;
+  }
+  auto gib = [](int64_t bytes) {
+    const char *units[] = {"B", "K", "M", "G", "T"};
+    double value = static_cast<double>(bytes);
+    int unit = 0;
+    while (value >= 1024 && unit < 4) {
+      value /= 1024;
+      ++unit;
+    }
+    return llvm::formatv("{0:f1}{1}", value, units[unit]).str();
+  };
   for (auto [i, c] : llvm::enumerate(choice.candidates)) {
+    if (!shown[i])
+      continue;
     const cost::MemoryBreakdown &m = c.estimate.memory.device;
     const cost::StepTime &t = c.estimate.time;
-    auto gib = [](int64_t bytes) {
-      const char *units[] = {"B", "K", "M", "G", "T"};
-      double value = static_cast<double>(bytes);
-      int unit = 0;
-      while (value >= 1024 && unit < 4) {
-        value /= 1024;
-        ++unit;
-      }
-      return llvm::formatv("{0:f1}{1}", value, units[unit]).str();
-    };
+    // The chosen plan's memory is one figure: its exact plan's when the
+    // compiler built one, which the row says, else the estimate.
+    bool chosen = static_cast<int>(i) == choice.chosen;
+    std::string memory = gib(m.total()), note;
+    if (chosen) {
+      bool planned = c.plannedBytes >= 0;
+      if (planned)
+        memory = gib(c.plannedBytes);
+      note = planned ? "  planned" : "  estimated";
+    } else if (c.plannedBytes >= 0) {
+      note = "  planned " + gib(c.plannedBytes);
+    }
     os << llvm::formatv(
         "{0} {1,-58} {2,10} {3,10} {4,10} {5,12} {6,9:f1} {7,9:f1} "
         "{8,9:f1}{9}{10}\n",
-        static_cast<int>(i) == choice.chosen ? "*" : " ",
-        cost::describePlan(c.estimate.plan), gib(m.total()),
+        chosen ? "*" : " ", cost::describePlan(c.estimate.plan), memory,
         gib(m.modelStates()), gib(m.activations),
         c.estimate.traffic.total(), ms(t.compute()),
-        ms(t.exposedCommunication + t.exposedOffload), ms(t.total()),
-        c.plannedBytes >= 0 ? "  planned " + gib(c.plannedBytes) : "",
+        ms(t.exposedCommunication + t.exposedOffload), ms(t.total()), note,
         c.fits ? "" : "  does not fit");
   }
+  size_t count = llvm::count(shown, true);
+  if (count < choice.candidates.size())
+    os << llvm::formatv("  ({0} of {1} candidates: the chosen plan and the "
+                        "best {2} of each strategy; --cost-report=all lists "
+                        "every one)\n",
+                        count, choice.candidates.size(),
+                        kReportedPerStrategy);
   os << "chosen: " << choice.reason << "\n";
   return text;
 }
@@ -828,7 +871,10 @@ void AutoStrategyPass::runOnOperation() {
   }
 
   if (!report.empty()) {
-    std::string text = formatCostReport(choice, report == "json");
+    std::string text = formatCostReport(
+        choice, report == "json" ? CostReportForm::Json
+                : report == "all" ? CostReportForm::All
+                                  : CostReportForm::Summary);
     if (reportFile.empty()) {
       llvm::errs() << text;
     } else {

@@ -172,9 +172,9 @@ std::string autoshard::verifyStrategyOptions(const StrategyOptions &options) {
            "'; valid strategies: " + strategy::listStrategyNames() + ", " +
            strategy::kAutoStrategy;
   if (!options.costReport.empty() && options.costReport != "text" &&
-      options.costReport != "json")
+      options.costReport != "all" && options.costReport != "json")
     return "unknown --cost-report '" + options.costReport +
-           "'; valid: text, json";
+           "'; valid: text, all, json";
   // Checked before the numbers, whose "at least 1" would read as if 0 had
   // been asked for.
   if (options.worldSize == 0)

@@ -8,9 +8,13 @@
 // MLP: train.collective_start all_reduce
 // REPORT: cost report: train_step on 1 x 2 cpu-node (2 ranks)
 // REPORT: plan{{.*}}memory{{.*}}bytes/step{{.*}}step ms
-// REPORT: * ddp bucket=25MiB prefetch=1 offload=none/none checkpoint=none
-// REPORT: zero3 reshard=after_forward
+// REPORT: * ddp bucket=25MiB prefetch=1 offload=none/none checkpoint=none {{.*}}112.4K{{.*}}  planned{{$}}
+// REPORT: zero3 {{.*}}reshard=after_forward
+// REPORT: (15 of 132 candidates: the chosen plan and the best 3 of each strategy; --cost-report=all lists every one)
 // REPORT: chosen: ddp {{.*}}: DDP fits, estimated
+// Every candidate, one line each:
+// RUN: shard-opt --strategy=auto --world-size=2 --cost-report=all %examples/mlp.mlir 2>&1 >/dev/null | grep -cE '^[ *] (ddp|zero1|zero2|zero3|fsdp) ' | FileCheck %s --check-prefix=ALL
+// ALL: {{^}}132{{$}}
 
 // JSON, to a file: every candidate with its memory, traffic and time.
 // RUN: shard-opt --strategy=auto --world-size=2 --cost-report=json --cost-report-file=%t.json %examples/mlp.mlir > /dev/null
@@ -26,9 +30,9 @@
 // RUN: shard-opt --strategy=auto --world-size=2 --memory-budget=112KiB --cost-report %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=BUDGET
 // RUN: shard-opt --strategy=auto --world-size=2 --memory-budget=125KiB --cost-report %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=ROOM
 // BUDGET: ddp bucket=25MiB {{.*}} does not fit
-// BUDGET: * zero1 bucket=25MiB {{.*}} checkpoint=none {{.*}} planned 102.3K
+// BUDGET: * zero1 bucket=25MiB {{.*}} checkpoint=none {{.*}}102.3K{{.*}}  planned{{$}}
 // BUDGET: chosen: zero1 {{.*}} DDP does not fit
-// ROOM: * ddp bucket=25MiB {{.*}} checkpoint=none {{.*}} planned 112.4K
+// ROOM: * ddp bucket=25MiB {{.*}} checkpoint=none {{.*}}112.4K{{.*}}  planned{{$}}
 // ROOM: chosen: ddp {{.*}} DDP fits
 
 // The chosen plan's trial build, whose exact memory plan confirmed it, is
@@ -50,7 +54,7 @@
 // RUN: rm -rf %t.devices && mkdir -p %t.devices && cp %t.small-node.json %t.devices/small-node.json
 // RUN: shard-opt --strategy=auto --world-size=2 --device=%t.devices/small-node.json --cost-report %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=OWN
 // OWN: cost report: train_step on 1 x 2 small-node (2 ranks)
-// OWN: * zero1 bucket=25MiB {{.*}} checkpoint=none {{.*}} planned 102.3K
+// OWN: * zero1 bucket=25MiB {{.*}} checkpoint=none {{.*}}102.3K{{.*}}  planned{{$}}
 // OWN: chosen: zero1 {{.*}} DDP does not fit
 // RUN: not shard-opt --strategy=auto --world-size=2 --device=%t.none.json %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=OWNMISSING
 // OWNMISSING: error: cannot read device file '{{.*}}none.json': No such file or directory
@@ -67,7 +71,7 @@
 
 // Llama 2 7B in bf16 on 64 H100s, one sequence of 4096 tokens each: DDP's
 // 16 bytes per parameter do not fit 80 GB; a sharded plan does.
-// RUN: shard-gen llama2-7b --micro-batch=64 --precision=bf16 2>/dev/null | shard-opt --strategy=auto --world-size=64 --device=h100-80gb --cost-report 2>%t.llama | FileCheck %s --check-prefix=LLAMA
+// RUN: shard-gen llama2-7b --micro-batch=64 --precision=bf16 2>/dev/null | shard-opt --strategy=auto --world-size=64 --device=h100-80gb --cost-report=all 2>%t.llama | FileCheck %s --check-prefix=LLAMA
 // RUN: FileCheck %s --check-prefix=LLAMAREPORT < %t.llama
 // LLAMA: train.plan = #train.plan<strategy = "{{zero1|zero2|zero3|fsdp|hybrid}}"
 // LLAMAREPORT: cost report: train_step on 8 x 8 h100-80gb (64 ranks)
@@ -76,7 +80,7 @@
 
 // GPT-3 on 8 H100s: only an offloaded ZeRO-3 fits (the Adam states and
 // fp32 masters off the device); the compiler's exact plan confirms the fit.
-// RUN: shard-gen gpt3-175b --micro-batch=8 --precision=bf16 2>/dev/null | shard-opt --strategy=auto --world-size=8 --device=h100-80gb --cost-report 2>%t.gpt3 | FileCheck %s --check-prefix=GPT3
+// RUN: shard-gen gpt3-175b --micro-batch=8 --precision=bf16 2>/dev/null | shard-opt --strategy=auto --world-size=8 --device=h100-80gb --cost-report=all 2>%t.gpt3 | FileCheck %s --check-prefix=GPT3
 // RUN: FileCheck %s --check-prefix=GPT3REPORT < %t.gpt3
 // GPT3: train.memory = #train.memory<{{host|nvme}}>
 // GPT3: train.plan = #train.plan<strategy = "zero3"
@@ -97,17 +101,17 @@
 // RUN: not shard-opt --strategy=auto --world-size=8 --nodes=3 --device=h100-80gb %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=NODES
 // NODES: error: 3 nodes do not divide the world size 8
 // RUN: not shard-opt --world-size=1 --strategy=auto --cost-report=xml %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=REPORTKIND
-// REPORTKIND: shard-opt: error: unknown --cost-report 'xml'; valid: text, json
+// REPORTKIND: shard-opt: error: unknown --cost-report 'xml'; valid: text, all, json
 // RUN: not shard-opt --world-size=1 --strategy=zero3 --device=h100-80gb %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=NOTAUTO
 // NOTAUTO: shard-opt: error: --device, --nodes, --ranks-per-node, --cost-report and --cost-report-file are for --strategy=auto
 
 // Under gradient accumulation, plans that shard gradients are also tried
 // reducing every micro-batch; --reduce-every=micro-batch pins that, which
 // leaves no DDP plan to choose.
-// RUN: shard-opt --strategy=auto --world-size=2 --device=h100-80gb --cost-report %S/Inputs/accumulation-step.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=ACCUM
+// RUN: shard-opt --strategy=auto --world-size=2 --device=h100-80gb --cost-report=all %S/Inputs/accumulation-step.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=ACCUM
 // ACCUM-DAG: zero2 bucket=25MiB prefetch=1 offload=none/none checkpoint=none
 // ACCUM-DAG: zero2 bucket=25MiB prefetch=1 reduce-every=micro-batch offload=none/none checkpoint=none
-// RUN: shard-opt --strategy=auto --world-size=2 --device=h100-80gb --reduce-every=micro-batch --cost-report %S/Inputs/accumulation-step.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=PINNED
+// RUN: shard-opt --strategy=auto --world-size=2 --device=h100-80gb --reduce-every=micro-batch --cost-report=all %S/Inputs/accumulation-step.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=PINNED
 // PINNED-NOT: {{^[ *] ddp }}
 // PINNED: chosen: {{.*}}reduce-every=micro-batch{{.*}}; DDP is not among the candidates
 // RUN: not shard-opt %S/Inputs/accumulation-step.mlir --pass-pipeline='builtin.module(autoshard-auto-strategy{world-size=2 reduce-every=often})' 2>&1 | FileCheck %s --check-prefix=AUTOEVERY
@@ -117,15 +121,15 @@
 // search instead of being dropped: the reshard point, the checkpointing
 // mode, the persistence threshold (plans that shard parameters) and the
 // offload tiers (on a device that can offload).
-// RUN: shard-opt --strategy=auto --world-size=4 --reshard-after-forward=false --cost-report %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=PINRESHARD
+// RUN: shard-opt --strategy=auto --world-size=4 --reshard-after-forward=false --cost-report=all %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=PINRESHARD
 // PINRESHARD-NOT: reshard=after_forward
 // PINRESHARD: chosen:
-// RUN: shard-opt --strategy=auto --world-size=4 --activation-checkpointing=selective --cost-report %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=PINCKPT
+// RUN: shard-opt --strategy=auto --world-size=4 --activation-checkpointing=selective --cost-report=all %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=PINCKPT
 // PINCKPT-NOT: checkpoint={{none|blocks}}
 // PINCKPT: chosen: {{.*}} checkpoint=selective
-// RUN: shard-opt --strategy=auto --world-size=4 --persistence-threshold=100 --cost-report %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=PINPERSIST
+// RUN: shard-opt --strategy=auto --world-size=4 --persistence-threshold=100 --cost-report=all %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=PINPERSIST
 // PINPERSIST: chosen: {{zero3|fsdp}} persist<=100 {{.*}} DDP is not among the candidates
-// RUN: shard-opt --strategy=auto --world-size=2 --offload=cpu --device=h100-80gb --cost-report %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=PINOFFLOAD
+// RUN: shard-opt --strategy=auto --world-size=2 --offload=cpu --device=h100-80gb --cost-report=all %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=PINOFFLOAD
 // PINOFFLOAD-NOT: offload=none/
 // PINOFFLOAD: chosen: {{.*}} offload=cpu/{{.*}} DDP without offload is not among the candidates{{$}}
 // RUN: not shard-opt --strategy=auto --world-size=2 --offload=cpu %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=NOOFFLOAD

@@ -105,11 +105,32 @@ TEST(AutoStrategy, ReportNamesEveryCandidateAndTheChoice) {
   Choice choice = chooseStrategy(model, cost::makeCluster(*spec, 8),
                                  StrategyOptions());
   ASSERT_GE(choice.chosen, 0);
-  std::string text = formatCostReport(choice, false);
+  std::string text = formatCostReport(choice, CostReportForm::Summary);
   EXPECT_NE(text.find("cost report: gpt2-small on 1 x 8 h100-80gb (8 ranks)"),
             std::string::npos);
   EXPECT_NE(text.find("chosen: ddp"), std::string::npos);
-  std::string json = formatCostReport(choice, true);
+  // The summary: the chosen row (estimated: no exact plan here) and at most
+  // three of each strategy; all: every candidate.
+  auto rows = [](const std::string &report) {
+    size_t count = 0;
+    for (size_t at = 0; (at = report.find("\n", at)) != std::string::npos;
+         ++at)
+      count += report.compare(at + 1, 2, "  ") == 0 ||
+               report.compare(at + 1, 2, "* ") == 0;
+    return count;
+  };
+  std::string all = formatCostReport(choice, CostReportForm::All);
+  size_t strategies = 0;
+  for (const std::string &name : cost::presetNames())
+    strategies += llvm::any_of(choice.candidates, [&](const Candidate &c) {
+      return c.options.strategy == name;
+    });
+  EXPECT_LE(rows(text), 3 + kReportedPerStrategy * strategies);
+  EXPECT_EQ(rows(all), 1 + choice.candidates.size());
+  EXPECT_NE(text.find("estimated\n"), std::string::npos);
+  EXPECT_NE(text.find("--cost-report=all lists every one"),
+            std::string::npos);
+  std::string json = formatCostReport(choice, CostReportForm::Json);
   EXPECT_NE(json.find("\"chosen\": " + std::to_string(choice.chosen)),
             std::string::npos);
   EXPECT_NE(json.find("\"exposed_communication\""), std::string::npos);

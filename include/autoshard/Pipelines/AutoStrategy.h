@@ -62,8 +62,22 @@ Choice chooseStrategy(const cost::ModelDescription &model,
 /// Chooses again among the candidates that (still) fit, by the same rule.
 void selectCandidate(Choice &choice);
 
-/// The cost report: one line (or JSON object) per candidate.
-std::string formatCostReport(const Choice &choice, bool json);
+/// The cost report's forms (`--cost-report=text|all|json`).
+enum class CostReportForm {
+  /// The chosen plan and, of each strategy, the few best candidates: those
+  /// that fit, fastest first, then those that do not, smallest first.
+  Summary,
+  /// One line per candidate.
+  All,
+  /// One JSON object per candidate.
+  Json,
+};
+
+/// How many candidates of each strategy the summary shows.
+constexpr size_t kReportedPerStrategy = 3;
+
+/// The cost report of `choice` in `form`.
+std::string formatCostReport(const Choice &choice, CostReportForm form);
 
 /// Adds the pass that does all of this on the module and then runs the
 /// chosen strategy's pipeline (`autoshard-auto-strategy`); options.strategy
