@@ -303,6 +303,33 @@ void binaryRun(const A *a, int64_t sa, const B *b, int64_t sb, Out *y,
   }
 }
 
+// ---- Select ------------------------------------------------------------
+
+/// Calls use(stride) with a stride of 0 or 1 as a compile-time constant,
+/// any other as itself: a loop over dense and broadcast operands then
+/// indexes them as a vector loop can.
+template <typename Use> void withStride(int64_t stride, Use &&use) {
+  if (stride == 1)
+    use(std::integral_constant<int64_t, 1>{});
+  else if (stride == 0)
+    use(std::integral_constant<int64_t, 0>{});
+  else
+    use(stride);
+}
+
+/// y[j] = c[j * sc] ? a[j * sa] : b[j * sb] for j < len: the chosen
+/// element's bits, not a rounding of them. Both operands are read for
+/// every j (each covers the whole space), so that the choice is a blend
+/// and the loop vectorizes.
+template <typename T, typename SC, typename SA, typename SB>
+void selectRun(const uint8_t *c, SC sc, const T *a, SA sa, const T *b, SB sb,
+               T *y, int64_t len) {
+  for (int64_t j = 0; j < len; ++j) {
+    const T va = a[j * sa], vb = b[j * sb];
+    y[j] = c[j * sc] ? va : vb;
+  }
+}
+
 // ---- Reduce ------------------------------------------------------------
 
 /// Outputs reduced together: one pass over the reduced space adds each
@@ -465,12 +492,14 @@ extern "C" void asrt_select(asrt_context *ctx, int32_t dtype,
     forEachChunk(ctx, s.count, 1, [&](int64_t begin, int64_t end) {
       forEachRun(s, begin, end,
                  [&](int64_t pos, const int64_t *off, int64_t len) {
-                   const uint8_t *c = cond + off[0];
-                   const T *pa = lhs + off[1];
-                   const T *pb = rhs + off[2];
-                   // The chosen element's bits, not a rounding of them.
-                   for (int64_t j = 0; j < len; ++j)
-                     out[pos + j] = c[j * sc] ? pa[j * sa] : pb[j * sb];
+                   withStride(sc, [&](auto c) {
+                     withStride(sa, [&](auto a) {
+                       withStride(sb, [&](auto b) {
+                         selectRun(cond + off[0], c, lhs + off[1], a,
+                                   rhs + off[2], b, out + pos, len);
+                       });
+                     });
+                   });
                  });
     });
   });
