@@ -131,6 +131,12 @@ template <typename Use> void withUnaryFn(int32_t fn, float alpha, Use &&use) {
     return use([](float x) { return 0.5f * x * std::erfc(-x * kInvSqrt2); },
                Scalar{});
   case ASRT_UNARY_POW:
+    // Squares and cubes as products, as torch's pow kernel computes them:
+    // a vector loop, where std::pow is a call per element (GELU's cube).
+    if (alpha == 2.0f)
+      return use([](float x) { return x * x; }, Vector{});
+    if (alpha == 3.0f)
+      return use([](float x) { return x * x * x; }, Vector{});
     return use([alpha](float x) { return std::pow(x, alpha); }, Scalar{});
   case ASRT_UNARY_ADD:
     return use([alpha](float x) { return x + alpha; }, Vector{});
@@ -205,7 +211,14 @@ void withUnaryGradFn(int32_t fn, float alpha, Use &&use) {
         },
         Scalar{});
   case ASRT_UNARY_POW:
-    // torch's pow_backward: 0 for the exponent 0 (also where x^-1 is inf).
+    // torch's pow_backward, dy * (alpha * x^(alpha - 1)), with x^1 and x^2
+    // as the forward's products.
+    if (alpha == 2.0f)
+      return use([](float g, float x) { return g * (2.0f * x); }, Vector{});
+    if (alpha == 3.0f)
+      return use([](float g, float x) { return g * (3.0f * (x * x)); },
+                 Vector{});
+    // 0 for the exponent 0 (also where x^-1 is inf).
     return use(
         [alpha](float g, float x) {
           return alpha == 0.0f ? 0.0f : g * (alpha * std::pow(x, alpha - 1.0f));

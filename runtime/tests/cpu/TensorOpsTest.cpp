@@ -295,6 +295,29 @@ TEST_F(TensorOpsTest, UnaryGivesTheFixedKernelsBits) {
       });
 }
 
+TEST_F(TensorOpsTest, PowSquaresAndCubesAsTorchsProducts) {
+  // torch computes x^2 and x^3 as x * x and x * x * x (and their gradients
+  // from those): the same bits, which std::pow's rounding of x^3 is not
+  // always.
+  const int64_t n = 1001;
+  std::vector<float> x = uniformFloats(n, 70, -9, 9);
+  std::vector<float> dy = uniformFloats(n, 71, -1, 1);
+  for (float alpha : {2.0f, 3.0f}) {
+    std::vector<float> y(n), dx(n), ref(n), dref(n);
+    asrt_unary(&ctx, ASRT_DTYPE_F32, ASRT_UNARY_POW, x.data(), y.data(), n,
+               alpha);
+    asrt_unary_grad(&ctx, ASRT_DTYPE_F32, ASRT_UNARY_POW, dy.data(), x.data(),
+                    dx.data(), n, alpha);
+    for (int64_t i = 0; i < n; ++i) {
+      float v = x[i];
+      ref[i] = alpha == 2.0f ? v * v : v * v * v;
+      dref[i] = alpha == 2.0f ? dy[i] * (2.0f * v) : dy[i] * (3.0f * (v * v));
+    }
+    EXPECT_TRUE(bitwiseEqual(y, ref)) << "alpha " << alpha;
+    EXPECT_TRUE(bitwiseEqual(dx, dref)) << "alpha " << alpha;
+  }
+}
+
 TEST_F(TensorOpsTest, UnaryEdgeValues) {
   // ReLU keeps NaN; |x|'s gradient is 0 at 0; pow's is 0 for exponent 0,
   // even at x = 0; exact GELU keeps its relative accuracy in the left tail.
