@@ -1,5 +1,5 @@
 // ThreadPool: every task once, really in parallel, clean shutdown; and the
-// context's optimizer pool.
+// context's compute pool, shared by the kernels and the optimizer.
 #include "core/ThreadPool.h"
 #include "core/Context.h"
 
