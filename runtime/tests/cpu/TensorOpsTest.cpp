@@ -1048,6 +1048,16 @@ TEST_F(TensorOpsTest, ResultsDoNotDependOnTheThreadCount) {
         return y;
       },
       "copy_strided and fill");
+  // The fixed add and scale, which the generic lowering calls too.
+  expectThreadIndependent(
+      ctx,
+      [&] {
+        std::vector<float> y(2 * n);
+        asrt_add(&ctx, ASRT_DTYPE_F32, x.data(), x2.data(), y.data(), n);
+        asrt_scale(&ctx, ASRT_DTYPE_F32, x.data(), y.data() + n, n, 0.3f);
+        return y;
+      },
+      "add and scale");
   // bf16: widened, computed and rounded per element as in f32.
   std::vector<uint16_t> xb = toBf16(x), bb = toBf16(b);
   expectThreadIndependent(
