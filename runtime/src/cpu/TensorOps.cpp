@@ -343,6 +343,62 @@ void selectRun(const uint8_t *c, SC sc, const T *a, SA sa, const T *b, SB sb,
   }
 }
 
+// ---- Copy --------------------------------------------------------------
+
+/// The side of a transpose's square tiles: 32 rows of 32 elements touch 32
+/// cache lines on the strided side, which stay in L1 while the tile's
+/// other elements fill them.
+constexpr int64_t kTransposeTile = 32;
+
+/// A copy whose two innermost dims are transposed (one operand steps by 1
+/// along the inner dim, the other along the one outside it), in tiles:
+/// copied in runs of the inner dim, the strided side would touch a cache
+/// line, and at large strides a page, per element. Each element is copied
+/// once, so any order gives the same bytes. Returns false, copying
+/// nothing, when `s` is not such a transpose or too small to gain.
+template <typename T>
+bool copyTransposeInTiles(asrt_context *ctx, const StridedSpace &s, const T *in,
+                          T *out) {
+  const int r = s.rank;
+  if (r < 2)
+    return false;
+  const int64_t rows = s.dims[r - 2], cols = s.dims[r - 1];
+  const int64_t xr = s.strides[0][r - 2], xc = s.strides[0][r - 1];
+  const int64_t yr = s.strides[1][r - 2], yc = s.strides[1][r - 1];
+  const bool transposed =
+      (xc == 1 && yr == 1 && yc != 1) || (yc == 1 && xr == 1 && xc != 1);
+  if (!transposed || rows < kTransposeTile || cols < kTransposeTile)
+    return false;
+  const int64_t rowTiles = (rows + kTransposeTile - 1) / kTransposeTile;
+  const int64_t batches = s.count / (rows * cols);
+  // An item is one band of kTransposeTile rows of one batch.
+  forEachChunk(ctx, batches * rowTiles, kTransposeTile * cols,
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t item = begin; item < end; ++item) {
+                   int64_t batch = item / rowTiles;
+                   const int64_t i0 = (item % rowTiles) * kTransposeTile;
+                   const int64_t i1 = std::min(rows, i0 + kTransposeTile);
+                   int64_t ox = 0, oy = 0;
+                   for (int d = r - 3; d >= 0; --d) {
+                     const int64_t index = batch % s.dims[d];
+                     batch /= s.dims[d];
+                     ox += index * s.strides[0][d];
+                     oy += index * s.strides[1][d];
+                   }
+                   for (int64_t j0 = 0; j0 < cols; j0 += kTransposeTile) {
+                     const int64_t j1 = std::min(cols, j0 + kTransposeTile);
+                     for (int64_t i = i0; i < i1; ++i) {
+                       const T *px = in + ox + i * xr;
+                       T *py = out + oy + i * yr;
+                       for (int64_t j = j0; j < j1; ++j)
+                         py[j * yc] = px[j * xc];
+                     }
+                   }
+                 }
+               });
+  return true;
+}
+
 // ---- Reduce ------------------------------------------------------------
 
 /// Outputs reduced together: one pass over the reduced space adds each
@@ -560,6 +616,8 @@ extern "C" void asrt_copy_strided(asrt_context *ctx, int32_t dtype,
     using T = decltype(tag);
     const T *in = static_cast<const T *>(x) + x_offset;
     T *out = static_cast<T *>(y) + y_offset;
+    if (copyTransposeInTiles(ctx, s, in, out))
+      return;
     const int64_t sx = s.innerStride(0), sy = s.innerStride(1);
     forEachChunk(ctx, s.count, 1, [&](int64_t begin, int64_t end) {
       forEachRun(s, begin, end, [&](int64_t, const int64_t *off, int64_t len) {

@@ -639,6 +639,38 @@ TEST_F(TensorOpsTest, CopyStridedWritesOnlyTheAddressedElements) {
   EXPECT_EQ(one, x[5]);
 }
 
+TEST_F(TensorOpsTest, CopyStridedTransposesInTilesAsElementByElement) {
+  // Batched transposes of the two innermost dims, large enough for tiles
+  // and no multiple of them: writing strided, reading strided, and into a
+  // padded slice of a larger buffer; each element where a loop over the
+  // index space puts it, and nothing else written.
+  struct Case {
+    Dims dims, xStrides, yStrides;
+    int64_t yOffset, ySize;
+  };
+  const Dims dims = {2, 3, 45, 70};
+  const std::vector<Case> cases = {
+      {dims, {9450, 3150, 70, 1}, {9450, 3150, 1, 45}, 0, 18900},
+      {dims, {9450, 3150, 1, 45}, {9450, 3150, 70, 1}, 0, 18900},
+      {dims, {9450, 3150, 70, 1}, {11000, 3600, 1, 50}, 7, 22000},
+      // Too small for tiles: the runs of the inner dim.
+      {{4, 31, 33}, {1023, 33, 1}, {1023, 1, 31}, 0, 4092},
+  };
+  for (const Case &c : cases) {
+    const int64_t count = countOf(c.dims);
+    std::vector<float> x = uniformFloats(count, 95, -1, 1);
+    std::vector<float> y(c.ySize, 7.0f), want(c.ySize, 7.0f);
+    forEachIndex(c.dims, [&](int64_t, const Dims &index) {
+      want[c.yOffset + offsetOf(index, c.yStrides)] =
+          x[offsetOf(index, c.xStrides)];
+    });
+    asrt_copy_strided(&ctx, ASRT_DTYPE_F32, x.data(), y.data(),
+                      static_cast<int32_t>(c.dims.size()), c.dims.data(),
+                      c.xStrides.data(), 0, c.yStrides.data(), c.yOffset);
+    EXPECT_TRUE(bitwiseEqual(y, want)) << "x strides " << c.xStrides[1];
+  }
+}
+
 TEST_F(TensorOpsTest, FillRoundsOnce) {
   std::vector<float> y = poisoned(100);
   asrt_fill(&ctx, ASRT_DTYPE_F32, y.data(), 100, 0.1f);
