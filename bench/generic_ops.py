@@ -14,11 +14,14 @@ RMSNorm / RoPE chains). Compiles three binaries for one CPU rank:
 
 and runs them in turn, --repeats times, each for --steps steps, reading the
 runtime's steady ms per step from --stats-json (steady_step_ms: the
-median after the first step). The
-ratios are against the fused binary's median in the same run; nothing here
-is a test threshold (machines are shared and noisy).
+median after the first step), at each of --threads (the binaries'
+--threads: BLAS and the generic kernels' threads). The ratios are against
+the fused binary's median at the same thread count, and against the same
+binary's at the first thread count, in the same run; nothing here is a
+test threshold (machines are shared and noisy).
 
   python3 bench/generic_ops.py --bin build/bin
+  python3 bench/generic_ops.py --bin build/bin --threads 1,2
   python3 bench/generic_ops.py --bin build/bin --family llama --repeats 5
 """
 
@@ -45,8 +48,17 @@ def main():
     parser.add_argument("--micro-batch", type=int, default=4)
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", default="1",
+                        help="comma-separated --threads values to run at")
     parser.add_argument("--mpirun", default=shutil.which("mpirun") or "mpirun")
     args = parser.parse_args()
+    try:
+        thread_counts = [int(t) for t in args.threads.split(",")]
+    except ValueError:
+        thread_counts = []
+    if not thread_counts or min(thread_counts) < 1:
+        sys.exit(f"error: --threads must be a list of integers >= 1, "
+                 f"got '{args.threads}'")
     if args.steps < 2:
         sys.exit(f"error: --steps must be at least 2 (the first step is "
                  f"not timed), got {args.steps}")
@@ -57,7 +69,7 @@ def main():
     mpirun = mpirun_command(args.mpirun, 1)
     variants = (("fused", [], []), ("raised", ["--generic"], []),
                 ("generic", ["--generic"], ["--raise=false"]))
-    times = {name: [] for name, _, _ in variants}
+    times = {(name, t): [] for name, _, _ in variants for t in thread_counts}
 
     with tempfile.TemporaryDirectory() as tmp:
         env = rank_environment(tmp)
@@ -73,21 +85,28 @@ def main():
         # Interleaved, so that a burst of load on the shared machine falls on
         # every variant alike.
         for _ in range(args.repeats):
-            for name, _, _ in variants:
-                stats = os.path.join(tmp, f"{name}.json")
-                run(mpirun + [binaries[name], "--steps", str(args.steps),
-                              "--seed", "1", "--stats-json", stats], env=env)
-                with open(stats) as f:
-                    s = json.load(f)
-                times[name].append(s["steady_step_ms"])
+            for threads in thread_counts:
+                for name, _, _ in variants:
+                    stats = os.path.join(tmp, f"{name}.json")
+                    run(mpirun + [binaries[name], "--steps", str(args.steps),
+                                  "--seed", "1", "--threads", str(threads),
+                                  "--stats-json", stats], env=env)
+                    with open(stats) as f:
+                        s = json.load(f)
+                    times[(name, threads)].append(s["steady_step_ms"])
 
-    fused = statistics.median(times["fused"])
+    medians = {key: statistics.median(t) for key, t in times.items()}
+    first = thread_counts[0]
     print(f"{args.family} 4 layers x 256, micro-batch {args.micro_batch}, "
           f"1 CPU rank, median of {args.repeats} runs of {args.steps} steps")
-    print(f"{'':10}{'ms/step':>10}{'x fused':>10}")
-    for name, _, _ in variants:
-        median = statistics.median(times[name])
-        print(f"{name:10}{median:>10.1f}{median / fused:>10.2f}")
+    print(f"{'':10}{'threads':>8}{'ms/step':>10}{'x fused':>10}"
+          f"{f'x {first} thr':>10}")
+    for threads in thread_counts:
+        for name, _, _ in variants:
+            median = medians[(name, threads)]
+            print(f"{name:10}{threads:>8}{median:>10.1f}"
+                  f"{median / medians[('fused', threads)]:>10.2f}"
+                  f"{median / medians[(name, first)]:>10.2f}")
 
 
 if __name__ == "__main__":

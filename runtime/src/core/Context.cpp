@@ -10,6 +10,7 @@
 #include "core/ThreadPool.h"
 #include "stats/Trace.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cinttypes>
 #include <cstdarg>
@@ -208,7 +209,7 @@ asrt_context::asrt_context()
       offloadStream(std::make_unique<autoshard::rt::CommStream>(
           *stats, autoshard::rt::StreamRole::Offload)),
       transfers(std::make_unique<autoshard::rt::InFlightTransfers>()),
-      optimizerPool(std::make_unique<autoshard::rt::ThreadPool>(1)),
+      computePool(std::make_unique<autoshard::rt::ThreadPool>(1)),
       hostAllocations(std::make_unique<AllocationTable>()) {}
 
 asrt_context::~asrt_context() {
@@ -230,12 +231,25 @@ void asrt_context::setTrace(autoshard::rt::Trace *t) {
   trace_ = t;
 }
 
+void asrt_context::setKernelThreads(int threads) {
+  if (threads < 1)
+    fatal("kernel threads: %d must be at least 1", threads);
+  kernelThreads_ = threads;
+  sizeComputePool();
+}
+
 void asrt_context::setOptimizerThreads(int threads) {
   if (threads < 1)
     fatal("optimizer threads: %d must be at least 1", threads);
+  optimizerThreads_ = threads;
+  sizeComputePool();
+}
+
+void asrt_context::sizeComputePool() {
+  int threads = std::max(kernelThreads_, optimizerThreads_);
   // The old pool's workers are joined here, between steps.
-  if (threads != optimizerPool->threads())
-    optimizerPool = std::make_unique<autoshard::rt::ThreadPool>(threads);
+  if (threads != computePool->threads())
+    computePool = std::make_unique<autoshard::rt::ThreadPool>(threads);
 }
 
 void asrt_context::resolveDeviceOpTimes() {

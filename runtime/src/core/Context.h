@@ -136,14 +136,16 @@ struct asrt_context {
   /// waited yet. Also declared after `stats`.
   std::unique_ptr<autoshard::rt::CommStream> offloadStream;
   std::unique_ptr<autoshard::rt::InFlightTransfers> transfers;
-  /// The threads of the CPU optimizer step (asrt_adamw_update,
-  /// asrt_sgd_update) and of the CPU's generic tensor kernels (asrt_unary,
-  /// asrt_reduce, asrt_softmax, ...: cpu/Parallel.h): the calling thread
-  /// and threads - 1 workers, which start at the first call large enough
-  /// to split. One thread (the
-  /// default) keeps the step on the calling thread, since ranks usually
-  /// share a node's cores; change it only with setOptimizerThreads.
-  std::unique_ptr<autoshard::rt::ThreadPool> optimizerPool;
+  /// The rank's host compute threads: the calling thread and threads - 1
+  /// workers, which start at the first loop large enough to split. Every
+  /// CPU loop that splits (cpu/Parallel.h: the generic tensor kernels,
+  /// dropout, the optimizer updates) runs on this one pool, each kind
+  /// taking at most its own share of it: kernelThreads() for the kernels,
+  /// optimizerThreads() for the updates; the pool has the larger of the
+  /// two. One thread each (the default) keeps everything on the calling
+  /// thread; change them only with setKernelThreads and
+  /// setOptimizerThreads.
+  std::unique_ptr<autoshard::rt::ThreadPool> computePool;
   /// Live hostAlloc buffers, apart from `allocations` (device memory).
   std::unique_ptr<autoshard::rt::AllocationTable> hostAllocations;
 
@@ -213,9 +215,15 @@ struct asrt_context {
     offloadStop_ = hook;
   }
 
-  /// Sizes optimizerPool (threads >= 1; the driver's --optimizer-threads).
-  /// Not while an ABI call runs on this context.
+  /// The threads the CPU's generic tensor kernels and dropout split over
+  /// (>= 1; the driver's --threads, the count OpenBLAS gets too). Not
+  /// while an ABI call runs on this context.
+  void setKernelThreads(int threads);
+  int kernelThreads() const { return kernelThreads_; }
+  /// The threads of the CPU optimizer updates (>= 1; the driver's
+  /// --optimizer-threads). Not while an ABI call runs on this context.
   void setOptimizerThreads(int threads);
+  int optimizerThreads() const { return optimizerThreads_; }
 
   /// Device-side op times (the driver's --device-op-times): when on, each
   /// compute op's OpTimer also marks the compute lane before and after the
@@ -248,4 +256,8 @@ private:
   const autoshard::rt::StopHook *offloadStop_ = nullptr;
   bool deviceOpTimes_ = false;
   std::vector<autoshard::rt::PendingDeviceTime> pendingDeviceTimes_;
+  int kernelThreads_ = 1;
+  int optimizerThreads_ = 1;
+  /// Gives computePool the larger of the two shares.
+  void sizeComputePool();
 };

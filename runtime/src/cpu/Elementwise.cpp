@@ -3,6 +3,7 @@
 #include "Checks.h"
 #include "Element.h"
 #include "Layers.h"
+#include "Parallel.h"
 
 #include "core/Context.h"
 
@@ -149,9 +150,12 @@ extern "C" void asrt_add(asrt_context *ctx, int32_t dtype, const void *a,
     const T *lhs = static_cast<const T *>(a);
     const T *rhs = static_cast<const T *>(b);
     T *result = static_cast<T *>(y);
-    ASRT_INDEPENDENT_ITERATIONS
-    for (int64_t i = 0; i < n; ++i)
-      store(result, i, load(lhs, i) + load(rhs, i));
+    // The generic lowering's add: split like the generic kernels.
+    forEachChunk(ctx, n, 1, [&](int64_t begin, int64_t end) {
+      ASRT_INDEPENDENT_ITERATIONS
+      for (int64_t i = begin; i < end; ++i)
+        store(result, i, load(lhs, i) + load(rhs, i));
+    });
   });
 }
 
@@ -164,8 +168,12 @@ extern "C" void asrt_scale(asrt_context *ctx, int32_t dtype, const void *x,
     using T = decltype(tag);
     const T *in = static_cast<const T *>(x);
     T *result = static_cast<T *>(y);
-    ASRT_INDEPENDENT_ITERATIONS
-    for (int64_t i = 0; i < n; ++i)
-      store(result, i, factor * load(in, i));
+    // train.scale, which generic models use too: split like the generic
+    // kernels.
+    forEachChunk(ctx, n, 1, [&](int64_t begin, int64_t end) {
+      ASRT_INDEPENDENT_ITERATIONS
+      for (int64_t i = begin; i < end; ++i)
+        store(result, i, factor * load(in, i));
+    });
   });
 }

@@ -168,7 +168,7 @@ extern "C" void asrt_sgd_update(asrt_context *ctx, int32_t grad_dtype,
                           momentum};
     withFlags(
         [&](auto kScaled, auto kDecay, auto kMomentum, auto kNesterov) {
-          forEachChunk(ctx, n, 1, [&](int64_t begin, int64_t end) {
+          forEachOptimizerChunk(ctx, n, 1, [&](int64_t begin, int64_t end) {
             sgdElements<T, decltype(kScaled)::value, decltype(kDecay)::value,
                         decltype(kMomentum)::value, decltype(kNesterov)::value>(
                 call, begin, end);
@@ -235,7 +235,7 @@ void adamwTensor(asrt_context *ctx, const char *op, int32_t gradDtype,
                             s.stepSize};
     withFlags(
         [&](auto kScaled, auto kDecay, auto kLerpFromStart) {
-          forEachChunk(ctx, x.n, 1, [&](int64_t begin, int64_t end) {
+          forEachOptimizerChunk(ctx, x.n, 1, [&](int64_t begin, int64_t end) {
             adamwElements<T, decltype(kScaled)::value, decltype(kDecay)::value,
                           decltype(kLerpFromStart)::value>(call, begin, end);
           });

@@ -18,24 +18,24 @@ constexpr int64_t kMinWorkPerThread = int64_t(1) << 15;
 /// one line) and whole vectors.
 constexpr int64_t kChunkAlignment = 64;
 
-/// Calls body(begin, end) on contiguous chunks that cover [0, n), on the
-/// context's host threads (asrt_context::optimizerPool, sized by
-/// --optimizer-threads) when the loop's work, n items of `cost` element
-/// updates each, is large enough to split; on the calling thread
+/// Calls body(begin, end) on contiguous chunks that cover [0, n), on at
+/// most `maxThreads` of the context's compute threads
+/// (asrt_context::computePool) when the loop's work, n items of `cost`
+/// element updates each, is large enough to split; on the calling thread
 /// otherwise. A chunk's items are computed exactly as they would be on one
 /// thread, so a kernel whose items are independent (each output element
 /// written by one item, in a fixed order of its own) gives the same bits
 /// whatever the thread count.
 template <typename Body>
-void forEachChunk(asrt_context *ctx, int64_t n, int64_t cost,
-                  const Body &body) {
-  ThreadPool *pool = ctx ? ctx->optimizerPool.get() : nullptr;
+void forEachChunkOn(asrt_context *ctx, int maxThreads, int64_t n, int64_t cost,
+                    const Body &body) {
+  ThreadPool *pool = ctx ? ctx->computePool.get() : nullptr;
   int64_t perItem = std::max<int64_t>(cost, 1);
   // n * cost, saturated: only compared with the thread count below.
   int64_t work = n > INT64_MAX / perItem ? INT64_MAX : n * perItem;
-  int64_t tasks =
-      pool ? std::min<int64_t>({pool->threads(), work / kMinWorkPerThread, n})
-           : 1;
+  int64_t tasks = pool ? std::min<int64_t>({pool->threads(), maxThreads,
+                                            work / kMinWorkPerThread, n})
+                       : 1;
   if (tasks <= 1) {
     if (n > 0)
       body(int64_t(0), n);
@@ -51,6 +51,22 @@ void forEachChunk(asrt_context *ctx, int64_t n, int64_t cost,
     int64_t begin = task * chunk;
     body(begin, std::min(n, begin + chunk));
   });
+}
+
+/// forEachChunkOn the kernel threads (--threads): the generic tensor
+/// kernels' and dropout's loops.
+template <typename Body>
+void forEachChunk(asrt_context *ctx, int64_t n, int64_t cost,
+                  const Body &body) {
+  forEachChunkOn(ctx, ctx ? ctx->kernelThreads() : 1, n, cost, body);
+}
+
+/// forEachChunkOn the optimizer threads (--optimizer-threads): the
+/// optimizer updates' loops.
+template <typename Body>
+void forEachOptimizerChunk(asrt_context *ctx, int64_t n, int64_t cost,
+                           const Body &body) {
+  forEachChunkOn(ctx, ctx ? ctx->optimizerThreads() : 1, n, cost, body);
 }
 
 } // namespace autoshard::rt::cpu

@@ -131,6 +131,12 @@ template <typename Use> void withUnaryFn(int32_t fn, float alpha, Use &&use) {
     return use([](float x) { return 0.5f * x * std::erfc(-x * kInvSqrt2); },
                Scalar{});
   case ASRT_UNARY_POW:
+    // Squares and cubes as products, as torch's pow kernel computes them:
+    // a vector loop, where std::pow is a call per element (GELU's cube).
+    if (alpha == 2.0f)
+      return use([](float x) { return x * x; }, Vector{});
+    if (alpha == 3.0f)
+      return use([](float x) { return x * x * x; }, Vector{});
     return use([alpha](float x) { return std::pow(x, alpha); }, Scalar{});
   case ASRT_UNARY_ADD:
     return use([alpha](float x) { return x + alpha; }, Vector{});
@@ -205,7 +211,14 @@ void withUnaryGradFn(int32_t fn, float alpha, Use &&use) {
         },
         Scalar{});
   case ASRT_UNARY_POW:
-    // torch's pow_backward: 0 for the exponent 0 (also where x^-1 is inf).
+    // torch's pow_backward, dy * (alpha * x^(alpha - 1)), with x^1 and x^2
+    // as the forward's products.
+    if (alpha == 2.0f)
+      return use([](float g, float x) { return g * (2.0f * x); }, Vector{});
+    if (alpha == 3.0f)
+      return use([](float g, float x) { return g * (3.0f * (x * x)); },
+                 Vector{});
+    // 0 for the exponent 0 (also where x^-1 is inf).
     return use(
         [alpha](float g, float x) {
           return alpha == 0.0f ? 0.0f : g * (alpha * std::pow(x, alpha - 1.0f));
@@ -301,6 +314,89 @@ void binaryRun(const A *a, int64_t sa, const B *b, int64_t sb, Out *y,
     for (int64_t j = 0; j < len; ++j)
       put(y, j, f(load(a, j * sa), load(b, j * sb)));
   }
+}
+
+// ---- Select ------------------------------------------------------------
+
+/// Calls use(stride) with a stride of 0 or 1 as a compile-time constant,
+/// any other as itself: a loop over dense and broadcast operands then
+/// indexes them as a vector loop can.
+template <typename Use> void withStride(int64_t stride, Use &&use) {
+  if (stride == 1)
+    use(std::integral_constant<int64_t, 1>{});
+  else if (stride == 0)
+    use(std::integral_constant<int64_t, 0>{});
+  else
+    use(stride);
+}
+
+/// y[j] = c[j * sc] ? a[j * sa] : b[j * sb] for j < len: the chosen
+/// element's bits, not a rounding of them. Both operands are read for
+/// every j (each covers the whole space), so that the choice is a blend
+/// and the loop vectorizes.
+template <typename T, typename SC, typename SA, typename SB>
+void selectRun(const uint8_t *c, SC sc, const T *a, SA sa, const T *b, SB sb,
+               T *y, int64_t len) {
+  for (int64_t j = 0; j < len; ++j) {
+    const T va = a[j * sa], vb = b[j * sb];
+    y[j] = c[j * sc] ? va : vb;
+  }
+}
+
+// ---- Copy --------------------------------------------------------------
+
+/// The side of a transpose's square tiles: 32 rows of 32 elements touch 32
+/// cache lines on the strided side, which stay in L1 while the tile's
+/// other elements fill them.
+constexpr int64_t kTransposeTile = 32;
+
+/// A copy whose two innermost dims are transposed (one operand steps by 1
+/// along the inner dim, the other along the one outside it), in tiles:
+/// copied in runs of the inner dim, the strided side would touch a cache
+/// line, and at large strides a page, per element. Each element is copied
+/// once, so any order gives the same bytes. Returns false, copying
+/// nothing, when `s` is not such a transpose or too small to gain.
+template <typename T>
+bool copyTransposeInTiles(asrt_context *ctx, const StridedSpace &s, const T *in,
+                          T *out) {
+  const int r = s.rank;
+  if (r < 2)
+    return false;
+  const int64_t rows = s.dims[r - 2], cols = s.dims[r - 1];
+  const int64_t xr = s.strides[0][r - 2], xc = s.strides[0][r - 1];
+  const int64_t yr = s.strides[1][r - 2], yc = s.strides[1][r - 1];
+  const bool transposed =
+      (xc == 1 && yr == 1 && yc != 1) || (yc == 1 && xr == 1 && xc != 1);
+  if (!transposed || rows < kTransposeTile || cols < kTransposeTile)
+    return false;
+  const int64_t rowTiles = (rows + kTransposeTile - 1) / kTransposeTile;
+  const int64_t batches = s.count / (rows * cols);
+  // An item is one band of kTransposeTile rows of one batch.
+  forEachChunk(ctx, batches * rowTiles, kTransposeTile * cols,
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t item = begin; item < end; ++item) {
+                   int64_t batch = item / rowTiles;
+                   const int64_t i0 = (item % rowTiles) * kTransposeTile;
+                   const int64_t i1 = std::min(rows, i0 + kTransposeTile);
+                   int64_t ox = 0, oy = 0;
+                   for (int d = r - 3; d >= 0; --d) {
+                     const int64_t index = batch % s.dims[d];
+                     batch /= s.dims[d];
+                     ox += index * s.strides[0][d];
+                     oy += index * s.strides[1][d];
+                   }
+                   for (int64_t j0 = 0; j0 < cols; j0 += kTransposeTile) {
+                     const int64_t j1 = std::min(cols, j0 + kTransposeTile);
+                     for (int64_t i = i0; i < i1; ++i) {
+                       const T *px = in + ox + i * xr;
+                       T *py = out + oy + i * yr;
+                       for (int64_t j = j0; j < j1; ++j)
+                         py[j * yc] = px[j * xc];
+                     }
+                   }
+                 }
+               });
+  return true;
 }
 
 // ---- Reduce ------------------------------------------------------------
@@ -465,12 +561,14 @@ extern "C" void asrt_select(asrt_context *ctx, int32_t dtype,
     forEachChunk(ctx, s.count, 1, [&](int64_t begin, int64_t end) {
       forEachRun(s, begin, end,
                  [&](int64_t pos, const int64_t *off, int64_t len) {
-                   const uint8_t *c = cond + off[0];
-                   const T *pa = lhs + off[1];
-                   const T *pb = rhs + off[2];
-                   // The chosen element's bits, not a rounding of them.
-                   for (int64_t j = 0; j < len; ++j)
-                     out[pos + j] = c[j * sc] ? pa[j * sa] : pb[j * sb];
+                   withStride(sc, [&](auto c) {
+                     withStride(sa, [&](auto a) {
+                       withStride(sb, [&](auto b) {
+                         selectRun(cond + off[0], c, lhs + off[1], a,
+                                   rhs + off[2], b, out + pos, len);
+                       });
+                     });
+                   });
                  });
     });
   });
@@ -518,6 +616,8 @@ extern "C" void asrt_copy_strided(asrt_context *ctx, int32_t dtype,
     using T = decltype(tag);
     const T *in = static_cast<const T *>(x) + x_offset;
     T *out = static_cast<T *>(y) + y_offset;
+    if (copyTransposeInTiles(ctx, s, in, out))
+      return;
     const int64_t sx = s.innerStride(0), sy = s.innerStride(1);
     forEachChunk(ctx, s.count, 1, [&](int64_t begin, int64_t end) {
       forEachRun(s, begin, end, [&](int64_t, const int64_t *off, int64_t len) {

@@ -413,6 +413,10 @@ RunStatus Trainer::startBackend() {
   if (!allRanksOk(measured.status(), *control))
     return RunStatus::BadUsage;
   peak = std::move(*measured);
+  // The CPU's generic tensor kernels split over as many threads as BLAS
+  // gets (--threads and its environment), on the same pool as the
+  // optimizer's: one count for the rank's compute.
+  ctx->setKernelThreads(kernelThreads.count);
   // --optimizer-threads: the CPU optimizer step's threads (0: the node's
   // hardware threads divided among its ranks).
   ctx->setOptimizerThreads(

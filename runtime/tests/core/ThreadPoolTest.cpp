@@ -1,5 +1,5 @@
 // ThreadPool: every task once, really in parallel, clean shutdown; and the
-// context's optimizer pool.
+// context's compute pool, shared by the kernels and the optimizer.
 #include "core/ThreadPool.h"
 #include "core/Context.h"
 
@@ -85,24 +85,37 @@ TEST(ThreadPoolTest, BadThreadCountIsFatal) {
   EXPECT_DEATH(ThreadPool(0), "thread pool: thread count 0 must be at least 1");
 }
 
-TEST(ContextOptimizerThreadsTest, DefaultIsOneAndTheSetterResizes) {
+TEST(ContextComputeThreadsTest, DefaultIsOneAndThePoolHasTheLargerShare) {
   asrt_context ctx;
   // Ranks usually share a node's cores: one thread unless the driver says.
-  EXPECT_EQ(ctx.optimizerPool->threads(), 1);
+  EXPECT_EQ(ctx.computePool->threads(), 1);
+  EXPECT_EQ(ctx.kernelThreads(), 1);
+  EXPECT_EQ(ctx.optimizerThreads(), 1);
   ctx.setOptimizerThreads(3);
-  EXPECT_EQ(ctx.optimizerPool->threads(), 3);
+  EXPECT_EQ(ctx.computePool->threads(), 3);
   std::atomic<int> runs{0};
-  ctx.optimizerPool->run(6, [&](int64_t) { runs++; });
+  ctx.computePool->run(6, [&](int64_t) { runs++; });
   EXPECT_EQ(runs.load(), 6);
+  // One pool for both: the kernels' 2 threads fit in the optimizer's 3.
+  ctx.setKernelThreads(2);
+  EXPECT_EQ(ctx.computePool->threads(), 3);
+  EXPECT_EQ(ctx.kernelThreads(), 2);
   ctx.setOptimizerThreads(1); // joins the started workers
-  EXPECT_EQ(ctx.optimizerPool->threads(), 1);
+  EXPECT_EQ(ctx.computePool->threads(), 2);
+  EXPECT_EQ(ctx.optimizerThreads(), 1);
+  ctx.setKernelThreads(4);
+  EXPECT_EQ(ctx.computePool->threads(), 4);
+  ctx.setKernelThreads(1);
+  EXPECT_EQ(ctx.computePool->threads(), 1);
 }
 
-TEST(ContextOptimizerThreadsTest, BadCountIsFatal) {
+TEST(ContextComputeThreadsTest, BadCountsAreFatal) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   asrt_context ctx;
   EXPECT_DEATH(ctx.setOptimizerThreads(0),
                "optimizer threads: 0 must be at least 1");
+  EXPECT_DEATH(ctx.setKernelThreads(-1),
+               "kernel threads: -1 must be at least 1");
 }
 
 } // namespace

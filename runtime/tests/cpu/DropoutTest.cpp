@@ -101,8 +101,11 @@ TEST_F(DropoutTest, ThreadsDrawTheSameMask) {
   ctx.setRandomSeed(11);
   std::vector<float> x = uniformFloats(1 << 18, 4, -1.0f, 1.0f);
   std::vector<float> one = dropout(x, 256, 0.1f, 3);
-  ctx.setOptimizerThreads(4);
-  EXPECT_EQ(dropout(x, 256, 0.1f, 3), one);
+  // 2^18 elements of 16 updates each: 2, 3 and 4 chunks.
+  for (int threads : {2, 3, 4}) {
+    ctx.setKernelThreads(threads);
+    EXPECT_EQ(dropout(x, 256, 0.1f, 3), one) << threads << " threads";
+  }
 }
 
 TEST_F(DropoutTest, RefusesBadArguments) {

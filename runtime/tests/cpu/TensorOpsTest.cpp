@@ -3,6 +3,7 @@
 
 #include "autoshard/rt/abi.h"
 
+#include <cstring>
 #include <functional>
 
 namespace autoshard::rt::test {
@@ -292,6 +293,29 @@ TEST_F(TensorOpsTest, UnaryGivesTheFixedKernelsBits) {
         asrt_swiglu_grad(&ctx, ASRT_DTYPE_F32, dy.data(), x.data(), ones.data(),
                          out, dup.data(), n);
       });
+}
+
+TEST_F(TensorOpsTest, PowSquaresAndCubesAsTorchsProducts) {
+  // torch computes x^2 and x^3 as x * x and x * x * x (and their gradients
+  // from those): the same bits, which std::pow's rounding of x^3 is not
+  // always.
+  const int64_t n = 1001;
+  std::vector<float> x = uniformFloats(n, 70, -9, 9);
+  std::vector<float> dy = uniformFloats(n, 71, -1, 1);
+  for (float alpha : {2.0f, 3.0f}) {
+    std::vector<float> y(n), dx(n), ref(n), dref(n);
+    asrt_unary(&ctx, ASRT_DTYPE_F32, ASRT_UNARY_POW, x.data(), y.data(), n,
+               alpha);
+    asrt_unary_grad(&ctx, ASRT_DTYPE_F32, ASRT_UNARY_POW, dy.data(), x.data(),
+                    dx.data(), n, alpha);
+    for (int64_t i = 0; i < n; ++i) {
+      float v = x[i];
+      ref[i] = alpha == 2.0f ? v * v : v * v * v;
+      dref[i] = alpha == 2.0f ? dy[i] * (2.0f * v) : dy[i] * (3.0f * (v * v));
+    }
+    EXPECT_TRUE(bitwiseEqual(y, ref)) << "alpha " << alpha;
+    EXPECT_TRUE(bitwiseEqual(dx, dref)) << "alpha " << alpha;
+  }
 }
 
 TEST_F(TensorOpsTest, UnaryEdgeValues) {
@@ -615,6 +639,38 @@ TEST_F(TensorOpsTest, CopyStridedWritesOnlyTheAddressedElements) {
   EXPECT_EQ(one, x[5]);
 }
 
+TEST_F(TensorOpsTest, CopyStridedTransposesInTilesAsElementByElement) {
+  // Batched transposes of the two innermost dims, large enough for tiles
+  // and no multiple of them: writing strided, reading strided, and into a
+  // padded slice of a larger buffer; each element where a loop over the
+  // index space puts it, and nothing else written.
+  struct Case {
+    Dims dims, xStrides, yStrides;
+    int64_t yOffset, ySize;
+  };
+  const Dims dims = {2, 3, 45, 70};
+  const std::vector<Case> cases = {
+      {dims, {9450, 3150, 70, 1}, {9450, 3150, 1, 45}, 0, 18900},
+      {dims, {9450, 3150, 1, 45}, {9450, 3150, 70, 1}, 0, 18900},
+      {dims, {9450, 3150, 70, 1}, {11000, 3600, 1, 50}, 7, 22000},
+      // Too small for tiles: the runs of the inner dim.
+      {{4, 31, 33}, {1023, 33, 1}, {1023, 1, 31}, 0, 4092},
+  };
+  for (const Case &c : cases) {
+    const int64_t count = countOf(c.dims);
+    std::vector<float> x = uniformFloats(count, 95, -1, 1);
+    std::vector<float> y(c.ySize, 7.0f), want(c.ySize, 7.0f);
+    forEachIndex(c.dims, [&](int64_t, const Dims &index) {
+      want[c.yOffset + offsetOf(index, c.yStrides)] =
+          x[offsetOf(index, c.xStrides)];
+    });
+    asrt_copy_strided(&ctx, ASRT_DTYPE_F32, x.data(), y.data(),
+                      static_cast<int32_t>(c.dims.size()), c.dims.data(),
+                      c.xStrides.data(), 0, c.yStrides.data(), c.yOffset);
+    EXPECT_TRUE(bitwiseEqual(y, want)) << "x strides " << c.xStrides[1];
+  }
+}
+
 TEST_F(TensorOpsTest, FillRoundsOnce) {
   std::vector<float> y = poisoned(100);
   asrt_fill(&ctx, ASRT_DTYPE_F32, y.data(), 100, 0.1f);
@@ -878,74 +934,179 @@ INSTANTIATE_TEST_SUITE_P(SoftmaxAndLogSoftmax, SoftmaxTest,
 
 // ---- Threads -------------------------------------------------------------
 
-/// Runs `kernel` (which writes `out`) on 1 and on 3 of the context's
-/// threads: the same bits.
-void expectThreadIndependent(asrt_context &ctx,
-                             const std::function<std::vector<float>()> &kernel,
+/// Runs `kernel` (which returns what it wrote) on 1 and on 2, 3 and 4 of
+/// the context's kernel threads: the same bits.
+template <typename Kernel>
+void expectThreadIndependent(asrt_context &ctx, const Kernel &kernel,
                              const char *what) {
-  ctx.setOptimizerThreads(1);
-  std::vector<float> one = kernel();
-  ctx.setOptimizerThreads(3);
-  std::vector<float> three = kernel();
-  ctx.setOptimizerThreads(1);
-  EXPECT_TRUE(bitwiseEqual(one, three)) << what;
+  ctx.setKernelThreads(1);
+  const auto one = kernel();
+  for (int threads : {2, 3, 4}) {
+    ctx.setKernelThreads(threads);
+    const auto many = kernel();
+    EXPECT_TRUE(
+        one.size() == many.size() &&
+        std::memcmp(one.data(), many.data(), one.size() * sizeof(one[0])) == 0)
+        << what << " on " << threads << " threads";
+  }
+  ctx.setKernelThreads(1);
 }
 
 TEST_F(TensorOpsTest, ResultsDoNotDependOnTheThreadCount) {
-  // Large enough that every kernel splits (at least 2^16 element updates).
+  // Large enough that every kernel splits (at least 2^16 element updates),
+  // and a row length (1001) that is no multiple of a chunk's alignment.
   const int64_t rows = 300, cols = 1001, n = rows * cols;
   std::vector<float> x = uniformFloats(n, 130, -4, 4);
+  std::vector<float> x2 = uniformFloats(n, 132, -4, 4);
   std::vector<float> b = uniformFloats(cols, 131, -4, 4);
-  Dims dims = {rows, cols}, dense = {cols, 1}, row = {0, 1};
+  Dims dims = {rows, cols}, dense = {cols, 1}, row = {0, 1}, col = {1, 0};
   expectThreadIndependent(
       ctx,
       [&] {
-        std::vector<float> y(n);
+        std::vector<float> y(2 * n);
         asrt_unary(&ctx, ASRT_DTYPE_F32, ASRT_UNARY_GELU_ERF, x.data(),
                    y.data(), n, 0);
+        asrt_unary(&ctx, ASRT_DTYPE_F32, ASRT_UNARY_EXP, x.data(), y.data() + n,
+                   n, 0);
         return y;
       },
       "unary");
   expectThreadIndependent(
       ctx,
       [&] {
-        std::vector<float> y(n);
-        asrt_binary(&ctx, ASRT_DTYPE_F32, ASRT_BINARY_DIV, x.data(), b.data(),
-                    y.data(), 2, dims.data(), dense.data(), row.data());
+        std::vector<float> y(2 * n);
+        asrt_unary_grad(&ctx, ASRT_DTYPE_F32, ASRT_UNARY_GELU_TANH, x2.data(),
+                        x.data(), y.data(), n, 0);
+        asrt_unary_grad(&ctx, ASRT_DTYPE_F32, ASRT_UNARY_TANH, x2.data(),
+                        x.data(), y.data() + n, n, 0);
         return y;
       },
-      "binary");
-  // Row sums (many outputs), column sums (outputs in blocks) and the sum of
-  // everything (one output: one thread).
-  Dims rowsOut = {rows}, rowsStride = {cols}, colsRed = {cols}, unit = {1};
-  Dims colsOut = {cols}, rowsRed = {rows};
+      "unary_grad");
+  // Broadcasting a row, a column, and a middle dim of a 3-d space.
+  Dims dims3 = {rows / 3, 3, cols}, dense3 = {3 * cols, cols, 1},
+       middle = {3 * cols, 0, 1};
   expectThreadIndependent(
       ctx,
       [&] {
-        std::vector<float> y(rows + cols + 1);
-        asrt_reduce(&ctx, ASRT_DTYPE_F32, ASRT_REDUCE_SUM, x.data(), y.data(),
-                    1, rowsOut.data(), rowsStride.data(), 1, colsRed.data(),
+        std::vector<float> y(3 * n);
+        asrt_binary(&ctx, ASRT_DTYPE_F32, ASRT_BINARY_DIV, x.data(), b.data(),
+                    y.data(), 2, dims.data(), dense.data(), row.data());
+        asrt_binary(&ctx, ASRT_DTYPE_F32, ASRT_BINARY_SUB, x.data(), x2.data(),
+                    y.data() + n, 2, dims.data(), dense.data(), col.data());
+        asrt_binary(&ctx, ASRT_DTYPE_F32, ASRT_BINARY_MUL, x.data(), x2.data(),
+                    y.data() + 2 * n, 3, dims3.data(), dense3.data(),
+                    middle.data());
+        return y;
+      },
+      "binary");
+  // A comparison's byte mask, then a select by it against a broadcast row.
+  expectThreadIndependent(
+      ctx,
+      [&] {
+        std::vector<uint8_t> mask(n);
+        asrt_binary(&ctx, ASRT_DTYPE_F32, ASRT_BINARY_GT, x.data(), b.data(),
+                    mask.data(), 2, dims.data(), dense.data(), row.data());
+        std::vector<float> y(n);
+        asrt_select(&ctx, ASRT_DTYPE_F32, mask.data(), x2.data(), b.data(),
+                    y.data(), 2, dims.data(), dense.data(), dense.data(),
+                    row.data());
+        std::vector<uint8_t> bytes(mask);
+        const auto *yb = reinterpret_cast<const uint8_t *>(y.data());
+        bytes.insert(bytes.end(), yb, yb + n * sizeof(float));
+        return bytes;
+      },
+      "compare and select");
+  // Row sums (many outputs), column sums (outputs in blocks), the sum of
+  // everything (one output: one thread), and a max and a mean over the
+  // middle dim of a 3-d space (a reduction over a dim that is not last).
+  Dims rowsOut = {rows}, rowsStride = {cols}, colsRed = {cols}, unit = {1};
+  Dims colsOut = {cols}, rowsRed = {rows};
+  Dims outerInner = {rows / 3, cols}, outerInnerStrides = {3 * cols, 1},
+       middleRed = {3}, middleStride = {cols};
+  expectThreadIndependent(
+      ctx,
+      [&] {
+        std::vector<float> y(rows + cols + 1 + 2 * (n / 3));
+        float *p = y.data();
+        asrt_reduce(&ctx, ASRT_DTYPE_F32, ASRT_REDUCE_SUM, x.data(), p, 1,
+                    rowsOut.data(), rowsStride.data(), 1, colsRed.data(),
                     unit.data());
-        asrt_reduce(&ctx, ASRT_DTYPE_F32, ASRT_REDUCE_AVG, x.data(),
-                    y.data() + rows, 1, colsOut.data(), unit.data(), 1,
-                    rowsRed.data(), rowsStride.data());
-        asrt_reduce(&ctx, ASRT_DTYPE_F32, ASRT_REDUCE_SUM, x.data(),
-                    y.data() + rows + cols, 0, nullptr, nullptr, 2, dims.data(),
-                    dense.data());
+        p += rows;
+        asrt_reduce(&ctx, ASRT_DTYPE_F32, ASRT_REDUCE_AVG, x.data(), p, 1,
+                    colsOut.data(), unit.data(), 1, rowsRed.data(),
+                    rowsStride.data());
+        p += cols;
+        asrt_reduce(&ctx, ASRT_DTYPE_F32, ASRT_REDUCE_SUM, x.data(), p, 0,
+                    nullptr, nullptr, 2, dims.data(), dense.data());
+        p += 1;
+        asrt_reduce(&ctx, ASRT_DTYPE_F32, ASRT_REDUCE_MAX, x.data(), p, 2,
+                    outerInner.data(), outerInnerStrides.data(), 1,
+                    middleRed.data(), middleStride.data());
+        p += n / 3;
+        asrt_reduce(&ctx, ASRT_DTYPE_F32, ASRT_REDUCE_AVG, x.data(), p, 2,
+                    outerInner.data(), outerInnerStrides.data(), 1,
+                    middleRed.data(), middleStride.data());
         return y;
       },
       "reduce");
   expectThreadIndependent(
       ctx,
       [&] {
-        std::vector<float> y(n), dx(n);
-        asrt_softmax(&ctx, ASRT_DTYPE_F32, x.data(), y.data(), rows, cols, 0);
-        asrt_softmax_grad(&ctx, ASRT_DTYPE_F32, x.data(), y.data(), dx.data(),
-                          rows, cols, 0);
-        y.insert(y.end(), dx.begin(), dx.end());
+        std::vector<float> y(4 * n);
+        float *plain = y.data(), *dplain = plain + n, *logp = plain + 2 * n,
+              *dlog = plain + 3 * n;
+        asrt_softmax(&ctx, ASRT_DTYPE_F32, x.data(), plain, rows, cols, 0);
+        asrt_softmax_grad(&ctx, ASRT_DTYPE_F32, x2.data(), plain, dplain, rows,
+                          cols, 0);
+        asrt_softmax(&ctx, ASRT_DTYPE_F32, x.data(), logp, rows, cols, 1);
+        asrt_softmax_grad(&ctx, ASRT_DTYPE_F32, x2.data(), logp, dlog, rows,
+                          cols, 1);
         return y;
       },
       "softmax");
+  // Transpose, a slice into a padded buffer (concat writes such slices),
+  // fill.
+  Dims transposed = {1, rows}, padded = {cols + 4, 1};
+  expectThreadIndependent(
+      ctx,
+      [&] {
+        std::vector<float> y(n + rows * (cols + 4) + n);
+        asrt_copy_strided(&ctx, ASRT_DTYPE_F32, x.data(), y.data(), 2,
+                          dims.data(), dense.data(), 0, transposed.data(), 0);
+        asrt_copy_strided(&ctx, ASRT_DTYPE_F32, x.data(), y.data() + n, 2,
+                          dims.data(), dense.data(), 0, padded.data(), 2);
+        asrt_fill(&ctx, ASRT_DTYPE_F32, y.data() + n + rows * (cols + 4), n,
+                  0.1f);
+        return y;
+      },
+      "copy_strided and fill");
+  // The fixed add and scale, which the generic lowering calls too.
+  expectThreadIndependent(
+      ctx,
+      [&] {
+        std::vector<float> y(2 * n);
+        asrt_add(&ctx, ASRT_DTYPE_F32, x.data(), x2.data(), y.data(), n);
+        asrt_scale(&ctx, ASRT_DTYPE_F32, x.data(), y.data() + n, n, 0.3f);
+        return y;
+      },
+      "add and scale");
+  // bf16: widened, computed and rounded per element as in f32.
+  std::vector<uint16_t> xb = toBf16(x), bb = toBf16(b);
+  expectThreadIndependent(
+      ctx,
+      [&] {
+        std::vector<uint16_t> y(2 * n + rows);
+        asrt_binary(&ctx, ASRT_DTYPE_BF16, ASRT_BINARY_ADD, xb.data(),
+                    bb.data(), y.data(), 2, dims.data(), dense.data(),
+                    row.data());
+        asrt_softmax(&ctx, ASRT_DTYPE_BF16, xb.data(), y.data() + n, rows, cols,
+                     1);
+        asrt_reduce(&ctx, ASRT_DTYPE_BF16, ASRT_REDUCE_SUM, xb.data(),
+                    y.data() + 2 * n, 1, rowsOut.data(), rowsStride.data(), 1,
+                    colsRed.data(), unit.data());
+        return y;
+      },
+      "bf16");
 }
 
 // ---- Bad arguments ---------------------------------------------------------
