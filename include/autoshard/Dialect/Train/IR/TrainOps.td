@@ -695,7 +695,9 @@ def Train_NllLossOp : Train_ForwardOp<"nll_loss",
     counts the loss is 0 and so is its gradient (torch: NaN); a counted
     label must lie in `[0, classes)` (the runtime checks it); the mean is
     over this rank's positions, and a data-parallel plan averages the ranks'
-    losses as it does the cross-entropy's.
+    losses as it does the cross-entropy's. autoshard-raise rewrites
+    `nll_loss(log_softmax(x), labels)` into `softmax_cross_entropy(x,
+    labels)` when nothing else reads the log-probabilities.
 
     ```mlir
     %logp = train.log_softmax %logits : tensor<8x10xf32>
