@@ -162,7 +162,7 @@ autoshard::describeStep(ModuleOp module, int64_t worldSize,
     else if (auto sgd = dyn_cast<SgdOp>(op); sgd && sgd.getMomentumBuffer())
       model.optimizer = cost::Optimizer::SGDMomentum;
     model.clipGradients |= isa<ClipCoefficientOp>(op);
-    losses += isa<SoftmaxCrossEntropyOp>(op);
+    losses += op.hasTrait<LossTrait>();
     countFlops(&op, model.stepFlops, forwardBlocks, sig);
   }
   model.blockRecomputeFlops = forwardBlocks;

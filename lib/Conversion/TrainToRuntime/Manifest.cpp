@@ -89,6 +89,10 @@ std::optional<IndexUse> indexUse(Value ids) {
       note(ofLoss(loss.getLogits(), loss.getIgnoreIndexAttr()));
     } else if (auto grad = dyn_cast<SoftmaxCrossEntropyGradOp>(user)) {
       note(ofLoss(grad.getLogits(), grad.getIgnoreIndexAttr()));
+    } else if (auto loss = dyn_cast<NllLossOp>(user)) {
+      note(ofLoss(loss.getInput(), loss.getIgnoreIndexAttr()));
+    } else if (auto grad = dyn_cast<NllLossGradOp>(user)) {
+      note(ofLoss(grad.getInput(), grad.getIgnoreIndexAttr()));
     } else if (auto embedding = dyn_cast<EmbeddingOp>(user)) {
       note({embedding.getTable().getType().getDimSize(0), std::nullopt});
     }

@@ -488,6 +488,29 @@ LogicalResult emitSoftmaxCrossEntropyGrad(Operation *op, StepEmitter &e) {
   return success();
 }
 
+LogicalResult emitNllLoss(Operation *op, StepEmitter &e) {
+  auto loss = cast<train::NllLossOp>(op);
+  Value out = e.output(loss.getResult());
+  e.call(ABI_FUNCTION(asrt_nll_loss_fwd),
+         {dtypeOf(e, loss.getInput()), e.buffer(loss.getInput()),
+          e.buffer(loss.getLabels()), out, e.i64(rows(loss.getInput())),
+          e.i64(lastDim(loss.getInput())),
+          ignoreIndex(e, loss.getIgnoreIndexAttr())});
+  return success();
+}
+
+LogicalResult emitNllLossGrad(Operation *op, StepEmitter &e) {
+  auto grad = cast<train::NllLossGradOp>(op);
+  Value out = e.output(grad.getResult());
+  // The input gives the shape and dtype only (abi.h: not passed).
+  e.call(ABI_FUNCTION(asrt_nll_loss_grad),
+         {dtypeOf(e, grad.getInput()), e.buffer(grad.getLabels()),
+          bufferOrNull(e, grad.getGradLoss()), out,
+          e.i64(rows(grad.getInput())), e.i64(lastDim(grad.getInput())),
+          ignoreIndex(e, grad.getIgnoreIndexAttr())});
+  return success();
+}
+
 LogicalResult emitSgd(Operation *op, StepEmitter &e) {
   auto sgd = cast<train::SgdOp>(op);
   // param_out may overwrite param, buf_out may overwrite buf (abi.h).
@@ -1151,6 +1174,8 @@ LogicalResult autoshard::emitRuntimeCall(Operation *op, StepEmitter &e) {
       .Case<train::CausalAttentionGradOp>(rule(emitCausalAttentionGrad))
       .Case<train::SoftmaxCrossEntropyOp>(rule(emitSoftmaxCrossEntropy))
       .Case<train::SoftmaxCrossEntropyGradOp>(rule(emitSoftmaxCrossEntropyGrad))
+      .Case<train::NllLossOp>(rule(emitNllLoss))
+      .Case<train::NllLossGradOp>(rule(emitNllLossGrad))
       .Case<train::SgdOp>(rule(emitSgd))
       .Case<train::AdamwOp>(rule(emitAdamw))
       .Case<train::IncrementOp>(rule(emitIncrement))

@@ -1018,6 +1018,42 @@ def _cross_entropy(imp, node, logits, target, weight=None, reduction=1,
                     attrs)
 
 
+@rule(aten.nll_loss, aten.nll_loss_nd, aten.nll_loss_forward)
+def _nll_loss(imp, node, logp, target, weight=None, reduction=1,
+              ignore_index=-100):
+    # F.nll_loss / nn.NLLLoss as torch.export records them (nll_loss_nd);
+    # nll_loss_forward also returns the counted weight, which only its
+    # backward reads.
+    forward = node.target.overloadpacket is aten.nll_loss_forward
+    if weight is not None:
+        raise imp.error("nll_loss with class weights")
+    if reduction != 1:
+        raise imp.error("nll_loss with reduction other than 'mean'")
+    if not isinstance(target, Value) or target.elem != "i32":
+        raise imp.error("nll_loss against non-integer targets (only integer "
+                        "class labels)")
+    if not isinstance(logp, Value):
+        raise imp.error("nll_loss of a constant input")
+    rank = len(logp.shape)
+    if rank < 2 or tuple(target.shape) != \
+            (logp.shape[0],) + tuple(logp.shape[2:]):
+        raise imp.error(f"nll_loss of input {list(logp.shape)} against "
+                        f"labels {list(target.shape)}: expected [N, C] and "
+                        f"[N] (or [N, C, d...] and [N, d...])")
+    if rank > 2:
+        # torch's classes are dimension 1; train.nll_loss's the last. A
+        # log_softmax over dimension 1 ends in the inverse transpose, which
+        # folds away with this one (autoshard-raise then sees the pair).
+        perm = [0] + list(range(2, rank)) + [1]
+        logp = imp.emit("transpose", [logp],
+                        tuple(logp.shape[p] for p in perm), logp.elem,
+                        {"permutation": mlir.i64_array(perm)})
+    imp.loss_targets.append(target)
+    loss = imp.emit("nll_loss", [logp, target], (), "f32",
+                    {"ignore_index": mlir.i64(ignore_index)})
+    return (loss, None) if forward else loss
+
+
 @rule(aten.full_like, aten.zeros_like, aten.ones_like, aten.empty_like)
 def _like(imp, node, x, *args, **kwargs):
     val = node.meta.get("val")

@@ -1,4 +1,5 @@
-// Softmax cross-entropy on the CPU, row by row with max-shifted log-sum-exp.
+// The losses on the CPU: softmax cross-entropy, row by row with max-shifted
+// log-sum-exp, and the negative log-likelihood of log-probabilities.
 #include "Checks.h"
 #include "Element.h"
 #include "Reduce.h"
@@ -7,6 +8,7 @@
 #include "core/Context.h"
 
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 using autoshard::rt::fatal;
@@ -131,5 +133,52 @@ extern "C" void asrt_softmax_xent_grad(asrt_context *ctx, int32_t dtype,
       // (p - 1) * scale in double: p is close to 1 for a confident model.
       store(g, label, static_cast<float>(eLabel * factor - scale));
     }
+  });
+}
+
+extern "C" void asrt_nll_loss_fwd(asrt_context *ctx, int32_t dtype,
+                                  const void *input, const int32_t *labels,
+                                  float *loss, int64_t rows, int64_t classes,
+                                  int64_t ignore_index) {
+  OpTimer timer(ctx, "nll_loss_fwd");
+  const char *op = "nll_loss_fwd";
+  checkShape(op, rows, classes);
+  dispatchFloatDtype(op, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *all = static_cast<const T *>(input);
+    // The sum in double and in row order, as the cross-entropy's.
+    double total = 0.0;
+    int64_t counted = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      if (!countedRow(op, labels, r, classes, ignore_index))
+        continue;
+      ++counted;
+      total -= static_cast<double>(load(all + r * classes, labels[r]));
+    }
+    // No counted row: 0, not torch's 0 / 0 (abi.h).
+    loss[0] = counted ? static_cast<float>(total / static_cast<double>(counted))
+                      : 0.0f;
+  });
+}
+
+extern "C" void asrt_nll_loss_grad(asrt_context *ctx, int32_t dtype,
+                                   const int32_t *labels, const float *dloss,
+                                   void *dinput, int64_t rows, int64_t classes,
+                                   int64_t ignore_index) {
+  OpTimer timer(ctx, "nll_loss_grad");
+  const char *op = "nll_loss_grad";
+  checkShape(op, rows, classes);
+  const int64_t counted = countedRows(op, labels, rows, classes, ignore_index);
+  const double scale = counted ? (dloss ? static_cast<double>(dloss[0]) : 1.0) /
+                                     static_cast<double>(counted)
+                               : 0.0;
+  dispatchFloatDtype(op, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T *grads = static_cast<T *>(dinput);
+    // Zero in f32 and bf16 alike is all bits clear.
+    std::memset(grads, 0, static_cast<size_t>(rows * classes) * sizeof(T));
+    for (int64_t r = 0; r < rows; ++r)
+      if (labels[r] != ignore_index)
+        store(grads + r * classes, labels[r], static_cast<float>(-scale));
   });
 }

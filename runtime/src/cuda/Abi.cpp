@@ -495,6 +495,24 @@ extern "C" void asrt_softmax_xent_grad(asrt_context *ctx, int32_t dtype,
                         labels, dloss, dlogits, rows, classes, ignore_index);
 }
 
+extern "C" void asrt_nll_loss_fwd(asrt_context *ctx, int32_t dtype,
+                                  const void *input, const int32_t *labels,
+                                  float *loss, int64_t rows, int64_t classes,
+                                  int64_t ignore_index) {
+  OpTimer timer(ctx, "nll_loss_fwd");
+  cuda::nllLossFwd(computeStream(ctx, "nll_loss_fwd"), dtype, input, labels,
+                   loss, rows, classes, ignore_index);
+}
+
+extern "C" void asrt_nll_loss_grad(asrt_context *ctx, int32_t dtype,
+                                   const int32_t *labels, const float *dloss,
+                                   void *dinput, int64_t rows, int64_t classes,
+                                   int64_t ignore_index) {
+  OpTimer timer(ctx, "nll_loss_grad");
+  cuda::nllLossGrad(computeStream(ctx, "nll_loss_grad"), dtype, labels, dloss,
+                    dinput, rows, classes, ignore_index);
+}
+
 // ---- Optimizers ----
 // The scalars (lr, step, grad_scale, acc, sumsq, coef) are device memory,
 // read by the kernels: no host round trip per parameter.

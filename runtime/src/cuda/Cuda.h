@@ -282,5 +282,11 @@ void softmaxXentFwd(cudaStream_t stream, int32_t dtype, const void *logits,
 void softmaxXentGrad(cudaStream_t stream, int32_t dtype, const void *logits,
                      const int32_t *labels, const float *dloss, void *dlogits,
                      int64_t rows, int64_t classes, int64_t ignoreIndex);
+void nllLossFwd(cudaStream_t stream, int32_t dtype, const void *input,
+                const int32_t *labels, float *loss, int64_t rows,
+                int64_t classes, int64_t ignoreIndex);
+void nllLossGrad(cudaStream_t stream, int32_t dtype, const int32_t *labels,
+                 const float *dloss, void *dinput, int64_t rows,
+                 int64_t classes, int64_t ignoreIndex);
 
 } // namespace autoshard::rt::cuda

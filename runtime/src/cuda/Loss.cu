@@ -1,4 +1,4 @@
-// Softmax cross-entropy on the GPU, row by row with max-shifted
+// The losses on the GPU. Softmax cross-entropy, row by row with max-shifted
 // log-sum-exp, as runtime/src/cpu/Loss.cpp: the maximum and the exponentials
 // in float, their sum, each row's loss and the mean over rows in double.
 //
@@ -12,6 +12,11 @@
 // order.
 // Known performance limitations: the stream synchronisation per call, and a
 // row (a vocabulary of logits) read three times from global memory.
+//
+// The negative log-likelihood reads one element per row: the labels are
+// checked and counted on the host in the same way; one block sums the
+// forward's rows in a fixed order, and the gradient writes one element per
+// counted row into a zeroed tensor.
 #include "ArgChecks.h"
 #include "Cuda.h"
 #include "Element.cuh"
@@ -119,6 +124,44 @@ __global__ void xentGradKernel(const T *logits, const int32_t *labels,
   }
 }
 
+/// loss[0] = -(the sum of input[r, labels[r]] over the counted rows) /
+/// counted, in double, rounded once to f32; 0 when no row counts. One
+/// block: each thread adds a fixed set of rows and the block reduction
+/// combines them in a fixed order (deterministic).
+template <typename T>
+__global__ void nllMeanKernel(const T *input, const int32_t *labels,
+                              float *loss, int64_t rows, int64_t classes,
+                              int64_t ignoreIndex, int64_t counted) {
+  double sum = 0.0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    const int64_t label = labels[r]; // checked on the host
+    if (label != ignoreIndex && label >= 0 && label < classes)
+      sum += load(input + r * classes, label);
+  }
+  sum = blockSum(sum);
+  if (threadIdx.x == 0)
+    loss[0] = counted ? static_cast<float>(-sum / static_cast<double>(counted))
+                      : 0.0f;
+}
+
+/// dinput[r, labels[r]] = -dloss[0] / counted (dloss null: 1) for the
+/// counted rows, on a zeroed dinput; one thread per row.
+template <typename T>
+__global__ void nllGradKernel(const int32_t *labels, const float *dloss,
+                              T *dinput, int64_t rows, int64_t classes,
+                              int64_t ignoreIndex, int64_t counted) {
+  if (counted == 0)
+    return;
+  const double scale = (dloss ? static_cast<double>(dloss[0]) : 1.0) /
+                       static_cast<double>(counted);
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < rows;
+       r += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t label = labels[r]; // checked on the host
+    if (label != ignoreIndex && label >= 0 && label < classes)
+      store(dinput + r * classes, label, static_cast<float>(-scale));
+  }
+}
+
 #undef ASRT_FOR_EACH_ROW
 
 void checkShape(const char *op, int64_t rows, int64_t classes) {
@@ -187,6 +230,44 @@ void softmaxXentGrad(cudaStream_t stream, int32_t dtype, const void *logits,
     xentGradKernel<<<rowBlocksFor(rows), kRowThreads, 0, stream>>>(
         static_cast<const T *>(logits), labels, dloss,
         static_cast<T *>(dlogits), rows, classes, ignoreIndex, counted);
+    checkLaunch(op);
+  });
+}
+
+void nllLossFwd(cudaStream_t stream, int32_t dtype, const void *input,
+                const int32_t *labels, float *loss, int64_t rows,
+                int64_t classes, int64_t ignoreIndex) {
+  const char *op = "nll_loss_fwd";
+  checkShape(op, rows, classes);
+  checkNotNull(op, "loss", loss);
+  dispatchFloat(op, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t counted =
+        countedRows(stream, op, labels, rows, classes, ignoreIndex);
+    nllMeanKernel<<<1, kRowThreads, 0, stream>>>(
+        static_cast<const T *>(input), labels, loss, rows, classes,
+        ignoreIndex, counted);
+    checkLaunch(op);
+  });
+}
+
+void nllLossGrad(cudaStream_t stream, int32_t dtype, const int32_t *labels,
+                 const float *dloss, void *dinput, int64_t rows,
+                 int64_t classes, int64_t ignoreIndex) {
+  const char *op = "nll_loss_grad";
+  checkShape(op, rows, classes);
+  dispatchFloat(op, dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t counted =
+        countedRows(stream, op, labels, rows, classes, ignoreIndex);
+    // Zero in f32 and bf16 alike is all bits clear.
+    check(cudaMemsetAsync(dinput, 0,
+                          static_cast<size_t>(rows * classes) * sizeof(T),
+                          stream),
+          op);
+    nllGradKernel<<<blocksFor(rows), kThreads, 0, stream>>>(
+        labels, dloss, static_cast<T *>(dinput), rows, classes, ignoreIndex,
+        counted);
     checkLaunch(op);
   });
 }

@@ -1,8 +1,10 @@
-// Tests of the CPU softmax cross-entropy: references, differences, stability.
+// Tests of the CPU losses: the softmax cross-entropy (references,
+// differences, stability) and the negative log-likelihood.
 #include "TestUtil.h"
 
 #include "autoshard/rt/abi.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <tuple>
@@ -415,6 +417,92 @@ TEST_F(SoftmaxXentEdgeTest, IgnoreIndexDoesNotExcuseOtherBadLabels) {
                                      padded.data(), &loss, 3, 4,
                                      ASRT_NO_IGNORE_INDEX),
                "row 1 has label -100, outside \\[0, 4\\) for 4 classes\n");
+}
+
+// torch.nn.functional.nll_loss(input, labels, ignore_index=-100): the mean
+// of -input[r, labels[r]] over the counted rows, by hand.
+using NllLossTest = CpuKernelTest;
+
+TEST_F(NllLossTest, MeanOverCountedRowsAndOneHotGradient) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Row 1 is ignored: its NaNs must reach neither the loss nor a gradient.
+  std::vector<float> input = {-0.5f, -1.0f,  -2.0f, -3.0f, //
+                              nan,   nan,    nan,   nan,   //
+                              -4.0f, -0.25f, -1.5f, 7.0f};
+  std::vector<int32_t> labels = {2, -100, 0};
+  float loss = nan;
+  asrt_nll_loss_fwd(&ctx, ASRT_DTYPE_F32, input.data(), labels.data(), &loss, 3,
+                    4, -100);
+  EXPECT_EQ(loss, 3.0f); // (2 + 4) / 2
+  std::vector<float> g = poisoned(3 * 4);
+  const float dloss = 3.0f;
+  asrt_nll_loss_grad(&ctx, ASRT_DTYPE_F32, labels.data(), &dloss, g.data(), 3,
+                     4, -100);
+  std::vector<float> expected(3 * 4, 0.0f);
+  expected[0 * 4 + 2] = expected[2 * 4 + 0] = -1.5f; // -3 / 2
+  EXPECT_EQ(g, expected);
+  // No dloss means 1; without an ignore index every row counts.
+  std::vector<int32_t> all = {2, 1, 0};
+  std::vector<float> finite = input;
+  std::fill(finite.begin() + 4, finite.begin() + 8, -6.0f);
+  asrt_nll_loss_fwd(&ctx, ASRT_DTYPE_F32, finite.data(), all.data(), &loss, 3,
+                    4, ASRT_NO_IGNORE_INDEX);
+  EXPECT_FLOAT_EQ(loss, 4.0f); // (2 + 6 + 4) / 3
+  asrt_nll_loss_grad(&ctx, ASRT_DTYPE_F32, all.data(), nullptr, g.data(), 3, 4,
+                     ASRT_NO_IGNORE_INDEX);
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t j = 0; j < 4; ++j)
+      EXPECT_EQ(g[r * 4 + j], j == all[r] ? -1.0f / 3.0f : 0.0f)
+          << "row " << r << ", class " << j;
+}
+
+TEST_F(NllLossTest, Bf16InputGivesTheF32LossAndRoundedGradient) {
+  const int64_t rows = 5, classes = 6;
+  std::vector<float> input =
+      bf16Rounded(uniformFloats(rows * classes, 3, -4.0f, 0.0f));
+  std::vector<int32_t> labels = {5, 0, 3, 3, 1};
+  float lossF = 0.0f, lossB = 0.0f;
+  asrt_nll_loss_fwd(&ctx, ASRT_DTYPE_F32, input.data(), labels.data(), &lossF,
+                    rows, classes, ASRT_NO_IGNORE_INDEX);
+  std::vector<uint16_t> inputB = toBf16(input);
+  asrt_nll_loss_fwd(&ctx, ASRT_DTYPE_BF16, inputB.data(), labels.data(), &lossB,
+                    rows, classes, ASRT_NO_IGNORE_INDEX);
+  EXPECT_EQ(lossF, lossB);
+  const float dloss = 0.7f;
+  std::vector<float> g = poisoned(rows * classes);
+  asrt_nll_loss_grad(&ctx, ASRT_DTYPE_F32, labels.data(), &dloss, g.data(),
+                     rows, classes, ASRT_NO_IGNORE_INDEX);
+  std::vector<uint16_t> gB = poisonedBf16(rows * classes);
+  asrt_nll_loss_grad(&ctx, ASRT_DTYPE_BF16, labels.data(), &dloss, gB.data(),
+                     rows, classes, ASRT_NO_IGNORE_INDEX);
+  EXPECT_TRUE(bf16IsRoundedF32(gB, g));
+}
+
+TEST_F(NllLossTest, NoCountedRowGivesZeroLossAndGradient) {
+  std::vector<float> input = uniformFloats(2 * 3, 4, -2.0f, 0.0f);
+  std::vector<int32_t> labels = {-100, -100};
+  float loss = std::numeric_limits<float>::quiet_NaN();
+  asrt_nll_loss_fwd(&ctx, ASRT_DTYPE_F32, input.data(), labels.data(), &loss, 2,
+                    3, -100);
+  EXPECT_EQ(loss, 0.0f);
+  std::vector<float> g = poisoned(2 * 3);
+  asrt_nll_loss_grad(&ctx, ASRT_DTYPE_F32, labels.data(), nullptr, g.data(), 2,
+                     3, -100);
+  EXPECT_EQ(g, std::vector<float>(2 * 3, 0.0f));
+}
+
+TEST_F(NllLossTest, OutOfRangeLabelIsFatal) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<float> input(3 * 4, -1.0f), out(3 * 4);
+  std::vector<int32_t> labels = {0, 4, -100};
+  float loss = 0.0f;
+  EXPECT_DEATH(asrt_nll_loss_fwd(&ctx, ASRT_DTYPE_F32, input.data(),
+                                 labels.data(), &loss, 3, 4, -100),
+               "nll_loss_fwd: row 1 has label 4, outside \\[0, 4\\) for 4 "
+               "classes and not the ignore index");
+  EXPECT_DEATH(asrt_nll_loss_grad(&ctx, ASRT_DTYPE_F32, labels.data(), nullptr,
+                                  out.data(), 3, 4, ASRT_NO_IGNORE_INDEX),
+               "nll_loss_grad: row 1 has label 4, outside \\[0, 4\\)");
 }
 
 } // namespace

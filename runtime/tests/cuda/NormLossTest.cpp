@@ -1,4 +1,4 @@
-// The CUDA norms, RoPE, embeddings and softmax cross-entropy against the CPU
+// The CUDA norms, RoPE, embeddings and losses against the CPU
 // backend's, on the same inputs and odd shapes (rows that are not multiples
 // of a block, more rows than the gradient kernels have blocks). Label `gpu`:
 // the comparisons skip without a device; the argument checks, which fail
@@ -331,6 +331,63 @@ TEST_P(CudaNormLossTest, SoftmaxCrossEntropy) {
         for (size_t i = 0; i < n; ++i)
           ASSERT_EQ(gpuGrad.get(i), 0.0f) << "element " << i;
       }
+    }
+}
+
+TEST_P(CudaNormLossTest, NllLoss) {
+  const int32_t t = GetParam();
+  // One class; more rows than a block has threads (the forward is one
+  // block); a vocabulary.
+  const std::pair<int64_t, int64_t> shapes[] = {
+      {1, 1}, {7, 13}, {300, 37}, {3, 50257}};
+  for (auto [rows, classes] : shapes)
+    for (bool ignoreSome : {false, true}) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + ", classes " +
+                   std::to_string(classes) +
+                   (ignoreSome ? ", every third row ignored" : ""));
+      const size_t n = size_t(rows * classes);
+      HostTensor input(t, uniform(n, 71, -8, 0));
+      std::mt19937 rng(72);
+      std::vector<int32_t> labels(rows);
+      for (int32_t &label : labels)
+        label = int32_t(rng() % uint32_t(classes));
+      int64_t ignoreIndex = ASRT_NO_IGNORE_INDEX;
+      if (ignoreSome) {
+        ignoreIndex = -100;
+        for (int64_t r = 1; r < rows; r += 3)
+          labels[r] = -100;
+      }
+      const float dlossValue = 0.75f;
+      HostTensor cpuLoss(ASRT_DTYPE_F32, 1), cpuGrad(t, n), cpuGradOne(t, n);
+      asrt_nll_loss_fwd(&ctx, t, input.data(), labels.data(),
+                        static_cast<float *>(cpuLoss.data()), rows, classes,
+                        ignoreIndex);
+      asrt_nll_loss_grad(&ctx, t, labels.data(), &dlossValue, cpuGrad.data(),
+                         rows, classes, ignoreIndex);
+      asrt_nll_loss_grad(&ctx, t, labels.data(), nullptr, cpuGradOne.data(),
+                         rows, classes, ignoreIndex);
+
+      // The gradients start as NaN on the device: every element is written.
+      HostTensor gpuLoss(ASRT_DTYPE_F32, 1),
+          gpuGrad(t, std::vector<float>(n, NAN)),
+          gpuGradOne(t, std::vector<float>(n, NAN)),
+          dloss(ASRT_DTYPE_F32, std::vector<float>{dlossValue});
+      const int32_t *dLabels = uploadIndices(labels);
+      void *dInput = upload(input), *dLoss = upload(gpuLoss),
+           *dDloss = upload(dloss), *dGrad = upload(gpuGrad),
+           *dGradOne = upload(gpuGradOne);
+      cuda::nllLossFwd(stream, t, dInput, dLabels, static_cast<float *>(dLoss),
+                       rows, classes, ignoreIndex);
+      cuda::nllLossGrad(stream, t, dLabels, static_cast<const float *>(dDloss),
+                        dGrad, rows, classes, ignoreIndex);
+      cuda::nllLossGrad(stream, t, dLabels, nullptr, dGradOne, rows, classes,
+                        ignoreIndex);
+      download(dLoss, gpuLoss);
+      download(dGrad, gpuGrad);
+      download(dGradOne, gpuGradOne);
+      expectClose(gpuLoss, cpuLoss, "nll_loss_fwd loss");
+      expectClose(gpuGrad, cpuGrad, "nll_loss_grad dinput");
+      expectClose(gpuGradOne, cpuGradOne, "nll_loss_grad, dloss null");
     }
 }
 

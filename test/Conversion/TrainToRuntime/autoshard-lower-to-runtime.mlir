@@ -163,6 +163,35 @@ func.func @step(%w: tensor<3x4xf32> {train.role = #train.role<param>, train.name
 
 // -----
 
+// train.nll_loss and its gradient: the input's dtype, rows and classes, the
+// ignore index; the gradient takes the labels and grad_loss, not the input.
+// The manifest reads the labels' classes and ignore index from the loss.
+// CHECK: @autoshard_manifest({{.*}}\0Aarg 2 label y i32 4 batch_dim=0 global=4 classes=3 ignore_index=-100\0A
+// CHECK-LABEL: func.func @autoshard_step
+// CHECK: call @asrt_linear_fwd
+// CHECK: %[[ROWS:.*]] = arith.constant 4 : i64
+// CHECK-NEXT: %[[CLASSES:.*]] = arith.constant 3 : i64
+// CHECK-NEXT: %[[IGNORE:.*]] = arith.constant -100 : i64
+// CHECK-NEXT: call @asrt_nll_loss_fwd(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[Y:[^,]*]], %{{[^,]*}}, %[[ROWS]], %[[CLASSES]], %[[IGNORE]]) :
+// CHECK: %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK: call @asrt_nll_loss_grad(%{{[^,]*}}, %{{[^,]*}}, %[[Y]], %[[NULL]], %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}) : (!llvm.ptr, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64) -> ()
+func.func @step(%w: tensor<3x4xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
+                %x: tensor<4x4xf32> {train.role = #train.role<input>, train.name = "x"},
+                %y: tensor<4xi32> {train.role = #train.role<label>, train.name = "y"},
+                %lr: tensor<f32> {train.role = #train.role<hyper>, train.name = "lr", train.init = #train.init<constant, value = 0.1>})
+    -> (tensor<3x4xf32> {train.role = #train.role<param>, train.name = "w"},
+        tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step} {
+  %logp = train.linear %x, %w : (tensor<4x4xf32>, tensor<3x4xf32>) -> tensor<4x3xf32>
+  %loss = train.nll_loss %logp, %y {ignore_index = -100 : i64} : (tensor<4x3xf32>, tensor<4xi32>) -> tensor<f32>
+  %dlogp = train.nll_loss_grad %logp, %y {ignore_index = -100 : i64} : (tensor<4x3xf32>, tensor<4xi32>) -> tensor<4x3xf32>
+  %dw = train.linear_grad_weight %dlogp, %x : (tensor<4x3xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
+  %w1 = train.sgd %w, %dw, %lr : (tensor<3x4xf32>, tensor<3x4xf32>, tensor<f32>) -> tensor<3x4xf32>
+  return %w1, %loss : tensor<3x4xf32>, tensor<f32>
+}
+
+// -----
+
 // A parameter still read after its update cannot be overwritten in place:
 // the update goes to a temporary, copied to the result buffer at the end.
 // CHECK-LABEL: func.func @autoshard_step

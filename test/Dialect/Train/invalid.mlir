@@ -521,6 +521,57 @@ func.func @f(%logits: tensor<8x10xf32>, %labels: tensor<8x1xi32>) {
 
 // -----
 
+func.func @f(%logp: tensor<8x10xf32>, %labels: tensor<10xi32>) {
+  // expected-error@+2 {{'train.nll_loss' labels 'tensor<10xi32>' must have the shape of the input 'tensor<8x10xf32>' without its last (class) dimension}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %l = train.nll_loss %logp, %labels : (tensor<8x10xf32>, tensor<10xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%logp: tensor<f32>, %labels: tensor<i32>) {
+  // expected-error@+2 {{'train.nll_loss' input must have rank >= 1, got 'tensor<f32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %l = train.nll_loss %logp, %labels : (tensor<f32>, tensor<i32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%logp: tensor<8x10xf32>, %labels: tensor<8xi32>) {
+  // expected-error@+1 {{'train.nll_loss' op has ignore_index = 2147483648, which no i32 label can equal}}
+  %l = train.nll_loss %logp, %labels {ignore_index = 2147483648 : i64} : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%logp: tensor<8x10xf32>, %labels: tensor<8xf32>) {
+  // expected-error@+1 {{'train.nll_loss' op operand #1 must be ranked tensor of 32-bit signless integer values, but got 'tensor<8xf32>'}}
+  %l = train.nll_loss %logp, %labels : (tensor<8x10xf32>, tensor<8xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%logp: tensor<8x10xf32>, %labels: tensor<8xi32>) {
+  // expected-error@+1 {{'train.nll_loss_grad' op has ignore_index = -2147483649, which no i32 label can equal}}
+  %d = train.nll_loss_grad %logp, %labels {ignore_index = -2147483649 : i64} : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<8x10xf32>
+  return
+}
+
+// -----
+
+func.func @f(%logp: tensor<8x10xf32>, %labels: tensor<8x1xi32>) {
+  // expected-error@+2 {{'train.nll_loss_grad' labels 'tensor<8x1xi32>' must have the shape of the input 'tensor<8x10xf32>' without its last (class) dimension}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %d = train.nll_loss_grad %logp, %labels : (tensor<8x10xf32>, tensor<8x1xi32>) -> tensor<8x10xf32>
+  return
+}
+
+// -----
+
 func.func @f(%p: tensor<4xf32>, %g: tensor<5xf32>, %lr: tensor<f32>) {
   // expected-error@+2 {{'train.sgd' grad type 'tensor<5xf32>' must have the param's shape 'tensor<4xf32>'}}
   // expected-error@+1 {{failed to infer returned types}}

@@ -47,6 +47,19 @@ func.func @loss(%logits: tensor<8x10xf32>, %labels: tensor<8xi32>, %dl: tensor<f
   return
 }
 
+// CHECK-LABEL: func.func @nll_loss
+func.func @nll_loss(%logp: tensor<2x4x10xbf16>, %labels: tensor<2x4xi32>, %dl: tensor<f32>) {
+  // CHECK: train.nll_loss %{{.*}}, %{{.*}} : (tensor<2x4x10xbf16>, tensor<2x4xi32>) -> tensor<f32>
+  %l = train.nll_loss %logp, %labels : (tensor<2x4x10xbf16>, tensor<2x4xi32>) -> tensor<f32>
+  // CHECK: train.nll_loss %{{.*}}, %{{.*}} {ignore_index = -100 : i64} : (tensor<2x4x10xbf16>, tensor<2x4xi32>) -> tensor<f32>
+  %l2 = train.nll_loss %logp, %labels {ignore_index = -100 : i64} : (tensor<2x4x10xbf16>, tensor<2x4xi32>) -> tensor<f32>
+  // CHECK: train.nll_loss_grad %{{.*}}, %{{.*}} : (tensor<2x4x10xbf16>, tensor<2x4xi32>) -> tensor<2x4x10xbf16>
+  %d0 = train.nll_loss_grad %logp, %labels : (tensor<2x4x10xbf16>, tensor<2x4xi32>) -> tensor<2x4x10xbf16>
+  // CHECK: train.nll_loss_grad %{{.*}}, %{{.*}}, %{{.*}} {ignore_index = -100 : i64} : (tensor<2x4x10xbf16>, tensor<2x4xi32>, tensor<f32>) -> tensor<2x4x10xbf16>
+  %d1 = train.nll_loss_grad %logp, %labels, %dl {ignore_index = -100 : i64} : (tensor<2x4x10xbf16>, tensor<2x4xi32>, tensor<f32>) -> tensor<2x4x10xbf16>
+  return
+}
+
 // CHECK-LABEL: func.func @optimizers
 func.func @optimizers(%p: tensor<4x16xf32>, %g: tensor<4x16xf32>, %lr: tensor<f32>, %m: tensor<4x16xf32>) {
   // CHECK: train.sgd %{{.*}}, %{{.*}}, %{{.*}} : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<f32>) -> tensor<4x16xf32>

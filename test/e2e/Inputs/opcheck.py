@@ -208,9 +208,12 @@ class Case:
     operands: Dict[str, Operand]
     mlir: str              # lines defining %r
     forward: Callable      # numpy: the operands, in order -> r
-    head: str = "act"      # "act": r is [BATCH, ...]; "weight": r is [C, k]
+    head: str = "act"      # "act": r is [BATCH, ...]; "weight": r is [C, k];
+                           # "loss": r is the step's loss, the op reads the
+                           # labels %y ($y), forward takes them last
     new: bool = True       # uses the generic op set, which a build may lack
     requires: tuple = ()   # ops a new case needs beyond those it names
+    labels: tuple = ()     # the batch's labels, when not random
 
     def ops(self):
         return sorted(set(re.findall(r"train\.(\w+)", self.mlir)) |
@@ -220,9 +223,12 @@ class Case:
 CASES = []
 
 
-def case(name, operands, mlir, forward, head="act", new=True, requires=()):
+def case(name, operands, mlir, forward, head="act", new=True, requires=(),
+         labels=()):
     assert name not in {c.name for c in CASES}, name
-    CASES.append(Case(name, operands, mlir, forward, head, new, requires))
+    assert not labels or len(labels) == BATCH, labels
+    CASES.append(Case(name, operands, mlir, forward, head, new, requires,
+                      tuple(labels)))
 
 
 def tensor_type(shape, elem="f32"):
@@ -475,6 +481,30 @@ case("matmul_transpose_both", {"a": A(4, 5, 3), "b": A(4, 2, 5)},
 case("matmul_params", {"a": P(5, 4), "b": P(4, 8)},
      "%r = train.matmul %a, %b : ($a, $b) -> $out", matmul, head="weight")
 
+# Losses: the op is the step's loss, over [BATCH, classes] scores.
+def nll_loss(a, labels, ignore_index=None):
+    counted = labels != ignore_index
+    picked = a[np.arange(len(labels))[counted], labels[counted]]
+    return -picked.mean()
+
+
+case("nll_loss", {"a": A(4, 5, lo=-3, hi=0)},
+     "%r = train.nll_loss %a, %y : ($a, $y) -> tensor<f32>", nll_loss,
+     head="loss")
+# Each rank of two ignores one of its two rows: the mean of the ranks'
+# means is the global one.
+case("nll_loss_ignore", {"a": A(4, 5, lo=-3, hi=0)},
+     "%r = train.nll_loss %a, %y {ignore_index = -100 : i64} "
+     ": ($a, $y) -> tensor<f32>",
+     lambda a, y: nll_loss(a, y, ignore_index=-100), head="loss",
+     labels=(3, -100, -100, 1))
+# What torch's F.nll_loss(F.log_softmax(x, -1), t) imports as (raised to
+# softmax_cross_entropy by shard-compile's pipeline).
+case("log_softmax_nll_loss", {"a": A(4, 5, lo=-2, hi=2)},
+     "%p = train.log_softmax %a : $a\n"
+     "%r = train.nll_loss %p, %y : ($a, $y) -> tensor<f32>",
+     lambda a, y: nll_loss(log_softmax(a), y), head="loss")
+
 CASE_BY_NAME = {c.name: c for c in CASES}
 
 
@@ -506,6 +536,14 @@ class Step:
             self.params[f"{name}.b"] = uniform(centre - half / 2,
                                                centre + half / 2,
                                                (op.shape[-1],))
+        if case.head == "loss":
+            # The first operand's last dimension is the classes.
+            self.classes = next(iter(case.operands.values())).shape[-1]
+            self.labels = (np.array(case.labels, np.int32) if case.labels
+                           else rng.integers(0, self.classes, BATCH)
+                           .astype(np.int32))
+            self.out_shape = ()
+            return
         r = self.op_result(self.params, self.inputs)
         self.out_shape = r.shape
         if case.head == "act":
@@ -533,12 +571,16 @@ class Step:
         return values
 
     def op_result(self, params, inputs):
-        operands = self.operand_values(params, inputs)
-        r = np.asarray(self.case.forward(*operands.values()), np.float64)
+        operands = list(self.operand_values(params, inputs).values())
+        if self.case.head == "loss":
+            operands.append(self.labels)
+        r = np.asarray(self.case.forward(*operands), np.float64)
         return r * (1 + self.perturb)
 
     def loss(self, params):
         r = self.op_result(params, self.inputs)
+        if self.case.head == "loss":
+            return float(r)
         if self.case.head == "act":
             logits = linear(r.reshape(BATCH, self.k), params["head.w"])
         else:
@@ -591,8 +633,12 @@ class Step:
                     f": ({tensor_type(x)}, {tensor_type(w)}, "
                     f"{tensor_type(w[:1])}) -> {types[name]}")
         out = tensor_type(self.out_shape)
-        lines += string.Template(case.mlir).substitute(types,
-                                                       out=out).split("\n")
+        labels = tensor_type((BATCH,), "i32")
+        lines += string.Template(case.mlir).substitute(
+            types, out=out, y=labels).split("\n")
+        if case.head == "loss":
+            lines.append("return %r : tensor<f32>")
+            return self.function(args, lines)
         rows = BATCH if case.head == "act" else self.classes
         flat, r = tensor_type((rows, self.k)), "%r"
         if self.out_shape != (rows, self.k):
@@ -611,6 +657,10 @@ class Step:
                      f"({logits}, {tensor_type((BATCH,), 'i32')}) -> "
                      "tensor<f32>")
         lines.append("return %loss : tensor<f32>")
+        return self.function(args, lines)
+
+    def function(self, args, lines):
+        case = self.case
         return (f"// opcheck {case.name}: one SGD step of the op under "
                 "test\n"
                 "func.func @train_step(\n    " + ",\n    ".join(args) +

@@ -38,6 +38,14 @@ class Classifier(nn.Module):
         return self.head(torch.tanh(self.fc2(h)))
 
 
+class LogProbClassifier(Classifier):
+    """A classifier that returns log-probabilities, as one trained with
+    nn.NLLLoss does."""
+
+    def forward(self, x):
+        return F.log_softmax(super().forward(x), dim=-1)
+
+
 class TinyViT(nn.Module):
     """A vision transformer's shape: a class token expanded to the batch and
     concatenated with the patch embeddings, learned positions, one
@@ -172,6 +180,29 @@ class MLP(Case):
         return at.export_training_step(
             self.module, (b["x"], b["y"]),
             loss=lambda logits, x, y: F.cross_entropy(logits, y),
+            optimizer=self.optimizer, precision=precision)
+
+
+class MLPNll(MLP):
+    """log_softmax in the model and F.nll_loss as the loss, every other
+    label -100 (ignored): one of each pair of rows, so that every rank of 1,
+    2 or 4 counts as many rows and the ranks' mean is the batch's."""
+    name = "mlp-nll"
+    model = LogProbClassifier
+
+    def __init__(self, steps, work):
+        super().__init__(steps, work)
+        for b in self.batches:
+            b["y"][1::2] = -100
+
+    def loss(self, model, batch):
+        return F.nll_loss(model(batch["x"]), batch["y"])
+
+    def export(self, precision):
+        b = self.batches[0]
+        return at.export_training_step(
+            self.module, (b["x"], b["y"]),
+            loss=lambda logp, x, y: F.nll_loss(logp, y),
             optimizer=self.optimizer, precision=precision)
 
 
@@ -321,6 +352,6 @@ def other(arch):
     return type(arch, (OtherDecoder,), {"name": arch})
 
 
-MODELS = {"mlp": MLP, "vit": ViT, "nanogpt": NanoGPTCase, "gpt2": GPT2, "llama": Llama,
+MODELS = {"mlp": MLP, "mlp-nll": MLPNll, "vit": ViT, "nanogpt": NanoGPTCase, "gpt2": GPT2, "llama": Llama,
           "llama-prompt": LlamaPrompt,
           **{arch: other(arch) for arch in OtherDecoder.ARCHS}}

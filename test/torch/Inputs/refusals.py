@@ -123,6 +123,18 @@ class Smoothing(nn.Module):
         return F.cross_entropy(self.a(x), y, label_smoothing=0.1)
 
 
+class Nll(nn.Module):
+    """F.nll_loss with the keyword arguments `kw`."""
+
+    def __init__(self, **kw):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.kw = kw
+
+    def forward(self, x, y):
+        return F.nll_loss(F.log_softmax(self.a(x), -1), y, **self.kw)
+
+
 class BufferUpdate(nn.Module):
     def __init__(self):
         super().__init__()
@@ -168,6 +180,8 @@ CASES = {
     "no-loss": lambda: export(Logits()),
     "int-math": lambda: export(IntMath(), (IDS, Y)),
     "label-smoothing": lambda: export(Smoothing()),
+    "nll-weight": lambda: export(Nll(weight=torch.rand(8))),
+    "nll-sum": lambda: export(Nll(reduction="sum")),
     "buffer-update": lambda: export(BufferUpdate()),
     "in-place": lambda: export(InPlace()),
     "float-to-int": lambda: export(FloatToInt()),

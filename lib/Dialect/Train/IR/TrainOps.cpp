@@ -779,15 +779,19 @@ LogicalResult CausalAttentionGradOp::inferReturnTypes(
 // Loss
 //===----------------------------------------------------------------------===//
 
+/// The rule of every loss and loss gradient: `scores` (the logits, or the
+/// log-probabilities named `scoresName`) has a class dimension last and
+/// `labels` the shape of the others.
 static LogicalResult checkLabels(std::optional<Location> loc, StringRef op,
-                                 RankedTensorType logits,
-                                 RankedTensorType labels) {
-  if (failed(checkRankAtLeast(loc, op, "logits", logits, 1)))
+                                 RankedTensorType scores,
+                                 RankedTensorType labels,
+                                 StringRef scoresName = "logits") {
+  if (failed(checkRankAtLeast(loc, op, scoresName, scores, 1)))
     return failure();
-  if (labels.getShape() != leadingDims(logits))
+  if (labels.getShape() != leadingDims(scores))
     return emitOptionalError(loc, "'", op, "' labels ", labels,
-                             " must have the shape of the logits ", logits,
-                             " without its last (class) dimension");
+                             " must have the shape of the ", scoresName, " ",
+                             scores, " without its last (class) dimension");
   return success();
 }
 
@@ -846,6 +850,50 @@ LogicalResult SoftmaxCrossEntropyGradOp::inferReturnTypes(
                          tensorOf(adaptor.getLabels()))))
     return failure();
   results.push_back(logits);
+  return success();
+}
+
+LogicalResult NllLossOp::verify() {
+  return verifyIgnoreIndex(*this, getIgnoreIndexAttr());
+}
+
+LogicalResult NllLossGradOp::verify() {
+  return verifyIgnoreIndex(*this, getIgnoreIndexAttr());
+}
+
+LogicalResult NllLossOp::inferReturnTypes(MLIRContext *context,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &results) {
+  if (failed(checkLabels(loc, "train.nll_loss", tensorOf(adaptor.getInput()),
+                         tensorOf(adaptor.getLabels()), "input")))
+    return failure();
+  results.push_back(RankedTensorType::get({}, Float32Type::get(context)));
+  return success();
+}
+
+LogicalResult NllLossOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
+                                       bool seed, ArrayRef<bool> needed,
+                                       MutableArrayRef<Value> operandGrads) {
+  if (!needed[0] || (!seed && !grads[0]))
+    return success();
+  // As softmax_cross_entropy's: no grad_loss at the seed (one), and the
+  // forward's ignored positions.
+  operandGrads[0] =
+      NllLossGradOp::create(b, getLoc(), getInput(), getLabels(),
+                            seed ? Value() : grads[0], getIgnoreIndexAttr());
+  return success();
+}
+
+LogicalResult NllLossGradOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &results) {
+  auto input = tensorOf(adaptor.getInput());
+  if (failed(checkLabels(loc, "train.nll_loss_grad", input,
+                         tensorOf(adaptor.getLabels()), "input")))
+    return failure();
+  results.push_back(input);
   return success();
 }
 

@@ -118,7 +118,7 @@ LogicalResult Autodiff::differentiate(ArrayRef<Operation *> ops, Value loss) {
     return step.emitOpError()
            << "returns a loss that no differentiable loss op computes; "
               "autoshard-autodiff seeds the gradient at "
-              "train.softmax_cross_entropy";
+              "train.softmax_cross_entropy or train.nll_loss";
   // The backward ops go before the terminator, behind every op in `ops`.
   b.setInsertionPoint(body.getTerminator());
   for (Operation *opPtr : llvm::reverse(ops)) {

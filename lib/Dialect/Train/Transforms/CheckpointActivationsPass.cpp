@@ -83,7 +83,7 @@ private:
     StringRef current;
     int64_t losses = 0;
     for (Operation &op : body) {
-      if (isa<SoftmaxCrossEntropyOp>(op)) {
+      if (op.hasTrait<LossTrait>()) {
         ++losses;
         current = "";
         continue;

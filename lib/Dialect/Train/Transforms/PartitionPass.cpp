@@ -234,7 +234,7 @@ LogicalResult reinferTypes(Block &body, const StepSignature &sig,
     SmallVector<Type> before(op.getResultTypes());
     if (failed(rederiveResultTypes(&op, factor)))
       return failure();
-    bool isLoss = isa<SoftmaxCrossEntropyOp>(op) ||
+    bool isLoss = op.hasTrait<LossTrait>() ||
                   llvm::any_of(op.getResults(), [&](Value result) {
                     return scalarResults.contains(result);
                   });
@@ -805,7 +805,7 @@ LogicalResult Partitioner::gatherParameters() {
   for (Operation &op : body) {
     if (isa<SliceRowsOp>(op))
       batchStarts.push_back(position[&op]);
-    if (isa<SliceRowsOp, SoftmaxCrossEntropyOp>(op))
+    if (isa<SliceRowsOp>(op) || op.hasTrait<LossTrait>())
       withLosses.push_back(position[&op]);
   }
   // When a gathered copy is released.

@@ -1,10 +1,10 @@
 //===- RaisePass.cpp - generic op patterns as the runtime's fused ops -----===//
 //
-// A front end writes GELU, RMSNorm, rotary embeddings, SwiGLU, attention and
-// linear layers as chains of generic ops, each of which runs on its own
-// kernel. Recognising the chains here, before autodiff, gives the forward
-// and the backward pass the fused kernels, and leaves the decision in IR
-// that a test can read.
+// A front end writes GELU, RMSNorm, rotary embeddings, SwiGLU, attention,
+// linear layers and a log_softmax + nll_loss as chains of generic ops, each of
+// which runs on its own kernel. Recognising the chains here, before autodiff,
+// gives the forward and the backward pass the fused kernels, and leaves the
+// decision in IR that a test can read.
 //
 //===----------------------------------------------------------------------===//
 
@@ -816,6 +816,32 @@ struct RaisePositionEmbedding : OpRewritePattern<AddOp> {
   }
 };
 
+//===----------------------------------------------------------------------===//
+// Softmax cross-entropy
+//===----------------------------------------------------------------------===//
+
+/// nll_loss(log_softmax(x), labels) -> train.softmax_cross_entropy x, labels
+/// (torch's F.nll_loss(F.log_softmax(x, -1), t), what cross_entropy is), with
+/// the same ignore index, when nothing else reads the log-probabilities: the
+/// fused loss never stores them, and its gradient is one kernel instead of
+/// nll_loss_grad and softmax_grad. train.log_softmax works on the last
+/// dimension, the classes of nll_loss; one over another dimension reaches
+/// the loss through a transpose and does not match.
+struct RaiseSoftmaxCrossEntropy : OpRewritePattern<NllLossOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(NllLossOp op,
+                                PatternRewriter &rewriter) const override {
+    auto logSoftmax = intermediate<LogSoftmaxOp>(op.getInput());
+    if (!logSoftmax)
+      return rewriter.notifyMatchFailure(
+          op, "input is not a log_softmax that only the loss reads");
+    rewriter.replaceOpWithNewOp<SoftmaxCrossEntropyOp>(
+        op, logSoftmax.getInput(), op.getLabels(), op.getIgnoreIndexAttr());
+    return success();
+  }
+};
+
 struct RaisePass : autoshard::train::impl::RaisePassBase<RaisePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
@@ -824,7 +850,8 @@ struct RaisePass : autoshard::train::impl::RaisePassBase<RaisePass> {
     patterns.add<RaiseCausalAttention, RaiseLinearBias>(&getContext(),
                                                         /*benefit=*/2);
     patterns.add<RaiseGelu, RaiseRmsNorm, RaiseRope, RaiseSwiglu, RaiseLinear,
-                 RaiseFlattenedLinear, RaisePositionEmbedding>(&getContext());
+                 RaiseFlattenedLinear, RaisePositionEmbedding,
+                 RaiseSoftmaxCrossEntropy>(&getContext());
     // The transposes around raised attention and rotary embeddings cancel
     // with those of the heads' layout through train.transpose's folder,
     // which the driver applies as it goes.

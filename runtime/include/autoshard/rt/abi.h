@@ -473,6 +473,22 @@ void asrt_softmax_xent_grad(asrt_context *ctx, int32_t dtype,
                             const float *dloss, void *dlogits, int64_t rows,
                             int64_t classes, int64_t ignore_index);
 
+/* Negative log-likelihood (torch's nll_loss, reduction 'mean', no class
+ * weights) over `rows` rows of `classes` log-probabilities, with the rows,
+ * the ignore index, the label check and the f32 result of
+ * asrt_softmax_xent_fwd:
+ * loss[0] = mean over the counted rows of -input[r, labels[r]]; 0 when no
+ * row counts. */
+void asrt_nll_loss_fwd(asrt_context *ctx, int32_t dtype, const void *input,
+                       const int32_t *labels, float *loss, int64_t rows,
+                       int64_t classes, int64_t ignore_index);
+/* dinput[r, labels[r]] = -dloss[0] / counted for a counted row, every other
+ * element 0 (all zero when no row counts); dloss may be null, meaning 1.
+ * The input's values do not enter the gradient and are not passed. */
+void asrt_nll_loss_grad(asrt_context *ctx, int32_t dtype, const int32_t *labels,
+                        const float *dloss, void *dinput, int64_t rows,
+                        int64_t classes, int64_t ignore_index);
+
 /* ---- Optimizers ----
  * Parameters and states are f32 (the master copy under mixed precision);
  * the gradient has grad_dtype. grad_scale, when not null, multiplies the

@@ -114,7 +114,7 @@ func.func @manual(%l: tensor<f32> {train.role = #train.role<hyper>, train.name =
 
 // -----
 
-// expected-error@+1 {{returns a loss that no differentiable loss op computes; autoshard-autodiff seeds the gradient at train.softmax_cross_entropy}}
+// expected-error@+1 {{returns a loss that no differentiable loss op computes; autoshard-autodiff seeds the gradient at train.softmax_cross_entropy or train.nll_loss}}
 func.func @step(%w: tensor<2xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
                 %l: tensor<f32> {train.role = #train.role<hyper>, train.name = "l", train.init = #train.init<zeros>})
     -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})

@@ -164,3 +164,28 @@ func.func @train_step(
   %loss = train.softmax_cross_entropy %logits, %y : (tensor<4x10xf32>, tensor<4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// train.nll_loss is a loss like train.softmax_cross_entropy: each rank takes
+// the mean over its share of the rows (with the same ignore index), its
+// gradient scatters -1/count into the rank's rows, the ranks average the
+// gradients and the reported loss (grouped into one bucket).
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[LOGP:.*]] = train.log_softmax %{{.*}} : tensor<4x10xf32>
+// CHECK: %[[LOSS:.*]] = train.nll_loss %[[LOGP]], %[[Y:.*]] {ignore_index = -100 : i64} : (tensor<4x10xf32>, tensor<4xi32>) -> tensor<f32>
+// CHECK: %[[DLOGP:.*]] = train.nll_loss_grad %[[LOGP]], %[[Y]] {ignore_index = -100 : i64} : (tensor<4x10xf32>, tensor<4xi32>) -> tensor<4x10xf32>
+// CHECK: %[[DLOGITS:.*]] = train.softmax_grad %[[DLOGP]], %[[LOGP]] {log} : tensor<4x10xf32>
+// CHECK: %[[DW:.*]] = train.linear_grad_weight %[[DLOGITS]]
+// CHECK: train.collective_start all_reduce %[[LOSS]], %[[DW]] on @world grid_axes = [0] reduction = average
+func.func @train_step(
+    %w: tensor<10x8xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.2>},
+    %x: tensor<8x8xf32> {train.role = #train.role<input>, train.name = "x"},
+    %y: tensor<8xi32> {train.role = #train.role<label>, train.name = "y"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.optimizer = #train.sgd<lr = 0.1>} {
+  %logits = train.linear %x, %w : (tensor<8x8xf32>, tensor<10x8xf32>) -> tensor<8x10xf32>
+  %logp = train.log_softmax %logits : tensor<8x10xf32>
+  %loss = train.nll_loss %logp, %y {ignore_index = -100 : i64} : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

@@ -789,6 +789,55 @@ func.func @position_embedding() {
   return
 }
 
+// -----
+
+// log_softmax + nll_loss is the cross-entropy, with the loss's ignore
+// index. Log-probabilities that something else reads too (here returned),
+// or a log_softmax over another dimension (a transpose away from the loss)
+// stay generic.
+
+// CHECK-LABEL: func.func @softmax_cross_entropy
+// CHECK: %[[X:.*]] = "test.src"() : () -> tensor<2x4x10xf32>
+// CHECK-NEXT: %[[T:.*]] = "test.src"() : () -> tensor<2x4xi32>
+// CHECK-NEXT: %[[L0:.*]] = train.softmax_cross_entropy %[[X]], %[[T]] : (tensor<2x4x10xf32>, tensor<2x4xi32>) -> tensor<f32>
+// CHECK-NEXT: %[[L1:.*]] = train.softmax_cross_entropy %[[X]], %[[T]] {ignore_index = -100 : i64} : (tensor<2x4x10xf32>, tensor<2x4xi32>) -> tensor<f32>
+// CHECK-NEXT: "test.use"(%[[L0]], %[[L1]])
+func.func @softmax_cross_entropy() {
+  %x = "test.src"() : () -> tensor<2x4x10xf32>
+  %t = "test.src"() : () -> tensor<2x4xi32>
+  %p0 = train.log_softmax %x : tensor<2x4x10xf32>
+  %l0 = train.nll_loss %p0, %t : (tensor<2x4x10xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %p1 = train.log_softmax %x : tensor<2x4x10xf32>
+  %l1 = train.nll_loss %p1, %t {ignore_index = -100 : i64} : (tensor<2x4x10xf32>, tensor<2x4xi32>) -> tensor<f32>
+  "test.use"(%l0, %l1) : (tensor<f32>, tensor<f32>) -> ()
+  return
+}
+
+// CHECK-LABEL: func.func @nll_loss_refused
+// CHECK: %[[P:.*]] = train.log_softmax
+// CHECK-NEXT: %[[L0:.*]] = train.nll_loss %[[P]]
+// CHECK: %[[Q:.*]] = train.log_softmax
+// CHECK-NEXT: %[[QT:.*]] = train.transpose %[[Q]]
+// CHECK-NEXT: %[[L1:.*]] = train.nll_loss %[[QT]]
+// CHECK-NEXT: "test.use"(%[[L0]], %[[P]], %[[L1]])
+// CHECK-NOT: softmax_cross_entropy
+func.func @nll_loss_refused() {
+  %x = "test.src"() : () -> tensor<4x10xf32>
+  %t = "test.src"() : () -> tensor<4xi32>
+  %u = "test.src"() : () -> tensor<10xi32>
+  %p = train.log_softmax %x : tensor<4x10xf32>
+  %l0 = train.nll_loss %p, %t : (tensor<4x10xf32>, tensor<4xi32>) -> tensor<f32>
+  // log_softmax(x, dim=0) on x [10, 4] as a front end writes it: over the
+  // last dimension of the transpose; the loss reads it transposed back.
+  %y = "test.src"() : () -> tensor<10x4xf32>
+  %yt = train.transpose %y {permutation = array<i64: 1, 0>} : tensor<10x4xf32> -> tensor<4x10xf32>
+  %q = train.log_softmax %yt : tensor<4x10xf32>
+  %qt = train.transpose %q {permutation = array<i64: 1, 0>} : tensor<4x10xf32> -> tensor<10x4xf32>
+  %l1 = train.nll_loss %qt, %u : (tensor<10x4xf32>, tensor<10xi32>) -> tensor<f32>
+  "test.use"(%l0, %p, %l1) : (tensor<f32>, tensor<4x10xf32>, tensor<f32>) -> ()
+  return
+}
+
 // GPT-2: learned positions, per block three biased projections read by one
 // attention, the output projection, and the MLP's linear-GELU-linear; the
 // tied lm_head. No constant is left.

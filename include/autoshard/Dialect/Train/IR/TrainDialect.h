@@ -60,6 +60,11 @@ mlir::LogicalResult buildUnaryGradient(mlir::OpBuilder &b, mlir::Operation *op,
                                        llvm::ArrayRef<bool> needed,
                                        llvm::MutableArrayRef<mlir::Value> operandGrads);
 
+/// The trait of the loss ops (Train_Loss in TrainOps.td): it carries no
+/// code, the passes ask `op->hasTrait<LossTrait>()`.
+template <typename ConcreteType>
+class LossTrait : public mlir::OpTrait::TraitBase<ConcreteType, LossTrait> {};
+
 /// The NumPy broadcast of two shapes (aligned at the right; a dimension of
 /// 1 or a missing one repeats), or failure when they do not broadcast.
 mlir::FailureOr<llvm::SmallVector<int64_t>>

@@ -30,6 +30,15 @@ def Train_BuildableScalarTensor : 0DTensorOf<[F32]> {
 }
 def Train_StepTensor : 0DTensorOf<[I32]>;
 
+/// A loss: a forward op whose scalar result is a mean over this rank's
+/// positions (labels), where autodiff may seed the backward pass. The passes
+/// that treat losses apart (a data-parallel plan averages their results
+/// over the ranks, a loss ends a micro-batch) ask for this trait, not for
+/// a list of ops.
+def Train_Loss : NativeOpTrait<"LossTrait"> {
+  let cppNamespace = "::autoshard::train";
+}
+
 /// A forward op whose gradient rule is its own (DifferentiableOpInterface).
 class Train_ForwardOp<string mnemonic, list<Trait> traits = []>
     : Train_Op<mnemonic, !listconcat(traits, [Pure,
@@ -594,7 +603,7 @@ def Train_CausalAttentionGradOp : Train_Op<"causal_attention_grad",
 //===----------------------------------------------------------------------===//
 
 def Train_SoftmaxCrossEntropyOp : Train_ForwardOp<"softmax_cross_entropy",
-    [InferTypeOpAdaptor]> {
+    [Train_Loss, InferTypeOpAdaptor]> {
   let summary = "mean softmax cross-entropy of logits against class labels";
   let description = [{
     `loss = mean over counted positions p of
@@ -664,6 +673,73 @@ def Train_SoftmaxCrossEntropyGradOp : Train_Op<"softmax_cross_entropy_grad",
   let results = (outs Train_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels (`,` $grad_loss^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_NllLossOp : Train_ForwardOp<"nll_loss",
+    [Train_Loss, InferTypeOpAdaptor]> {
+  let summary = "mean negative log-likelihood of log-probabilities";
+  let description = [{
+    `loss = mean over counted positions p of -input[p, labels[p]]`, an f32
+    scalar also for bf16 input: `torch.nn.functional.nll_loss` with
+    `reduction='mean'` and no class weights. `input` holds
+    log-probabilities (a `train.log_softmax`'s result), but any values are
+    accepted.
+
+    It follows `train.softmax_cross_entropy` in everything else: the last
+    dimension of `input` indexes the classes and `labels` has the shape of
+    `input` without it; with `ignore_index` the positions whose label
+    equals it do not count (torch's default is -100); when no position
+    counts the loss is 0 and so is its gradient (torch: NaN); a counted
+    label must lie in `[0, classes)` (the runtime checks it); the mean is
+    over this rank's positions, and a data-parallel plan averages the ranks'
+    losses as it does the cross-entropy's. autoshard-raise rewrites
+    `nll_loss(log_softmax(x), labels)` into `softmax_cross_entropy(x,
+    labels)` when nothing else reads the log-probabilities.
+
+    ```mlir
+    %logp = train.log_softmax %logits : tensor<8x10xf32>
+    %loss = train.nll_loss %logp, %labels {ignore_index = -100 : i64}
+        : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+    ```
+
+    A given `ignore_index` fits in i32, the labels' type.
+  }];
+  let arguments = (ins Train_FloatTensor:$input, Train_IndexTensor:$labels,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Train_ScalarTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $labels attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_NllLossGradOp : Train_Op<"nll_loss_grad",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "gradient of the mean negative log-likelihood w.r.t. its input";
+  let description = [{
+    `grad_input[p, c] = -grad_loss / counted` where `c = labels[p]` for a
+    counted position `p`, zero everywhere else; `counted` is the number of
+    counted positions (all of them without `ignore_index`), `grad_loss` 1
+    when it is absent. With no counted position the gradient is zero.
+    `input` gives only the result's type; its values are not read.
+
+    ```mlir
+    %dlogp = train.nll_loss_grad %logp, %labels, %dloss {ignore_index = -100 : i64}
+        : (tensor<8x10xf32>, tensor<8xi32>, tensor<f32>) -> tensor<8x10xf32>
+    ```
+
+    `labels` must have the shape of `input` without its last dimension;
+    a given `ignore_index` fits in i32.
+  }];
+  let arguments = (ins Train_FloatTensor:$input, Train_IndexTensor:$labels,
+                       Optional<Train_ScalarTensor>:$grad_loss,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $labels (`,` $grad_loss^)? attr-dict `:`
     functional-type(operands, results)
   }];
   let hasVerifier = 1;

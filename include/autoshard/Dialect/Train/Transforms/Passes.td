@@ -45,7 +45,10 @@ def RaisePass : Pass<"autoshard-raise", "mlir::ModuleOp"> {
       torch.export records `view(-1, in)` around a layer): `train.linear`
       on `x` itself;
     - GPT-2's learned positions `add(x, embedding(arange(T), wpe))`, the
-      ids `[T]` or `[1, T]`: `train.add_position_embedding`.
+      ids `[T]` or `[1, T]`: `train.add_position_embedding`;
+    - `nll_loss(log_softmax(x), labels)` (torch's `F.nll_loss(
+      F.log_softmax(x, -1), t)`): `train.softmax_cross_entropy x, labels`
+      with the loss's `ignore_index`.
 
     Products and sums match in either operand order; constants match
     within a relative 1e-5. The transposes it adds fold (train.transpose's
