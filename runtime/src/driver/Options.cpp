@@ -1,9 +1,11 @@
 // The training binary's command line, parsed by a pure function.
 #include "driver/Options.h"
 
+#include <array>
 #include <charconv>
 #include <climits>
 #include <cmath>
+#include <limits>
 
 namespace autoshard::rt {
 
@@ -23,6 +25,221 @@ template <typename Int> bool parseInteger(std::string_view text, Int &value) {
   return ec == std::errc() && ptr == end;
 }
 
+/// "auto", "asdata" or "tokens" (dataFormatName's words).
+std::optional<DataFormat> parseDataFormat(std::string_view text) {
+  for (DataFormat format :
+       {DataFormat::Auto, DataFormat::Asdata, DataFormat::Tokens})
+    if (text == dataFormatName(format))
+      return format;
+  return std::nullopt;
+}
+
+// Values: Options.def's VALUE column. Each kind says what a valid value is
+// (`expected`, for "needs a value") and reads one into its field
+// (`readValue`, overloaded on the field's type), answering with the words a
+// later "applies to" error names the flag by.
+
+/// A flag without a value: sets a bool.
+struct Switch {
+  static constexpr bool takesValue = false;
+  std::string expected() const { return ""; }
+};
+
+Expected<std::string> readValue(bool &field, const Switch &,
+                                std::string_view flag, std::string_view) {
+  field = true;
+  return std::string(flag);
+}
+
+/// An integer >= min; `note` follows what is expected in its errors.
+struct AtLeast {
+  static constexpr bool takesValue = true;
+  explicit AtLeast(int64_t min, const char *note = "") : min(min), note(note) {}
+  int64_t min;
+  const char *note;
+  std::string expected() const {
+    return "an integer >= " + std::to_string(min) + note;
+  }
+};
+
+Expected<std::string> readValue(int64_t &field, const AtLeast &kind,
+                                std::string_view flag, std::string_view text) {
+  int64_t n;
+  if (!parseInteger(text, n) || n < kind.min)
+    return Error(invalid(flag, text, kind.expected()));
+  field = n;
+  return std::string(flag);
+}
+
+// An int's upper end is within reach of a typo, so a bad value's error
+// names the whole range.
+Expected<std::string> readValue(int &field, const AtLeast &kind,
+                                std::string_view flag, std::string_view text) {
+  int n;
+  if (!parseInteger(text, n) || n < kind.min)
+    return Error(invalid(flag, text,
+                         "an integer in " + std::to_string(kind.min) + ".." +
+                             std::to_string(INT_MAX) + kind.note));
+  field = n;
+  return std::string(flag);
+}
+
+/// Any uint64_t.
+struct AnyUnsigned {
+  static constexpr bool takesValue = true;
+  std::string expected() const {
+    return "an integer in 0.." +
+           std::to_string(std::numeric_limits<uint64_t>::max());
+  }
+};
+
+Expected<std::string> readValue(uint64_t &field, const AnyUnsigned &kind,
+                                std::string_view flag, std::string_view text) {
+  uint64_t n;
+  if (!parseInteger(text, n))
+    return Error(invalid(flag, text, kind.expected()));
+  field = n;
+  return std::string(flag);
+}
+
+/// A finite number >= 0, into a double or an optional one.
+struct NonNegative {
+  static constexpr bool takesValue = true;
+  explicit NonNegative(const char *text = "a finite number >= 0")
+      : text(text) {}
+  const char *text;
+  std::string expected() const { return text; }
+};
+
+template <typename Field>
+Expected<std::string> readValue(Field &field, const NonNegative &kind,
+                                std::string_view flag, std::string_view text) {
+  double number;
+  const char *end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, number);
+  if (text.empty() || ec != std::errc() || ptr != end ||
+      !std::isfinite(number) || number < 0)
+    return Error(invalid(flag, text, kind.expected()));
+  field = number;
+  return std::string(flag);
+}
+
+/// A file or directory name; an empty one is a missing value.
+struct Path {
+  static constexpr bool takesValue = true;
+  explicit Path(const char *text) : text(text) {}
+  const char *text;
+  std::string expected() const { return text; }
+};
+
+Expected<std::string> readValue(std::string &field, const Path &kind,
+                                std::string_view flag, std::string_view text) {
+  if (text.empty())
+    return Error(std::string(flag) + " needs a value: " + kind.expected());
+  field = std::string(text);
+  return std::string(flag);
+}
+
+/// What `parse` (text -> std::optional<T>) accepts, described by `text`.
+template <typename Parse> struct OneOf {
+  static constexpr bool takesValue = true;
+  OneOf(Parse parse, const char *text) : parse(parse), text(text) {}
+  Parse parse;
+  const char *text;
+  std::string expected() const { return text; }
+};
+
+template <typename Field, typename Parse>
+Expected<std::string> readValue(Field &field, const OneOf<Parse> &kind,
+                                std::string_view flag, std::string_view text) {
+  auto parsed = kind.parse(text);
+  if (!parsed)
+    return Error(invalid(flag, text, kind.expected()));
+  field = *parsed;
+  return std::string(flag);
+}
+
+/// core/StopHook.h's STEP:RANK:POINT, whose parser words its own errors.
+struct StopRankAt {
+  static constexpr bool takesValue = true;
+  std::string expected() const { return "STEP:RANK:POINT"; }
+};
+
+Expected<std::string> readValue(StopHook &field, const StopRankAt &,
+                                std::string_view flag, std::string_view text) {
+  Expected<StopHook> stop = parseStopHook(text);
+  if (!stop)
+    return Error(stop.message());
+  field = *stop;
+  // Only a point in a checkpoint's save or resume needs --checkpoint-dir,
+  // and which one is part of what the error names.
+  if (!stop->inCheckpoint())
+    return std::string();
+  return std::string(flag) + " " + std::string(text);
+}
+
+const DriverFlag *findFlag(std::string_view name) {
+  for (const DriverFlag &flag : driverFlags())
+    if (flag.name == name)
+      return &flag;
+  return nullptr;
+}
+
+/// The last use of a flag that needs each Needs (empty: none).
+using NeedsUses = std::array<std::string, size_t(Needs::CheckpointDir) + 1>;
+
+/// The rules between flags, once all are read.
+Status checkCombination(const Options &options, const NeedsUses &uses) {
+  auto use = [&](Needs needs) -> const std::string & {
+    return uses[size_t(needs)];
+  };
+  if (!use(Needs::Trace).empty() && options.traceFile.empty())
+    return Error(use(Needs::Trace) +
+                 " applies to --trace FILE, which is not given");
+  if (options.traceSteps && options.traceSteps->first > options.steps)
+    return Error("--trace-steps " + std::to_string(options.traceSteps->first) +
+                 ":" + std::to_string(options.traceSteps->last) +
+                 " starts after the run's last step, " +
+                 std::to_string(options.steps) +
+                 " (--steps): the trace would be empty");
+  if (!use(Needs::EvalEvery).empty() && options.evalEvery == 0)
+    return Error(use(Needs::EvalEvery) +
+                 " applies to --eval-every N, which is not given");
+  // A token file's windows are random: evaluating on the training file
+  // would report a training loss as a held-out one.
+  if (options.evalEvery > 0 && !options.dataFile.empty() &&
+      options.evalDataFile.empty())
+    return Error("--eval-every evaluates held-out batches: give them with "
+                 "--eval-data FILE (the training data of --data would give "
+                 "a training loss)");
+  const LrScheduleOptions &schedule = options.lrSchedule;
+  if (!use(Needs::DecayingLr).empty() && schedule.kind == LrSchedule::Constant)
+    return Error(use(Needs::DecayingLr) +
+                 " shapes a decaying learning rate: it applies to "
+                 "--lr-schedule cosine or linear");
+  if (schedule.decaySteps > 0 && schedule.decaySteps <= schedule.warmupSteps)
+    return Error("--decay-steps " + std::to_string(schedule.decaySteps) +
+                 " must be after the warmup's " +
+                 std::to_string(schedule.warmupSteps) +
+                 " steps (--warmup-steps): the decay starts when the warmup "
+                 "ends");
+  if (!use(Needs::CheckpointDir).empty() && options.checkpointDir.empty())
+    return Error(use(Needs::CheckpointDir) +
+                 " applies to --checkpoint-dir DIR, which is not given");
+  // Either could set the initial parameters; neither silently wins.
+  if (options.resume && !options.loadParamsFile.empty())
+    return Error("--resume and --load-params both set the initial state; "
+                 "use one (a consolidated checkpoint loads with "
+                 "--load-params, a sharded one with --resume)");
+  // Synthetic batches have no format; ignoring the flag would hide a
+  // forgotten --data.
+  if (options.dataFormat != DataFormat::Auto && options.dataFile.empty())
+    return Error(std::string("--data-format=") +
+                 dataFormatName(options.dataFormat) +
+                 " applies to --data FILE, which is not given");
+  return Status();
+}
+
 } // namespace
 
 std::optional<StepWindow> parseStepWindow(std::string_view text) {
@@ -37,14 +254,29 @@ std::optional<StepWindow> parseStepWindow(std::string_view text) {
   return window;
 }
 
+const std::vector<DriverFlag> &driverFlags() {
+  static const std::vector<DriverFlag> flags = {
+#define DRIVER_PART_FLAG(PART, NAME, VALUE_NAME, VALUE, NEEDS, HELP)           \
+  {NAME,                                                                       \
+   VALUE_NAME,                                                                 \
+   decltype(VALUE)::takesValue,                                                \
+   HELP,                                                                       \
+   Needs::NEEDS,                                                               \
+   [] { return VALUE.expected(); },                                            \
+   [](Options &options, std::string_view flag, std::string_view value) {       \
+     return readValue(options.PART, VALUE, flag, value);                       \
+   }},
+#define DRIVER_FLAG(TYPE, FIELD, DEFAULT, NAME, VALUE_NAME, VALUE, NEEDS,      \
+                    HELP)                                                      \
+  DRIVER_PART_FLAG(FIELD, NAME, VALUE_NAME, VALUE, NEEDS, HELP)
+#include "driver/Options.def"
+  };
+  return flags;
+}
+
 Expected<Options> parseOptions(const std::vector<std::string> &args) {
   Options options;
-  // Checkpoint flags that need --checkpoint-dir, for the check at the end.
-  std::string needsCheckpointDir;
-  // --min-lr or --decay-steps, which a constant schedule would ignore.
-  std::string decayFlag;
-  // --eval-steps, --eval-data or --save-best, which need --eval-every.
-  std::string evalFlag;
+  NeedsUses uses;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string_view arg = args[i];
     if (arg.size() < 3 || arg.substr(0, 2) != "--") {
@@ -55,258 +287,39 @@ Expected<Options> parseOptions(const std::vector<std::string> &args) {
       return Error("unexpected argument '" + std::string(arg) +
                    "'; every option starts with '--'");
     }
-    std::string_view flag = arg;
+    std::string_view name = arg;
     std::optional<std::string_view> inlineValue;
     if (size_t eq = arg.find('='); eq != std::string_view::npos) {
-      flag = arg.substr(0, eq);
+      name = arg.substr(0, eq);
       inlineValue = arg.substr(eq + 1);
     }
-
-    if (flag == "--help" || flag == "--print-manifest" ||
-        flag == "--print-eval-manifest" || flag == "--resume" ||
-        flag == "--device-op-times" || flag == "--eval-at-start") {
-      if (inlineValue)
-        return Error(std::string(flag) + " takes no value");
-      (flag == "--help"                  ? options.help
-       : flag == "--print-manifest"      ? options.printManifest
-       : flag == "--print-eval-manifest" ? options.printEvalManifest
-       : flag == "--resume"              ? options.resume
-       : flag == "--eval-at-start"       ? options.evalAtStart
-                                         : options.deviceOpTimes) = true;
-      if (flag == "--resume")
-        needsCheckpointDir = "--resume";
-      if (flag == "--eval-at-start")
-        evalFlag = std::string(flag);
-      continue;
-    }
-
-    const char *expected = nullptr;
-    if (flag == "--steps" || flag == "--log-every" || flag == "--threads" ||
-        flag == "--eval-every" || flag == "--eval-steps" ||
-        flag == "--checkpoint-every" || flag == "--keep-checkpoints" ||
-        flag == "--exit-after-step" || flag == "--exit-during-checkpoint")
-      expected = "an integer >= 1";
-    else if (flag == "--optimizer-threads")
-      expected = "an integer >= 0 (0: the node's hardware threads divided "
-                 "among its ranks)";
-    else if (flag == "--seed")
-      expected = "an integer in 0..18446744073709551615";
-    else if (flag == "--lr" || flag == "--min-lr")
-      expected = "a finite number >= 0";
-    else if (flag == "--lr-schedule")
-      expected = "constant, cosine or linear";
-    else if (flag == "--warmup-steps")
-      expected = "an integer >= 0";
-    else if (flag == "--decay-steps")
-      expected = "an integer >= 1";
-    else if (flag == "--collective-timeout")
-      expected = "a number of seconds >= 0 (0 waits forever)";
-    else if (flag == "--trace")
-      expected = "a file name";
-    else if (flag == "--trace-steps")
-      expected = "A:B, the first and last step to trace (1 <= A <= B)";
-    else if (flag == "--log-format")
-      expected = "text or json";
-    else if (flag == "--data-format")
-      expected = "auto, asdata or tokens";
-    else if (flag == "--data" || flag == "--eval-data" ||
-             flag == "--save-best" || flag == "--load-params" ||
-             flag == "--save-params" || flag == "--save-grads" ||
-             flag == "--stats-json" || flag == "--device-spec")
-      expected = "a file name";
-    else if (flag == "--checkpoint-dir" || flag == "--offload-dir")
-      expected = "a directory name";
-    else if (flag == "--stop-rank-at")
-      expected = "STEP:RANK:POINT";
-    else
-      return Error("unknown option '" + std::string(flag) +
+    const DriverFlag *flag = findFlag(name);
+    if (!flag)
+      return Error("unknown option '" + std::string(name) +
                    "'; run with --help to see the options");
 
     std::string_view value;
-    if (inlineValue) {
+    if (!flag->takesValue) {
+      if (inlineValue)
+        return Error(std::string(name) + " takes no value");
+    } else if (inlineValue) {
       value = *inlineValue;
     } else {
       // A following option is a missing value, not a value: `--data --lr
       // 0.1` must not read a file named "--lr". Negative numbers still
-      // reach the value check below and get a precise message.
+      // reach the value check and get a precise message.
       if (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0)
-        return Error(std::string(flag) + " needs a value: " + expected);
+        return Error(std::string(name) + " needs a value: " + flag->expected());
       value = args[++i];
     }
-
-    if (flag == "--lr-schedule") {
-      std::optional<LrSchedule> schedule = parseLrSchedule(value);
-      if (!schedule)
-        return Error(invalid(flag, value, expected));
-      options.lrSchedule.kind = *schedule;
-    } else if (flag == "--warmup-steps" || flag == "--decay-steps") {
-      int64_t n;
-      if (!parseInteger(value, n) || n < (flag == "--warmup-steps" ? 0 : 1))
-        return Error(invalid(flag, value, expected));
-      (flag == "--warmup-steps" ? options.lrSchedule.warmupSteps
-                                : options.lrSchedule.decaySteps) = n;
-      if (flag == "--decay-steps")
-        decayFlag = "--decay-steps";
-    } else if (flag == "--steps" || flag == "--log-every" ||
-               flag == "--eval-every" || flag == "--eval-steps") {
-      int64_t n;
-      if (!parseInteger(value, n) || n < 1)
-        return Error(invalid(flag, value, expected));
-      (flag == "--steps"        ? options.steps
-       : flag == "--log-every"  ? options.logEvery
-       : flag == "--eval-every" ? options.evalEvery
-                                : options.evalSteps) = n;
-      if (flag == "--eval-steps")
-        evalFlag = "--eval-steps";
-    } else if (flag == "--checkpoint-every" || flag == "--exit-after-step" ||
-               flag == "--exit-during-checkpoint") {
-      int64_t n;
-      if (!parseInteger(value, n) || n < 1)
-        return Error(invalid(flag, value, expected));
-      (flag == "--checkpoint-every"  ? options.checkpointEvery
-       : flag == "--exit-after-step" ? options.exitAfterStep
-                                     : options.exitDuringCheckpoint) = n;
-      if (flag != "--exit-after-step")
-        needsCheckpointDir = std::string(flag);
-    } else if (flag == "--keep-checkpoints") {
-      int n;
-      if (!parseInteger(value, n) || n < 1)
-        return Error(invalid(flag, value,
-                             "an integer in 1.." + std::to_string(INT_MAX)));
-      options.keepCheckpoints = n;
-      needsCheckpointDir = "--keep-checkpoints";
-    } else if (flag == "--stop-rank-at") {
-      Expected<StopHook> stop = parseStopHook(value);
-      if (!stop)
-        return Error(stop.message());
-      options.stopRankAt = *stop;
-      // Its checkpoint points lie in a save or resume; an evaluation or
-      // offload point is never reached by a binary without one.
-      if (stop->inCheckpoint())
-        needsCheckpointDir = std::string(flag) + " " + std::string(value);
-    } else if (flag == "--checkpoint-dir") {
-      if (value.empty())
-        return Error("--checkpoint-dir needs a value: a directory name");
-      options.checkpointDir = std::string(value);
-    } else if (flag == "--offload-dir") {
-      if (value.empty())
-        return Error("--offload-dir needs a value: a directory name");
-      options.offloadDir = std::string(value);
-    } else if (flag == "--threads") {
-      int n;
-      if (!parseInteger(value, n) || n < 1)
-        return Error(invalid(flag, value,
-                             "an integer in 1.." + std::to_string(INT_MAX)));
-      options.threads = n;
-    } else if (flag == "--optimizer-threads") {
-      int n;
-      if (!parseInteger(value, n) || n < 0)
-        return Error(invalid(flag, value,
-                             "an integer in 0.." + std::to_string(INT_MAX) +
-                                 " (0: the node's hardware threads divided "
-                                 "among its ranks)"));
-      options.optimizerThreads = n;
-    } else if (flag == "--seed") {
-      uint64_t seed;
-      if (!parseInteger(value, seed))
-        return Error(invalid(flag, value, expected));
-      options.seed = seed;
-    } else if (flag == "--lr" || flag == "--min-lr" ||
-               flag == "--collective-timeout") {
-      double number;
-      const char *end = value.data() + value.size();
-      auto [ptr, ec] = std::from_chars(value.data(), end, number);
-      if (value.empty() || ec != std::errc() || ptr != end ||
-          !std::isfinite(number) || number < 0)
-        return Error(invalid(flag, value, expected));
-      if (flag == "--lr") {
-        options.lr = number;
-      } else if (flag == "--min-lr") {
-        options.lrSchedule.minLr = number;
-        decayFlag = "--min-lr";
-      } else {
-        options.collectiveTimeout = number;
-      }
-    } else if (flag == "--trace") {
-      if (value.empty())
-        return Error("--trace needs a value: a file name");
-      options.traceFile = std::string(value);
-    } else if (flag == "--trace-steps") {
-      std::optional<StepWindow> window = parseStepWindow(value);
-      if (!window)
-        return Error(invalid(flag, value, expected));
-      options.traceSteps = *window;
-    } else if (flag == "--log-format") {
-      std::optional<LogFormat> format = parseLogFormat(value);
-      if (!format)
-        return Error(invalid(flag, value, expected));
-      options.logFormat = *format;
-    } else if (flag == "--data-format") {
-      if (value == "auto")
-        options.dataFormat = DataFormat::Auto;
-      else if (value == "asdata")
-        options.dataFormat = DataFormat::Asdata;
-      else if (value == "tokens")
-        options.dataFormat = DataFormat::Tokens;
-      else
-        return Error(invalid(flag, value, expected));
-    } else {
-      if (value.empty())
-        return Error(std::string(flag) + " needs a value: a file name");
-      std::string &target = flag == "--data"          ? options.dataFile
-                            : flag == "--eval-data"   ? options.evalDataFile
-                            : flag == "--save-best"   ? options.saveBestFile
-                            : flag == "--load-params" ? options.loadParamsFile
-                            : flag == "--save-params" ? options.saveParamsFile
-                            : flag == "--save-grads"  ? options.saveGradsFile
-                            : flag == "--device-spec" ? options.deviceSpecFile
-                                                      : options.statsJsonFile;
-      target = std::string(value);
-      if (flag == "--eval-data" || flag == "--save-best")
-        evalFlag = std::string(flag);
-    }
+    Expected<std::string> use = flag->read(options, name, value);
+    if (!use)
+      return Error(use.message());
+    if (flag->needs != Needs::Nothing && !use->empty())
+      uses[size_t(flag->needs)] = std::move(*use);
   }
-  if (options.traceSteps && options.traceFile.empty())
-    return Error("--trace-steps applies to --trace FILE, which is not given");
-  if (options.traceSteps && options.traceSteps->first > options.steps)
-    return Error("--trace-steps " + std::to_string(options.traceSteps->first) +
-                 ":" + std::to_string(options.traceSteps->last) +
-                 " starts after the run's last step, " +
-                 std::to_string(options.steps) +
-                 " (--steps): the trace would be empty");
-  if (!evalFlag.empty() && options.evalEvery == 0)
-    return Error(evalFlag + " applies to --eval-every N, which is not given");
-  // A token file's windows are random: evaluating on the training file
-  // would report a training loss as a held-out one.
-  if (options.evalEvery > 0 && !options.dataFile.empty() &&
-      options.evalDataFile.empty())
-    return Error("--eval-every evaluates held-out batches: give them with "
-                 "--eval-data FILE (the training data of --data would give "
-                 "a training loss)");
-  const LrScheduleOptions &schedule = options.lrSchedule;
-  if (!decayFlag.empty() && schedule.kind == LrSchedule::Constant)
-    return Error(decayFlag + " shapes a decaying learning rate: it applies to "
-                             "--lr-schedule cosine or linear");
-  if (schedule.decaySteps > 0 && schedule.decaySteps <= schedule.warmupSteps)
-    return Error("--decay-steps " + std::to_string(schedule.decaySteps) +
-                 " must be after the warmup's " +
-                 std::to_string(schedule.warmupSteps) +
-                 " steps (--warmup-steps): the decay starts when the warmup "
-                 "ends");
-  if (!needsCheckpointDir.empty() && options.checkpointDir.empty())
-    return Error(needsCheckpointDir +
-                 " applies to --checkpoint-dir DIR, which is not given");
-  // Either could set the initial parameters; neither silently wins.
-  if (options.resume && !options.loadParamsFile.empty())
-    return Error("--resume and --load-params both set the initial state; "
-                 "use one (a consolidated checkpoint loads with "
-                 "--load-params, a sharded one with --resume)");
-  // Synthetic batches have no format; ignoring the flag would hide a
-  // forgotten --data.
-  if (options.dataFormat != DataFormat::Auto && options.dataFile.empty())
-    return Error(std::string("--data-format=") +
-                 dataFormatName(options.dataFormat) +
-                 " applies to --data FILE, which is not given");
+  if (Status s = checkCombination(options, uses); !s)
+    return Error(s.message());
   return options;
 }
 
@@ -343,127 +356,27 @@ std::string launchUsage(std::string_view program,
          "      one process, for world size 1\n";
 }
 
-std::string usageText(std::string_view program,
-                      const LaunchSupport &support) {
-  std::string p(program);
-  return "usage: " + p + " [options]\n" + launchUsage(program, support) +
-         "\n"
-         "  --steps N            training steps to run (default 10)\n"
-         "  --seed S             seed of the initialisation, the synthetic "
-         "data "
-         "and the\n"
-         "                       token files' random windows (default 0)\n"
-         "  --lr F               learning rate; overrides the step's hyper "
-         "'lr'\n"
-         "  --lr-schedule S      constant (default), cosine or linear: the "
-         "learning rate\n"
-         "                       decays from --lr (or the hyper's initial "
-         "value) to\n"
-         "                       --min-lr (default 0) by --decay-steps "
-         "(default --steps)\n"
-         "  --warmup-steps W     raise the learning rate linearly over the "
-         "first W steps\n"
-         "  --min-lr F           where cosine and linear decay end\n"
-         "  --decay-steps N      the step by which they reach --min-lr\n"
-         "  --log-every K        print a step line every K steps, and for "
-         "the first and\n"
-         "                       the last (default 1): loss, ms, lr, "
-         "grad_norm, tokens/s\n"
-         "                       (samples/s), MFU and memory\n"
-         "  --log-format F       text (default) or json: one JSON object per "
-         "logged step\n"
-         "                       and evaluation, for a plot or a tracker\n"
-         "  --device-spec FILE   a device file (data/devices/*.json) whose "
-         "peak MFU is\n"
-         "                       against (default on the CPU: a GEMM peak "
-         "measured at start)\n"
-         "  --data FILE          read batches from an asdata or token file "
-         "(default:\n"
-         "                       synthetic)\n"
-         "  --data-format F      auto, asdata or tokens (default auto: asdata "
-         "when the\n"
-         "                       file starts with its magic, else uint16 "
-         "tokens)\n"
-         "  --eval-every N       evaluate every N steps and after the last "
-         "(a binary\n"
-         "                       compiled with shard-compile --with-eval): "
-         "the mean loss\n"
-         "                       of --eval-steps held-out batches\n"
-         "  --eval-steps K       batches per evaluation (default 10): the "
-         "first K of\n"
-         "                       --eval-data, or with synthetic data the K "
-         "after the\n"
-         "                       last training step's\n"
-         "  --eval-data FILE     the held-out batches (needed with --data)\n"
-         "  --eval-at-start      also evaluate before the first step (the "
-         "parameters as\n"
-         "                       initialised, loaded or resumed; never "
-         "--save-best's)\n"
-         "  --save-best FILE     write the parameters as safetensors after "
-         "each evaluation\n"
-         "                       that lowers the best held-out loss "
-         "(replaced atomically)\n"
-         "  --load-params FILE   replace the initial params and opt_states by "
-         "those in a\n"
-         "                       safetensors file (every param must be "
-         "there)\n"
-         "  --save-params FILE   write the parameters after the last step as "
-         "safetensors\n"
-         "  --save-grads FILE    write the last step's gradients as "
-         "safetensors (needs a\n"
-         "                       step compiled with exposed gradients)\n"
-         "  --stats-json FILE    write the runtime's statistics as JSON\n"
-         "  --device-op-times    on a GPU, also time each op's kernels on the "
-         "device (CUDA\n"
-         "                       events; device_ms in --stats-json, a "
-         "summary line);\n"
-         "                       costs about 2 us of queuing per op\n"
-         "  --checkpoint-dir DIR write sharded checkpoints into DIR (after "
-         "the last step,\n"
-         "                       and every K steps with --checkpoint-every)\n"
-         "  --checkpoint-every K write a checkpoint after every K-th step\n"
-         "  --keep-checkpoints N keep the newest N complete checkpoints "
-         "(default 2)\n"
-         "  --resume             continue from the newest complete checkpoint "
-         "in\n"
-         "                       --checkpoint-dir (any world size or "
-         "strategy of the\n"
-         "                       same model); --steps counts the steps before "
-         "it too\n"
-         "  --offload-dir DIR    keep the step's memory=nvme tensors in files "
-         "under DIR\n"
-         "                       (a directory on a fast local disk; each "
-         "rank makes\n"
-         "                       its own directory there and removes it at "
-         "the end)\n"
-         "  --threads N          kernel threads per rank, BLAS's and the "
-         "generic CPU\n"
-         "                       kernels' (default: OPENBLAS_NUM_THREADS,\n"
-         "                       else OMP_NUM_THREADS, else the node's "
-         "cores divided\n"
-         "                       among its ranks)\n"
-         "  --optimizer-threads N\n"
-         "                       threads of the CPU optimizer step per rank "
-         "(default 1;\n"
-         "                       0: the node's hardware threads divided "
-         "among its ranks)\n"
-         "  --collective-timeout S\n"
-         "                       fail the run when a collective does not "
-         "complete within\n"
-         "                       S seconds, as when a rank died or hangs "
-         "(default 300;\n"
-         "                       0 waits forever)\n"
-         "  --trace FILE         write a Chrome/Perfetto trace of the steps "
-         "(every rank's\n"
-         "                       compute, collectives and waits) to FILE\n"
-         "  --trace-steps A:B    trace steps A to B only (default: every "
-         "step); events of\n"
-         "                       the others are neither recorded nor kept\n"
-         "  --print-manifest     print the compiled step's manifest and exit\n"
-         "  --print-eval-manifest\n"
-         "                       print the evaluation step's manifest and "
-         "exit\n"
-         "  --help               print this help and exit\n";
+std::string usageText(std::string_view program, const LaunchSupport &support) {
+  // Help starts in this column, beside the flag where it fits.
+  constexpr size_t helpColumn = 23;
+  const std::string indent(helpColumn, ' ');
+  std::string usage = "usage: " + std::string(program) + " [options]\n" +
+                      launchUsage(program, support) + "\n";
+  for (const DriverFlag &flag : driverFlags()) {
+    if (flag.help.empty())
+      continue;
+    std::string head = "  " + std::string(flag.name);
+    if (flag.takesValue)
+      head += " " + std::string(flag.valueName);
+    usage += head;
+    usage += head.size() < helpColumn
+                 ? std::string(helpColumn - head.size(), ' ')
+                 : "\n" + indent;
+    for (char c : flag.help)
+      usage += c == '\n' ? "\n" + indent : std::string(1, c);
+    usage += '\n';
+  }
+  return usage;
 }
 
 int defaultThreads(unsigned hardwareThreads, int ranksOnNode) {
