@@ -6,6 +6,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 namespace autoshard::rt {
 
@@ -121,38 +122,98 @@ bool Stats::Snapshot::usedOffload() const {
   return false;
 }
 
+namespace {
+
+/// CommTimeStats and OffloadTimeStats split a side thread's time alike:
+/// the communication thread's collectives, the offload thread's transfers.
+/// Where each keeps a part, and the words --stats-json and the summary name
+/// the parts by.
+template <typename Time> struct SideThread {
+  int64_t Time::*blockingCalls;
+  int64_t Time::*blockingWaitNs;
+  int64_t Time::*asyncCalls;
+  int64_t Time::*asyncNs;
+  int64_t Time::*asyncWaits;
+  int64_t Time::*asyncWaitNs;
+  int64_t Time::*threadNs;
+  // Keys: "<blocking>_calls", "<blocking>_wait_ms", "async_<async>_ms",
+  // "<thread>_thread_ms"; summary: "(<blocking word> 1.000 ms, ...) on the
+  // <thread word> thread".
+  const char *blockingKey;
+  const char *asyncKey;
+  const char *threadKey;
+  const char *blockingWord;
+  const char *threadWord;
+};
+
+constexpr SideThread<CommTimeStats> kCommThread{&CommTimeStats::blockingCalls,
+                                                &CommTimeStats::blockingWaitNs,
+                                                &CommTimeStats::asyncCalls,
+                                                &CommTimeStats::asyncCommNs,
+                                                &CommTimeStats::asyncWaits,
+                                                &CommTimeStats::asyncWaitNs,
+                                                &CommTimeStats::commThreadNs,
+                                                "blocking",
+                                                "comm",
+                                                "comm",
+                                                "blocking",
+                                                "communication"};
+
+constexpr SideThread<OffloadTimeStats> kOffloadThread{
+    &OffloadTimeStats::syncCalls,
+    &OffloadTimeStats::syncWaitNs,
+    &OffloadTimeStats::asyncCalls,
+    &OffloadTimeStats::asyncTransferNs,
+    &OffloadTimeStats::asyncWaits,
+    &OffloadTimeStats::asyncWaitNs,
+    &OffloadTimeStats::offloadThreadNs,
+    "sync",
+    "transfer",
+    "offload",
+    "synchronous",
+    "offload"};
+
+/// The side thread ran work for `ns`; `async` when it was queued (its
+/// blocking calls are counted by their wait).
+template <typename Time>
+void recordThread(Time &time, const SideThread<Time> &side, bool async,
+                  int64_t ns) {
+  time.*side.threadNs += ns;
+  if (async) {
+    time.*side.asyncCalls += 1;
+    time.*side.asyncNs += ns;
+  }
+}
+
+/// The main thread blocked `ns` on the side thread: in a blocking call, or
+/// waiting for queued work when `async`.
+template <typename Time>
+void recordWait(Time &time, const SideThread<Time> &side, bool async,
+                int64_t ns) {
+  time.*(async ? side.asyncWaits : side.blockingCalls) += 1;
+  time.*(async ? side.asyncWaitNs : side.blockingWaitNs) += ns;
+}
+
+} // namespace
+
 void Stats::recordCommThread(bool async, int64_t ns) {
   std::lock_guard<std::mutex> lock(mutex);
-  CommTimeStats &c = counters.comm;
-  c.commThreadNs += ns;
-  if (async) {
-    c.asyncCalls += 1;
-    c.asyncCommNs += ns;
-  }
+  recordThread(counters.comm, kCommThread, async, ns);
 }
 
 void Stats::recordCommWait(bool async, int64_t ns) {
   std::lock_guard<std::mutex> lock(mutex);
-  CommTimeStats &c = counters.comm;
-  (async ? c.asyncWaits : c.blockingCalls) += 1;
-  (async ? c.asyncWaitNs : c.blockingWaitNs) += ns;
+  recordWait(counters.comm, kCommThread, async, ns);
 }
 
 void Stats::recordOffloadThread(bool async, int64_t ns) {
   std::lock_guard<std::mutex> lock(mutex);
-  OffloadTimeStats &o = counters.offload;
-  o.offloadThreadNs += ns;
-  if (async) {
-    o.asyncCalls += 1;
-    o.asyncTransferNs += ns;
-  }
+  recordThread(counters.offload, kOffloadThread, async, ns);
 }
 
 void Stats::recordOffloadWait(bool async, int64_t ns) {
   std::lock_guard<std::mutex> lock(mutex);
-  OffloadTimeStats &o = counters.offload;
-  (async ? o.asyncWaits : o.syncCalls) += 1;
-  (async ? o.asyncWaitNs : o.syncWaitNs) += ns;
+  recordWait(counters.offload, kOffloadThread, async, ns);
 }
 
 Stats::Snapshot Stats::snapshot() const {
@@ -204,6 +265,22 @@ double toMs(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 double msPerStep(int64_t ns, int64_t steps) {
   return steps > 0 ? toMs(ns) / static_cast<double>(steps) : 0.0;
+}
+
+/// "exposed 1.000 ms (blocking 1.000 ms, waiting 0.000 ms), asynchronous
+/// 0.000 ms on the communication thread\n", per step.
+template <typename Time>
+std::string exposedSummary(const Time &time, const SideThread<Time> &side,
+                           int64_t steps) {
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "exposed %.3f ms (%s %.3f ms, waiting %.3f ms), asynchronous "
+                "%.3f ms on the %s thread\n",
+                msPerStep(time.exposedNs(), steps), side.blockingWord,
+                msPerStep(time.*side.blockingWaitNs, steps),
+                msPerStep(time.*side.asyncWaitNs, steps),
+                msPerStep(time.*side.asyncNs, steps), side.threadWord);
+  return line;
 }
 
 /// "series": one array per figure, index i for the i-th step run; lr and
@@ -343,16 +420,8 @@ void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
        << " " << perStep(stats.collectives[k].bytesSent, run.steps);
   }
   os << "\n";
-  const CommTimeStats &c = stats.comm;
-  std::snprintf(line, sizeof line,
-                "summary: communication per step on rank %d: exposed %.3f ms "
-                "(blocking %.3f ms, waiting %.3f ms), asynchronous %.3f ms on "
-                "the communication thread\n",
-                run.rank, msPerStep(c.exposedNs(), run.steps),
-                msPerStep(c.blockingWaitNs, run.steps),
-                msPerStep(c.asyncWaitNs, run.steps),
-                msPerStep(c.asyncCommNs, run.steps));
-  os << line;
+  os << "summary: communication per step on rank " << run.rank << ": "
+     << exposedSummary(stats.comm, kCommThread, run.steps);
   if (stats.usedOffload()) {
     os << "summary: offload per step on rank " << run.rank << ":";
     for (int k = 0; k < kNumTransferKinds; ++k) {
@@ -363,15 +432,7 @@ void writeSummary(std::ostream &os, const Stats::Snapshot &stats,
           perStep(t.bytes, run.steps), msPerStep(t.totalNs, run.steps));
       os << line;
     }
-    const OffloadTimeStats &o = stats.offload;
-    std::snprintf(line, sizeof line,
-                  "; exposed %.3f ms (synchronous %.3f ms, waiting %.3f ms), "
-                  "asynchronous %.3f ms on the offload thread\n",
-                  msPerStep(o.exposedNs(), run.steps),
-                  msPerStep(o.syncWaitNs, run.steps),
-                  msPerStep(o.asyncWaitNs, run.steps),
-                  msPerStep(o.asyncTransferNs, run.steps));
-    os << line;
+    os << "; " << exposedSummary(stats.offload, kOffloadThread, run.steps);
   }
   // --device-op-times: the device's time in the compute ops, largest first.
   std::vector<std::pair<int64_t, std::string_view>> onDevice;
@@ -404,8 +465,27 @@ void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
   using Layout = JsonWriter::Layout;
   JsonWriter json(Layout::Lines);
   // Durations and rates with six significant digits.
-  auto figure = [&](const char *name, double value) {
+  auto figure = [&](std::string_view name, double value) {
     json.key(name).number(value, "%.6g");
+  };
+  auto sideThreadJson = [&](const char *key, const auto &time,
+                            const auto &side) {
+    const std::string async = std::string("async_") + side.asyncKey + "_ms";
+    json.key(key).beginObject(Layout::Spaced);
+    figure("exposed_ms", toMs(time.exposedNs()));
+    figure("exposed_ms_per_step", msPerStep(time.exposedNs(), run.steps));
+    json.key(std::string(side.blockingKey) + "_calls")
+        .integer(time.*side.blockingCalls);
+    figure(std::string(side.blockingKey) + "_wait_ms",
+           toMs(time.*side.blockingWaitNs));
+    json.key("async_calls").integer(time.*side.asyncCalls);
+    figure(async, toMs(time.*side.asyncNs));
+    figure(async + "_per_step", msPerStep(time.*side.asyncNs, run.steps));
+    json.key("async_waits").integer(time.*side.asyncWaits);
+    figure("async_wait_ms", toMs(time.*side.asyncWaitNs));
+    figure(std::string(side.threadKey) + "_thread_ms",
+           toMs(time.*side.threadNs));
+    json.end();
   };
   json.beginObject();
   json.key("step").string(run.step);
@@ -466,19 +546,7 @@ void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
     json.end();
   }
   json.end();
-  const CommTimeStats &c = stats.comm;
-  json.key("communication").beginObject(Layout::Spaced);
-  figure("exposed_ms", toMs(c.exposedNs()));
-  figure("exposed_ms_per_step", msPerStep(c.exposedNs(), run.steps));
-  json.key("blocking_calls").integer(c.blockingCalls);
-  figure("blocking_wait_ms", toMs(c.blockingWaitNs));
-  json.key("async_calls").integer(c.asyncCalls);
-  figure("async_comm_ms", toMs(c.asyncCommNs));
-  figure("async_comm_ms_per_step", msPerStep(c.asyncCommNs, run.steps));
-  json.key("async_waits").integer(c.asyncWaits);
-  figure("async_wait_ms", toMs(c.asyncWaitNs));
-  figure("comm_thread_ms", toMs(c.commThreadNs));
-  json.end();
+  sideThreadJson("communication", stats.comm, kCommThread);
   json.key("offload").beginObject();
   for (int k = 0; k < kNumTransferKinds; ++k) {
     const TransferStats &t = stats.transfers[k];
@@ -492,19 +560,7 @@ void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
     json.end();
   }
   json.end();
-  const OffloadTimeStats &o = stats.offload;
-  json.key("offload_time").beginObject(Layout::Spaced);
-  figure("exposed_ms", toMs(o.exposedNs()));
-  figure("exposed_ms_per_step", msPerStep(o.exposedNs(), run.steps));
-  json.key("sync_calls").integer(o.syncCalls);
-  figure("sync_wait_ms", toMs(o.syncWaitNs));
-  json.key("async_calls").integer(o.asyncCalls);
-  figure("async_transfer_ms", toMs(o.asyncTransferNs));
-  figure("async_transfer_ms_per_step", msPerStep(o.asyncTransferNs, run.steps));
-  json.key("async_waits").integer(o.asyncWaits);
-  figure("async_wait_ms", toMs(o.asyncWaitNs));
-  figure("offload_thread_ms", toMs(o.offloadThreadNs));
-  json.end();
+  sideThreadJson("offload_time", stats.offload, kOffloadThread);
   json.key("ops").beginObject();
   for (const auto &[name, op] : stats.ops) {
     json.key(name).beginObject(Layout::Spaced);

@@ -369,6 +369,39 @@ TEST(StatsTest, ReportsOffloadOnlyWhenTheRunOffloads) {
 
 // The whole file, byte for byte: tools and sweeps diff --stats-json output
 // across runs and versions, so its layout is part of the format.
+// Communication time is split as offload time is: every counter lands in
+// its own key and summary figure.
+TEST(StatsTest, ReportsCommunicationTime) {
+  Stats stats;
+  // 1 ms blocked in a blocking collective that ran 3 ms on the thread; 2 ms
+  // in asrt_wait for a bucket that ran 4 ms there.
+  stats.recordCommWait(false, 1000000);
+  stats.recordCommThread(false, 3000000);
+  stats.recordCommThread(true, 4000000);
+  stats.recordCommWait(true, 2000000);
+  RunInfo run;
+  run.steps = 2;
+  std::ostringstream summary;
+  writeSummary(summary, stats.snapshot(), run);
+  EXPECT_NE(summary.str().find(
+                "summary: communication per step on rank 0: exposed 1.500 ms "
+                "(blocking 0.500 ms, waiting 1.000 ms), asynchronous 2.000 ms "
+                "on the communication thread\n"),
+            std::string::npos)
+      << summary.str();
+  std::ostringstream json;
+  writeStatsJson(json, stats.snapshot(), run);
+  EXPECT_NE(
+      json.str().find("\"communication\": {\"exposed_ms\": 3, "
+                      "\"exposed_ms_per_step\": 1.5, \"blocking_calls\": 1, "
+                      "\"blocking_wait_ms\": 1, \"async_calls\": 1, "
+                      "\"async_comm_ms\": 4, \"async_comm_ms_per_step\": 2, "
+                      "\"async_waits\": 1, \"async_wait_ms\": 2, "
+                      "\"comm_thread_ms\": 7},"),
+      std::string::npos)
+      << json.str();
+}
+
 TEST(StatsTest, JsonKeepsItsExactLayout) {
   Stats stats;
   stats.recordOp("matmul", 1500000);
