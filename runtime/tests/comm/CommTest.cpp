@@ -776,6 +776,28 @@ void checkSeveralInFlight(asrt_context &ctx,
 
 // ---- The grid (pure) --------------------------------------------------------
 
+// What a timeout says of the other members, from their words: the ones
+// without a word have not reached the collective, and only those are
+// blamed; one waiting in another collective is named with it.
+TEST(PeerWordsTest, OnlyMembersWithoutAWordAreSaidToBeMissing) {
+  using S = PeerWord::State;
+  EXPECT_EQ(describePeerWords({{1, S::None, ""}, {2, S::Here, ""},
+                               {3, S::Here, ""}}),
+            "rank 1 has not reached it; ranks 2, 3 wait in it too");
+  EXPECT_EQ(describePeerWords({{1, S::None, ""}, {3, S::None, ""},
+                               {2, S::Here, ""}}),
+            "ranks 1, 3 have not reached it; rank 2 waits in it too");
+  EXPECT_EQ(describePeerWords({{1, S::Elsewhere, "all_reduce #4 over "
+                                                 "grid_axes_mask 2"},
+                               {2, S::Here, ""}}),
+            "rank 1 waits itself, in all_reduce #4 over grid_axes_mask 2; "
+            "rank 2 waits in it too");
+  // Every member waits: nobody is blamed.
+  EXPECT_EQ(describePeerWords({{0, S::Here, ""}, {2, S::Here, ""}}),
+            "every other member waits in it too");
+  EXPECT_EQ(describePeerWords({}), "");
+}
+
 TEST(GridTest, CoordinatesAreRowMajor) {
   std::vector<int64_t> grid{2, 3};
   EXPECT_EQ(gridCoordinates(5, grid), (std::vector<int64_t>{1, 2}));
