@@ -313,6 +313,16 @@ private:
         waiting.name = call.name;
         waiting.mask = call.mask;
         waiting.collective = collectivesStarted;
+        // The ring step whose block a member sends as it enters: the
+        // first of the reduce-scatter, or of the all-gather when that is
+        // all the collective runs.
+        bool gatherOnly = std::strcmp(call.name, "all_gather") == 0 ||
+                          std::strcmp(call.name, "all_gather_shards") == 0 ||
+                          std::strcmp(call.name, "barrier") == 0;
+        waiting.entryStep = gatherOnly ? g.size() : 1;
+        waiting.steps = std::strcmp(call.name, "all_reduce") == 0
+                            ? 2 * (g.size() - 1)
+                            : g.size() - 1;
       }
       waiting.blocked = true;
       waiting.receive = receive;
@@ -320,7 +330,6 @@ private:
       waiting.beyond = g.ranks[receive ? (peer + g.size() - 1) % g.size()
                                        : (peer + 1) % g.size()];
       waiting.step = step + 1;
-      waiting.steps = 2 * (g.size() - 1);
     }
     guarded(g, receive, peer, call, step, [&] {
       return receive ? buffer.waitRecv(nullptr, timeout)
@@ -342,8 +351,10 @@ public:
     if (!waiting.blocked)
       return "";
     std::string peer = "rank " + std::to_string(waiting.peer);
-    std::string step = "ring step " + std::to_string(waiting.step) + " of " +
-                       std::to_string(waiting.steps);
+    // Counted from the collective's first ring step.
+    std::string step = "ring step " +
+                       std::to_string(waiting.step - waiting.entryStep + 1) +
+                       " of " + std::to_string(waiting.steps);
     std::string what =
         waiting.receive
             ? "gloo's ring waits to receive " + step + " from " + peer +
@@ -359,18 +370,33 @@ private:
   std::string verdictLocked() const {
     std::string peer = "rank " + std::to_string(waiting.peer);
     std::string beyond = "rank " + std::to_string(waiting.beyond);
+    // Only the entry step's block leaves a member before it waits for
+    // anything; a later step's may be held up by the member's own wait
+    // (when the earlier steps carried no data: fewer elements than
+    // members).
+    bool atEntry = waiting.step == waiting.entryStep;
     if (waiting.receive) {
-      if (waiting.received == 0)
+      if (waiting.received == 0 && atEntry)
         return "nothing of this collective has arrived from " + peer +
                ": it has not reached it";
+      if (waiting.received == 0)
+        return "nothing of this collective has arrived from " + peer +
+               ", whose earlier ring steps carried no data: it has not "
+               "reached it, or waits itself for its own predecessor " +
+               beyond;
       return peer + " reached it (" + std::to_string(waiting.received) +
              " of its blocks arrived) and waits itself, for its own "
              "predecessor " +
              beyond + " or one before";
     }
-    if (waiting.taken == 0)
+    if (waiting.taken == 0 && atEntry)
       return peer + " has taken nothing of this collective: it has not "
                     "reached it";
+    if (waiting.taken == 0)
+      return peer + " has taken nothing of this collective, whose earlier "
+                    "ring steps carried no data: it has not reached it, or "
+                    "waits itself for its own successor " +
+             beyond;
     return peer + " reached it (it took " + std::to_string(waiting.taken) +
            " blocks) and waits itself, for its own successor " + beyond +
            " or one after";
@@ -484,6 +510,7 @@ private:
     int peer = 0;   ///< world rank waited for
     int beyond = 0; ///< the rank that peer waits for in turn
     int step = 0, steps = 0;
+    int entryStep = 1; ///< the step a member's first block is sent in
     int64_t received = 0, taken = 0; ///< blocks passed in this collective
   };
   mutable std::mutex waitMutex;
