@@ -355,12 +355,12 @@ public:
     std::string step = "ring step " +
                        std::to_string(waiting.step - waiting.entryStep + 1) +
                        " of " + std::to_string(waiting.steps);
-    std::string what =
-        waiting.receive
-            ? "gloo's ring waits to receive " + step + " from " + peer +
-                  " (its ring predecessor)"
-            : "gloo's ring waits for " + peer +
-                  " (its ring successor) to take its block of " + step;
+    std::string what = waiting.receive
+                           ? "gloo's ring waits to receive " + step + " from " +
+                                 peer + " (its ring predecessor)"
+                           : "gloo's ring waits for " + peer +
+                                 " (its ring successor) to take its block of " +
+                                 step;
     return what + ": " + verdictLocked();
   }
 
@@ -393,15 +393,15 @@ private:
       return peer + " has taken nothing of this collective: it has not "
                     "reached it";
     if (waiting.taken == 0)
-      return peer + " has taken nothing of this collective, whose earlier "
-                    "ring steps carried no data: it has not reached it, or "
-                    "waits itself for its own successor " +
+      return peer +
+             " has taken nothing of this collective, whose earlier "
+             "ring steps carried no data: it has not reached it, or "
+             "waits itself for its own successor " +
              beyond;
     return peer + " reached it (it took " + std::to_string(waiting.taken) +
            " blocks) and waits itself, for its own successor " + beyond +
            " or one after";
   }
-
 
   uint64_t slotsOf(Group &g) { return g.collectives++ << kStepBits; }
 

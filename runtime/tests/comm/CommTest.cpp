@@ -781,14 +781,15 @@ void checkSeveralInFlight(asrt_context &ctx,
 // blamed; one waiting in another collective is named with it.
 TEST(PeerWordsTest, OnlyMembersWithoutAWordAreSaidToBeMissing) {
   using S = PeerWord::State;
-  EXPECT_EQ(describePeerWords({{1, S::None, ""}, {2, S::Here, ""},
-                               {3, S::Here, ""}}),
-            "rank 1 has not reached it; ranks 2, 3 wait in it too");
-  EXPECT_EQ(describePeerWords({{1, S::None, ""}, {3, S::None, ""},
-                               {2, S::Here, ""}}),
-            "ranks 1, 3 have not reached it; rank 2 waits in it too");
-  EXPECT_EQ(describePeerWords({{1, S::Elsewhere, "all_reduce #4 over "
-                                                 "grid_axes_mask 2"},
+  EXPECT_EQ(
+      describePeerWords({{1, S::None, ""}, {2, S::Here, ""}, {3, S::Here, ""}}),
+      "rank 1 has not reached it; ranks 2, 3 wait in it too");
+  EXPECT_EQ(
+      describePeerWords({{1, S::None, ""}, {3, S::None, ""}, {2, S::Here, ""}}),
+      "ranks 1, 3 have not reached it; rank 2 waits in it too");
+  EXPECT_EQ(describePeerWords({{1, S::Elsewhere,
+                                "all_reduce #4 over "
+                                "grid_axes_mask 2"},
                                {2, S::Here, ""}}),
             "rank 1 waits itself, in all_reduce #4 over grid_axes_mask 2; "
             "rank 2 waits in it too");
@@ -1704,11 +1705,13 @@ TEST(MpiWordTest, WaitingRanksNameTheMissingOneAndTheOnesWaitingElsewhere) {
   if (rank == 0)
     EXPECT_EQ(said, "rank 3 has not reached it; rank 2 waits itself, in "
                     "all_reduce #2 over grid_axes_mask 2; rank 1 waits in it "
-                    "too" + why);
+                    "too" +
+                        why);
   if (rank == 1)
     EXPECT_EQ(said, "rank 3 has not reached it; rank 2 waits itself, in "
                     "all_reduce #2 over grid_axes_mask 2; rank 0 waits in it "
-                    "too" + why);
+                    "too" +
+                        why);
   // Nothing waits now.
   EXPECT_EQ(comm->describeWait(), "");
   MPI_Barrier(MPI_COMM_WORLD);

@@ -423,7 +423,8 @@ TEST(CommStreamDeathTest, TheMessageAddsWhomTheCommunicatorSaysItWaitsFor) {
         Stats stats;
         CommStream stream(stats);
         stream.setTimeout(0.1);
-        stream.setGroupNamer([](int32_t) { return std::string("ranks 1, 2, 3"); });
+        stream.setGroupNamer(
+            [](int32_t) { return std::string("ranks 1, 2, 3"); });
         stream.setWaitReporter([] {
           return std::string("rank 2 has not reached it; ranks 1, 3 wait in "
                              "it too");
@@ -446,7 +447,8 @@ TEST(CommStreamDeathTest, AnEmptyWordAddsNothing) {
         Stats stats;
         CommStream stream(stats);
         stream.setTimeout(0.1);
-        stream.setGroupNamer([](int32_t) { return std::string("ranks 1, 2, 3"); });
+        stream.setGroupNamer(
+            [](int32_t) { return std::string("ranks 1, 2, 3"); });
         stream.setWaitReporter([] { return std::string(); });
         std::atomic<bool> started{false};
         uint64_t seq = stream.issue(&hang, &started, blockingInfo());
@@ -465,8 +467,10 @@ TEST(CommStreamDeathTest, TheWordIsAboutTheCollectiveThatIsStuck) {
         Stats stats;
         CommStream stream(stats);
         stream.setTimeout(0.1);
-        stream.setGroupNamer([](int32_t) { return std::string("ranks 1, 2, 3"); });
-        stream.setWaitReporter([] { return std::string("rank 2 has not reached it"); });
+        stream.setGroupNamer(
+            [](int32_t) { return std::string("ranks 1, 2, 3"); });
+        stream.setWaitReporter(
+            [] { return std::string("rank 2 has not reached it"); });
         // The thread is held in a first operation, so the second, waited
         // for, has not started.
         std::atomic<bool> started{false};
