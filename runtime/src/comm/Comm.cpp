@@ -7,6 +7,51 @@
 
 namespace autoshard::rt {
 
+namespace {
+std::string rankList(const std::vector<int> &ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text;
+}
+} // namespace
+
+std::string describePeerWords(const std::vector<PeerWord> &others) {
+  std::vector<int> missing, here;
+  std::vector<std::string> elsewhere;
+  for (const PeerWord &word : others) {
+    switch (word.state) {
+    case PeerWord::None:
+      missing.push_back(word.rank);
+      break;
+    case PeerWord::Here:
+      here.push_back(word.rank);
+      break;
+    case PeerWord::Elsewhere:
+      elsewhere.push_back("rank " + std::to_string(word.rank) +
+                          " waits itself, in " + word.where);
+      break;
+    }
+  }
+  std::vector<std::string> parts;
+  if (!missing.empty())
+    parts.push_back(rankList(missing) +
+                    (missing.size() == 1 ? " has" : " have") +
+                    " not reached it");
+  for (std::string &part : elsewhere)
+    parts.push_back(std::move(part));
+  if (!here.empty())
+    parts.push_back(here.size() == others.size()
+                        ? std::string("every other member waits in it too")
+                        : rankList(here) +
+                              (here.size() == 1 ? " waits" : " wait") +
+                              " in it too");
+  std::string text;
+  for (size_t i = 0; i < parts.size(); ++i)
+    text += (i ? "; " : "") + parts[i];
+  return text;
+}
+
 std::vector<int64_t> gridCoordinates(int64_t rank,
                                      const std::vector<int64_t> &grid) {
   std::vector<int64_t> coords(grid.size());

@@ -38,6 +38,28 @@ int64_t gridGroupSize(const std::vector<int64_t> &grid, int32_t mask);
 int64_t gridGroupIndex(int rank, const std::vector<int64_t> &grid,
                        int32_t mask);
 
+// ---- Who a collective waits for (pure) -------------------------------------
+
+/// What a waiting member knows of another member of its group at a
+/// collective timeout, from the word the members send each other while
+/// they wait (MpiComm).
+struct PeerWord {
+  enum State {
+    None,      ///< no word that it reached the collective
+    Here,      ///< it waits in the same collective
+    Elsewhere, ///< it waits in another collective (`where`)
+  };
+  int rank = 0;
+  State state = None;
+  std::string where; ///< for Elsewhere: "all_reduce #4 over grid_axes_mask 2"
+};
+
+/// "rank 1 has not reached it; ranks 2, 3 wait in it too", "rank 1 waits
+/// itself, in all_reduce #4 over grid_axes_mask 2", "every other member
+/// waits in it too": what a timeout message says of the other members.
+/// Empty for no members.
+std::string describePeerWords(const std::vector<PeerWord> &others);
+
 /// One rank's view of the world: its rank, the grid, and collectives over
 /// the groups that grid axis masks select. The ABI functions
 /// (asrt_all_reduce, ...) validate their arguments, count bytes and handle
@@ -90,6 +112,15 @@ public:
   /// Waits for every rank of the world.
   virtual void barrier() = 0;
 
+  /// Which other member(s) the collective running now waits for, as far
+  /// as this communicator can know ("receiving ring step 1 from rank 2
+  /// (its ring predecessor), nothing of which has arrived: rank 2 has not
+  /// reached it"), or what it cannot know; a timeout message adds it to
+  /// the group's members. Called on another thread than the collective's
+  /// (the main thread, at a collective timeout), while it runs. Empty: the
+  /// communicator says nothing (the default).
+  virtual std::string describeWait() const { return ""; }
+
 private:
   int worldRank;
   int worldSize;
@@ -106,7 +137,11 @@ void installMpiFatalHandler();
 /// with MPI_THREAD_MULTIPLE and the product of `grid` equal to the world
 /// size (fatal otherwise; the driver checks first and explains). Destroy it
 /// before MPI_Finalize, and after the contexts that use it.
-std::unique_ptr<Comm> createMpiComm(const std::vector<int64_t> &grid);
+/// `collectiveTimeoutSeconds` (0: none) paces the word that waiting ranks
+/// send each other so that a timeout can name the member that is missing
+/// (MpiComm::describeWait).
+std::unique_ptr<Comm> createMpiComm(const std::vector<int64_t> &grid,
+                                    double collectiveTimeoutSeconds = 0);
 
 /// `inner` over device memory it cannot read (a GPU's, for an MPI that is
 /// not CUDA-aware): every collective copies its input to host memory on

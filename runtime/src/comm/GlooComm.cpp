@@ -237,7 +237,10 @@ private:
     return m;
   }
 
+  /// The group of a collective that starts now (each public collective
+  /// looks its group up once, first).
   Group &group(int32_t mask) {
+    ++collectivesStarted;
     auto it = groups.find(canonical(mask));
     if (it == groups.end())
       fatal("gloo: no group for grid_axes_mask %d of grid %s", mask,
@@ -273,11 +276,17 @@ private:
       fatal("%s failed: %s rank %d (its %s) was aborted in step %d",
             describe(call).c_str(), what, peerRank, role, step + 1);
     } catch (const std::exception &e) {
-      fatal("%s failed: %s rank %d (its %s) in ring step %d: %s (a peer "
+      std::string verdict;
+      {
+        std::lock_guard<std::mutex> lock(waitMutex);
+        if (waiting.blocked && waiting.peer == peerRank)
+          verdict = "; " + verdictLocked();
+      }
+      fatal("%s failed: %s rank %d (its %s) in ring step %d: %s%s (a peer "
             "that exited or failed closes its connection at once; one that "
             "hangs is given the collective timeout of %g s)",
             describe(call).c_str(), what, peerRank, role, step + 1, e.what(),
-            timeoutSeconds);
+            verdict.c_str(), timeoutSeconds);
     }
   }
   void send(const Group &g, UnboundBuffer &buffer, int peer, uint64_t slot,
@@ -296,10 +305,102 @@ private:
   }
   void wait(UnboundBuffer &buffer, bool receive, const Group &g, int peer,
             const Call &call, int step) {
+    {
+      std::lock_guard<std::mutex> lock(waitMutex);
+      if (waiting.collective != collectivesStarted) {
+        // The first wait of this collective: nothing has passed yet.
+        waiting = WaitState{};
+        waiting.name = call.name;
+        waiting.mask = call.mask;
+        waiting.collective = collectivesStarted;
+        // The ring step whose block a member sends as it enters: the
+        // first of the reduce-scatter, or of the all-gather when that is
+        // all the collective runs.
+        bool gatherOnly = std::strcmp(call.name, "all_gather") == 0 ||
+                          std::strcmp(call.name, "all_gather_shards") == 0 ||
+                          std::strcmp(call.name, "barrier") == 0;
+        waiting.entryStep = gatherOnly ? g.size() : 1;
+        waiting.steps = std::strcmp(call.name, "all_reduce") == 0
+                            ? 2 * (g.size() - 1)
+                            : g.size() - 1;
+      }
+      waiting.blocked = true;
+      waiting.receive = receive;
+      waiting.peer = g.ranks[peer];
+      waiting.beyond = g.ranks[receive ? (peer + g.size() - 1) % g.size()
+                                       : (peer + 1) % g.size()];
+      waiting.step = step + 1;
+    }
     guarded(g, receive, peer, call, step, [&] {
       return receive ? buffer.waitRecv(nullptr, timeout)
                      : buffer.waitSend(nullptr, timeout);
     });
+    std::lock_guard<std::mutex> lock(waitMutex);
+    waiting.blocked = false;
+    ++(receive ? waiting.received : waiting.taken);
+  }
+
+public:
+  /// A ring knows whom it waits for: the one peer of the step it is
+  /// blocked in. Whether that peer reached the collective follows from
+  /// what passed: a predecessor sends its first block as it enters, so
+  /// one from which nothing arrived has not reached it, and one from which
+  /// something did is waiting itself, further along the ring.
+  std::string describeWait() const override {
+    std::lock_guard<std::mutex> lock(waitMutex);
+    if (!waiting.blocked)
+      return "";
+    std::string peer = "rank " + std::to_string(waiting.peer);
+    // Counted from the collective's first ring step.
+    std::string step = "ring step " +
+                       std::to_string(waiting.step - waiting.entryStep + 1) +
+                       " of " + std::to_string(waiting.steps);
+    std::string what = waiting.receive
+                           ? "gloo's ring waits to receive " + step + " from " +
+                                 peer + " (its ring predecessor)"
+                           : "gloo's ring waits for " + peer +
+                                 " (its ring successor) to take its block of " +
+                                 step;
+    return what + ": " + verdictLocked();
+  }
+
+private:
+  /// Whether the peer waited for reached the collective, from what passed
+  /// between them (under waitMutex, while blocked).
+  std::string verdictLocked() const {
+    std::string peer = "rank " + std::to_string(waiting.peer);
+    std::string beyond = "rank " + std::to_string(waiting.beyond);
+    // Only the entry step's block leaves a member before it waits for
+    // anything; a later step's may be held up by the member's own wait
+    // (when the earlier steps carried no data: fewer elements than
+    // members).
+    bool atEntry = waiting.step == waiting.entryStep;
+    if (waiting.receive) {
+      if (waiting.received == 0 && atEntry)
+        return "nothing of this collective has arrived from " + peer +
+               ": it has not reached it";
+      if (waiting.received == 0)
+        return "nothing of this collective has arrived from " + peer +
+               ", whose earlier ring steps carried no data: it has not "
+               "reached it, or waits itself for its own predecessor " +
+               beyond;
+      return peer + " reached it (" + std::to_string(waiting.received) +
+             " of its blocks arrived) and waits itself, for its own "
+             "predecessor " +
+             beyond + " or one before";
+    }
+    if (waiting.taken == 0 && atEntry)
+      return peer + " has taken nothing of this collective: it has not "
+                    "reached it";
+    if (waiting.taken == 0)
+      return peer +
+             " has taken nothing of this collective, whose earlier "
+             "ring steps carried no data: it has not reached it, or "
+             "waits itself for its own successor " +
+             beyond;
+    return peer + " reached it (it took " + std::to_string(waiting.taken) +
+           " blocks) and waits itself, for its own successor " + beyond +
+           " or one after";
   }
 
   uint64_t slotsOf(Group &g) { return g.collectives++ << kStepBits; }
@@ -398,6 +499,23 @@ private:
     if (op == ASRT_REDUCE_AVG)
       divideByGroup(mine, b.count[g.me], dtype, g.size());
   }
+
+  /// What the ring waits for now, for describeWait on another thread.
+  struct WaitState {
+    const char *name = nullptr;
+    int32_t mask = 0;
+    uint64_t collective = 0; ///< collectivesStarted when it started
+    bool blocked = false;
+    bool receive = false;
+    int peer = 0;   ///< world rank waited for
+    int beyond = 0; ///< the rank that peer waits for in turn
+    int step = 0, steps = 0;
+    int entryStep = 1; ///< the step a member's first block is sent in
+    int64_t received = 0, taken = 0; ///< blocks passed in this collective
+  };
+  mutable std::mutex waitMutex;
+  WaitState waiting;
+  uint64_t collectivesStarted = 0; // under `mutex`
 
   std::chrono::milliseconds timeout;
   double timeoutSeconds;

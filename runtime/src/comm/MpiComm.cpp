@@ -9,10 +9,13 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <array>
+#include <chrono>
 #include <climits>
 #include <csignal>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -127,15 +130,56 @@ ShardCounts shardCounts(int64_t numel, int n, const char *op) {
 }
 
 class MpiComm final : public Comm {
+  enum class Op : int64_t {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    AllGatherShards,
+    ReduceScatterShards,
+    Barrier,
+    Split
+  };
+  /// A word one rank sends the others: it waits (or no longer waits) in
+  /// collective number `seq` over `mask`.
+  struct Word {
+    Op op = Op::AllReduce;
+    int32_t mask = 0;
+    int64_t seq = 0;
+    bool waiting = false;
+    bool active = false; // for `current`: a collective runs
+  };
+  static constexpr int kWordTag = 17;
+  static constexpr int kWordLength = 4;
+  struct Said {
+    std::unique_ptr<std::array<int64_t, kWordLength>> word;
+    std::vector<MPI_Request> requests;
+  };
+
 public:
-  MpiComm(MPI_Comm world, int rank, int size, std::vector<int64_t> grid)
-      : Comm(rank, size, std::move(grid)), world(world) {
+  MpiComm(MPI_Comm world, MPI_Comm wordsComm, int rank, int size,
+          std::vector<int64_t> grid, double timeoutSeconds)
+      : Comm(rank, size, std::move(grid)), world(world), wordsComm(wordsComm),
+        heard(static_cast<size_t>(size)) {
     CHECK_MPI(MPI_Op_create(&bf16Sum, /*commute=*/1, &bf16SumOp));
     CHECK_MPI(MPI_Op_create(&bf16Max, /*commute=*/1, &bf16MaxOp));
     CHECK_MPI(MPI_Op_create(&bf16Min, /*commute=*/1, &bf16MinOp));
+    if (timeoutSeconds > 0)
+      sayAfter = std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::duration<double>(timeoutSeconds / 4));
+    CHECK_MPI(MPI_Irecv(incoming.data(), kWordLength, MPI_INT64_T,
+                        MPI_ANY_SOURCE, kWordTag, wordsComm, &incomingRequest));
   }
 
   ~MpiComm() override {
+    if (incomingRequest != MPI_REQUEST_NULL) {
+      MPI_Cancel(&incomingRequest);
+      MPI_Request_free(&incomingRequest);
+    }
+    for (Said &said : outgoing)
+      for (MPI_Request &request : said.requests)
+        if (request != MPI_REQUEST_NULL)
+          MPI_Request_free(&request);
+    MPI_Comm_free(&wordsComm);
     for (auto &[mask, comm] : groups)
       if (comm != world)
         MPI_Comm_free(&comm);
@@ -153,7 +197,7 @@ public:
     MPI_Request request;
     CHECK_MPI(MPI_Iallreduce(source, recv, n, mpiType(dtype), mpiOp(dtype, op),
                              comm, &request));
-    complete(request);
+    complete(request, Op::AllReduce, mask);
     if (op == ASRT_REDUCE_AVG)
       divideByGroup(recv, count, dtype, groupSize(mask));
   }
@@ -171,7 +215,7 @@ public:
     MPI_Datatype type = mpiType(dtype);
     MPI_Request request;
     CHECK_MPI(MPI_Iallgather(source, n, type, recv, n, type, comm, &request));
-    complete(request);
+    complete(request, Op::AllGather, mask);
   }
 
   void reduceScatter(const void *send, void *recv, int64_t recvCount,
@@ -185,7 +229,7 @@ public:
     MPI_Request request;
     CHECK_MPI(MPI_Ireduce_scatter_block(source, recv, n, mpiType(dtype),
                                         mpiOp(dtype, op), comm, &request));
-    complete(request);
+    complete(request, Op::ReduceScatter, mask);
     if (op == ASRT_REDUCE_AVG)
       divideByGroup(recv, recvCount, dtype, groupSize(mask));
   }
@@ -205,7 +249,7 @@ public:
     MPI_Request request;
     CHECK_MPI(MPI_Iallgatherv(source, c.counts[me], type, full, c.counts.data(),
                               c.displs.data(), type, comm, &request));
-    complete(request);
+    complete(request, Op::AllGatherShards, mask);
   }
 
   void reduceScatterShards(const void *full, void *shard, int64_t numel,
@@ -223,7 +267,7 @@ public:
     CHECK_MPI(MPI_Ireduce_scatter(source, shard, c.counts.data(),
                                   mpiType(dtype), mpiOp(dtype, op), comm,
                                   &request));
-    complete(request);
+    complete(request, Op::ReduceScatterShards, mask);
     if (op == ASRT_REDUCE_AVG)
       divideByGroup(shard, c.counts[me], dtype, n);
   }
@@ -231,7 +275,7 @@ public:
   void barrier() override {
     MPI_Request request;
     CHECK_MPI(MPI_Ibarrier(world, &request));
-    complete(request);
+    complete(request, Op::Barrier, worldMask());
   }
 
 private:
@@ -241,14 +285,179 @@ private:
   /// collective timeout, on cores the node's other ranks need. The wait
   /// needs no bound of its own: the main thread's wait for this
   /// collective has one (CommStream), and ends the job.
-  static void complete(MPI_Request &request) {
+  ///
+  /// MPI does not tell a member which other member a collective waits for.
+  /// So a member that has waited a quarter of the collective timeout says
+  /// so to every rank (a word of four integers, point to point on a
+  /// communicator of its own), and says again when the wait ends; while
+  /// it waits it reads the others' words. At a timeout, describeWait
+  /// compares them: a member without a word for this collective has not
+  /// reached it, one with a word for another collective waits itself.
+  /// A collective that completes within the quarter sends nothing.
+  void complete(MPI_Request &request, Op op, int32_t mask) {
+    int64_t seq = sequence[mask]++;
+    begin(op, mask, seq);
     Backoff backoff;
+    auto start = std::chrono::steady_clock::now();
+    bool said = false;
     while (true) {
       int done = 0;
       CHECK_MPI(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
       if (done)
-        return;
+        break;
+      if (sayAfter.count() > 0 &&
+          std::chrono::steady_clock::now() - start >= sayAfter) {
+        if (!said) {
+          say(op, mask, seq, true);
+          said = true;
+        }
+        std::lock_guard<std::mutex> lock(wordMutex);
+        listen();
+      }
       backoff.pause();
+    }
+    end();
+    if (said)
+      say(op, mask, seq, false);
+  }
+
+public:
+  std::string describeWait() const override {
+    std::lock_guard<std::mutex> lock(wordMutex);
+    if (!current.active)
+      return "";
+    listen();
+    std::vector<int> others;
+    if (current.op == Op::Split) {
+      for (int r = 0; r < size(); ++r)
+        if (r != rank())
+          others.push_back(r);
+    } else {
+      for (int r : groupRanks(current.mask))
+        if (r != rank())
+          others.push_back(r);
+    }
+    std::vector<PeerWord> words;
+    for (int r : others) {
+      const Word &w = heard[static_cast<size_t>(r)];
+      PeerWord word;
+      word.rank = r;
+      if (w.waiting) {
+        bool same = w.op == current.op && w.mask == current.mask &&
+                    (w.op == Op::Split || w.seq == current.seq);
+        word.state = same ? PeerWord::Here : PeerWord::Elsewhere;
+        if (!same)
+          word.where = describeWord(w);
+      }
+      words.push_back(std::move(word));
+    }
+    std::string text =
+        current.op == Op::Split
+            ? "it runs " + describeWord(current) + " first, and there "
+            : "";
+    return text + describePeerWords(words) +
+           " (by the word that ranks waiting longer than a quarter of the "
+           "timeout send each other: MPI does not say which member a "
+           "collective waits for)";
+  }
+
+private:
+  int32_t worldMask() const {
+    return static_cast<int32_t>((1u << grid().size()) - 1);
+  }
+
+  static const char *opName(Op op) {
+    switch (op) {
+    case Op::AllReduce:
+      return "all_reduce";
+    case Op::AllGather:
+      return "all_gather";
+    case Op::ReduceScatter:
+      return "reduce_scatter";
+    case Op::AllGatherShards:
+      return "all_gather_shards";
+    case Op::ReduceScatterShards:
+      return "reduce_scatter_shards";
+    case Op::Barrier:
+      return "barrier";
+    case Op::Split:
+      return "split";
+    }
+    return "collective";
+  }
+
+  static std::string describeWord(const Word &w) {
+    if (w.op == Op::Split)
+      return "the creation of the communicator of grid_axes_mask " +
+             std::to_string(w.mask) + " (MPI_Comm_split over the world)";
+    return std::string(opName(w.op)) + " #" + std::to_string(w.seq + 1) +
+           " over grid_axes_mask " + std::to_string(w.mask);
+  }
+
+  void begin(Op op, int32_t mask, int64_t seq) {
+    std::lock_guard<std::mutex> lock(wordMutex);
+    current = Word{op, mask, seq, true, true};
+  }
+  void end() {
+    std::lock_guard<std::mutex> lock(wordMutex);
+    current.active = false;
+  }
+
+  /// Sends every other rank the word that this rank waits (or no longer
+  /// waits) in collective `seq` over `mask`. Non-blocking: a stopped rank
+  /// never receives it, and nothing waits for that.
+  void say(Op op, int32_t mask, int64_t seq, bool waiting) {
+    std::lock_guard<std::mutex> lock(wordMutex);
+    forgetDelivered();
+    Said said;
+    said.word = std::make_unique<std::array<int64_t, kWordLength>>(
+        std::array<int64_t, kWordLength>{static_cast<int64_t>(op), mask, seq,
+                                         waiting ? 1 : 0});
+    for (int r = 0; r < size(); ++r) {
+      if (r == rank())
+        continue;
+      MPI_Request request;
+      CHECK_MPI(MPI_Isend(said.word->data(), kWordLength, MPI_INT64_T, r,
+                          kWordTag, wordsComm, &request));
+      said.requests.push_back(request);
+    }
+    outgoing.push_back(std::move(said));
+  }
+
+  /// Drops the words every rank has received.
+  void forgetDelivered() {
+    for (size_t i = 0; i < outgoing.size();) {
+      int done = 0;
+      CHECK_MPI(MPI_Testall(static_cast<int>(outgoing[i].requests.size()),
+                            outgoing[i].requests.data(), &done,
+                            MPI_STATUSES_IGNORE));
+      if (done)
+        outgoing.erase(outgoing.begin() + static_cast<std::ptrdiff_t>(i));
+      else
+        ++i;
+    }
+  }
+
+  /// Reads the words that have arrived (under wordMutex; from the
+  /// communication thread while it waits, or the main thread at a
+  /// timeout).
+  void listen() const {
+    while (true) {
+      int done = 0;
+      MPI_Status status;
+      CHECK_MPI(MPI_Test(&incomingRequest, &done, &status));
+      if (!done)
+        return;
+      if (status.MPI_SOURCE >= 0 && status.MPI_SOURCE < size()) {
+        Word &w = heard[static_cast<size_t>(status.MPI_SOURCE)];
+        w.op = static_cast<Op>(incoming[0]);
+        w.mask = static_cast<int32_t>(incoming[1]);
+        w.seq = incoming[2];
+        w.waiting = incoming[3] != 0;
+      }
+      CHECK_MPI(MPI_Irecv(incoming.data(), kWordLength, MPI_INT64_T,
+                          MPI_ANY_SOURCE, kWordTag, wordsComm,
+                          &incomingRequest));
     }
   }
 
@@ -286,7 +495,15 @@ private:
       for (size_t i = 0; i < grid().size(); ++i)
         if (!(mask & (1 << i)))
           color = color * grid()[i] + coords[i];
+      // A blocking call: the word that this rank is in it goes out first,
+      // since it cannot be sent from inside.
+      begin(Op::Split, mask, 0);
+      if (sayAfter.count() > 0)
+        say(Op::Split, mask, 0, true);
       CHECK_MPI(MPI_Comm_split(world, static_cast<int>(color), rank(), &comm));
+      end();
+      if (sayAfter.count() > 0)
+        say(Op::Split, mask, 0, false);
       CHECK_MPI(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
     }
     groups.emplace(mask, comm);
@@ -296,6 +513,18 @@ private:
   MPI_Comm world;
   std::mutex mutex;
   std::map<int32_t, MPI_Comm> groups;
+
+  // The word exchange of complete(): under wordMutex, except `sequence`
+  // (the communication thread's).
+  MPI_Comm wordsComm;
+  std::chrono::nanoseconds sayAfter{0};
+  std::map<int32_t, int64_t> sequence;
+  mutable std::mutex wordMutex;
+  Word current;
+  mutable std::vector<Word> heard; // the latest word of each world rank
+  mutable std::array<int64_t, kWordLength> incoming{};
+  mutable MPI_Request incomingRequest = MPI_REQUEST_NULL;
+  std::vector<Said> outgoing;
   MPI_Op bf16SumOp = MPI_OP_NULL;
   MPI_Op bf16MaxOp = MPI_OP_NULL;
   MPI_Op bf16MinOp = MPI_OP_NULL;
@@ -341,7 +570,8 @@ std::string mpiThreadLevelError(int provided) {
          "built with thread support";
 }
 
-std::unique_ptr<Comm> createMpiComm(const std::vector<int64_t> &grid) {
+std::unique_ptr<Comm> createMpiComm(const std::vector<int64_t> &grid,
+                                    double collectiveTimeoutSeconds) {
   installMpiFatalHandler();
   int provided = MPI_THREAD_SINGLE;
   CHECK_MPI(MPI_Query_thread(&provided));
@@ -355,7 +585,12 @@ std::unique_ptr<Comm> createMpiComm(const std::vector<int64_t> &grid) {
   MPI_Comm world;
   CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &world));
   CHECK_MPI(MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN));
-  return std::make_unique<MpiComm>(world, rank, size, grid);
+  // Another, for the words waiting ranks send each other (MpiComm::complete).
+  MPI_Comm words;
+  CHECK_MPI(MPI_Comm_dup(world, &words));
+  CHECK_MPI(MPI_Comm_set_errhandler(words, MPI_ERRORS_RETURN));
+  return std::make_unique<MpiComm>(world, words, rank, size, grid,
+                                   collectiveTimeoutSeconds);
 }
 
 } // namespace autoshard::rt

@@ -136,12 +136,22 @@ private:
     if (size() == 1)
       return {mine};
     if (rank() != 0) {
+      // Synchronously: the send completes only once rank 0 has taken it,
+      // so a rank still waiting for the answer knows that rank 0 reached
+      // the operation (and waits itself for another part), and one whose
+      // part was not taken knows that it did not.
       Stage sends;
-      send(sends, mine, 0);
-      finish(op, sends, "its part's delivery to rank");
+      send(sends, mine, 0, /*synchronous=*/true);
+      finish(op, sends, "its part's delivery to rank",
+             ", which has not taken it: rank 0 has not reached this "
+             "operation");
       if (!answer)
         return {};
-      return decode(receiveFrom(op, 0, "the answer of rank"));
+      return decode(receiveFrom(
+          op, 0, "the answer of rank",
+          ", which has taken this rank's part (it reached this operation) "
+          "and answers once every rank's part has come: rank 0 waits itself, "
+          "for the rank its own message names"));
     }
     std::vector<std::string> parts = receiveFromEveryRank(op);
     parts[0] = mine;
@@ -157,11 +167,14 @@ private:
 
   /// Starts sending `bytes` to `peer` into `stage`; `bytes` must outlive
   /// the stage. The length travels first, as a receiver needs it.
-  void send(Stage &stage, const std::string &bytes, int peer) {
+  /// `synchronous`: the length goes by MPI_Issend, which completes only
+  /// once `peer` has taken it.
+  void send(Stage &stage, const std::string &bytes, int peer,
+            bool synchronous = false) {
     lengths.push_back(bytes.size());
     MPI_Request request;
-    CHECK_MPI(MPI_Isend(&lengths.back(), 1, MPI_UINT64_T, peer, kLengthTag,
-                        comm, &request));
+    CHECK_MPI((synchronous ? MPI_Issend : MPI_Isend)(
+        &lengths.back(), 1, MPI_UINT64_T, peer, kLengthTag, comm, &request));
     stage.add(request, peer);
     for (uint64_t done = 0; done < bytes.size(); done += kPiece) {
       int piece =
@@ -184,17 +197,18 @@ private:
     }
   }
 
-  std::string receiveFrom(const Operation &op, int peer, const char *what) {
+  std::string receiveFrom(const Operation &op, int peer, const char *what,
+                          const char *verdict = "") {
     uint64_t length = 0;
     Stage stage;
     MPI_Request request;
     CHECK_MPI(
         MPI_Irecv(&length, 1, MPI_UINT64_T, peer, kLengthTag, comm, &request));
     stage.add(request, peer);
-    finish(op, stage, what);
+    finish(op, stage, what, verdict);
     std::string bytes(static_cast<size_t>(length), '\0');
     receiveBytes(stage, bytes, peer);
-    finish(op, stage, what);
+    finish(op, stage, what, verdict);
     return bytes;
   }
 
@@ -222,7 +236,10 @@ private:
   /// Polls the stage's requests until all are done (then empties the
   /// stage) or the operation's deadline, which is fatal: it names the
   /// operation, its purpose and the ranks whose messages are missing.
-  void finish(const Operation &op, Stage &stage, const char *waitingFor) {
+  /// `verdict` follows the ranks in the message: what the wait tells of
+  /// them.
+  void finish(const Operation &op, Stage &stage, const char *waitingFor,
+              const char *verdict = "") {
     Backoff backoff;
     while (true) {
       int done = 0;
@@ -238,7 +255,7 @@ private:
         std::vector<int> late = lateRanks(stage);
         if (late.empty())
           break;
-        timedOut(op, late, waitingFor);
+        timedOut(op, late, waitingFor, verdict);
       }
       backoff.pause();
     }
@@ -261,7 +278,7 @@ private:
   }
 
   [[noreturn]] void timedOut(const Operation &op, const std::vector<int> &late,
-                             const char *waitingFor) {
+                             const char *waitingFor, const char *verdict) {
     std::string ranks;
     for (size_t i = 0; i < late.size(); ++i)
       ranks += (i == 0                 ? ""
@@ -272,11 +289,11 @@ private:
         std::chrono::duration<double>(Clock::now() - op.start).count();
     fatal("control plane (mpi): %s #%llu%s did not complete within the "
           "collective timeout of %g s (waited %.1f s): rank %d still waits "
-          "for %s%s %s. A rank that does not take part has probably died or "
-          "hung; --collective-timeout sets the limit (0 waits forever)",
+          "for %s%s %s%s. A rank that does not take part has probably died "
+          "or hung; --collective-timeout sets the limit (0 waits forever)",
           op.name, static_cast<unsigned long long>(op.number),
           forPurpose().c_str(), timeout(), waited, rank(), waitingFor,
-          late.size() == 1 ? "" : "s", ranks.c_str());
+          late.size() == 1 ? "" : "s", ranks.c_str(), verdict);
   }
 
   /// Parts as one message: their count and lengths, then their bytes.

@@ -627,6 +627,13 @@ struct TcpGroup::State {
       return fail(s.message());
     Expected<Message> reply =
         receiveMessage(root, deadline, during, options.operationTimeout);
+    if (!reply && !root.closed && Clock::now() >= deadline)
+      // A TCP send does not say whether rank 0 read this rank's part, so
+      // the wait cannot tell a missing rank 0 from one that waits itself.
+      return fail(reply.message() +
+                  ": rank 0 replies once every rank's part has come, so it "
+                  "has either not reached it or waits itself for another "
+                  "rank, which its own message names");
     if (!reply)
       return fail(reply.message());
     if (Status s = expect(root, *reply, kind, during); !s)

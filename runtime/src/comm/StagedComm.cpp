@@ -72,6 +72,7 @@ public:
   }
 
   void barrier() override { inner->barrier(); }
+  std::string describeWait() const override { return inner->describeWait(); }
 
 private:
   static void *room(std::vector<char> &buffer, int64_t bytes) {

@@ -254,6 +254,11 @@ void CommStream::threadMain() {
   }
 }
 
+void CommStream::setWaitReporter(std::function<std::string()> reporter) {
+  std::lock_guard<std::mutex> lock(mutex);
+  waitReporter = std::move(reporter);
+}
+
 void CommStream::wait(uint64_t seq, const char *caller,
                       const StreamOpInfo &waited) {
   if (seq == 0 || seq > issuedSeq)
@@ -328,8 +333,25 @@ void CommStream::timedOut(std::unique_lock<std::mutex> &lock, uint64_t seq,
       waited.name[0] != '\0' && waited.groupSize > 1)
     members = std::string(waited.groupSize == 2 ? " (its other member: "
                                                 : " (its other members: ") +
-              groupNamer(waited.mask) + ")";
+              groupNamer(waited.mask);
+  bool stuckInWaited = running && current.seq == seq;
+  bool stuckInOther = running && current.seq != seq;
   lock.unlock();
+  // Which of them, where the communicator can tell: asked outside the
+  // stream's lock, since it takes the communicator's own.
+  if (waitReporter && streamRole == StreamRole::Communication &&
+      (stuckInWaited || stuckInOther)) {
+    std::string report = waitReporter();
+    if (!report.empty()) {
+      std::string prefix = stuckInOther ? "in the one the communication "
+                                          "thread is stuck in, "
+                                        : "";
+      members = members.empty() ? " (" + prefix + report
+                                : members + "; " + prefix + report;
+    }
+  }
+  if (!members.empty())
+    members += ")";
   fatal("%s: %s did not complete within the collective timeout of %g s "
         "(waited %.1f s)%s; %s. %s%s; --collective-timeout sets the limit (0 "
         "waits forever)",

@@ -111,6 +111,13 @@ public:
   /// on a timeout, so a steady stream of collectives builds no strings.
   void setGroupNamer(std::function<std::string(int32_t mask)> namer);
 
+  /// Says which member(s) the collective the communication thread runs
+  /// waits for, as far as its communicator knows (Comm::describeWait);
+  /// a collective's timeout message adds it after the group's members.
+  /// Called on the waiting thread, only on a timeout, while the
+  /// collective runs.
+  void setWaitReporter(std::function<std::string()> reporter);
+
   StreamRole role() const { return streamRole; }
 
   /// Records a "comm" (or "offload") event per operation into `trace` from
@@ -178,6 +185,7 @@ private:
   double timeoutSeconds = kDefaultTimeoutSeconds;
   std::string phase;
   std::function<std::string(int32_t mask)> groupNamer;
+  std::function<std::string()> waitReporter;
   std::atomic<Trace *> trace{nullptr};
 
   mutable std::mutex mutex;

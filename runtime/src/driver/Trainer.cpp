@@ -178,7 +178,7 @@ std::unique_ptr<Comm> createComm(asrt_context &ctx, ControlPlane &control,
   std::unique_ptr<Comm> comm;
 #if ASRT_HAVE_MPI
   if (std::string(control.kind()) == "mpi")
-    comm = createMpiComm(manifest.grid);
+    comm = createMpiComm(manifest.grid, control.timeout());
 #endif
 #if ASRT_HAVE_GLOO
   if (std::string(control.kind()) == "tcp" && control.size() > 1) {
@@ -397,8 +397,9 @@ RunStatus Trainer::startBackend() {
                   *control))
     return RunStatus::Failed;
   ctx->comm = ctx->ownedComm.get();
-  // A collective's timeout names the ranks it may be waiting for.
-  if (ctx->comm)
+  // A collective's timeout names the ranks it may be waiting for, and
+  // which of them it waits for where the communicator can tell.
+  if (ctx->comm) {
     ctx->stream->setGroupNamer([comm = ctx->comm](int32_t mask) {
       std::vector<std::string> others;
       for (int member : comm->groupRanks(mask))
@@ -406,6 +407,9 @@ RunStatus Trainer::startBackend() {
           others.push_back(std::to_string(member));
       return (others.size() == 1 ? "rank " : "ranks ") + listNames(others, 8);
     });
+    ctx->stream->setWaitReporter(
+        [comm = ctx->comm] { return comm->describeWait(); });
+  }
   // The peak the step lines' MFU is against: a device file's figure, or
   // the backend's GEMM measured here (the CPU's); none without either.
   Expected<ComputePeak> measured =

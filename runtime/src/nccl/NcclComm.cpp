@@ -205,6 +205,13 @@ public:
     awaitStream(world, what);
   }
 
+  /// NCCL's API has no query for the peer a collective waits for (its
+  /// RAS tool sees it from outside the job), so this names none.
+  std::string describeWait() const override {
+    return "NCCL does not say which member a collective waits for, nor "
+           "whether it reached it";
+  }
+
   /// abortNcclComms' part for this Comm; any thread.
   void abortAll();
 

@@ -776,6 +776,29 @@ void checkSeveralInFlight(asrt_context &ctx,
 
 // ---- The grid (pure) --------------------------------------------------------
 
+// What a timeout says of the other members, from their words: the ones
+// without a word have not reached the collective, and only those are
+// blamed; one waiting in another collective is named with it.
+TEST(PeerWordsTest, OnlyMembersWithoutAWordAreSaidToBeMissing) {
+  using S = PeerWord::State;
+  EXPECT_EQ(
+      describePeerWords({{1, S::None, ""}, {2, S::Here, ""}, {3, S::Here, ""}}),
+      "rank 1 has not reached it; ranks 2, 3 wait in it too");
+  EXPECT_EQ(
+      describePeerWords({{1, S::None, ""}, {3, S::None, ""}, {2, S::Here, ""}}),
+      "ranks 1, 3 have not reached it; rank 2 waits in it too");
+  EXPECT_EQ(describePeerWords({{1, S::Elsewhere,
+                                "all_reduce #4 over "
+                                "grid_axes_mask 2"},
+                               {2, S::Here, ""}}),
+            "rank 1 waits itself, in all_reduce #4 over grid_axes_mask 2; "
+            "rank 2 waits in it too");
+  // Every member waits: nobody is blamed.
+  EXPECT_EQ(describePeerWords({{0, S::Here, ""}, {2, S::Here, ""}}),
+            "every other member waits in it too");
+  EXPECT_EQ(describePeerWords({}), "");
+}
+
 TEST(GridTest, CoordinatesAreRowMajor) {
   std::vector<int64_t> grid{2, 3};
   EXPECT_EQ(gridCoordinates(5, grid), (std::vector<int64_t>{1, 2}));
@@ -1641,6 +1664,58 @@ TEST_F(WorldDeathTest, BucketMaskOutsideTheGridIsFatal) {
 
 // ---- On a 2x2 grid
 // --------------------------------------------------------------
+
+// MPI does not say whom a collective waits for; the word waiting ranks
+// send each other does. On a 2x2 grid rank 3 is 3 s late; its pair
+// partner rank 2 waits for it over grid axis 1 while ranks 0 and 1,
+// done with theirs, wait over the world. Asked 1.5 s in (the word goes out
+// a quarter of the 2 s timeout in): rank 2 names rank 3 as missing; ranks
+// 0 and 1 name rank 3 too, and rank 2 as waiting itself, not missing. The
+// communicators of both masks exist first, so nobody waits in a split.
+TEST(MpiWordTest, WaitingRanksNameTheMissingOneAndTheOnesWaitingElsewhere) {
+  if (worldSize() != 4)
+    GTEST_SKIP() << "needs 4 ranks";
+  int rank = worldRank();
+  std::unique_ptr<Comm> comm = createMpiComm({2, 2}, 2.0);
+  EXPECT_EQ(comm->describeWait(), "");
+  float one = 1, sum = 0;
+  comm->allReduce(&one, &sum, 1, ASRT_DTYPE_F32, ASRT_REDUCE_SUM, 2);
+  comm->allReduce(&one, &sum, 1, ASRT_DTYPE_F32, ASRT_REDUCE_SUM, 3);
+  if (rank == 3)
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+  std::string said;
+  std::thread asker;
+  if (rank != 3)
+    asker = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      said = comm->describeWait();
+    });
+  comm->allReduce(&one, &sum, 1, ASRT_DTYPE_F32, ASRT_REDUCE_SUM, 2);
+  EXPECT_EQ(sum, 2.0f);
+  comm->allReduce(&one, &sum, 1, ASRT_DTYPE_F32, ASRT_REDUCE_SUM, 3);
+  EXPECT_EQ(sum, 4.0f);
+  if (asker.joinable())
+    asker.join();
+  const std::string why =
+      " (by the word that ranks waiting longer than a quarter of the "
+      "timeout send each other: MPI does not say which member a collective "
+      "waits for)";
+  if (rank == 2)
+    EXPECT_EQ(said, "rank 3 has not reached it" + why);
+  if (rank == 0)
+    EXPECT_EQ(said, "rank 3 has not reached it; rank 2 waits itself, in "
+                    "all_reduce #2 over grid_axes_mask 2; rank 1 waits in it "
+                    "too" +
+                        why);
+  if (rank == 1)
+    EXPECT_EQ(said, "rank 3 has not reached it; rank 2 waits itself, in "
+                    "all_reduce #2 over grid_axes_mask 2; rank 0 waits in it "
+                    "too" +
+                        why);
+  // Nothing waits now.
+  EXPECT_EQ(comm->describeWait(), "");
+  MPI_Barrier(MPI_COMM_WORLD);
+}
 
 class Grid2x2Test : public ::testing::Test {
 protected:

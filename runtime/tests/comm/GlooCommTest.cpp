@@ -254,6 +254,75 @@ TEST(GlooCommGridTest, GroupsAreTheRanksAlongTheMaskedAxes) {
   });
 }
 
+/// Runs an all-reduce of `count` elements on 4 ranks of which rank 1
+/// joins `lateBy` late, and returns what each other rank's communicator
+/// said it waited for, asked `askAfter` into its wait.
+std::vector<std::string> wordsOfALateRank(int64_t count,
+                                          std::chrono::milliseconds askAfter,
+                                          std::chrono::milliseconds lateBy) {
+  std::vector<std::string> said(4);
+  onRanks({4}, [&](Comm &comm) {
+    std::vector<float> v(static_cast<size_t>(count), 1.0f);
+    if (comm.rank() == 1)
+      std::this_thread::sleep_for(lateBy);
+    std::thread asker;
+    if (comm.rank() != 1)
+      asker = std::thread([&, r = comm.rank()] {
+        std::this_thread::sleep_for(askAfter);
+        said[static_cast<size_t>(r)] = comm.describeWait();
+      });
+    comm.allReduce(v.data(), v.data(), count, ASRT_DTYPE_F32, ASRT_REDUCE_SUM,
+                   1);
+    if (asker.joinable())
+      asker.join();
+    EXPECT_EQ(v[0], 4.0f);
+  });
+  return said;
+}
+
+// The ring names the one peer it waits for, and whether that peer reached
+// the collective: rank 1's successor and predecessor get nothing of it
+// and say so; rank 3, whose predecessor rank 2 sent its first block, says
+// rank 2 waits itself and does not blame it.
+TEST(GlooCommWaitTest, TheRingSaysWhichPeerHasNotReachedTheCollective) {
+  std::vector<std::string> said = wordsOfALateRank(
+      8, std::chrono::milliseconds(500), std::chrono::milliseconds(2500));
+  EXPECT_EQ(said[2], "gloo's ring waits to receive ring step 1 of 6 from "
+                     "rank 1 (its ring predecessor): nothing of this "
+                     "collective has arrived from rank 1: it has not reached "
+                     "it");
+  EXPECT_EQ(said[0], "gloo's ring waits for rank 1 (its ring successor) to "
+                     "take its block of ring step 1 of 6: rank 1 has taken "
+                     "nothing of this collective: it has not reached it");
+  EXPECT_EQ(said[3], "gloo's ring waits to receive ring step 2 of 6 from "
+                     "rank 2 (its ring predecessor): rank 2 reached it (1 of "
+                     "its blocks arrived) and waits itself, for its own "
+                     "predecessor rank 1 or one before");
+}
+
+// With fewer elements than members the first ring steps carry no data, so
+// nothing having arrived from a predecessor no longer proves it absent:
+// rank 3 waits for rank 2, which waits for the late rank 1, and says it
+// cannot tell which, rather than blaming rank 2.
+TEST(GlooCommWaitTest, EmptyEarlyStepsMakeNoAbsentPeer) {
+  std::vector<std::string> said = wordsOfALateRank(
+      1, std::chrono::milliseconds(500), std::chrono::milliseconds(2500));
+  EXPECT_EQ(said[3], "gloo's ring waits to receive ring step 2 of 6 from "
+                     "rank 2 (its ring predecessor): nothing of this "
+                     "collective has arrived from rank 2, whose earlier ring "
+                     "steps carried no data: it has not reached it, or waits "
+                     "itself for its own predecessor rank 1");
+  EXPECT_EQ(said[2], "gloo's ring waits to receive ring step 1 of 6 from "
+                     "rank 1 (its ring predecessor): nothing of this "
+                     "collective has arrived from rank 1: it has not reached "
+                     "it");
+}
+
+// Nothing to say while no collective waits.
+TEST(GlooCommWaitTest, AnIdleCommunicatorSaysNothing) {
+  onRanks({2}, [](Comm &comm) { EXPECT_EQ(comm.describeWait(), ""); });
+}
+
 // A failed collective is fatal (it ends the process, as in a training
 // binary): death tests, each run in a fresh process.
 class GlooCommDeathTest : public testing::Test {

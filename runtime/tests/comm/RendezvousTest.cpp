@@ -646,6 +646,13 @@ TEST(TcpGroup, RankThatNeverArrivesTimesOut) {
               says(errors[0], "barrier #1"))
       << errors[0];
   EXPECT_TRUE(says(errors[1], "barrier #1")) << errors[1];
+  // Rank 1 cannot tell whether rank 0 read its part: it says so rather
+  // than blaming rank 0.
+  EXPECT_TRUE(says(errors[1], "waiting for rank 0 during barrier #1: rank 0 "
+                              "replies once every rank's part has come, so "
+                              "it has either not reached it or waits itself "
+                              "for another rank"))
+      << errors[1];
 }
 
 TEST(TcpGroup, DifferentOperationsOnDifferentRanksAreAnError) {

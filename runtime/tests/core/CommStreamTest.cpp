@@ -414,6 +414,75 @@ TEST(CommStreamDeathTest, TheMessageNamesThePhaseAndTheGroupsOtherMembers) {
       "members: ranks 1, 2, 3 \\(mask 3\\)\\); --collective-timeout");
 }
 
+// The communicator's word on whom the running collective waits for
+// (setWaitReporter) follows the group's members, inside their parentheses.
+TEST(CommStreamDeathTest, TheMessageAddsWhomTheCommunicatorSaysItWaitsFor) {
+  GTEST_FLAG_SET(death_test_style, "fast");
+  EXPECT_DEATH(
+      {
+        Stats stats;
+        CommStream stream(stats);
+        stream.setTimeout(0.1);
+        stream.setGroupNamer(
+            [](int32_t) { return std::string("ranks 1, 2, 3"); });
+        stream.setWaitReporter([] {
+          return std::string("rank 2 has not reached it; ranks 1, 3 wait in "
+                             "it too");
+        });
+        std::atomic<bool> started{false};
+        uint64_t seq = stream.issue(&hang, &started, blockingInfo());
+        spinUntil([&] { return started.load(); });
+        stream.wait(seq, "asrt_all_reduce", blockingInfo());
+      },
+      "\\(its other members: ranks 1, 2, 3; rank 2 has not reached it; "
+      "ranks 1, 3 wait in it too\\); --collective-timeout");
+}
+
+// A communicator that cannot tell (an empty word) adds nothing: the
+// members alone.
+TEST(CommStreamDeathTest, AnEmptyWordAddsNothing) {
+  GTEST_FLAG_SET(death_test_style, "fast");
+  EXPECT_DEATH(
+      {
+        Stats stats;
+        CommStream stream(stats);
+        stream.setTimeout(0.1);
+        stream.setGroupNamer(
+            [](int32_t) { return std::string("ranks 1, 2, 3"); });
+        stream.setWaitReporter([] { return std::string(); });
+        std::atomic<bool> started{false};
+        uint64_t seq = stream.issue(&hang, &started, blockingInfo());
+        spinUntil([&] { return started.load(); });
+        stream.wait(seq, "asrt_all_reduce", blockingInfo());
+      },
+      "\\(its other members: ranks 1, 2, 3\\); --collective-timeout");
+}
+
+// When the thread is stuck in an earlier collective than the one waited
+// for, the word is about that one, and the message says so.
+TEST(CommStreamDeathTest, TheWordIsAboutTheCollectiveThatIsStuck) {
+  GTEST_FLAG_SET(death_test_style, "fast");
+  EXPECT_DEATH(
+      {
+        Stats stats;
+        CommStream stream(stats);
+        stream.setTimeout(0.1);
+        stream.setGroupNamer(
+            [](int32_t) { return std::string("ranks 1, 2, 3"); });
+        stream.setWaitReporter(
+            [] { return std::string("rank 2 has not reached it"); });
+        // The thread is held in a first operation, so the second, waited
+        // for, has not started.
+        std::atomic<bool> started{false};
+        stream.issue(&hang, &started, asyncInfo(1));
+        spinUntil([&] { return started.load(); });
+        uint64_t seq = stream.issue(&hang, &started, blockingInfo());
+        stream.wait(seq, "asrt_all_reduce", blockingInfo());
+      },
+      "its other members: ranks 1, 2, 3; in the one the communication thread "
+      "is stuck in, rank 2 has not reached it\\); --collective-timeout");
+}
+
 TEST(CommStreamDeathTest, TheMessageNamesTheCollectiveThatIsStuck) {
   GTEST_FLAG_SET(death_test_style, "fast");
   EXPECT_DEATH(
