@@ -104,6 +104,7 @@ public:
   /// for their values is one placeholder per type. A rule sees no
   /// difference: it never reads a call's or a constant's value back.
   void setPlacementOnly(bool only) { placementOnly = only; }
+  bool isPlacementOnly() const { return placementOnly; }
   /// Counts one emitted collective over `groupSize` ranks whose members'
   /// full tensors are `fulls`.
   void countCollective(cost::CollectiveKind kind, int64_t groupSize,
