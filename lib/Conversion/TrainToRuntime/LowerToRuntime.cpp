@@ -221,6 +221,10 @@ private:
 
 Value StepLowering::emitLoad(Value array, unsigned index) {
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
+  // A buffer assignment needs only a distinct pointer per argument and
+  // result, not the address of its slot.
+  if (isPlacementOnly())
+    return LLVM::LoadOp::create(b, currentLoc, ptrType, array);
   Value slot = LLVM::GEPOp::create(b, currentLoc, ptrType, ptrType, array,
                                    ArrayRef<LLVM::GEPArg>{int32_t(index)});
   return LLVM::LoadOp::create(b, currentLoc, ptrType, slot);
