@@ -3,6 +3,7 @@
 #include "autoshard/CostModel/CostModel.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstdio>
 
 using namespace autoshard::cost;
@@ -101,10 +102,34 @@ CostEstimate autoshard::cost::estimateCost(const ModelDescription &model,
                       options);
 }
 
+std::vector<double>
+autoshard::cost::collectiveSeconds(const std::vector<CollectiveCall> &calls,
+                                   const ClusterSpec &cluster,
+                                   const CostOptions &options) {
+  LinkParameters link = linkParameters(cluster, options.bandwidthEfficiency);
+  std::vector<double> seconds;
+  seconds.reserve(calls.size());
+  for (const CollectiveCall &call : calls)
+    seconds.push_back(
+        collectiveTime(call, cluster, link, options.allReduceAlgorithm)
+            .seconds);
+  return seconds;
+}
+
 CostEstimate autoshard::cost::estimateCost(
     const ModelDescription &model, const Plan &plan,
     const ClusterSpec &cluster, const std::vector<CollectiveCall> &calls,
     const CostOptions &options) {
+  return estimateCost(model, plan, cluster, calls,
+                      collectiveSeconds(calls, cluster, options), options);
+}
+
+CostEstimate autoshard::cost::estimateCost(
+    const ModelDescription &model, const Plan &plan,
+    const ClusterSpec &cluster, const std::vector<CollectiveCall> &calls,
+    const std::vector<double> &callSeconds, const CostOptions &options) {
+  assert(callSeconds.size() == calls.size() &&
+         "one time for each collective call");
   CostEstimate estimate;
   estimate.plan = plan;
   const int64_t N = cluster.worldSize();
@@ -119,14 +144,13 @@ CostEstimate autoshard::cost::estimateCost(
   time = estimateCompute(model, plan, cluster, options);
 
   // Communication: each call priced alone, then summed per phase.
-  LinkParameters link = linkParameters(cluster, options.bandwidthEfficiency);
   // Reductions run in the last micro-batch's backward pass, or (sharded
   // gradients reduced every micro-batch) in each one's.
   PhaseComm firstForward, forwardGathers, backwardGathers, reductions,
       everyMicroBatch, afterBackward, optimizer;
-  for (const CollectiveCall &call : calls) {
-    double seconds =
-        collectiveTime(call, cluster, link, options.allReduceAlgorithm).seconds;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const CollectiveCall &call = calls[i];
+    const double seconds = callSeconds[i];
     estimate.collectiveCalls += call.repeat;
     time.communication += seconds * double(call.repeat);
     switch (call.phase) {

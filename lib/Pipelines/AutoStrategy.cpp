@@ -274,7 +274,12 @@ Choice autoshard::chooseStrategy(const cost::ModelDescription &model,
   // differ only in what they do not depend on (checkpointing, offload,
   // prefetch depth). The candidates' parameter layouts are their base
   // preset's, named with it in the key.
-  std::map<std::string, std::vector<cost::CollectiveCall>> collectives;
+  // Each call's time alone is shared with them too.
+  struct Collectives {
+    std::vector<cost::CollectiveCall> calls;
+    std::vector<double> seconds;
+  };
+  std::map<std::string, Collectives> collectives;
   for (const cost::Plan &plan :
        cost::enumerateCandidatePlans(model, cluster, space)) {
     if (!strategy::lookupStrategy(plan.name) ||
@@ -290,12 +295,16 @@ Choice autoshard::chooseStrategy(const cost::ModelDescription &model,
                            layout.shardGroupSize, static_cast<int>(layout.unit))
                  .str();
     auto [calls, added] = collectives.try_emplace(key);
-    if (added)
-      calls->second =
+    if (added) {
+      calls->second.calls =
           cost::planCollectives(model, schedule, cluster.worldSize());
+      calls->second.seconds =
+          cost::collectiveSeconds(calls->second.calls, cluster);
+    }
     Candidate candidate;
     candidate.estimate =
-        cost::estimateCost(model, plan, cluster, calls->second);
+        cost::estimateCost(model, plan, cluster, calls->second.calls,
+                           calls->second.seconds);
     candidate.fits = candidate.estimate.fits(budget);
     candidate.overflows = candidate.estimate.overflows(budget);
     StrategyOptions &options = candidate.options;

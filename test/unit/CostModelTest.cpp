@@ -194,8 +194,8 @@ TEST(CostModelPlan, CandidatesCoverTheSpace) {
 }
 
 TEST(CostModelPlan, CollectivesDependOnlyOnWhatCollectivesOnlyKeeps) {
-  // A search plans the collectives once per collectivesOnly(plan) and
-  // shares them: every candidate, f32 (parameter offload too) and bf16,
+  // A search plans the collectives (and prices each alone) once per
+  // collectivesOnly(plan) and shares them: every candidate, f32 (parameter offload too) and bf16,
   // with persistence thresholds, prefetch depths and micro-batches, must
   // get the same estimate as when it plans its own.
   for (Precision precision : {Precision::F32, Precision::BF16}) {
@@ -208,9 +208,10 @@ TEST(CostModelPlan, CollectivesDependOnlyOnWhatCollectivesOnlyKeeps) {
     ClusterSpec cluster = makeCluster(testGpu(), 16);
     for (const Plan &plan : enumerateCandidatePlans(model, cluster, space)) {
       CostEstimate own = estimateCost(model, plan, cluster);
-      CostEstimate shared = estimateCost(
-          model, plan, cluster,
-          planCollectives(model, collectivesOnly(plan), cluster.worldSize()));
+      std::vector<CollectiveCall> calls =
+          planCollectives(model, collectivesOnly(plan), cluster.worldSize());
+      CostEstimate shared = estimateCost(model, plan, cluster, calls,
+                                         collectiveSeconds(calls, cluster));
       SCOPED_TRACE(describePlan(plan));
       EXPECT_EQ(own.memory.device.total(), shared.memory.device.total());
       EXPECT_EQ(own.memory.host.hostBytes, shared.memory.host.hostBytes);

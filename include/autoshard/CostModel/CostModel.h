@@ -92,6 +92,19 @@ CostEstimate estimateCost(const ModelDescription &model, const Plan &plan,
                           const ClusterSpec &cluster,
                           const std::vector<CollectiveCall> &calls,
                           const CostOptions &options = {});
+/// The same, given also each call's time alone (collectiveSeconds of the
+/// same calls, cluster and options), which such a search shares too.
+CostEstimate estimateCost(const ModelDescription &model, const Plan &plan,
+                          const ClusterSpec &cluster,
+                          const std::vector<CollectiveCall> &calls,
+                          const std::vector<double> &callSeconds,
+                          const CostOptions &options = {});
+
+/// The time of each of `calls` run alone on `cluster` (collectiveTime), in
+/// their order.
+std::vector<double> collectiveSeconds(const std::vector<CollectiveCall> &calls,
+                                      const ClusterSpec &cluster,
+                                      const CostOptions &options = {});
 
 /// The fraction of `device`'s peak FLOP/s its compute attains: the
 /// device file's measured compute_efficiency, else options' assumption.

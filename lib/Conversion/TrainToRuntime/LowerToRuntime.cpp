@@ -202,8 +202,10 @@ private:
     std::string what;
     /// Program positions of the allocation and of the last use.
     int firstUse = 0, lastUse = 0;
-    /// The constant offset of the buffer in the arena.
-    arith::ConstantOp offset;
+    /// The offset of the buffer in the arena, and the constant that holds
+    /// it in the generated code (none when only placing buffers).
+    int64_t offset = 0;
+    arith::ConstantOp offsetConstant;
     /// In the host arena (offloaded values) rather than the device's.
     bool host = false;
   };
@@ -219,6 +221,10 @@ private:
 
 Value StepLowering::emitLoad(Value array, unsigned index) {
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
+  // A buffer assignment needs only a distinct pointer per argument and
+  // result, not the address of its slot.
+  if (isPlacementOnly())
+    return LLVM::LoadOp::create(b, currentLoc, ptrType, array);
   Value slot = LLVM::GEPOp::create(b, currentLoc, ptrType, ptrType, array,
                                    ArrayRef<LLVM::GEPArg>{int32_t(index)});
   return LLVM::LoadOp::create(b, currentLoc, ptrType, slot);
@@ -298,16 +304,21 @@ Value StepLowering::arenaBuffer(bool host, int64_t bytes,
     base = host ? call(ABI_FUNCTION(asrt_host_arena))
                 : call(ABI_FUNCTION(asrt_arena));
   }
-  auto offset = arith::ConstantOp::create(b, currentLoc, b.getI64IntegerAttr(0));
+  // A buffer assignment only needs a distinct pointer per buffer: its
+  // offset is kept in the Allocation, with no constant to build.
+  arith::ConstantOp offset;
+  if (!isPlacementOnly())
+    offset = arith::ConstantOp::create(b, currentLoc, b.getI64IntegerAttr(0));
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
-  Value ptr = LLVM::GEPOp::create(b, currentLoc, ptrType, b.getI8Type(), base,
-                                  ValueRange{offset.getResult()});
+  Value ptr = LLVM::GEPOp::create(
+      b, currentLoc, ptrType, b.getI8Type(), base,
+      ValueRange{offset ? offset.getResult() : i64(0)});
   Allocation &a = allocations[ptr];
   a.bytes = bytes;
   a.category = category;
   a.what = std::move(what);
   a.firstUse = position;
-  a.offset = offset;
+  a.offsetConstant = offset;
   a.host = host;
   return ptr;
 }
@@ -366,8 +377,11 @@ int64_t StepLowering::packArena(bool host) {
   }
   SmallVector<int64_t> offsets;
   int64_t top = autoshard::packArena(buffers, offsets);
-  for (auto [a, offset] : llvm::zip(placed, offsets))
-    a->offset.setValueAttr(b.getI64IntegerAttr(offset));
+  for (auto [a, offset] : llvm::zip(placed, offsets)) {
+    a->offset = offset;
+    if (a->offsetConstant)
+      a->offsetConstant.setValueAttr(b.getI64IntegerAttr(offset));
+  }
   return top;
 }
 
@@ -822,8 +836,7 @@ StepBufferAssignment StepLowering::assignment() const {
     buffer.firstUse = a.firstUse;
     buffer.lastUse = a.lastUse;
     buffer.host = a.host;
-    arith::ConstantOp offset = a.offset;
-    buffer.offset = cast<IntegerAttr>(offset.getValue()).getInt();
+    buffer.offset = a.offset;
     assigned.buffers.push_back(std::move(buffer));
   }
   assigned.inPlaceResults = inPlaceResults;

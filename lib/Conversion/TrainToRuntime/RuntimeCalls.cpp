@@ -1116,14 +1116,22 @@ LogicalResult emitAdamwMulti(train::AdamwMultiOp op, StepEmitter &e) {
       context, {ADAMW_TENSOR_FIELDS(ADAMW_FIELD_TYPE)});
 #undef ADAMW_FIELD_TYPE
   auto array = LLVM::LLVMArrayType::get(tensorStruct, fields.size());
-  Value list = LLVM::AllocaOp::create(b, loc, ptr, array, e.i64(1),
-                                      alignof(asrt_adamw_tensor));
+  // A buffer assignment reads no stored field: the list is a placeholder
+  // then, not an alloca and a store per field (nine per tensor, thousands
+  // per step).
+  Value list = e.isPlacementOnly()
+                   ? e.nullPtr()
+                   : LLVM::AllocaOp::create(b, loc, ptr, array, e.i64(1),
+                                            alignof(asrt_adamw_tensor))
+                         .getResult();
   for (auto [i, tensor] : llvm::enumerate(fields)) {
     // A store takes any type: only this check keeps a field that abi.h adds
     // or retypes from being written with the old layout.
     if (!llvm::equal(ValueRange(tensor).getTypes(), tensorStruct.getBody()))
       llvm::report_fatal_error("adamwTensorFields does not give "
                                "asrt_adamw_tensor's fields abi.h's types");
+    if (e.isPlacementOnly())
+      continue;
     for (auto [field, value] : llvm::enumerate(tensor)) {
       Value slot = LLVM::GEPOp::create(
           b, loc, ptr, array, list,

@@ -11,6 +11,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace autoshard {
 
@@ -82,16 +83,14 @@ public:
   auto call(rtabi::Function<Fn> callee, const mlir::Value (&args)[N]) {
     static_assert(N == rtabi::Signature<Fn>::kNumArgs,
                   "abi.h declares a different number of arguments");
-    return resultOf<Fn>(emitCall(
-        callee.name, rtabi::Signature<Fn>::get(builder().getContext()), args));
+    return resultOf<Fn>(emitCall(callee.name, signatureOf(callee), args));
   }
   /// A call of a function that takes only the context.
   template <typename Fn>
   auto call(rtabi::Function<Fn> callee) {
     static_assert(rtabi::Signature<Fn>::kNumArgs == 0,
                   "abi.h declares arguments after the context");
-    return resultOf<Fn>(emitCall(
-        callee.name, rtabi::Signature<Fn>::get(builder().getContext()), {}));
+    return resultOf<Fn>(emitCall(callee.name, signatureOf(callee), {}));
   }
 
   virtual mlir::ModuleOp module() = 0;
@@ -104,6 +103,7 @@ public:
   /// for their values is one placeholder per type. A rule sees no
   /// difference: it never reads a call's or a constant's value back.
   void setPlacementOnly(bool only) { placementOnly = only; }
+  bool isPlacementOnly() const { return placementOnly; }
   /// Counts one emitted collective over `groupSize` ranks whose members'
   /// full tensors are `fulls`.
   void countCollective(cost::CollectiveKind kind, int64_t groupSize,
@@ -121,6 +121,18 @@ private:
   llvm::DenseMap<mlir::Attribute, mlir::LLVM::GlobalOp> constantGlobals;
   /// The index of the next constant's name, once the module's are known.
   std::optional<unsigned> nextConstant;
+
+  /// The MLIR type of each runtime function called so far, by name (one
+  /// name is one abi.h declaration): built once, not at every call, of
+  /// which a step has tens of thousands.
+  llvm::StringMap<mlir::FunctionType> signatures;
+  template <typename Fn>
+  mlir::FunctionType signatureOf(rtabi::Function<Fn> callee) {
+    mlir::FunctionType &type = signatures[callee.name];
+    if (!type)
+      type = rtabi::Signature<Fn>::get(builder().getContext());
+    return type;
+  }
 
   mlir::func::FuncOp declare(llvm::StringRef callee, mlir::FunctionType type);
   /// The call of `callee`, of C type `type`, with the context and `args`;

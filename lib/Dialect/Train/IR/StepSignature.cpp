@@ -21,31 +21,64 @@ bool autoshard::train::isValidStepName(StringRef name) {
   });
 }
 
-static StepValue decode(unsigned index, Type type, DictionaryAttr attrs) {
+namespace {
+/// The names of the attributes a step value carries, uniqued once per
+/// signature: each value's dictionary is then read in one pass of pointer
+/// comparisons, not one binary search by string per name (a signature is
+/// built for every pass over a step of tens of thousands of values).
+struct StepAttrNames {
+  explicit StepAttrNames(MLIRContext *context)
+      : role(StringAttr::get(context, TrainDialect::kRoleAttrName)),
+        name(StringAttr::get(context, TrainDialect::kNameAttrName)),
+        init(StringAttr::get(context, TrainDialect::kInitAttrName)),
+        unit(StringAttr::get(context, TrainDialect::kUnitAttrName)),
+        aliases(StringAttr::get(context, TrainDialect::kAliasesAttrName)),
+        weightDecay(
+            StringAttr::get(context, TrainDialect::kWeightDecayAttrName)) {}
+  StringAttr role, name, init, unit, aliases, weightDecay;
+};
+} // namespace
+
+static StepValue decode(unsigned index, Type type, DictionaryAttr attrs,
+                        const StepAttrNames &names) {
   StepValue value{index, Role::Param, "", dyn_cast<RankedTensorType>(type),
                   {}};
   if (!attrs)
     return value;
-  if (auto role = attrs.getAs<RoleAttr>(TrainDialect::kRoleAttrName))
-    value.role = role.getValue();
-  if (auto name = attrs.getAs<StringAttr>(TrainDialect::kNameAttrName))
-    value.name = name.getValue();
-  value.init = attrs.getAs<InitAttr>(TrainDialect::kInitAttrName);
-  if (auto unit = attrs.getAs<StringAttr>(TrainDialect::kUnitAttrName))
-    value.unit = unit.getValue();
-  if (auto aliases = attrs.getAs<ArrayAttr>(TrainDialect::kAliasesAttrName))
-    for (Attribute alias : aliases)
-      if (auto text = dyn_cast<StringAttr>(alias))
-        value.aliases.push_back(text.getValue());
-  value.weightDecay =
-      attrs.getAs<FloatAttr>(TrainDialect::kWeightDecayAttrName);
+  for (NamedAttribute attr : attrs) {
+    StringAttr key = attr.getName();
+    Attribute field = attr.getValue();
+    if (key == names.role) {
+      if (auto role = dyn_cast<RoleAttr>(field))
+        value.role = role.getValue();
+    } else if (key == names.name) {
+      if (auto name = dyn_cast<StringAttr>(field))
+        value.name = name.getValue();
+    } else if (key == names.init) {
+      value.init = dyn_cast<InitAttr>(field);
+    } else if (key == names.unit) {
+      if (auto unit = dyn_cast<StringAttr>(field))
+        value.unit = unit.getValue();
+    } else if (key == names.aliases) {
+      if (auto aliases = dyn_cast<ArrayAttr>(field))
+        for (Attribute alias : aliases)
+          if (auto text = dyn_cast<StringAttr>(alias))
+            value.aliases.push_back(text.getValue());
+    } else if (key == names.weightDecay) {
+      value.weightDecay = dyn_cast<FloatAttr>(field);
+    }
+  }
   return value;
 }
 
 StepSignature::StepSignature(FunctionOpInterface func) {
+  StepAttrNames names(func->getContext());
   llvm::StringMap<int64_t> unitIndex;
+  args.reserve(func.getNumArguments());
+  unitIndexByArg.reserve(func.getNumArguments());
+  results.reserve(func.getNumResults());
   for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
-    args.push_back(decode(i, type, func.getArgAttrDict(i)));
+    args.push_back(decode(i, type, func.getArgAttrDict(i), names));
     argIndexByName.try_emplace(args.back().name, i);
     StringRef unit = args.back().unit;
     int64_t index = -1;
@@ -58,7 +91,7 @@ StepSignature::StepSignature(FunctionOpInterface func) {
     unitIndexByArg.push_back(index);
   }
   for (auto [i, type] : llvm::enumerate(func.getResultTypes()))
-    results.push_back(decode(i, type, func.getResultAttrDict(i)));
+    results.push_back(decode(i, type, func.getResultAttrDict(i), names));
 }
 
 int64_t StepSignature::getUnitIndex(unsigned argIndex) const {
