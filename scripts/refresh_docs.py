@@ -21,8 +21,12 @@ What docs/ holds that the code produces, and how each is kept true:
              no longer prints, is drift.
   trace      docs/img/fsdp-trace.svg and docs/img/zero3-trace.svg: one FSDP
              and one ZeRO-3 step on 2 CPU ranks from the binary's --trace
-             (scripts/trace_figure.py); regenerated with --all, and --check
-             draws them to see that the pipeline works.
+             (the last of 3 steps, --trace-steps 3:3), drawn by
+             scripts/trace_figure.py; regenerated with --all, and --check
+             draws them to see that the pipeline works. With --perfetto-ui
+             DIR (never in CI: it needs Chromium), also
+             docs/img/zero3-perfetto.png, the ZeRO-3 step of the same run in
+             the Perfetto UI (scripts/perfetto_screenshot.py says how).
 
 Without --check it publishes 'reference' and 'cost'; --all also reruns the
 demo (600 steps, about 4 minutes on 2 cores) and the trace. With --check it
@@ -56,6 +60,12 @@ TRACES = [
      "ZeRO-3, gpt2 4x256, 2 CPU ranks, one step (--overlap, prefetch "
      "depth 4)"),
 ]
+# Traced runs take this many steps and trace only the last (warmed up).
+TRACE_STEPS = 3
+# --perfetto-ui: the figure whose trace is also shown in the Perfetto UI, and
+# the screenshot scripts/perfetto_screenshot.py takes of it.
+PERFETTO_OF = "docs/img/zero3-trace.svg"
+PERFETTO_SHOT = "docs/img/zero3-perfetto.png"
 BEGIN = re.compile(r"^<!-- refresh-docs: ([\w-]+) .*-->$")
 END = "<!-- refresh-docs: end -->"
 
@@ -255,25 +265,44 @@ def demo(check):
 
 # --- trace -----------------------------------------------------------------
 
-def trace(build, check, work):
+def trace_model(build, work):
+    """Writes the model every trace figure runs; returns its path."""
     mlir = os.path.join(work, "gpt.mlir")
     run([os.path.join(build, "bin/shard-gen"), "gpt2-tiny", "--layers=4",
          "--hidden=256", "--micro-batch=8", "-o", mlir])
+    return mlir
+
+
+def step_trace(build, work, mlir, flags, name):
+    """Compiles mlir with flags for 2 ranks, runs TRACE_STEPS steps on 2 CPU
+    ranks and returns the path of the trace of the last one."""
+    binary = os.path.join(work, name)
+    trace_json = os.path.join(work, f"{name}.json")
+    run([os.path.join(build, "bin/shard-compile"), *flags,
+         "--world-size=2", mlir, "-o", binary])
     mpirun = ["mpirun", "--oversubscribe", "-np", "2"]
     if os.geteuid() == 0:
         mpirun.insert(1, "--allow-run-as-root")
+    run(mpirun + [binary, "--steps", str(TRACE_STEPS), "--trace", trace_json,
+                  "--trace-steps", f"{TRACE_STEPS}:{TRACE_STEPS}"],
+        env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+    return trace_json
+
+
+def trace(build, check, work, perfetto_ui=None):
+    mlir = trace_model(build, work)
     for i, (figure, flags, title) in enumerate(TRACES):
-        binary = os.path.join(work, f"trace{i}")
-        trace_json = os.path.join(work, f"trace{i}.json")
-        run([os.path.join(build, "bin/shard-compile"), *flags,
-             "--world-size=2", mlir, "-o", binary])
-        run(mpirun + [binary, "--steps", "3", "--trace", trace_json],
-            env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+        trace_json = step_trace(build, work, mlir, flags, f"trace{i}")
         out = os.path.join(work, f"trace{i}.svg") if check else figure
         run([sys.executable, "scripts/trace_figure.py", trace_json, out,
              "--title", title])
         if not check:
             say(f"regenerated {figure}")
+        if perfetto_ui and not check and figure == PERFETTO_OF:
+            # The screenshot and the SVG show the same step of one run.
+            run([sys.executable, "scripts/perfetto_screenshot.py",
+                 "--ui", perfetto_ui, "--trace", trace_json, build])
+            say(f"took {PERFETTO_SHOT}")
     return []
 
 
@@ -289,6 +318,10 @@ def main():
     parser.add_argument("--only", choices=["reference", "cost", "demo",
                                            "trace"], action="append",
                         help="only these parts (repeatable)")
+    parser.add_argument("--perfetto-ui", metavar="DIR",
+                        help="with the trace part (not --check): also take "
+                        f"{PERFETTO_SHOT} of the ZeRO-3 trace in the Perfetto "
+                        "UI build in DIR (scripts/perfetto_screenshot.py)")
     parser.add_argument("build", nargs="?", default="build")
     args = parser.parse_args()
     build = os.path.abspath(os.path.join(ROOT, args.build)
@@ -305,7 +338,8 @@ def main():
             elif part == "demo":
                 problems += demo(args.check)
             else:
-                problems += trace(build, args.check, work)
+                problems += trace(build, args.check, work,
+                                  args.perfetto_ui)
     for problem in problems:
         say(problem)
     if problems:
