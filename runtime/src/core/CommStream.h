@@ -52,9 +52,9 @@ std::string describeTransfer(const StreamOpInfo &info);
 
 /// What a stream runs, which decides what it records (docs/RuntimeABI.md,
 /// "Communication time", "Offload"): collectives on the communication
-/// thread (CommTimeStats, "comm" events on the communication track) or
-/// offload transfers on the offload thread (OffloadTimeStats, "offload"
-/// events on the offload track), and how its messages name them.
+/// thread (Stats::Snapshot::comm, "comm" events on the communication track)
+/// or offload transfers on the offload thread (Stats::Snapshot::offload,
+/// "offload" events on the offload track), and how its messages name them.
 enum class StreamRole { Communication, Offload };
 
 /// Monotonic nanoseconds; a test may give the stream a fake clock.
@@ -78,13 +78,13 @@ int64_t steadyClockNs();
 /// complete in time is fatal, naming the collective waited for and the one
 /// the stream is stuck in, so that a dead or hung peer ends the job instead
 /// of hanging it. The stream records the communication thread's time and
-/// the main thread's blocked time in Stats (CommTimeStats) and, while a
+/// the main thread's blocked time in Stats (Snapshot::comm) and, while a
 /// trace is set, one "comm" event per operation.
 ///
 /// The same class, in the Offload role, is the context's offload stream (a
 /// copy engine / I/O queue): a second thread that runs host/device copies
 /// and NVMe reads and writes in issue order, bounded by the same timeout,
-/// recording OffloadTimeStats and "offload" events instead.
+/// recording Snapshot::offload and "offload" events instead.
 class CommStream {
 public:
   static constexpr double kDefaultTimeoutSeconds = 300.0;

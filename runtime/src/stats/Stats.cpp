@@ -124,18 +124,8 @@ bool Stats::Snapshot::usedOffload() const {
 
 namespace {
 
-/// CommTimeStats and OffloadTimeStats split a side thread's time alike:
-/// the communication thread's collectives, the offload thread's transfers.
-/// Where each keeps a part, and the words --stats-json and the summary name
-/// the parts by.
-template <typename Time> struct SideThread {
-  int64_t Time::*blockingCalls;
-  int64_t Time::*blockingWaitNs;
-  int64_t Time::*asyncCalls;
-  int64_t Time::*asyncNs;
-  int64_t Time::*asyncWaits;
-  int64_t Time::*asyncWaitNs;
-  int64_t Time::*threadNs;
+/// The words --stats-json and the summary name a side thread's time by.
+struct SideThread {
   // Keys: "<blocking>_calls", "<blocking>_wait_ms", "async_<async>_ms",
   // "<thread>_thread_ms"; summary: "(<blocking word> 1.000 ms, ...) on the
   // <thread word> thread".
@@ -146,74 +136,48 @@ template <typename Time> struct SideThread {
   const char *threadWord;
 };
 
-constexpr SideThread<CommTimeStats> kCommThread{&CommTimeStats::blockingCalls,
-                                                &CommTimeStats::blockingWaitNs,
-                                                &CommTimeStats::asyncCalls,
-                                                &CommTimeStats::asyncCommNs,
-                                                &CommTimeStats::asyncWaits,
-                                                &CommTimeStats::asyncWaitNs,
-                                                &CommTimeStats::commThreadNs,
-                                                "blocking",
-                                                "comm",
-                                                "comm",
-                                                "blocking",
-                                                "communication"};
-
-constexpr SideThread<OffloadTimeStats> kOffloadThread{
-    &OffloadTimeStats::syncCalls,
-    &OffloadTimeStats::syncWaitNs,
-    &OffloadTimeStats::asyncCalls,
-    &OffloadTimeStats::asyncTransferNs,
-    &OffloadTimeStats::asyncWaits,
-    &OffloadTimeStats::asyncWaitNs,
-    &OffloadTimeStats::offloadThreadNs,
-    "sync",
-    "transfer",
-    "offload",
-    "synchronous",
-    "offload"};
+constexpr SideThread kCommThread{"blocking", "comm", "comm", "blocking",
+                                 "communication"};
+constexpr SideThread kOffloadThread{"sync", "transfer", "offload",
+                                    "synchronous", "offload"};
 
 /// The side thread ran work for `ns`; `async` when it was queued (its
 /// blocking calls are counted by their wait).
-template <typename Time>
-void recordThread(Time &time, const SideThread<Time> &side, bool async,
-                  int64_t ns) {
-  time.*side.threadNs += ns;
+void recordThread(SideThreadTime &time, bool async, int64_t ns) {
+  time.threadNs += ns;
   if (async) {
-    time.*side.asyncCalls += 1;
-    time.*side.asyncNs += ns;
+    time.asyncCalls += 1;
+    time.asyncNs += ns;
   }
 }
 
 /// The main thread blocked `ns` on the side thread: in a blocking call, or
 /// waiting for queued work when `async`.
-template <typename Time>
-void recordWait(Time &time, const SideThread<Time> &side, bool async,
-                int64_t ns) {
-  time.*(async ? side.asyncWaits : side.blockingCalls) += 1;
-  time.*(async ? side.asyncWaitNs : side.blockingWaitNs) += ns;
+void recordWait(SideThreadTime &time, bool async, int64_t ns) {
+  (async ? time.asyncWaits : time.blockingCalls) += 1;
+  (async ? time.asyncWaitNs : time.blockingWaitNs) += ns;
 }
 
 } // namespace
 
 void Stats::recordCommThread(bool async, int64_t ns) {
   std::lock_guard<std::mutex> lock(mutex);
-  recordThread(counters.comm, kCommThread, async, ns);
+  recordThread(counters.comm, async, ns);
 }
 
 void Stats::recordCommWait(bool async, int64_t ns) {
   std::lock_guard<std::mutex> lock(mutex);
-  recordWait(counters.comm, kCommThread, async, ns);
+  recordWait(counters.comm, async, ns);
 }
 
 void Stats::recordOffloadThread(bool async, int64_t ns) {
   std::lock_guard<std::mutex> lock(mutex);
-  recordThread(counters.offload, kOffloadThread, async, ns);
+  recordThread(counters.offload, async, ns);
 }
 
 void Stats::recordOffloadWait(bool async, int64_t ns) {
   std::lock_guard<std::mutex> lock(mutex);
-  recordWait(counters.offload, kOffloadThread, async, ns);
+  recordWait(counters.offload, async, ns);
 }
 
 Stats::Snapshot Stats::snapshot() const {
@@ -269,17 +233,16 @@ double msPerStep(int64_t ns, int64_t steps) {
 
 /// "exposed 1.000 ms (blocking 1.000 ms, waiting 0.000 ms), asynchronous
 /// 0.000 ms on the communication thread\n", per step.
-template <typename Time>
-std::string exposedSummary(const Time &time, const SideThread<Time> &side,
+std::string exposedSummary(const SideThreadTime &time, const SideThread &side,
                            int64_t steps) {
   char line[256];
   std::snprintf(line, sizeof line,
                 "exposed %.3f ms (%s %.3f ms, waiting %.3f ms), asynchronous "
                 "%.3f ms on the %s thread\n",
                 msPerStep(time.exposedNs(), steps), side.blockingWord,
-                msPerStep(time.*side.blockingWaitNs, steps),
-                msPerStep(time.*side.asyncWaitNs, steps),
-                msPerStep(time.*side.asyncNs, steps), side.threadWord);
+                msPerStep(time.blockingWaitNs, steps),
+                msPerStep(time.asyncWaitNs, steps),
+                msPerStep(time.asyncNs, steps), side.threadWord);
   return line;
 }
 
@@ -468,23 +431,22 @@ void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
   auto figure = [&](std::string_view name, double value) {
     json.key(name).number(value, "%.6g");
   };
-  auto sideThreadJson = [&](const char *key, const auto &time,
-                            const auto &side) {
+  auto sideThreadJson = [&](const char *key, const SideThreadTime &time,
+                            const SideThread &side) {
     const std::string async = std::string("async_") + side.asyncKey + "_ms";
     json.key(key).beginObject(Layout::Spaced);
     figure("exposed_ms", toMs(time.exposedNs()));
     figure("exposed_ms_per_step", msPerStep(time.exposedNs(), run.steps));
     json.key(std::string(side.blockingKey) + "_calls")
-        .integer(time.*side.blockingCalls);
+        .integer(time.blockingCalls);
     figure(std::string(side.blockingKey) + "_wait_ms",
-           toMs(time.*side.blockingWaitNs));
-    json.key("async_calls").integer(time.*side.asyncCalls);
-    figure(async, toMs(time.*side.asyncNs));
-    figure(async + "_per_step", msPerStep(time.*side.asyncNs, run.steps));
-    json.key("async_waits").integer(time.*side.asyncWaits);
-    figure("async_wait_ms", toMs(time.*side.asyncWaitNs));
-    figure(std::string(side.threadKey) + "_thread_ms",
-           toMs(time.*side.threadNs));
+           toMs(time.blockingWaitNs));
+    json.key("async_calls").integer(time.asyncCalls);
+    figure(async, toMs(time.asyncNs));
+    figure(async + "_per_step", msPerStep(time.asyncNs, run.steps));
+    json.key("async_waits").integer(time.asyncWaits);
+    figure("async_wait_ms", toMs(time.asyncWaitNs));
+    figure(std::string(side.threadKey) + "_thread_ms", toMs(time.threadNs));
     json.end();
   };
   json.beginObject();

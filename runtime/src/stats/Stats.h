@@ -65,53 +65,31 @@ struct CollectiveStats {
   int64_t bytesSent = 0;
 };
 
-/// Where communication time went. Every collective runs on the context's
-/// communication thread (CommStream); the main thread computes meanwhile
-/// and blocks only in blocking collectives and in asrt_wait. The time it
-/// spends blocked there is the *exposed* communication, what overlap
-/// hides is the rest of the communication thread's time.
-struct CommTimeStats {
-  /// Blocking collectives that waited for the communication thread, and
-  /// the main thread's time blocked in them (exposed).
+/// Where a side thread's time went: the communication thread's collectives
+/// (Snapshot::comm) or the offload thread's transfers (Snapshot::offload).
+/// Each runs on a CommStream of its own while the main thread computes; the
+/// main thread blocks only in the blocking calls (blocking collectives;
+/// asrt_copy_to_host, ..., asrt_nvme_write) and in the waits for queued work
+/// (asrt_wait, asrt_transfer_wait). The time it spends blocked there is the
+/// *exposed* time; what overlap hides is the rest of the side thread's time.
+struct SideThreadTime {
+  /// Blocking calls that waited for the side thread, and the main thread's
+  /// time blocked in them (exposed).
   int64_t blockingCalls = 0;
   int64_t blockingWaitNs = 0;
-  /// asrt_bucket_start collectives that ran, and their time on the
-  /// communication thread (packing, the MPI call, unpacking).
+  /// Queued work that ran (asrt_bucket_start collectives,
+  /// asrt_transfer_start transfers), and its time on the side thread (for a
+  /// collective: packing, the MPI call, unpacking).
   int64_t asyncCalls = 0;
-  int64_t asyncCommNs = 0;
-  /// asrt_wait calls, and the main thread's time blocked in them
-  /// (exposed): 0 for a collective that finished during the compute.
+  int64_t asyncNs = 0;
+  /// Waits for queued work, and the main thread's time blocked in them
+  /// (exposed): 0 for work that finished during the compute.
   int64_t asyncWaits = 0;
   int64_t asyncWaitNs = 0;
-  /// The communication thread's time running collectives of either kind.
-  int64_t commThreadNs = 0;
+  /// The side thread's time running work of either kind.
+  int64_t threadNs = 0;
 
   int64_t exposedNs() const { return blockingWaitNs + asyncWaitNs; }
-};
-
-/// Where offload time went, split as communication time is. Every transfer
-/// runs on the context's offload stream (a CommStream of its own); the main
-/// thread blocks in the synchronous calls (asrt_copy_to_host, ...,
-/// asrt_nvme_write) and in asrt_transfer_wait. That blocked time is the
-/// *exposed* offload time; overlap with compute hides the rest of the
-/// offload thread's time.
-struct OffloadTimeStats {
-  /// Synchronous transfer calls, and the main thread's time blocked in
-  /// them (exposed).
-  int64_t syncCalls = 0;
-  int64_t syncWaitNs = 0;
-  /// asrt_transfer_start transfers that ran, and their time on the offload
-  /// thread.
-  int64_t asyncCalls = 0;
-  int64_t asyncTransferNs = 0;
-  /// asrt_transfer_wait calls, and the main thread's time blocked in them
-  /// (exposed): 0 for a transfer that finished during the compute.
-  int64_t asyncWaits = 0;
-  int64_t asyncWaitNs = 0;
-  /// The offload thread's time running transfers of either kind.
-  int64_t offloadThreadNs = 0;
-
-  int64_t exposedNs() const { return syncWaitNs + asyncWaitNs; }
 };
 
 /// One context's counters. Thread-safe: kernels may run on worker threads
@@ -147,9 +125,9 @@ struct Stats {
   struct Snapshot {
     std::map<std::string, OpStats, std::less<>> ops;
     std::array<CollectiveStats, kNumCollectiveKinds> collectives{};
-    CommTimeStats comm;
+    SideThreadTime comm;
     std::array<TransferStats, kNumTransferKinds> transfers{};
-    OffloadTimeStats offload;
+    SideThreadTime offload;
     /// Device memory (asrt_alloc).
     int64_t currentBytes = 0;
     int64_t peakBytes = 0;

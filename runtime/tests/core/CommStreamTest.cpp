@@ -100,7 +100,7 @@ TEST(CommStreamTest, WaitsInAnyOrder) {
   stream.wait(1, "test", asyncInfo(1));
   stream.wait(2, "test", asyncInfo(2));
   EXPECT_EQ(ran.load(), 3);
-  CommTimeStats c = stats.snapshot().comm;
+  SideThreadTime c = stats.snapshot().comm;
   EXPECT_EQ(c.asyncCalls, 3);
   EXPECT_EQ(c.asyncWaits, 3);
   EXPECT_EQ(c.blockingCalls, 0);
@@ -130,7 +130,7 @@ TEST(CommStreamTest, BlockingOperationsRunAfterTheOnesInFlight) {
   EXPECT_TRUE(earlierDone);
   EXPECT_TRUE(onStreamThread);
   EXPECT_EQ(stream.lastIssued(), 3u);
-  CommTimeStats c = stats.snapshot().comm;
+  SideThreadTime c = stats.snapshot().comm;
   EXPECT_EQ(c.blockingCalls, 1);
   EXPECT_EQ(c.asyncCalls, 2);
 }
@@ -173,12 +173,12 @@ TEST(CommStreamTest, CommunicationHiddenByComputeIsNotExposed) {
   fakeNow += 1000;
   // ... so the wait finds it done.
   stream.wait(seq, "asrt_wait", asyncInfo(1));
-  CommTimeStats c = stats.snapshot().comm;
-  EXPECT_EQ(c.asyncCommNs, 300);
-  EXPECT_EQ(c.commThreadNs, 300);
+  SideThreadTime c = stats.snapshot().comm;
+  EXPECT_EQ(c.asyncNs, 300);
+  EXPECT_EQ(c.threadNs, 300);
   EXPECT_EQ(c.asyncWaitNs, 0);
   EXPECT_EQ(c.exposedNs(), 0);
-  EXPECT_LT(c.exposedNs(), c.asyncCommNs);
+  EXPECT_LT(c.exposedNs(), c.asyncNs);
 }
 
 TEST(CommStreamTest, CommunicationWaitedForIsExposed) {
@@ -192,8 +192,8 @@ TEST(CommStreamTest, CommunicationWaitedForIsExposed) {
   };
   uint64_t seq = issueLambda(stream, comm, asyncInfo(1));
   stream.wait(seq, "asrt_wait", asyncInfo(1));
-  CommTimeStats c = stats.snapshot().comm;
-  EXPECT_EQ(c.asyncCommNs, 300);
+  SideThreadTime c = stats.snapshot().comm;
+  EXPECT_EQ(c.asyncNs, 300);
   EXPECT_EQ(c.asyncWaitNs, 300);
   EXPECT_EQ(c.asyncWaits, 1);
   EXPECT_EQ(c.exposedNs(), 300);
@@ -214,8 +214,8 @@ TEST(CommStreamTest, OnlyTheUnhiddenPartIsExposed) {
   uint64_t seq = issueLambda(stream, comm, asyncInfo(1));
   spinUntil([&] { return firstPartDone.load(); });
   stream.wait(seq, "asrt_wait", asyncInfo(1));
-  CommTimeStats c = stats.snapshot().comm;
-  EXPECT_EQ(c.asyncCommNs, 300);
+  SideThreadTime c = stats.snapshot().comm;
+  EXPECT_EQ(c.asyncNs, 300);
   EXPECT_EQ(c.asyncWaitNs, 200);
   EXPECT_EQ(c.exposedNs(), 200);
 }
@@ -228,11 +228,11 @@ TEST(CommStreamTest, BlockingCollectivesAreExposedWhole) {
     spinUntil([&] { return stream.blockedWaiters() > 0; });
     fakeNow += 50;
   });
-  CommTimeStats c = stats.snapshot().comm;
+  SideThreadTime c = stats.snapshot().comm;
   EXPECT_EQ(c.blockingCalls, 1);
   EXPECT_EQ(c.blockingWaitNs, 50);
-  EXPECT_EQ(c.commThreadNs, 50);
-  EXPECT_EQ(c.asyncCommNs, 0) << "not an asynchronous collective";
+  EXPECT_EQ(c.threadNs, 50);
+  EXPECT_EQ(c.asyncNs, 0) << "not an asynchronous collective";
   EXPECT_EQ(c.exposedNs(), 50);
 }
 
@@ -290,15 +290,15 @@ TEST(CommStreamTest, TheOffloadStreamRecordsOffloadTimeNotCommunication) {
   });
   Stats::Snapshot s = stats.snapshot();
   EXPECT_EQ(s.offload.asyncCalls, 1);
-  EXPECT_EQ(s.offload.asyncTransferNs, 300);
+  EXPECT_EQ(s.offload.asyncNs, 300);
   EXPECT_EQ(s.offload.asyncWaits, 1);
   EXPECT_EQ(s.offload.asyncWaitNs, 200);
-  EXPECT_EQ(s.offload.syncCalls, 1);
-  EXPECT_EQ(s.offload.syncWaitNs, 50);
-  EXPECT_EQ(s.offload.offloadThreadNs, 350);
+  EXPECT_EQ(s.offload.blockingCalls, 1);
+  EXPECT_EQ(s.offload.blockingWaitNs, 50);
+  EXPECT_EQ(s.offload.threadNs, 350);
   EXPECT_EQ(s.offload.exposedNs(), 250);
   // Nothing of it is communication.
-  EXPECT_EQ(s.comm.commThreadNs, 0);
+  EXPECT_EQ(s.comm.threadNs, 0);
   EXPECT_EQ(s.comm.asyncCalls, 0);
   EXPECT_EQ(s.comm.blockingCalls, 0);
   EXPECT_EQ(s.comm.exposedNs(), 0);
@@ -313,8 +313,8 @@ TEST(CommStreamTest, TheCommunicationStreamRecordsNoOffloadTime) {
   stream.wait(issueLambda(stream, comm, asyncInfo(1)), "asrt_wait",
               asyncInfo(1));
   Stats::Snapshot s = stats.snapshot();
-  EXPECT_EQ(s.comm.commThreadNs, 300);
-  EXPECT_EQ(s.offload.offloadThreadNs, 0);
+  EXPECT_EQ(s.comm.threadNs, 300);
+  EXPECT_EQ(s.offload.threadNs, 0);
   EXPECT_EQ(s.offload.asyncWaits, 0);
 }
 

@@ -154,7 +154,7 @@ TEST_F(OffloadNvmeTest, ReadsAndWritesAreCountedAndTraced) {
   EXPECT_EQ(transfer(s, TransferKind::NvmeWrite).bytes, 16);
   EXPECT_EQ(s.ops.at("nvme_read").calls, 2);
   // Synchronous: exposed whole, nothing asynchronous.
-  EXPECT_EQ(s.offload.syncCalls, 3);
+  EXPECT_EQ(s.offload.blockingCalls, 3);
   EXPECT_EQ(s.offload.asyncCalls, 0);
   EXPECT_EQ(s.offload.asyncWaits, 0);
 

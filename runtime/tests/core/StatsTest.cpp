@@ -361,7 +361,7 @@ TEST(StatsTest, ReportsOffloadOnlyWhenTheRunOffloads) {
   stats.resetCounters();
   s = stats.snapshot();
   EXPECT_EQ(s.transfers[0].calls, 0);
-  EXPECT_EQ(s.offload.offloadThreadNs, 0);
+  EXPECT_EQ(s.offload.threadNs, 0);
   EXPECT_EQ(s.offload.exposedNs(), 0);
   EXPECT_EQ(s.hostPeakBytes, 5120);
   EXPECT_EQ(s.nvmeBytes, 2048);

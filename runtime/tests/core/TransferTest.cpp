@@ -163,17 +163,17 @@ TEST_F(TransferTest, AsynchronousTransfersAreCountedAsTheSynchronousOnes) {
   // Four asynchronous transfers, each waited once; one synchronous call.
   EXPECT_EQ(s.offload.asyncCalls, 4);
   EXPECT_EQ(s.offload.asyncWaits, 4);
-  EXPECT_EQ(s.offload.syncCalls, 1);
+  EXPECT_EQ(s.offload.blockingCalls, 1);
   // The offload thread ran the synchronous copy too.
-  EXPECT_GE(s.offload.offloadThreadNs, s.offload.asyncTransferNs);
-  EXPECT_GT(s.offload.asyncTransferNs, 0) << "a 4 KiB read takes time";
+  EXPECT_GE(s.offload.threadNs, s.offload.asyncNs);
+  EXPECT_GT(s.offload.asyncNs, 0) << "a 4 KiB read takes time";
   // The main thread's side, per op.
   EXPECT_EQ(s.ops.at("transfer_start").calls, 4);
   EXPECT_EQ(s.ops.at("transfer_wait").calls, 4);
   EXPECT_EQ(s.ops.at("copy_to_device").calls, 1);
   // Not communication.
   EXPECT_EQ(s.comm.asyncCalls, 0);
-  EXPECT_EQ(s.comm.commThreadNs, 0);
+  EXPECT_EQ(s.comm.threadNs, 0);
 }
 
 TEST_F(TransferTest, ATransferDoneDuringComputeIsNotExposed) {
