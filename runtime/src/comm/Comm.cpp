@@ -1,6 +1,7 @@
 // Collectives over groups of ranks of the compiled device grid.
 #include "comm/Comm.h"
 #include "core/Context.h"
+#include "core/Dtype.h"
 #include "io/Manifest.h"
 
 #include <string>
@@ -154,6 +155,18 @@ int Comm::groupIndex(int32_t mask) const {
   if (Status s = checkGridMask(mask, gridDims); !s)
     fatal("%s", s.message().c_str());
   return static_cast<int>(gridGroupIndex(worldRank, gridDims, mask));
+}
+
+void divideByGroup(void *buffer, int64_t count, asrt_dtype dtype, int n) {
+  if (dtype == ASRT_DTYPE_F32) {
+    auto *f = static_cast<float *>(buffer);
+    for (int64_t i = 0; i < count; ++i)
+      f[i] /= static_cast<float>(n);
+  } else {
+    auto *h = static_cast<uint16_t *>(buffer);
+    for (int64_t i = 0; i < count; ++i)
+      h[i] = floatToBf16(bf16ToFloat(h[i]) / static_cast<float>(n));
+  }
 }
 
 } // namespace autoshard::rt

@@ -127,6 +127,11 @@ private:
   std::vector<int64_t> gridDims;
 };
 
+/// AVG in a Comm that reduces in host memory (MPI, Gloo): SUM followed by
+/// this division of `count` elements of `buffer` by the group's size `n`,
+/// in float for both float types (f32, bf16).
+void divideByGroup(void *buffer, int64_t count, asrt_dtype dtype, int n);
+
 /// Makes runtime errors end the whole MPI job: MPI calls on the world
 /// return errors instead of aborting silently (MPI_ERRORS_RETURN, so
 /// CHECK_MPI can print them), and fatal() names this rank and calls

@@ -122,19 +122,6 @@ void combine(void *acc, const void *in, int64_t n, asrt_dtype dtype,
   fatal("collective: cannot reduce dtype %s", dtypeName(dtype));
 }
 
-/// AVG is SUM followed by this division, in float for both float types.
-void divideByGroup(void *buffer, int64_t count, asrt_dtype dtype, int n) {
-  if (dtype == ASRT_DTYPE_F32) {
-    auto *f = static_cast<float *>(buffer);
-    for (int64_t i = 0; i < count; ++i)
-      f[i] /= static_cast<float>(n);
-  } else {
-    auto *h = static_cast<uint16_t *>(buffer);
-    for (int64_t i = 0; i < count; ++i)
-      h[i] = floatToBf16(bf16ToFloat(h[i]) / static_cast<float>(n));
-  }
-}
-
 /// One group of the grid: a Gloo transport context over its members,
 /// whose ranks in it are their positions in `ranks`.
 struct Group {

@@ -97,19 +97,6 @@ int mpiCount(int64_t count, const char *op) {
   return static_cast<int>(count);
 }
 
-/// AVG is SUM followed by this division, in float for both float types.
-void divideByGroup(void *buffer, int64_t count, asrt_dtype dtype, int n) {
-  if (dtype == ASRT_DTYPE_F32) {
-    auto *f = static_cast<float *>(buffer);
-    for (int64_t i = 0; i < count; ++i)
-      f[i] /= static_cast<float>(n);
-  } else {
-    auto *h = static_cast<uint16_t *>(buffer);
-    for (int64_t i = 0; i < count; ++i)
-      h[i] = floatToBf16(bf16ToFloat(h[i]) / static_cast<float>(n));
-  }
-}
-
 /// MPI's per-member counts and displacements (in elements) of the flat
 /// shards of a numel-element tensor over n ranks: member i contributes or
 /// receives its shard's valid elements, which sit at i k in the tensor.
