@@ -50,14 +50,19 @@ void copyLocal(asrt_context *ctx, void *recv, const void *send, int64_t count,
     ctx->device->copy(Lane::Compute, recv, send, count * dtypeSize(dtype));
 }
 
-StreamOpInfo streamInfo(const char *name, int32_t dtype, int32_t mask,
-                        int64_t groupSize, int64_t bytes) {
+/// Counts in Stats the bytes this rank sends when `kind` runs as a ring over
+/// a full buffer of `fullCount` elements in a group of `n`, and describes
+/// the call to the communication stream as `name`.
+StreamOpInfo countCollective(asrt_context *ctx, const char *name,
+                             CollectiveKind kind, int64_t fullCount,
+                             int32_t dtype, int32_t mask, int64_t n) {
   StreamOpInfo info;
   info.name = name;
   info.dtype = static_cast<asrt_dtype>(dtype);
   info.mask = mask;
-  info.groupSize = groupSize;
-  info.bytes = bytes;
+  info.groupSize = n;
+  info.bytes = ringBytesSent(kind, fullCount, n, dtypeSize(dtype));
+  ctx->stats->recordCollective(kind, info.bytes);
   return info;
 }
 
@@ -131,10 +136,9 @@ extern "C" void asrt_all_reduce(asrt_context *ctx, const void *send, void *recv,
   const char *op = "asrt_all_reduce";
   int n = prepare(ctx, op, send, recv, count, dtype, grid_axes_mask);
   checkReduceOp(op, dtype, reduce_op);
-  int64_t bytes =
-      ringBytesSent(CollectiveKind::AllReduce, count, n, dtypeSize(dtype));
-  ctx->stats->recordCollective(CollectiveKind::AllReduce, bytes);
-  StreamOpInfo info = streamInfo("all_reduce", dtype, grid_axes_mask, n, bytes);
+  StreamOpInfo info =
+      countCollective(ctx, "all_reduce", CollectiveKind::AllReduce, count,
+                      dtype, grid_axes_mask, n);
   if (n == 1)
     return copyLocalInOrder(ctx, op, info, recv, send, count, dtype);
   runOnStream(ctx, timer, op, info, [&] {
@@ -150,10 +154,9 @@ extern "C" void asrt_all_gather(asrt_context *ctx, const void *send, void *recv,
   OpTimer timer(ctx, "all_gather", "collective");
   const char *op = "asrt_all_gather";
   int n = prepare(ctx, op, send, recv, send_count, dtype, grid_axes_mask);
-  int64_t bytes = ringBytesSent(CollectiveKind::AllGather, n * send_count, n,
-                                dtypeSize(dtype));
-  ctx->stats->recordCollective(CollectiveKind::AllGather, bytes);
-  StreamOpInfo info = streamInfo("all_gather", dtype, grid_axes_mask, n, bytes);
+  StreamOpInfo info =
+      countCollective(ctx, "all_gather", CollectiveKind::AllGather,
+                      n * send_count, dtype, grid_axes_mask, n);
   if (n == 1)
     return copyLocalInOrder(ctx, op, info, recv, send, send_count, dtype);
   runOnStream(ctx, timer, op, info, [&] {
@@ -170,11 +173,9 @@ extern "C" void asrt_reduce_scatter(asrt_context *ctx, const void *send,
   const char *op = "asrt_reduce_scatter";
   int n = prepare(ctx, op, send, recv, recv_count, dtype, grid_axes_mask);
   checkReduceOp(op, dtype, reduce_op);
-  int64_t bytes = ringBytesSent(CollectiveKind::ReduceScatter, n * recv_count,
-                                n, dtypeSize(dtype));
-  ctx->stats->recordCollective(CollectiveKind::ReduceScatter, bytes);
   StreamOpInfo info =
-      streamInfo("reduce_scatter", dtype, grid_axes_mask, n, bytes);
+      countCollective(ctx, "reduce_scatter", CollectiveKind::ReduceScatter,
+                      n * recv_count, dtype, grid_axes_mask, n);
   if (n == 1)
     return copyLocalInOrder(ctx, op, info, recv, send, recv_count, dtype);
   runOnStream(ctx, timer, op, info, [&] {
@@ -210,13 +211,11 @@ extern "C" void asrt_all_gather_shards(asrt_context *ctx, int32_t dtype,
   int64_t n = place.layout.groupSize;
   // The ring moves padded chunks of k elements, as for asrt_all_gather of
   // the padded tensor.
-  int64_t bytes =
-      ringBytesSent(CollectiveKind::AllGather, numel, n, dtypeSize(dtype));
-  ctx->stats->recordCollective(CollectiveKind::AllGather, bytes);
+  StreamOpInfo info =
+      countCollective(ctx, "all_gather_shards", CollectiveKind::AllGather,
+                      numel, dtype, grid_axes_mask, n);
   if (numel == 0)
     return;
-  StreamOpInfo info =
-      streamInfo("all_gather_shards", dtype, grid_axes_mask, n, bytes);
   if (n == 1)
     return copyLocalInOrder(ctx, op, info, full, shard, numel, dtype);
   runOnStream(ctx, timer, op, info, [&] {
@@ -235,13 +234,11 @@ extern "C" void asrt_reduce_scatter_shards(asrt_context *ctx, int32_t dtype,
       prepareShards(ctx, op, full, shard, numel, dtype, grid_axes_mask);
   checkReduceOp(op, dtype, reduce_op);
   int64_t n = place.layout.groupSize;
-  int64_t bytes =
-      ringBytesSent(CollectiveKind::ReduceScatter, numel, n, dtypeSize(dtype));
-  ctx->stats->recordCollective(CollectiveKind::ReduceScatter, bytes);
+  StreamOpInfo info = countCollective(ctx, "reduce_scatter_shards",
+                                      CollectiveKind::ReduceScatter, numel,
+                                      dtype, grid_axes_mask, n);
   if (numel == 0)
     return;
-  StreamOpInfo info =
-      streamInfo("reduce_scatter_shards", dtype, grid_axes_mask, n, bytes);
   if (n == 1)
     return copyLocalInOrder(ctx, op, info, shard, full, numel, dtype);
   runOnStream(ctx, timer, op, info, [&] {
