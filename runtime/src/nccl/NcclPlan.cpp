@@ -60,6 +60,12 @@ bool scatterDirect(const void *full, const void *shard, int64_t numel,
          !overlap(shard, k * b, full, numel * b);
 }
 
+/// The staging of a flat-shard collective that cannot run on the caller's
+/// buffers: the tensor padded to n chunks of k elements.
+int64_t paddedBytes(int64_t numel, int64_t elemBytes, int64_t groupSize) {
+  return groupSize * FlatShardLayout{numel, groupSize}.chunk() * elemBytes;
+}
+
 } // namespace
 
 NcclSplit ncclSplitFor(int rank, const std::vector<int64_t> &grid,
@@ -87,9 +93,9 @@ std::vector<NcclStep> planReduceScatter(const void *send, void *recv,
 int64_t allGatherShardsStagingBytes(const void *shard, const void *full,
                                     int64_t numel, int64_t elemBytes,
                                     int64_t groupSize, int64_t groupIndex) {
-  if (gatherDirect(shard, full, numel, elemBytes, groupSize, groupIndex))
-    return 0;
-  return groupSize * FlatShardLayout{numel, groupSize}.chunk() * elemBytes;
+  return gatherDirect(shard, full, numel, elemBytes, groupSize, groupIndex)
+             ? 0
+             : paddedBytes(numel, elemBytes, groupSize);
 }
 
 std::vector<NcclStep> planAllGatherShards(const void *shard, void *full,
@@ -118,9 +124,9 @@ std::vector<NcclStep> planAllGatherShards(const void *shard, void *full,
 int64_t reduceScatterShardsStagingBytes(const void *full, const void *shard,
                                         int64_t numel, int64_t elemBytes,
                                         int64_t groupSize, int64_t groupIndex) {
-  if (scatterDirect(full, shard, numel, elemBytes, groupSize, groupIndex))
-    return 0;
-  return groupSize * FlatShardLayout{numel, groupSize}.chunk() * elemBytes;
+  return scatterDirect(full, shard, numel, elemBytes, groupSize, groupIndex)
+             ? 0
+             : paddedBytes(numel, elemBytes, groupSize);
 }
 
 std::vector<NcclStep> planReduceScatterShards(const void *full, void *shard,
