@@ -162,29 +162,16 @@ public:
 
   void allGatherShards(const void *shard, void *full, int64_t numel,
                        asrt_dtype dtype, int32_t mask) override {
-    const Op what{"all_gather_shards", mask};
-    makeCurrent();
-    ncclComm_t comm = groupComm(mask);
-    int64_t b = elementBytes(dtype, what.name);
-    int64_t n = groupSize(mask), me = groupIndex(mask);
-    void *scratch = staging(
-        allGatherShardsStagingBytes(shard, full, numel, b, n, me), what);
-    run(planAllGatherShards(shard, full, scratch, numel, b, n, me), comm, dtype,
-        ASRT_REDUCE_SUM, what);
+    runShards({"all_gather_shards", mask}, shard, full, numel, dtype,
+              ASRT_REDUCE_SUM, allGatherShardsStagingBytes,
+              planAllGatherShards);
   }
 
   void reduceScatterShards(const void *full, void *shard, int64_t numel,
                            asrt_dtype dtype, asrt_reduce_op op,
                            int32_t mask) override {
-    const Op what{"reduce_scatter_shards", mask};
-    makeCurrent();
-    ncclComm_t comm = groupComm(mask);
-    int64_t b = elementBytes(dtype, what.name);
-    int64_t n = groupSize(mask), me = groupIndex(mask);
-    void *scratch = staging(
-        reduceScatterShardsStagingBytes(full, shard, numel, b, n, me), what);
-    run(planReduceScatterShards(full, shard, scratch, numel, b, n, me), comm,
-        dtype, op, what);
+    runShards({"reduce_scatter_shards", mask}, full, shard, numel, dtype, op,
+              reduceScatterShardsStagingBytes, planReduceScatterShards);
   }
 
   void barrier() override {
@@ -233,6 +220,17 @@ private:
   void *staging(int64_t bytes, const Op &op);
   void run(const std::vector<NcclStep> &steps, ncclComm_t comm,
            asrt_dtype dtype, asrt_reduce_op op, const Op &what);
+  /// A flat-shard collective of `numel` elements from `in` to `out`: the
+  /// steps `plan` makes for this rank's place in `what`'s group, through a
+  /// staging buffer of the size `stagingBytes` gives (NcclPlan.h).
+  using ShardStagingBytes = int64_t (*)(const void *, const void *, int64_t,
+                                        int64_t, int64_t, int64_t);
+  using ShardPlan = std::vector<NcclStep> (*)(const void *, void *, void *,
+                                              int64_t, int64_t, int64_t,
+                                              int64_t);
+  void runShards(const Op &what, const void *in, void *out, int64_t numel,
+                 asrt_dtype dtype, asrt_reduce_op op,
+                 ShardStagingBytes stagingBytes, ShardPlan plan);
 
   /// Makes the NCCL call `call` on `comm` under the call mutex (unless the
   /// communicators were aborted), then waits until NCCL has carried it out.
@@ -513,6 +511,17 @@ void NcclComm::run(const std::vector<NcclStep> &steps, ncclComm_t comm,
     }
   }
   awaitStream(comm, what);
+}
+
+void NcclComm::runShards(const Op &what, const void *in, void *out,
+                         int64_t numel, asrt_dtype dtype, asrt_reduce_op op,
+                         ShardStagingBytes stagingBytes, ShardPlan plan) {
+  makeCurrent();
+  ncclComm_t comm = groupComm(what.mask);
+  int64_t b = elementBytes(dtype, what.name);
+  int64_t n = groupSize(what.mask), me = groupIndex(what.mask);
+  void *scratch = staging(stagingBytes(in, out, numel, b, n, me), what);
+  run(plan(in, out, scratch, numel, b, n, me), comm, dtype, op, what);
 }
 
 template <typename Call>
