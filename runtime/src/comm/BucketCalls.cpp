@@ -291,10 +291,7 @@ extern "C" int64_t asrt_bucket_start(asrt_context *ctx) {
   InFlightBucket &slot = ctx->inflight->issue(bucket);
   slot.ctx = ctx;
   slot.info = streamInfo(slot.bucket, bytes, slot.handle);
-  slot.issued = ctx->device->fence(Lane::Compute);
-  slot.seq = ctx->stream->issue(&runInFlight, &slot, slot.info);
-  timer.setStreamOp(slot.seq, slot.handle);
-  return slot.handle;
+  return issueOnStream(*ctx->stream, timer, &runInFlight, slot);
 }
 
 extern "C" void asrt_wait(asrt_context *ctx, int64_t handle) {
@@ -302,11 +299,7 @@ extern "C" void asrt_wait(asrt_context *ctx, int64_t handle) {
   if (!ctx)
     fatal("%s: context is null", fn);
   OpTimer timer(ctx, "wait", "wait");
-  Expected<InFlightBucket *> found = ctx->inflight->find(handle);
-  if (!found)
-    fatal("%s: %s", fn, found.message().c_str());
-  InFlightBucket &slot = **found;
-  ctx->stream->wait(slot.seq, fn, slot.info);
-  timer.setStreamOp(slot.seq, slot.handle);
+  InFlightBucket &slot = inFlightSlot(*ctx->inflight, handle, fn);
+  waitOnStream(*ctx->stream, timer, fn, slot);
   ctx->inflight->release(slot);
 }

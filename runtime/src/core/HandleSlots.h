@@ -3,6 +3,7 @@
 // asrt_transfer_wait share.
 #pragma once
 
+#include "core/CommStream.h"
 #include "core/Context.h"
 #include "core/Expected.h"
 
@@ -87,5 +88,38 @@ private:
   std::vector<Slot *> active;
   int64_t nextHandle = 1;
 };
+
+
+/// Issues the operation of `slot` (a HandleSlots slot with `ctx`, `info`,
+/// `issued` and `seq`) on `stream`: `run(&slot)` runs on the stream's thread
+/// after the compute lane's work queued so far. Ties `timer`'s trace event
+/// to it and returns its handle.
+template <typename Slot>
+int64_t issueOnStream(CommStream &stream, OpTimer &timer, void (*run)(void *),
+                      Slot &slot) {
+  slot.issued = slot.ctx->device->fence(Lane::Compute);
+  slot.seq = stream.issue(run, &slot, slot.info);
+  timer.setStreamOp(slot.seq, slot.handle);
+  return slot.handle;
+}
+
+/// The in-flight slot of `handle` in `slots` (InFlightBuckets,
+/// InFlightTransfers); fatal, naming `fn`, for a handle not in flight.
+template <typename Slots>
+auto &inFlightSlot(const Slots &slots, int64_t handle, const char *fn) {
+  auto found = slots.find(handle);
+  if (!found)
+    fatal("%s: %s", fn, found.message().c_str());
+  return **found;
+}
+
+/// Waits in `fn` until the operation of `slot` on `stream` has run, and ties
+/// `timer`'s trace event to it.
+template <typename Slot>
+void waitOnStream(CommStream &stream, OpTimer &timer, const char *fn,
+                  const Slot &slot) {
+  stream.wait(slot.seq, fn, slot.info);
+  timer.setStreamOp(slot.seq, slot.handle);
+}
 
 } // namespace autoshard::rt

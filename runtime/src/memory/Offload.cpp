@@ -255,10 +255,7 @@ extern "C" int64_t asrt_transfer_start(asrt_context *ctx, int32_t kind,
   slot.transfer = t;
   slot.ctx = ctx;
   slot.info = transferInfo(ctx, t, slot.handle);
-  slot.issued = ctx->device->fence(Lane::Compute);
-  slot.seq = ctx->offloadStream->issue(&runInFlight, &slot, slot.info);
-  timer.setStreamOp(slot.seq, slot.handle);
-  return slot.handle;
+  return issueOnStream(*ctx->offloadStream, timer, &runInFlight, slot);
 }
 
 extern "C" void asrt_transfer_wait(asrt_context *ctx, int64_t handle) {
@@ -266,13 +263,8 @@ extern "C" void asrt_transfer_wait(asrt_context *ctx, int64_t handle) {
   if (!ctx)
     fatal("%s: context is null", fn);
   OpTimer timer(ctx, "transfer_wait", "wait");
-  autoshard::rt::Expected<InFlightTransfer *> found =
-      ctx->transfers->find(handle);
-  if (!found)
-    fatal("%s: %s", fn, found.message().c_str());
-  InFlightTransfer &slot = **found;
+  InFlightTransfer &slot = inFlightSlot(*ctx->transfers, handle, fn);
   stopIfDue(ctx);
-  ctx->offloadStream->wait(slot.seq, fn, slot.info);
-  timer.setStreamOp(slot.seq, slot.handle);
+  waitOnStream(*ctx->offloadStream, timer, fn, slot);
   ctx->transfers->release(slot);
 }
