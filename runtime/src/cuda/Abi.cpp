@@ -48,6 +48,14 @@ cudaStream_t computeStream(asrt_context *ctx, const char *op) {
   return device(ctx, op).stream(Lane::Compute);
 }
 
+/// The compute stream of elementwise op `op` over `n` elements, once `n` is
+/// checked.
+cudaStream_t elementwiseStream(asrt_context *ctx, const char *op, int64_t n) {
+  cudaStream_t stream = computeStream(ctx, op);
+  checkCount(op, "n", n);
+  return stream;
+}
+
 } // namespace
 
 // ---- Dense layers ----
@@ -114,47 +122,33 @@ extern "C" void asrt_bias_grad(asrt_context *ctx, int32_t dtype, const void *dy,
 extern "C" void asrt_relu_fwd(asrt_context *ctx, int32_t dtype, const void *x,
                               void *y, int64_t n) {
   OpTimer timer(ctx, "relu_fwd");
-  const char *op = "relu_fwd";
-  cudaStream_t stream = computeStream(ctx, op);
-  checkCount(op, "n", n);
-  cuda::reluFwd(stream, dtype, x, y, n);
+  cuda::reluFwd(elementwiseStream(ctx, "relu_fwd", n), dtype, x, y, n);
 }
 
 extern "C" void asrt_relu_grad(asrt_context *ctx, int32_t dtype, const void *dy,
                                const void *x, void *dx, int64_t n) {
   OpTimer timer(ctx, "relu_grad");
-  const char *op = "relu_grad";
-  cudaStream_t stream = computeStream(ctx, op);
-  checkCount(op, "n", n);
-  cuda::reluGrad(stream, dtype, dy, x, dx, n);
+  cuda::reluGrad(elementwiseStream(ctx, "relu_grad", n), dtype, dy, x, dx, n);
 }
 
 extern "C" void asrt_gelu_fwd(asrt_context *ctx, int32_t dtype, const void *x,
                               void *y, int64_t n) {
   OpTimer timer(ctx, "gelu_fwd");
-  const char *op = "gelu_fwd";
-  cudaStream_t stream = computeStream(ctx, op);
-  checkCount(op, "n", n);
-  cuda::geluFwd(stream, dtype, x, y, n);
+  cuda::geluFwd(elementwiseStream(ctx, "gelu_fwd", n), dtype, x, y, n);
 }
 
 extern "C" void asrt_gelu_grad(asrt_context *ctx, int32_t dtype, const void *dy,
                                const void *x, void *dx, int64_t n) {
   OpTimer timer(ctx, "gelu_grad");
-  const char *op = "gelu_grad";
-  cudaStream_t stream = computeStream(ctx, op);
-  checkCount(op, "n", n);
-  cuda::geluGrad(stream, dtype, dy, x, dx, n);
+  cuda::geluGrad(elementwiseStream(ctx, "gelu_grad", n), dtype, dy, x, dx, n);
 }
 
 extern "C" void asrt_swiglu_fwd(asrt_context *ctx, int32_t dtype,
                                 const void *gate, const void *up, void *y,
                                 int64_t n) {
   OpTimer timer(ctx, "swiglu_fwd");
-  const char *op = "swiglu_fwd";
-  cudaStream_t stream = computeStream(ctx, op);
-  checkCount(op, "n", n);
-  cuda::swigluFwd(stream, dtype, gate, up, y, n);
+  cuda::swigluFwd(elementwiseStream(ctx, "swiglu_fwd", n), dtype, gate, up, y,
+                  n);
 }
 
 extern "C" void asrt_swiglu_grad(asrt_context *ctx, int32_t dtype,
@@ -162,37 +156,27 @@ extern "C" void asrt_swiglu_grad(asrt_context *ctx, int32_t dtype,
                                  const void *up, void *dgate, void *dup,
                                  int64_t n) {
   OpTimer timer(ctx, "swiglu_grad");
-  const char *op = "swiglu_grad";
-  cudaStream_t stream = computeStream(ctx, op);
-  checkCount(op, "n", n);
-  cuda::swigluGrad(stream, dtype, dy, gate, up, dgate, dup, n);
+  cuda::swigluGrad(elementwiseStream(ctx, "swiglu_grad", n), dtype, dy, gate,
+                   up, dgate, dup, n);
 }
 
 extern "C" void asrt_add(asrt_context *ctx, int32_t dtype, const void *a,
                          const void *b, void *y, int64_t n) {
   OpTimer timer(ctx, "add");
-  const char *op = "add";
-  cudaStream_t stream = computeStream(ctx, op);
-  checkCount(op, "n", n);
-  cuda::add(stream, dtype, a, b, y, n);
+  cuda::add(elementwiseStream(ctx, "add", n), dtype, a, b, y, n);
 }
 
 extern "C" void asrt_scale(asrt_context *ctx, int32_t dtype, const void *x,
                            void *y, int64_t n, float factor) {
   OpTimer timer(ctx, "scale");
-  const char *op = "scale";
-  cudaStream_t stream = computeStream(ctx, op);
-  checkCount(op, "n", n);
-  cuda::scale(stream, dtype, x, y, n, factor);
+  cuda::scale(elementwiseStream(ctx, "scale", n), dtype, x, y, n, factor);
 }
 
 extern "C" void asrt_cast(asrt_context *ctx, int32_t src_dtype, const void *src,
                           int32_t dst_dtype, void *dst, int64_t n) {
   OpTimer timer(ctx, "cast");
-  const char *op = "cast";
-  cudaStream_t stream = computeStream(ctx, op);
-  checkCount(op, "n", n);
-  cuda::cast(stream, src_dtype, src, dst_dtype, dst, n);
+  cuda::cast(elementwiseStream(ctx, "cast", n), src_dtype, src, dst_dtype, dst,
+             n);
 }
 
 // ---- Generic tensor ops ----
