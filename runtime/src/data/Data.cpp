@@ -349,6 +349,14 @@ const char *dataFormatName(DataFormat format) {
   return "?";
 }
 
+std::optional<DataFormat> parseDataFormat(std::string_view text) {
+  for (DataFormat format :
+       {DataFormat::Auto, DataFormat::Asdata, DataFormat::Tokens})
+    if (text == dataFormatName(format))
+      return format;
+  return std::nullopt;
+}
+
 Expected<std::unique_ptr<BatchSource>>
 openDataFile(const std::string &path, const Manifest &manifest, int rank,
              int worldSize, DataFormat format, uint64_t seed) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,8 @@ enum class DataFormat {
 };
 /// "auto", "asdata", "tokens".
 const char *dataFormatName(DataFormat format);
+/// The format dataFormatName names `text`; nullopt for any other word.
+std::optional<DataFormat> parseDataFormat(std::string_view text);
 
 /// Batches from a data file. Everything is checked here, before the first
 /// step. For asdata: the header, the size, a field of the right name, dtype

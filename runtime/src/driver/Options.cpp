@@ -25,15 +25,6 @@ template <typename Int> bool parseInteger(std::string_view text, Int &value) {
   return ec == std::errc() && ptr == end;
 }
 
-/// "auto", "asdata" or "tokens" (dataFormatName's words).
-std::optional<DataFormat> parseDataFormat(std::string_view text) {
-  for (DataFormat format :
-       {DataFormat::Auto, DataFormat::Asdata, DataFormat::Tokens})
-    if (text == dataFormatName(format))
-      return format;
-  return std::nullopt;
-}
-
 // Values: Options.def's VALUE column. Each kind says what a valid value is
 // (`expected`, for "needs a value") and reads one into its field
 // (`readValue`, overloaded on the field's type), answering with the words a

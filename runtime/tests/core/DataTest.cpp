@@ -216,6 +216,16 @@ TEST(DataTest, SyntheticErrors) {
             std::string::npos);
 }
 
+// --data-format's words are dataFormatName's, read back exactly.
+TEST(DataTest, DataFormatNamesParseBack) {
+  for (DataFormat format :
+       {DataFormat::Auto, DataFormat::Asdata, DataFormat::Tokens})
+    EXPECT_EQ(parseDataFormat(dataFormatName(format)), format);
+  EXPECT_EQ(parseDataFormat("Tokens"), std::nullopt);
+  EXPECT_EQ(parseDataFormat(""), std::nullopt);
+  EXPECT_EQ(parseDataFormat("npy"), std::nullopt);
+}
+
 // ---- asdata ----------------------------------------------------------------
 
 class AsdataTest : public ::testing::Test {
