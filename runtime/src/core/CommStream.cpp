@@ -216,10 +216,7 @@ void CommStream::threadMain() {
     int64_t start = clock();
     item.run(item.arg);
     int64_t end = clock();
-    if (offload)
-      stats.recordOffloadThread(item.info.async(), end - start);
-    else
-      stats.recordCommThread(item.info.async(), end - start);
+    stats.recordSideThread(streamRole, item.info.async(), end - start);
     if (Trace *t = trace.load(std::memory_order_acquire)) {
       TraceEvent e;
       e.name = item.info.name;
@@ -290,10 +287,7 @@ void CommStream::wait(uint64_t seq, const char *caller,
   // The destructor's wait is not part of any step.
   if (waited.name[0] == '\0')
     return;
-  if (streamRole == StreamRole::Offload)
-    stats.recordOffloadWait(waited.async(), end - start);
-  else
-    stats.recordCommWait(waited.async(), end - start);
+  stats.recordSideWait(streamRole, waited.async(), end - start);
 }
 
 void CommStream::drain(const char *caller, const StreamOpInfo &info) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "autoshard/rt/abi.h"
+#include "stats/Stats.h"
 
 #include <atomic>
 #include <chrono>
@@ -16,7 +17,6 @@
 
 namespace autoshard::rt {
 
-struct Stats;
 class Trace;
 
 /// What an operation on a stream is, for timeout messages, the trace and
@@ -54,8 +54,9 @@ std::string describeTransfer(const StreamOpInfo &info);
 /// "Communication time", "Offload"): collectives on the communication
 /// thread (Stats::Snapshot::comm, "comm" events on the communication track)
 /// or offload transfers on the offload thread (Stats::Snapshot::offload,
-/// "offload" events on the offload track), and how its messages name them.
-enum class StreamRole { Communication, Offload };
+/// "offload" events on the offload track), and how its messages name them:
+/// the side thread whose time Stats splits.
+using StreamRole = SideThread;
 
 /// Monotonic nanoseconds; a test may give the stream a fake clock.
 using StreamClock = int64_t (*)();

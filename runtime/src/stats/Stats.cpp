@@ -125,7 +125,7 @@ bool Stats::Snapshot::usedOffload() const {
 namespace {
 
 /// The words --stats-json and the summary name a side thread's time by.
-struct SideThread {
+struct SideThreadWords {
   // Keys: "<blocking>_calls", "<blocking>_wait_ms", "async_<async>_ms",
   // "<thread>_thread_ms"; summary: "(<blocking word> 1.000 ms, ...) on the
   // <thread word> thread".
@@ -136,48 +136,34 @@ struct SideThread {
   const char *threadWord;
 };
 
-constexpr SideThread kCommThread{"blocking", "comm", "comm", "blocking",
-                                 "communication"};
-constexpr SideThread kOffloadThread{"sync", "transfer", "offload",
-                                    "synchronous", "offload"};
+constexpr SideThreadWords kCommThread{"blocking", "comm", "comm", "blocking",
+                                      "communication"};
+constexpr SideThreadWords kOffloadThread{"sync", "transfer", "offload",
+                                         "synchronous", "offload"};
 
-/// The side thread ran work for `ns`; `async` when it was queued (its
-/// blocking calls are counted by their wait).
-void recordThread(SideThreadTime &time, bool async, int64_t ns) {
+/// The counters of `side` in `counters`.
+SideThreadTime &timeOf(Stats::Snapshot &counters, SideThread side) {
+  return side == SideThread::Offload ? counters.offload : counters.comm;
+}
+
+} // namespace
+
+void Stats::recordSideThread(SideThread side, bool async, int64_t ns) {
+  std::lock_guard<std::mutex> lock(mutex);
+  SideThreadTime &time = timeOf(counters, side);
   time.threadNs += ns;
+  // A blocking call is counted by its wait (recordSideWait).
   if (async) {
     time.asyncCalls += 1;
     time.asyncNs += ns;
   }
 }
 
-/// The main thread blocked `ns` on the side thread: in a blocking call, or
-/// waiting for queued work when `async`.
-void recordWait(SideThreadTime &time, bool async, int64_t ns) {
+void Stats::recordSideWait(SideThread side, bool async, int64_t ns) {
+  std::lock_guard<std::mutex> lock(mutex);
+  SideThreadTime &time = timeOf(counters, side);
   (async ? time.asyncWaits : time.blockingCalls) += 1;
   (async ? time.asyncWaitNs : time.blockingWaitNs) += ns;
-}
-
-} // namespace
-
-void Stats::recordCommThread(bool async, int64_t ns) {
-  std::lock_guard<std::mutex> lock(mutex);
-  recordThread(counters.comm, async, ns);
-}
-
-void Stats::recordCommWait(bool async, int64_t ns) {
-  std::lock_guard<std::mutex> lock(mutex);
-  recordWait(counters.comm, async, ns);
-}
-
-void Stats::recordOffloadThread(bool async, int64_t ns) {
-  std::lock_guard<std::mutex> lock(mutex);
-  recordThread(counters.offload, async, ns);
-}
-
-void Stats::recordOffloadWait(bool async, int64_t ns) {
-  std::lock_guard<std::mutex> lock(mutex);
-  recordWait(counters.offload, async, ns);
 }
 
 Stats::Snapshot Stats::snapshot() const {
@@ -233,8 +219,8 @@ double msPerStep(int64_t ns, int64_t steps) {
 
 /// "exposed 1.000 ms (blocking 1.000 ms, waiting 0.000 ms), asynchronous
 /// 0.000 ms on the communication thread\n", per step.
-std::string exposedSummary(const SideThreadTime &time, const SideThread &side,
-                           int64_t steps) {
+std::string exposedSummary(const SideThreadTime &time,
+                           const SideThreadWords &side, int64_t steps) {
   char line[256];
   std::snprintf(line, sizeof line,
                 "exposed %.3f ms (%s %.3f ms, waiting %.3f ms), asynchronous "
@@ -432,7 +418,7 @@ void writeStatsJson(std::ostream &os, const Stats::Snapshot &stats,
     json.key(name).number(value, "%.6g");
   };
   auto sideThreadJson = [&](const char *key, const SideThreadTime &time,
-                            const SideThread &side) {
+                            const SideThreadWords &side) {
     const std::string async = std::string("async_") + side.asyncKey + "_ms";
     json.key(key).beginObject(Layout::Spaced);
     figure("exposed_ms", toMs(time.exposedNs()));

@@ -92,6 +92,10 @@ struct SideThreadTime {
   int64_t exposedNs() const { return blockingWaitNs + asyncWaitNs; }
 };
 
+/// The side threads whose time a SideThreadTime splits: the context's
+/// communication thread and its offload thread (CommStream's roles).
+enum class SideThread { Communication, Offload };
+
 /// One context's counters. Thread-safe: kernels may run on worker threads
 /// and collectives on a communication thread.
 struct Stats {
@@ -109,18 +113,13 @@ struct Stats {
   void setNvmeBytes(int64_t bytes);
   /// One offload transfer of `bytes` bytes that took `ns`.
   void recordTransfer(TransferKind kind, int64_t bytes, int64_t ns);
-  /// A collective the communication thread ran for `ns`; `async` when
-  /// asrt_bucket_start issued it.
-  void recordCommThread(bool async, int64_t ns);
-  /// The main thread blocked `ns` on the communication thread: in a
-  /// blocking collective, or in asrt_wait when `async`.
-  void recordCommWait(bool async, int64_t ns);
-  /// A transfer the offload thread ran for `ns`; `async` when
-  /// asrt_transfer_start started it.
-  void recordOffloadThread(bool async, int64_t ns);
-  /// The main thread blocked `ns` on the offload thread: in a synchronous
-  /// transfer, or in asrt_transfer_wait when `async`.
-  void recordOffloadWait(bool async, int64_t ns);
+  /// Work that `side`'s thread ran for `ns`; `async` when it was queued
+  /// (asrt_bucket_start, asrt_transfer_start).
+  void recordSideThread(SideThread side, bool async, int64_t ns);
+  /// The main thread blocked `ns` on `side`'s thread: in a blocking call (a
+  /// blocking collective, a synchronous transfer), or when `async` in
+  /// asrt_wait or asrt_transfer_wait.
+  void recordSideWait(SideThread side, bool async, int64_t ns);
 
   struct Snapshot {
     std::map<std::string, OpStats, std::less<>> ops;

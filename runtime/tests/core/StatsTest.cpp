@@ -315,9 +315,9 @@ TEST(StatsTest, ReportsOffloadOnlyWhenTheRunOffloads) {
   stats.recordTransfer(TransferKind::NvmeWrite, 2048, 3000000);
   // 1 ms in a synchronous call, 2 ms in asrt_transfer_wait for a transfer
   // that took 4 ms on the offload thread.
-  stats.recordOffloadWait(false, 1000000);
-  stats.recordOffloadThread(true, 4000000);
-  stats.recordOffloadWait(true, 2000000);
+  stats.recordSideWait(SideThread::Offload, false, 1000000);
+  stats.recordSideThread(SideThread::Offload, true, 4000000);
+  stats.recordSideWait(SideThread::Offload, true, 2000000);
   Stats::Snapshot s = stats.snapshot();
   EXPECT_TRUE(s.usedOffload());
   EXPECT_EQ(s.hostCurrentBytes, 1024);
@@ -375,10 +375,10 @@ TEST(StatsTest, ReportsCommunicationTime) {
   Stats stats;
   // 1 ms blocked in a blocking collective that ran 3 ms on the thread; 2 ms
   // in asrt_wait for a bucket that ran 4 ms there.
-  stats.recordCommWait(false, 1000000);
-  stats.recordCommThread(false, 3000000);
-  stats.recordCommThread(true, 4000000);
-  stats.recordCommWait(true, 2000000);
+  stats.recordSideWait(SideThread::Communication, false, 1000000);
+  stats.recordSideThread(SideThread::Communication, false, 3000000);
+  stats.recordSideThread(SideThread::Communication, true, 4000000);
+  stats.recordSideWait(SideThread::Communication, true, 2000000);
   RunInfo run;
   run.steps = 2;
   std::ostringstream summary;
@@ -408,7 +408,7 @@ TEST(StatsTest, JsonKeepsItsExactLayout) {
   stats.recordDeviceOp("matmul", 1250000);
   stats.recordCollective(CollectiveKind::AllReduce, 4096);
   stats.recordAlloc(1 << 20);
-  stats.recordCommWait(false, 250000);
+  stats.recordSideWait(SideThread::Communication, false, 250000);
   RunInfo run = ddpOnTwoRanks();
   run.rank = 1;
   run.steps = 2;
