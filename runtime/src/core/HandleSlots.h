@@ -73,8 +73,25 @@ public:
     freeSlots.push_back(&slot);
   }
 
-  /// In issue order.
-  const std::vector<Slot *> &inFlightSlots() const { return active; }
+  /// Success when nothing is in flight; otherwise an error for `when`
+  /// ("step 3 returned") that counts the operations not waited as `noun`s
+  /// ("asynchronous collective"), lists them as `describe` names their
+  /// StreamOpInfo, and names `waiter`, the call that waits them
+  /// ("asrt_wait").
+  Status checkAllWaited(const std::string &when, const char *noun,
+                        const char *waiter,
+                        std::string (*describe)(const StreamOpInfo &)) const {
+    if (active.empty())
+      return Status::success();
+    std::string list;
+    for (Slot *slot : active)
+      list += (list.empty() ? "" : "; ") + describe(slot->info);
+    return Error(when + " with " + std::to_string(active.size()) + " " + noun +
+                 (active.size() == 1 ? "" : "s") + " not waited: " + list +
+                 "; every " + issuer + " handle must be waited with " + waiter +
+                 " before the step returns");
+  }
+
   size_t inFlight() const { return active.size(); }
   int64_t lastHandle() const { return nextHandle - 1; }
   /// Slots created so far: the most operations ever in flight at once.
@@ -88,7 +105,6 @@ private:
   std::vector<Slot *> active;
   int64_t nextHandle = 1;
 };
-
 
 /// Issues the operation of `slot` (a HandleSlots slot with `ctx`, `info`,
 /// `issued` and `seq`) on `stream`: `run(&slot)` runs on the stream's thread

@@ -24,17 +24,8 @@ void InFlightBuckets::release(InFlightBucket &slot) {
 }
 
 Status InFlightBuckets::checkAllWaited(const std::string &when) const {
-  if (slotsByHandle.inFlight() == 0)
-    return Status::success();
-  std::string list;
-  for (InFlightBucket *slot : slotsByHandle.inFlightSlots())
-    list += (list.empty() ? "" : "; ") + describeStreamOp(slot->info);
-  return Error(when + " with " + std::to_string(slotsByHandle.inFlight()) +
-               (slotsByHandle.inFlight() == 1 ? " asynchronous collective"
-                                              : " asynchronous collectives") +
-               " not waited: " + list +
-               "; every asrt_bucket_start handle must be waited with "
-               "asrt_wait before the step returns");
+  return slotsByHandle.checkAllWaited(when, "asynchronous collective",
+                                      "asrt_wait", describeStreamOp);
 }
 
 } // namespace autoshard::rt

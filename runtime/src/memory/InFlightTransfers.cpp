@@ -21,17 +21,8 @@ void InFlightTransfers::release(InFlightTransfer &slot) {
 }
 
 Status InFlightTransfers::checkAllWaited(const std::string &when) const {
-  if (slotsByHandle.inFlight() == 0)
-    return Status::success();
-  std::string list;
-  for (InFlightTransfer *slot : slotsByHandle.inFlightSlots())
-    list += (list.empty() ? "" : "; ") + describeTransfer(slot->info);
-  return Error(when + " with " + std::to_string(slotsByHandle.inFlight()) +
-               (slotsByHandle.inFlight() == 1 ? " asynchronous transfer"
-                                              : " asynchronous transfers") +
-               " not waited: " + list +
-               "; every asrt_transfer_start handle must be waited with "
-               "asrt_transfer_wait before the step returns");
+  return slotsByHandle.checkAllWaited(when, "asynchronous transfer",
+                                      "asrt_transfer_wait", describeTransfer);
 }
 
 } // namespace autoshard::rt
