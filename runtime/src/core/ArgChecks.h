@@ -47,16 +47,23 @@ inline void checkNotNull(const char *op, const char *name, const void *ptr) {
     fatal("%s: the %s pointer is null", op, name);
 }
 
+/// The counts of a [batch, seq, heads, head_dim] tensor, non-negative:
+/// what attention and rotary embedding calls share.
+inline void checkHeadCounts(const char *op, int64_t batch, int64_t seq,
+                            int64_t heads, int64_t headDim) {
+  checkCount(op, "batch", batch);
+  checkCount(op, "seq", seq);
+  checkCount(op, "heads", heads);
+  checkCount(op, "head_dim", headDim);
+}
+
 /// The shape of a causal attention call (abi.h): counts non-negative,
 /// heads a multiple of kv_heads >= 1, a finite scale. Each backend adds its
 /// own limits.
 inline void checkAttentionShape(const char *op, int64_t batch, int64_t seq,
                                 int64_t heads, int64_t kvHeads,
                                 int64_t headDim, float scale) {
-  checkCount(op, "batch", batch);
-  checkCount(op, "seq", seq);
-  checkCount(op, "heads", heads);
-  checkCount(op, "head_dim", headDim);
+  checkHeadCounts(op, batch, seq, heads, headDim);
   if (kvHeads < 1 || heads % kvHeads != 0)
     fatal("%s: heads = %lld must be a multiple of kv_heads = %lld >= 1", op,
           static_cast<long long>(heads), static_cast<long long>(kvHeads));
@@ -68,16 +75,33 @@ inline void checkAttentionShape(const char *op, int64_t batch, int64_t seq,
 /// even head_dim (rotate-half pairs), a positive finite theta.
 inline void checkRopeShape(const char *op, int64_t batch, int64_t seq,
                            int64_t heads, int64_t headDim, float theta) {
-  checkCount(op, "batch", batch);
-  checkCount(op, "seq", seq);
-  checkCount(op, "heads", heads);
-  checkCount(op, "head_dim", headDim);
+  checkHeadCounts(op, batch, seq, heads, headDim);
   if (headDim % 2 != 0)
     fatal("%s: head_dim = %lld must be even (rotate-half pairs)", op,
           static_cast<long long>(headDim));
   if (!(theta > 0.0f) || !std::isfinite(theta))
     fatal("%s: theta = %g must be positive and finite", op,
           static_cast<double>(theta));
+}
+
+/// The shape of an add_position_embedding call (abi.h): counts
+/// non-negative.
+inline void checkPositionEmbeddingShape(const char *op, int64_t batch,
+                                        int64_t seq, int64_t dim) {
+  checkCount(op, "batch", batch);
+  checkCount(op, "seq", seq);
+  checkCount(op, "dim", dim);
+}
+
+/// The same for its gradient, whose table must hold a row for each of the
+/// `seq` positions.
+inline void checkPositionEmbeddingGradShape(const char *op, int64_t batch,
+                                            int64_t seq, int64_t maxPositions,
+                                            int64_t dim) {
+  checkPositionEmbeddingShape(op, batch, seq, dim);
+  if (maxPositions < seq)
+    fatal("%s: seq = %lld exceeds max_positions = %lld", op,
+          static_cast<long long>(seq), static_cast<long long>(maxPositions));
 }
 
 /// The function codes of the generic kernels (abi.h): a code outside the

@@ -25,6 +25,8 @@ inline blasint blasDim(const char *op, const char *name, int64_t value) {
 using autoshard::rt::checkAttentionShape;
 using autoshard::rt::checkCount;
 using autoshard::rt::checkNotNull;
+using autoshard::rt::checkPositionEmbeddingGradShape;
+using autoshard::rt::checkPositionEmbeddingShape;
 using autoshard::rt::checkRopeShape;
 
 } // namespace autoshard::rt::cpu

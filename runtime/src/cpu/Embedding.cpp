@@ -99,9 +99,7 @@ extern "C" void asrt_add_position_embedding_fwd(asrt_context *ctx,
                                                 int64_t dim) {
   OpTimer timer(ctx, "add_position_embedding_fwd");
   const char *op = "add_position_embedding_fwd";
-  checkCount(op, "batch", batch);
-  checkCount(op, "seq", seq);
-  checkCount(op, "dim", dim);
+  checkPositionEmbeddingShape(op, batch, seq, dim);
   dispatchFloatDtype(op, dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *in = static_cast<const T *>(x);
@@ -123,12 +121,7 @@ extern "C" void asrt_add_position_embedding_grad(
     int64_t seq, int64_t max_positions, int64_t dim) {
   OpTimer timer(ctx, "add_position_embedding_grad");
   const char *op = "add_position_embedding_grad";
-  checkCount(op, "batch", batch);
-  checkCount(op, "seq", seq);
-  checkCount(op, "dim", dim);
-  if (max_positions < seq)
-    fatal("%s: seq = %lld exceeds max_positions = %lld", op,
-          static_cast<long long>(seq), static_cast<long long>(max_positions));
+  checkPositionEmbeddingGradShape(op, batch, seq, max_positions, dim);
   dispatchFloatDtype(op, dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *g = static_cast<const T *>(dy);

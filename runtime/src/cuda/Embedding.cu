@@ -188,9 +188,7 @@ void addPositionEmbeddingFwd(cudaStream_t stream, int32_t dtype, const void *x,
                              const void *wpe, void *y, int64_t batch,
                              int64_t seq, int64_t dim) {
   const char *op = "add_position_embedding_fwd";
-  checkCount(op, "batch", batch);
-  checkCount(op, "seq", seq);
-  checkCount(op, "dim", dim);
+  checkPositionEmbeddingShape(op, batch, seq, dim);
   dispatchFloat(op, dtype, [&](auto tag) {
     using T = decltype(tag);
     const int64_t n = batch * seq * dim;
@@ -207,12 +205,7 @@ void addPositionEmbeddingGrad(cudaStream_t stream, int32_t dtype,
                               const void *dy, void *dwpe, int64_t batch,
                               int64_t seq, int64_t maxPositions, int64_t dim) {
   const char *op = "add_position_embedding_grad";
-  checkCount(op, "batch", batch);
-  checkCount(op, "seq", seq);
-  checkCount(op, "dim", dim);
-  if (maxPositions < seq)
-    fatal("%s: seq = %lld exceeds max_positions = %lld", op,
-          static_cast<long long>(seq), static_cast<long long>(maxPositions));
+  checkPositionEmbeddingGradShape(op, batch, seq, maxPositions, dim);
   dispatchFloat(op, dtype, [&](auto tag) {
     using T = decltype(tag);
     const int64_t n = maxPositions * dim;
