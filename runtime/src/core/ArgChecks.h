@@ -47,6 +47,25 @@ inline void checkNotNull(const char *op, const char *name, const void *ptr) {
     fatal("%s: the %s pointer is null", op, name);
 }
 
+/// The shape of a normalization call (abi.h: layer_norm, rms_norm): counts
+/// non-negative, and eps too, which keeps the denominator positive for
+/// constant rows (a negative one can make it NaN).
+inline void checkNormShape(const char *op, int64_t rows, int64_t cols,
+                           float eps) {
+  checkCount(op, "rows", rows);
+  checkCount(op, "cols", cols);
+  if (!(eps >= 0.0f))
+    fatal("%s: eps = %g must be non-negative", op, static_cast<double>(eps));
+}
+
+/// The shape of a loss call (abi.h: softmax_xent, nll_loss): a mean over
+/// zero rows and a softmax over zero classes are undefined.
+inline void checkLossShape(const char *op, int64_t rows, int64_t classes) {
+  if (rows < 1 || classes < 1)
+    fatal("%s: rows = %lld and classes = %lld must both be at least 1", op,
+          static_cast<long long>(rows), static_cast<long long>(classes));
+}
+
 /// The counts of a [batch, seq, heads, head_dim] tensor, non-negative:
 /// what attention and rotary embedding calls share.
 inline void checkHeadCounts(const char *op, int64_t batch, int64_t seq,

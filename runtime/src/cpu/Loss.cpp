@@ -17,13 +17,6 @@ using namespace autoshard::rt::cpu;
 
 namespace {
 
-void checkShape(const char *op, int64_t rows, int64_t classes) {
-  // A mean over zero rows and a softmax over zero classes are undefined.
-  if (rows < 1 || classes < 1)
-    fatal("%s: rows = %lld and classes = %lld must both be at least 1", op,
-          static_cast<long long>(rows), static_cast<long long>(classes));
-}
-
 /// Whether row `row` counts towards the mean: its label is not the ignore
 /// index. A counted label must index a class.
 bool countedRow(const char *op, const int32_t *labels, int64_t row,
@@ -57,7 +50,7 @@ extern "C" void asrt_softmax_xent_fwd(asrt_context *ctx, int32_t dtype,
                                       int64_t classes, int64_t ignore_index) {
   OpTimer timer(ctx, "softmax_xent_fwd");
   const char *op = "softmax_xent_fwd";
-  checkShape(op, rows, classes);
+  checkLossShape(op, rows, classes);
   dispatchFloatDtype(op, dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *all = static_cast<const T *>(logits);
@@ -95,7 +88,7 @@ extern "C" void asrt_softmax_xent_grad(asrt_context *ctx, int32_t dtype,
                                        int64_t ignore_index) {
   OpTimer timer(ctx, "softmax_xent_grad");
   const char *op = "softmax_xent_grad";
-  checkShape(op, rows, classes);
+  checkLossShape(op, rows, classes);
   const int64_t counted =
       countedRows(op, labels, rows, classes, ignore_index);
   double scale = counted ? (dloss ? static_cast<double>(dloss[0]) : 1.0) /
@@ -142,7 +135,7 @@ extern "C" void asrt_nll_loss_fwd(asrt_context *ctx, int32_t dtype,
                                   int64_t ignore_index) {
   OpTimer timer(ctx, "nll_loss_fwd");
   const char *op = "nll_loss_fwd";
-  checkShape(op, rows, classes);
+  checkLossShape(op, rows, classes);
   dispatchFloatDtype(op, dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *all = static_cast<const T *>(input);
@@ -167,7 +160,7 @@ extern "C" void asrt_nll_loss_grad(asrt_context *ctx, int32_t dtype,
                                    int64_t ignore_index) {
   OpTimer timer(ctx, "nll_loss_grad");
   const char *op = "nll_loss_grad";
-  checkShape(op, rows, classes);
+  checkLossShape(op, rows, classes);
   const int64_t counted = countedRows(op, labels, rows, classes, ignore_index);
   const double scale = counted ? (dloss ? static_cast<double>(dloss[0]) : 1.0) /
                                      static_cast<double>(counted)

@@ -46,15 +46,6 @@ float rmsNormRstd(const float *x, int64_t cols, float eps) {
                             std::sqrt(meanSquare + static_cast<double>(eps)));
 }
 
-void checkShape(const char *op, int64_t rows, int64_t cols, float eps) {
-  checkCount(op, "rows", rows);
-  checkCount(op, "cols", cols);
-  // eps keeps the denominator positive for constant rows; a negative one
-  // can make it NaN.
-  if (!(eps >= 0.0f))
-    fatal("%s: eps = %g must be non-negative", op, static_cast<double>(eps));
-}
-
 } // namespace
 
 extern "C" void asrt_layer_norm_fwd(asrt_context *ctx, int32_t dtype,
@@ -63,7 +54,7 @@ extern "C" void asrt_layer_norm_fwd(asrt_context *ctx, int32_t dtype,
                                     int64_t cols, float eps) {
   OpTimer timer(ctx, "layer_norm_fwd");
   const char *op = "layer_norm_fwd";
-  checkShape(op, rows, cols, eps);
+  checkNormShape(op, rows, cols, eps);
   checkNotNull(op, "gamma", gamma);
   checkNotNull(op, "beta", beta);
   dispatchFloatDtype(op, dtype, [&](auto tag) {
@@ -98,7 +89,7 @@ extern "C" void asrt_layer_norm_grad(asrt_context *ctx, int32_t dtype,
                                      float eps) {
   OpTimer timer(ctx, "layer_norm_grad");
   const char *op = "layer_norm_grad";
-  checkShape(op, rows, cols, eps);
+  checkNormShape(op, rows, cols, eps);
   checkNotNull(op, "gamma", gamma);
   checkNotNull(op, "dgamma", dgamma);
   checkNotNull(op, "dbeta", dbeta);
@@ -154,7 +145,7 @@ extern "C" void asrt_rms_norm_fwd(asrt_context *ctx, int32_t dtype,
                                   int64_t rows, int64_t cols, float eps) {
   OpTimer timer(ctx, "rms_norm_fwd");
   const char *op = "rms_norm_fwd";
-  checkShape(op, rows, cols, eps);
+  checkNormShape(op, rows, cols, eps);
   checkNotNull(op, "weight", weight);
   dispatchFloatDtype(op, dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -180,7 +171,7 @@ extern "C" void asrt_rms_norm_grad(asrt_context *ctx, int32_t dtype,
                                    int64_t rows, int64_t cols, float eps) {
   OpTimer timer(ctx, "rms_norm_grad");
   const char *op = "rms_norm_grad";
-  checkShape(op, rows, cols, eps);
+  checkNormShape(op, rows, cols, eps);
   checkNotNull(op, "weight", weight);
   checkNotNull(op, "dweight", dweight);
   dispatchFloatDtype(op, dtype, [&](auto tag) {

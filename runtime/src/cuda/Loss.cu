@@ -164,13 +164,6 @@ __global__ void nllGradKernel(const int32_t *labels, const float *dloss,
 
 #undef ASRT_FOR_EACH_ROW
 
-void checkShape(const char *op, int64_t rows, int64_t classes) {
-  // A mean over zero rows and a softmax over zero classes are undefined.
-  if (rows < 1 || classes < 1)
-    fatal("%s: rows = %lld and classes = %lld must both be at least 1", op,
-          static_cast<long long>(rows), static_cast<long long>(classes));
-}
-
 /// The labels read back to the host and checked, as the CPU's countedRow;
 /// returns the number of rows whose label is not the ignore index.
 int64_t countedRows(cudaStream_t stream, const char *op, const int32_t *labels,
@@ -197,7 +190,7 @@ void softmaxXentFwd(cudaStream_t stream, int32_t dtype, const void *logits,
                     const int32_t *labels, float *loss, int64_t rows,
                     int64_t classes, int64_t ignoreIndex) {
   const char *op = "softmax_xent_fwd";
-  checkShape(op, rows, classes);
+  checkLossShape(op, rows, classes);
   checkNotNull(op, "loss", loss);
   dispatchFloat(op, dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -222,7 +215,7 @@ void softmaxXentGrad(cudaStream_t stream, int32_t dtype, const void *logits,
                      const int32_t *labels, const float *dloss, void *dlogits,
                      int64_t rows, int64_t classes, int64_t ignoreIndex) {
   const char *op = "softmax_xent_grad";
-  checkShape(op, rows, classes);
+  checkLossShape(op, rows, classes);
   dispatchFloat(op, dtype, [&](auto tag) {
     using T = decltype(tag);
     const int64_t counted =
@@ -238,7 +231,7 @@ void nllLossFwd(cudaStream_t stream, int32_t dtype, const void *input,
                 const int32_t *labels, float *loss, int64_t rows,
                 int64_t classes, int64_t ignoreIndex) {
   const char *op = "nll_loss_fwd";
-  checkShape(op, rows, classes);
+  checkLossShape(op, rows, classes);
   checkNotNull(op, "loss", loss);
   dispatchFloat(op, dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -255,7 +248,7 @@ void nllLossGrad(cudaStream_t stream, int32_t dtype, const int32_t *labels,
                  const float *dloss, void *dinput, int64_t rows,
                  int64_t classes, int64_t ignoreIndex) {
   const char *op = "nll_loss_grad";
-  checkShape(op, rows, classes);
+  checkLossShape(op, rows, classes);
   dispatchFloat(op, dtype, [&](auto tag) {
     using T = decltype(tag);
     const int64_t counted =

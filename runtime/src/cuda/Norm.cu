@@ -186,15 +186,6 @@ __global__ void sumPartsKernel(const double *part, T *out, int64_t nParts,
 
 #undef ASRT_FOR_EACH_ROW
 
-void checkShape(const char *op, int64_t rows, int64_t cols, float eps) {
-  checkCount(op, "rows", rows);
-  checkCount(op, "cols", cols);
-  // eps keeps the denominator positive for constant rows; a negative one
-  // can make it NaN.
-  if (!(eps >= 0.0f))
-    fatal("%s: eps = %g must be non-negative", op, static_cast<double>(eps));
-}
-
 /// Zeroed device scratch of `count` doubles, allocated in stream order;
 /// released with cudaFreeAsync on the same stream after its last use.
 double *zeroedScratch(cudaStream_t stream, const char *op, int64_t count) {
@@ -211,7 +202,7 @@ void layerNormFwd(cudaStream_t stream, int32_t dtype, const void *x,
                   const void *gamma, const void *beta, void *y, int64_t rows,
                   int64_t cols, float eps) {
   const char *op = "layer_norm_fwd";
-  checkShape(op, rows, cols, eps);
+  checkNormShape(op, rows, cols, eps);
   checkNotNull(op, "gamma", gamma);
   checkNotNull(op, "beta", beta);
   dispatchFloat(op, dtype, [&](auto tag) {
@@ -229,7 +220,7 @@ void layerNormGrad(cudaStream_t stream, int32_t dtype, const void *dy,
                    const void *x, const void *gamma, void *dx, void *dgamma,
                    void *dbeta, int64_t rows, int64_t cols, float eps) {
   const char *op = "layer_norm_grad";
-  checkShape(op, rows, cols, eps);
+  checkNormShape(op, rows, cols, eps);
   checkNotNull(op, "gamma", gamma);
   checkNotNull(op, "dgamma", dgamma);
   checkNotNull(op, "dbeta", dbeta);
@@ -260,7 +251,7 @@ void rmsNormFwd(cudaStream_t stream, int32_t dtype, const void *x,
                 const void *weight, void *y, int64_t rows, int64_t cols,
                 float eps) {
   const char *op = "rms_norm_fwd";
-  checkShape(op, rows, cols, eps);
+  checkNormShape(op, rows, cols, eps);
   checkNotNull(op, "weight", weight);
   dispatchFloat(op, dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -277,7 +268,7 @@ void rmsNormGrad(cudaStream_t stream, int32_t dtype, const void *dy,
                  const void *x, const void *weight, void *dx, void *dweight,
                  int64_t rows, int64_t cols, float eps) {
   const char *op = "rms_norm_grad";
-  checkShape(op, rows, cols, eps);
+  checkNormShape(op, rows, cols, eps);
   checkNotNull(op, "weight", weight);
   checkNotNull(op, "dweight", dweight);
   dispatchFloat(op, dtype, [&](auto tag) {
