@@ -66,6 +66,24 @@ inline void checkLossShape(const char *op, int64_t rows, int64_t classes) {
           static_cast<long long>(rows), static_cast<long long>(classes));
 }
 
+/// The shape of an embedding call (abi.h): counts non-negative.
+inline void checkEmbeddingShape(const char *op, int64_t nIds,
+                                int64_t numEmbeddings, int64_t dim) {
+  checkCount(op, "n_ids", nIds);
+  checkCount(op, "num_embeddings", numEmbeddings);
+  checkCount(op, "dim", dim);
+}
+
+/// Token ids, in host memory: each must index one of the table's
+/// `numEmbeddings` rows.
+inline void checkEmbeddingIds(const char *op, const int32_t *ids, int64_t nIds,
+                              int64_t numEmbeddings) {
+  for (int64_t i = 0; i < nIds; ++i)
+    if (ids[i] < 0 || ids[i] >= numEmbeddings)
+      fatal("%s: id %d at index %lld is outside [0, %lld)", op, ids[i],
+            static_cast<long long>(i), static_cast<long long>(numEmbeddings));
+}
+
 /// The counts of a [batch, seq, heads, head_dim] tensor, non-negative:
 /// what attention and rotary embedding calls share.
 inline void checkHeadCounts(const char *op, int64_t batch, int64_t seq,

@@ -24,6 +24,8 @@ inline blasint blasDim(const char *op, const char *name, int64_t value) {
 
 using autoshard::rt::checkAttentionShape;
 using autoshard::rt::checkCount;
+using autoshard::rt::checkEmbeddingIds;
+using autoshard::rt::checkEmbeddingShape;
 using autoshard::rt::checkLossShape;
 using autoshard::rt::checkNormShape;
 using autoshard::rt::checkNotNull;

@@ -8,21 +8,8 @@
 #include <algorithm>
 #include <cstring>
 
-using autoshard::rt::fatal;
 using autoshard::rt::OpTimer;
 using namespace autoshard::rt::cpu;
-
-namespace {
-
-void checkIds(const char *op, const int32_t *ids, int64_t nIds,
-              int64_t numEmbeddings) {
-  for (int64_t i = 0; i < nIds; ++i)
-    if (ids[i] < 0 || ids[i] >= numEmbeddings)
-      fatal("%s: id %d at index %lld is outside [0, %lld)", op, ids[i],
-            static_cast<long long>(i), static_cast<long long>(numEmbeddings));
-}
-
-} // namespace
 
 extern "C" void asrt_embedding_fwd(asrt_context *ctx, int32_t dtype,
                                    const int32_t *ids, const void *table,
@@ -30,11 +17,9 @@ extern "C" void asrt_embedding_fwd(asrt_context *ctx, int32_t dtype,
                                    int64_t num_embeddings, int64_t dim) {
   OpTimer timer(ctx, "embedding_fwd");
   const char *op = "embedding_fwd";
-  checkCount(op, "n_ids", n_ids);
-  checkCount(op, "num_embeddings", num_embeddings);
-  checkCount(op, "dim", dim);
+  checkEmbeddingShape(op, n_ids, num_embeddings, dim);
   // Checked before any row is written, so a bad batch changes nothing.
-  checkIds(op, ids, n_ids, num_embeddings);
+  checkEmbeddingIds(op, ids, n_ids, num_embeddings);
   dispatchFloatDtype(op, dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *rows = static_cast<const T *>(table);
@@ -52,10 +37,8 @@ extern "C" void asrt_embedding_grad(asrt_context *ctx, int32_t dtype,
                                     int64_t num_embeddings, int64_t dim) {
   OpTimer timer(ctx, "embedding_grad");
   const char *op = "embedding_grad";
-  checkCount(op, "n_ids", n_ids);
-  checkCount(op, "num_embeddings", num_embeddings);
-  checkCount(op, "dim", dim);
-  checkIds(op, ids, n_ids, num_embeddings);
+  checkEmbeddingShape(op, n_ids, num_embeddings, dim);
+  checkEmbeddingIds(op, ids, n_ids, num_embeddings);
   dispatchFloatDtype(op, dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *g = static_cast<const T *>(dy);

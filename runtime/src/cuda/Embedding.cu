@@ -88,23 +88,14 @@ addPositionEmbeddingGradKernel(const T *dy, T *dwpe, int64_t batch, int64_t seq,
 
 #undef ASRT_FOR_EACH
 
-/// The ids read back to the host and checked, as the CPU's checkIds.
+/// The ids read back to the host and checked, as the CPU backend checks
+/// them (checkEmbeddingIds).
 std::vector<int32_t> checkedIds(cudaStream_t stream, const char *op,
                                 const int32_t *ids, int64_t nIds,
                                 int64_t numEmbeddings) {
   std::vector<int32_t> host = indicesToHost(stream, op, ids, nIds);
-  for (int64_t i = 0; i < nIds; ++i)
-    if (host[i] < 0 || host[i] >= numEmbeddings)
-      fatal("%s: id %d at index %lld is outside [0, %lld)", op, host[i],
-            static_cast<long long>(i), static_cast<long long>(numEmbeddings));
+  checkEmbeddingIds(op, host.data(), nIds, numEmbeddings);
   return host;
-}
-
-void checkCounts(const char *op, int64_t nIds, int64_t numEmbeddings,
-                 int64_t dim) {
-  checkCount(op, "n_ids", nIds);
-  checkCount(op, "num_embeddings", numEmbeddings);
-  checkCount(op, "dim", dim);
 }
 
 } // namespace
@@ -113,7 +104,7 @@ void embeddingFwd(cudaStream_t stream, int32_t dtype, const int32_t *ids,
                   const void *table, void *y, int64_t nIds,
                   int64_t numEmbeddings, int64_t dim) {
   const char *op = "embedding_fwd";
-  checkCounts(op, nIds, numEmbeddings, dim);
+  checkEmbeddingShape(op, nIds, numEmbeddings, dim);
   // Checked before any row is written, so a bad batch changes nothing.
   checkedIds(stream, op, ids, nIds, numEmbeddings);
   dispatchFloat(op, dtype, [&](auto tag) {
@@ -131,7 +122,7 @@ void embeddingGrad(cudaStream_t stream, int32_t dtype, const void *dy,
                    const int32_t *ids, void *dtable, int64_t nIds,
                    int64_t numEmbeddings, int64_t dim) {
   const char *op = "embedding_grad";
-  checkCounts(op, nIds, numEmbeddings, dim);
+  checkEmbeddingShape(op, nIds, numEmbeddings, dim);
   const std::vector<int32_t> host =
       checkedIds(stream, op, ids, nIds, numEmbeddings);
   dispatchFloat(op, dtype, [&](auto tag) {
