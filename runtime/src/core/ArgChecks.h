@@ -84,6 +84,32 @@ inline void checkEmbeddingIds(const char *op, const int32_t *ids, int64_t nIds,
             static_cast<long long>(i), static_cast<long long>(numEmbeddings));
 }
 
+/// Whether row `row` of a loss counts towards its mean: its label, in host
+/// memory, is not the ignore index. A counted label must index a class.
+inline bool labelCounts(const char *op, const int32_t *labels, int64_t row,
+                        int64_t classes, int64_t ignoreIndex) {
+  int32_t label = labels[row];
+  if (label == ignoreIndex)
+    return false;
+  if (label < 0 || label >= classes)
+    fatal("%s: row %lld has label %d, outside [0, %lld) for %lld classes%s", op,
+          static_cast<long long>(row), label, static_cast<long long>(classes),
+          static_cast<long long>(classes),
+          ignoreIndex == ASRT_NO_IGNORE_INDEX ? ""
+                                              : " and not the ignore index");
+  return true;
+}
+
+/// The rows of a loss that count (every label checked).
+inline int64_t countedLabels(const char *op, const int32_t *labels,
+                             int64_t rows, int64_t classes,
+                             int64_t ignoreIndex) {
+  int64_t counted = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    counted += labelCounts(op, labels, r, classes, ignoreIndex);
+  return counted;
+}
+
 /// The counts of a [batch, seq, heads, head_dim] tensor, non-negative:
 /// what attention and rotary embedding calls share.
 inline void checkHeadCounts(const char *op, int64_t batch, int64_t seq,

@@ -32,5 +32,7 @@ using autoshard::rt::checkNotNull;
 using autoshard::rt::checkPositionEmbeddingGradShape;
 using autoshard::rt::checkPositionEmbeddingShape;
 using autoshard::rt::checkRopeShape;
+using autoshard::rt::countedLabels;
+using autoshard::rt::labelCounts;
 
 } // namespace autoshard::rt::cpu

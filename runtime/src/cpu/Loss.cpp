@@ -11,38 +11,8 @@
 #include <cstring>
 #include <type_traits>
 
-using autoshard::rt::fatal;
 using autoshard::rt::OpTimer;
 using namespace autoshard::rt::cpu;
-
-namespace {
-
-/// Whether row `row` counts towards the mean: its label is not the ignore
-/// index. A counted label must index a class.
-bool countedRow(const char *op, const int32_t *labels, int64_t row,
-                int64_t classes, int64_t ignoreIndex) {
-  int32_t label = labels[row];
-  if (label == ignoreIndex)
-    return false;
-  if (label < 0 || label >= classes)
-    fatal("%s: row %lld has label %d, outside [0, %lld) for %lld classes%s",
-          op, static_cast<long long>(row), label,
-          static_cast<long long>(classes), static_cast<long long>(classes),
-          ignoreIndex == ASRT_NO_IGNORE_INDEX ? ""
-                                              : " and not the ignore index");
-  return true;
-}
-
-/// The rows that count (every label checked).
-int64_t countedRows(const char *op, const int32_t *labels, int64_t rows,
-                    int64_t classes, int64_t ignoreIndex) {
-  int64_t counted = 0;
-  for (int64_t r = 0; r < rows; ++r)
-    counted += countedRow(op, labels, r, classes, ignoreIndex);
-  return counted;
-}
-
-} // namespace
 
 extern "C" void asrt_softmax_xent_fwd(asrt_context *ctx, int32_t dtype,
                                       const void *logits, const int32_t *labels,
@@ -62,7 +32,7 @@ extern "C" void asrt_softmax_xent_fwd(asrt_context *ctx, int32_t dtype,
     double total = 0.0;
     int64_t counted = 0;
     for (int64_t r = 0; r < rows; ++r) {
-      if (!countedRow(op, labels, r, classes, ignore_index))
+      if (!labelCounts(op, labels, r, classes, ignore_index))
         continue;
       ++counted;
       int32_t label = labels[r];
@@ -90,7 +60,7 @@ extern "C" void asrt_softmax_xent_grad(asrt_context *ctx, int32_t dtype,
   const char *op = "softmax_xent_grad";
   checkLossShape(op, rows, classes);
   const int64_t counted =
-      countedRows(op, labels, rows, classes, ignore_index);
+      countedLabels(op, labels, rows, classes, ignore_index);
   double scale = counted ? (dloss ? static_cast<double>(dloss[0]) : 1.0) /
                                static_cast<double>(counted)
                          : 0.0;
@@ -143,7 +113,7 @@ extern "C" void asrt_nll_loss_fwd(asrt_context *ctx, int32_t dtype,
     double total = 0.0;
     int64_t counted = 0;
     for (int64_t r = 0; r < rows; ++r) {
-      if (!countedRow(op, labels, r, classes, ignore_index))
+      if (!labelCounts(op, labels, r, classes, ignore_index))
         continue;
       ++counted;
       total -= static_cast<double>(load(all + r * classes, labels[r]));
@@ -161,7 +131,8 @@ extern "C" void asrt_nll_loss_grad(asrt_context *ctx, int32_t dtype,
   OpTimer timer(ctx, "nll_loss_grad");
   const char *op = "nll_loss_grad";
   checkLossShape(op, rows, classes);
-  const int64_t counted = countedRows(op, labels, rows, classes, ignore_index);
+  const int64_t counted =
+      countedLabels(op, labels, rows, classes, ignore_index);
   const double scale = counted ? (dloss ? static_cast<double>(dloss[0]) : 1.0) /
                                      static_cast<double>(counted)
                                : 0.0;

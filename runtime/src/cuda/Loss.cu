@@ -164,24 +164,13 @@ __global__ void nllGradKernel(const int32_t *labels, const float *dloss,
 
 #undef ASRT_FOR_EACH_ROW
 
-/// The labels read back to the host and checked, as the CPU's countedRow;
-/// returns the number of rows whose label is not the ignore index.
+/// The labels read back to the host and checked, as the CPU backend checks
+/// them (countedLabels); returns the number of rows whose label is not the
+/// ignore index.
 int64_t countedRows(cudaStream_t stream, const char *op, const int32_t *labels,
                     int64_t rows, int64_t classes, int64_t ignoreIndex) {
   std::vector<int32_t> host = indicesToHost(stream, op, labels, rows);
-  int64_t counted = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    if (host[r] == ignoreIndex)
-      continue;
-    if (host[r] < 0 || host[r] >= classes)
-      fatal("%s: row %lld has label %d, outside [0, %lld) for %lld classes%s",
-            op, static_cast<long long>(r), host[r],
-            static_cast<long long>(classes), static_cast<long long>(classes),
-            ignoreIndex == ASRT_NO_IGNORE_INDEX ? ""
-                                                : " and not the ignore index");
-    ++counted;
-  }
-  return counted;
+  return countedLabels(op, host.data(), rows, classes, ignoreIndex);
 }
 
 } // namespace
