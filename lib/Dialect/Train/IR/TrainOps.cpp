@@ -543,15 +543,27 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// A norm's gradient: one grad op over the output gradient, the input and
+/// the gain, whose results are the gradients of the norm's operands in
+/// order.
+template <typename GradOpT, typename NormOpT>
+static LogicalResult buildNormGradient(NormOpT norm, Value gain, OpBuilder &b,
+                                       ArrayRef<Value> grads,
+                                       ArrayRef<bool> needed,
+                                       MutableArrayRef<Value> operandGrads) {
+  if (!grads[0])
+    return success();
+  auto grad = GradOpT::create(b, norm.getLoc(), grads[0], norm.getInput(),
+                              gain, norm.getEpsilonAttr());
+  assignNeeded(grad.getResults(), needed, operandGrads);
+  return success();
+}
+
 LogicalResult LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
                                          bool seed, ArrayRef<bool> needed,
                                          MutableArrayRef<Value> operandGrads) {
-  if (!grads[0])
-    return success();
-  auto grad = LayerNormGradOp::create(b, getLoc(), grads[0], getInput(),
-                                      getGamma(), getEpsilonAttr());
-  assignNeeded(grad.getResults(), needed, operandGrads);
-  return success();
+  return buildNormGradient<LayerNormGradOp>(*this, getGamma(), b, grads,
+                                            needed, operandGrads);
 }
 
 LogicalResult LayerNormGradOp::inferReturnTypes(
@@ -581,12 +593,8 @@ LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
 LogicalResult RmsNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
                                        bool seed, ArrayRef<bool> needed,
                                        MutableArrayRef<Value> operandGrads) {
-  if (!grads[0])
-    return success();
-  auto grad = RmsNormGradOp::create(b, getLoc(), grads[0], getInput(),
-                                    getWeight(), getEpsilonAttr());
-  assignNeeded(grad.getResults(), needed, operandGrads);
-  return success();
+  return buildNormGradient<RmsNormGradOp>(*this, getWeight(), b, grads, needed,
+                                          operandGrads);
 }
 
 LogicalResult RmsNormGradOp::inferReturnTypes(
