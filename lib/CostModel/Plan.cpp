@@ -135,22 +135,23 @@ std::string autoshard::cost::verifyPlan(const Plan &plan,
   return text;
 }
 
-bool autoshard::cost::shardsGradients(const Plan &plan) {
-  if (plan.layout.gradients == Placement::Sharded)
+/// Whether the plan's layout, or that of a parameter placed otherwise,
+/// shards what `placement` names (gradients, parameters).
+static bool shardsAny(const Plan &plan, Placement Layout::*placement) {
+  if (plan.layout.*placement == Placement::Sharded)
     return true;
   for (const auto &[name, layout] : plan.parameterLayouts)
-    if (layout.gradients == Placement::Sharded)
+    if (layout.*placement == Placement::Sharded)
       return true;
   return false;
 }
 
+bool autoshard::cost::shardsGradients(const Plan &plan) {
+  return shardsAny(plan, &Layout::gradients);
+}
+
 static bool shardsParameters(const Plan &plan) {
-  if (plan.layout.parameters == Placement::Sharded)
-    return true;
-  for (const auto &[name, layout] : plan.parameterLayouts)
-    if (layout.parameters == Placement::Sharded)
-      return true;
-  return false;
+  return shardsAny(plan, &Layout::parameters);
 }
 
 std::vector<Plan>

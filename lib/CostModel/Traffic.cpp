@@ -52,6 +52,18 @@ ElementSizes autoshard::cost::elementSizes(const ModelDescription &model,
   return sizes;
 }
 
+/// The all-reduce of one f32 over `groupSize` ranks: the loss's average
+/// and the clipping norm's partial sums.
+static CollectiveCall scalarAllReduce(Phase phase, int64_t groupSize) {
+  CollectiveCall call;
+  call.kind = CollectiveKind::AllReduce;
+  call.phase = phase;
+  call.groupSize = groupSize;
+  call.elementBytes = 4;
+  call.memberElements = {1};
+  return call;
+}
+
 /// How many times a sharded parameter is gathered per micro-batch: for the
 /// forward pass, and again for the backward pass if it reads the parameter
 /// and the forward's copy was released.
@@ -280,15 +292,8 @@ autoshard::cost::planCollectives(const ModelDescription &model,
 
   // Backward: the loss, then in reverse parameter order the gathers of the
   // parameters the backward pass reads, and the gradient reductions.
-  if (N > 1) {
-    CollectiveCall loss;
-    loss.kind = CollectiveKind::AllReduce;
-    loss.phase = Phase::Backward;
-    loss.groupSize = N;
-    loss.elementBytes = 4;
-    loss.memberElements = {1};
-    calls.push_back(loss);
-  }
+  if (N > 1)
+    calls.push_back(scalarAllReduce(Phase::Backward, N));
   std::vector<size_t> backwardGathers;
   if (plan.reshard == Reshard::AfterForward)
     for (size_t i = count; i-- > 0;)
@@ -331,15 +336,8 @@ autoshard::cost::planCollectives(const ModelDescription &model,
           layout.shardGroupSize > 1)
         groups.insert(layout.shardGroupSize);
     }
-    for (int64_t n : groups) {
-      CollectiveCall clip;
-      clip.kind = CollectiveKind::AllReduce;
-      clip.phase = Phase::AfterBackward;
-      clip.groupSize = n;
-      clip.elementBytes = 4;
-      clip.memberElements = {1};
-      calls.push_back(clip);
-    }
+    for (int64_t n : groups)
+      calls.push_back(scalarAllReduce(Phase::AfterBackward, n));
   }
 
   // The optimizer: ZeRO-1/2's gathers in f32.

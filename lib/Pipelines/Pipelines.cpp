@@ -22,6 +22,18 @@
 using namespace mlir;
 using namespace autoshard;
 
+namespace {
+/// A pass option from the strategy option of the same field.
+template <typename T>
+void setPassOption(T &option, const T &value) {
+  option = value;
+}
+void setPassOption(SmallVectorImpl<std::string> &option,
+                   const std::vector<std::string> &values) {
+  option.assign(values.begin(), values.end());
+}
+} // namespace
+
 void autoshard::buildStrategyPipeline(OpPassManager &pm,
                                       const StrategyOptions &options,
                                       StrategyOptions *built) {
@@ -46,18 +58,8 @@ void autoshard::buildStrategyPipeline(OpPassManager &pm,
     pm.addPass(train::createCheckpointActivationsPass(checkpoint));
   }
   train::PlanPassOptions plan;
-  plan.strategy = options.strategy;
-  plan.worldSize = options.worldSize;
-  plan.shardGroupSize = options.shardGroupSize;
-  plan.reshardAfterForward = options.reshardAfterForward;
-  plan.bucketCapMb = options.bucketCapMb;
-  plan.reduceDtype = options.reduceDtype;
-  plan.reduceEvery = options.reduceEvery;
-  plan.paramGroups.assign(options.paramGroups.begin(),
-                          options.paramGroups.end());
-  plan.persistenceThreshold = options.persistenceThreshold;
-  plan.keepGathered.assign(options.keepGathered.begin(),
-                           options.keepGathered.end());
+#define STRATEGY_PLAN_OPTION(FIELD) setPassOption(plan.FIELD, options.FIELD);
+#include "autoshard/Pipelines/StrategyOptions.def"
   pm.addPass(train::createPlanPass(plan));
   pm.addPass(train::createPartitionPass());
   pm.addPass(train::createGroupCollectivesPass());

@@ -195,19 +195,11 @@ private:
 
   /// Memory plan inputs: each allocation's bytes, category and what it
   /// holds; the gradient and gathered-parameter tensors of the step and
-  /// the parameter each belongs to.
-  struct Allocation {
-    int64_t bytes = 0;
-    MemoryCategory category = MemoryCategory::Other;
-    std::string what;
-    /// Program positions of the allocation and of the last use.
-    int firstUse = 0, lastUse = 0;
-    /// The offset of the buffer in the arena, and the constant that holds
-    /// it in the generated code (none when only placing buffers).
-    int64_t offset = 0;
+  /// the parameter each belongs to. An allocation is the arena buffer the
+  /// assignment reports, plus the constant that holds its offset in the
+  /// generated code (none when only placing buffers).
+  struct Allocation : StepArenaBuffer {
     arith::ConstantOp offsetConstant;
-    /// In the host arena (offloaded values) rather than the device's.
-    bool host = false;
   };
   /// The arena's base pointer (asrt_arena, called once at the top of the
   /// step when it has temporaries), where the call goes, and its size.
@@ -828,16 +820,8 @@ StepBufferAssignment StepLowering::assignment() const {
   StepBufferAssignment assigned;
   // `temporaries` holds every arena buffer, in the order of allocation.
   for (Value ptr : temporaries) {
-    const Allocation &a = allocations.find(ptr)->second;
-    StepArenaBuffer buffer;
-    buffer.bytes = a.bytes;
-    buffer.category = a.category;
-    buffer.what = a.what;
-    buffer.firstUse = a.firstUse;
-    buffer.lastUse = a.lastUse;
-    buffer.host = a.host;
-    buffer.offset = a.offset;
-    assigned.buffers.push_back(std::move(buffer));
+    const StepArenaBuffer &buffer = allocations.find(ptr)->second;
+    assigned.buffers.push_back(buffer);
   }
   assigned.inPlaceResults = inPlaceResults;
   assigned.reusedInputs = reusedInputs;

@@ -884,24 +884,25 @@ LogicalResult emitCollectiveWait(Operation *op, StepEmitter &e) {
 // Offload: copies between device and host memory, and the NVMe files of
 // offloaded arguments. A copy never reuses its input's buffer: the two live
 // in different arenas.
-LogicalResult emitToHost(Operation *op, StepEmitter &e) {
-  auto copy = cast<train::ToHostOp>(op);
+template <typename OpT, typename Fn>
+LogicalResult emitCopy(Operation *op, StepEmitter &e, train::TransferKind kind,
+                       rtabi::Function<Fn> callee) {
+  auto copy = cast<OpT>(op);
   Value out = e.output(copy.getResult());
-  e.countTransfer(static_cast<int>(train::TransferKind::ToHost),
-                  byteSize(copy.getInput()));
-  e.call(ABI_FUNCTION(asrt_copy_to_host),
+  e.countTransfer(static_cast<int>(kind), byteSize(copy.getInput()));
+  e.call(callee,
          {out, e.buffer(copy.getInput()), e.i64(byteSize(copy.getInput()))});
   return success();
 }
 
+LogicalResult emitToHost(Operation *op, StepEmitter &e) {
+  return emitCopy<train::ToHostOp>(op, e, train::TransferKind::ToHost,
+                                   ABI_FUNCTION(asrt_copy_to_host));
+}
+
 LogicalResult emitToDevice(Operation *op, StepEmitter &e) {
-  auto copy = cast<train::ToDeviceOp>(op);
-  Value out = e.output(copy.getResult());
-  e.countTransfer(static_cast<int>(train::TransferKind::ToDevice),
-                  byteSize(copy.getInput()));
-  e.call(ABI_FUNCTION(asrt_copy_to_device),
-         {out, e.buffer(copy.getInput()), e.i64(byteSize(copy.getInput()))});
-  return success();
+  return emitCopy<train::ToDeviceOp>(op, e, train::TransferKind::ToDevice,
+                                     ABI_FUNCTION(asrt_copy_to_device));
 }
 
 LogicalResult emitNvmeRead(Operation *op, StepEmitter &e) {

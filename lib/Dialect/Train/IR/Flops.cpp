@@ -11,50 +11,56 @@ static double elementsOf(Value value) {
       cast<RankedTensorType>(value.getType()).getNumElements());
 }
 
+/// Each element of `result` is a dot product of length `k`: a multiply and
+/// an add per term.
+static double dotProductFlops(Value result, double k) {
+  return 2.0 * elementsOf(result) * k;
+}
+
+/// A dimension of a [out, in] weight: the length of the dot products of
+/// x . W^T (in, 1) and of dy . W (out, 0).
+static double weightDim(Value weight, unsigned dim) {
+  return static_cast<double>(
+      cast<RankedTensorType>(weight.getType()).getDimSize(dim));
+}
+
+/// The rows of a [..., N] output gradient, which a weight gradient sums
+/// over.
+static double rowsOf(Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  return static_cast<double>(type.getNumElements()) /
+         static_cast<double>(type.getShape().back());
+}
+
 double autoshard::train::opFlops(Operation *op) {
-  if (auto linear = dyn_cast<LinearOp>(op)) {
-    // Every output element is a dot product over the weight's input dim.
-    auto w = cast<RankedTensorType>(linear.getWeight().getType());
-    return 2.0 * elementsOf(linear.getResult()) *
-           static_cast<double>(w.getDimSize(1));
-  }
-  if (auto grad = dyn_cast<LinearGradInputOp>(op)) {
-    // dx[M, K] = dy[M, N] . W[N, K]
-    auto w = cast<RankedTensorType>(grad.getWeight().getType());
-    return 2.0 * elementsOf(grad.getResult()) *
-           static_cast<double>(w.getDimSize(0));
-  }
-  if (auto grad = dyn_cast<LinearGradWeightOp>(op)) {
-    // dW[N, K] = dy^T . x, over every row.
-    auto dy = cast<RankedTensorType>(grad.getOperand(0).getType());
-    double rows = static_cast<double>(dy.getNumElements()) /
-                  static_cast<double>(dy.getShape().back());
-    return 2.0 * elementsOf(grad.getResult()) * rows;
-  }
+  // Every output element is a dot product over the weight's input dim.
+  if (auto linear = dyn_cast<LinearOp>(op))
+    return dotProductFlops(linear.getResult(),
+                           weightDim(linear.getWeight(), 1));
+  // dx[M, K] = dy[M, N] . W[N, K]
+  if (auto grad = dyn_cast<LinearGradInputOp>(op))
+    return dotProductFlops(grad.getResult(), weightDim(grad.getWeight(), 0));
+  // dW[N, K] = dy^T . x, over every row.
+  if (auto grad = dyn_cast<LinearGradWeightOp>(op))
+    return dotProductFlops(grad.getResult(), rowsOf(grad.getOperand(0)));
   // A fused op computes what the ops it stands for compute (GELU and the
   // bias gradient count no FLOPs, as on their own).
-  if (auto fused = dyn_cast<LinearGeluOp>(op)) {
-    auto w = cast<RankedTensorType>(fused.getWeight().getType());
-    return 2.0 * elementsOf(fused.getPreActivation()) *
-           static_cast<double>(w.getDimSize(1));
-  }
-  if (auto fused = dyn_cast<LinearGradGeluOp>(op)) {
-    // The input gradient it never stores has the pre-activation's shape.
-    auto w = cast<RankedTensorType>(fused.getWeight().getType());
-    return 2.0 * elementsOf(fused.getPreActivation()) *
-           static_cast<double>(w.getDimSize(0));
-  }
-  if (auto fused = dyn_cast<LinearGradWeightBiasOp>(op)) {
-    auto dy = cast<RankedTensorType>(fused.getGradOutput().getType());
-    double rows = static_cast<double>(dy.getNumElements()) /
-                  static_cast<double>(dy.getShape().back());
-    return 2.0 * elementsOf(fused.getWeightGrad()) * rows;
-  }
+  if (auto fused = dyn_cast<LinearGeluOp>(op))
+    return dotProductFlops(fused.getPreActivation(),
+                           weightDim(fused.getWeight(), 1));
+  // The input gradient LinearGradGelu never stores has the
+  // pre-activation's shape.
+  if (auto fused = dyn_cast<LinearGradGeluOp>(op))
+    return dotProductFlops(fused.getPreActivation(),
+                           weightDim(fused.getWeight(), 0));
+  if (auto fused = dyn_cast<LinearGradWeightBiasOp>(op))
+    return dotProductFlops(fused.getWeightGrad(),
+                           rowsOf(fused.getGradOutput()));
   if (auto matmul = dyn_cast<MatmulOp>(op)) {
     // Every output element is a dot product over the contracted dim.
     auto lhs = cast<RankedTensorType>(matmul.getLhs().getType());
     int64_t k = lhs.getShape().end()[matmul.getTransposeLhs() ? -2 : -1];
-    return 2.0 * elementsOf(matmul.getResult()) * static_cast<double>(k);
+    return dotProductFlops(matmul.getResult(), static_cast<double>(k));
   }
   if (isa<CausalAttentionOp, CausalAttentionGradOp>(op)) {
     // q: [B, T, H, D]: scores and values.

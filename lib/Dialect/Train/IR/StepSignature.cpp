@@ -567,14 +567,22 @@ LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
         return failure();
 
   StepSignature sig(func);
+  // Names are unique among the arguments, and among the results.
+  auto claimName = [&](llvm::StringMap<unsigned> &names, StringRef what,
+                       const StepValue &value) -> LogicalResult {
+    auto [it, inserted] = names.try_emplace(value.name, value.index);
+    if (inserted)
+      return success();
+    return func.emitOpError()
+           << what << " #" << value.index << " has the name \"" << value.name
+           << "\" of " << what << " #" << it->second
+           << "; names must be unique";
+  };
   llvm::StringMap<unsigned> argNames;
   std::optional<unsigned> firstBatchArg;
   for (const StepValue &arg : sig.getArgs()) {
-    auto [it, inserted] = argNames.try_emplace(arg.name, arg.index);
-    if (!inserted)
-      return func.emitOpError()
-             << "argument #" << arg.index << " has the name \"" << arg.name
-             << "\" of argument #" << it->second << "; names must be unique";
+    if (failed(claimName(argNames, "argument", arg)))
+      return failure();
     StringRef role = stringifyRole(arg.role);
     bool needsInit = arg.role == Role::Param || arg.role == Role::Hyper;
     if (needsInit && !arg.init)
@@ -676,11 +684,8 @@ LogicalResult autoshard::train::verifyStepSignature(FunctionOpInterface func) {
   unsigned losses = 0, gradNorms = 0;
   bool derivesBackward = func->hasAttr(TrainDialect::kOptimizerAttrName);
   for (const StepValue &result : sig.getResults()) {
-    auto [it, inserted] = resultNames.try_emplace(result.name, result.index);
-    if (!inserted)
-      return func.emitOpError()
-             << "result #" << result.index << " has the name \"" << result.name
-             << "\" of result #" << it->second << "; names must be unique";
+    if (failed(claimName(resultNames, "result", result)))
+      return failure();
     StringRef role = stringifyRole(result.role);
     // The loss and a clipping step's squared gradient norm: one f32 each.
     auto scalarF32 = [&]() -> LogicalResult {

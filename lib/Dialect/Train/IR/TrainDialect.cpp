@@ -550,11 +550,19 @@ static LogicalResult verifyValueAttribute(Operation *op, StringRef what,
                                           unsigned index, NamedAttribute attr,
                                           bool isResult) {
   StringRef name = attr.getName().getValue();
+  // Every diagnostic names the value ("argument #2"); most name the
+  // attribute too.
+  auto error = [&] { return op->emitError() << what << " #" << index; };
+  auto mustBe = [&](StringRef kind) {
+    return error() << ": '" << name << "' must be " << kind;
+  };
+  auto resultsTakeNone = [&] {
+    return error() << ": results take no '" << name << "'";
+  };
   if (name == TrainDialect::kRoleAttrName) {
     auto role = dyn_cast<RoleAttr>(attr.getValue());
     if (!role)
-      return op->emitError() << what << " #" << index << ": '" << name
-                             << "' must be a #train.role attribute";
+      return mustBe("a #train.role attribute");
     bool resultRole =
         role.getValue() == Role::Param || role.getValue() == Role::OptState ||
         role.getValue() == Role::Loss || role.getValue() == Role::Grad ||
@@ -563,61 +571,53 @@ static LogicalResult verifyValueAttribute(Operation *op, StringRef what,
                    role.getValue() != Role::Grad &&
                    role.getValue() != Role::GradNormSq;
     if (isResult ? !resultRole : !argRole)
-      return op->emitError()
-             << what << " #" << index << " has role '"
-             << stringifyRole(role.getValue()) << "'; " << what
-             << "s may have the roles "
-             << (isResult ? "param, opt_state, grad, grad_norm_sq or loss"
-                          : "param, opt_state, input, label or hyper");
+      return error() << " has role '" << stringifyRole(role.getValue()) << "'; "
+                     << what << "s may have the roles "
+                     << (isResult
+                             ? "param, opt_state, grad, grad_norm_sq or loss"
+                             : "param, opt_state, input, label or hyper");
     return success();
   }
   if (name == TrainDialect::kNameAttrName) {
     auto str = dyn_cast<StringAttr>(attr.getValue());
     if (!str)
-      return op->emitError() << what << " #" << index << ": '" << name
-                             << "' must be a string";
+      return mustBe("a string");
     if (!isValidStepName(str.getValue()))
-      return op->emitError()
-             << what << " #" << index << " has the name \"" << str.getValue()
+      return error()
+             << " has the name \"" << str.getValue()
              << "\"; names are made of letters, digits, '_' and '.', and do "
                 "not start with '.'";
     return success();
   }
   if (name == TrainDialect::kShardAttrName) {
     if (!isa<FlatShardAttr>(attr.getValue()))
-      return op->emitError() << what << " #" << index << ": '" << name
-                             << "' must be a #train.flat_shard attribute";
+      return mustBe("a #train.flat_shard attribute");
     return success();
   }
   if (name == TrainDialect::kMemoryAttrName) {
     auto memory = dyn_cast<MemorySpaceAttr>(attr.getValue());
     if (!memory)
-      return op->emitError() << what << " #" << index << ": '" << name
-                             << "' must be a #train.memory attribute";
+      return mustBe("a #train.memory attribute");
     return success();
   }
   if (name == TrainDialect::kInitAttrName) {
     if (isResult)
-      return op->emitError() << what << " #" << index
-                             << ": results take no '" << name << "'";
+      return resultsTakeNone();
     if (!isa<InitAttr>(attr.getValue()))
-      return op->emitError() << what << " #" << index << ": '" << name
-                             << "' must be a #train.init attribute";
+      return mustBe("a #train.init attribute");
     return success();
   }
   if (name == TrainDialect::kUnitAttrName) {
     // Updates and gradients belong to the unit of the argument they follow;
     // a second statement of it could only disagree.
     if (isResult)
-      return op->emitError() << what << " #" << index
-                             << ": results take no '" << name << "'";
+      return resultsTakeNone();
     auto str = dyn_cast<StringAttr>(attr.getValue());
     if (!str)
-      return op->emitError() << what << " #" << index << ": '" << name
-                             << "' must be a string";
+      return mustBe("a string");
     if (!isValidStepName(str.getValue()))
-      return op->emitError()
-             << what << " #" << index << " is in the unit \"" << str.getValue()
+      return error()
+             << " is in the unit \"" << str.getValue()
              << "\"; units are module paths made of letters, digits, '_' "
                 "and '.', not starting with '.'";
     return success();
@@ -626,21 +626,18 @@ static LogicalResult verifyValueAttribute(Operation *op, StringRef what,
     // Saved names of the argument's tensor; an update or gradient is saved
     // (or not) as the argument is.
     if (isResult)
-      return op->emitError()
-             << what << " #" << index << ": results take no '" << name << "'";
+      return resultsTakeNone();
     auto array = dyn_cast<ArrayAttr>(attr.getValue());
     if (!array || !llvm::all_of(array, llvm::IsaPred<StringAttr>))
-      return op->emitError() << what << " #" << index << ": '" << name
-                             << "' must be an array of strings";
+      return mustBe("an array of strings");
     if (array.empty())
-      return op->emitError()
-             << what << " #" << index << ": '" << name
+      return error()
+             << ": '" << name
              << "' is empty; a param saved under its name alone has none";
     for (StringAttr alias : array.getAsRange<StringAttr>())
       if (!isValidStepName(alias.getValue()))
-        return op->emitError()
-               << what << " #" << index << " has the alias \""
-               << alias.getValue()
+        return error()
+               << " has the alias \"" << alias.getValue()
                << "\"; names are made of letters, digits, '_' and '.', and "
                   "do not start with '.'";
     return success();
@@ -648,22 +645,18 @@ static LogicalResult verifyValueAttribute(Operation *op, StringRef what,
   if (name == TrainDialect::kWeightDecayAttrName) {
     // An update's decay is that of the parameter it updates.
     if (isResult)
-      return op->emitError() << what << " #" << index
-                             << ": results take no '" << name << "'";
+      return resultsTakeNone();
     auto decay = dyn_cast<FloatAttr>(attr.getValue());
     if (!decay)
-      return op->emitError() << what << " #" << index << ": '" << name
-                             << "' must be a float (0.0 : f64 turns decay "
-                                "off for the parameter)";
-    return verifyFloat(
-        [&] { return op->emitError() << what << " #" << index << ": "; },
-        name, decay.getValueAsDouble(), FloatRule::NonNegative);
+      return mustBe("a float (0.0 : f64 turns decay off for the parameter)");
+    return verifyFloat([&] { return error() << ": "; }, name,
+                       decay.getValueAsDouble(), FloatRule::NonNegative);
   }
-  return op->emitError() << what << " #" << index
-                         << " has the unknown attribute '" << name
-                         << "'; the train dialect defines train.role, "
-                            "train.name, train.init, train.unit, "
-                            "train.aliases, train.weight_decay, train.shard and train.memory";
+  return error()
+         << " has the unknown attribute '" << name
+         << "'; the train dialect defines train.role, "
+            "train.name, train.init, train.unit, "
+            "train.aliases, train.weight_decay, train.shard and train.memory";
 }
 
 LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op,

@@ -108,8 +108,25 @@ void assignNeeded(ValueRange computed, ArrayRef<bool> needed,
       operandGrads[i] = grad;
 }
 
-/// The shape rule shared by the norm gradients: grad_output has the input's
-/// type and the gain is a feature vector of the input's last dimension.
+/// The shape rule shared by the norms and their gradients: the input has a
+/// last dimension of features, every operand its element type, and each
+/// named parameter (gain, bias) is a vector of the features.
+LogicalResult checkNormOperands(std::optional<Location> loc, StringRef op,
+                                ValueRange operands, Value input,
+                                ArrayRef<std::pair<StringRef, Value>> params) {
+  auto inputType = tensorOf(input);
+  if (failed(checkRankAtLeast(loc, op, "input", inputType, 1)) ||
+      failed(checkSameElementType(loc, op, operands)))
+    return failure();
+  for (auto [name, param] : params)
+    if (failed(checkFeatureVector(loc, op, name, tensorOf(param),
+                                  inputType.getShape().back())))
+      return failure();
+  return success();
+}
+
+/// The norm gradients' rule: grad_output has the input's type, and the
+/// norm's rule on the input and the gain.
 LogicalResult checkNormGrad(std::optional<Location> loc, StringRef op,
                             ValueRange operands, Value gradOutput, Value input,
                             StringRef gainName, Value gain) {
@@ -118,11 +135,7 @@ LogicalResult checkNormGrad(std::optional<Location> loc, StringRef op,
     return emitOptionalError(loc, "'", op, "' grad_output ",
                              gradOutput.getType(),
                              " must have the input's type ", inputType);
-  if (failed(checkRankAtLeast(loc, op, "input", inputType, 1)) ||
-      failed(checkSameElementType(loc, op, operands)))
-    return failure();
-  return checkFeatureVector(loc, op, gainName, tensorOf(gain),
-                            inputType.getShape().back());
+  return checkNormOperands(loc, op, operands, input, {{gainName, gain}});
 }
 
 /// A float as a person writes it: 0.9, not 9.000000e-01.
@@ -521,28 +534,36 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &results) {
-  StringRef op = "train.layer_norm";
-  auto input = tensorOf(adaptor.getInput());
-  if (failed(checkRankAtLeast(loc, op, "input", input, 1)) ||
-      failed(checkSameElementType(loc, op, adaptor.getOperands())) ||
-      failed(checkFeatureVector(loc, op, "gamma", tensorOf(adaptor.getGamma()),
-                                input.getShape().back())) ||
-      failed(checkFeatureVector(loc, op, "beta", tensorOf(adaptor.getBeta()),
-                                input.getShape().back())))
+  if (failed(checkNormOperands(loc, "train.layer_norm", adaptor.getOperands(),
+                               adaptor.getInput(),
+                               {{"gamma", adaptor.getGamma()},
+                                {"beta", adaptor.getBeta()}})))
     return failure();
-  results.push_back(input);
+  results.push_back(adaptor.getInput().getType());
+  return success();
+}
+
+/// A norm's gradient: one grad op over the output gradient, the input and
+/// the gain, whose results are the gradients of the norm's operands in
+/// order.
+template <typename GradOpT, typename NormOpT>
+static LogicalResult buildNormGradient(NormOpT norm, Value gain, OpBuilder &b,
+                                       ArrayRef<Value> grads,
+                                       ArrayRef<bool> needed,
+                                       MutableArrayRef<Value> operandGrads) {
+  if (!grads[0])
+    return success();
+  auto grad = GradOpT::create(b, norm.getLoc(), grads[0], norm.getInput(),
+                              gain, norm.getEpsilonAttr());
+  assignNeeded(grad.getResults(), needed, operandGrads);
   return success();
 }
 
 LogicalResult LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
                                          bool seed, ArrayRef<bool> needed,
                                          MutableArrayRef<Value> operandGrads) {
-  if (!grads[0])
-    return success();
-  auto grad = LayerNormGradOp::create(b, getLoc(), grads[0], getInput(),
-                                      getGamma(), getEpsilonAttr());
-  assignNeeded(grad.getResults(), needed, operandGrads);
-  return success();
+  return buildNormGradient<LayerNormGradOp>(*this, getGamma(), b, grads,
+                                            needed, operandGrads);
 }
 
 LogicalResult LayerNormGradOp::inferReturnTypes(
@@ -561,27 +582,19 @@ LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
                                           std::optional<Location> loc,
                                           Adaptor adaptor,
                                           SmallVectorImpl<Type> &results) {
-  StringRef op = "train.rms_norm";
-  auto input = tensorOf(adaptor.getInput());
-  if (failed(checkRankAtLeast(loc, op, "input", input, 1)) ||
-      failed(checkSameElementType(loc, op, adaptor.getOperands())) ||
-      failed(checkFeatureVector(loc, op, "weight",
-                                tensorOf(adaptor.getWeight()),
-                                input.getShape().back())))
+  if (failed(checkNormOperands(loc, "train.rms_norm", adaptor.getOperands(),
+                               adaptor.getInput(),
+                               {{"weight", adaptor.getWeight()}})))
     return failure();
-  results.push_back(input);
+  results.push_back(adaptor.getInput().getType());
   return success();
 }
 
 LogicalResult RmsNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
                                        bool seed, ArrayRef<bool> needed,
                                        MutableArrayRef<Value> operandGrads) {
-  if (!grads[0])
-    return success();
-  auto grad = RmsNormGradOp::create(b, getLoc(), grads[0], getInput(),
-                                    getWeight(), getEpsilonAttr());
-  assignNeeded(grad.getResults(), needed, operandGrads);
-  return success();
+  return buildNormGradient<RmsNormGradOp>(*this, getWeight(), b, grads, needed,
+                                          operandGrads);
 }
 
 LogicalResult RmsNormGradOp::inferReturnTypes(

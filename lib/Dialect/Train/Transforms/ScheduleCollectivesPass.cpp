@@ -179,18 +179,26 @@ private:
     for (Pair &pair : pairs)
       if (!pair.prefetch)
         reductions.push_back(&pair);
-    llvm::sort(reductions, [&](Pair *a, Pair *b) {
+    limitInFlight<Pair>(reductions);
+  }
+
+  /// At most `depth` of `started` are in flight: in the order of their
+  /// starts, the k-th is waited, at the latest, when the (k + depth)-th
+  /// starts; depth 0 waits each right after its start.
+  template <typename PairT>
+  void limitInFlight(MutableArrayRef<PairT *> started) {
+    llvm::sort(started, [&](PairT *a, PairT *b) {
       return order.isBefore(a->start, b->start);
     });
-    for (auto [i, pair] : llvm::enumerate(reductions)) {
+    for (auto [i, pair] : llvm::enumerate(started)) {
       Operation *wait = pair->wait;
       if (depth == 0) {
         order.moveAfter(wait, pair->start);
         continue;
       }
-      if (i + depth >= reductions.size())
+      if (i + depth >= started.size())
         continue;
-      Operation *next = reductions[i + depth]->start;
+      Operation *next = started[i + depth]->start;
       if (order.isBefore(next, wait))
         order.moveBefore(wait, next);
     }
@@ -324,21 +332,7 @@ private:
         hoistProducers(start);
       }
     }
-    llvm::sort(writes, [&](TransferPair *a, TransferPair *b) {
-      return order.isBefore(a->start, b->start);
-    });
-    for (auto [i, pair] : llvm::enumerate(writes)) {
-      Operation *wait = pair->wait;
-      if (depth == 0) {
-        order.moveAfter(wait, pair->start);
-        continue;
-      }
-      if (i + depth >= writes.size())
-        continue;
-      Operation *next = writes[i + depth]->start;
-      if (order.isBefore(next, wait))
-        order.moveBefore(wait, next);
-    }
+    limitInFlight<TransferPair>(writes);
   }
 
   Block &body;
