@@ -307,3 +307,19 @@ func.func @f(%x: tensor<f32>) {
   %0 = train.dropout %x {p = 0.1 : f32, stream = 0 : i64} : tensor<f32>
   return
 }
+
+// -----
+
+func.func @f(%dy: tensor<f32>, %p: tensor<f32>) {
+  // expected-error@+1 {{'train.softmax_grad' op needs at least one dimension to normalise}}
+  %0 = train.softmax_grad %dy, %p {log} : tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<4x8xf32>, %p: tensor<4x8xbf16>) {
+  // expected-error@+1 {{'train.softmax_grad' op requires the same type for all operands and results}}
+  %0 = "train.softmax_grad"(%dy, %p) : (tensor<4x8xf32>, tensor<4x8xbf16>) -> tensor<4x8xf32>
+  return
+}
