@@ -478,6 +478,54 @@ func.func @f(%x: tensor<8x4xf32>, %y: tensor<8x5xf32>) {
 
 // -----
 
+func.func @f(%x: tensor<8x4xf32>) {
+  // expected-error@+1 {{all non-scalar operands/results must have the same shape and base type}}
+  %r = "train.gelu"(%x) : (tensor<8x4xf32>) -> tensor<8x5xf32>
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<8x4xf32>, %x: tensor<8x5xf32>) {
+  // expected-error@+1 {{all non-scalar operands/results must have the same shape and base type}}
+  %r = "train.relu_grad"(%dy, %x) : (tensor<8x4xf32>, tensor<8x5xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<8x4xf32>, %x: tensor<8x4xbf16>) {
+  // expected-error@+1 {{'train.gelu_grad' op requires the same type for all operands and results}}
+  %r = "train.gelu_grad"(%dy, %x) : (tensor<8x4xf32>, tensor<8x4xbf16>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<8x32xf32>, %u: tensor<8x16xf32>) {
+  // expected-error@+1 {{all non-scalar operands/results must have the same shape and base type}}
+  %r = "train.swiglu"(%g, %u) : (tensor<8x32xf32>, tensor<8x16xf32>) -> tensor<8x32xf32>
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<8x32xf32>, %g: tensor<8x32xf32>, %u: tensor<8x32xf32>) {
+  // expected-error@+1 {{all non-scalar operands/results must have the same shape and base type}}
+  %dg, %du = "train.swiglu_grad"(%dy, %g, %u) : (tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>) -> (tensor<8x32xf32>, tensor<8x16xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%t: tensor<f32>) {
+  // expected-error@+1 {{'train.increment' op operand #0 must be 0D tensor of 32-bit signless integer values, but got 'tensor<f32>'}}
+  %r = "train.increment"(%t) : (tensor<f32>) -> tensor<f32>
+  return
+}
+
+// -----
+
 func.func @f(%logits: tensor<8x10xf32>, %labels: tensor<4xi32>) {
   // expected-error@+2 {{'train.softmax_cross_entropy' labels 'tensor<4xi32>' must have the shape of the logits 'tensor<8x10xf32>' without its last (class) dimension}}
   // expected-error@+1 {{failed to infer returned types}}

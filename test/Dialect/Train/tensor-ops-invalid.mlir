@@ -307,3 +307,171 @@ func.func @f(%x: tensor<f32>) {
   %0 = train.dropout %x {p = 0.1 : f32, stream = 0 : i64} : tensor<f32>
   return
 }
+
+// -----
+
+// Every elementwise function refuses an integer tensor (a front end's ids
+// or positions must be cast first); one case per op of Train_UnaryOp, since
+// each op is its own ODS definition.
+func.func @f(%x: tensor<4xi32>) {
+  // expected-error@+1 {{'train.neg' op operand #0 must be ranked tensor of 32-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  %0 = "train.neg"(%x) : (tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xi32>) {
+  // expected-error@+1 {{'train.exp' op operand #0 must be ranked tensor of 32-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  %0 = "train.exp"(%x) : (tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xi32>) {
+  // expected-error@+1 {{'train.log' op operand #0 must be ranked tensor of 32-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  %0 = "train.log"(%x) : (tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xi32>) {
+  // expected-error@+1 {{'train.tanh' op operand #0 must be ranked tensor of 32-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  %0 = "train.tanh"(%x) : (tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xi32>) {
+  // expected-error@+1 {{'train.sigmoid' op operand #0 must be ranked tensor of 32-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  %0 = "train.sigmoid"(%x) : (tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xi32>) {
+  // expected-error@+1 {{'train.rsqrt' op operand #0 must be ranked tensor of 32-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  %0 = "train.rsqrt"(%x) : (tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xi32>) {
+  // expected-error@+1 {{'train.sqrt' op operand #0 must be ranked tensor of 32-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  %0 = "train.sqrt"(%x) : (tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xi32>) {
+  // expected-error@+1 {{'train.sin' op operand #0 must be ranked tensor of 32-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  %0 = "train.sin"(%x) : (tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xi32>) {
+  // expected-error@+1 {{'train.cos' op operand #0 must be ranked tensor of 32-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  %0 = "train.cos"(%x) : (tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xi32>) {
+  // expected-error@+1 {{'train.silu' op operand #0 must be ranked tensor of 32-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  %0 = "train.silu"(%x) : (tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xi32>) {
+  // expected-error@+1 {{'train.gelu_erf' op operand #0 must be ranked tensor of 32-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  %0 = "train.gelu_erf"(%x) : (tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xi32>) {
+  // expected-error@+1 {{'train.reciprocal' op operand #0 must be ranked tensor of 32-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  %0 = "train.reciprocal"(%x) : (tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xi32>) {
+  // expected-error@+1 {{'train.abs' op operand #0 must be ranked tensor of 32-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  %0 = "train.abs"(%x) : (tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+// The shape rule of every broadcasting binary op (sub, mul and add above).
+func.func @f(%a: tensor<4x8xf32>, %b: tensor<2x8xf32>) {
+  // expected-error@+2 {{'train.div' operand shapes do not broadcast: 'tensor<4x8xf32>' and 'tensor<2x8xf32>' (aligned at the right, each pair of dimensions must be equal or one of them 1)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = train.div %a, %b : tensor<4x8xf32>, tensor<2x8xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<4x8xf32>, %b: tensor<2x8xf32>) {
+  // expected-error@+2 {{'train.maximum' operand shapes do not broadcast: 'tensor<4x8xf32>' and 'tensor<2x8xf32>' (aligned at the right, each pair of dimensions must be equal or one of them 1)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = train.maximum %a, %b : tensor<4x8xf32>, tensor<2x8xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<4x8xf32>, %b: tensor<2x8xf32>) {
+  // expected-error@+2 {{'train.minimum' operand shapes do not broadcast: 'tensor<4x8xf32>' and 'tensor<2x8xf32>' (aligned at the right, each pair of dimensions must be equal or one of them 1)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = train.minimum %a, %b : tensor<4x8xf32>, tensor<2x8xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<4x8xf32>, %b: tensor<2x8xf32>) {
+  // expected-error@+2 {{'train.pow' operand shapes do not broadcast: 'tensor<4x8xf32>' and 'tensor<2x8xf32>' (aligned at the right, each pair of dimensions must be equal or one of them 1)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = train.pow %a, %b : tensor<4x8xf32>, tensor<2x8xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<f32>) {
+  // expected-error@+1 {{'train.log_softmax' op needs at least one dimension to normalise}}
+  %0 = train.log_softmax %x : tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<f32>, %p: tensor<f32>) {
+  // expected-error@+1 {{'train.softmax_grad' op needs at least one dimension to normalise}}
+  %0 = train.softmax_grad %dy, %p {log} : tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<4x8xf32>, %p: tensor<4x8xbf16>) {
+  // expected-error@+1 {{'train.softmax_grad' op requires the same type for all operands and results}}
+  %0 = "train.softmax_grad"(%dy, %p) : (tensor<4x8xf32>, tensor<4x8xbf16>) -> tensor<4x8xf32>
+  return
+}

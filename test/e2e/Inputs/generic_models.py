@@ -52,7 +52,8 @@ def main():
     p.add_argument("--mpirun", required=True)
     p.add_argument("--work", required=True)
     p.add_argument("--model", required=True)
-    p.add_argument("--strategies", default="ddp,zero1,zero2,zero3,fsdp")
+    p.add_argument("--strategies",
+                   default="ddp,zero1,zero2,zero3,fsdp,hybrid")
     p.add_argument("--worlds", default="1,2,4")
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--micro-batch", type=int, default=8)
@@ -69,6 +70,11 @@ def main():
 
     def train(mlir, strategy, world, flags, name):
         binary = f"{base}.{name}"
+        if strategy == "hybrid":
+            # Shard groups of half the world (of 1 rank on 1 and 2 ranks):
+            # on 4 ranks, 2 groups of 2 that shard within and replicate
+            # across.
+            flags = [*flags, f"--shard-group-size={max(1, world // 2)}"]
         run([tool("shard-compile"), f"--strategy={strategy}",
              f"--world-size={world}", *flags, mlir, "-o", binary])
         log = binary + ".log"

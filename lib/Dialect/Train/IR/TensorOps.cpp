@@ -548,6 +548,7 @@ LogicalResult verifySoftmaxInput(Operation *op) {
 
 LogicalResult SoftmaxOp::verify() { return verifySoftmaxInput(*this); }
 LogicalResult LogSoftmaxOp::verify() { return verifySoftmaxInput(*this); }
+LogicalResult SoftmaxGradOp::verify() { return verifySoftmaxInput(*this); }
 
 LogicalResult SoftmaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
                                        bool seed, ArrayRef<bool> needed,

@@ -51,6 +51,36 @@ func.func @train_step(
 
 // -----
 
+// Views that merge the batch with the next dimension and split it out again
+// ([B, T, C] -> [B*T, C] -> [B, T, C'], torch's view(-1, C) around a layer)
+// take the per-rank shapes on both sides: the global 8 rows become each
+// rank's 4, so B*T is 16, not 32, and the backward pass's views follow.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[A:.*]] = train.tanh %{{.*}} : tensor<4x4x16xf32>
+// CHECK: %[[F:.*]] = train.reshape %[[A]] : tensor<4x4x16xf32> to tensor<16x16xf32>
+// CHECK: train.matmul %[[F]], %{{.*}} {transpose_rhs} : (tensor<16x16xf32>, tensor<10x16xf32>) -> tensor<16x10xf32>
+// CHECK: %[[V:.*]] = train.reshape %{{.*}} : tensor<16x10xf32> to tensor<4x4x10xf32>
+// CHECK: train.softmax_cross_entropy %[[V]], %{{.*}} : (tensor<4x4x10xf32>, tensor<4x4xi32>) -> tensor<f32>
+// CHECK: %[[DV:.*]] = train.softmax_cross_entropy_grad
+// CHECK: train.reshape %[[DV]] : tensor<4x4x10xf32> to tensor<16x10xf32>
+// CHECK: train.matmul %{{.*}}, %[[F]] {transpose_lhs} : (tensor<16x10xf32>, tensor<16x16xf32>) -> tensor<10x16xf32>
+func.func @train_step(
+    %w: tensor<10x16xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.2>},
+    %x: tensor<8x4x16xf32> {train.role = #train.role<input>, train.name = "x"},
+    %y: tensor<8x4xi32> {train.role = #train.role<label>, train.name = "y"})
+    -> (tensor<f32> {train.role = #train.role<loss>, train.name = "loss"})
+    attributes {train.step, train.optimizer = #train.sgd<lr = 0.1>} {
+  %a = train.tanh %x : tensor<8x4x16xf32>
+  %f = train.reshape %a : tensor<8x4x16xf32> to tensor<32x16xf32>
+  %l = train.matmul %f, %w {transpose_rhs} : (tensor<32x16xf32>, tensor<10x16xf32>) -> tensor<32x10xf32>
+  %t = train.tanh %l : tensor<32x10xf32>
+  %v = train.reshape %t : tensor<32x10xf32> to tensor<8x4x10xf32>
+  %loss = train.softmax_cross_entropy %v, %y : (tensor<8x4x10xf32>, tensor<8x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
 func.func @train_step(
     %w: tensor<8x10xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<normal, std = 0.2>},
     %x: tensor<4x8xf32> {train.role = #train.role<input>, train.name = "x"},

@@ -376,7 +376,8 @@ def Train_SoftmaxGradOp : Train_Op<"softmax_grad",
     The input gradient of `train.softmax` (of `train.log_softmax` when
     `log`) from the forward `output` and its gradient, over the last
     dimension: `grad_output - sum(grad_output * output)` times `output`, or
-    `grad_output - exp(output) * sum(grad_output)`.
+    `grad_output - exp(output) * sum(grad_output)`. Like the forward op,
+    it needs a tensor of rank >= 1.
 
     ```mlir
     %dx = train.softmax_grad %dy, %p : tensor<2x4x8x8xf32>
@@ -386,6 +387,7 @@ def Train_SoftmaxGradOp : Train_Op<"softmax_grad",
                        Train_FloatTensor:$output, UnitAttr:$log);
   let results = (outs Train_FloatTensor:$result);
   let assemblyFormat = "$grad_output `,` $output attr-dict `:` type($result)";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
