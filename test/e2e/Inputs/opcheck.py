@@ -286,6 +286,7 @@ UNARY = {
     "gelu_erf": (gelu_erf, -3, 3),
     "reciprocal": (lambda x: 1 / x, 0.5, 3),
     "abs": (np.abs, -2, 2),
+    "erf": (_erf, -2, 2),
 }
 for op, (fn, lo, hi) in UNARY.items():
     case(op, {"a": A(4, 8, lo=lo, hi=hi)},

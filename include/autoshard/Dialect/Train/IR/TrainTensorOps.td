@@ -68,6 +68,7 @@ def Train_CosOp : Train_UnaryOp<"cos", "Cos", "cos(x)">;
 def Train_SiluOp : Train_UnaryOp<"silu", "Silu", "x * sigmoid(x)">;
 def Train_GeluErfOp : Train_UnaryOp<"gelu_erf", "GeluErf",
     "x / 2 * (1 + erf(x / sqrt(2)))">;
+def Train_ErfOp : Train_UnaryOp<"erf", "Erf", "erf(x)">;
 def Train_ReciprocalOp : Train_UnaryOp<"reciprocal", "Reciprocal", "1 / x">;
 def Train_AbsOp : Train_UnaryOp<"abs", "Abs", "|x|">;
 
