@@ -511,10 +511,9 @@ LogicalResult autoshard::emitTensorOpCall(Operation *op, StepEmitter &e) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<train::NegOp, train::ExpOp, train::LogOp, train::TanhOp,
             train::SigmoidOp, train::RsqrtOp, train::SqrtOp, train::SinOp,
-            train::CosOp, train::SiluOp, train::GeluErfOp,
-            train::ReciprocalOp, train::AbsOp, train::ErfOp,
-            train::PowScalarOp,
-            train::AddScalarOp>([&](auto op) { return emitUnaryOp(op, e); })
+            train::CosOp, train::SiluOp, train::GeluErfOp, train::ReciprocalOp,
+            train::AbsOp, train::ErfOp, train::PowScalarOp, train::AddScalarOp>(
+          [&](auto op) { return emitUnaryOp(op, e); })
       .Case<train::UnaryGradOp>([&](auto op) { return emitUnaryGrad(op, e); })
       .Case<train::DropoutOp>([&](auto op) { return emitDropout(op, e); })
       .Case<train::AddOp>([&](auto op) { return emitAdd(op, e); })
