@@ -18,7 +18,7 @@ using namespace mlir;
 using namespace autoshard;
 namespace train = autoshard::train;
 
-static_assert(static_cast<int>(train::UnaryFn::Abs) == ASRT_UNARY_ABS &&
+static_assert(static_cast<int>(train::UnaryFn::Erf) == ASRT_UNARY_ERF &&
                   static_cast<int>(train::UnaryFn::GeluErf) ==
                       ASRT_UNARY_GELU_ERF &&
                   static_cast<int>(train::UnaryFn::Relu) == ASRT_UNARY_RELU,
@@ -511,9 +511,9 @@ LogicalResult autoshard::emitTensorOpCall(Operation *op, StepEmitter &e) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<train::NegOp, train::ExpOp, train::LogOp, train::TanhOp,
             train::SigmoidOp, train::RsqrtOp, train::SqrtOp, train::SinOp,
-            train::CosOp, train::SiluOp, train::GeluErfOp,
-            train::ReciprocalOp, train::AbsOp, train::PowScalarOp,
-            train::AddScalarOp>([&](auto op) { return emitUnaryOp(op, e); })
+            train::CosOp, train::SiluOp, train::GeluErfOp, train::ReciprocalOp,
+            train::AbsOp, train::ErfOp, train::PowScalarOp, train::AddScalarOp>(
+          [&](auto op) { return emitUnaryOp(op, e); })
       .Case<train::UnaryGradOp>([&](auto op) { return emitUnaryGrad(op, e); })
       .Case<train::DropoutOp>([&](auto op) { return emitDropout(op, e); })
       .Case<train::AddOp>([&](auto op) { return emitAdd(op, e); })

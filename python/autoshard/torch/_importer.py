@@ -442,6 +442,7 @@ UNARY = {
     aten.sigmoid: "sigmoid", aten.rsqrt: "rsqrt", aten.sqrt: "sqrt",
     aten.sin: "sin", aten.cos: "cos", aten.silu: "silu",
     aten.reciprocal: "reciprocal", aten.abs: "abs", aten.relu: "relu",
+    aten.erf: "erf",
 }
 
 

@@ -170,9 +170,9 @@ inline void checkPositionEmbeddingGradShape(const char *op, int64_t batch,
 /// The function codes of the generic kernels (abi.h): a code outside the
 /// enum is a compiler bug, fatal with the op's name and the valid range.
 inline void checkUnaryFn(const char *op, int32_t fn) {
-  if (fn < ASRT_UNARY_NEG || fn > ASRT_UNARY_ABS)
+  if (fn < ASRT_UNARY_NEG || fn > ASRT_UNARY_ERF)
     fatal("%s: fn = %d is not an asrt_unary_fn (%d .. %d)", op, fn,
-          ASRT_UNARY_NEG, ASRT_UNARY_ABS);
+          ASRT_UNARY_NEG, ASRT_UNARY_ERF);
 }
 inline void checkBinaryFn(const char *op, int32_t fn) {
   if (fn < ASRT_BINARY_ADD || fn > ASRT_BINARY_NE)

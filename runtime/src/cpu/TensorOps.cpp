@@ -40,6 +40,7 @@ namespace {
 
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+constexpr float k2OverSqrtPi = 1.12837916709551257f;
 
 /// Calls body(pos, offsets, len) for each run of consecutive positions in
 /// [begin, end) along the innermost dim of `s`: the elements at positions
@@ -149,6 +150,8 @@ template <typename Use> void withUnaryFn(int32_t fn, float alpha, Use &&use) {
     return use([](float x) { return x < 0.0f ? 0.0f : x; }, Vector{});
   case ASRT_UNARY_ABS:
     return use([](float x) { return std::fabs(x); }, Vector{});
+  case ASRT_UNARY_ERF:
+    return use([](float x) { return std::erf(x); }, Scalar{});
   }
 }
 
@@ -246,6 +249,11 @@ void withUnaryGradFn(int32_t fn, float alpha, Use &&use) {
           return g * static_cast<float>((x > 0.0f) - (x < 0.0f));
         },
         Vector{});
+  case ASRT_UNARY_ERF:
+    // 2/sqrt(pi) exp(-x^2); exp underflows to 0 for |x| > ~10, inf included.
+    return use(
+        [](float g, float x) { return g * (k2OverSqrtPi * std::exp(-x * x)); },
+        Scalar{});
   }
 }
 

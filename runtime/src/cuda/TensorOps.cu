@@ -30,6 +30,7 @@ namespace {
 
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+constexpr float k2OverSqrtPi = 1.12837916709551257f;
 constexpr int kOperands = StridedSpace::kMaxOperands;
 
 // A grid-stride loop over n elements.
@@ -93,6 +94,8 @@ __device__ float unaryValue(int32_t fn, float x, float alpha) {
     return x < 0.0f ? 0.0f : x; // NaN stays NaN
   case ASRT_UNARY_ABS:
     return fabsf(x);
+  case ASRT_UNARY_ERF:
+    return erff(x);
   }
   return NAN; // not reached: fn is checked on the host
 }
@@ -148,6 +151,8 @@ __device__ float unaryGradValue(int32_t fn, float g, float x, float alpha) {
     return x > 0.0f ? g : 0.0f;
   case ASRT_UNARY_ABS:
     return g * static_cast<float>((x > 0.0f) - (x < 0.0f));
+  case ASRT_UNARY_ERF:
+    return g * (k2OverSqrtPi * expf(-x * x));
   }
   return NAN;
 }

@@ -119,6 +119,8 @@ double unaryRef(int32_t fn, double x, double alpha) {
     return x > 0 ? x : 0.0;
   case ASRT_UNARY_ABS:
     return std::fabs(x);
+  case ASRT_UNARY_ERF:
+    return std::erf(x);
   }
   return kNaN;
 }
@@ -168,6 +170,8 @@ double unaryDerivativeRef(int32_t fn, double x, double alpha) {
     return x > 0 ? 1.0 : 0.0;
   case ASRT_UNARY_ABS:
     return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0;
+  case ASRT_UNARY_ERF:
+    return 2.0 / std::sqrt(3.14159265358979323846) * std::exp(-x * x);
   }
   return kNaN;
 }
@@ -247,7 +251,7 @@ TEST_P(UnaryTest, Bf16IsTheRoundedF32Result) {
 
 INSTANTIATE_TEST_SUITE_P(EveryFn, UnaryTest,
                          ::testing::Range<int32_t>(ASRT_UNARY_NEG,
-                                                   ASRT_UNARY_ABS + 1));
+                                                   ASRT_UNARY_ERF + 1));
 
 using TensorOpsTest = CpuKernelTest;
 
@@ -1133,8 +1137,8 @@ TEST_F(TensorOpsTest, BadRanksDimsAndCodesAreFatal) {
   EXPECT_DEATH(asrt_matmul(&ctx, ASRT_DTYPE_F32, &v, &v, &v, 9, nine.data(),
                            nine.data(), nine.data(), 1, 1, 1, 0, 0),
                "matmul: the rank of batch_dims is 9");
-  EXPECT_DEATH(asrt_unary(&ctx, ASRT_DTYPE_F32, 18, &v, &v, 1, 0),
-               "unary: fn = 18 is not an asrt_unary_fn \\(0 \\.\\. 17\\)");
+  EXPECT_DEATH(asrt_unary(&ctx, ASRT_DTYPE_F32, 19, &v, &v, 1, 0),
+               "unary: fn = 19 is not an asrt_unary_fn \\(0 \\.\\. 18\\)");
   EXPECT_DEATH(asrt_unary_grad(&ctx, ASRT_DTYPE_F32, -1, &v, &v, &v, 1, 0),
                "unary_grad: fn = -1 is not an asrt_unary_fn");
   EXPECT_DEATH(asrt_binary(&ctx, ASRT_DTYPE_F32, 13, &v, &v, &v, 0, nullptr,

@@ -32,6 +32,8 @@ func.func @unary(%x: tensor<4x8xf32>, %h: tensor<4x8xbf16>, %dy: tensor<4x8xf32>
   %11 = train.reciprocal %x : tensor<4x8xf32>
   // CHECK: train.abs
   %12 = train.abs %x : tensor<4x8xf32>
+  // CHECK: train.erf
+  %erf = train.erf %x : tensor<4x8xf32>
   // CHECK: train.pow_scalar %{{.*}} {exponent = 3.000000e+00 : f32} : tensor<4x8xf32>
   %13 = train.pow_scalar %x {exponent = 3.0 : f32} : tensor<4x8xf32>
   // CHECK: train.add_scalar %{{.*}} {value = 1.000000e+00 : f32} : tensor<4x8xf32>
@@ -40,6 +42,8 @@ func.func @unary(%x: tensor<4x8xf32>, %h: tensor<4x8xbf16>, %dy: tensor<4x8xf32>
   %15 = train.unary_grad tanh, %dy, %x : tensor<4x8xf32>
   // CHECK: train.unary_grad pow_scalar, %{{.*}}, %{{.*}} {alpha = 3.000000e+00 : f32} : tensor<4x8xf32>
   %16 = train.unary_grad pow_scalar, %dy, %x {alpha = 3.0 : f32} : tensor<4x8xf32>
+  // CHECK: train.unary_grad erf, %{{.*}}, %{{.*}} : tensor<4x8xf32>
+  %erf_grad = train.unary_grad erf, %dy, %x : tensor<4x8xf32>
   return
 }
 

@@ -332,10 +332,20 @@ UNARY = {
     "gelu_erf": (gelu_erf, -3, 3),
     "reciprocal": (lambda x: 1 / x, 0.5, 3),
     "abs": (np.abs, -2, 2),
+    "erf": (_erf, -2, 2),
 }
 for op, (fn, lo, hi) in UNARY.items():
     case(op, {"a": A(4, 8, lo=lo, hi=hi)},
          f"%r = train.{op} %a : $a", lambda a, fn=fn: fn(a))
+# The exact GELU as torch decomposes it, x * 0.5 * (1 + erf(x * M_SQRT1_2))
+# (raised to gelu_erf by shard-compile's pipeline; the tanh form's gelu
+# would miss the numpy loss).
+case("gelu_erf_chain", {"a": A(4, 8, lo=-3, hi=3)},
+     "%h = train.scale %a {factor = 0.5 : f32} : $a\n"
+     "%s = train.scale %a {factor = 0.707106769 : f32} : $a\n"
+     "%e = train.erf %s : $a\n"
+     "%o = train.add_scalar %e {value = 1.0 : f32} : $a\n"
+     "%r = train.mul %h, %o : $a", gelu_erf)
 case("tanh_param", {"a": P(5, 8, lo=-2, hi=2)},
      "%r = train.tanh %a : $a", np.tanh, head="weight")
 case("exp_3d", {"a": A(4, 2, 3)},

@@ -46,6 +46,16 @@ class LogProbClassifier(Classifier):
         return F.log_softmax(super().forward(x), dim=-1)
 
 
+class SpelledGeluClassifier(Classifier):
+    """The classifier with its exact GELU written out, as BERT-era code
+    does: x * 0.5 * (1 + erf(x / sqrt(2)))."""
+
+    def forward(self, x):
+        h = self.norm(self.fc1(x))
+        h = self.drop(h * 0.5 * (1.0 + torch.erf(h / math.sqrt(2.0))))
+        return self.head(torch.tanh(self.fc2(h)))
+
+
 class TinyViT(nn.Module):
     """A vision transformer's shape: a class token expanded to the batch and
     concatenated with the patch embeddings, learned positions, one
@@ -206,6 +216,12 @@ class MLPNll(MLP):
             optimizer=self.optimizer, precision=precision)
 
 
+class MLPErf(MLP):
+    """The exact GELU spelled out with torch.erf (raised to gelu_erf)."""
+    name = "mlp-erf"
+    model = SpelledGeluClassifier
+
+
 class ViT(MLP):
     """The class token takes each rank's rows of the batch (the partitioner
     resizes the expand of a parameter to the batch)."""
@@ -352,6 +368,6 @@ def other(arch):
     return type(arch, (OtherDecoder,), {"name": arch})
 
 
-MODELS = {"mlp": MLP, "mlp-nll": MLPNll, "vit": ViT, "nanogpt": NanoGPTCase, "gpt2": GPT2, "llama": Llama,
+MODELS = {"mlp": MLP, "mlp-nll": MLPNll, "mlp-erf": MLPErf, "vit": ViT, "nanogpt": NanoGPTCase, "gpt2": GPT2, "llama": Llama,
           "llama-prompt": LlamaPrompt,
           **{arch: other(arch) for arch in OtherDecoder.ARCHS}}

@@ -135,6 +135,92 @@ struct RaiseGelu : OpRewritePattern<MulOp> {
 };
 
 //===----------------------------------------------------------------------===//
+// GELU (exact, erf form)
+//===----------------------------------------------------------------------===//
+
+/// The x of `1 + erf(x / sqrt(2))`, add_scalar(erf(scale(x, 1/sqrt(2))), 1)
+/// with every link read once, or null. The importer writes `x / sqrt(2)`
+/// and `x * 0.7071067811865476` alike, as a scale by 1/sqrt(2).
+Value erfOnePlusInput(Value onePlusValue) {
+  auto onePlus = intermediate<AddScalarOp>(onePlusValue);
+  if (!onePlus || !near(onePlus.getValue(), 1.0))
+    return nullptr;
+  auto erf = intermediate<ErfOp>(onePlus.getInput());
+  if (!erf)
+    return nullptr;
+  auto scaled = intermediate<ScaleOp>(erf.getInput());
+  if (!scaled || !near(scaled.getFactor(), M_SQRT1_2))
+    return nullptr;
+  return scaled.getInput();
+}
+
+/// Whether `v` is scale(of, 0.5) read once.
+ScaleOp halfOf(Value v) {
+  auto half = intermediate<ScaleOp>(v);
+  return half && near(half.getFactor(), 0.5) ? half : nullptr;
+}
+
+/// The exact GELU as a front end spells it, with e = 1 + erf(x / sqrt(2)):
+/// mul(scale(x, 0.5), e) (`0.5 * x * e`, torch's own decomposition
+/// `x * 0.5 * e`) and mul(x, scale(e, 0.5)) (`x * (0.5 * e)`, x times the
+/// normal CDF), either order -> train.gelu_erf x. Not train.gelu: that is
+/// the tanh approximation, whose values differ by up to ~1e-3.
+struct RaiseGeluErf : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  static Value match(Value a, Value b) {
+    if (ScaleOp half = halfOf(a)) {
+      Value x = erfOnePlusInput(b);
+      if (x && x == half.getInput())
+        return x;
+    }
+    if (ScaleOp half = halfOf(b)) {
+      Value x = erfOnePlusInput(half.getInput());
+      if (x && x == a)
+        return x;
+    }
+    return nullptr;
+  }
+
+  LogicalResult matchAndRewrite(MulOp op,
+                                PatternRewriter &rewriter) const override {
+    Value x;
+    eitherOrder(op.getLhs(), op.getRhs(), [&](Value a, Value b) {
+      return static_cast<bool>(x = match(a, b));
+    });
+    if (!x || x.getType() != op.getType())
+      return rewriter.notifyMatchFailure(op, "not the exact GELU chain");
+    rewriter.replaceOpWithNewOp<GeluErfOp>(op, x);
+    return success();
+  }
+};
+
+/// The same with the half taken last: scale(mul(x, e), 0.5) (`x * e / 2`,
+/// `0.5 * (x * e)`), either order of the product -> train.gelu_erf x.
+struct RaiseGeluErfHalvedLast : OpRewritePattern<ScaleOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ScaleOp op,
+                                PatternRewriter &rewriter) const override {
+    auto product = intermediate<MulOp>(op.getInput());
+    if (!product || !near(op.getFactor(), 0.5))
+      return rewriter.notifyMatchFailure(op, "not half of a product");
+    Value x;
+    eitherOrder(product.getLhs(), product.getRhs(), [&](Value a, Value b) {
+      Value inner = erfOnePlusInput(b);
+      if (!inner || inner != a)
+        return false;
+      x = a;
+      return true;
+    });
+    if (!x || x.getType() != op.getType())
+      return rewriter.notifyMatchFailure(op, "not the exact GELU chain");
+    rewriter.replaceOpWithNewOp<GeluErfOp>(op, x);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
 // RMSNorm
 //===----------------------------------------------------------------------===//
 
@@ -849,9 +935,10 @@ struct RaisePass : autoshard::train::impl::RaisePassBase<RaisePass> {
     // not break its match. Benefits order the patterns on one root.
     patterns.add<RaiseCausalAttention, RaiseLinearBias>(&getContext(),
                                                         /*benefit=*/2);
-    patterns.add<RaiseGelu, RaiseRmsNorm, RaiseRope, RaiseSwiglu, RaiseLinear,
-                 RaiseFlattenedLinear, RaisePositionEmbedding,
-                 RaiseSoftmaxCrossEntropy>(&getContext());
+    patterns.add<RaiseGelu, RaiseGeluErf, RaiseGeluErfHalvedLast, RaiseRmsNorm,
+                 RaiseRope, RaiseSwiglu, RaiseLinear, RaiseFlattenedLinear,
+                 RaisePositionEmbedding, RaiseSoftmaxCrossEntropy>(
+        &getContext());
     // The transposes around raised attention and rotary embeddings cancel
     // with those of the heads' layout through train.transpose's folder,
     // which the driver applies as it goes.

@@ -340,6 +340,7 @@ typedef enum asrt_unary_fn {
   ASRT_UNARY_RECIPROCAL = 15,/* 1 / x */
   ASRT_UNARY_RELU = 16,      /* max(x, 0), NaN stays NaN */
   ASRT_UNARY_ABS = 17,       /* |x| */
+  ASRT_UNARY_ERF = 18,       /* erf(x) */
 } asrt_unary_fn;
 
 /* y[i] = f(x[i]) for i < n; f is `fn` (an asrt_unary_fn). */

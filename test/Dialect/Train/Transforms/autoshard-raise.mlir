@@ -84,6 +84,118 @@ func.func @gelu_refused() {
 
 // -----
 
+// The exact GELU as a front end writes it: torch's decomposition
+// `x * 0.5 * (1 + erf(x * M_SQRT1_2))`, `x * (0.5 * (1 + erf(x / sqrt(2))))`
+// (the importer writes the division as a scale by its reciprocal) and
+// `x * (erf(x / sqrt(2)) + 1) / 2`, each with the products swapped, in f32
+// and bf16. It becomes train.gelu_erf, never the tanh form's train.gelu.
+
+// CHECK-LABEL: func.func @gelu_erf
+// CHECK: %[[X:.*]] = "test.src"
+// CHECK-NEXT: %[[B:.*]] = "test.src"
+// CHECK-NEXT: %[[Y0:.*]] = train.gelu_erf %[[X]] : tensor<8x16xf32>
+// CHECK-NEXT: %[[Y1:.*]] = train.gelu_erf %[[X]] : tensor<8x16xf32>
+// CHECK-NEXT: %[[Y2:.*]] = train.gelu_erf %[[X]] : tensor<8x16xf32>
+// CHECK-NEXT: %[[Y3:.*]] = train.gelu_erf %[[X]] : tensor<8x16xf32>
+// CHECK-NEXT: %[[Y4:.*]] = train.gelu_erf %[[X]] : tensor<8x16xf32>
+// CHECK-NEXT: %[[Y5:.*]] = train.gelu_erf %[[X]] : tensor<8x16xf32>
+// CHECK-NEXT: %[[YB:.*]] = train.gelu_erf %[[B]] : tensor<4x8xbf16>
+// CHECK-NEXT: "test.use"(%[[Y0]], %[[Y1]], %[[Y2]], %[[Y3]], %[[Y4]], %[[Y5]], %[[YB]])
+func.func @gelu_erf() {
+  %x = "test.src"() : () -> tensor<8x16xf32>
+  %b = "test.src"() : () -> tensor<4x8xbf16>
+  // 0.5 x * (1 + erf(x * 0.7071067811865476)), and swapped.
+  %h0 = train.scale %x {factor = 0.5 : f32} : tensor<8x16xf32>
+  %s0 = train.scale %x {factor = 0.707106769 : f32} : tensor<8x16xf32>
+  %e0 = train.erf %s0 : tensor<8x16xf32>
+  %o0 = train.add_scalar %e0 {value = 1.0 : f32} : tensor<8x16xf32>
+  %y0 = train.mul %h0, %o0 : tensor<8x16xf32>
+  %h1 = train.scale %x {factor = 0.5 : f32} : tensor<8x16xf32>
+  %s1 = train.scale %x {factor = 0.7071068 : f32} : tensor<8x16xf32>
+  %e1 = train.erf %s1 : tensor<8x16xf32>
+  %o1 = train.add_scalar %e1 {value = 1.0 : f32} : tensor<8x16xf32>
+  %y1 = train.mul %o1, %h1 : tensor<8x16xf32>
+  // x * (0.5 (1 + erf(x / sqrt(2)))), and swapped.
+  %s2 = train.scale %x {factor = 0.707106769 : f32} : tensor<8x16xf32>
+  %e2 = train.erf %s2 : tensor<8x16xf32>
+  %o2 = train.add_scalar %e2 {value = 1.0 : f32} : tensor<8x16xf32>
+  %c2 = train.scale %o2 {factor = 0.5 : f32} : tensor<8x16xf32>
+  %y2 = train.mul %x, %c2 : tensor<8x16xf32>
+  %s3 = train.scale %x {factor = 0.707106769 : f32} : tensor<8x16xf32>
+  %e3 = train.erf %s3 : tensor<8x16xf32>
+  %o3 = train.add_scalar %e3 {value = 1.0 : f32} : tensor<8x16xf32>
+  %c3 = train.scale %o3 {factor = 0.5 : f32} : tensor<8x16xf32>
+  %y3 = train.mul %c3, %x : tensor<8x16xf32>
+  // (x * (1 + erf(x / sqrt(2)))) / 2, and swapped.
+  %s4 = train.scale %x {factor = 0.707106769 : f32} : tensor<8x16xf32>
+  %e4 = train.erf %s4 : tensor<8x16xf32>
+  %o4 = train.add_scalar %e4 {value = 1.0 : f32} : tensor<8x16xf32>
+  %p4 = train.mul %x, %o4 : tensor<8x16xf32>
+  %y4 = train.scale %p4 {factor = 0.5 : f32} : tensor<8x16xf32>
+  %s5 = train.scale %x {factor = 0.707106769 : f32} : tensor<8x16xf32>
+  %e5 = train.erf %s5 : tensor<8x16xf32>
+  %o5 = train.add_scalar %e5 {value = 1.0 : f32} : tensor<8x16xf32>
+  %p5 = train.mul %o5, %x : tensor<8x16xf32>
+  %y5 = train.scale %p5 {factor = 0.5 : f32} : tensor<8x16xf32>
+  // bf16.
+  %hb = train.scale %b {factor = 0.5 : f32} : tensor<4x8xbf16>
+  %sb = train.scale %b {factor = 0.707106769 : f32} : tensor<4x8xbf16>
+  %eb = train.erf %sb : tensor<4x8xbf16>
+  %ob = train.add_scalar %eb {value = 1.0 : f32} : tensor<4x8xbf16>
+  %yb = train.mul %hb, %ob : tensor<4x8xbf16>
+  "test.use"(%y0, %y1, %y2, %y3, %y4, %y5, %yb) : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<4x8xbf16>) -> ()
+  return
+}
+
+// -----
+
+// Not the exact GELU: x / 1.414 (a scale of 0.7072, off by 1.5e-4), a half
+// of another tensor than the erf's, 1 - erf instead of 1 + erf, and a
+// chain whose erf is read elsewhere (it has to be computed anyway).
+
+// CHECK-LABEL: func.func @gelu_erf_refused
+// CHECK-NOT: train.gelu
+// CHECK: train.scale %{{.*}} {factor = 0.70719999 : f32}
+// CHECK: train.erf
+// CHECK: train.mul
+// CHECK: train.erf
+// CHECK: train.mul
+// CHECK: train.erf
+// CHECK: train.mul
+// CHECK: %[[E:.*]] = train.erf
+// CHECK: train.mul
+// CHECK: "test.use"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[E]])
+// CHECK-NOT: train.gelu
+func.func @gelu_erf_refused() {
+  %x = "test.src"() : () -> tensor<8x16xf32>
+  %z = "test.src"() : () -> tensor<8x16xf32>
+  %h0 = train.scale %x {factor = 0.5 : f32} : tensor<8x16xf32>
+  %s0 = train.scale %x {factor = 0.7072 : f32} : tensor<8x16xf32>
+  %e0 = train.erf %s0 : tensor<8x16xf32>
+  %o0 = train.add_scalar %e0 {value = 1.0 : f32} : tensor<8x16xf32>
+  %y0 = train.mul %h0, %o0 : tensor<8x16xf32>
+  %h1 = train.scale %z {factor = 0.5 : f32} : tensor<8x16xf32>
+  %s1 = train.scale %x {factor = 0.707106769 : f32} : tensor<8x16xf32>
+  %e1 = train.erf %s1 : tensor<8x16xf32>
+  %o1 = train.add_scalar %e1 {value = 1.0 : f32} : tensor<8x16xf32>
+  %y1 = train.mul %h1, %o1 : tensor<8x16xf32>
+  %h2 = train.scale %x {factor = 0.5 : f32} : tensor<8x16xf32>
+  %s2 = train.scale %x {factor = 0.707106769 : f32} : tensor<8x16xf32>
+  %e2 = train.erf %s2 : tensor<8x16xf32>
+  %n2 = train.neg %e2 : tensor<8x16xf32>
+  %o2 = train.add_scalar %n2 {value = 1.0 : f32} : tensor<8x16xf32>
+  %y2 = train.mul %h2, %o2 : tensor<8x16xf32>
+  %h3 = train.scale %x {factor = 0.5 : f32} : tensor<8x16xf32>
+  %s3 = train.scale %x {factor = 0.707106769 : f32} : tensor<8x16xf32>
+  %e3 = train.erf %s3 : tensor<8x16xf32>
+  %o3 = train.add_scalar %e3 {value = 1.0 : f32} : tensor<8x16xf32>
+  %y3 = train.mul %h3, %o3 : tensor<8x16xf32>
+  "test.use"(%y0, %y1, %y2, %y3, %e3) : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> ()
+  return
+}
+
+// -----
+
 // RMSNorm, the gain on either side and the products in either order; the
 // epsilon is the chain's.
 

@@ -269,7 +269,8 @@ def Train_UnaryFn : I32EnumAttr<"UnaryFn",
   I32EnumAttrCase<"Mul", 14, "scale">,
   I32EnumAttrCase<"Reciprocal", 15, "reciprocal">,
   I32EnumAttrCase<"Relu", 16, "relu">,
-  I32EnumAttrCase<"Abs", 17, "abs">
+  I32EnumAttrCase<"Abs", 17, "abs">,
+  I32EnumAttrCase<"Erf", 18, "erf">
 ]> {
   let cppNamespace = "::autoshard::train";
 }

@@ -175,7 +175,8 @@ def Train_ReluGradOp : Train_ActivationGradOp<"relu_grad", "relu">;
 
 def Train_GeluOp : Train_ActivationOp<"gelu",
     "`0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, the tanh form of GELU "
-    "that GPT-2 uses"> {
+    "that GPT-2 uses (torch's `approximate=\"tanh\"`; the exact GELU, "
+    "torch's default, is `train.gelu_erf`)"> {
   let summary = "Gaussian error linear unit (tanh approximation)";
 }
 def Train_GeluGradOp : Train_ActivationGradOp<"gelu_grad", "gelu">;

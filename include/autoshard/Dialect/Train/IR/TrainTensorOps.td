@@ -67,7 +67,25 @@ def Train_SinOp : Train_UnaryOp<"sin", "Sin", "sin(x)">;
 def Train_CosOp : Train_UnaryOp<"cos", "Cos", "cos(x)">;
 def Train_SiluOp : Train_UnaryOp<"silu", "Silu", "x * sigmoid(x)">;
 def Train_GeluErfOp : Train_UnaryOp<"gelu_erf", "GeluErf",
-    "x / 2 * (1 + erf(x / sqrt(2)))">;
+    "x / 2 * (1 + erf(x / sqrt(2)))"> {
+  let summary = "exact GELU, x / 2 * (1 + erf(x / sqrt(2))), elementwise";
+  let description = [{
+    `result = x * Phi(x)`, `Phi` the standard normal CDF: the exact GELU
+    (`torch.nn.functional.gelu` with `approximate="none"`, PyTorch's
+    default), elementwise, in f32 (bf16 rounded on store). Forward and
+    gradient are one kernel each, which compute `Phi(x)` as
+    `erfc(-x / sqrt(2)) / 2`, exact in the left tail where
+    `1 + erf(x / sqrt(2))` would cancel. `train.gelu` is the tanh
+    approximation, a different function: neither is rewritten to the other.
+    autoshard-raise rewrites the generic chain
+    `0.5 * x * (1 + erf(x / sqrt(2)))` to this op.
+
+    ```mlir
+    %y = train.gelu_erf %x : tensor<4x8xf32>
+    ```
+  }];
+}
+def Train_ErfOp : Train_UnaryOp<"erf", "Erf", "erf(x)">;
 def Train_ReciprocalOp : Train_UnaryOp<"reciprocal", "Reciprocal", "1 / x">;
 def Train_AbsOp : Train_UnaryOp<"abs", "Abs", "|x|">;
 

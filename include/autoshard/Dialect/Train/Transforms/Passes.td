@@ -16,6 +16,11 @@ def RaisePass : Pass<"autoshard-raise", "mlir::ModuleOp"> {
 
     - the tanh GELU `mul(scale(x, 0.5), add_scalar(tanh(scale(add(x,
       scale(pow_scalar(x, 3), 0.044715)), sqrt(2/pi))), 1))`: `train.gelu`;
+    - the exact GELU `mul(scale(x, 0.5), add_scalar(erf(scale(x,
+      1/sqrt(2))), 1))`, also with the half on the other factor
+      (`mul(x, scale(add_scalar(...), 0.5))`) or taken last
+      (`scale(mul(x, add_scalar(...)), 0.5)`): `train.gelu_erf` (never
+      `train.gelu`, the tanh approximation: another function);
     - RMSNorm `mul(w, mul(x, rsqrt(add_scalar(reduce_mean(pow_scalar(x, 2),
       [last], keepdim), eps))))`, the square also as `mul(x, x)`, `w` one
       gain per feature: `train.rms_norm` with `epsilon = eps`;
