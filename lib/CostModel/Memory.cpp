@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <tuple>
 
 using namespace autoshard::cost;
 
@@ -62,6 +64,92 @@ static int64_t largestValues(std::vector<int64_t> values, int64_t count) {
   return sum;
 }
 
+/// The step's own buffers at `plan`'s peak, from the moments of the
+/// measured DDP step (docs/CostModel.md, "Step buffers"). The measured step
+/// overlaps its reductions as the plans do, so a moment's other bytes hold
+/// the packed buffers in flight. A moment before any gradient is held (the
+/// forward pass, the loss) holds, beside its other bytes, what the plan
+/// gathers there: the parameters in use, or every parameter kept for the
+/// backward pass, and the prefetched gathers' packed buffers. A later
+/// moment holds the plan's share of the gradients held so far (all of
+/// them, or its shards once their bucket is reduced), the open bucket's
+/// full gradients and the parameters in use (parameters kept until the
+/// backward pass are released as their gradients come, read here as in
+/// proportion). Parameter fetches from the host run in both passes.
+namespace {
+/// What a plan adds to, or keeps of, the measured DDP step's buffers.
+struct PlanHolds {
+  /// Of the gradients the DDP step holds until the optimizer, the fraction
+  /// this plan holds once their bucket is reduced (1: all of them).
+  double keptGradients = 1;
+  /// The full gradients of the open bucket, which a plan that reduces them
+  /// away holds until the bucket is packed.
+  int64_t pendingGradients = 0;
+  /// The largest unit the plan gathers (0: it gathers none).
+  int64_t unitInUse = 0;
+  /// The compute copies this plan casts whole into the step's buffers, as
+  /// the measured step does (its `parameters` count them), and their
+  /// fraction of the measured step's.
+  int64_t residentCopies = 0;
+  double residentFraction = 1;
+  /// Parameters on their way from the host, in both passes, and how many
+  /// fetches run at once.
+  int64_t fetching = 0;
+  int64_t fetchesInFlight = 1;
+};
+} // namespace
+
+static int64_t stepPeakOf(const ActivationMeasurement &m,
+                          const MemoryBreakdown &device, const Plan &plan,
+                          const PlanHolds &holds, int64_t &gradientsAtPeak) {
+  int64_t live = 0;
+  for (const StepMoment &moment : m.stepMoments)
+    live = std::max(live, moment.heldGradients + moment.others);
+  // What the arena holds beyond its live bytes (alignment, fragmentation).
+  const int64_t fragmentation = std::max<int64_t>(m.stepBytesPerRank - live, 0);
+  int64_t allHeld = 0;
+  for (const StepMoment &moment : m.stepMoments)
+    allHeld = std::max(allHeld, moment.heldGradients);
+  int64_t peak = 0;
+  gradientsAtPeak = 0;
+  for (const StepMoment &moment : m.stepMoments) {
+    int64_t kept = 0;
+    int64_t bytes =
+        moment.others - moment.computeCopies +
+        int64_t(double(moment.computeCopies) * holds.residentFraction);
+    // The fetches in flight: for the parameters in use and those
+    // prefetched, at most that many times the bytes in use.
+    if (moment.paramBytesInUse > 0 &&
+        !(moment.onlyAcrossLoss && plan.parameterOffload == Offload::Nvme))
+      bytes += std::min(holds.fetching,
+                        moment.paramBytesInUse * holds.fetchesInFlight);
+    // A plan that gathers parameters for their use holds those in use.
+    const int64_t gatheredInUse =
+        holds.unitInUse > 0 ? moment.paramBytesInUse : 0;
+    if (moment.heldGradients == 0) {
+      bytes += (plan.reshard == Reshard::AfterForward
+                    ? gatheredInUse
+                    : device.gatheredParameters) +
+               device.prefetchedGatherBuffers;
+    } else {
+      int64_t gathered = gatheredInUse;
+      if (plan.reshard == Reshard::AfterBackward && allHeld > 0)
+        gathered = std::max<int64_t>(
+            gathered, int64_t(double(device.gatheredParameters) *
+                              (1.0 - double(moment.heldGradients) /
+                                         double(allHeld))));
+      kept = int64_t(double(moment.heldGradients) * holds.keptGradients);
+      bytes += kept + std::min(moment.heldGradients, holds.pendingGradients) +
+               gathered;
+    }
+    if (bytes > peak) {
+      peak = bytes;
+      gradientsAtPeak = kept;
+    }
+  }
+  return std::max<int64_t>(peak + fragmentation - holds.residentCopies, 1);
+}
+
 MemoryEstimate autoshard::cost::estimateMemory(const ModelDescription &model,
                                                const Plan &plan,
                                                const ClusterSpec &cluster) {
@@ -91,10 +179,18 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
   };
 
   int64_t largestLocalState = 0;
-  int64_t offloadedGradientBytes = 0, updatedBytes = 0;
+  // Every gradient whole, as the measured DDP step holds them until the
+  // optimizer, and what this plan holds of them once reduced.
+  int64_t fullGradientBytes = 0, heldGradientBytes = 0;
+  // The compute copies, each copied to the device whole for its use.
+  std::vector<int64_t> computeCopies;
   // The whole compute copies a replicated mixed-precision step casts into
-  // its arena every step (the measured DDP plan's).
-  int64_t wholeComputeCopies = 0;
+  // its arena every step (the measured DDP plan's), and those this plan
+  // casts so.
+  int64_t wholeComputeCopies = 0, residentCopies = 0;
+  // Whether parameters wait on the host or NVMe and come to the device for
+  // each use.
+  bool parametersOnHost = false;
   for (const ParameterTensor &p : model.parameters) {
     const Layout layout = plan.layoutOf(p);
     const int64_t n = layout.shardGroupSize, k = p.elements;
@@ -108,7 +204,22 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
     // bf16 compute copy, placed as the parameters are (the f32 master lives
     // with the optimizer states, placed as they are: ZeRO's layout, which
     // the partition pass builds).
-    if (!offloadParameters) {
+    // Under mixed precision with the optimizer offloaded, the compute
+    // copies are cast on the host beside the f32 masters and copied to the
+    // device for each use, as offloaded parameters are; ZeRO-1/2 instead
+    // gather whole copies on the device from the shards the host updated.
+    const bool onHost =
+        offloadParameters ||
+        (bf16 && offloadOptimizer &&
+         (layout.parameters == Placement::Sharded ||
+          layout.optimizerStates == Placement::Replicated));
+    parametersOnHost |= onHost;
+    // Replicated, or sharded over a group of one rank: cast whole into the
+    // step's buffers as the measured DDP step does.
+    if (bf16 && !onHost &&
+        (layout.parameters == Placement::Replicated || n == 1))
+      residentCopies += b.compute * k;
+    if (!onHost) {
       if (!bf16)
         device.parameters += 4 * params;
       if (bf16)
@@ -116,7 +227,12 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
     } else if (bf16) {
       // The compute copy of the shard waits on the host or NVMe; the f32
       // master shard is with the offloaded optimizer states.
-      tier(plan.parameterOffload) += b.compute * params;
+      tier(offloadParameters ? plan.parameterOffload : Offload::Cpu) +=
+          b.compute * params;
+      computeCopies.push_back(b.compute * params);
+    } else {
+      // An f32 parameter on the host comes to the device itself.
+      computeCopies.push_back(4 * params);
     }
 
     // Optimizer states, with the f32 master weights of a bf16 step.
@@ -142,19 +258,38 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
     // its shard accumulates in f32.
     bool shardedGradients = layout.gradients == Placement::Sharded;
     bool accumulates = shardedGradients && model.microBatches > 1;
+    int64_t gradientBytes = 0;
     if (accumulates && plan.reduceEvery == ReduceEvery::Step)
-      device.gradients += b.gradient * k;
+      gradientBytes = b.gradient * k;
     else if (accumulates && !offloadOptimizer)
-      device.gradients += 4 * grads;
+      gradientBytes = 4 * grads;
     else if (!(shardedGradients && offloadOptimizer))
-      device.gradients += b.gradient * grads;
-    offloadedGradientBytes += b.gradient * optStates;
-    updatedBytes += b.compute * optStates;
+      gradientBytes = b.gradient * grads;
+    device.gradients += gradientBytes;
+    // What the compiled step's arena holds until the optimizer: as above,
+    // but an offloaded optimizer's gradients too, which are copied down
+    // only when it runs. ZeRO-1 keeps whole gradients (its category above,
+    // as in the ZeRO paper), but over one micro-batch the compiled step
+    // reduce-scatters each bucket as it closes, as ZeRO-2 does, and keeps
+    // the shard.
+    if (accumulates && plan.reduceEvery == ReduceEvery::Step)
+      gradientBytes = b.gradient * k;
+    else if (accumulates)
+      gradientBytes = 4 * grads;
+    else if (!shardedGradients &&
+             layout.optimizerStates == Placement::Sharded &&
+             model.microBatches == 1)
+      gradientBytes = b.gradient * optStates;
+    else
+      gradientBytes = b.gradient * grads;
+    heldGradientBytes += gradientBytes;
+    fullGradientBytes += b.gradient * k;
   }
 
   // Gathered parameters and the full gradients of open buckets, from the
   // collectives the plan makes.
-  std::vector<int64_t> forwardUnits, backwardUnits, scatterBuckets;
+  std::vector<int64_t> forwardUnits, backwardUnits, scatterBuckets,
+      releasingBuckets;
   int64_t largestGather = 0, largestReduction = 0;
   for (const CollectiveCall &call : calls) {
     bool gather = call.kind == CollectiveKind::AllGather;
@@ -164,21 +299,27 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
       backwardUnits.push_back(call.payloadBytes());
     if (call.releasesFullGradients)
       scatterBuckets.push_back(call.payloadBytes());
+    if (call.releasesFullGradients ||
+        (call.kind == CollectiveKind::ReduceScatter &&
+         call.phase == Phase::Backward && model.microBatches == 1))
+      releasingBuckets.push_back(call.payloadBytes());
     int64_t &largest = gather ? largestGather : largestReduction;
     largest = std::max(largest, call.packedBytes());
   }
+  const int64_t unitInUse = std::max(largestValues(forwardUnits, 1),
+                                     largestValues(backwardUnits, 1));
   if (plan.reshard == Reshard::AfterForward) {
     // The unit in use; a prefetched one is its gather's packed buffer until
     // it completes (prefetchedGatherBuffers).
-    device.gatheredParameters = std::max(largestValues(forwardUnits, 1),
-                                         largestValues(backwardUnits, 1));
+    device.gatheredParameters = unitInUse;
   } else {
     // Kept from the forward gather to the last backward reader: every
     // parameter the backward pass reads, the unit in use among them.
     int64_t kept = 0;
     for (const ParameterTensor &p : model.parameters)
       if (plan.layoutOf(p).parameters == Placement::Sharded &&
-          p.readByBackward && plan.layoutOf(p).shardGroupSize > 1)
+          p.readByBackward &&
+          (plan.layoutOf(p).shardGroupSize > 1 || parametersOnHost))
         kept += b.compute * p.elements;
     device.gatheredParameters =
         std::max(kept, largestValues(forwardUnits, 1));
@@ -200,41 +341,130 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
   // At the activations' peak, the end of the forward pass, the next
   // units' gathers are in flight; kept until the backward pass, every
   // unit is gathered by then.
+  // With the parameters offloaded, the transfers run ahead instead: a
+  // gather waits for its shards' copy and is waited at once.
   if (!forwardUnits.empty() && plan.overlap && plan.prefetchDepth > 0 &&
-      plan.reshard == Reshard::AfterForward)
+      plan.reshard == Reshard::AfterForward && !parametersOnHost)
     device.prefetchedGatherBuffers = plan.prefetchDepth * largestGather;
 
   device.activations =
       activationBytesPerRank(model, plan, N, &estimate.activationsEstimated,
                              &estimate.activationsUnknown);
+  const ActivationMeasurement *measured = nullptr;
   for (const ActivationMeasurement &m : model.activationMeasurements)
     if (m.worldSize == N && m.checkpointing == plan.checkpointing &&
         m.stepBytesPerRank > 0)
-      device.stepBuffers =
-          std::max<int64_t>(m.stepBytesPerRank - wholeComputeCopies, 1);
+      measured = &m;
+  if (measured)
+    device.stepBuffers =
+        std::max<int64_t>(measured->stepBytesPerRank - wholeComputeCopies, 1);
 
-  // Offload staging: a bucket of gradients down and of updated parameters
-  // up; the shards of the units being fetched; pinned buffers for NVMe.
-  if (offloadOptimizer) {
-    device.offloadStaging +=
-        std::min(plan.bucketCapBytes, offloadedGradientBytes);
-    if (!offloadParameters)
-      device.offloadStaging += std::min(plan.bucketCapBytes, updatedBytes);
-    if (plan.optimizerOffload == Offload::Nvme)
-      host.pinnedStagingBytes += 2 * largestLocalState;
-  }
-  if (offloadParameters) {
+  // Offload staging: the shards of the units being fetched; pinned host
+  // buffers for NVMe. The offloaded optimizer needs no device buffer of its
+  // own: the compiled step copies each gradient down from its buffer and
+  // the updated parameters up into theirs.
+  int64_t fetching = 0;
+  if (offloadOptimizer && plan.optimizerOffload == Offload::Nvme)
+    host.pinnedStagingBytes += 2 * largestLocalState;
+  if (parametersOnHost) {
+    // A unit's shards before its gather, or a whole compute copy.
     std::vector<int64_t> unitShards;
     for (const CollectiveCall &call : calls)
       if (call.kind == CollectiveKind::AllGather &&
           call.phase == Phase::Forward)
         unitShards.push_back(call.packedBytes() / call.groupSize);
-    int64_t fetching = largestValues(unitShards, inFlight);
+    if (unitShards.empty())
+      unitShards = computeCopies;
+    fetching = largestValues(unitShards, inFlight);
     device.offloadStaging += fetching;
     if (plan.parameterOffload == Offload::Nvme)
       host.pinnedStagingBytes += 2 * largestValues(unitShards, 1);
   }
+  if (measured && !measured->stepMoments.empty()) {
+    PlanHolds holds;
+    if (fullGradientBytes > 0)
+      holds.keptGradients =
+          double(heldGradientBytes) / double(fullGradientBytes);
+    // The open bucket's full gradients; those of the buckets in flight are
+    // in their packed buffers, which the measured step holds as this plan
+    // does (its collectives overlap the backward pass too).
+    holds.pendingGradients = largestValues(releasingBuckets, 1);
+    holds.unitInUse = unitInUse;
+    holds.residentCopies = residentCopies;
+    if (wholeComputeCopies > 0)
+      holds.residentFraction =
+          double(residentCopies) / double(wholeComputeCopies);
+    // Kept until the backward pass with no gather between, a parameter
+    // fetched from the host is the copy the plan keeps (gathered above).
+    holds.fetchesInFlight = inFlight;
+    holds.fetching =
+        plan.reshard == Reshard::AfterBackward && forwardUnits.empty()
+            ? 0
+            : fetching;
+    device.stepPeak =
+        stepPeakOf(*measured, device, plan, holds, device.stepGradients);
+  }
   return estimate;
+}
+
+/// The moments no other holds as many held gradients and as many bytes by
+/// `bytes` (one of them more), by ascending held gradients.
+template <typename Bytes>
+static std::vector<StepMoment> frontier(std::vector<StepMoment> moments,
+                                        Bytes bytes) {
+  // From the most held gradients down, a moment is kept when it holds more
+  // bytes than every moment with more gradients.
+  std::sort(moments.begin(), moments.end(),
+            [&](const StepMoment &a, const StepMoment &b) {
+              return a.heldGradients != b.heldGradients
+                         ? a.heldGradients > b.heldGradients
+                         : bytes(a) > bytes(b);
+            });
+  std::vector<StepMoment> kept;
+  for (const StepMoment &m : moments)
+    if (kept.empty() || bytes(m) > bytes(kept.back()))
+      kept.push_back(m);
+  std::reverse(kept.begin(), kept.end());
+  return kept;
+}
+
+std::vector<StepMoment>
+autoshard::cost::peakCandidates(std::vector<StepMoment> moments) {
+  // A plan keeps the compute copies as the measured step does, or not at
+  // all, and adds what it gathers or fetches for the parameters in use:
+  // the candidates of each.
+  // The parameters in use take few values (a block repeats the same
+  // ones): one group each.
+  std::map<std::pair<int64_t, bool>, std::vector<StepMoment>> byUnits;
+  for (const StepMoment &m : moments)
+    byUnits[{m.paramBytesInUse, m.onlyAcrossLoss}].push_back(m);
+  std::vector<StepMoment> kept;
+  for (auto &[units, group] : byUnits) {
+    for (const StepMoment &m :
+         frontier(group, [](const StepMoment &m) { return m.others; }))
+      kept.push_back(m);
+    for (const StepMoment &m : frontier(group, [](const StepMoment &m) {
+           return m.others - m.computeCopies;
+         }))
+      kept.push_back(m);
+  }
+  std::sort(kept.begin(), kept.end(),
+            [](const StepMoment &a, const StepMoment &b) {
+              return std::tie(a.heldGradients, a.others, a.computeCopies,
+                              a.paramBytesInUse, a.onlyAcrossLoss) <
+                     std::tie(b.heldGradients, b.others, b.computeCopies,
+                              b.paramBytesInUse, b.onlyAcrossLoss);
+            });
+  kept.erase(std::unique(kept.begin(), kept.end(),
+                         [](const StepMoment &a, const StepMoment &b) {
+                           return a.heldGradients == b.heldGradients &&
+                                  a.others == b.others &&
+                                  a.computeCopies == b.computeCopies &&
+                                  a.paramBytesInUse == b.paramBytesInUse &&
+                                  a.onlyAcrossLoss == b.onlyAcrossLoss;
+                         }),
+             kept.end());
+  return kept;
 }
 
 std::string autoshard::cost::formatBytes(int64_t bytes) {

@@ -187,7 +187,9 @@ autoshard::describeStep(ModuleOp module, int64_t worldSize,
     options.strategy = strategy::kStrategyPresets[0].name;
     options.worldSize = worldSize;
     options.activationCheckpointing = mode;
-    options.overlap = false;
+    // Collectives overlapped as the plans are: a reduction's packed buffer
+    // lives beside the backward pass's computation.
+    options.overlap = true;
     options.allowNoOptimizer = accept.allowNoOptimizer;
     options.allowUnusedParams = accept.allowUnusedParams;
     // From the step derived above: raised already, and autodiff leaves a
@@ -213,6 +215,7 @@ autoshard::describeStep(ModuleOp module, int64_t worldSize,
     measured.bytesPerRank =
         plan->memory.stepMaxBy[static_cast<int>(MemoryCategory::Activations)];
     measured.stepBytesPerRank = plan->memory.stepPeak;
+    measured.stepMoments = plan->memory.stepMoments;
     model.activationMeasurements.push_back(measured);
   }
   return model;
@@ -433,6 +436,7 @@ std::string autoshard::formatCostReport(const Choice &choice,
                {"offload_staging", m.offloadStaging},
                {"step_buffers", m.stepBuffers},
                {"prefetched_gather_buffers", m.prefetchedGatherBuffers},
+               {"step_peak", m.stepPeak},
                {"activations_estimated",
                 c.estimate.memory.activationsEstimated}}},
           {"bytes_per_step",
@@ -603,9 +607,12 @@ static std::string describeWhatWouldFit(const Candidate *smallest,
                    layout.optimizerStates == cost::Placement::Sharded;
     if (gpu && memoryBudget.empty() && sharded) {
       // The states the peak counts (gradients only without measured step
-      // buffers, which hold them), sharded over every rank.
+      // buffers, which hold them: then the gradients at the step's peak),
+      // sharded over every rank.
       int64_t states = need.parameters + need.optimizerStates +
-                       (need.stepBuffers > 0 ? 0 : need.gradients);
+                       (need.stepPeak > 0     ? need.stepGradients
+                        : need.stepBuffers > 0 ? 0
+                                               : need.gradients);
       int64_t rest = total - states;
       if (states > 0 && rest < capacity) {
         double ranks = std::ceil(double(states) * double(worldSize) /

@@ -303,4 +303,58 @@ TEST(CostModelMemory, MeasuredActivationsWinOverTheEstimate) {
   EXPECT_TRUE(estimateMemory(model, plan, cluster(4)).activationsUnknown);
 }
 
+// Of a step's moments, only those that could be some plan's peak stay: a
+// moment with no more held gradients and no more other bytes than another
+// (with the same parameters in use) is never the peak, whatever a plan keeps
+// of the gradients; one that is larger only without its compute copies
+// stays for the plans that hold no copies.
+TEST(CostModelMemory, PeakCandidatesDropDominatedMoments) {
+  std::vector<StepMoment> moments = {
+      {0, 100, 0, 0, false}, // the forward pass's peak
+      {0, 90, 0, 0, false},  // dominated by the one above
+      {40, 80, 50, 0, false}, // more held gradients, 50 of its bytes copies
+      {30, 70, 0, 0, false},  // dominated, but not without the copies
+      {20, 20, 0, 0, false},  // dominated either way
+      {80, 10, 0, 0, false},  // every gradient held
+      {10, 50, 0, 32, false}, // a unit in use: its own group
+  };
+  std::vector<StepMoment> kept = peakCandidates(moments);
+  std::vector<std::pair<int64_t, int64_t>> got;
+  for (const StepMoment &m : kept)
+    got.push_back({m.heldGradients, m.others});
+  std::vector<std::pair<int64_t, int64_t>> want = {
+      {0, 100}, {10, 50}, {30, 70}, {40, 80}, {80, 10}};
+  EXPECT_EQ(got, want);
+  EXPECT_TRUE(peakCandidates({}).empty());
+}
+
+// A DDP plan over the measured DDP step reproduces its peak, with the
+// arena's fragmentation; a plan that shards the gradients holds its shards
+// of them at that moment (beside the open bucket's full ones).
+TEST(CostModelMemory, StepPeakFollowsTheMeasuredMoments) {
+  ModelDescription model = evenModel(Precision::F32, Optimizer::AdamW);
+  const int64_t allGradients = 4 * (4096 * 64 + 1024 * 64 + 64);
+  ActivationMeasurement measured;
+  measured.worldSize = 4;
+  measured.checkpointing = ActivationCheckpointing::None;
+  measured.bytesPerRank = 1000;
+  measured.stepBytesPerRank = allGradients + 5000 + 64;
+  measured.stepMoments = {{0, 3000, 0, 0, false},
+                          {allGradients, 5000, 0, 0, false}};
+  model.activationMeasurements.push_back(measured);
+  const MemoryBreakdown ddp =
+      estimateMemory(model, preset("ddp", 4), cluster(4)).device;
+  EXPECT_EQ(ddp.stepPeak, allGradients + 5000 + 64);
+  EXPECT_EQ(ddp.stepGradients, allGradients);
+  EXPECT_EQ(ddp.total(), ddp.parameters + ddp.optimizerStates + ddp.stepPeak);
+  const MemoryBreakdown zero2 =
+      estimateMemory(model, preset("zero2", 4), cluster(4)).device;
+  EXPECT_EQ(zero2.stepGradients, allGradients / 4);
+  EXPECT_GE(zero2.stepPeak, 5000 + allGradients / 4 + 64);
+  // Without moments the step buffers alone stand for the step.
+  model.activationMeasurements[0].stepMoments.clear();
+  EXPECT_EQ(estimateMemory(model, preset("ddp", 4), cluster(4)).device.stepPeak,
+            0);
+}
+
 } // namespace

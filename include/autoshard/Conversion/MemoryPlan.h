@@ -65,6 +65,11 @@ struct MemoryPlan {
   /// The step's largest tensors live at the peak, largest first: what each
   /// is and its bytes (the persistent ones are summed in `atPeak`).
   std::vector<std::pair<std::string, int64_t>> largestAtPeak;
+  /// The step's live bytes over its program, reduced to the moments that
+  /// could be a peak for some plan (cost::peakCandidates): at each position
+  /// the gradients alive until the optimizer, and the rest. The cost model
+  /// derives other plans' peaks from a DDP step's moments.
+  std::vector<cost::StepMoment> stepMoments;
 
   /// Offload: bytes of the arguments kept in host memory, the host arena
   /// of the step's host values, and bytes of the arguments kept in NVMe

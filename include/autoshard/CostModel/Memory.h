@@ -52,6 +52,16 @@ struct MemoryBreakdown {
   /// in flight beside the unit in use (prefetched), which a plan that
   /// gathers parameters in the forward pass holds at the activations' peak.
   int64_t prefetchedGatherBuffers = 0;
+  /// The step's own buffers at this plan's peak, derived from the moments
+  /// of the measured DDP step (its held gradients as this plan keeps them,
+  /// beside the rest), with what the plan gathers, prefetches and stages
+  /// for offload at that moment. 0 when not measured.
+  int64_t stepPeak = 0;
+  /// Of `stepPeak`, the gradients (or this plan's shards of them) held
+  /// until the optimizer: sharded, they shrink as 1/ranks as the model
+  /// states do, whatever their category (an offloaded optimizer's
+  /// gradients wait on the device until it runs).
+  int64_t stepGradients = 0;
 
   int64_t modelStates() const {
     return parameters + gradients + optimizerStates;
@@ -67,6 +77,8 @@ struct MemoryBreakdown {
   /// before the gradients do, and the buffers of collectives in flight
   /// with neither).
   int64_t total() const {
+    if (stepPeak > 0)
+      return parameters + optimizerStates + stepPeak;
     if (stepBuffers > 0)
       return parameters + optimizerStates + stepBuffers + gatheredParameters +
              prefetchedGatherBuffers + offloadStaging;
@@ -109,6 +121,13 @@ MemoryEstimate estimateMemory(const ModelDescription &model, const Plan &plan,
 MemoryEstimate estimateMemory(const ModelDescription &model, const Plan &plan,
                               const ClusterSpec &cluster,
                               const std::vector<CollectiveCall> &calls);
+
+/// Of `moments`, those where a plan's peak can be, by ascending held
+/// gradients: the moments no other dominates (as many held gradients and
+/// as many other bytes, one of them more), counting the compute copies or
+/// not. A peak `others + f(heldGradients)`, or the same without the
+/// copies, is at one of them for any f that does not decrease.
+std::vector<StepMoment> peakCandidates(std::vector<StepMoment> moments);
 
 /// A byte count for people: "1.50 GiB (1610612736 bytes)", "512 B".
 std::string formatBytes(int64_t bytes);

@@ -60,6 +60,28 @@ struct ParameterTensor {
   int64_t block = -1;
 };
 
+/// A moment of a step's buffers, split by what another plan would keep of
+/// them: the gradients that stay alive until the optimizer (whole under
+/// DDP; a sharded plan keeps the open buckets whole and its shards of the
+/// rest), and everything else alive then (activations, temporaries,
+/// gradients still being summed, pack buffers).
+struct StepMoment {
+  int64_t heldGradients = 0;
+  int64_t others = 0;
+  /// Of `others`, the parameters' compute copies (mixed precision) alive
+  /// then, which a plan may hold otherwise (sharded, fetched per use).
+  int64_t computeCopies = 0;
+  /// The bytes of the parameters in use then (each from one of its reads
+  /// to the next within a pass), as the step reads them (the compute
+  /// copies): what a plan that gathers or fetches parameters for their use
+  /// holds then.
+  int64_t paramBytesInUse = 0;
+  /// Whether every parameter in use then is kept across a loss (the last
+  /// one read by the forward pass, read first by the backward pass): a
+  /// plan that reads parameters from NVMe fetches it again instead.
+  bool onlyAcrossLoss = false;
+};
+
 /// Activation bytes per rank that the compiler's memory plan measured for
 /// one world size and checkpointing mode (its `activations` category at the
 /// peak), under DDP.
@@ -72,6 +94,10 @@ struct ActivationMeasurement {
   /// same moment, which the compiled step keeps in one arena. 0 when not
   /// measured.
   int64_t stepBytesPerRank = 0;
+  /// The moments that can be the step's peak under some plan: no other
+  /// moment holds both as many held gradients and as many other bytes.
+  /// Empty when not measured.
+  std::vector<StepMoment> stepMoments;
 };
 
 /// The architecture of a decoder-only transformer as `shard-gen` builds it

@@ -91,9 +91,12 @@ public:
       return false;
     // Views and aliases of the buffer (a reshape's result) must be dead
     // already: the op may write `result` before `wait`.
-    return llvm::all_of(bufferOf, [&](const auto &entry) {
-      return entry.first == input || rootOf(entry.second) != ptr ||
-             lastUse.lookup(entry.first) <= position;
+    auto mapped = tensorsOfRoot.find(ptr);
+    if (mapped == tensorsOfRoot.end())
+      return true;
+    return llvm::all_of(mapped->second, [&](Value tensor) {
+      return tensor == input || rootOf(bufferOf.lookup(tensor)) != ptr ||
+             lastUse.lookup(tensor) <= position;
     });
   }
   void reuse(Value result, Value input) override {
@@ -119,6 +122,7 @@ private:
   /// lifetime of the buffer the pointer belongs to.
   void map(Value tensor, Value ptr) {
     bufferOf[tensor] = ptr;
+    tensorsOfRoot[rootOf(ptr)].push_back(tensor);
     int &last = lastUseOf[rootOf(ptr)];
     last = std::max(last, lastUse.lookup(tensor));
   }
@@ -177,6 +181,9 @@ private:
   DenseMap<Value, unsigned> firstReturnSlot;
 
   DenseMap<Value, Value> bufferOf;
+  /// The tensors mapped into each buffer (a tensor mapped again elsewhere
+  /// stays listed; bufferOf says where it is now).
+  DenseMap<Value, SmallVector<Value, 2>> tensorsOfRoot;
   /// Pointers into the middle of another buffer, and that buffer.
   DenseMap<Value, Value> viewBase;
   /// Last position at which each pointer is read, over every tensor in it.
@@ -379,7 +386,7 @@ int64_t StepLowering::packArena(bool host) {
 
 /// The parameter name of a value that is a parameter argument, its bf16
 /// copy, or this rank's shard of it.
-static std::optional<StringRef> paramNameOf(Value v, const StepSignature &sig) {
+static std::optional<unsigned> paramArgOf(Value v, const StepSignature &sig) {
   // Through the copies of offload, and an NVMe read of the argument.
   auto throughTransfers = [](Value v) {
     while (Operation *def = v.getDefiningOp()) {
@@ -401,7 +408,14 @@ static std::optional<StringRef> paramNameOf(Value v, const StepSignature &sig) {
   auto arg = dyn_cast<BlockArgument>(v);
   if (!arg || sig.getArgs()[arg.getArgNumber()].role != Role::Param)
     return std::nullopt;
-  return StringRef(sig.getArgs()[arg.getArgNumber()].name);
+  return arg.getArgNumber();
+}
+
+/// The name of the parameter `v` holds (a copy, a transfer or a shard of).
+static std::optional<StringRef> paramNameOf(Value v, const StepSignature &sig) {
+  if (std::optional<unsigned> index = paramArgOf(v, sig))
+    return StringRef(sig.getArgs()[*index].name);
+  return std::nullopt;
 }
 
 /// A parameter's layer: its train.unit, or outside every unit its module
@@ -711,6 +725,104 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
   for (const auto &by : liveBy)
     for (int c = 0; c < kNumMemoryCategories; ++c)
       plan.stepMaxBy[c] = std::max(plan.stepMaxBy[c], by[c]);
+  // The gradients alive until the optimizer (from the first optimizer op
+  // on) at each position, beside the rest: what the cost model needs to
+  // tell another plan's peak from this one's.
+  int optimizerStart = static_cast<int>(positionOf.size());
+  for (Operation &op : body)
+    if (isa<OptimizerOpInterface, AdamwMultiOp>(op)) {
+      optimizerStart = positionOf.lookup(&op);
+      break;
+    }
+  // Beside them, the parameter copies made before the optimizer (the
+  // compute copies of a mixed-precision step).
+  SmallVector<int64_t> heldAt(liveAt.size(), 0), copiesAt(liveAt.size(), 0);
+  for (Value ptr : temporaries) {
+    const Allocation &a = allocations.find(ptr)->second;
+    if (a.host || a.lastUse < a.firstUse)
+      continue;
+    SmallVector<int64_t> *at = nullptr;
+    if (a.category == MemoryCategory::Gradients && a.lastUse >= optimizerStart)
+      at = &heldAt;
+    if (a.category == MemoryCategory::Parameters && a.firstUse < optimizerStart)
+      at = &copiesAt;
+    if (!at)
+      continue;
+    (*at)[a.firstUse] += a.bytes;
+    (*at)[a.lastUse + 1] -= a.bytes;
+  }
+  // And the parameters in use: each from one read to its next, unless a
+  // loss comes between (the forward and the backward pass gather or fetch a
+  // parameter apart, and each micro-batch again) and another parameter is
+  // read between too (the last one read by the forward pass, read first by
+  // the backward pass, stays across the loss). The optimizer reads
+  // parameters where they are kept, whole or shard: no plan gathers or
+  // fetches one for it.
+  SmallVector<int> losses;
+  DenseMap<unsigned, SmallVector<int>> readsOfParam;
+  // A parameter's bytes as the step reads it: the largest width it is
+  // read in (the compute copy of a mixed-precision step).
+  DenseMap<unsigned, int64_t> readBytesOfParam;
+  SmallVector<std::pair<int, unsigned>> paramReads;
+  for (Operation &op : body) {
+    int at = positionOf.lookup(&op);
+    if (op.hasTrait<LossTrait>())
+      losses.push_back(at);
+    if (isa<CastOp, OptimizerOpInterface, AdamwMultiOp>(op))
+      continue;
+    for (Value operand : op.getOperands())
+      if (std::optional<unsigned> arg = paramArgOf(operand, sig)) {
+        int64_t &bytes = readBytesOfParam[*arg];
+        bytes = std::max(bytes, byteSize(operand));
+        SmallVector<int> &reads = readsOfParam[*arg];
+        if (reads.empty() || reads.back() != at) {
+          reads.push_back(at);
+          paramReads.push_back({at, *arg});
+        }
+      }
+  }
+  // paramReads is in program order already (ops are visited in order).
+  auto otherParamReadBetween = [&](unsigned param, int from, int to) {
+    for (auto it = llvm::upper_bound(
+             paramReads, std::make_pair(from, ~0u));
+         it != paramReads.end() && it->first < to; ++it)
+      if (it->second != param)
+        return true;
+    return false;
+  };
+  SmallVector<int64_t> inUseAt(liveAt.size(), 0),
+      acrossLossAt(liveAt.size(), 0);
+  for (auto &[param, reads] : readsOfParam)
+    for (size_t i = 0; i < reads.size(); ++i) {
+      int from = reads[i], to = reads[i];
+      const int64_t bytes = readBytesOfParam.lookup(param);
+      if (i + 1 < reads.size()) {
+        auto loss = llvm::lower_bound(losses, from);
+        if (loss == losses.end() || *loss >= reads[i + 1]) {
+          to = reads[i + 1];
+        } else if (!otherParamReadBetween(param, from, reads[i + 1])) {
+          to = reads[i + 1];
+          acrossLossAt[from + 1] += bytes;
+          acrossLossAt[to] -= bytes;
+        }
+      }
+      inUseAt[from] += bytes;
+      inUseAt[to + 1] -= bytes;
+    }
+  std::vector<cost::StepMoment> moments;
+  moments.reserve(liveAt.size());
+  for (size_t p = 0; p < liveAt.size(); ++p) {
+    if (p > 0) {
+      heldAt[p] += heldAt[p - 1];
+      copiesAt[p] += copiesAt[p - 1];
+      inUseAt[p] += inUseAt[p - 1];
+      acrossLossAt[p] += acrossLossAt[p - 1];
+    }
+    moments.push_back(
+        {heldAt[p], liveAt[p] - heldAt[p], copiesAt[p], inUseAt[p],
+         inUseAt[p] > 0 && acrossLossAt[p] == inUseAt[p]});
+  }
+  plan.stepMoments = cost::peakCandidates(std::move(moments));
   int peakPosition = 0;
   for (auto [p, bytes] : llvm::enumerate(liveAt))
     if (bytes > plan.stepLive) {
