@@ -25,10 +25,11 @@ import subprocess
 import sys
 import tempfile
 
-# What total() adds: the states kept between steps, the step's buffers (the
-# DDP plan's arena when measured: activations with the gradients alive with
-# them; otherwise activations, gradients and pending gradients each at
-# their peak), and what the plan adds to them.
+# What total() adds: the states kept between steps and the step's buffers at
+# the plan's peak (from the measured DDP step's moments, with what the plan
+# gathers, fetches and packs then); without moments, the DDP plan's arena
+# (or activations, gradients and pending gradients each at their peak) and
+# what the plan adds to it.
 MEMORY = [("parameters", "#4c72b0"), ("optimizer_states", "#55a868"),
           ("step_buffers", "#c44e52"), ("gathered_parameters", "#8172b3"),
           ("communication_buffers", "#da8bc3"), ("offload_staging", "#937860")]
@@ -148,7 +149,15 @@ def main():
         label = " ".join(f for f in c["plan"].split()
                          if not f.startswith(("bucket=", "prefetch=")))
         memory = dict(c["memory_bytes"])
-        if not memory.get("step_buffers"):
+        if memory.get("step_peak"):
+            # The step's buffers at this plan's peak, with what it gathers,
+            # fetches and packs then: one figure (docs/CostModel.md, "Step
+            # peak").
+            memory["step_buffers"] = memory["step_peak"]
+            for part in ("gathered_parameters", "communication_buffers",
+                         "offload_staging"):
+                memory[part] = 0
+        elif not memory.get("step_buffers"):
             memory["step_buffers"] = (memory["activations"] +
                                       memory["gradients"] +
                                       memory["pending_gradients"])
