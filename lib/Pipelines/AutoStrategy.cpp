@@ -585,6 +585,16 @@ struct AutoStrategyPass
 /// with more memory per rank, and offload where the device has a host link
 /// and the search was held to given tiers. A CPU node's ranks share its
 /// memory: more of them add none, so none are suggested.
+/// Whether two plans place and offload every state alike and checkpoint
+/// alike, differing at most in their schedule (bucket size, prefetch
+/// depth).
+static bool sameLayout(const cost::Plan &a, const cost::Plan &b) {
+  cost::Plan x = a, y = b;
+  x.bucketCapBytes = y.bucketCapBytes;
+  x.prefetchDepth = y.prefetchDepth;
+  return cost::describePlan(x) == cost::describePlan(y);
+}
+
 static std::string describeWhatWouldFit(const Candidate *smallest,
                                         const cost::ClusterSpec &cluster,
                                         int64_t worldSize, int64_t capacity,
@@ -834,6 +844,21 @@ void AutoStrategyPass::runOnOperation() {
                                   "needs " +
                                   formatBytes(*planned) + " per rank, has " +
                                   formatBytes(capacity));
+    // The plans that differ from it only in their schedule (bucket size,
+    // prefetch depth) and hold no less by the estimate are not built one
+    // by one: the search's builds go to other layouts.
+    for (Candidate &other : choice.candidates)
+      if (other.fits && other.plannedBytes < 0 &&
+          sameLayout(other.estimate.plan, candidate.estimate.plan) &&
+          other.estimate.memory.device.total() >=
+              candidate.estimate.memory.device.total()) {
+        other.fits = false;
+        other.overflows.push_back(
+            "not built: " + cost::describePlan(candidate.estimate.plan) +
+            ", which differs only in its schedule and needs no more by the "
+            "estimate, needs " + formatBytes(*planned) +
+            " per rank by the memory plan of its compiled step");
+      }
     selectCandidate(choice);
   }
   // The estimate is not the exact plan (docs/CostModel.md gives how far

@@ -24,9 +24,10 @@
 // A budget below DDP's need: ZeRO-1, whose estimate fits, and whose exact
 // memory plan confirms it. DDP's exact plan needs 112.4K per rank at its
 // peak (the bucket's pack buffer, in the step's arena, included), ZeRO-1's
-// 102.3K; the estimates (124.3K, 110.7K) are upper bounds, which add the
-// communication buffers to the activations' peak. The choice is always one
-// whose exact plan fits.
+// 102.3K; the estimates (108.3K each: a step this small is mostly small
+// buffers) put DDP first. Once DDP's compiled step does not fit, its
+// variants in bucket size and prefetch depth are not built one by one, and
+// ZeRO-1's turn comes. The choice is always one whose exact plan fits.
 // RUN: shard-opt --strategy=auto --world-size=2 --memory-budget=112KiB --cost-report %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=BUDGET
 // RUN: shard-opt --strategy=auto --world-size=2 --memory-budget=125KiB --cost-report %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=ROOM
 // BUDGET: ddp bucket=25MiB {{.*}} does not fit
