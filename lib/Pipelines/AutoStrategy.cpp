@@ -875,7 +875,18 @@ void AutoStrategyPass::runOnOperation() {
       return x->estimate.memory.device.total() <
              y->estimate.memory.device.total();
     });
-    for (Candidate *c : ArrayRef(bySize).take_front(6)) {
+    // Eight builds, of eight layouts: a schedule variant of a layout
+    // already built here (bucket size, prefetch depth) holds about what it
+    // holds.
+    SmallVector<Candidate *> built;
+    for (Candidate *c : bySize) {
+      if (built.size() == 8)
+        break;
+      if (llvm::any_of(built, [&](const Candidate *b) {
+            return sameLayout(b->estimate.plan, c->estimate.plan);
+          }))
+        continue;
+      built.push_back(c);
       FailureOr<int64_t> planned = plannedBytes(*c);
       if (failed(planned))
         return failure();
