@@ -250,38 +250,34 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
       largestLocalState = std::max(largestLocalState, onTier);
     }
 
-    // Gradients until the optimizer: whole, or the shard (which goes to the
-    // host right away when the optimizer runs there). Accumulated over
-    // micro-batches and reduced once per step, a sharded gradient is kept
-    // whole until the last micro-batch, in the reduce type (a bf16 one is
-    // accumulated in f32 when the reduction is); reduced every micro-batch,
-    // its shard accumulates in f32.
+    // Gradients until the optimizer, as the compiled step's arena holds
+    // them: whole, or the shard. Accumulated over micro-batches and reduced
+    // once per step, a sharded gradient is kept whole until the last
+    // micro-batch, in the reduce type (a bf16 one is accumulated in f32
+    // when the reduction is); reduced every micro-batch, its shard
+    // accumulates in f32. Over one micro-batch ZeRO-1 reduce-scatters each
+    // bucket as it closes, as ZeRO-2 does, and keeps the shard. An
+    // offloaded optimizer's gradients wait there too, until it runs.
     bool shardedGradients = layout.gradients == Placement::Sharded;
     bool accumulates = shardedGradients && model.microBatches > 1;
-    int64_t gradientBytes = 0;
-    if (accumulates && plan.reduceEvery == ReduceEvery::Step)
-      gradientBytes = b.gradient * k;
-    else if (accumulates && !offloadOptimizer)
-      gradientBytes = 4 * grads;
-    else if (!(shardedGradients && offloadOptimizer))
-      gradientBytes = b.gradient * grads;
-    device.gradients += gradientBytes;
-    // What the compiled step's arena holds until the optimizer: as above,
-    // but an offloaded optimizer's gradients too, which are copied down
-    // only when it runs. ZeRO-1 keeps whole gradients (its category above,
-    // as in the ZeRO paper), but over one micro-batch the compiled step
-    // reduce-scatters each bucket as it closes, as ZeRO-2 does, and keeps
-    // the shard.
-    if (accumulates && plan.reduceEvery == ReduceEvery::Step)
+    bool keptWhole = accumulates && plan.reduceEvery == ReduceEvery::Step;
+    bool zero1OneMicroBatch = !shardedGradients &&
+                              layout.optimizerStates == Placement::Sharded &&
+                              model.microBatches == 1;
+    int64_t gradientBytes = b.gradient * grads;
+    if (keptWhole)
       gradientBytes = b.gradient * k;
     else if (accumulates)
       gradientBytes = 4 * grads;
-    else if (!shardedGradients &&
-             layout.optimizerStates == Placement::Sharded &&
-             model.microBatches == 1)
+    else if (zero1OneMicroBatch)
       gradientBytes = b.gradient * optStates;
-    else
-      gradientBytes = b.gradient * grads;
+    // The ZeRO paper's category: ZeRO-1's gradients whole; a sharded one
+    // counted with the offloaded optimizer's states, on the host (unless
+    // kept whole for accumulation).
+    if (zero1OneMicroBatch)
+      device.gradients += b.gradient * grads;
+    else if (!(offloadOptimizer && shardedGradients && !keptWhole))
+      device.gradients += gradientBytes;
     heldGradientBytes += gradientBytes;
     fullGradientBytes += b.gradient * k;
   }

@@ -30,6 +30,9 @@
 // ZeRO-1's turn comes. The choice is always one whose exact plan fits.
 // RUN: shard-opt --strategy=auto --world-size=2 --memory-budget=112KiB --cost-report %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=BUDGET
 // RUN: shard-opt --strategy=auto --world-size=2 --memory-budget=125KiB --cost-report %examples/mlp.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=ROOM
+// RUN: shard-opt --strategy=auto --world-size=2 --memory-budget=112KiB --cost-report=json --cost-report-file=%t.budget.json %examples/mlp.mlir > /dev/null
+// RUN: %python -c "import json,sys; d=json.load(open(sys.argv[1])); [print(c['plan'], '|', c['overflows'][0]) for c in d['candidates'] if c['plan'].startswith('ddp bucket=25MiB prefetch=2') and c['activation_checkpointing'] == 'none']" %t.budget.json | FileCheck %s --check-prefix=VARIANT
+// VARIANT: ddp bucket=25MiB prefetch=2 offload=none/none checkpoint=none | not built: ddp bucket=25MiB prefetch=1 offload=none/none checkpoint=none, which differs only in its schedule and needs no more by the estimate, needs 112.40 KiB (115096 bytes) per rank by the memory plan of its compiled step
 // BUDGET: ddp bucket=25MiB {{.*}} does not fit
 // BUDGET: * zero1 bucket=25MiB {{.*}} checkpoint=none {{.*}}102.3K{{.*}}  planned{{$}}
 // BUDGET: chosen: zero1 {{.*}} DDP does not fit

@@ -81,14 +81,34 @@ bool isBroadcastTable(ArrayRef<int64_t> shape, ArrayRef<int64_t> tail) {
          shape.drop_front(lead) == tail;
 }
 
+/// A product whose two factors `Chain::match(a, b)` reads, in either
+/// order, as a chain of one x -> `Fused` x (of the product's type).
+template <typename Chain, typename Fused>
+struct RaiseProduct : OpRewritePattern<MulOp> {
+  using OpRewritePattern<MulOp>::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MulOp op,
+                                PatternRewriter &rewriter) const override {
+    Value x;
+    eitherOrder(op.getLhs(), op.getRhs(), [&](Value a, Value b) {
+      return static_cast<bool>(x = Chain::match(a, b));
+    });
+    if (!x || x.getType() != op.getType())
+      return rewriter.notifyMatchFailure(op, Chain::kNotMatched);
+    rewriter.replaceOpWithNewOp<Fused>(op, x);
+    return success();
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // GELU (tanh form)
 //===----------------------------------------------------------------------===//
 
 /// mul(scale(x, 0.5), add_scalar(tanh(scale(add(x, scale(pow_scalar(x, 3),
 /// 0.044715)), sqrt(2/pi))), 1)) -> train.gelu x.
-struct RaiseGelu : OpRewritePattern<MulOp> {
-  using OpRewritePattern::OpRewritePattern;
+struct RaiseGelu : RaiseProduct<RaiseGelu, GeluOp> {
+  using RaiseProduct::RaiseProduct;
+  static constexpr const char *kNotMatched = "not the tanh GELU chain";
 
   /// The x of `0.5 * x` and `1 + tanh(...)`, or null.
   static Value match(Value halfValue, Value onePlusValue) {
@@ -121,17 +141,6 @@ struct RaiseGelu : OpRewritePattern<MulOp> {
     return cubic ? x : nullptr;
   }
 
-  LogicalResult matchAndRewrite(MulOp op,
-                                PatternRewriter &rewriter) const override {
-    Value x;
-    eitherOrder(op.getLhs(), op.getRhs(), [&](Value a, Value b) {
-      return static_cast<bool>(x = match(a, b));
-    });
-    if (!x || x.getType() != op.getType())
-      return rewriter.notifyMatchFailure(op, "not the tanh GELU chain");
-    rewriter.replaceOpWithNewOp<GeluOp>(op, x);
-    return success();
-  }
 };
 
 //===----------------------------------------------------------------------===//
@@ -165,8 +174,9 @@ ScaleOp halfOf(Value v) {
 /// `x * 0.5 * e`) and mul(x, scale(e, 0.5)) (`x * (0.5 * e)`, x times the
 /// normal CDF), either order -> train.gelu_erf x. Not train.gelu: that is
 /// the tanh approximation, whose values differ by up to ~1e-3.
-struct RaiseGeluErf : OpRewritePattern<MulOp> {
-  using OpRewritePattern::OpRewritePattern;
+struct RaiseGeluErf : RaiseProduct<RaiseGeluErf, GeluErfOp> {
+  using RaiseProduct::RaiseProduct;
+  static constexpr const char *kNotMatched = "not the exact GELU chain";
 
   static Value match(Value a, Value b) {
     if (ScaleOp half = halfOf(a)) {
@@ -182,17 +192,6 @@ struct RaiseGeluErf : OpRewritePattern<MulOp> {
     return nullptr;
   }
 
-  LogicalResult matchAndRewrite(MulOp op,
-                                PatternRewriter &rewriter) const override {
-    Value x;
-    eitherOrder(op.getLhs(), op.getRhs(), [&](Value a, Value b) {
-      return static_cast<bool>(x = match(a, b));
-    });
-    if (!x || x.getType() != op.getType())
-      return rewriter.notifyMatchFailure(op, "not the exact GELU chain");
-    rewriter.replaceOpWithNewOp<GeluErfOp>(op, x);
-    return success();
-  }
 };
 
 /// The same with the half taken last: scale(mul(x, e), 0.5) (`x * e / 2`,
