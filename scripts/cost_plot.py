@@ -30,8 +30,8 @@ import tempfile
 # gathers, fetches and packs then); without moments, the DDP plan's arena
 # (or activations, gradients and pending gradients each at their peak) and
 # what the plan adds to it.
-MEMORY = [("parameters", "#4c72b0"), ("optimizer_states", "#55a868"),
-          ("step_buffers", "#c44e52"), ("gathered_parameters", "#8172b3"),
+MEMORY = [("parameters", "#4c72b0"), ("master_weights", "#64b5cd"),
+          ("optimizer_states", "#55a868"), ("step_buffers", "#c44e52"), ("gathered_parameters", "#8172b3"),
           ("communication_buffers", "#da8bc3"), ("offload_staging", "#937860")]
 TIME = [("compute", "#4c72b0"), ("exposed_communication", "#c44e52"),
         ("exposed_offload", "#937860")]
@@ -49,7 +49,7 @@ def bars(out, x0, y0, width, height, rows, parts, unit, scale, title, chosen,
     that one slow plan does not flatten the others."""
     out.append(f'<text x="{x0}" y="{y0 - 8}" font-size="13">'
                f'{html.escape(title)}</text>')
-    totals = [sum(r[p] for p, _ in parts) for _, r in rows]
+    totals = [sum(r.get(p, 0) for p, _ in parts) for _, r in rows]
     top = max(totals + ([limit] if limit else [])) or 1
     if clip and clip < top:
         top = clip
@@ -61,7 +61,7 @@ def bars(out, x0, y0, width, height, rows, parts, unit, scale, title, chosen,
                    f'{html.escape(label)}</text>')
         x = x0
         for part, color in parts:
-            w = min(r[part] / top * width, x0 + width - x)
+            w = min(r.get(part, 0) / top * width, x0 + width - x)
             if w > 0:
                 out.append(f'<rect x="{x:.1f}" y="{y + 2:.1f}" '
                            f'width="{w:.1f}" height="{bar - 4:.1f}" '
@@ -92,9 +92,12 @@ def bars(out, x0, y0, width, height, rows, parts, unit, scale, title, chosen,
         out.append(f'<text x="{x:.1f}" y="{y0 + height + 11}" '
                    f'text-anchor="middle" font-size="9">device '
                    f'{limit / scale:.1f} {unit}</text>')
-    # The legend under the chart, each entry as wide as its label.
+    # The legend under the chart, each entry as wide as its label; only
+    # the parts some bar has.
     x, y = x0, y0 + height + 28
     for part, color in parts:
+        if not any(r.get(part, 0) > 0 for _, r in rows):
+            continue
         text = part.replace("_", " ")
         if x + legend_width(text) > x0 + width + 120 and x > x0:
             x, y = x0, y + 14

@@ -235,12 +235,11 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
       computeCopies.push_back(4 * params);
     }
 
-    // Optimizer states, with the f32 master weights of a bf16 step.
-    int64_t stateBytes = 4 * states * optStates;
-    if (bf16)
-      stateBytes += 4 * optStates;
+    // Optimizer states, and the f32 master weights of a bf16 step with them.
     if (!offloadOptimizer) {
-      device.optimizerStates += stateBytes;
+      device.optimizerStates += 4 * states * optStates;
+      if (bf16)
+        device.masterWeights += 4 * optStates;
     } else {
       // ZeRO-Offload (arXiv:2101.06840, section 4.1): the host keeps the f32
       // states, an f32 master copy and the f32 gradient of its elements.

@@ -429,6 +429,7 @@ std::string autoshard::formatCostReport(const Choice &choice,
                {"parameters", m.parameters},
                {"gradients", m.gradients},
                {"optimizer_states", m.optimizerStates},
+               {"master_weights", m.masterWeights},
                {"activations", m.activations},
                {"gathered_parameters", m.gatheredParameters},
                {"pending_gradients", m.pendingGradients},
@@ -619,7 +620,7 @@ static std::string describeWhatWouldFit(const Candidate *smallest,
       // The states the peak counts (gradients only without measured step
       // buffers, which hold them: then the gradients at the step's peak),
       // sharded over every rank.
-      int64_t states = need.parameters + need.optimizerStates +
+      int64_t states = need.keptStates() +
                        (need.stepPeak > 0     ? need.stepGradients
                         : need.stepBuffers > 0 ? 0
                                                : need.gradients);

@@ -70,7 +70,29 @@ TEST(CostModelMemory, MixedPrecisionAdamMatchesTheZeroPaper) {
     EXPECT_EQ(states("zero2"), 2 * psi + 14 * psi / N);
     EXPECT_EQ(states("zero3"), 16 * psi / N);
     EXPECT_EQ(states("fsdp"), 16 * psi / N);
+    // Of K = 12, the f32 master (4 bytes) is its own category, placed as
+    // the states (8 bytes) are; the bf16 compute copies are the parameters.
+    for (const char *name : {"ddp", "zero1", "zero3"}) {
+      SCOPED_TRACE(name);
+      const MemoryBreakdown device =
+          estimateMemory(model, preset(name, N), cluster(N)).device;
+      const int64_t sharded = std::string(name) == "ddp" ? 1 : N;
+      EXPECT_EQ(device.masterWeights, 4 * psi / sharded);
+      EXPECT_EQ(device.optimizerStates, 8 * psi / sharded);
+      EXPECT_EQ(device.parameters,
+                2 * psi / (std::string(name) == "zero3" ? N : 1));
+    }
   }
+}
+
+TEST(CostModelMemory, F32StepsHaveNoMasterWeights) {
+  ModelDescription model = evenModel(Precision::F32, Optimizer::AdamW);
+  const int64_t psi = model.parameterCount();
+  const MemoryBreakdown device =
+      estimateMemory(model, preset("ddp", 1), cluster(1)).device;
+  EXPECT_EQ(device.masterWeights, 0);
+  EXPECT_EQ(device.parameters, 4 * psi);
+  EXPECT_EQ(device.optimizerStates, 8 * psi);
 }
 
 TEST(CostModelMemory, ShardGenModelsMatchTheZeroPaper) {
@@ -254,6 +276,7 @@ TEST(CostModelMemory, OptimizerOffloadMovesStatesToTheHost) {
   EXPECT_EQ(memory.host.hostBytes, 16 * psi / N);
   EXPECT_EQ(memory.host.nvmeBytes, 0);
   EXPECT_EQ(memory.device.optimizerStates, 0);
+  EXPECT_EQ(memory.device.masterWeights, 0);
   EXPECT_EQ(memory.device.gradients, 0);
   EXPECT_EQ(memory.device.parameters, 2 * psi); // the bf16 copy
   // NVMe: states and master there (12 bytes), the gradient in host memory.

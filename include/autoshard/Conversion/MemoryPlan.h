@@ -31,6 +31,9 @@ namespace autoshard {
 
 enum class MemoryCategory {
   Parameters,
+  /// The f32 master weights of a mixed-precision step (the parameters its
+  /// bf16 compute copies are cast from), and their updates.
+  MasterWeights,
   Gradients,
   OptimizerStates,
   Activations,
@@ -40,7 +43,7 @@ enum class MemoryCategory {
   /// The buffers the runtime packs buckets into, in the step's arena.
   Communication,
 };
-constexpr int kNumMemoryCategories = 8;
+constexpr int kNumMemoryCategories = 9;
 
 /// "parameters", "gradients", ...: the manifest's and the report's names.
 llvm::StringRef memoryCategoryName(MemoryCategory category);

@@ -25,13 +25,18 @@ namespace autoshard::cost {
 
 /// Device bytes per rank.
 struct MemoryBreakdown {
-  /// The parameters the step holds: f32 masters where they are the
-  /// parameter (autoshard's layout), plus the bf16 compute copy.
+  /// The parameters the step computes with: the f32 parameters, or under
+  /// mixed precision the bf16 compute copies (their masters are
+  /// `masterWeights`).
   int64_t parameters = 0;
   /// Gradients held until the optimizer: whole, or this rank's shards.
   int64_t gradients = 0;
-  /// Optimizer states, and the f32 master weights where they live with them.
+  /// Optimizer states (AdamW's moments, SGD's momentum).
   int64_t optimizerStates = 0;
+  /// The f32 master weights of a mixed-precision step, placed as the
+  /// optimizer states are (ZeRO's layout; the plan report's category of
+  /// the same name).
+  int64_t masterWeights = 0;
   int64_t activations = 0;
   /// Full parameters gathered from shards (ZeRO-3, FSDP).
   int64_t gatheredParameters = 0;
@@ -64,7 +69,11 @@ struct MemoryBreakdown {
   int64_t stepGradients = 0;
 
   int64_t modelStates() const {
-    return parameters + gradients + optimizerStates;
+    return parameters + gradients + optimizerStates + masterWeights;
+  }
+  /// What the step keeps between steps besides the gradients.
+  int64_t keptStates() const {
+    return parameters + optimizerStates + masterWeights;
   }
   /// The peak. With the measured step buffers: the states kept between
   /// steps, the compute copies of the parameters, those buffers (gradients
@@ -78,9 +87,9 @@ struct MemoryBreakdown {
   /// with neither).
   int64_t total() const {
     if (stepPeak > 0)
-      return parameters + optimizerStates + stepPeak;
+      return keptStates() + stepPeak;
     if (stepBuffers > 0)
-      return parameters + optimizerStates + stepBuffers + gatheredParameters +
+      return keptStates() + stepBuffers + gatheredParameters +
              prefetchedGatherBuffers + offloadStaging;
     return modelStates() + activations + gatheredParameters + pendingGradients +
            communicationBuffers + offloadStaging;

@@ -215,6 +215,14 @@ private:
   int64_t arenaBytes = 0, hostArenaBytes = 0;
   DenseMap<Value, Allocation> allocations;
   DenseMap<Value, StringRef> gradientOf, gatheredParam;
+  /// The parameter arguments that are f32 master weights: the step casts
+  /// them (or their shards) to a narrower compute copy.
+  DenseSet<unsigned> masterArgs;
+  /// A parameter argument's category: its master weight or the parameter.
+  MemoryCategory paramCategory(unsigned argIndex) const {
+    return masterArgs.contains(argIndex) ? MemoryCategory::MasterWeights
+                                         : MemoryCategory::Parameters;
+  }
   MemoryPlan plan;
 };
 
@@ -524,6 +532,13 @@ void StepLowering::markSite(Operation *op, Block *entry, Operation *before) {
 /// reads as one, and what flows into it through reductions, casts, sums
 /// and scales.
 void StepLowering::classifyTensors() {
+  // A parameter cast to a narrower type is a master weight.
+  body.walk([&](CastOp cast) {
+    if (std::optional<unsigned> arg = paramArgOf(cast.getInput(), sig))
+      if (getElementTypeOrSelf(cast.getType()).getIntOrFloatBitWidth() <
+          getElementTypeOrSelf(cast.getInput()).getIntOrFloatBitWidth())
+        masterArgs.insert(*arg);
+  });
   SmallVector<std::pair<Value, StringRef>> worklist;
   body.walk([&](OptimizerOpInterface optimizer) {
     for (auto [param, grad] : llvm::zip(optimizer.getParamOperands(),
@@ -599,7 +614,7 @@ std::pair<MemoryCategory, std::string> StepLowering::describe(Value tensor) {
     if (auto arg = dyn_cast<BlockArgument>(source)) {
       const StepValue &value = sig.getArgs()[arg.getArgNumber()];
       MemoryCategory category = value.role == Role::Param
-                                    ? MemoryCategory::Parameters
+                                    ? paramCategory(arg.getArgNumber())
                                 : value.role == Role::OptState
                                     ? MemoryCategory::OptimizerStates
                                     : MemoryCategory::Other;
@@ -615,6 +630,10 @@ std::pair<MemoryCategory, std::string> StepLowering::describe(Value tensor) {
       return {MemoryCategory::Parameters, ("compute copy of " + *name).str()};
   // A multi-tensor update's results: the new parameters, then the first
   // and the second moments, each in tensor order.
+  auto updateCategory = [&](Value param) {
+    std::optional<unsigned> arg = paramArgOf(param, sig);
+    return arg ? paramCategory(*arg) : MemoryCategory::Parameters;
+  };
   if (auto multi = dyn_cast<AdamwMultiOp>(def)) {
     unsigned n = multi.getNumTensors();
     std::string name =
@@ -622,7 +641,7 @@ std::pair<MemoryCategory, std::string> StepLowering::describe(Value tensor) {
             .value_or("a parameter")
             .str();
     if (index < n)
-      return {MemoryCategory::Parameters, "update of " + name};
+      return {updateCategory(multi.getParams()[index]), "update of " + name};
     return {MemoryCategory::OptimizerStates, "state update of " + name};
   }
   if (auto optimizer = dyn_cast<OptimizerOpInterface>(def)) {
@@ -631,7 +650,8 @@ std::pair<MemoryCategory, std::string> StepLowering::describe(Value tensor) {
             .value_or("a parameter")
             .str();
     if (index == 0)
-      return {MemoryCategory::Parameters, "update of " + name};
+      return {updateCategory(optimizer.getParamOperands()[0].get()),
+              "update of " + name};
     return {MemoryCategory::OptimizerStates, "state update of " + name};
   }
   // ZeRO-1/2 gather the updated shards of replicated parameters.
@@ -657,10 +677,12 @@ std::pair<MemoryCategory, std::string> StepLowering::describe(Value tensor) {
 /// state.
 void StepLowering::computeMemoryPlan(func::FuncOp func) {
   plan = MemoryPlan();
-  auto persistentCategory = [](Role role) {
-    switch (role) {
+  // Of an argument (a result that is not an update is never a master).
+  auto persistentCategory = [&](const StepValue &value, bool argument) {
+    switch (value.role) {
     case Role::Param:
-      return MemoryCategory::Parameters;
+      return argument ? paramCategory(value.index)
+                      : MemoryCategory::Parameters;
     case Role::OptState:
       return MemoryCategory::OptimizerStates;
     case Role::Input:
@@ -674,7 +696,7 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
   };
   std::array<int64_t, kNumMemoryCategories> persistentBy{};
   SmallVector<std::pair<std::string, int64_t>> largest;
-  auto addPersistent = [&](const StepValue &value, Type type,
+  auto addPersistent = [&](const StepValue &value, bool argument, Type type,
                            MemorySpace space = MemorySpace::Device) {
     auto tensor = cast<RankedTensorType>(type);
     int64_t bytes = tensor.getNumElements() *
@@ -689,14 +711,16 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
       return;
     }
     plan.persistent += bytes;
-    persistentBy[static_cast<int>(persistentCategory(value.role))] += bytes;
+    persistentBy[static_cast<int>(persistentCategory(value, argument))] +=
+        bytes;
   };
   for (const StepValue &arg : sig.getArgs())
-    addPersistent(arg, step.getArgumentTypes()[arg.index],
+    addPersistent(arg, /*argument=*/true, step.getArgumentTypes()[arg.index],
                   getArgMemorySpace(step, arg.index));
   for (const StepValue &result : sig.getResults())
     if (!sig.getUpdatedArg(result.index))
-      addPersistent(result, step.getResultTypes()[result.index]);
+      addPersistent(result, /*argument=*/false,
+                    step.getResultTypes()[result.index]);
 
   // The step's buffers are the arena; the most they hold at once (each
   // alive from its op to its last use) is its live peak.
@@ -744,7 +768,9 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
     SmallVector<int64_t> *at = nullptr;
     if (a.category == MemoryCategory::Gradients && a.lastUse >= optimizerStart)
       at = &heldAt;
-    if (a.category == MemoryCategory::Parameters && a.firstUse < optimizerStart)
+    if ((a.category == MemoryCategory::Parameters ||
+         a.category == MemoryCategory::MasterWeights) &&
+        a.firstUse < optimizerStart)
       at = &copiesAt;
     if (!at)
       continue;

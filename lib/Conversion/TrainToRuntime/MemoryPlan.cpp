@@ -22,6 +22,8 @@ StringRef autoshard::memoryCategoryName(MemoryCategory category) {
   switch (category) {
   case MemoryCategory::Parameters:
     return "parameters";
+  case MemoryCategory::MasterWeights:
+    return "master_weights";
   case MemoryCategory::Gradients:
     return "gradients";
   case MemoryCategory::OptimizerStates:

@@ -499,6 +499,28 @@ def cmd_plan_report(args):
         sys.exit("the plan report differs from the run: " + ", ".join(errors))
 
 
+def cmd_master_weights(args):
+    """The f32 master weights of a mixed-precision step are one category
+    in both reports: the plan report's `master_weights` at the peak equals
+    the cost report's for the same strategy (no offload, no
+    checkpointing), and is not 0."""
+    with open(args.plan) as f:
+        planned = json.load(f)["steps"][0]["memory"]["at_peak"]
+    with open(args.cost) as f:
+        cost = json.load(f)
+    plans = [c for c in cost["candidates"]
+             if c["strategy"] == args.strategy and
+             c["activation_checkpointing"] == "none" and
+             "offload=none/none" in c["plan"]]
+    if not plans:
+        sys.exit(f"{args.cost}: no {args.strategy} candidate")
+    estimated = plans[0]["memory_bytes"]["master_weights"]
+    print(f"{args.strategy} master weights: planned "
+          f"{planned['master_weights']}, estimated {estimated}")
+    if planned["master_weights"] != estimated or estimated == 0:
+        sys.exit("the two reports count the master weights differently")
+
+
 def cmd_asdata(args):
     rng = random.Random(args.seed)
     teacher = [[rng.gauss(0, 1) for _ in range(args.features)]
@@ -713,6 +735,10 @@ def main():
     p = sub.add_parser("plan-report")
     p.add_argument("report")
     p.add_argument("stats")
+    p = sub.add_parser("master-weights")
+    p.add_argument("plan")
+    p.add_argument("cost")
+    p.add_argument("--strategy", required=True)
     p = sub.add_parser("asdata")
     p.add_argument("out")
     p.add_argument("--rows", type=int, required=True)
@@ -731,6 +757,7 @@ def main():
      "below": cmd_below, "traffic": cmd_traffic, "peak": cmd_peak,
      "peak-below": cmd_peak_below, "predicted-peak": cmd_predicted_peak, "predicted-bytes": cmd_predicted_bytes,
      "eval-loss": cmd_eval_loss, "plan-report": cmd_plan_report,
+     "master-weights": cmd_master_weights,
      "asdata": cmd_asdata}[args.cmd](args)
 
 
