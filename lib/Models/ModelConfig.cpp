@@ -113,6 +113,16 @@ ModelConfig llama2(StringRef name, int64_t layers, int64_t hidden,
   return c;
 }
 
+/// The 1T-parameter GPT of Megatron-LM's scaling study (Narayanan et al.
+/// 2021, "Efficient Large-Scale Language Model Training on GPU Clusters
+/// Using Megatron-LM", Table 1: 128 layers, hidden 25600, 160 heads,
+/// 1008B parameters), with its 51200-row vocabulary (GPT-2's, padded).
+ModelConfig megatron1t() {
+  ModelConfig c = gpt2("megatron-1t", 128, 25600, 160, 2048);
+  c.vocab = 51200;
+  return c;
+}
+
 /// A model small enough to train on a CPU in a test: byte-level vocabulary,
 /// a batch that 1, 2, 4 and 8 ranks can split.
 ModelConfig tiny(ModelConfig c) {
@@ -130,6 +140,7 @@ std::vector<ModelConfig> buildNamedConfigs() {
       gpt2("gpt2-large", 36, 1280, 20, 1024),
       gpt2("gpt2-xl", 48, 1600, 25, 1024),
       gpt2("gpt3-175b", 96, 12288, 96, 2048),
+      megatron1t(),
       llama2("llama2-7b", 32, 4096, 32, 32, 11008),
       llama2("llama2-13b", 40, 5120, 40, 40, 13824),
       llama2("llama2-70b", 80, 8192, 64, 8, 28672),

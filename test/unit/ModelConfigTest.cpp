@@ -102,6 +102,15 @@ TEST(ModelConfig, PublishedArchitectures) {
   EXPECT_GT(countParameters(gpt3), 174'000'000'000);
   EXPECT_LT(countParameters(gpt3), 176'000'000'000);
 
+  // Megatron-LM's 1T model: 1008 billion, as published.
+  ModelConfig t1 = named("megatron-1t");
+  EXPECT_EQ(t1.layers, 128);
+  EXPECT_EQ(t1.hidden, 25600);
+  EXPECT_EQ(t1.heads, 160);
+  EXPECT_EQ(t1.vocab, 51200);
+  EXPECT_GT(countParameters(t1), 1'007'500'000'000);
+  EXPECT_LT(countParameters(t1), 1'008'500'000'000);
+
   ModelConfig l70 = named("llama2-70b");
   EXPECT_EQ(l70.kvHeads, 8);
   EXPECT_EQ(l70.headDim(), 128);
