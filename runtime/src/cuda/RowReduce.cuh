@@ -11,14 +11,6 @@ namespace autoshard::rt::cuda {
 /// blockReduce relies on. Every row kernel is launched with exactly this.
 constexpr int kRowThreads = 256;
 
-/// Blocks of a row kernel that loops over `rows` rows with a block-stride
-/// loop (at least one, so that a launch is always valid).
-inline unsigned rowBlocksFor(int64_t rows) {
-  return static_cast<unsigned>(rows < 1            ? 1
-                               : rows > 65535 * 16 ? 65535 * 16
-                                                   : rows);
-}
-
 struct SumOp {
   template <typename T> __device__ T operator()(T a, T b) const {
     return a + b;
