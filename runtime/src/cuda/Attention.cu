@@ -45,8 +45,6 @@
 namespace autoshard::rt::cuda {
 namespace {
 
-constexpr int kWarp = 32;
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kMaxHeadDim = 128;
 constexpr int kColumnsPerLane = kMaxHeadDim / kWarp;
 /// Warps per block, each owning one row.
@@ -121,7 +119,7 @@ template <typename T>
 __device__ void loadRow(float *row, const T *src, const Shape &s, int64_t b,
                         int64_t t, int64_t nHeads, int64_t h, int lane) {
   const int64_t base = s.at(b, t, nHeads, h);
-  for (int c = lane; c < s.headDim; c += kWarp)
+  for (int c : warpLanes(int(s.headDim), lane))
     row[c] = load(src, base + c);
 }
 
@@ -223,7 +221,7 @@ __global__ void __launch_bounds__(kBlockThreads)
                   b = r / (s.heads * s.seq);
     const int64_t base = r * s.headDim;
     float partial = 0.0f;
-    for (int64_t c = lane; c < s.headDim; c += kWarp)
+    for (int64_t c : warpLanes(s.headDim, lane))
       partial = fmaf(load(dout, base + c), load(out, base + c), partial);
     const float sum = warpSum(partial);
     if (lane == 0)

@@ -51,8 +51,6 @@ namespace {
 
 using namespace nvcuda;
 
-constexpr int kWarp = 32;
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kFrag = 16; // WMMA's m = n = k
 constexpr int kWarps = 4;
 constexpr int kBlockThreads = kWarps * kWarp;

@@ -1,6 +1,7 @@
 // How a kernel's threads cover its work: the strided loops (the grid's
 // threads over elements, the grid's blocks over rows, tiles or chunks, a
-// block's threads over a row) and the launch sizes that go with them.
+// block's threads or a warp's lanes over a row) and the launch sizes that
+// go with them.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +47,17 @@ __device__ __forceinline__ Strided<int64_t> gridThreads(int64_t n) {
 /// for every thread of a block, so the body may synchronise the block.
 __device__ __forceinline__ Strided<int64_t, unsigned> gridBlocks(int64_t n) {
   return {blockIdx.x, n, gridDim.x};
+}
+
+/// Threads per warp, and the shuffle mask that names all of them.
+constexpr int kWarp = 32;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+/// The elements of [0, n) lane `lane` visits when a warp's lanes stride over
+/// them (a row one warp owns).
+template <typename I>
+__device__ __forceinline__ Strided<I, int> warpLanes(I n, int lane) {
+  return {I(lane), n, kWarp};
 }
 
 /// The elements of [begin, end) this thread visits when the block's threads

@@ -3,6 +3,8 @@
 // block receives the result.
 #pragma once
 
+#include "Grid.cuh"
+
 #include <cstdint>
 
 namespace autoshard::rt::cuda {
@@ -27,13 +29,13 @@ struct MaxOp {
 /// each warp, then the warps in index order), so that a run repeats
 /// bit for bit. Every thread of the block must call it (it synchronises).
 template <typename T, typename Op> __device__ T blockReduce(T value, Op op) {
-  constexpr int kWarps = kRowThreads / 32;
+  constexpr int kWarps = kRowThreads / kWarp;
   __shared__ T warpResults[kWarps];
-  for (int offset = 16; offset > 0; offset /= 2)
-    value = op(value, __shfl_down_sync(0xffffffffu, value, offset));
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    value = op(value, __shfl_down_sync(kFullMask, value, offset));
   __syncthreads(); // every thread has read the previous call's results
-  if (threadIdx.x % 32 == 0)
-    warpResults[threadIdx.x / 32] = value;
+  if (threadIdx.x % kWarp == 0)
+    warpResults[threadIdx.x / kWarp] = value;
   __syncthreads();
   T total = warpResults[0];
   for (int w = 1; w < kWarps; ++w)
