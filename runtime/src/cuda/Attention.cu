@@ -34,6 +34,7 @@
 // memory is sized for head_dim <= kMaxHeadDim = 128 (larger is fatal).
 #include "Cuda.h"
 #include "Element.cuh"
+#include "Grid.cuh"
 
 #include "core/ArgChecks.h"
 #include "core/Context.h"
@@ -44,8 +45,6 @@
 namespace autoshard::rt::cuda {
 namespace {
 
-constexpr int kWarp = 32;
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kMaxHeadDim = 128;
 constexpr int kColumnsPerLane = kMaxHeadDim / kWarp;
 /// Warps per block, each owning one row.
@@ -56,8 +55,6 @@ constexpr int kTile = kWarp;
 /// Row pitch of shared tiles: lane i reads row i column by column, and the
 /// odd pitch puts the 32 lanes' words in 32 different banks.
 constexpr int kPitch = kMaxHeadDim + 1;
-/// At most this many blocks; larger problems loop (a block-stride loop).
-constexpr int64_t kMaxBlocks = 65535;
 
 struct Shape {
   int64_t batch, seq, heads, kvHeads, headDim;
@@ -89,10 +86,6 @@ Shape checkShape(const char *op, int64_t batch, int64_t seq, int64_t heads,
   return {batch, seq, heads, kvHeads, headDim, scale};
 }
 
-unsigned gridFor(int64_t tiles) {
-  return static_cast<unsigned>(tiles < kMaxBlocks ? tiles : kMaxBlocks);
-}
-
 __device__ __forceinline__ float warpMax(float x) {
   for (int offset = kWarp / 2; offset > 0; offset /= 2)
     x = fmaxf(x, __shfl_xor_sync(kFullMask, x, offset));
@@ -113,7 +106,7 @@ template <typename T>
 __device__ void loadTile(float *tile, const T *src, const Shape &s, int64_t b,
                          int64_t r0, int64_t nHeads, int64_t h) {
   const int d = static_cast<int>(s.headDim);
-  for (int e = threadIdx.x; e < kTile * d; e += blockDim.x) {
+  for (int e : blockThreads(kTile * d)) {
     const int r = e / d, c = e % d;
     const int64_t t = r0 + r;
     tile[r * kPitch + c] =
@@ -126,7 +119,7 @@ template <typename T>
 __device__ void loadRow(float *row, const T *src, const Shape &s, int64_t b,
                         int64_t t, int64_t nHeads, int64_t h, int lane) {
   const int64_t base = s.at(b, t, nHeads, h);
-  for (int c = lane; c < s.headDim; c += kWarp)
+  for (int c : warpLanes(int(s.headDim), lane))
     row[c] = load(src, base + c);
 }
 
@@ -150,7 +143,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int64_t rowBlocks = s.rowBlocks();
   const int64_t tiles = s.batch * s.heads * rowBlocks;
 
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+  for (int64_t tile : gridBlocks(tiles)) {
     const int64_t q0 = (tile % rowBlocks) * kRowsPerBlock;
     const int64_t h = (tile / rowBlocks) % s.heads;
     const int64_t b = tile / (rowBlocks * s.heads);
@@ -228,7 +221,7 @@ __global__ void __launch_bounds__(kBlockThreads)
                   b = r / (s.heads * s.seq);
     const int64_t base = r * s.headDim;
     float partial = 0.0f;
-    for (int64_t c = lane; c < s.headDim; c += kWarp)
+    for (int64_t c : warpLanes(s.headDim, lane))
       partial = fmaf(load(dout, base + c), load(out, base + c), partial);
     const float sum = warpSum(partial);
     if (lane == 0)
@@ -249,7 +242,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int64_t rowBlocks = s.rowBlocks();
   const int64_t tiles = s.batch * s.heads * rowBlocks;
 
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+  for (int64_t tile : gridBlocks(tiles)) {
     const int64_t q0 = (tile % rowBlocks) * kRowsPerBlock;
     const int64_t h = (tile / rowBlocks) % s.heads;
     const int64_t b = tile / (rowBlocks * s.heads);
@@ -324,7 +317,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int64_t tiles = s.batch * s.kvHeads * rowBlocks;
   const int64_t group = s.group();
 
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+  for (int64_t tile : gridBlocks(tiles)) {
     const int64_t j0 = (tile % rowBlocks) * kRowsPerBlock;
     const int64_t g = (tile / rowBlocks) % s.kvHeads;
     const int64_t b = tile / (rowBlocks * s.kvHeads);
@@ -344,7 +337,7 @@ __global__ void __launch_bounds__(kBlockThreads)
         __syncthreads();
         loadTile(qTileBuf, q, s, b, t0, s.heads, h);
         loadTile(doTileBuf, dout, s, b, t0, s.heads, h);
-        for (int e = threadIdx.x; e < kTile; e += blockDim.x) {
+        for (int e : blockThreads(kTile)) {
           const int64_t t = t0 + e;
           lseTile[e] = t < s.seq ? lse[s.rowStat(b, h, t)] : 0.0f;
           rowDotTile[e] = t < s.seq ? rowDot[s.rowStat(b, h, t)] : 0.0f;
@@ -403,7 +396,7 @@ void causalAttentionFwd(cudaStream_t stream, int32_t dtype, const void *q,
     const int64_t tiles = s.batch * s.heads * s.rowBlocks();
     if (tiles == 0)
       return;
-    forwardKernel<T><<<gridFor(tiles), kBlockThreads, 0, stream>>>(
+    forwardKernel<T><<<tileBlocksFor(tiles), kBlockThreads, 0, stream>>>(
         s, static_cast<const T *>(q), static_cast<const T *>(k),
         static_cast<const T *>(v), static_cast<T *>(out), lse);
     checkLaunch(op);
@@ -430,18 +423,20 @@ void causalAttentionGrad(cudaStream_t stream, int32_t dtype, const void *dout,
                             stream),
             "causal_attention_grad: cudaMallocAsync of the dO . O scratch");
       const int64_t rowBlocks = (queryRows + kRowsPerBlock - 1) / kRowsPerBlock;
-      rowDotKernel<T><<<gridFor(rowBlocks), kBlockThreads, 0, stream>>>(
+      rowDotKernel<T><<<tileBlocksFor(rowBlocks), kBlockThreads, 0, stream>>>(
           s, tdout, static_cast<const T *>(out), rowDot);
       checkLaunch(op);
-      const int64_t queryTiles = s.batch * s.heads * s.rowBlocks();
-      gradQueryKernel<T><<<gridFor(queryTiles), kBlockThreads, 0, stream>>>(
+      const unsigned queryBlocks =
+          tileBlocksFor(s.batch * s.heads * s.rowBlocks());
+      gradQueryKernel<T><<<queryBlocks, kBlockThreads, 0, stream>>>(
           s, tdout, tq, tk, tv, lse, rowDot, static_cast<T *>(dq));
       checkLaunch(op);
     }
     // Also with heads == 0 (group 0): dk and dv are then zero, as the CPU's.
     const int64_t keyTiles = s.batch * s.kvHeads * s.rowBlocks();
     if (keyTiles > 0) {
-      gradKeyValueKernel<T><<<gridFor(keyTiles), kBlockThreads, 0, stream>>>(
+      const unsigned keyBlocks = tileBlocksFor(keyTiles);
+      gradKeyValueKernel<T><<<keyBlocks, kBlockThreads, 0, stream>>>(
           s, tdout, tq, tk, tv, lse, rowDot, static_cast<T *>(dk),
           static_cast<T *>(dv));
       checkLaunch(op);

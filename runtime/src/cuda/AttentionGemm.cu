@@ -15,6 +15,7 @@
 #include "Cublas.h"
 #include "Cuda.h"
 #include "Element.cuh"
+#include "Grid.cuh"
 #include "RowReduce.cuh"
 
 #include "core/ArgChecks.h"
@@ -54,31 +55,28 @@ struct GroupRows {
   }
 };
 
-// One block (kRowThreads) per row, block-stride over the rows.
-#define ASRT_FOR_EACH_ROW(r, rows)                                             \
-  for (int64_t r = blockIdx.x; r < (rows); r += gridDim.x)
-
+// One block (kRowThreads) per row, the grid's blocks striding over the rows.
 /// P = softmax over j <= t of the scaled scores, 0 above the diagonal, and
 /// lse = max + log(sum exp(s - max)), as the flash forward forms them.
 template <typename T>
 __global__ void softmaxRowsKernel(GroupRows g, int64_t rows,
                                   const float *scores, T *probs, float *lse) {
-  ASRT_FOR_EACH_ROW(r, rows) {
+  for (int64_t r : gridBlocks(rows)) {
     const int64_t h = g.head(r), t = g.pos(r);
     const float *sr = scores + g.scoreRow(h, t);
     float m = -INFINITY;
-    for (int64_t j = threadIdx.x; j <= t; j += blockDim.x)
+    for (int64_t j : blockThreads(t + 1))
       m = fmaxf(m, sr[j]);
     m = blockMax(m);
     float l = 0.0f;
-    for (int64_t j = threadIdx.x; j <= t; j += blockDim.x)
+    for (int64_t j : blockThreads(t + 1))
       l += expf(sr[j] - m);
     l = blockSum(l);
     const float rowLse = m + logf(l);
     if (threadIdx.x == 0)
       lse[g.stat(h, t)] = rowLse;
     T *pr = probs + g.scoreRow(h, t);
-    for (int64_t j = threadIdx.x; j < g.seq; j += blockDim.x)
+    for (int64_t j : blockThreads(g.seq))
       store(pr, j, j <= t ? expf(sr[j] - rowLse) : 0.0f);
   }
 }
@@ -90,24 +88,22 @@ __global__ void gradRowsKernel(GroupRows g, int64_t rows, const float *scores,
                                const float *dprobs, const float *lse,
                                const T *dout, const T *out, T *probs,
                                T *dscores) {
-  ASRT_FOR_EACH_ROW(r, rows) {
+  for (int64_t r : gridBlocks(rows)) {
     const int64_t h = g.head(r), t = g.pos(r);
     const int64_t at = g.at(h, t);
     float partial = 0.0f;
-    for (int64_t d = threadIdx.x; d < g.headDim; d += blockDim.x)
+    for (int64_t d : blockThreads(g.headDim))
       partial += load(dout, at + d) * load(out, at + d);
     const float rowDot = blockSum(partial);
     const float rowLse = lse[g.stat(h, t)];
     const int64_t row = g.scoreRow(h, t);
-    for (int64_t j = threadIdx.x; j < g.seq; j += blockDim.x) {
+    for (int64_t j : blockThreads(g.seq)) {
       const float p = j <= t ? expf(scores[row + j] - rowLse) : 0.0f;
       store(probs, row + j, p);
       store(dscores, row + j, p * (dprobs[row + j] - rowDot));
     }
   }
 }
-
-#undef ASRT_FOR_EACH_ROW
 
 /// The device buffers of a plan's GEMMs, and their element types.
 struct Buffers {

@@ -35,6 +35,7 @@
 // head_dim 128).
 #include "Cuda.h"
 #include "Element.cuh"
+#include "Grid.cuh"
 
 #include "core/ArgChecks.h"
 #include "core/Context.h"
@@ -50,15 +51,12 @@ namespace {
 
 using namespace nvcuda;
 
-constexpr int kWarp = 32;
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kFrag = 16; // WMMA's m = n = k
 constexpr int kWarps = 4;
 constexpr int kBlockThreads = kWarps * kWarp;
 constexpr int kQueryRows = kWarps * kFrag;
 constexpr int kKeyTile = 2 * kFrag;
 constexpr int kMaxHeadDim = 128;
-constexpr int64_t kMaxBlocks = 65535;
 /// A warp's shared area: its 16 staged query rows (up to 16 x 128 bf16),
 /// then, reused per key tile, the scores [16 x 32] f32 at 0, the
 /// probabilities [16 x 32] bf16 at kProbsAt and a [16 x 16] f32 scratch
@@ -238,7 +236,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int64_t group = s.heads / s.kvHeads;
   const int64_t tiles = s.batch * s.heads * s.queryBlocks();
 
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+  for (int64_t tile : gridBlocks(tiles)) {
     const RowBlock block = rowBlock(s, tile, s.heads, warp);
     const int64_t b = block.b, h = block.head, g = h / group;
     const int64_t q0 = block.r0, qw = block.rw;
@@ -315,8 +313,7 @@ template <int D>
 void launchForward(cudaStream_t stream, const WmmaShape &s, const void *q,
                    const void *k, const void *v, void *out, float *lse) {
   const int64_t tiles = s.batch * s.heads * s.queryBlocks();
-  wmmaForwardKernel<D><<<unsigned(tiles < kMaxBlocks ? tiles : kMaxBlocks),
-                         kBlockThreads, 0, stream>>>(
+  wmmaForwardKernel<D><<<tileBlocksFor(tiles), kBlockThreads, 0, stream>>>(
       s, static_cast<const __nv_bfloat16 *>(q),
       static_cast<const __nv_bfloat16 *>(k),
       static_cast<const __nv_bfloat16 *>(v), static_cast<__nv_bfloat16 *>(out),
@@ -329,8 +326,7 @@ __global__ void rowDotKernel(WmmaShape s, int64_t headDim,
                              const __nv_bfloat16 *dout,
                              const __nv_bfloat16 *out, float *rowDot) {
   const int64_t rows = s.batch * s.heads * s.seq;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows;
-       i += int64_t(blockDim.x) * gridDim.x) {
+  for (int64_t i : gridThreads(rows)) {
     const int64_t t = i % s.seq, bh = i / s.seq;
     const int64_t at = s.at(bh / s.heads, t, s.heads, bh % s.heads, headDim);
     float sum = 0.0f;
@@ -364,7 +360,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int64_t group = s.heads / s.kvHeads;
   const int64_t tiles = s.batch * s.heads * s.queryBlocks();
 
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+  for (int64_t tile : gridBlocks(tiles)) {
     const RowBlock block = rowBlock(s, tile, s.heads, warp);
     const int64_t b = block.b, h = block.head, g = h / group;
     const int64_t q0 = block.r0, qw = block.rw;
@@ -442,7 +438,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int64_t group = s.heads / s.kvHeads;
   const int64_t tiles = s.batch * s.kvHeads * s.queryBlocks();
 
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+  for (int64_t tile : gridBlocks(tiles)) {
     const RowBlock block = rowBlock(s, tile, s.kvHeads, warp);
     const int64_t b = block.b, g = block.head;
     const int64_t k0 = block.r0, kw = block.rw;
@@ -508,17 +504,15 @@ void launchGrad(cudaStream_t stream, const WmmaShape &s, const void *dout,
                 const void *q, const void *k, const void *v, const float *lse,
                 const float *rowDot, void *dq, void *dk, void *dv) {
   auto bf = [](const void *p) { return static_cast<const __nv_bfloat16 *>(p); };
-  const int64_t queryTiles = s.batch * s.heads * s.queryBlocks();
-  const int64_t keyTiles = s.batch * s.kvHeads * s.queryBlocks();
-  wmmaGradQueryKernel<D><<<unsigned(queryTiles < kMaxBlocks ? queryTiles
-                                                            : kMaxBlocks),
-                           kBlockThreads, 0, stream>>>(
+  const unsigned queryBlocks =
+      tileBlocksFor(s.batch * s.heads * s.queryBlocks());
+  const unsigned keyBlocks =
+      tileBlocksFor(s.batch * s.kvHeads * s.queryBlocks());
+  wmmaGradQueryKernel<D><<<queryBlocks, kBlockThreads, 0, stream>>>(
       s, bf(dout), bf(q), bf(k), bf(v), lse, rowDot,
       static_cast<__nv_bfloat16 *>(dq));
   checkLaunch("causal_attention_grad");
-  wmmaGradKeyValueKernel<D><<<unsigned(keyTiles < kMaxBlocks ? keyTiles
-                                                             : kMaxBlocks),
-                              kBlockThreads, 0, stream>>>(
+  wmmaGradKeyValueKernel<D><<<keyBlocks, kBlockThreads, 0, stream>>>(
       s, bf(dout), bf(q), bf(k), bf(v), lse, rowDot,
       static_cast<__nv_bfloat16 *>(dk), static_cast<__nv_bfloat16 *>(dv));
   checkLaunch("causal_attention_grad");

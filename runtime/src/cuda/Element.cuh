@@ -24,15 +24,6 @@ __device__ __forceinline__ void store(__nv_bfloat16 *p, int64_t i, float v) {
   p[i] = __float2bfloat16_rn(v);
 }
 
-/// Threads per block of the elementwise kernels, and the blocks that cover
-/// `n` elements with a grid-stride loop (at most 65535 x 4 blocks).
-constexpr int kThreads = 256;
-inline unsigned blocksFor(int64_t n) {
-  int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 1 ? 1 : blocks > 262140 ? 262140
-                                                                : blocks);
-}
-
 /// Calls fn(float{}) or fn(__nv_bfloat16{}) for an f32 or bf16 dtype code;
 /// fatal for anything else, naming `op`.
 void badDtype(const char *op, int32_t dtype);

@@ -5,20 +5,16 @@
 #include "Activation.cuh"
 #include "Cuda.h"
 #include "Element.cuh"
+#include "Grid.cuh"
 
 #include <type_traits>
 
 namespace autoshard::rt::cuda {
 namespace {
 
-// A grid-stride loop over n elements.
-#define ASRT_FOR_EACH(i, n)                                                     \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);   \
-       i += int64_t(blockDim.x) * gridDim.x)
-
 template <typename T>
 __global__ void reluFwdKernel(const T *x, T *y, int64_t n) {
-  ASRT_FOR_EACH(i, n) {
+  for (int64_t i : gridThreads(n)) {
     float v = load(x, i);
     store(y, i, v < 0.0f ? 0.0f : v); // NaN stays NaN, as torch.relu
   }
@@ -26,7 +22,7 @@ __global__ void reluFwdKernel(const T *x, T *y, int64_t n) {
 
 template <typename T>
 __global__ void reluGradKernel(const T *dy, const T *x, T *dx, int64_t n) {
-  ASRT_FOR_EACH(i, n) {
+  for (int64_t i : gridThreads(n)) {
     float g = load(dy, i);
     store(dx, i, load(x, i) > 0.0f ? g : 0.0f);
   }
@@ -34,7 +30,7 @@ __global__ void reluGradKernel(const T *dy, const T *x, T *dx, int64_t n) {
 
 template <typename T>
 __global__ void geluFwdKernel(const T *x, T *y, int64_t n) {
-  ASRT_FOR_EACH(i, n) {
+  for (int64_t i : gridThreads(n)) {
     float v = load(x, i);
     store(y, i, v * geluParts(v).s);
   }
@@ -42,7 +38,7 @@ __global__ void geluFwdKernel(const T *x, T *y, int64_t n) {
 
 template <typename T>
 __global__ void geluGradKernel(const T *dy, const T *x, T *dx, int64_t n) {
-  ASRT_FOR_EACH(i, n) {
+  for (int64_t i : gridThreads(n)) {
     float v = load(x, i), g = load(dy, i);
     store(dx, i, g * geluDerivative(v));
   }
@@ -50,7 +46,7 @@ __global__ void geluGradKernel(const T *dy, const T *x, T *dx, int64_t n) {
 
 template <typename T>
 __global__ void swigluFwdKernel(const T *gate, const T *up, T *y, int64_t n) {
-  ASRT_FOR_EACH(i, n) {
+  for (int64_t i : gridThreads(n)) {
     float g = load(gate, i), u = load(up, i);
     store(y, i, g * sigmoidParts(g).s * u);
   }
@@ -59,7 +55,7 @@ __global__ void swigluFwdKernel(const T *gate, const T *up, T *y, int64_t n) {
 template <typename T>
 __global__ void swigluGradKernel(const T *dy, const T *gate, const T *up,
                                  T *dgate, T *dup, int64_t n) {
-  ASRT_FOR_EACH(i, n) {
+  for (int64_t i : gridThreads(n)) {
     float d = load(dy, i), g = load(gate, i), u = load(up, i);
     store(dgate, i, d * u * siluDerivative(g));
     store(dup, i, d * g * sigmoidParts(g).s);
@@ -68,20 +64,21 @@ __global__ void swigluGradKernel(const T *dy, const T *gate, const T *up,
 
 template <typename T>
 __global__ void addKernel(const T *a, const T *b, T *y, int64_t n) {
-  ASRT_FOR_EACH(i, n) { store(y, i, load(a, i) + load(b, i)); }
+  for (int64_t i : gridThreads(n))
+    store(y, i, load(a, i) + load(b, i));
 }
 
 template <typename T>
 __global__ void scaleKernel(const T *x, T *y, int64_t n, float factor) {
-  ASRT_FOR_EACH(i, n) { store(y, i, factor * load(x, i)); }
+  for (int64_t i : gridThreads(n))
+    store(y, i, factor * load(x, i));
 }
 
 template <typename Src, typename Dst>
 __global__ void castKernel(const Src *src, Dst *dst, int64_t n) {
-  ASRT_FOR_EACH(i, n) { store(dst, i, load(src, i)); }
+  for (int64_t i : gridThreads(n))
+    store(dst, i, load(src, i));
 }
-
-#undef ASRT_FOR_EACH
 
 } // namespace
 

@@ -17,16 +17,13 @@
 #include "ArgChecks.h"
 #include "Cuda.h"
 #include "Element.cuh"
+#include "Grid.cuh"
 
 #include <algorithm>
 #include <vector>
 
 namespace autoshard::rt::cuda {
 namespace {
-
-#define ASRT_FOR_EACH(i, n)                                                    \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);    \
-       i += int64_t(blockDim.x) * gridDim.x)
 
 /// A gather of whole rows: no arithmetic, so bf16 rows copy bit for bit.
 /// The ids were checked on the host; an id outside the table (which would
@@ -35,7 +32,7 @@ template <typename T>
 __global__ void embeddingFwdKernel(const int32_t *ids, const T *table, T *y,
                                    int64_t nIds, int64_t numEmbeddings,
                                    int64_t dim) {
-  ASRT_FOR_EACH(e, nIds * dim) {
+  for (int64_t e : gridThreads(nIds * dim)) {
     const int64_t i = e / dim, j = e % dim;
     const int64_t id = ids[i];
     if (id >= 0 && id < numEmbeddings)
@@ -51,9 +48,9 @@ __global__ void embeddingGradKernel(const T *dy, const int64_t *order,
                                     const int64_t *segStart,
                                     const int64_t *segIds, T *dtable,
                                     int64_t nSegments, int64_t dim) {
-  for (int64_t s = blockIdx.x; s < nSegments; s += gridDim.x) {
+  for (int64_t s : gridBlocks(nSegments)) {
     T *dst = dtable + segIds[s] * dim;
-    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+    for (int64_t j : blockThreads(dim)) {
       double acc = 0.0;
       for (int64_t k = segStart[s]; k < segStart[s + 1]; ++k)
         acc += load(dy, order[k] * dim + j);
@@ -67,7 +64,8 @@ __global__ void embeddingGradKernel(const T *dy, const int64_t *order,
 template <typename T>
 __global__ void addPositionEmbeddingFwdKernel(const T *x, const T *wpe, T *y,
                                               int64_t n, int64_t seqDim) {
-  ASRT_FOR_EACH(e, n) { store(y, e, load(x, e) + load(wpe, e % seqDim)); }
+  for (int64_t e : gridThreads(n))
+    store(y, e, load(x, e) + load(wpe, e % seqDim));
 }
 
 /// dwpe[t, j] = the sum over b of dy[b, t, j] in double, in b order, for
@@ -77,7 +75,7 @@ __global__ void
 addPositionEmbeddingGradKernel(const T *dy, T *dwpe, int64_t batch, int64_t seq,
                                int64_t maxPositions, int64_t dim) {
   const int64_t seqDim = seq * dim;
-  ASRT_FOR_EACH(e, maxPositions * dim) {
+  for (int64_t e : gridThreads(maxPositions * dim)) {
     double acc = 0.0;
     if (e < seqDim)
       for (int64_t b = 0; b < batch; ++b)
@@ -85,8 +83,6 @@ addPositionEmbeddingGradKernel(const T *dy, T *dwpe, int64_t batch, int64_t seq,
     store(dwpe, e, static_cast<float>(acc));
   }
 }
-
-#undef ASRT_FOR_EACH
 
 /// The ids read back to the host and checked, as the CPU backend checks
 /// them (checkEmbeddingIds).
@@ -164,9 +160,7 @@ void embeddingGrad(cudaStream_t stream, int32_t dtype, const void *dy,
     check(cudaStreamSynchronize(stream), op);
     check(cudaMemsetAsync(dtable, 0, tableBytes, stream), op);
     const int64_t *dOrder = static_cast<const int64_t *>(deviceIndex);
-    const unsigned blocks =
-        static_cast<unsigned>(nSegments < 65535 * 16 ? nSegments : 65535 * 16);
-    embeddingGradKernel<<<blocks, kThreads, 0, stream>>>(
+    embeddingGradKernel<<<rowBlocksFor(nSegments), kThreads, 0, stream>>>(
         static_cast<const T *>(dy), dOrder, dOrder + nIds,
         dOrder + nIds + nSegments + 1, static_cast<T *>(dtable), nSegments,
         dim);

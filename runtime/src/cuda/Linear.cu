@@ -26,6 +26,7 @@
 #include "Cublas.h"
 #include "Cuda.h"
 #include "Element.cuh"
+#include "Grid.cuh"
 
 #include "core/ArgChecks.h"
 #include "core/Context.h"
@@ -35,11 +36,6 @@
 
 namespace autoshard::rt::cuda {
 namespace {
-
-// A grid-stride loop over n elements.
-#define ASRT_FOR_EACH(i, n)                                                    \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);    \
-       i += int64_t(blockDim.x) * gridDim.x)
 
 /// cuBLAS's workspace: 32 MiB, what NVIDIA recommends for Hopper.
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
@@ -69,7 +65,8 @@ void zero(cudaStream_t stream, const char *op, void *y, int64_t count,
 template <typename T>
 __global__ void broadcastRowsKernel(const T *b, T *y, int64_t rows,
                                     int64_t out) {
-  ASRT_FOR_EACH(i, rows * out) { y[i] = b[i % out]; }
+  for (int64_t i : gridThreads(rows * out))
+    y[i] = b[i % out];
 }
 
 // The bias gradient's column sums: a block owns kBiasColumns adjacent
@@ -86,7 +83,7 @@ template <typename T>
 __global__ void biasGradKernel(const T *dy, T *db, int64_t rows, int64_t out,
                                int64_t tiles) {
   __shared__ double partial[kBiasRowLanes][kBiasColumns];
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+  for (int64_t tile : gridBlocks(tiles)) {
     int64_t j = tile * kBiasColumns + threadIdx.x;
     double sum = 0.0;
     if (j < out)
@@ -104,8 +101,6 @@ __global__ void biasGradKernel(const T *dy, T *db, int64_t rows, int64_t out,
     __syncthreads(); // partial is reused by the next tile
   }
 }
-
-#undef ASRT_FOR_EACH
 
 /// The largest power of two up to 256 that divides p's address.
 uint32_t alignmentOf(const void *p) {
@@ -466,9 +461,9 @@ void biasGrad(cudaStream_t stream, int32_t dtype, const void *dy, void *db,
     if (out == 0)
       return;
     int64_t tiles = (out + kBiasColumns - 1) / kBiasColumns;
-    unsigned blocks = static_cast<unsigned>(tiles < 65535 ? tiles : 65535);
-    biasGradKernel<<<blocks, dim3(kBiasColumns, kBiasRowLanes), 0, stream>>>(
-        static_cast<const T *>(dy), static_cast<T *>(db), rows, out, tiles);
+    biasGradKernel<<<tileBlocksFor(tiles), dim3(kBiasColumns, kBiasRowLanes), 0,
+                     stream>>>(static_cast<const T *>(dy), static_cast<T *>(db),
+                               rows, out, tiles);
   });
   checkLaunch(op);
 }

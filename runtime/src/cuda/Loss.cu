@@ -20,15 +20,13 @@
 #include "ArgChecks.h"
 #include "Cuda.h"
 #include "Element.cuh"
+#include "Grid.cuh"
 #include "RowReduce.cuh"
 
 #include <vector>
 
 namespace autoshard::rt::cuda {
 namespace {
-
-#define ASRT_FOR_EACH_ROW(r, rows)                                             \
-  for (int64_t r = blockIdx.x; r < (rows); r += gridDim.x)
 
 /// The row's maximum and the sum of exp(z - max) in double (the
 /// exponentials rounded to float first, as the CPU's expShifted).
@@ -39,13 +37,13 @@ struct RowSoftmax {
 template <typename T>
 __device__ RowSoftmax rowSoftmax(const T *row, int64_t classes) {
   float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
+  for (int64_t j : blockThreads(classes)) {
     const float v = load(row, j);
     m = v > m ? v : m;
   }
   m = blockMax(m);
   double sum = 0.0;
-  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+  for (int64_t j : blockThreads(classes))
     sum += expf(load(row, j) - m);
   return {m, blockSum(sum)};
 }
@@ -56,7 +54,7 @@ template <typename T>
 __global__ void xentRowLossKernel(const T *logits, const int32_t *labels,
                                   double *rowLoss, int64_t rows,
                                   int64_t classes, int64_t ignoreIndex) {
-  ASRT_FOR_EACH_ROW(r, rows) {
+  for (int64_t r : gridBlocks(rows)) {
     // The whole block skips the row (no reductions to meet).
     if (labels[r] == ignoreIndex) {
       if (threadIdx.x == 0)
@@ -82,7 +80,7 @@ __global__ void xentRowLossKernel(const T *logits, const int32_t *labels,
 __global__ void meanKernel(const double *rowLoss, float *loss, int64_t rows,
                            int64_t counted) {
   double sum = 0.0;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+  for (int64_t r : blockThreads(rows))
     sum += rowLoss[r];
   sum = blockSum(sum);
   if (threadIdx.x == 0)
@@ -105,18 +103,18 @@ __global__ void xentGradKernel(const T *logits, const int32_t *labels,
       counted ? (dloss ? static_cast<double>(dloss[0]) : 1.0) /
                     static_cast<double>(counted)
               : 0.0;
-  ASRT_FOR_EACH_ROW(r, rows) {
+  for (int64_t r : gridBlocks(rows)) {
     const T *row = logits + r * classes;
     T *g = dlogits + r * classes;
     const int64_t label = labels[r]; // checked on the host
     if (label == ignoreIndex) {
-      for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+      for (int64_t j : blockThreads(classes))
         store(g, j, 0.0f);
       continue;
     }
     const RowSoftmax s = rowSoftmax(row, classes);
     const double factor = scale / s.sum;
-    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
+    for (int64_t j : blockThreads(classes)) {
       const double p = static_cast<double>(expf(load(row, j) - s.max)) * factor;
       // (p - 1) * scale in double: p is close to 1 for a confident model.
       store(g, j, static_cast<float>(j == label ? p - scale : p));
@@ -133,7 +131,7 @@ __global__ void nllMeanKernel(const T *input, const int32_t *labels,
                               float *loss, int64_t rows, int64_t classes,
                               int64_t ignoreIndex, int64_t counted) {
   double sum = 0.0;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+  for (int64_t r : blockThreads(rows)) {
     const int64_t label = labels[r]; // checked on the host
     if (label != ignoreIndex && label >= 0 && label < classes)
       sum += load(input + r * classes, label);
@@ -154,15 +152,12 @@ __global__ void nllGradKernel(const int32_t *labels, const float *dloss,
     return;
   const double scale = (dloss ? static_cast<double>(dloss[0]) : 1.0) /
                        static_cast<double>(counted);
-  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < rows;
-       r += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t r : gridThreads(rows)) {
     const int64_t label = labels[r]; // checked on the host
     if (label != ignoreIndex && label >= 0 && label < classes)
       store(dinput + r * classes, label, static_cast<float>(-scale));
   }
 }
-
-#undef ASRT_FOR_EACH_ROW
 
 /// The labels read back to the host and checked, as the CPU backend checks
 /// them (countedLabels); returns the number of rows whose label is not the

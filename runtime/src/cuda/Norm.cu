@@ -17,6 +17,7 @@
 #include "ArgChecks.h"
 #include "Cuda.h"
 #include "Element.cuh"
+#include "Grid.cuh"
 #include "RowReduce.cuh"
 
 namespace autoshard::rt::cuda {
@@ -27,11 +28,6 @@ namespace {
 /// 2 x blocks x cols doubles (at most 16 MiB for cols = 4096), which a
 /// second kernel adds up per column in block order.
 constexpr int64_t kGradBlocks = 256;
-
-// A block-stride loop over rows: uniform within a block, so the kernels
-// may synchronise inside it.
-#define ASRT_FOR_EACH_ROW(r, rows)                                             \
-  for (int64_t r = blockIdx.x; r < (rows); r += gridDim.x)
 
 struct RowStats {
   /// Double, as the CPU's: x - mean is formed in double and then rounded.
@@ -44,11 +40,11 @@ struct RowStats {
 template <typename T>
 __device__ RowStats layerNormStats(const T *row, int64_t cols, float eps) {
   double sum = 0.0;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+  for (int64_t j : blockThreads(cols))
     sum += load(row, j);
   const double mean = blockSum(sum) / static_cast<double>(cols);
   double squares = 0.0;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+  for (int64_t j : blockThreads(cols)) {
     double d = static_cast<double>(load(row, j)) - mean;
     squares += d * d;
   }
@@ -59,7 +55,7 @@ __device__ RowStats layerNormStats(const T *row, int64_t cols, float eps) {
 template <typename T>
 __device__ float rmsNormRstd(const T *row, int64_t cols, float eps) {
   double squares = 0.0;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+  for (int64_t j : blockThreads(cols)) {
     double d = load(row, j);
     squares += d * d;
   }
@@ -76,11 +72,11 @@ template <typename T>
 __global__ void layerNormFwdKernel(const T *x, const T *gamma, const T *beta,
                                    T *y, int64_t rows, int64_t cols,
                                    float eps) {
-  ASRT_FOR_EACH_ROW(r, rows) {
+  for (int64_t r : gridBlocks(rows)) {
     const T *row = x + r * cols;
     const RowStats s = layerNormStats(row, cols, eps);
     T *dst = y + r * cols;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    for (int64_t j : blockThreads(cols))
       store(dst, j,
             __fadd_rn(__fmul_rn(centred(load(row, j), s), load(gamma, j)),
                       load(beta, j)));
@@ -98,14 +94,14 @@ __global__ void layerNormGradKernel(const T *dy, const T *x, const T *gamma,
   double *dgammaAcc = dgammaPart + blockIdx.x * cols;
   double *dbetaAcc = dbetaPart + blockIdx.x * cols;
   const double invCols = 1.0 / static_cast<double>(cols);
-  ASRT_FOR_EACH_ROW(r, rows) {
+  for (int64_t r : gridBlocks(rows)) {
     const T *xRow = x + r * cols;
     const T *dyRow = dy + r * cols;
     const RowStats s = layerNormStats(xRow, cols, eps);
     // With xhat = (x - mean) rstd and g = dy gamma:
     //   dx = rstd (g - mean(g) - xhat mean(g xhat)).
     double sumG = 0.0, sumGXhat = 0.0;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    for (int64_t j : blockThreads(cols)) {
       const float xh = centred(load(xRow, j), s);
       const float d = load(dyRow, j);
       const float g = __fmul_rn(d, load(gamma, j));
@@ -117,7 +113,7 @@ __global__ void layerNormGradKernel(const T *dy, const T *x, const T *gamma,
     const float meanG = static_cast<float>(blockSum(sumG) * invCols);
     const float meanGXhat = static_cast<float>(blockSum(sumGXhat) * invCols);
     T *dst = dx + r * cols;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    for (int64_t j : blockThreads(cols)) {
       const float xh = centred(load(xRow, j), s);
       const float g = __fmul_rn(load(dyRow, j), load(gamma, j));
       store(dst, j,
@@ -130,11 +126,11 @@ __global__ void layerNormGradKernel(const T *dy, const T *x, const T *gamma,
 template <typename T>
 __global__ void rmsNormFwdKernel(const T *x, const T *weight, T *y,
                                  int64_t rows, int64_t cols, float eps) {
-  ASRT_FOR_EACH_ROW(r, rows) {
+  for (int64_t r : gridBlocks(rows)) {
     const T *row = x + r * cols;
     const float rstd = rmsNormRstd(row, cols, eps);
     T *dst = y + r * cols;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    for (int64_t j : blockThreads(cols))
       store(dst, j, __fmul_rn(__fmul_rn(load(row, j), rstd), load(weight, j)));
   }
 }
@@ -147,14 +143,14 @@ __global__ void rmsNormGradKernel(const T *dy, const T *x, const T *weight,
                                   int64_t cols, float eps) {
   double *dweightAcc = dweightPart + blockIdx.x * cols;
   const double invCols = 1.0 / static_cast<double>(cols);
-  ASRT_FOR_EACH_ROW(r, rows) {
+  for (int64_t r : gridBlocks(rows)) {
     const T *xRow = x + r * cols;
     const T *dyRow = dy + r * cols;
     const float rstd = rmsNormRstd(xRow, cols, eps);
     // With xhat = x rstd and g = dy weight: dx = rstd (g - xhat mean(g
     // xhat)); the mean's term is what the shared rstd contributes.
     double sumGXhat = 0.0;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    for (int64_t j : blockThreads(cols)) {
       const float xh = __fmul_rn(load(xRow, j), rstd);
       const float d = load(dyRow, j);
       sumGXhat += static_cast<double>(__fmul_rn(d, load(weight, j))) * xh;
@@ -162,7 +158,7 @@ __global__ void rmsNormGradKernel(const T *dy, const T *x, const T *weight,
     }
     const float meanGXhat = static_cast<float>(blockSum(sumGXhat) * invCols);
     T *dst = dx + r * cols;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    for (int64_t j : blockThreads(cols)) {
       const float xh = __fmul_rn(load(xRow, j), rstd);
       const float g = __fmul_rn(load(dyRow, j), load(weight, j));
       store(dst, j, __fmul_rn(rstd, __fsub_rn(g, __fmul_rn(xh, meanGXhat))));
@@ -175,16 +171,13 @@ __global__ void rmsNormGradKernel(const T *dy, const T *x, const T *weight,
 template <typename T>
 __global__ void sumPartsKernel(const double *part, T *out, int64_t nParts,
                                int64_t cols) {
-  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < cols;
-       j += int64_t(blockDim.x) * gridDim.x) {
+  for (int64_t j : gridThreads(cols)) {
     double sum = 0.0;
     for (int64_t b = 0; b < nParts; ++b)
       sum += part[b * cols + j];
     store(out, j, static_cast<float>(sum));
   }
 }
-
-#undef ASRT_FOR_EACH_ROW
 
 /// Zeroed device scratch of `count` doubles, allocated in stream order;
 /// released with cudaFreeAsync on the same stream after its last use.
@@ -229,8 +222,7 @@ void layerNormGrad(cudaStream_t stream, int32_t dtype, const void *dy,
     if (cols == 0)
       return;
     // With rows == 0 the one block sees no row and dgamma, dbeta become 0.
-    const int64_t blocks =
-        rows < kGradBlocks ? (rows < 1 ? 1 : rows) : kGradBlocks;
+    const int64_t blocks = blocksOver(rows, kGradBlocks);
     double *parts = zeroedScratch(stream, op, 2 * blocks * cols);
     layerNormGradKernel<<<unsigned(blocks), kRowThreads, 0, stream>>>(
         static_cast<const T *>(dy), static_cast<const T *>(x),
@@ -275,8 +267,7 @@ void rmsNormGrad(cudaStream_t stream, int32_t dtype, const void *dy,
     using T = decltype(tag);
     if (cols == 0)
       return;
-    const int64_t blocks =
-        rows < kGradBlocks ? (rows < 1 ? 1 : rows) : kGradBlocks;
+    const int64_t blocks = blocksOver(rows, kGradBlocks);
     double *parts = zeroedScratch(stream, op, blocks * cols);
     rmsNormGradKernel<<<unsigned(blocks), kRowThreads, 0, stream>>>(
         static_cast<const T *>(dy), static_cast<const T *>(x),

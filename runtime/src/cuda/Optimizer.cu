@@ -30,21 +30,16 @@
 // tensor's results are the same bits either way.
 #include "Cuda.h"
 #include "Element.cuh"
+#include "Grid.cuh"
 
 #include "core/ArgChecks.h"
 #include "core/Context.h"
 
-#include <algorithm>
 #include <climits>
 #include <cstdio>
 
 namespace autoshard::rt::cuda {
 namespace {
-
-// A grid-stride loop over n elements.
-#define ASRT_FOR_EACH(i, n)                                                    \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);    \
-       i += int64_t(blockDim.x) * gridDim.x)
 
 // ---- SGD ----
 
@@ -61,7 +56,7 @@ __global__ void sgdKernel(SgdArgs a, const T *grad, int64_t n) {
   // Read once per thread from device memory (a broadcast load, cached).
   const float rate = a.lr[0];
   const float gradScale = a.gradScale ? a.gradScale[0] : 1.0f;
-  ASRT_FOR_EACH(i, n) {
+  for (int64_t i : gridThreads(n)) {
     // Each element's inputs are read before its outputs are written: the
     // outputs may alias the inputs.
     float p = a.param[i];
@@ -191,7 +186,8 @@ __global__ void adamwKernel(AdamWHyper h, AdamWTensor x, const T *grad,
   if (!blockScalars(h, "adamw_update", s))
     return;
   const float decay = adamwDecay(s.rate, x.weightDecay);
-  ASRT_FOR_EACH(i, n) { adamwElement(h, s, x, decay, grad, i); }
+  for (int64_t i : gridThreads(n))
+    adamwElement(h, s, x, decay, grad, i);
 }
 
 // The multi-tensor kernel: each launch covers a group of at most
@@ -207,8 +203,6 @@ constexpr int64_t kChunk = int64_t(kThreads) * 16;
 /// Tensors per launch: the argument struct is passed by value and stays
 /// under the 4 KiB of kernel parameters that CUDA guarantees everywhere.
 constexpr int kMultiTensors = 48;
-/// Blocks per launch at most; a group with more chunks is grid-strided.
-constexpr int64_t kMultiBlocks = 65535;
 
 struct AdamWMultiTensor {
   AdamWTensor x;
@@ -234,7 +228,7 @@ __global__ void adamwMultiKernel(const __grid_constant__ AdamWMultiArgs a) {
   AdamWScalars s;
   if (!blockScalars(a.h, "adamw_update_multi", s))
     return;
-  for (int64_t chunk = blockIdx.x; chunk < a.chunks; chunk += gridDim.x) {
+  for (int64_t chunk : gridBlocks(a.chunks)) {
     // The last tensor whose first chunk is at most `chunk` (first chunks
     // increase strictly: every tensor of the group has one).
     int lo = 0, hi = a.count - 1;
@@ -250,7 +244,7 @@ __global__ void adamwMultiKernel(const __grid_constant__ AdamWMultiArgs a) {
     const int64_t end = begin + kChunk < t.n ? begin + kChunk : t.n;
     const T *grad = static_cast<const T *>(t.grad);
     const float decay = adamwDecay(s.rate, t.x.weightDecay);
-    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+    for (int64_t i : blockThreads(begin, end))
       adamwElement(a.h, s, t.x, decay, grad, i);
   }
 }
@@ -304,7 +298,7 @@ template <typename T>
 __global__ void sumOfSquaresPartialsKernel(const T *x, int64_t n,
                                            double *partials) {
   double sum = 0.0;
-  ASRT_FOR_EACH(i, n) {
+  for (int64_t i : gridThreads(n)) {
     double v = load(x, i);
     sum += v * v;
   }
@@ -335,8 +329,6 @@ __global__ void clipCoefficientKernel(const float *sumsq, float *coef,
   const float c = __fdiv_rn(maxNorm, __fadd_rn(norm, 1e-6f));
   coef[0] = 1.0f < c ? 1.0f : c;
 }
-
-#undef ASRT_FOR_EACH
 
 } // namespace
 
@@ -417,8 +409,8 @@ void adamwUpdateMulti(cudaStream_t stream, int32_t gradDtype,
     using T = decltype(tag);
     bool launched = false;
     auto launch = [&] {
-      const auto blocks = static_cast<unsigned>(
-          std::clamp<int64_t>(args.chunks, 1, kMultiBlocks));
+      // A block per chunk; a group with more chunks than blocks loops.
+      const unsigned blocks = tileBlocksFor(args.chunks);
       adamwMultiKernel<T><<<blocks, kThreads, 0, stream>>>(args);
       checkLaunch(op);
       launched = true;
@@ -461,7 +453,7 @@ void sumOfSquares(cudaStream_t stream, int32_t dtype, const void *x, int64_t n,
   checkNotNull(op, "accumulator", acc);
   if (dtype != ASRT_DTYPE_F32 && dtype != ASRT_DTYPE_BF16)
     badDtype(op, dtype);
-  const unsigned blocks = std::min(blocksFor(n), unsigned(kSumBlocks));
+  const unsigned blocks = blocksFor(n, kSumBlocks);
   // The partials live in stream-ordered memory for the two kernels only.
   double *partials = nullptr;
   check(cudaMallocAsync(reinterpret_cast<void **>(&partials),

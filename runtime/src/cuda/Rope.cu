@@ -7,6 +7,7 @@
 #include "ArgChecks.h"
 #include "Cuda.h"
 #include "Element.cuh"
+#include "Grid.cuh"
 
 #include <cmath>
 
@@ -33,8 +34,7 @@ __global__ void ropeKernel(const T *x, T *y, int64_t batch, int64_t seq,
   const int64_t half = headDim / 2;
   const int64_t pairs = seq * half;
   const int64_t slices = batch * heads;
-  for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < pairs;
-       p += int64_t(blockDim.x) * gridDim.x) {
+  for (int64_t p : gridThreads(pairs)) {
     const int64_t t = p / half, i = p % half;
     const double invFreq =
         pow(static_cast<double>(theta),

@@ -3,6 +3,8 @@
 // block receives the result.
 #pragma once
 
+#include "Grid.cuh"
+
 #include <cstdint>
 
 namespace autoshard::rt::cuda {
@@ -10,14 +12,6 @@ namespace autoshard::rt::cuda {
 /// Threads per block of the row kernels: a multiple of the warp size, which
 /// blockReduce relies on. Every row kernel is launched with exactly this.
 constexpr int kRowThreads = 256;
-
-/// Blocks of a row kernel that loops over `rows` rows with a block-stride
-/// loop (at least one, so that a launch is always valid).
-inline unsigned rowBlocksFor(int64_t rows) {
-  return static_cast<unsigned>(rows < 1            ? 1
-                               : rows > 65535 * 16 ? 65535 * 16
-                                                   : rows);
-}
 
 struct SumOp {
   template <typename T> __device__ T operator()(T a, T b) const {
@@ -35,13 +29,13 @@ struct MaxOp {
 /// each warp, then the warps in index order), so that a run repeats
 /// bit for bit. Every thread of the block must call it (it synchronises).
 template <typename T, typename Op> __device__ T blockReduce(T value, Op op) {
-  constexpr int kWarps = kRowThreads / 32;
+  constexpr int kWarps = kRowThreads / kWarp;
   __shared__ T warpResults[kWarps];
-  for (int offset = 16; offset > 0; offset /= 2)
-    value = op(value, __shfl_down_sync(0xffffffffu, value, offset));
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    value = op(value, __shfl_down_sync(kFullMask, value, offset));
   __syncthreads(); // every thread has read the previous call's results
-  if (threadIdx.x % 32 == 0)
-    warpResults[threadIdx.x / 32] = value;
+  if (threadIdx.x % kWarp == 0)
+    warpResults[threadIdx.x / kWarp] = value;
   __syncthreads();
   T total = warpResults[0];
   for (int w = 1; w < kWarps; ++w)

@@ -18,6 +18,7 @@
 #include "ArgChecks.h"
 #include "Cuda.h"
 #include "Element.cuh"
+#include "Grid.cuh"
 #include "RowReduce.cuh"
 
 #include "data/Dropout.h"
@@ -32,11 +33,6 @@ constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 constexpr float k2OverSqrtPi = 1.12837916709551257f;
 constexpr int kOperands = StridedSpace::kMaxOperands;
-
-// A grid-stride loop over n elements.
-#define ASRT_FOR_EACH(i, n)                                                    \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);    \
-       i += int64_t(blockDim.x) * gridDim.x)
 
 /// off[k] = operand k's offset at row-major position `pos` of `s` (unused
 /// operands' strides are 0).
@@ -161,15 +157,15 @@ __device__ float unaryGradValue(int32_t fn, float g, float x, float alpha) {
 template <typename T>
 __global__ void unaryKernel(int32_t fn, const T *x, T *y, int64_t n,
                             float alpha) {
-  ASRT_FOR_EACH(i, n) { store(y, i, unaryValue(fn, load(x, i), alpha)); }
+  for (int64_t i : gridThreads(n))
+    store(y, i, unaryValue(fn, load(x, i), alpha));
 }
 
 template <typename T>
 __global__ void unaryGradKernel(int32_t fn, const T *dy, const T *x, T *dx,
                                 int64_t n, float alpha) {
-  ASRT_FOR_EACH(i, n) {
+  for (int64_t i : gridThreads(n))
     store(dx, i, unaryGradValue(fn, load(dy, i), load(x, i), alpha));
-  }
 }
 
 // ---- Binary, select, copy, fill ---------------------------------------
@@ -216,7 +212,7 @@ __device__ bool compareValue(int32_t fn, float a, float b) {
 template <typename T>
 __global__ void binaryKernel(int32_t fn, const T *a, const T *b, T *y,
                              StridedSpace s) {
-  ASRT_FOR_EACH(i, s.count) {
+  for (int64_t i : gridThreads(s.count)) {
     int64_t off[kOperands];
     offsetsAt(s, i, off);
     store(y, i, binaryValue(fn, load(a, off[0]), load(b, off[1])));
@@ -226,7 +222,7 @@ __global__ void binaryKernel(int32_t fn, const T *a, const T *b, T *y,
 template <typename T>
 __global__ void compareKernel(int32_t fn, const T *a, const T *b, uint8_t *y,
                               StridedSpace s) {
-  ASRT_FOR_EACH(i, s.count) {
+  for (int64_t i : gridThreads(s.count)) {
     int64_t off[kOperands];
     offsetsAt(s, i, off);
     y[i] = compareValue(fn, load(a, off[0]), load(b, off[1])) ? 1 : 0;
@@ -237,7 +233,7 @@ __global__ void compareKernel(int32_t fn, const T *a, const T *b, uint8_t *y,
 template <typename T>
 __global__ void selectKernel(const uint8_t *cond, const T *a, const T *b, T *y,
                              StridedSpace s) {
-  ASRT_FOR_EACH(i, s.count) {
+  for (int64_t i : gridThreads(s.count)) {
     int64_t off[kOperands];
     offsetsAt(s, i, off);
     y[i] = cond[off[0]] ? a[off[1]] : b[off[2]];
@@ -247,7 +243,7 @@ __global__ void selectKernel(const uint8_t *cond, const T *a, const T *b, T *y,
 /// y[o1] = x[o0] (bits), x and y already moved to their offsets.
 template <typename T>
 __global__ void copyStridedKernel(const T *x, T *y, StridedSpace s) {
-  ASRT_FOR_EACH(i, s.count) {
+  for (int64_t i : gridThreads(s.count)) {
     int64_t off[kOperands];
     offsetsAt(s, i, off);
     y[off[1]] = x[off[0]];
@@ -255,12 +251,14 @@ __global__ void copyStridedKernel(const T *x, T *y, StridedSpace s) {
 }
 
 template <typename T> __global__ void fillKernel(T *y, int64_t n, float value) {
-  ASRT_FOR_EACH(i, n) { store(y, i, value); }
+  for (int64_t i : gridThreads(n))
+    store(y, i, value);
 }
 
 /// An i32 fill: the value converted once, on the host (checked integral).
 __global__ void fillIntKernel(int32_t *y, int64_t n, int32_t value) {
-  ASRT_FOR_EACH(i, n) { y[i] = value; }
+  for (int64_t i : gridThreads(n))
+    y[i] = value;
 }
 
 // ---- Reduce ------------------------------------------------------------
@@ -320,7 +318,7 @@ accumulateReduction(int32_t reduceOp, const T *x, const StridedSpace &out,
 template <typename T>
 __global__ void reduceThreadKernel(int32_t reduceOp, const T *x, T *y,
                                    StridedSpace out, StridedSpace red) {
-  ASRT_FOR_EACH(o, out.count) {
+  for (int64_t o : gridThreads(out.count)) {
     double sum = 0.0;
     float extremum = extremumIdentity(reduceOp);
     accumulateReduction(reduceOp, x, out, red, o, 0, 1, sum, extremum);
@@ -335,7 +333,7 @@ template <typename T>
 __global__ void reduceBlockKernel(int32_t reduceOp, const T *x, T *y,
                                   StridedSpace out, StridedSpace red) {
   const bool isSum = reduceOp == ASRT_REDUCE_SUM || reduceOp == ASRT_REDUCE_AVG;
-  for (int64_t o = blockIdx.x; o < out.count; o += gridDim.x) {
+  for (int64_t o : gridBlocks(out.count)) {
     double sum = 0.0;
     float extremum = extremumIdentity(reduceOp);
     accumulateReduction(reduceOp, x, out, red, o, threadIdx.x, blockDim.x, sum,
@@ -358,36 +356,33 @@ constexpr int64_t kBlockReduction = 1024;
 
 // ---- Softmax -----------------------------------------------------------
 
-#define ASRT_FOR_EACH_ROW(r, rows)                                             \
-  for (int64_t r = blockIdx.x; r < (rows); r += gridDim.x)
-
 /// The CPU's row softmax: the maximum (NaN skipped, then poisoning the
 /// sum), exp(x - max) in float, their sum in double; y = e / sum, or
 /// (x - max) - log(sum) for log_softmax. One block per row.
 template <typename T>
 __global__ void softmaxKernel(const T *x, T *y, int64_t rows, int64_t cols,
                               int32_t logSoftmax) {
-  ASRT_FOR_EACH_ROW(r, rows) {
+  for (int64_t r : gridBlocks(rows)) {
     const T *row = x + r * cols;
     T *out = y + r * cols;
     float m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    for (int64_t j : blockThreads(cols)) {
       const float v = load(row, j);
       m = v > m ? v : m;
     }
     m = blockMax(m);
     double sum = 0.0;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    for (int64_t j : blockThreads(cols))
       sum += expf(load(row, j) - m);
     sum = blockSum(sum);
     if (logSoftmax) {
       const double lse = log(sum);
-      for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+      for (int64_t j : blockThreads(cols))
         store(
             out, j,
             static_cast<float>((static_cast<double>(load(row, j)) - m) - lse));
     } else {
-      for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+      for (int64_t j : blockThreads(cols))
         store(out, j,
               static_cast<float>(static_cast<double>(expf(load(row, j) - m)) /
                                  sum));
@@ -400,15 +395,15 @@ __global__ void softmaxKernel(const T *x, T *y, int64_t rows, int64_t cols,
 template <typename T>
 __global__ void softmaxGradKernel(const T *dy, const T *y, T *dx, int64_t rows,
                                   int64_t cols, int32_t logSoftmax) {
-  ASRT_FOR_EACH_ROW(r, rows) {
+  for (int64_t r : gridBlocks(rows)) {
     const T *g = dy + r * cols, *p = y + r * cols;
     T *out = dx + r * cols;
     double sum = 0.0;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    for (int64_t j : blockThreads(cols))
       sum += logSoftmax ? static_cast<double>(load(g, j))
                         : static_cast<double>(load(g, j)) * load(p, j);
     sum = blockSum(sum);
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    for (int64_t j : blockThreads(cols)) {
       const double gj = load(g, j), pj = load(p, j);
       const double result =
           logSoftmax ? gj - static_cast<double>(expf(load(p, j))) * sum
@@ -428,7 +423,7 @@ __global__ void dropoutKernel(DropoutMask mask, const T *x, T *y, int64_t n,
                               uint64_t first, float scale) {
   const int64_t blocks =
       n == 0 ? 0 : int64_t((first + n - 1) / 4 - first / 4 + 1);
-  ASRT_FOR_EACH(b, blocks) {
+  for (int64_t b : gridThreads(blocks)) {
     uint64_t blockIndex = first / 4 + uint64_t(b);
     uint32_t words[4];
     mask.block(blockIndex, words);
@@ -441,9 +436,6 @@ __global__ void dropoutKernel(DropoutMask mask, const T *x, T *y, int64_t n,
     }
   }
 }
-
-#undef ASRT_FOR_EACH_ROW
-#undef ASRT_FOR_EACH
 
 } // namespace
 

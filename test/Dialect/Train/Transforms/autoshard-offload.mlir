@@ -1,53 +1,51 @@
 // autoshard-offload on partitioned steps (no overlap, so that the copies are
-// easy to follow): hand-written f32 steps with SGD and momentum under DDP,
-// ZeRO-2 and ZeRO-3 (Inputs/), and a bf16 Llama under ZeRO-3 (AdamW, fp32
-// masters, the step counter, clipping), partitioned by shard-opt.
-// RUN: shard-gen llama-tiny --layers=1 --hidden=16 --heads=2 --vocab=32 --seq=8 --micro-batch=4 --precision=bf16 -o %t.llama.mlir
-// RUN: shard-opt --strategy=zero3 --overlap=false --world-size=2 %t.llama.mlir > %t.llama-zero3.mlir
+// easy to follow), each hand-written in Inputs/: f32 steps with SGD and
+// momentum under DDP, ZeRO-2 and ZeRO-3, and a tiny bf16 language model
+// (embedding, RMS norm, head) under ZeRO-3 and ZeRO-1 with AdamW, f32
+// masters, the step counter and clipping.
 // RUN: shard-opt -allow-unregistered-dialect %S/Inputs/zero2-sgd-momentum.mlir --autoshard-offload=optimizer=cpu | FileCheck %s --check-prefix=CPU
 // RUN: shard-opt -allow-unregistered-dialect %S/Inputs/ddp-sgd-momentum.mlir --autoshard-offload=optimizer=nvme | FileCheck %s --check-prefix=NVME
 // RUN: shard-opt %S/Inputs/zero3-three-layers.mlir --autoshard-offload=params=cpu | FileCheck %s --check-prefix=PARAMS
-// RUN: shard-opt %t.llama-zero3.mlir --autoshard-offload=optimizer=cpu | FileCheck %s --check-prefix=MASTER
+// RUN: shard-opt %S/Inputs/zero3-bf16-adamw.mlir --autoshard-offload=optimizer=cpu | FileCheck %s --check-prefix=MASTER
 // ZeRO-1 under mixed precision shards the masters with the states: they go
 // to the host with them, and only bf16 shards come back for the gathers.
-// RUN: shard-opt --strategy=zero1 --overlap=false --world-size=2 %t.llama.mlir > %t.llama-zero1.mlir
-// RUN: shard-opt %t.llama-zero1.mlir --autoshard-offload=optimizer=cpu | FileCheck %s --check-prefix=ZERO1-MASTER
+// RUN: shard-opt %S/Inputs/zero1-bf16-adamw.mlir --autoshard-offload=optimizer=cpu | FileCheck %s --check-prefix=ZERO1-MASTER
 // Its evaluation step (--forward-only: no optimizer, no states) holds
 // the same master shards, and optimizer= puts them where training does:
 // the step's other arguments stay on the device.
-// RUN: shard-opt --forward-only --strategy=zero1 --overlap=false --world-size=2 %t.llama.mlir > %t.llama-zero1-eval.mlir
-// RUN: shard-opt %t.llama-zero1-eval.mlir --autoshard-offload=optimizer=cpu | FileCheck %s --check-prefix=EVAL-MASTER
+// RUN: shard-opt %S/Inputs/zero1-bf16-eval.mlir --autoshard-offload=optimizer=cpu | FileCheck %s --check-prefix=EVAL-MASTER
 // Both none: unchanged.
 // RUN: shard-opt -allow-unregistered-dialect %S/Inputs/zero2-sgd-momentum.mlir --autoshard-offload > %t.none.mlir
 // RUN: shard-opt -allow-unregistered-dialect %S/Inputs/zero2-sgd-momentum.mlir | diff - %t.none.mlir
 // The offloaded ops print and parse back, in generic form too.
 // RUN: shard-opt -allow-unregistered-dialect %S/Inputs/ddp-sgd-momentum.mlir --autoshard-offload=optimizer=nvme --mlir-print-op-generic | shard-opt -allow-unregistered-dialect | shard-opt -allow-unregistered-dialect > /dev/null
 // Errors: an unknown place, a step without its optimizer update (the
-// forward-only Llama before autodiff), a step offloaded twice, parameter
+// bf16 model's forward step, before autodiff), a step offloaded twice, parameter
 // offload under a plan that shards no parameters; the tools' flags.
 // RUN: not shard-opt -allow-unregistered-dialect %S/Inputs/ddp-sgd-momentum.mlir --autoshard-offload=optimizer=disk 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // UNKNOWN: shard-opt: for the --optimizer option: unknown value 'disk'; valid: none, cpu, nvme
 // RUN: not shard-opt -allow-unregistered-dialect %S/Inputs/ddp-sgd-momentum.mlir --autoshard-offload=params=ram 2>&1 | FileCheck %s --check-prefix=UNKNOWN-PARAMS
 // UNKNOWN-PARAMS: shard-opt: for the --params option: unknown value 'ram'; valid: none, cpu, nvme
-// RUN: not shard-opt %t.llama.mlir --autoshard-offload=optimizer=cpu 2>&1 | FileCheck %s --check-prefix=NO-OPTIMIZER
+// RUN: not shard-opt %S/Inputs/bf16-lm-forward.mlir --autoshard-offload=optimizer=cpu 2>&1 | FileCheck %s --check-prefix=NO-OPTIMIZER
 // NO-OPTIMIZER: error: 'func.func' op has no optimizer update to offload; offload applies to a whole training step (give the step a train.optimizer, or run autoshard-autodiff first)
 // RUN: shard-opt -allow-unregistered-dialect %S/Inputs/ddp-sgd-momentum.mlir --autoshard-offload=optimizer=cpu | not shard-opt -allow-unregistered-dialect --autoshard-offload=optimizer=nvme 2>&1 | FileCheck %s --check-prefix=TWICE
 // TWICE: error: 'func.func' op is already offloaded (argument #2 has train.memory); offload a step once
 // RUN: not shard-opt -allow-unregistered-dialect %S/Inputs/ddp-sgd-momentum.mlir --autoshard-offload=params=cpu 2>&1 | FileCheck %s --check-prefix=NOT-SHARDED
 // NOT-SHARDED: error: 'func.func' op has no sharded parameters to offload (strategy 'ddp'); parameter offload keeps each rank's shards off the device: use zero3, fsdp or hybrid
 // The master shards of ZeRO-1 are not parameters the plan shards.
-// RUN: not shard-opt %t.llama-zero1.mlir --autoshard-offload=params=cpu 2>&1 | FileCheck %s --check-prefix=NOT-SHARDED-ZERO1
+// RUN: not shard-opt %S/Inputs/zero1-bf16-adamw.mlir --autoshard-offload=params=cpu 2>&1 | FileCheck %s --check-prefix=NOT-SHARDED-ZERO1
 // NOT-SHARDED-ZERO1: error: 'func.func' op has no sharded parameters to offload (strategy 'zero1'); parameter offload keeps each rank's shards off the device: use zero3, fsdp or hybrid
 // Under mixed precision the sharded parameters are f32 masters, which
 // optimizer=cpu has moved: params= moves nothing more, and says so.
-// RUN: shard-opt %t.llama-zero3.mlir '--autoshard-offload=optimizer=cpu params=nvme' 2>&1 >/dev/null | FileCheck %s --check-prefix=PARAMS-NOOP
+// RUN: shard-opt %S/Inputs/zero3-bf16-adamw.mlir '--autoshard-offload=optimizer=cpu params=nvme' 2>&1 >/dev/null | FileCheck %s --check-prefix=PARAMS-NOOP
 // PARAMS-NOOP: warning: offload params=nvme moves nothing: every sharded parameter of this step is an f32 master weight, which lives with the optimizer states (optimizer=cpu); its bf16 compute copies are cast from it where they are used
 // RUN: not shard-opt --world-size=1 --strategy=zero3 --offload=ssd %examples/mlp.mlir 2>&1 | FileCheck %s --check-prefix=FLAG
 // FLAG: shard-opt: for the --offload option: unknown value 'ssd'; valid: none, cpu, nvme
 // RUN: not shard-compile --world-size=1 --strategy=zero3 --offload-params=gpu %examples/mlp.mlir -o %t.exe 2>&1 | FileCheck %s --check-prefix=FLAG-PARAMS
 // FLAG-PARAMS: shard-compile: for the --offload-params option: unknown value 'gpu'; valid: none, cpu, nvme
-// Every preset with both offloads verifies and lowers (overlap on).
-// RUN: shard-compile --strategy=fsdp --world-size=2 --offload=nvme --offload-params=cpu --emit=mlir %t.llama.mlir -o - | FileCheck %s --check-prefix=LOWERED
+// Every preset with both offloads verifies and lowers (overlap on): the
+// whole pipeline, from the bf16 model's forward step.
+// RUN: shard-compile --strategy=fsdp --world-size=2 --offload=nvme --offload-params=cpu --emit=mlir %S/Inputs/bf16-lm-forward.mlir -o - | FileCheck %s --check-prefix=LOWERED
 
 // ZeRO-2: the momentum shards live in host memory and SGD runs there. Its
 // inputs cross right before it (this rank's parameter shard, the reduced
@@ -102,46 +100,51 @@
 // device for the gather. The step counter is incremented on the host; the
 // clipping coefficient (computed on the device from the gradients) and the
 // gradients cross before the update.
-// MASTER: %arg0: tensor<256xf32> {train.init = {{.*}}, train.memory = #train.memory<host>, train.name = "model.embed_tokens.weight"
-// MASTER: %[[C:.*]] = train.cast %arg0 {train.on_host} : tensor<256xf32> to tensor<256xbf16>
-// MASTER: %[[CD:.*]] = train.to_device %[[C]] : tensor<256xbf16>
+// MASTER: %arg0: tensor<16xf32> {train.init = {{.*}}, train.memory = #train.memory<host>, train.name = "embed.weight"
+// MASTER: %[[C:.*]] = train.cast %arg0 {train.on_host} : tensor<16xf32> to tensor<16xbf16>
+// MASTER: %[[CD:.*]] = train.to_device %[[C]] : tensor<16xbf16>
 // MASTER-NEXT: train.all_gather_shards %[[CD]]
 // MASTER: %[[CLIP:.*]] = train.clip_coefficient
-// MASTER-NEXT: %[[STEP:.*]] = train.increment %arg15 {train.on_host} : tensor<i32>
-// MASTER-NEXT: %[[G:.*]] = train.to_host %{{.*}} : tensor<256xbf16>
-// MASTER-NEXT: %[[LR:.*]] = train.to_host %arg14 : tensor<f32>
+// MASTER-NEXT: %[[STEP:.*]] = train.increment %arg6 {train.on_host} : tensor<i32>
+// MASTER-NEXT: %[[G:.*]] = train.to_host %{{.*}} : tensor<16xbf16>
+// MASTER-NEXT: %[[LR:.*]] = train.to_host %arg5 : tensor<f32>
 // MASTER-NEXT: %[[SCALE:.*]] = train.to_host %[[CLIP]] : tensor<f32>
-// MASTER-NEXT: train.adamw %arg0, %[[G]], %arg16, %arg17, %[[LR]], %[[STEP]] grad_scale %[[SCALE]] {{.*}}train.on_host
+// MASTER-NEXT: train.adamw %arg0, %[[G]], %arg7, %arg8, %[[LR]], %[[STEP]] grad_scale %[[SCALE]] {{.*}}train.on_host
+// The next updates reuse the host copies of the scalars.
+// MASTER: train.adamw %arg1, %{{.*}}, %arg9, %arg10, %[[LR]], %[[STEP]] grad_scale %[[SCALE]] {{.*}}train.on_host
 
 // The manifest marks the NVMe masters and states, and the memory record
 // counts them apart from device memory; the step reads each from its file
 // and copies the compute copies to the device.
-// LOWERED: arg 0 param model.embed_tokens.weight f32 256 full=32x16 shard_axes=1 memory=nvme init=normal:0.02
-// LOWERED-SAME: memory peak={{[0-9]+}} persistent=140 {{.*}} host_persistent=0 host_arena={{[1-9][0-9]*}} nvme=49444
+// Per rank: nvme = 3 x 34 f32 shard elements (masters, exp_avg,
+// exp_avg_sq) + the i32 step = 412 bytes; persistent = ids and labels
+// (2 x 32) + lr, loss and the gradient norm (3 x 4) = 76.
+// LOWERED: arg 0 param embed.weight f32 16 full=8x4 shard_axes=1 memory=nvme init=normal:0.02
+// LOWERED-SAME: memory peak={{[0-9]+}} persistent=76 {{.*}} host_persistent=0 host_arena={{[1-9][0-9]*}} nvme=412
 // With overlap (the default) the transfers are asynchronous.
 // LOWERED: llvm.call @asrt_host_arena
 // LOWERED: llvm.call @asrt_transfer_start
 // LOWERED: llvm.call @asrt_transfer_wait
 // LOWERED-NOT: llvm.call @asrt_nvme_read
 // Without overlap they are synchronous calls.
-// RUN: shard-compile --strategy=fsdp --world-size=2 --offload=nvme --offload-params=cpu --overlap=false --emit=mlir %t.llama.mlir -o - | FileCheck %s --check-prefix=SYNC
+// RUN: shard-compile --strategy=fsdp --world-size=2 --offload=nvme --offload-params=cpu --overlap=false --emit=mlir %S/Inputs/bf16-lm-forward.mlir -o - | FileCheck %s --check-prefix=SYNC
 // SYNC: llvm.call @asrt_nvme_read
 // SYNC: llvm.call @asrt_copy_to_device
 // SYNC: llvm.call @asrt_nvme_write
 // SYNC-NOT: asrt_transfer_start
 
 // ZERO1-MASTER-LABEL: func.func @train_step
-// ZERO1-MASTER-SAME: %[[NORM:[^:]+]]: tensor<8xf32> {train.init = #train.init<ones>, train.memory = #train.memory<host>, train.name = "model.norm.weight", train.role = #train.role<param>, train.shard = #train.flat_shard<shape = [16], grid_axes = [0]>}
-// ZERO1-MASTER: %[[CAST:.*]] = train.cast %[[NORM]] {train.on_host} : tensor<8xf32> to tensor<8xbf16>
-// ZERO1-MASTER: %[[DEV:.*]] = train.to_device %[[CAST]] : tensor<8xbf16>
-// ZERO1-MASTER: train.all_gather_shards {{.*}}%[[DEV]], {{.*}} on @world grid_axes = [0] : {{.*}} -> {{.*}}tensor<16xbf16>
+// ZERO1-MASTER-SAME: %[[NORM:[^:]+]]: tensor<2xf32> {train.init = #train.init<ones>, train.memory = #train.memory<host>, train.name = "norm.weight", train.role = #train.role<param>, train.shard = #train.flat_shard<shape = [4], grid_axes = [0]>}
+// ZERO1-MASTER: %[[CAST:.*]] = train.cast %[[NORM]] {train.on_host} : tensor<2xf32> to tensor<2xbf16>
+// ZERO1-MASTER: %[[DEV:.*]] = train.to_device %[[CAST]] : tensor<2xbf16>
+// ZERO1-MASTER: train.all_gather_shards {{.*}}%[[DEV]], {{.*}} on @world grid_axes = [0] : {{.*}} -> {{.*}}tensor<4xbf16>
 // ZERO1-MASTER: train.adamw %[[NORM]], {{.*}} {{{.*}}train.on_host
 
 // EVAL-MASTER-LABEL: func.func @train_step
-// EVAL-MASTER-SAME: %[[NORM:[^:]+]]: tensor<8xf32> {train.init = #train.init<ones>, train.memory = #train.memory<host>, train.name = "model.norm.weight", train.role = #train.role<param>, train.shard = #train.flat_shard<shape = [16], grid_axes = [0]>}
-// EVAL-MASTER-SAME: %{{[^:]+}}: tensor<2x8xi32> {train.name = "input_ids", train.role = #train.role<input>}
-// EVAL-MASTER: %[[CAST:.*]] = train.cast %[[NORM]] {train.on_host} : tensor<8xf32> to tensor<8xbf16>
-// EVAL-MASTER: %[[DEV:.*]] = train.to_device %[[CAST]] : tensor<8xbf16>
-// EVAL-MASTER: train.all_gather_shards {{.*}}%[[DEV]], {{.*}} on @world grid_axes = [0] : {{.*}} -> {{.*}}tensor<16xbf16>
+// EVAL-MASTER-SAME: %[[NORM:[^:]+]]: tensor<2xf32> {train.init = #train.init<ones>, train.memory = #train.memory<host>, train.name = "norm.weight", train.role = #train.role<param>, train.shard = #train.flat_shard<shape = [4], grid_axes = [0]>}
+// EVAL-MASTER-SAME: %{{[^:]+}}: tensor<2x4xi32> {train.name = "input_ids", train.role = #train.role<input>}
+// EVAL-MASTER: %[[CAST:.*]] = train.cast %[[NORM]] {train.on_host} : tensor<2xf32> to tensor<2xbf16>
+// EVAL-MASTER: %[[DEV:.*]] = train.to_device %[[CAST]] : tensor<2xbf16>
+// EVAL-MASTER: train.all_gather_shards {{.*}}%[[DEV]], {{.*}} on @world grid_axes = [0] : {{.*}} -> {{.*}}tensor<4xbf16>
 // EVAL-MASTER-NOT: train.adamw
 
