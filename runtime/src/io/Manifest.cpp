@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -497,16 +498,14 @@ Status Parser::parseTensor(int line,
         return lineError(line, "ignore_index= needs an i32 label but " +
                                    spec.name + " is " + dtypeName(spec.dtype));
       spec.ignoreIndex = number;
-    } else if (key == "updates") {
-      if (number < 0)
-        return lineError(line, "updates=" + std::string(value) +
-                                   " must name an argument index >= 0");
-      spec.updates = static_cast<int>(number);
-    } else if (key == "of") {
-      if (number < 0)
-        return lineError(line, "of=" + std::string(value) +
-                                   " must name an argument index >= 0");
-      spec.gradOf = static_cast<int>(number);
+    } else if (key == "updates" || key == "of") {
+      // An argument index; one past int's range would wrap negative.
+      if (number < 0 || number > std::numeric_limits<int>::max())
+        return lineError(line, std::string(key) + "=" + std::string(value) +
+                                   " must name an argument index >= 0 (at "
+                                   "most 2147483647)");
+      (key == "updates" ? spec.updates : spec.gradOf) =
+          static_cast<int>(number);
     } else if (key == "full") {
       if (!parseShape(value, spec.fullShape, 1))
         return lineError(line, "bad full shape " + quoted(value) +

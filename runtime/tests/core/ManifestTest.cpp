@@ -583,6 +583,13 @@ INSTANTIATE_TEST_SUITE_P(
                 withLine(12, "result 0 param fc1.weight f32 64x16 "
                              "updates=-1"),
                 "manifest line 12: updates=-1 must name an argument index"},
+        // Found by asrt-fuzz-manifest: an index past int's range wrapped
+        // negative and was read before the argument list.
+        BadCase{"UpdatesPastIntRange",
+                withLine(12, "result 0 param fc1.weight f32 64x16 "
+                             "updates=8000996621730"),
+                "manifest line 12: updates=8000996621730 must name an "
+                "argument index >= 0 (at most 2147483647)"},
         BadCase{"MissingInit", withLine(7, "arg 1 param fc1.bias f32 64"),
                 "manifest line 7: arg 1 (param fc1.bias) needs "
                 "init=KIND[:VALUE]"},
@@ -707,6 +714,11 @@ INSTANTIATE_TEST_SUITE_P(
             "NegativeOf",
             withLine(14, "result 3 grad w.grad f32 4x8 of=-1", kAdamWithGrad),
             "manifest line 14: of=-1 must name an argument index >= 0"},
+        BadCase{"OfPastIntRange",
+                withLine(14, "result 3 grad w.grad f32 4x8 of=4294967296",
+                         kAdamWithGrad),
+                "manifest line 14: of=4294967296 must name an argument index "
+                ">= 0 (at most 2147483647)"},
         BadCase{
             "OfNamesNoArgument",
             withLine(14, "result 3 grad w.grad f32 4x8 of=5", kAdamWithGrad),
