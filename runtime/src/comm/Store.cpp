@@ -127,6 +127,9 @@ struct StoreServer::State {
     std::vector<Frame> parked;
     /// A member's name (Op::Member); empty for other clients.
     std::string member;
+    /// Closed, stuck or not this protocol: dropped once the pass over the
+    /// clients is over (handle() may still hold a reference to it).
+    bool gone = false;
   };
   std::vector<std::unique_ptr<Client>> clients;
   std::map<std::string, std::string> data;
@@ -165,11 +168,22 @@ struct StoreServer::State {
     return reply(client, request, Reply::Ok, std::move(values));
   }
 
-  /// Drops a client; a member's leaving ends the waits it may strand.
-  void drop(std::unique_ptr<Client> &client) {
-    if (!client->member.empty())
-      closedMembers.push_back(client->member);
-    client.reset();
+  /// Drops the gone clients; a member's leaving ends the waits it may
+  /// strand. True when a member left.
+  bool dropGone() {
+    bool memberLeft = false;
+    for (auto &client : clients) {
+      if (!client || !client->gone)
+        continue;
+      if (!client->member.empty()) {
+        closedMembers.push_back(client->member);
+        memberLeft = true;
+      }
+      client.reset();
+    }
+    clients.erase(std::remove(clients.begin(), clients.end(), nullptr),
+                  clients.end());
+    return memberLeft;
   }
 
   /// False when the client is gone or stuck: it is dropped.
@@ -189,6 +203,7 @@ struct StoreServer::State {
       if (request.args.size() != 2)
         break;
       data[request.args[0]] = request.args[1];
+      wakeParked();
       return reply(client, request, Reply::Ok);
     case Op::Add: {
       int64_t delta = 0, sum = 0;
@@ -201,12 +216,14 @@ struct StoreServer::State {
                       "\" is not an integer"});
       sum += delta;
       data[request.args[0]] = std::to_string(sum);
+      wakeParked();
       return reply(client, request, Reply::Ok, {std::to_string(sum)});
     }
     case Op::SetAndGet:
       if (request.args.size() < 2)
         break;
       data[request.args[0]] = request.args[1];
+      wakeParked();
       [[fallthrough]];
     case Op::Get:
       if (static_cast<Op>(request.op) == Op::Get && request.args.size() != 1)
@@ -234,6 +251,7 @@ struct StoreServer::State {
       if (!aborted)
         aborted.emplace(client.member.empty() ? "a client" : client.member,
                         request.args[0]);
+      wakeParked();
       return reply(client, request, Reply::Ok);
     case Op::Missing: {
       std::vector<std::string> absent;
@@ -248,33 +266,37 @@ struct StoreServer::State {
 
   /// Answers the parked requests whose keys are all set now, and fails
   /// the others once an abort or a member's leaving has ended the waits.
-  /// A member dropped here ends waits too: it goes round again.
+  /// A request that changes the keys calls it before its own reply: the
+  /// requester may be rank 0's main thread, which can exit (ending this
+  /// thread) as soon as it has its answer, so the others' go out first.
   void wakeParked() {
-    size_t closedBefore;
-    do {
-      closedBefore = closedMembers.size();
-      std::vector<std::string> why = ended();
-      for (auto &client : clients) {
-        if (!client)
-          continue;
-        std::vector<Frame> still;
-        bool alive = true;
-        for (Frame &request : client->parked) {
-          if (!alive)
-            break;
-          if (has(awaited(request)))
-            alive = answer(*client, request);
-          else if (!why.empty())
-            alive = reply(*client, request, Reply::Failed, why);
-          else
-            still.push_back(std::move(request));
-        }
-        if (!alive)
-          drop(client);
+    std::vector<std::string> why = ended();
+    for (auto &client : clients) {
+      if (!client || client->gone)
+        continue;
+      std::vector<Frame> still;
+      for (Frame &request : client->parked) {
+        if (client->gone)
+          break;
+        bool sent = true;
+        if (has(awaited(request)))
+          sent = answer(*client, request);
+        else if (!why.empty())
+          sent = reply(*client, request, Reply::Failed, why);
         else
-          client->parked = std::move(still);
+          still.push_back(std::move(request));
+        client->gone = !sent;
       }
-    } while (closedMembers.size() != closedBefore);
+      client->parked = std::move(still);
+    }
+  }
+
+  /// After a pass over the clients: wakes the parked requests, and again
+  /// while members leave (their leaving ends waits too).
+  void settle() {
+    do
+      wakeParked();
+    while (dropGone());
   }
 
   void serve() {
@@ -287,7 +309,7 @@ struct StoreServer::State {
       if (r.status == Io::Woken || r.status == Io::System)
         return;
       for (size_t i = 0; i < clients.size(); ++i) {
-        if (!ready[i + 1])
+        if (!ready[i + 1] || clients[i]->gone)
           continue;
         Client &client = *clients[i];
         IoResult got = net::receiveAvailable(client.socket.get(), client.inbox);
@@ -302,11 +324,9 @@ struct StoreServer::State {
           keep = handle(client, std::move(request));
         }
         if (!keep)
-          drop(clients[i]);
+          client.gone = true;
       }
-      wakeParked();
-      clients.erase(std::remove(clients.begin(), clients.end(), nullptr),
-                    clients.end());
+      settle();
       if (ready[0]) {
         net::Fd socket;
         while (net::acceptOne(listener, net::Wait(Clock::now()), socket)) {
@@ -376,7 +396,9 @@ struct Store::State {
     std::string bytes = encode(request);
     IoResult r = net::sendAll(socket.get(), bytes.data(), bytes.size(),
                               net::Wait(deadline));
-    while (r) {
+    if (!r)
+      return r;
+    while (true) {
       Expected<bool> whole = takeFrame(inbox, reply);
       if (!whole)
         return {Io::System, "the store at " + where + " sent " +
@@ -387,12 +409,15 @@ struct Store::State {
           return {};
         continue;
       }
+      // The reply may have come just before the server closed: what was
+      // read is looked at before the close is.
+      if (!r)
+        return r;
       std::vector<bool> ready;
       r = net::waitReadable({socket.get()}, net::Wait(deadline), ready);
       if (r)
         r = net::receiveAvailable(socket.get(), inbox);
     }
-    return r;
   }
 
   /// The error of a request that did not get its reply.

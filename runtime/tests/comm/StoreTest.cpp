@@ -7,6 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <string>
+#include <future>
+#include <sys/socket.h>
 #include <thread>
 #include <vector>
 
@@ -309,6 +311,48 @@ TEST(Store, ATimedOutWaitSaysWhichKeysAreMissing) {
   EXPECT_EQ(s.lastFailure()->kind, StoreFailure::TimedOut);
   EXPECT_EQ(s.lastFailure()->missing,
             (std::vector<std::string>{"op/1/1", "op/1/2"}));
+}
+
+// A server that answers and closes at once (rank 0 exiting right after
+// its last answer): the answer that came before the close is the call's,
+// even when the client reads both at once.
+TEST(Store, AReplyThatCameJustBeforeTheCloseIsRead) {
+  Expected<net::Listener> listener = net::listenTcp(0, "127.0.0.1");
+  ASSERT_TRUE(listener) << listener.message();
+  std::promise<void> replied;
+  std::thread server([&] {
+    net::Fd peer;
+    ASSERT_TRUE(net::acceptOne(*listener, net::Wait::within(5s), peer));
+    // Ok (100) for request 1 with no arguments, sent ahead of the request,
+    // then the end of the stream: the client finds both together.
+    std::string reply;
+    net::putBigEndian(reply, 0x41534b31, 4);
+    reply.push_back(static_cast<char>(100));
+    net::putBigEndian(reply, 1, 8);
+    net::putBigEndian(reply, 0, 4);
+    EXPECT_TRUE(net::sendAll(peer.get(), reply.data(), reply.size(),
+                             net::Wait::within(5s)));
+    ::shutdown(peer.get(), SHUT_WR);
+    replied.set_value();
+    // Stay until the client has gone, so that its request meets no reset.
+    char byte;
+    while (net::receiveAll(peer.get(), &byte, 1, net::Wait::within(5s)))
+      ;
+  });
+  Expected<Store> s =
+      Store::connect("127.0.0.1", listener->port, 5s, "rank 1");
+  ASSERT_TRUE(s) << s.message();
+  replied.get_future().wait();
+  std::this_thread::sleep_for(50ms);
+  Status set = s->set("k", "v");
+  EXPECT_TRUE(set.ok()) << set.message();
+  // The next call finds the server gone.
+  Status again = s->set("k", "w");
+  EXPECT_FALSE(again);
+  ASSERT_TRUE(s->lastFailure());
+  EXPECT_EQ(s->lastFailure()->kind, StoreFailure::ServerGone);
+  *s = Store::overSocket(net::Fd(), "nowhere", 1s, "nobody");
+  server.join();
 }
 
 // ---- Sockets ---------------------------------------------------------------
