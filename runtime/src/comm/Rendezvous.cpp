@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cinttypes>
 #include <climits>
+#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -368,6 +369,9 @@ struct TcpGroup::State {
   std::string lastKey;
   /// The first failure; set, the group is unusable.
   std::optional<std::string> failure;
+  /// Where the store is, for further connections (waitWords).
+  std::string storeHost;
+  int storePort = 0;
 
   /// Records `message` as the group's failure, posts it for the others
   /// (the store's abort ends their waits at once) and returns the error.
@@ -513,6 +517,8 @@ Expected<TcpGroup> TcpGroup::accept(TcpListener listener, int worldSize,
   Store &store = *state->store;
   if (Status s = store.becomeMember(); !s)
     return Error("rendezvous: " + s.message());
+  state->storeHost = self;
+  state->storePort = port;
 
   std::vector<bool> joined(static_cast<size_t>(worldSize), false);
   int joinedCount = 0;
@@ -616,6 +622,8 @@ Expected<TcpGroup> TcpGroup::connect(const std::string &host, int port,
   state->store.emplace(Store::overSocket(std::move(*socket), where,
                                          options.connectTimeout, me));
   Store &store = *state->store;
+  state->storeHost = host;
+  state->storePort = port;
 
   // Why the group did not form, from the store's last failure.
   auto notFormed = [&](const std::string &message) -> Error {
@@ -720,6 +728,67 @@ Expected<std::string> TcpGroup::broadcast(const std::string &fromRank0) {
   if (!all)
     return Error(all.message());
   return std::move(all->front());
+}
+
+namespace {
+
+/// WaitWords as keys "wait-word/RANK" of the group's store.
+class StoreWaitWords final : public WaitWords {
+public:
+  StoreWaitWords(Store store, int rank, int size)
+      : store(std::move(store)), rank(rank), size(size) {}
+
+  void post(const std::string &word) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    // Best effort: a word that does not arrive only makes a later timeout
+    // message less precise, and says so.
+    (void)store.set(key(rank), word);
+  }
+
+  Expected<std::vector<std::string>> read() override {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::vector<std::string> keys;
+    for (int r = 0; r < size; ++r)
+      keys.push_back(key(r));
+    Expected<std::vector<std::string>> absent = store.missing(keys);
+    if (!absent)
+      return Error(absent.message());
+    std::vector<std::string> words(static_cast<size_t>(size));
+    for (int r = 0; r < size; ++r) {
+      if (std::find(absent->begin(), absent->end(), keys[r]) != absent->end())
+        continue;
+      Expected<std::string> word = store.get(keys[r]);
+      if (!word)
+        return Error(word.message());
+      words[static_cast<size_t>(r)] = std::move(*word);
+    }
+    return words;
+  }
+
+private:
+  static std::string key(int r) { return "wait-word/" + std::to_string(r); }
+
+  std::mutex mutex;
+  Store store;
+  int rank;
+  int size;
+};
+
+/// How long a board's calls may take: it serves timeout messages.
+constexpr std::chrono::milliseconds kWaitWordsTimeout(2000);
+
+} // namespace
+
+Expected<std::unique_ptr<WaitWords>> TcpGroup::waitWords() const {
+  if (state->size == 1)
+    return std::unique_ptr<WaitWords>();
+  Expected<Store> store =
+      Store::connect(state->storeHost, state->storePort, kWaitWordsTimeout,
+                     "rank " + std::to_string(state->rank) + "'s wait words");
+  if (!store)
+    return Error("rendezvous: " + store.message());
+  return std::unique_ptr<WaitWords>(
+      new StoreWaitWords(std::move(*store), state->rank, state->size));
 }
 
 } // namespace autoshard::rt

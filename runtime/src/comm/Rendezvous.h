@@ -169,6 +169,12 @@ public:
   /// Like the others it returns once every rank has called it.
   Expected<std::string> broadcast(const std::string &fromRank0);
 
+  /// A board of WaitWords (core/Control.h) in the group's store, under
+  /// keys of its own and over a connection of its own, so that the
+  /// communication thread can post while the main thread reads. Null in a
+  /// world of one; an Error when the store cannot be reached.
+  Expected<std::unique_ptr<WaitWords>> waitWords() const;
+
 private:
   struct State;
   explicit TcpGroup(std::unique_ptr<State> state);

@@ -740,6 +740,56 @@ TEST(TcpGroup, AProcessTooManyIsTurnedAway) {
   EXPECT_EQ(errors[1], "");
 }
 
+// The board NCCL's waiting members post on: each rank's latest word, read
+// by any rank; a word taken back reads as none.
+TEST(TcpGroup, WaitWordsAreEachRanksLatestWord) {
+  const int n = 3;
+  std::vector<TcpGroup> groups = formGroup(n, generous());
+  ASSERT_EQ(groups.size(), size_t(n));
+  std::vector<std::unique_ptr<WaitWords>> boards;
+  for (int r = 0; r < n; ++r) {
+    Expected<std::unique_ptr<WaitWords>> board = groups[r].waitWords();
+    ASSERT_TRUE(board) << board.message();
+    ASSERT_TRUE(*board);
+    boards.push_back(std::move(*board));
+  }
+  Expected<std::vector<std::string>> none = boards[0]->read();
+  ASSERT_TRUE(none) << none.message();
+  EXPECT_EQ(*none, std::vector<std::string>(3));
+  boards[1]->post("all_reduce #3 over the world");
+  boards[2]->post("all_gather #1 over grid_axes_mask 2");
+  boards[1]->post("all_reduce #4 over the world");
+  Expected<std::vector<std::string>> heard = boards[2]->read();
+  ASSERT_TRUE(heard) << heard.message();
+  EXPECT_EQ(*heard, (std::vector<std::string>{
+                        "", "all_reduce #4 over the world",
+                        "all_gather #1 over grid_axes_mask 2"}));
+  boards[2]->post("");
+  heard = boards[0]->read();
+  ASSERT_TRUE(heard) << heard.message();
+  EXPECT_EQ(*heard, (std::vector<std::string>{
+                        "", "all_reduce #4 over the world", ""}));
+  // The words live beside the group's keys: the group goes on.
+  std::vector<std::string> errors(n);
+  onEveryRank(n, [&](int r) {
+    Status s = groups[r].barrier();
+    errors[r] = s ? "" : s.message();
+  });
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+TEST(TcpGroup, AWorldOfOneHasNoBoard) {
+  LaunchEnv env;
+  env.masterAddr = "unresolvable.invalid";
+  env.masterPort = 1;
+  Expected<TcpGroup> group = TcpGroup::join(env);
+  ASSERT_TRUE(group) << group.message();
+  Expected<std::unique_ptr<WaitWords>> board = group->waitWords();
+  ASSERT_TRUE(board) << board.message();
+  EXPECT_FALSE(*board);
+}
+
 TEST(TcpListener, RejectsAPortOutOfRange) {
   Expected<TcpListener> listener = TcpListener::open(70000);
   ASSERT_FALSE(listener);
