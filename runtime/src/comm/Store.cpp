@@ -442,12 +442,14 @@ struct Store::State {
     Frame reply;
     StoreFailure why;
     why.kind = StoreFailure::TimedOut;
-    why.missing = keys;
     IoResult r = ask(Op::Missing, keys, Clock::now() + kShortWait, reply);
-    if (r && static_cast<Reply>(reply.op) == Reply::Ok)
+    bool answered = r && static_cast<Reply>(reply.op) == Reply::Ok;
+    if (answered)
       why.missing = reply.args;
-    std::string absent = keyList(why.missing);
-    size_t count = why.missing.size();
+    // Unanswered, every key may be missing: the error names them all, the
+    // failure none (the caller cannot tell which).
+    std::string absent = keyList(answered ? why.missing : keys);
+    size_t count = answered ? why.missing.size() : keys.size();
     return failed(
         std::move(why),
         failure("timed out after " + net::formatDuration(timeout) +

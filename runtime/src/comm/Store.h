@@ -55,7 +55,8 @@ struct StoreFailure {
   Kind kind = Other;
   std::string who;
   std::string reason;
-  /// TimedOut on a get or wait: the keys that were still not set.
+  /// TimedOut on a get or wait: the keys that were still not set, as the
+  /// store answered right after; empty when it did not answer.
   std::vector<std::string> missing;
 };
 
