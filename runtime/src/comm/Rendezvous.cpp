@@ -6,9 +6,9 @@
 #include <cerrno>
 #include <cinttypes>
 #include <climits>
-#include <mutex>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <utility>
 
 namespace autoshard::rt {
@@ -619,8 +619,8 @@ Expected<TcpGroup> TcpGroup::connect(const std::string &host, int port,
   state->options = options;
   const std::string where = host + ":" + std::to_string(port);
   const std::string me = "rank " + std::to_string(rank);
-  state->store.emplace(Store::overSocket(std::move(*socket), where,
-                                         options.connectTimeout, me));
+  state->store.emplace(
+      Store::overSocket(std::move(*socket), where, options.connectTimeout, me));
   Store &store = *state->store;
   state->storeHost = host;
   state->storePort = port;
@@ -630,8 +630,8 @@ Expected<TcpGroup> TcpGroup::connect(const std::string &host, int port,
     const std::optional<StoreFailure> &why = store.lastFailure();
     StoreFailure::Kind kind = why ? why->kind : StoreFailure::Other;
     if (kind == StoreFailure::Aborted)
-      return Error("rendezvous: " + why->who + " refused the group: " +
-                   nested(why->reason));
+      return Error("rendezvous: " + why->who +
+                   " refused the group: " + nested(why->reason));
     if (kind == StoreFailure::ServerGone)
       return Error("rendezvous: rank 0 at " + where +
                    " closed the connection before the group formed (it "
@@ -667,15 +667,13 @@ Expected<TcpGroup> TcpGroup::connect(const std::string &host, int port,
       std::to_string(rank) + " " + std::to_string(worldSize), {kStart});
   while (!start) {
     const std::optional<StoreFailure> &why = store.lastFailure();
-    if (!why || why->kind != StoreFailure::TimedOut ||
-        Clock::now() >= deadline)
+    if (!why || why->kind != StoreFailure::TimedOut || Clock::now() >= deadline)
       return notFormed(start.message());
     notice.due();
     boundBy(store, notice.wake(deadline));
-    start = store.setAndGet(arrivalKey(*arrival),
-                            std::to_string(rank) + " " +
-                                std::to_string(worldSize),
-                            {kStart});
+    start = store.setAndGet(
+        arrivalKey(*arrival),
+        std::to_string(rank) + " " + std::to_string(worldSize), {kStart});
   }
   // Rank 0 starts the group with the first worldSize - 1 arrivals: a later
   // one is a process too many.

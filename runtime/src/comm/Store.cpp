@@ -424,8 +424,7 @@ struct Store::State {
   Error lost(const IoResult &r, const std::string &during) {
     if (r.status == Io::PeerGone)
       return failed(StoreFailure::ServerGone,
-                    failure("lost the store at " + where + " during " +
-                            during +
+                    failure("lost the store at " + where + " during " + during +
                             ": it closed the connection (rank 0 exited or "
                             "failed)"));
     if (r.status == Io::TimedOut)
@@ -450,14 +449,14 @@ struct Store::State {
     // failure none (the caller cannot tell which).
     std::string absent = keyList(answered ? why.missing : keys);
     size_t count = answered ? why.missing.size() : keys.size();
-    return failed(
-        std::move(why),
-        failure("timed out after " + net::formatDuration(timeout) +
-                " waiting for " + absent + " in the store at " + where +
-                (r ? " (whoever sets " +
-                         std::string(count == 1 ? "it" : "them") +
-                         " has not come, or failed first)"
-                   : " (which does not answer either)")));
+    return failed(std::move(why),
+                  failure("timed out after " + net::formatDuration(timeout) +
+                          " waiting for " + absent + " in the store at " +
+                          where +
+                          (r ? " (whoever sets " +
+                                   std::string(count == 1 ? "it" : "them") +
+                                   " has not come, or failed first)"
+                             : " (which does not answer either)")));
   }
 
   /// A wait the server ended: a client aborted, or a member left.
@@ -468,19 +467,19 @@ struct Store::State {
       why.kind = StoreFailure::Aborted;
       why.who = args[1];
       why.reason = args[2];
-      return failed(why, failure("stopped waiting for " + keyList(keys) +
-                                 ": " + why.who + " aborted: " + why.reason));
+      return failed(why, failure("stopped waiting for " + keyList(keys) + ": " +
+                                 why.who + " aborted: " + why.reason));
     }
     if (args.size() == 2 && args[0] == "closed") {
       why.kind = StoreFailure::MemberClosed;
       why.who = args[1];
-      return failed(why, failure("stopped waiting for " + keyList(keys) +
-                                 ": " + why.who +
-                                 " closed its connection to the store"));
+      return failed(why,
+                    failure("stopped waiting for " + keyList(keys) + ": " +
+                            why.who + " closed its connection to the store"));
     }
-    return failed(StoreFailure::Other,
-                  failure("got a malformed reply while waiting for " +
-                          keyList(keys)));
+    return failed(
+        StoreFailure::Other,
+        failure("got a malformed reply while waiting for " + keyList(keys)));
   }
 
   Expected<std::vector<std::string>> call(Op op, std::vector<std::string> args,
@@ -517,9 +516,9 @@ struct Store::State {
       return endedBy(reply.args, keys);
     size_t expected = op == Op::Wait ? 0 : keys.size();
     if (reply.args.size() != expected)
-      return failed(StoreFailure::Other,
-                    failure("got a malformed reply while waiting for " +
-                            keyList(keys)));
+      return failed(
+          StoreFailure::Other,
+          failure("got a malformed reply while waiting for " + keyList(keys)));
     return std::move(reply.args);
   }
 };
@@ -584,9 +583,9 @@ Expected<int64_t> Store::add(const std::string &key, int64_t delta) {
     return Error(sum.message());
   int64_t value = 0;
   if (sum->size() != 1 || !parseInt64(sum->front(), value))
-    return state->failed(StoreFailure::Other,
-                         state->failure("got a malformed sum for key \"" +
-                                        key + "\""));
+    return state->failed(
+        StoreFailure::Other,
+        state->failure("got a malformed sum for key \"" + key + "\""));
   return value;
 }
 
@@ -612,8 +611,7 @@ Status Store::erase(const std::vector<std::string> &keys) {
 }
 
 Status Store::becomeMember() {
-  return state->call(Op::Member, {state->who}, "joining as a member")
-      .status();
+  return state->call(Op::Member, {state->who}, "joining as a member").status();
 }
 
 Status Store::abort(const std::string &reason) {

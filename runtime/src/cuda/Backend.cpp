@@ -116,10 +116,9 @@ std::unique_ptr<Comm> createBackendComm(asrt_context *ctx,
   addFatalCleanupHook(abortNcclComms);
   // Under a torchrun-style launch the job's store carries the words that
   // let a collective timeout name the member NCCL waits for.
-  return createNcclComm(control.rank(), control.size(), grid, id,
-                        device.stream(Lane::Comm), device,
-                        kNcclSetupTimeoutSeconds, control.waitWords(),
-                        control.timeout());
+  return createNcclComm(
+      control.rank(), control.size(), grid, id, device.stream(Lane::Comm),
+      device, kNcclSetupTimeoutSeconds, control.waitWords(), control.timeout());
 #else
   // Without NCCL the driver's MPI communicator serves, through host
   // copies.

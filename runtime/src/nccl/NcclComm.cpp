@@ -219,8 +219,9 @@ public:
     if (!heard) {
       std::lock_guard<std::mutex> lock(waitingMutex);
       if (lastHeard.empty())
-        return cannot + " (and the words of waiting members could not be "
-                        "read: " +
+        return cannot +
+               " (and the words of waiting members could not be "
+               "read: " +
                heard.message() + ")";
       heard = lastHeard;
     }
@@ -756,10 +757,9 @@ std::unique_ptr<Comm> createNcclComm(int rank, int size,
           "unchanged",
           uniqueIdBytes.size(), sizeof id.internal);
   std::memcpy(id.internal, uniqueIdBytes.data(), sizeof id.internal);
-  auto comm = std::make_unique<NcclComm>(rank, size, std::move(grid), stream,
-                                         device, setupTimeoutSeconds,
-                                         std::move(words),
-                                         collectiveTimeoutSeconds);
+  auto comm = std::make_unique<NcclComm>(
+      rank, size, std::move(grid), stream, device, setupTimeoutSeconds,
+      std::move(words), collectiveTimeoutSeconds);
   comm->init(id);
   return comm;
 }

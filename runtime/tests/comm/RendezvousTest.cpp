@@ -652,8 +652,7 @@ TEST(TcpGroup, RankThatNeverArrivesTimesOut) {
   // which parts have come, rank 0's included.
   EXPECT_TRUE(says(errors[1], "barrier #1") &&
               says(errors[1], "rank 2 has not reached it") &&
-              !says(errors[1], "rank 0 has not") &&
-              !says(errors[1], "ranks 0"))
+              !says(errors[1], "rank 0 has not") && !says(errors[1], "ranks 0"))
       << errors[1];
 }
 
@@ -761,14 +760,14 @@ TEST(TcpGroup, WaitWordsAreEachRanksLatestWord) {
   boards[1]->post("all_reduce #4 over the world");
   Expected<std::vector<std::string>> heard = boards[2]->read();
   ASSERT_TRUE(heard) << heard.message();
-  EXPECT_EQ(*heard, (std::vector<std::string>{
-                        "", "all_reduce #4 over the world",
-                        "all_gather #1 over grid_axes_mask 2"}));
+  EXPECT_EQ(*heard,
+            (std::vector<std::string>{"", "all_reduce #4 over the world",
+                                      "all_gather #1 over grid_axes_mask 2"}));
   boards[2]->post("");
   heard = boards[0]->read();
   ASSERT_TRUE(heard) << heard.message();
-  EXPECT_EQ(*heard, (std::vector<std::string>{
-                        "", "all_reduce #4 over the world", ""}));
+  EXPECT_EQ(*heard,
+            (std::vector<std::string>{"", "all_reduce #4 over the world", ""}));
   // The words live beside the group's keys: the group goes on.
   std::vector<std::string> errors(n);
   onEveryRank(n, [&](int r) {

@@ -6,8 +6,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <string>
 #include <future>
+#include <string>
 #include <sys/socket.h>
 #include <thread>
 #include <vector>
@@ -206,9 +206,9 @@ TEST(Store, SetAndGetMeetsEveryMemberAndReturnsTheValues) {
     ranks.emplace_back([&, r] {
       Store s = client(*server, "rank " + std::to_string(r));
       std::this_thread::sleep_for(std::chrono::milliseconds(20 * r));
-      Expected<std::vector<std::string>> all = s.setAndGet(
-          "op/1/" + std::to_string(r), "v" + std::to_string(r),
-          {"op/1/0", "op/1/1", "op/1/2", "op/1/3"});
+      Expected<std::vector<std::string>> all =
+          s.setAndGet("op/1/" + std::to_string(r), "v" + std::to_string(r),
+                      {"op/1/0", "op/1/1", "op/1/2", "op/1/3"});
       if (!all)
         problems[r] = all.message();
       else if (*all != std::vector<std::string>{"v0", "v1", "v2", "v3"})
@@ -339,8 +339,7 @@ TEST(Store, AReplyThatCameJustBeforeTheCloseIsRead) {
     while (net::receiveAll(peer.get(), &byte, 1, net::Wait::within(5s)))
       ;
   });
-  Expected<Store> s =
-      Store::connect("127.0.0.1", listener->port, 5s, "rank 1");
+  Expected<Store> s = Store::connect("127.0.0.1", listener->port, 5s, "rank 1");
   ASSERT_TRUE(s) << s.message();
   replied.get_future().wait();
   std::this_thread::sleep_for(50ms);
