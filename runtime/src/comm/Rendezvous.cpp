@@ -1,5 +1,6 @@
 // torchrun-style launch variables, and a TCP control plane between ranks.
 #include "comm/Rendezvous.h"
+#include "comm/Store.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -7,6 +8,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <utility>
 
 namespace autoshard::rt {
@@ -225,105 +227,54 @@ private:
   Deadline at;
   std::function<std::string()> text;
 };
+// ---- Keys ------------------------------------------------------------------
+// The group lives in a key-value store (comm/Store.h) that rank 0 serves on
+// the rendezvous port. Joining: a rank counts itself in ("rendezvous/
+// arrivals"), posts "RANK WORLD_SIZE" under its arrival number and waits
+// for "rendezvous/start", which rank 0 sets once every rank has arrived
+// and agrees. Operation #S: every rank posts its kind and blob under
+// "op/S/RANK" and waits for every rank's, in one request.
 
-// ---- Messages --------------------------------------------------------------
-// Every message: magic (4 bytes, the protocol and its version), kind (1),
-// sequence number (8), payload length (8), all big-endian, then the payload.
+const std::string kArrivals = "rendezvous/arrivals";
+const std::string kStart = "rendezvous/start";
 
-constexpr uint32_t kMagic = 0x41535231; // "ASR1"
-constexpr size_t kHeaderBytes = 4 + 1 + 8 + 8;
-/// Larger lengths mean a peer that does not speak the protocol.
-constexpr uint64_t kMaxPayloadBytes = uint64_t(1) << 30;
-/// How long a failing rank spends telling the others why.
-constexpr std::chrono::milliseconds kAbortNoticeTime(1000);
+std::string arrivalKey(int64_t number) {
+  return "rendezvous/arrival/" + std::to_string(number);
+}
 
-enum class Kind : uint8_t {
-  Hello = 1,   // rank -> 0: rank and world size
-  Welcome = 2, // 0 -> rank: the group has formed
-  AllGather = 3,
-  Barrier = 4,
-  Broadcast = 5,
-  Abort = 6, // either way: the group failed; the payload says why
+std::string opKey(uint64_t seq, int rank) {
+  return "op/" + std::to_string(seq) + "/" + std::to_string(rank);
+}
+
+/// The rank whose key `key` (op/S/RANK) is; -1 when it is not one.
+int rankOfKey(const std::string &key) {
+  size_t slash = key.rfind('/');
+  if (slash == std::string::npos)
+    return -1;
+  try {
+    return std::stoi(key.substr(slash + 1));
+  } catch (...) {
+    return -1;
+  }
+}
+
+enum class Kind : char {
+  AllGather = 'g',
+  Barrier = 'b',
+  Broadcast = 'c',
 };
 
-const char *kindName(Kind kind) {
-  switch (kind) {
-  case Kind::Hello:
-    return "hello";
-  case Kind::Welcome:
-    return "welcome";
+const char *kindName(char kind) {
+  switch (static_cast<Kind>(kind)) {
   case Kind::AllGather:
     return "allGather";
   case Kind::Barrier:
     return "barrier";
   case Kind::Broadcast:
     return "broadcast";
-  case Kind::Abort:
-    return "abort";
   }
-  return "an unknown message";
+  return "an unknown operation";
 }
-
-struct Message {
-  Kind kind = Kind::Abort;
-  uint64_t seq = 0;
-  std::string payload;
-};
-
-void putU32(std::string &out, uint32_t v) { net::putBigEndian(out, v, 4); }
-void putU64(std::string &out, uint64_t v) { net::putBigEndian(out, v, 8); }
-using net::getBigEndian;
-
-std::string encode(const Message &m) {
-  std::string out;
-  out.reserve(kHeaderBytes + m.payload.size());
-  putU32(out, kMagic);
-  out.push_back(static_cast<char>(m.kind));
-  putU64(out, m.seq);
-  putU64(out, m.payload.size());
-  out += m.payload;
-  return out;
-}
-
-/// allGather's reply: every rank's blob, each length-prefixed.
-std::string encodeBlobs(const std::vector<std::string> &blobs) {
-  std::string out;
-  for (const std::string &blob : blobs) {
-    putU64(out, blob.size());
-    out += blob;
-  }
-  return out;
-}
-
-std::optional<std::vector<std::string>> decodeBlobs(const std::string &text,
-                                                    int count) {
-  std::vector<std::string> blobs;
-  size_t at = 0;
-  for (int i = 0; i < count; ++i) {
-    if (text.size() - at < 8)
-      return std::nullopt;
-    uint64_t length = getBigEndian(text.data() + at, 8);
-    at += 8;
-    if (text.size() - at < length)
-      return std::nullopt;
-    blobs.push_back(text.substr(at, length));
-    at += length;
-  }
-  if (at != text.size())
-    return std::nullopt;
-  return blobs;
-}
-
-/// One end of a connection: the socket, the peer's rank (-1 before its
-/// hello), and received bytes not yet parsed.
-struct Link {
-  int peer = -1;
-  net::Fd socket;
-  std::string inbox;
-  /// The peer closed (or reset) the connection; what the inbox holds may
-  /// still be complete messages.
-  bool closed = false;
-};
 
 /// A peer's error text as part of this rank's, without a second prefix.
 std::string nested(const std::string &message) {
@@ -333,98 +284,6 @@ std::string nested(const std::string &message) {
              : message;
 }
 
-std::string peerName(const Link &link) {
-  return link.peer >= 0 ? "rank " + std::to_string(link.peer)
-                        : "an unidentified peer";
-}
-
-/// Appends what the socket has to the inbox without blocking; marks the
-/// link closed at end of stream.
-Status readAvailable(Link &link, const std::string &during) {
-  IoResult r = net::receiveAvailable(link.socket.get(), link.inbox);
-  if (r.status == Io::PeerGone)
-    link.closed = true;
-  else if (!r)
-    return Error("rendezvous: reading from " + peerName(link) + " during " +
-                 during + " failed: " + r.error);
-  return Status::success();
-}
-
-/// Takes one whole message off the inbox: false while incomplete, an Error
-/// when the bytes are not this protocol.
-Expected<bool> takeMessage(Link &link, Message &out) {
-  if (link.inbox.size() < kHeaderBytes)
-    return false;
-  const char *p = link.inbox.data();
-  uint64_t magic = getBigEndian(p, 4);
-  uint64_t length = getBigEndian(p + 13, 8);
-  if (magic != kMagic || length > kMaxPayloadBytes)
-    return Error("rendezvous: " + peerName(link) +
-                 " sent bytes that are not autoshard's rendezvous protocol "
-                 "(another program on this port, or another version)");
-  if (link.inbox.size() - kHeaderBytes < length)
-    return false;
-  out.kind = static_cast<Kind>(p[4]);
-  out.seq = getBigEndian(p + 5, 8);
-  out.payload = link.inbox.substr(kHeaderBytes, length);
-  link.inbox.erase(0, kHeaderBytes + length);
-  return true;
-}
-
-Error closedError(const Link &link, const std::string &during) {
-  return Error("rendezvous: " + peerName(link) +
-               " closed its connection during " + during +
-               " (it exited, failed, or gave up)");
-}
-
-Status sendMessage(Link &link, const Message &m, Deadline deadline,
-                   const std::string &during) {
-  std::string bytes = encode(m);
-  IoResult r = net::sendAll(link.socket.get(), bytes.data(), bytes.size(),
-                            net::Wait(deadline));
-  if (r.status == Io::TimedOut)
-    return Error("rendezvous: timed out sending to " + peerName(link) +
-                 " during " + during + " (it stopped reading)");
-  if (r.status == Io::PeerGone) {
-    link.closed = true;
-    return closedError(link, during);
-  }
-  if (!r)
-    return Error("rendezvous: sending to " + peerName(link) + " during " +
-                 during + " failed: " + r.error);
-  return Status::success();
-}
-
-Expected<Message> receiveMessage(Link &link, Deadline deadline,
-                                 const std::string &during,
-                                 std::chrono::milliseconds timeout,
-                                 JoinNotice *notice = nullptr) {
-  while (true) {
-    Message m;
-    Expected<bool> got = takeMessage(link, m);
-    if (!got)
-      return Error(got.message());
-    if (*got)
-      return m;
-    if (link.closed)
-      return closedError(link, during);
-    std::vector<bool> ready;
-    IoResult r = net::waitReadable(
-        {link.socket.get()},
-        net::Wait(notice ? notice->wake(deadline) : deadline), ready);
-    if (r.status == Io::System)
-      return Error("rendezvous: " + r.error);
-    if (!r && Clock::now() >= deadline)
-      return Error("rendezvous: timed out after " + formatDuration(timeout) +
-                   " waiting for " + peerName(link) + " during " + during);
-    if (notice)
-      notice->due();
-    if (r && ready[0])
-      if (Status s = readAvailable(link, during); !s)
-        return Error(s.message());
-  }
-}
-
 std::string rankList(const std::vector<int> &ranks) {
   std::string text;
   for (size_t i = 0; i < ranks.size(); ++i)
@@ -432,63 +291,16 @@ std::string rankList(const std::vector<int> &ranks) {
   return text;
 }
 
-/// Rank 0's half of a gather: one message from every link, read as they
-/// come, so that a peer that closes is noticed at once whoever is slow.
-Expected<std::vector<Message>>
-receiveFromEach(std::vector<Link> &links, Deadline deadline,
-                const std::string &during, std::chrono::milliseconds timeout) {
-  std::vector<std::optional<Message>> got(links.size());
-  while (true) {
-    std::vector<int> fds;
-    std::vector<size_t> waiting;
-    for (size_t i = 0; i < links.size(); ++i) {
-      if (got[i])
-        continue;
-      Message m;
-      Expected<bool> complete = takeMessage(links[i], m);
-      if (!complete)
-        return Error(complete.message());
-      if (*complete) {
-        got[i] = std::move(m);
-        continue;
-      }
-      if (links[i].closed)
-        return closedError(links[i], during);
-      fds.push_back(links[i].socket.get());
-      waiting.push_back(i);
-    }
-    if (waiting.empty())
-      break;
-    std::vector<bool> ready;
-    IoResult r = net::waitReadable(fds, net::Wait(deadline), ready);
-    if (r.status == Io::System)
-      return Error("rendezvous: " + r.error);
-    if (r.status == Io::TimedOut) {
-      std::vector<int> late;
-      for (size_t i : waiting)
-        late.push_back(links[i].peer);
-      return Error("rendezvous: timed out after " + formatDuration(timeout) +
-                   " during " + during + ": rank" +
-                   (late.size() == 1 ? " " : "s ") + rankList(late) +
-                   (late.size() == 1 ? " has" : " have") + " not reached it");
-    }
-    for (size_t j = 0; j < fds.size(); ++j)
-      if (ready[j])
-        if (Status s = readAvailable(links[waiting[j]], during); !s)
-          return Error(s.message());
-  }
-  std::vector<Message> messages;
-  for (std::optional<Message> &m : got)
-    messages.push_back(std::move(*m));
-  return messages;
+std::string closedText(const std::string &who, const std::string &during) {
+  return "rendezvous: " + who + " closed its connection during " + during +
+         " (it exited, failed, or gave up)";
 }
 
-/// Tells every open link why the group failed, best effort and briefly.
-void noticeAll(std::vector<Link> &links, const Message &abort) {
-  Deadline deadline = Clock::now() + kAbortNoticeTime;
-  for (Link &link : links)
-    if (!link.closed && link.socket.get() >= 0)
-      (void)sendMessage(link, abort, deadline, "abort");
+/// Sets the store's bound to what is left until `deadline` (at least 1 ms).
+void boundBy(Store &store, Deadline deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - Clock::now());
+  store.setTimeout(std::max(left, std::chrono::milliseconds(1)));
 }
 
 Expected<net::Fd> connectWithRetry(const std::string &host, int port,
@@ -536,7 +348,7 @@ Expected<TcpListener> TcpListener::open(int port, const std::string &host) {
   if (!listener)
     return Error("rendezvous: rank 0 " + listener.message() +
                  (port > 0 ? "; choose another MASTER_PORT" : ""));
-  return TcpListener(std::move(*listener));
+  return TcpListener(std::move(*listener), host);
 }
 
 // ---- TcpGroup --------------------------------------------------------------
@@ -545,19 +357,28 @@ struct TcpGroup::State {
   int rank = 0;
   int size = 1;
   TcpGroupOptions options;
-  /// Rank 0: one link per other rank, in rank order; the others: rank 0's.
-  std::vector<Link> links;
+  /// Rank 0: the store every rank meets in. Declared before `store` so
+  /// that rank 0's own client leaves before the server stops.
+  std::unique_ptr<StoreServer> server;
+  /// This rank's client of the store (none in a world of one).
+  std::optional<Store> store;
   /// Operations started so far; the current one's number.
   uint64_t seq = 0;
+  /// This rank's key of the last operation, erased during the next: by
+  /// then every rank has read it (see gather()).
+  std::string lastKey;
   /// The first failure; set, the group is unusable.
   std::optional<std::string> failure;
+  /// Where the store is, for further connections (waitWords).
+  std::string storeHost;
+  int storePort = 0;
 
-  /// Records `message` as the group's failure, tells the peers, closes the
-  /// connections and returns the error.
+  /// Records `message` as the group's failure, posts it for the others
+  /// (the store's abort ends their waits at once) and returns the error.
   Error fail(const std::string &message) {
     failure = message;
-    noticeAll(links, Message{Kind::Abort, seq, message});
-    links.clear();
+    if (store)
+      (void)store->abort(message);
     return Error(message);
   }
 
@@ -569,29 +390,45 @@ struct TcpGroup::State {
     return Status::success();
   }
 
-  /// A message from `link` that should be (kind, seq): the error when it
-  /// is another, or an abort.
-  Status expect(const Link &link, const Message &m, Kind kind,
-                const std::string &during) const {
-    if (m.kind == Kind::Abort)
-      return Error("rendezvous: " + peerName(link) +
-                   " ended the group during " + during + ": " +
-                   nested(m.payload));
-    if (m.kind != kind || m.seq != seq)
-      return Error("rendezvous: " + peerName(link) + " is in " +
-                   kindName(m.kind) + " #" + std::to_string(m.seq) +
-                   " while rank " + std::to_string(rank) + " is in " + during +
-                   ": every rank must call the group's operations in the same "
-                   "order");
-    return Status::success();
-  }
-
   std::string describe(Kind kind) const {
-    return std::string(kindName(kind)) + " #" + std::to_string(seq);
+    return std::string(kindName(static_cast<char>(kind))) + " #" +
+           std::to_string(seq);
   }
 
-  /// allGather and barrier: every rank sends to rank 0, which answers each
-  /// with the gathered blobs (nothing for a barrier).
+  /// The error of a failed wait for operation `during`'s keys, in ranks.
+  std::string explain(const Error &error, const std::string &during) const {
+    const std::optional<StoreFailure> &why = store->lastFailure();
+    if (!why)
+      return "rendezvous: " + error.message();
+    switch (why->kind) {
+    case StoreFailure::Aborted:
+      return "rendezvous: " + why->who + " ended the group during " + during +
+             ": " + nested(why->reason);
+    case StoreFailure::MemberClosed:
+      return closedText(why->who, during);
+    case StoreFailure::ServerGone:
+      return closedText("rank 0", during);
+    case StoreFailure::TimedOut: {
+      std::vector<int> late;
+      for (const std::string &key : why->missing)
+        late.push_back(rankOfKey(key));
+      if (late.empty())
+        break;
+      return "rendezvous: timed out after " +
+             formatDuration(options.operationTimeout) + " during " + during +
+             ": rank" + (late.size() == 1 ? " " : "s ") + rankList(late) +
+             (late.size() == 1 ? " has" : " have") + " not reached it";
+    }
+    case StoreFailure::Other:
+      break;
+    }
+    return "rendezvous: " + during + ": " + error.message();
+  }
+
+  /// Every operation: each rank posts (kind, blob) and waits for every
+  /// rank's in one request, so every rank's answer is on its way before
+  /// any rank can go on (and, being rank 0, stop serving the store). The
+  /// kinds must agree.
   Expected<std::vector<std::string>> gather(Kind kind,
                                             const std::string &mine) {
     if (Status s = usable(); !s)
@@ -600,51 +437,33 @@ struct TcpGroup::State {
     if (size == 1)
       return std::vector<std::string>{mine};
     std::string during = describe(kind);
-    Deadline deadline = Clock::now() + options.operationTimeout;
-    if (rank == 0) {
-      Expected<std::vector<Message>> messages =
-          receiveFromEach(links, deadline, during, options.operationTimeout);
-      if (!messages)
-        return fail(messages.message());
-      std::vector<std::string> blobs{mine};
-      for (size_t i = 0; i < links.size(); ++i) {
-        Message &m = (*messages)[i];
-        if (Status s = expect(links[i], m, kind, during); !s)
-          return fail(s.message());
-        blobs.push_back(std::move(m.payload));
-      }
-      Message reply{kind, seq,
-                    kind == Kind::Barrier ? std::string() : encodeBlobs(blobs)};
-      for (Link &link : links)
-        if (Status s = sendMessage(link, reply, deadline, during); !s)
-          return fail(s.message());
-      return blobs;
+    std::vector<std::string> keys;
+    for (int r = 0; r < size; ++r)
+      keys.push_back(opKey(seq, r));
+    store->setTimeout(options.operationTimeout);
+    // Every rank has posted this operation's key, so every rank has had
+    // its answer to the last one: this rank's key of it is no longer read.
+    // A failure here shows again in the wait below.
+    if (!lastKey.empty())
+      (void)store->erase({lastKey});
+    Expected<std::vector<std::string>> values = store->setAndGet(
+        keys[static_cast<size_t>(rank)], static_cast<char>(kind) + mine, keys);
+    if (!values)
+      return fail(explain(Error(values.message()), during));
+    lastKey = keys[static_cast<size_t>(rank)];
+    std::vector<std::string> blobs;
+    for (int r = 0; r < size; ++r) {
+      std::string &value = (*values)[static_cast<size_t>(r)];
+      if (value.empty() || value[0] != static_cast<char>(kind))
+        return fail("rendezvous: rank " + std::to_string(r) + " is in " +
+                    kindName(value.empty() ? 0 : value[0]) + " #" +
+                    std::to_string(seq) + " while rank " +
+                    std::to_string(rank) + " is in " + during +
+                    ": every rank must call the group's operations in the "
+                    "same order");
+      blobs.push_back(value.substr(1));
     }
-    Link &root = links.front();
-    if (Status s =
-            sendMessage(root, Message{kind, seq, mine}, deadline, during);
-        !s)
-      return fail(s.message());
-    Expected<Message> reply =
-        receiveMessage(root, deadline, during, options.operationTimeout);
-    if (!reply && !root.closed && Clock::now() >= deadline)
-      // A TCP send does not say whether rank 0 read this rank's part, so
-      // the wait cannot tell a missing rank 0 from one that waits itself.
-      return fail(reply.message() +
-                  ": rank 0 replies once every rank's part has come, so it "
-                  "has either not reached it or waits itself for another "
-                  "rank, which its own message names");
-    if (!reply)
-      return fail(reply.message());
-    if (Status s = expect(root, *reply, kind, during); !s)
-      return fail(s.message());
-    if (kind == Kind::Barrier)
-      return std::vector<std::string>();
-    std::optional<std::vector<std::string>> blobs =
-        decodeBlobs(reply->payload, size);
-    if (!blobs)
-      return fail("rendezvous: rank 0's reply to " + during + " is malformed");
-    return std::move(*blobs);
+    return blobs;
   }
 };
 
@@ -674,15 +493,39 @@ Expected<TcpGroup> TcpGroup::accept(TcpListener listener, int worldSize,
   if (!listener.listener.socket)
     return Error("rendezvous: rank 0 has no listening socket");
 
+  const int port = listener.port();
   const std::string during =
-      "the rendezvous (rank 0 on port " + std::to_string(listener.port()) + ")";
+      "the rendezvous (rank 0 on port " + std::to_string(port) + ")";
   Deadline deadline = Clock::now() + options.connectTimeout;
-  std::vector<std::optional<Link>> joined(worldSize - 1);
+  Expected<std::unique_ptr<StoreServer>> server =
+      StoreServer::start(std::move(listener.listener));
+  if (!server)
+    return Error("rendezvous: rank 0 cannot serve the rendezvous: " +
+                 server.message());
+  state->server = std::move(*server);
+  // Rank 0 meets the others in its own store, as a client like them.
+  const std::string self = listener.host.empty() ? "127.0.0.1" : listener.host;
+  net::ConnectOptions connectOptions;
+  connectOptions.wait = net::Wait(deadline);
+  net::Fd socket;
+  if (IoResult r = net::connectTcp(self, port, connectOptions, socket); !r)
+    return Error("rendezvous: rank 0 cannot reach its own store at " + self +
+                 ":" + std::to_string(port) + ": " + r.error);
+  state->store.emplace(Store::overSocket(std::move(socket),
+                                         self + ":" + std::to_string(port),
+                                         options.connectTimeout, "rank 0"));
+  Store &store = *state->store;
+  if (Status s = store.becomeMember(); !s)
+    return Error("rendezvous: " + s.message());
+  state->storeHost = self;
+  state->storePort = port;
+
+  std::vector<bool> joined(static_cast<size_t>(worldSize), false);
   int joinedCount = 0;
   auto missingRanks = [&] {
     std::vector<int> missing;
     for (int r = 1; r < worldSize; ++r)
-      if (!joined[r - 1])
+      if (!joined[static_cast<size_t>(r)])
         missing.push_back(r);
     return missing;
   };
@@ -690,113 +533,66 @@ Expected<TcpGroup> TcpGroup::accept(TcpListener listener, int worldSize,
   notice.describe([&] {
     std::vector<int> missing = missingRanks();
     return "rank 0 has waited " + notice.waited() + " on port " +
-           std::to_string(listener.port()) + " for the other ranks: " +
+           std::to_string(port) + " for the other ranks: " +
            std::to_string(worldSize - static_cast<int>(missing.size())) +
            " of " + std::to_string(worldSize) + " joined (missing rank" +
            (missing.size() == 1 ? " " : "s ") + rankList(missing) +
            "; each connects to MASTER_ADDR:MASTER_PORT)";
   });
-  std::vector<Link> pending; // accepted; hello not yet complete
-  // Refusing the group: every connected rank learns why before it closes.
+  // Refusing the group: every waiting rank learns why through the store.
   auto refuse = [&](const std::string &message) -> Error {
-    std::vector<Link> everyone = std::move(pending);
-    for (std::optional<Link> &link : joined)
-      if (link)
-        everyone.push_back(std::move(*link));
-    noticeAll(everyone, Message{Kind::Abort, 0, message});
-    return Error(message);
+    return state->fail(message);
   };
 
-  while (true) {
-    for (size_t i = 0; i < pending.size();) {
-      Message m;
-      Expected<bool> complete = takeMessage(pending[i], m);
-      bool hello = complete && *complete && m.kind == Kind::Hello &&
-                   m.payload.size() == 8;
-      if (complete && !*complete && !pending[i].closed) {
-        ++i;
-        continue;
+  // Arrivals are read in the order the ranks counted themselves in.
+  while (joinedCount < worldSize - 1) {
+    boundBy(store, notice.wake(deadline));
+    Expected<std::string> arrival = store.get(arrivalKey(joinedCount + 1));
+    if (!arrival) {
+      const std::optional<StoreFailure> &why = store.lastFailure();
+      if (!why || why->kind != StoreFailure::TimedOut) {
+        if (why && why->kind == StoreFailure::MemberClosed)
+          return refuse(closedText(why->who, during));
+        return refuse("rendezvous: " + during + ": " + arrival.message());
       }
-      if (!hello) {
-        // Not a rank of this protocol (or gone before saying hello): drop
-        // it and keep waiting for the real ones.
-        pending.erase(pending.begin() + static_cast<ptrdiff_t>(i));
-        continue;
+      if (Clock::now() >= deadline) {
+        std::vector<int> missing = missingRanks();
+        return refuse("rendezvous: only " + std::to_string(joinedCount + 1) +
+                      " of " + std::to_string(worldSize) +
+                      " ranks joined rank 0 on port " + std::to_string(port) +
+                      " within " + formatDuration(options.connectTimeout) +
+                      "; missing rank" + (missing.size() == 1 ? " " : "s ") +
+                      rankList(missing));
       }
-      int rank = static_cast<int>(
-          static_cast<int32_t>(getBigEndian(m.payload.data(), 4)));
-      int theirSize = static_cast<int>(
-          static_cast<int32_t>(getBigEndian(m.payload.data() + 4, 4)));
-      if (theirSize != worldSize)
-        return refuse("rendezvous: rank " + std::to_string(rank) +
-                      " joined with world size " + std::to_string(theirSize) +
-                      " but rank 0 has world size " +
-                      std::to_string(worldSize) +
-                      ": WORLD_SIZE must be the same on every rank");
-      if (rank < 1 || rank >= worldSize)
-        return refuse("rendezvous: a process joined as rank " +
-                      std::to_string(rank) + ", but only ranks 1.." +
-                      std::to_string(worldSize - 1) +
-                      " connect to rank 0 (RANK must be below WORLD_SIZE, "
-                      "and only one process is rank 0)");
-      if (joined[rank - 1])
-        return refuse("rendezvous: two processes joined as rank " +
-                      std::to_string(rank) +
-                      ": every process needs its own RANK");
-      pending[i].peer = rank;
-      joined[rank - 1] = std::move(pending[i]);
-      pending.erase(pending.begin() + static_cast<ptrdiff_t>(i));
-      ++joinedCount;
-    }
-    if (joinedCount == worldSize - 1)
-      break;
-
-    std::vector<int> fds{listener.listener.socket.get()};
-    for (const Link &link : pending)
-      fds.push_back(link.socket.get());
-    std::vector<bool> ready;
-    IoResult waited =
-        net::waitReadable(fds, net::Wait(notice.wake(deadline)), ready);
-    if (waited.status == Io::System)
-      return refuse("rendezvous: " + waited.error);
-    if (!waited && Clock::now() >= deadline) {
-      std::vector<int> missing = missingRanks();
-      return refuse("rendezvous: only " + std::to_string(joinedCount + 1) +
-                    " of " + std::to_string(worldSize) +
-                    " ranks joined rank 0 on port " +
-                    std::to_string(listener.port()) + " within " +
-                    formatDuration(options.connectTimeout) + "; missing rank" +
-                    (missing.size() == 1 ? " " : "s ") + rankList(missing));
-    }
-    notice.due();
-    if (!waited)
+      notice.due();
       continue;
-    for (size_t j = 1; j < fds.size(); ++j)
-      if (ready[j] && !readAvailable(pending[j - 1], during).ok())
-        pending[j - 1].closed = true; // dropped at the next pass
-    if (ready[0]) {
-      // Every connection waiting now; a failed accept is retried on the
-      // next wake.
-      Link link;
-      while (net::acceptOne(listener.listener, net::Wait(Clock::now()),
-                            link.socket)) {
-        pending.push_back(std::move(link));
-        link = Link();
-      }
     }
+    int rank = -1, theirSize = -1;
+    if (std::sscanf(arrival->c_str(), "%d %d", &rank, &theirSize) != 2)
+      return refuse("rendezvous: arrival " + std::to_string(joinedCount + 1) +
+                    " is malformed: \"" + *arrival + "\"");
+    if (theirSize != worldSize)
+      return refuse("rendezvous: rank " + std::to_string(rank) +
+                    " joined with world size " + std::to_string(theirSize) +
+                    " but rank 0 has world size " + std::to_string(worldSize) +
+                    ": WORLD_SIZE must be the same on every rank");
+    if (rank < 1 || rank >= worldSize)
+      return refuse("rendezvous: a process joined as rank " +
+                    std::to_string(rank) + ", but only ranks 1.." +
+                    std::to_string(worldSize - 1) +
+                    " connect to rank 0 (RANK must be below WORLD_SIZE, "
+                    "and only one process is rank 0)");
+    if (joined[static_cast<size_t>(rank)])
+      return refuse("rendezvous: two processes joined as rank " +
+                    std::to_string(rank) +
+                    ": every process needs its own RANK");
+    joined[static_cast<size_t>(rank)] = true;
+    ++joinedCount;
   }
-
-  // Everyone is here: no one else may join, and every rank starts at once.
-  {
-    TcpListener done = std::move(listener);
-  }
-  for (std::optional<Link> &link : joined)
-    state->links.push_back(std::move(*link));
-  for (Link &link : state->links)
-    if (Status s =
-            sendMessage(link, Message{Kind::Welcome, 0, ""}, deadline, during);
-        !s)
-      return state->fail(s.message());
+  // Everyone is here: every rank starts at once.
+  boundBy(store, deadline);
+  if (Status s = store.set(kStart, std::to_string(worldSize)); !s)
+    return refuse("rendezvous: " + during + ": " + s.message());
   return TcpGroup(std::move(state));
 }
 
@@ -821,55 +617,83 @@ Expected<TcpGroup> TcpGroup::connect(const std::string &host, int port,
   state->rank = rank;
   state->size = worldSize;
   state->options = options;
-  Link root;
-  root.peer = 0;
-  root.socket = std::move(*socket);
-  state->links.push_back(std::move(root));
-  Link &link = state->links.front();
-
   const std::string where = host + ":" + std::to_string(port);
-  const std::string during = "the rendezvous at " + where;
-  std::string hello;
-  putU32(hello, static_cast<uint32_t>(rank));
-  putU32(hello, static_cast<uint32_t>(worldSize));
-  if (Status s =
-          sendMessage(link, Message{Kind::Hello, 0, hello}, deadline, during);
-      !s)
-    return Error(s.message());
-  notice.describe([&] {
-    return "rank " + std::to_string(rank) + " of " + std::to_string(worldSize) +
-           " reached rank 0 at " + where + " and has waited " +
-           notice.waited() +
-           " for the group to form (rank 0 starts it once all " +
-           std::to_string(worldSize) + " ranks have joined)";
-  });
-  Expected<Message> reply =
-      receiveMessage(link, deadline, during, options.connectTimeout, &notice);
-  if (!reply) {
-    if (link.closed)
+  const std::string me = "rank " + std::to_string(rank);
+  state->store.emplace(
+      Store::overSocket(std::move(*socket), where, options.connectTimeout, me));
+  Store &store = *state->store;
+  state->storeHost = host;
+  state->storePort = port;
+
+  // Why the group did not form, from the store's last failure.
+  auto notFormed = [&](const std::string &message) -> Error {
+    const std::optional<StoreFailure> &why = store.lastFailure();
+    StoreFailure::Kind kind = why ? why->kind : StoreFailure::Other;
+    if (kind == StoreFailure::Aborted)
+      return Error("rendezvous: " + why->who +
+                   " refused the group: " + nested(why->reason));
+    if (kind == StoreFailure::ServerGone)
       return Error("rendezvous: rank 0 at " + where +
                    " closed the connection before the group formed (it "
                    "failed or exited, or another program holds the port)");
-    return Error("rendezvous: rank " + std::to_string(rank) +
-                 " reached rank 0 at " + where +
-                 " but the group did not form within " +
-                 formatDuration(options.connectTimeout) +
-                 " (rank 0 starts it once all " + std::to_string(worldSize) +
-                 " ranks have joined): " + reply.message());
+    if (kind == StoreFailure::MemberClosed)
+      return Error("rendezvous: " + why->who +
+                   " closed its connection before the group formed (it "
+                   "exited, failed, or gave up)");
+    if (kind == StoreFailure::TimedOut)
+      return Error("rendezvous: " + me + " reached rank 0 at " + where +
+                   " but the group did not form within " +
+                   formatDuration(options.connectTimeout) +
+                   " (rank 0 starts it once all " + std::to_string(worldSize) +
+                   " ranks have joined): " + message);
+    return Error("rendezvous: " + me + " at " + where + ": " + message);
+  };
+
+  boundBy(store, deadline);
+  Expected<int64_t> arrival = store.add(kArrivals, 1);
+  if (!arrival)
+    return notFormed(arrival.message());
+  notice.describe([&] {
+    return me + " of " + std::to_string(worldSize) + " reached rank 0 at " +
+           where + " and has waited " + notice.waited() +
+           " for the group to form (rank 0 starts it once all " +
+           std::to_string(worldSize) + " ranks have joined)";
+  });
+  // Posting the arrival and waiting for the start are one request, so
+  // that this rank waits before rank 0 can read the arrival (and refuse).
+  boundBy(store, notice.wake(deadline));
+  Expected<std::vector<std::string>> start = store.setAndGet(
+      arrivalKey(*arrival),
+      std::to_string(rank) + " " + std::to_string(worldSize), {kStart});
+  while (!start) {
+    const std::optional<StoreFailure> &why = store.lastFailure();
+    if (!why || why->kind != StoreFailure::TimedOut || Clock::now() >= deadline)
+      return notFormed(start.message());
+    notice.due();
+    boundBy(store, notice.wake(deadline));
+    start = store.setAndGet(
+        arrivalKey(*arrival),
+        std::to_string(rank) + " " + std::to_string(worldSize), {kStart});
   }
-  if (reply->kind == Kind::Abort)
-    return Error("rendezvous: rank 0 refused the group: " +
-                 nested(reply->payload));
-  if (reply->kind != Kind::Welcome)
-    return Error("rendezvous: rank 0 at " + where + " answered hello with " +
-                 kindName(reply->kind));
+  // Rank 0 starts the group with the first worldSize - 1 arrivals: a later
+  // one is a process too many.
+  if (*arrival > worldSize - 1)
+    return Error("rendezvous: " + me + " arrived at rank 0 at " + where +
+                 " after the group of " + std::to_string(worldSize) +
+                 " had formed without it: two processes have RANK=" +
+                 std::to_string(rank) + ", or WORLD_SIZE is wrong");
+  // A member from now on, not before: a process turned away must not end
+  // the group's waits when it leaves.
+  if (Status s = store.becomeMember(); !s)
+    return notFormed(s.message());
+  store.setTimeout(options.operationTimeout);
   return TcpGroup(std::move(state));
 }
 
 Expected<TcpGroup> TcpGroup::join(const LaunchEnv &env,
                                   const TcpGroupOptions &options) {
   if (env.worldSize == 1)
-    return accept(TcpListener(net::Listener()), 1, options);
+    return accept(TcpListener(net::Listener(), ""), 1, options);
   if (env.rank == 0) {
     Expected<TcpListener> listener = TcpListener::open(env.rendezvousPort());
     if (!listener)
@@ -894,31 +718,75 @@ Status TcpGroup::barrier() {
 }
 
 Expected<std::string> TcpGroup::broadcast(const std::string &fromRank0) {
-  State &s = *state;
-  if (Status usable = s.usable(); !usable)
-    return Error(usable.message());
-  ++s.seq;
-  if (s.size == 1)
-    return fromRank0;
-  std::string during = s.describe(Kind::Broadcast);
-  Deadline deadline = Clock::now() + s.options.operationTimeout;
-  if (s.rank == 0) {
-    for (Link &link : s.links)
-      if (Status sent =
-              sendMessage(link, Message{Kind::Broadcast, s.seq, fromRank0},
-                          deadline, during);
-          !sent)
-        return s.fail(sent.message());
-    return fromRank0;
+  // Every rank posts (the others an empty blob) and takes rank 0's: the
+  // same meeting as the other operations, so rank 0 cannot return (and
+  // exit) before the others have its blob.
+  Expected<std::vector<std::string>> all = state->gather(
+      Kind::Broadcast, state->rank == 0 ? fromRank0 : std::string());
+  if (!all)
+    return Error(all.message());
+  return std::move(all->front());
+}
+
+namespace {
+
+/// WaitWords as keys "wait-word/RANK" of the group's store.
+class StoreWaitWords final : public WaitWords {
+public:
+  StoreWaitWords(Store store, int rank, int size)
+      : store(std::move(store)), rank(rank), size(size) {}
+
+  void post(const std::string &word) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    // Best effort: a word that does not arrive only makes a later timeout
+    // message less precise, and says so.
+    (void)store.set(key(rank), word);
   }
-  Link &root = s.links.front();
-  Expected<Message> m =
-      receiveMessage(root, deadline, during, s.options.operationTimeout);
-  if (!m)
-    return s.fail(m.message());
-  if (Status ok = s.expect(root, *m, Kind::Broadcast, during); !ok)
-    return s.fail(ok.message());
-  return std::move(m->payload);
+
+  Expected<std::vector<std::string>> read() override {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::vector<std::string> keys;
+    for (int r = 0; r < size; ++r)
+      keys.push_back(key(r));
+    Expected<std::vector<std::string>> absent = store.missing(keys);
+    if (!absent)
+      return Error(absent.message());
+    std::vector<std::string> words(static_cast<size_t>(size));
+    for (int r = 0; r < size; ++r) {
+      if (std::find(absent->begin(), absent->end(), keys[r]) != absent->end())
+        continue;
+      Expected<std::string> word = store.get(keys[r]);
+      if (!word)
+        return Error(word.message());
+      words[static_cast<size_t>(r)] = std::move(*word);
+    }
+    return words;
+  }
+
+private:
+  static std::string key(int r) { return "wait-word/" + std::to_string(r); }
+
+  std::mutex mutex;
+  Store store;
+  int rank;
+  int size;
+};
+
+/// How long a board's calls may take: it serves timeout messages.
+constexpr std::chrono::milliseconds kWaitWordsTimeout(2000);
+
+} // namespace
+
+Expected<std::unique_ptr<WaitWords>> TcpGroup::waitWords() const {
+  if (state->size == 1)
+    return std::unique_ptr<WaitWords>();
+  Expected<Store> store =
+      Store::connect(state->storeHost, state->storePort, kWaitWordsTimeout,
+                     "rank " + std::to_string(state->rank) + "'s wait words");
+  if (!store)
+    return Error("rendezvous: " + store.message());
+  return std::unique_ptr<WaitWords>(
+      new StoreWaitWords(std::move(*store), state->rank, state->size));
 }
 
 } // namespace autoshard::rt

@@ -89,45 +89,54 @@ public:
   int port() const { return listener.port; }
 
 private:
-  explicit TcpListener(net::Listener listener)
-      : listener(std::move(listener)) {}
+  TcpListener(net::Listener listener, std::string host)
+      : listener(std::move(listener)), host(std::move(host)) {}
   friend class TcpGroup;
 
   net::Listener listener;
+  /// The host it was opened on; empty: every interface.
+  std::string host;
 };
 
-/// A small control plane between the ranks of a job, over TCP: a star of
-/// connections through rank 0, for the few messages a launch needs before
-/// NCCL takes over (NCCL's unique id, host names, a barrier). Not for bulk
-/// data: every message passes through rank 0.
+/// A small control plane between the ranks of a job, over TCP, for the
+/// few messages a launch needs before NCCL takes over (NCCL's unique id,
+/// host names, a barrier) and the agreements between steps. Not for bulk
+/// data: every blob passes through rank 0's store.
 ///
-/// Forming the group: rank 0 accepts one connection from each other rank;
-/// each says hello with its rank and world size, and rank 0 refuses the
-/// group (telling everyone why) when the sizes differ, a rank is out of
-/// range or joins twice, or not every rank has joined in time. A
-/// connection that does not speak this protocol is dropped without failing
-/// the group. The group starts on every rank at once, when rank 0 has
-/// welcomed them all.
+/// The group lives in a key-value store (comm/Store.h, c10d's Store
+/// model) that rank 0 serves on its listening port; every rank, rank 0
+/// too, is a client of it. Forming the group: each rank counts itself in
+/// and posts its rank and world size under its arrival number; rank 0
+/// reads the arrivals in order and refuses the group (posting why, which
+/// ends every rank's wait) when the sizes differ, a rank is out of range
+/// or joins twice, or not every rank has arrived in time; otherwise it
+/// sets the start key, and every rank starts at once. A process that
+/// arrives after the group formed is turned away. A connection that does
+/// not speak the store's protocol is dropped without failing the group.
 ///
 /// Operations are collective: every rank calls the same ones in the same
-/// order (each message carries its operation and sequence number, and a
-/// mismatch is an error). Every blocking step is bounded by the options'
-/// timeouts. A failure (a peer that closed or died, a timeout, a
-/// mismatch) returns an Error naming the peer's rank and the operation;
-/// the failing rank tells rank 0 why and rank 0 tells the others, so that
-/// every rank stops at once with the cause rather than at its own timeout.
-/// A failed group stays failed: later operations return the first error.
-/// Writes never raise SIGPIPE.
+/// order. Operation #S: each rank posts its kind and blob under
+/// "op/S/RANK" and waits for every rank's key in the same request, so
+/// every rank reads every other's part and sees itself who has not
+/// reached the operation, whose kind differs, or who closed its
+/// connection. Every blocking step is bounded by the options' timeouts.
+/// A failure (a peer that closed or died, a timeout, a mismatch) returns
+/// an Error naming the peer's rank and the operation; the failing rank
+/// posts it as the store's abort, which ends the others' waits at once
+/// with the cause rather than at their own timeouts. A failed group stays
+/// failed: later operations return the first error. Writes never raise
+/// SIGPIPE.
 ///
 /// One thread at a time may use a group.
 class TcpGroup {
 public:
-  /// Rank 0: welcomes worldSize - 1 ranks on `listener`, then closes it.
+  /// Rank 0: serves the group's store on `listener` (for the group's
+  /// life) and starts the group once worldSize - 1 ranks have arrived.
   static Expected<TcpGroup> accept(TcpListener listener, int worldSize,
                                    const TcpGroupOptions &options = {});
   /// Rank `rank` (1 .. worldSize - 1): connects to rank 0 at host:port,
   /// retrying refused connections until the connect timeout, and waits
-  /// to be welcomed.
+  /// for rank 0 to start the group.
   static Expected<TcpGroup> connect(const std::string &host, int port, int rank,
                                     int worldSize,
                                     const TcpGroupOptions &options = {});
@@ -141,7 +150,8 @@ public:
   TcpGroup &operator=(TcpGroup &&other) noexcept;
   TcpGroup(const TcpGroup &) = delete;
   TcpGroup &operator=(const TcpGroup &) = delete;
-  /// Closes the connections; peers see the close at their next operation.
+  /// Closes the connection (rank 0: and stops the store); peers waiting
+  /// in an operation, or entering one, fail at once, naming this rank.
   ~TcpGroup();
 
   int rank() const;
@@ -156,7 +166,14 @@ public:
   /// Returns once every rank has called it.
   Status barrier();
   /// Rank 0's `fromRank0` on every rank (the others' argument is ignored).
+  /// Like the others it returns once every rank has called it.
   Expected<std::string> broadcast(const std::string &fromRank0);
+
+  /// A board of WaitWords (core/Control.h) in the group's store, under
+  /// keys of its own and over a connection of its own, so that the
+  /// communication thread can post while the main thread reads. Null in a
+  /// world of one; an Error when the store cannot be reached.
+  Expected<std::unique_ptr<WaitWords>> waitWords() const;
 
 private:
   struct State;

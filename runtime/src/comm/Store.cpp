@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <thread>
 
 namespace autoshard::rt {
@@ -29,7 +30,17 @@ constexpr uint64_t kMaxFrameBytes = uint64_t(1) << 30;
 /// about which keys are missing after a wait timed out.
 constexpr std::chrono::milliseconds kShortWait(2000);
 
-enum class Op : uint8_t { Set = 1, Get, Add, Wait, Missing };
+enum class Op : uint8_t {
+  Set = 1,
+  Get,
+  Add,
+  Wait,
+  Missing,
+  SetAndGet, // key, value, then the keys to wait for
+  Erase,
+  Member, // the client's name
+  Abort,  // the reason
+};
 enum class Reply : uint8_t { Ok = 100, Failed };
 
 struct Frame {
@@ -112,15 +123,67 @@ struct StoreServer::State {
   struct Client {
     net::Fd socket;
     std::string inbox;
-    /// Get and Wait requests whose keys are not all set yet.
+    /// Get, Wait and SetAndGet requests whose keys are not all set yet.
     std::vector<Frame> parked;
+    /// A member's name (Op::Member); empty for other clients.
+    std::string member;
+    /// Closed, stuck or not this protocol: dropped once the pass over the
+    /// clients is over (handle() may still hold a reference to it).
+    bool gone = false;
   };
   std::vector<std::unique_ptr<Client>> clients;
   std::map<std::string, std::string> data;
+  /// The first abort: who posted it and why.
+  std::optional<std::pair<std::string, std::string>> aborted;
+  /// Members whose connections ended, in that order.
+  std::vector<std::string> closedMembers;
+
+  /// The keys a waiting request waits for.
+  static std::vector<std::string> awaited(const Frame &request) {
+    if (static_cast<Op>(request.op) == Op::SetAndGet)
+      return {request.args.begin() + 2, request.args.end()};
+    return request.args;
+  }
 
   bool has(const std::vector<std::string> &keys) const {
     return std::all_of(keys.begin(), keys.end(),
                        [&](const std::string &k) { return data.count(k); });
+  }
+
+  /// Why waits end now: the Failed reply's arguments, or none.
+  std::vector<std::string> ended() const {
+    if (aborted)
+      return {"aborted", aborted->first, aborted->second};
+    if (!closedMembers.empty())
+      return {"closed", closedMembers.front()};
+    return {};
+  }
+
+  /// Answers a waiting request whose keys are all set.
+  bool answer(Client &client, const Frame &request) {
+    std::vector<std::string> values;
+    if (static_cast<Op>(request.op) != Op::Wait)
+      for (const std::string &key : awaited(request))
+        values.push_back(data[key]);
+    return reply(client, request, Reply::Ok, std::move(values));
+  }
+
+  /// Drops the gone clients; a member's leaving ends the waits it may
+  /// strand. True when a member left.
+  bool dropGone() {
+    bool memberLeft = false;
+    for (auto &client : clients) {
+      if (!client || !client->gone)
+        continue;
+      if (!client->member.empty()) {
+        closedMembers.push_back(client->member);
+        memberLeft = true;
+      }
+      client.reset();
+    }
+    clients.erase(std::remove(clients.begin(), clients.end(), nullptr),
+                  clients.end());
+    return memberLeft;
   }
 
   /// False when the client is gone or stuck: it is dropped.
@@ -140,6 +203,7 @@ struct StoreServer::State {
       if (request.args.size() != 2)
         break;
       data[request.args[0]] = request.args[1];
+      wakeParked();
       return reply(client, request, Reply::Ok);
     case Op::Add: {
       int64_t delta = 0, sum = 0;
@@ -152,21 +216,43 @@ struct StoreServer::State {
                       "\" is not an integer"});
       sum += delta;
       data[request.args[0]] = std::to_string(sum);
+      wakeParked();
       return reply(client, request, Reply::Ok, {std::to_string(sum)});
     }
+    case Op::SetAndGet:
+      if (request.args.size() < 2)
+        break;
+      data[request.args[0]] = request.args[1];
+      wakeParked();
+      [[fallthrough]];
     case Op::Get:
-      if (request.args.size() != 1)
+      if (static_cast<Op>(request.op) == Op::Get && request.args.size() != 1)
         break;
       [[fallthrough]];
     case Op::Wait:
-      if (!has(request.args)) {
-        client.parked.push_back(std::move(request));
-        return true;
-      }
-      return reply(client, request, Reply::Ok,
-                   static_cast<Op>(request.op) == Op::Get
-                       ? std::vector<std::string>{data[request.args[0]]}
-                       : std::vector<std::string>{});
+      if (has(awaited(request)))
+        return answer(client, request);
+      if (std::vector<std::string> why = ended(); !why.empty())
+        return reply(client, request, Reply::Failed, std::move(why));
+      client.parked.push_back(std::move(request));
+      return true;
+    case Op::Erase:
+      for (const std::string &key : request.args)
+        data.erase(key);
+      return reply(client, request, Reply::Ok);
+    case Op::Member:
+      if (request.args.size() != 1 || request.args[0].empty())
+        break;
+      client.member = request.args[0];
+      return reply(client, request, Reply::Ok);
+    case Op::Abort:
+      if (request.args.size() != 1)
+        break;
+      if (!aborted)
+        aborted.emplace(client.member.empty() ? "a client" : client.member,
+                        request.args[0]);
+      wakeParked();
+      return reply(client, request, Reply::Ok);
     case Op::Missing: {
       std::vector<std::string> absent;
       for (const std::string &key : request.args)
@@ -178,28 +264,39 @@ struct StoreServer::State {
     return false; // not this protocol
   }
 
-  /// Answers the parked requests whose keys are all set now.
+  /// Answers the parked requests whose keys are all set now, and fails
+  /// the others once an abort or a member's leaving has ended the waits.
+  /// A request that changes the keys calls it before its own reply: the
+  /// requester may be rank 0's main thread, which can exit (ending this
+  /// thread) as soon as it has its answer, so the others' go out first.
   void wakeParked() {
+    std::vector<std::string> why = ended();
     for (auto &client : clients) {
-      if (!client)
+      if (!client || client->gone)
         continue;
       std::vector<Frame> still;
       for (Frame &request : client->parked) {
-        if (!has(request.args)) {
-          still.push_back(std::move(request));
-          continue;
-        }
-        std::vector<std::string> args;
-        if (static_cast<Op>(request.op) == Op::Get)
-          args.push_back(data[request.args[0]]);
-        if (!reply(*client, request, Reply::Ok, std::move(args))) {
-          client.reset();
+        if (client->gone)
           break;
-        }
+        bool sent = true;
+        if (has(awaited(request)))
+          sent = answer(*client, request);
+        else if (!why.empty())
+          sent = reply(*client, request, Reply::Failed, why);
+        else
+          still.push_back(std::move(request));
+        client->gone = !sent;
       }
-      if (client)
-        client->parked = std::move(still);
+      client->parked = std::move(still);
     }
+  }
+
+  /// After a pass over the clients: wakes the parked requests, and again
+  /// while members leave (their leaving ends waits too).
+  void settle() {
+    do
+      wakeParked();
+    while (dropGone());
   }
 
   void serve() {
@@ -212,7 +309,7 @@ struct StoreServer::State {
       if (r.status == Io::Woken || r.status == Io::System)
         return;
       for (size_t i = 0; i < clients.size(); ++i) {
-        if (!ready[i + 1])
+        if (!ready[i + 1] || clients[i]->gone)
           continue;
         Client &client = *clients[i];
         IoResult got = net::receiveAvailable(client.socket.get(), client.inbox);
@@ -227,11 +324,9 @@ struct StoreServer::State {
           keep = handle(client, std::move(request));
         }
         if (!keep)
-          clients[i].reset();
+          client.gone = true;
       }
-      wakeParked();
-      clients.erase(std::remove(clients.begin(), clients.end(), nullptr),
-                    clients.end());
+      settle();
       if (ready[0]) {
         net::Fd socket;
         while (net::acceptOne(listener, net::Wait(Clock::now()), socket)) {
@@ -275,9 +370,21 @@ struct Store::State {
   std::chrono::milliseconds timeout{0};
   uint64_t lastId = 0;
   std::string inbox;
+  std::optional<StoreFailure> lastFailure;
 
   Error failure(const std::string &what) const {
     return Error("store: " + who + " " + what);
+  }
+
+  /// Records why a call failed and returns its error.
+  Error failed(StoreFailure why, Error error) {
+    lastFailure = std::move(why);
+    return error;
+  }
+  Error failed(StoreFailure::Kind kind, Error error) {
+    StoreFailure why;
+    why.kind = kind;
+    return failed(std::move(why), std::move(error));
   }
 
   /// Sends a request and waits for its reply until `deadline`, skipping
@@ -289,7 +396,9 @@ struct Store::State {
     std::string bytes = encode(request);
     IoResult r = net::sendAll(socket.get(), bytes.data(), bytes.size(),
                               net::Wait(deadline));
-    while (r) {
+    if (!r)
+      return r;
+    while (true) {
       Expected<bool> whole = takeFrame(inbox, reply);
       if (!whole)
         return {Io::System, "the store at " + where + " sent " +
@@ -300,62 +409,116 @@ struct Store::State {
           return {};
         continue;
       }
+      // The reply may have come just before the server closed: what was
+      // read is looked at before the close is.
+      if (!r)
+        return r;
       std::vector<bool> ready;
       r = net::waitReadable({socket.get()}, net::Wait(deadline), ready);
       if (r)
         r = net::receiveAvailable(socket.get(), inbox);
     }
-    return r;
   }
 
   /// The error of a request that did not get its reply.
-  Error lost(const IoResult &r, const std::string &during) const {
+  Error lost(const IoResult &r, const std::string &during) {
     if (r.status == Io::PeerGone)
-      return failure("lost the store at " + where + " during " + during +
-                     ": it closed the connection (rank 0 exited or failed)");
+      return failed(StoreFailure::ServerGone,
+                    failure("lost the store at " + where + " during " + during +
+                            ": it closed the connection (rank 0 exited or "
+                            "failed)"));
     if (r.status == Io::TimedOut)
-      return failure("timed out after " + net::formatDuration(timeout) +
-                     " during " + during + ": the store at " + where +
-                     " did not answer (rank 0 is stopped or hung)");
-    return failure("failed during " + during + ": " + r.error);
+      return failed(StoreFailure::TimedOut,
+                    failure("timed out after " + net::formatDuration(timeout) +
+                            " during " + during + ": the store at " + where +
+                            " did not answer (rank 0 is stopped or hung)"));
+    return failed(StoreFailure::Other,
+                  failure("failed during " + during + ": " + r.error));
   }
 
   /// A Get or Wait that timed out: the error names the keys still missing.
   Error timedOut(const std::vector<std::string> &keys) {
     Frame reply;
-    std::vector<std::string> absent = keys;
+    StoreFailure why;
+    why.kind = StoreFailure::TimedOut;
     IoResult r = ask(Op::Missing, keys, Clock::now() + kShortWait, reply);
-    if (r && static_cast<Reply>(reply.op) == Reply::Ok)
-      absent = reply.args;
-    return failure("timed out after " + net::formatDuration(timeout) +
-                   " waiting for " + keyList(absent) + " in the store at " +
-                   where +
-                   (r ? " (whoever sets " +
-                            std::string(absent.size() == 1 ? "it" : "them") +
-                            " has not come, or failed first)"
-                      : " (which does not answer either)"));
+    bool answered = r && static_cast<Reply>(reply.op) == Reply::Ok;
+    if (answered)
+      why.missing = reply.args;
+    // Unanswered, every key may be missing: the error names them all, the
+    // failure none (the caller cannot tell which).
+    std::string absent = keyList(answered ? why.missing : keys);
+    size_t count = answered ? why.missing.size() : keys.size();
+    return failed(std::move(why),
+                  failure("timed out after " + net::formatDuration(timeout) +
+                          " waiting for " + absent + " in the store at " +
+                          where +
+                          (r ? " (whoever sets " +
+                                   std::string(count == 1 ? "it" : "them") +
+                                   " has not come, or failed first)"
+                             : " (which does not answer either)")));
+  }
+
+  /// A wait the server ended: a client aborted, or a member left.
+  Error endedBy(const std::vector<std::string> &args,
+                const std::vector<std::string> &keys) {
+    StoreFailure why;
+    if (args.size() == 3 && args[0] == "aborted") {
+      why.kind = StoreFailure::Aborted;
+      why.who = args[1];
+      why.reason = args[2];
+      return failed(why, failure("stopped waiting for " + keyList(keys) + ": " +
+                                 why.who + " aborted: " + why.reason));
+    }
+    if (args.size() == 2 && args[0] == "closed") {
+      why.kind = StoreFailure::MemberClosed;
+      why.who = args[1];
+      return failed(why,
+                    failure("stopped waiting for " + keyList(keys) + ": " +
+                            why.who + " closed its connection to the store"));
+    }
+    return failed(
+        StoreFailure::Other,
+        failure("got a malformed reply while waiting for " + keyList(keys)));
   }
 
   Expected<std::vector<std::string>> call(Op op, std::vector<std::string> args,
-                                          const std::string &during) {
+                                          const std::string &during,
+                                          std::chrono::milliseconds bound) {
+    lastFailure.reset();
     Frame reply;
-    IoResult r = ask(op, std::move(args), Clock::now() + timeout, reply);
+    IoResult r = ask(op, std::move(args), Clock::now() + bound, reply);
     if (!r)
       return lost(r, during);
     if (static_cast<Reply>(reply.op) != Reply::Ok)
-      return failure(during + " failed: " +
-                     (reply.args.empty() ? "" : reply.args[0]));
+      return failed(StoreFailure::Other,
+                    failure(during + " failed: " +
+                            (reply.args.empty() ? "" : reply.args[0])));
     return std::move(reply.args);
   }
+  Expected<std::vector<std::string>> call(Op op, std::vector<std::string> args,
+                                          const std::string &during) {
+    return call(op, std::move(args), during, timeout);
+  }
 
-  Expected<std::vector<std::string>> waitFor(Op op,
-                                             const std::vector<std::string> &keys) {
+  /// A waiting request (Get, Wait, SetAndGet) for `keys`.
+  Expected<std::vector<std::string>>
+  waitFor(Op op, std::vector<std::string> args,
+          const std::vector<std::string> &keys) {
+    lastFailure.reset();
     Frame reply;
-    IoResult r = ask(op, keys, Clock::now() + timeout, reply);
+    IoResult r = ask(op, std::move(args), Clock::now() + timeout, reply);
     if (r.status == Io::TimedOut)
       return timedOut(keys);
     if (!r)
       return lost(r, "a wait for " + keyList(keys));
+    if (static_cast<Reply>(reply.op) != Reply::Ok)
+      return endedBy(reply.args, keys);
+    size_t expected = op == Op::Wait ? 0 : keys.size();
+    if (reply.args.size() != expected)
+      return failed(
+          StoreFailure::Other,
+          failure("got a malformed reply while waiting for " + keyList(keys)));
     return std::move(reply.args);
   }
 };
@@ -368,20 +531,31 @@ Store::~Store() = default;
 Expected<Store> Store::connect(const std::string &host, int port,
                                std::chrono::milliseconds timeout,
                                const std::string &who) {
-  auto state = std::make_unique<State>();
-  state->where = host + ":" + std::to_string(port);
-  state->who = who;
-  state->timeout = timeout;
+  std::string where = host + ":" + std::to_string(port);
   net::ConnectOptions options;
   options.wait = net::Wait::within(timeout);
-  IoResult r = net::connectTcp(host, port, options, state->socket);
+  net::Fd socket;
+  IoResult r = net::connectTcp(host, port, options, socket);
+  auto failure = [&](const std::string &what) {
+    return Error("store: " + who + " " + what);
+  };
   if (r.status == Io::TimedOut)
-    return state->failure("could not reach the store at " + state->where +
-                          " within " + net::formatDuration(timeout) +
-                          " (last error: " + r.error + ")");
+    return failure("could not reach the store at " + where + " within " +
+                   net::formatDuration(timeout) + " (last error: " + r.error +
+                   ")");
   if (!r)
-    return state->failure("cannot reach the store at " + state->where + ": " +
-                          r.error);
+    return failure("cannot reach the store at " + where + ": " + r.error);
+  return overSocket(std::move(socket), where, timeout, who);
+}
+
+Store Store::overSocket(net::Fd socket, const std::string &where,
+                        std::chrono::milliseconds timeout,
+                        const std::string &who) {
+  auto state = std::make_unique<State>();
+  state->socket = std::move(socket);
+  state->where = where;
+  state->who = who;
+  state->timeout = timeout;
   return Store(std::move(state));
 }
 
@@ -395,11 +569,10 @@ Status Store::set(const std::string &key, const std::string &value) {
 }
 
 Expected<std::string> Store::get(const std::string &key) {
-  Expected<std::vector<std::string>> value = state->waitFor(Op::Get, {key});
+  Expected<std::vector<std::string>> value =
+      state->waitFor(Op::Get, {key}, {key});
   if (!value)
     return Error(value.message());
-  if (value->size() != 1)
-    return state->failure("got a malformed reply for key \"" + key + "\"");
   return std::move(value->front());
 }
 
@@ -410,17 +583,46 @@ Expected<int64_t> Store::add(const std::string &key, int64_t delta) {
     return Error(sum.message());
   int64_t value = 0;
   if (sum->size() != 1 || !parseInt64(sum->front(), value))
-    return state->failure("got a malformed sum for key \"" + key + "\"");
+    return state->failed(
+        StoreFailure::Other,
+        state->failure("got a malformed sum for key \"" + key + "\""));
   return value;
 }
 
 Status Store::wait(const std::vector<std::string> &keys) {
-  return state->waitFor(Op::Wait, keys).status();
+  return state->waitFor(Op::Wait, keys, keys).status();
 }
 
 Expected<std::vector<std::string>>
 Store::missing(const std::vector<std::string> &keys) {
   return state->call(Op::Missing, keys, "a check of " + keyList(keys));
+}
+
+Expected<std::vector<std::string>>
+Store::setAndGet(const std::string &key, const std::string &value,
+                 const std::vector<std::string> &keys) {
+  std::vector<std::string> args{key, value};
+  args.insert(args.end(), keys.begin(), keys.end());
+  return state->waitFor(Op::SetAndGet, std::move(args), keys);
+}
+
+Status Store::erase(const std::vector<std::string> &keys) {
+  return state->call(Op::Erase, keys, "erasing " + keyList(keys)).status();
+}
+
+Status Store::becomeMember() {
+  return state->call(Op::Member, {state->who}, "joining as a member").status();
+}
+
+Status Store::abort(const std::string &reason) {
+  return state
+      ->call(Op::Abort, {reason}, "an abort",
+             std::min(state->timeout, kShortWait))
+      .status();
+}
+
+const std::optional<StoreFailure> &Store::lastFailure() const {
+  return state->lastFailure;
 }
 
 } // namespace autoshard::rt

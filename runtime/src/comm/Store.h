@@ -7,16 +7,25 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace autoshard::rt {
 
 /// Serves a Store: a thread that owns the keys and answers every client
-/// connected to its listener. Requests that wait (get, wait) are parked
-/// until another client sets their keys, so a client never polls. A
-/// connection that does not speak the protocol is dropped, the others go
-/// on. Rank 0 of a job hosts it; it stops when destroyed.
+/// connected to its listener. Requests that wait (get, wait, setAndGet)
+/// are parked until another client sets their keys, so a client never
+/// polls. A connection that does not speak the protocol is dropped, the
+/// others go on. Rank 0 of a job hosts it; it stops when destroyed.
+///
+/// The server also ends waits that cannot succeed: once a client has
+/// aborted (Store::abort) or a member's connection has ended
+/// (Store::becomeMember), every parked wait and every later one whose keys
+/// are not all set fails at once, saying who aborted and why, or which
+/// member closed its connection. The first abort is kept; an abort is
+/// reported before a closed connection, since a member that fails posts
+/// why before it exits.
 class StoreServer {
 public:
   /// Serves on `listener` (net::listenTcp; port 0 picks a free one).
@@ -33,6 +42,24 @@ private:
   std::unique_ptr<State> state;
 };
 
+/// Why a Store call failed, for callers that word their own errors (the
+/// rendezvous names ranks where the store names keys).
+struct StoreFailure {
+  enum Kind {
+    TimedOut,     ///< the call's timeout passed; `missing` says what
+    ServerGone,   ///< the server closed the connection (rank 0 exited)
+    Aborted,      ///< `who` aborted the store, saying `reason`
+    MemberClosed, ///< member `who`'s connection ended before the keys came
+    Other,        ///< anything else; the error says what
+  };
+  Kind kind = Other;
+  std::string who;
+  std::string reason;
+  /// TimedOut on a get or wait: the keys that were still not set, as the
+  /// store answered right after; empty when it did not answer.
+  std::vector<std::string> missing;
+};
+
 /// One client's connection to a StoreServer. Every call is bounded by the
 /// timeout; an error names the key(s) it waited for, the store's address
 /// and how long it waited. One thread at a time may use a Store.
@@ -44,6 +71,11 @@ public:
   static Expected<Store> connect(const std::string &host, int port,
                                  std::chrono::milliseconds timeout,
                                  const std::string &who);
+  /// A client over `socket`, already connected to the server at `where`
+  /// (host:port) by a caller that words its own connection errors.
+  static Store overSocket(net::Fd socket, const std::string &where,
+                          std::chrono::milliseconds timeout,
+                          const std::string &who);
   Store(Store &&) noexcept;
   Store &operator=(Store &&) noexcept;
   ~Store();
@@ -61,6 +93,28 @@ public:
   Status wait(const std::vector<std::string> &keys);
   /// Which of `keys` are not set yet, at once.
   Expected<std::vector<std::string>> missing(const std::vector<std::string> &keys);
+  /// Sets `key` to `value` and, in the same request, waits until every one
+  /// of `keys` is set; their values, in order. How a group's members meet:
+  /// as setting and waiting are one request, each member's answer is on
+  /// its way before any member can learn that all have arrived, so the
+  /// first to leave cannot strand a slower one.
+  Expected<std::vector<std::string>>
+  setAndGet(const std::string &key, const std::string &value,
+            const std::vector<std::string> &keys);
+  /// Removes `keys` (absent ones are ignored).
+  Status erase(const std::vector<std::string> &keys);
+
+  /// Makes this client a member: when its connection ends (it exited,
+  /// failed, or destroyed its Store), the server ends every wait it cannot
+  /// answer at once, naming this client's `who`.
+  Status becomeMember();
+  /// Ends every wait of every client that cannot be answered at once, now
+  /// and later, with `reason` and this client's `who`. Bounded by a few
+  /// seconds whatever the timeout: it is called on the way out.
+  Status abort(const std::string &reason);
+
+  /// Why the last call failed; nullopt after a call that succeeded.
+  const std::optional<StoreFailure> &lastFailure() const;
 
 private:
   struct State;

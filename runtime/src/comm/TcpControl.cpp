@@ -38,6 +38,19 @@ public:
       fatal("control plane (tcp): barrier%s: %s", forPurpose().c_str(),
             s.message().c_str());
   }
+  std::unique_ptr<WaitWords> waitWords() override {
+    Expected<std::unique_ptr<WaitWords>> board = group.waitWords();
+    if (!board) {
+      // Only a timeout message would use it: say so, and go on without.
+      std::fprintf(stderr,
+                   "autoshard: control plane (tcp): no board for the words "
+                   "of waiting ranks (a collective timeout will not name "
+                   "the missing member): %s\n",
+                   board.message().c_str());
+      return nullptr;
+    }
+    return std::move(*board);
+  }
   [[noreturn]] void abortJob(int code) override {
     // The peers see the connection close at their next operation.
     std::fflush(stdout);

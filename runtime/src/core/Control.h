@@ -11,6 +11,22 @@
 
 namespace autoshard::rt {
 
+/// Where the ranks of a job post a word while they wait in a collective
+/// their communicator cannot see into (NCCL does not say which member a
+/// collective waits for), and read each other's: how a timeout names the
+/// members that have not reached it. One word per rank, its latest. Any
+/// thread may call it; every call is bounded by a few seconds.
+class WaitWords {
+public:
+  virtual ~WaitWords() = default;
+  /// Posts this rank's word ("all_reduce #4 over the world"), or takes it
+  /// back (empty).
+  virtual void post(const std::string &word) = 0;
+  /// Every rank's latest word, by rank ("" for none); an Error when they
+  /// cannot be read now.
+  virtual Expected<std::vector<std::string>> read() = 0;
+};
+
 /// How the ranks of a job find each other and agree, apart from the step's
 /// collectives (the data plane, Comm): MPI under mpirun, a TCP rendezvous
 /// under torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR, ...) so
@@ -77,6 +93,11 @@ public:
   /// would: no cleanup, no finalisation (test hooks that simulate a job
   /// dying).
   [[noreturn]] virtual void abortJob(int code) = 0;
+  /// A board of WaitWords over this plane's transport, for a communicator
+  /// that cannot say whom a collective waits for; null where the plane
+  /// has none (MPI ranks exchange such words themselves). Call it on the
+  /// main thread; the board then serves any thread.
+  virtual std::unique_ptr<WaitWords> waitWords() { return nullptr; }
 
 protected:
   /// Lets a plane whose transport holds its own deadline follow a change.

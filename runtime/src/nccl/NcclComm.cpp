@@ -111,9 +111,12 @@ Registry &registry() {
 class NcclComm final : public Comm {
 public:
   NcclComm(int rank, int size, std::vector<int64_t> grid, cudaStream_t stream,
-           Device &device, double setupTimeoutSeconds)
+           Device &device, double setupTimeoutSeconds,
+           std::unique_ptr<WaitWords> words, double collectiveTimeoutSeconds)
       : Comm(rank, size, std::move(grid)), stream(stream), device(device),
-        setupTimeoutSeconds(setupTimeoutSeconds) {}
+        setupTimeoutSeconds(setupTimeoutSeconds), words(std::move(words)),
+        sayAfter(collectiveTimeoutSeconds > 0 ? collectiveTimeoutSeconds / 4
+                                              : 0) {}
 
   /// Joins the world communicator; collective over every rank.
   void init(const ncclUniqueId &id);
@@ -193,10 +196,62 @@ public:
   }
 
   /// NCCL's API has no query for the peer a collective waits for (its
-  /// RAS tool sees it from outside the job), so this names none.
+  /// RAS tool sees it from outside the job). With a board of WaitWords
+  /// (under a torchrun-style launch, the job's store) the members say it
+  /// themselves, as MpiComm's do: one that has waited a quarter of the
+  /// collective timeout posts which collective it waits in, and takes the
+  /// word back when the wait ends. At a timeout the others' words tell
+  /// which members have not reached this collective (no word), wait in it
+  /// too (the same word) or wait in another (theirs).
   std::string describeWait() const override {
-    return "NCCL does not say which member a collective waits for, nor "
-           "whether it reached it";
+    const std::string cannot = "NCCL does not say which member a collective "
+                               "waits for, nor whether it reached it";
+    Waiting now;
+    {
+      std::lock_guard<std::mutex> lock(waitingMutex);
+      now = waiting;
+    }
+    if (!words || !now.active)
+      return cannot;
+    // The store may be gone by now (rank 0 ended first, at its own
+    // timeout): then the words this rank read last while it waited serve.
+    Expected<std::vector<std::string>> heard = words->read();
+    if (!heard) {
+      std::lock_guard<std::mutex> lock(waitingMutex);
+      if (lastHeard.empty())
+        return cannot +
+               " (and the words of waiting members could not be "
+               "read: " +
+               heard.message() + ")";
+      heard = lastHeard;
+    }
+    if (heard->size() != static_cast<size_t>(size()))
+      return cannot + " (the board of words is malformed)";
+    std::vector<int> members;
+    if (now.mask == kWorld || gridGroupSize(grid(), now.mask) == size()) {
+      for (int r = 0; r < size(); ++r)
+        members.push_back(r);
+    } else {
+      members = gridGroup(rank(), grid(), now.mask);
+    }
+    std::vector<PeerWord> others;
+    for (int r : members) {
+      if (r == rank())
+        continue;
+      PeerWord word;
+      word.rank = r;
+      const std::string &theirs = (*heard)[static_cast<size_t>(r)];
+      if (!theirs.empty()) {
+        word.state = theirs == now.word ? PeerWord::Here : PeerWord::Elsewhere;
+        if (word.state == PeerWord::Elsewhere)
+          word.where = theirs;
+      }
+      others.push_back(std::move(word));
+    }
+    return describePeerWords(others) +
+           " (by the word that members waiting longer than a quarter of the "
+           "timeout post in the job's store: NCCL does not say which member "
+           "a collective waits for)";
   }
 
   /// abortNcclComms' part for this Comm; any thread.
@@ -257,6 +312,26 @@ private:
   Device &device;
   const double setupTimeoutSeconds;
   int ordinal = 0;
+
+  /// The board waiting members post their words on (null: none), and how
+  /// long a collective waits before this rank posts (0: never).
+  std::unique_ptr<WaitWords> words;
+  const double sayAfter;
+  /// Collectives awaited so far, by mask: the same count on every member,
+  /// as every rank issues the same collectives in the same order.
+  std::map<int32_t, int64_t> sequence;
+  /// The collective awaited now, and its word: set by the communication
+  /// thread, read by describeWait on the main thread.
+  struct Waiting {
+    bool active = false;
+    int32_t mask = 0;
+    std::string word;
+  };
+  mutable std::mutex waitingMutex;
+  Waiting waiting;
+  /// The words as this rank last read them while it waited (under
+  /// waitingMutex; empty: none read).
+  std::vector<std::string> lastHeard;
 
   // Every NCCL call on the communicators below is made holding callMutex,
   // and abortAll aborts them holding it, so that no call ever reaches an
@@ -570,7 +645,48 @@ void NcclComm::awaitSettled(ncclComm_t comm, const Op &op,
 }
 
 void NcclComm::awaitStream(ncclComm_t comm, const Op &op) {
+  int64_t seq = sequence[op.mask]++;
+  std::string word =
+      std::string(op.name) + " #" + std::to_string(seq) + " over " +
+      (op.mask == kWorld ? std::string("the world")
+                         : "grid_axes_mask " + std::to_string(op.mask));
+  {
+    std::lock_guard<std::mutex> lock(waitingMutex);
+    waiting = Waiting{true, op.mask, word};
+  }
+  const Clock::time_point start = Clock::now();
+  bool said = false;
+  struct Done {
+    NcclComm &self;
+    const bool &said;
+    ~Done() {
+      {
+        std::lock_guard<std::mutex> lock(self.waitingMutex);
+        self.waiting.active = false;
+        self.lastHeard.clear();
+      }
+      if (said)
+        self.words->post("");
+    }
+  } done{*this, said};
+  Clock::time_point lastRead;
   for (PollPause pause;; pause()) {
+    if (words && sayAfter > 0 &&
+        Clock::now() - start >= std::chrono::duration<double>(sayAfter)) {
+      if (!said) {
+        words->post(word);
+        said = true;
+      }
+      // Read the others' words now and then while waiting, as MpiComm
+      // listens, for a timeout message whose own read finds the store gone.
+      if (Clock::now() - lastRead >= std::chrono::milliseconds(100)) {
+        lastRead = Clock::now();
+        if (Expected<std::vector<std::string>> heard = words->read()) {
+          std::lock_guard<std::mutex> lock(waitingMutex);
+          lastHeard = std::move(*heard);
+        }
+      }
+    }
     std::optional<ncclResult_t> state = pollState(comm);
     if (!state)
       failAborted(op);
@@ -628,7 +744,9 @@ std::unique_ptr<Comm> createNcclComm(int rank, int size,
                                      std::vector<int64_t> grid,
                                      const std::string &uniqueIdBytes,
                                      cudaStream_t stream, Device &device,
-                                     double setupTimeoutSeconds) {
+                                     double setupTimeoutSeconds,
+                                     std::unique_ptr<WaitWords> words,
+                                     double collectiveTimeoutSeconds) {
   if (rank < 0 || rank >= size)
     fatal("createNcclComm: rank %d is not in 0..%d (the world size minus 1)",
           rank, size - 1);
@@ -639,8 +757,9 @@ std::unique_ptr<Comm> createNcclComm(int rank, int size,
           "unchanged",
           uniqueIdBytes.size(), sizeof id.internal);
   std::memcpy(id.internal, uniqueIdBytes.data(), sizeof id.internal);
-  auto comm = std::make_unique<NcclComm>(rank, size, std::move(grid), stream,
-                                         device, setupTimeoutSeconds);
+  auto comm = std::make_unique<NcclComm>(
+      rank, size, std::move(grid), stream, device, setupTimeoutSeconds,
+      std::move(words), collectiveTimeoutSeconds);
   comm->init(id);
   return comm;
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "comm/Comm.h"
+#include "core/Control.h"
 
 #include <cuda_runtime_api.h>
 
@@ -54,11 +55,21 @@ std::string ncclUniqueIdBytes();
 /// through a device buffer of n k elements when the tensor needs padding
 /// (grow-only, released by the destructor). Methods are called from one
 /// thread at a time (the context's communication thread), barrier too.
+///
+/// NCCL cannot say which member a hung collective waits for. With `words`
+/// (ControlPlane::waitWords: the job's store under a torchrun-style
+/// launch) a collective that has waited a quarter of
+/// `collectiveTimeoutSeconds` posts that this rank waits in it, so that
+/// the timeout message (Comm::describeWait) can name the members that have
+/// not reached it, as MpiComm's words do. Without either, it says it
+/// cannot.
 std::unique_ptr<Comm>
 createNcclComm(int rank, int size, std::vector<int64_t> grid,
                const std::string &uniqueIdBytes, cudaStream_t stream,
                Device &device,
-               double setupTimeoutSeconds = kNcclSetupTimeoutSeconds);
+               double setupTimeoutSeconds = kNcclSetupTimeoutSeconds,
+               std::unique_ptr<WaitWords> words = nullptr,
+               double collectiveTimeoutSeconds = 0);
 
 /// Aborts every communicator of every NCCL Comm of this process
 /// (ncclCommAbort, the one in-flight collective's communicator first), from

@@ -578,11 +578,13 @@ TEST(TcpGroup, PeerThatClosesMidOperationFailsTheOthersAtOnce) {
   EXPECT_TRUE(says(errors[0], "rank 2 closed its connection during "
                               "allGather #1"))
       << errors[0];
-  EXPECT_TRUE(says(errors[1], "rank 0 ended the group during allGather #1") &&
-              says(errors[1], "rank 2 closed its connection"))
+  // Every rank learns it from the store, not from rank 0.
+  EXPECT_TRUE(says(errors[1], "rank 2 closed its connection during "
+                              "allGather #1"))
       << errors[1];
   // Noticed by the close, not by the (30 s) timeout.
   EXPECT_FALSE(says(errors[0], "timed out")) << errors[0];
+  EXPECT_FALSE(says(errors[1], "timed out")) << errors[1];
   // A failed group stays failed.
   Status again = groups[0].barrier();
   ASSERT_FALSE(again);
@@ -645,20 +647,13 @@ TEST(TcpGroup, RankThatNeverArrivesTimesOut) {
               says(errors[0], "rank 2 has not reached it") &&
               says(errors[0], "barrier #1"))
       << errors[0];
-  EXPECT_TRUE(says(errors[1], "barrier #1")) << errors[1];
-  // Rank 1's deadline and rank 0's run out together. Whichever comes first,
-  // rank 1 must not blame rank 0: either rank 0's end of the group reached
-  // it and names rank 2, or rank 1 timed out itself and says it cannot tell
-  // whether rank 0 read its part.
-  const bool heardFromRankZero =
-      says(errors[1], "rank 0 ended the group during barrier #1") &&
-      says(errors[1], "rank 2 has not reached it");
-  const bool cannotTell =
-      says(errors[1], "waiting for rank 0 during barrier #1: rank 0 "
-                      "replies once every rank's part has come, so "
-                      "it has either not reached it or waits itself "
-                      "for another rank");
-  EXPECT_TRUE(heardFromRankZero || cannotTell) << errors[1];
+  // Rank 1's deadline and rank 0's run out together. Whichever comes
+  // first, rank 1 names rank 2 and not rank 0: the store shows every rank
+  // which parts have come, rank 0's included.
+  EXPECT_TRUE(says(errors[1], "barrier #1") &&
+              says(errors[1], "rank 2 has not reached it") &&
+              !says(errors[1], "rank 0 has not") && !says(errors[1], "ranks 0"))
+      << errors[1];
 }
 
 TEST(TcpGroup, DifferentOperationsOnDifferentRanksAreAnError) {
@@ -677,8 +672,121 @@ TEST(TcpGroup, DifferentOperationsOnDifferentRanksAreAnError) {
   EXPECT_TRUE(says(errors[0], "rank 1 is in barrier #1 while rank 0 is in "
                               "allGather #1"))
       << errors[0];
-  EXPECT_TRUE(says(errors[1], "rank 0 ended the group during barrier #1"))
+  // Each rank sees the other's part: rank 1 names rank 0's operation, or
+  // hears rank 0's verdict first.
+  EXPECT_TRUE(says(errors[1], "rank 0 is in allGather #1 while rank 1 is in "
+                              "barrier #1") ||
+              says(errors[1], "rank 0 ended the group during barrier #1"))
       << errors[1];
+}
+
+// A rank that gives up posts why; a rank still waiting hears it at once,
+// long before its own timeout.
+TEST(TcpGroup, ARankThatGivesUpEndsTheOthersWaitsWithItsReason) {
+  const int n = 3;
+  std::vector<TcpGroup> groups = formGroup(n, generous());
+  ASSERT_EQ(groups.size(), size_t(n));
+  groups[2].setOperationTimeout(300ms);
+  std::vector<std::string> errors(n);
+  auto start = std::chrono::steady_clock::now();
+  // Rank 1 never calls the barrier; rank 2 gives up on it first.
+  onEveryRank(n, [&](int r) {
+    if (r == 1)
+      return;
+    Status s = groups[r].barrier();
+    errors[r] = s ? "" : s.message();
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+  EXPECT_TRUE(says(errors[2], "timed out after 0.3 s during barrier #1: "
+                              "rank 1 has not reached it"))
+      << errors[2];
+  EXPECT_TRUE(says(errors[0], "rank 2 ended the group during barrier #1: "
+                              "timed out after 0.3 s") &&
+              says(errors[0], "rank 1 has not reached it"))
+      << errors[0];
+}
+
+// Once the group has formed, a further process claiming a rank is turned
+// away instead of joining the others' operations.
+TEST(TcpGroup, AProcessTooManyIsTurnedAway) {
+  Expected<TcpListener> listener = TcpListener::open(0, "127.0.0.1");
+  ASSERT_TRUE(listener) << listener.message();
+  int port = listener->port();
+  std::optional<Expected<TcpGroup>> root, one;
+  std::thread peer([&] {
+    one.emplace(TcpGroup::connect("127.0.0.1", port, 1, 2, generous()));
+  });
+  root.emplace(TcpGroup::accept(std::move(*listener), 2, generous()));
+  peer.join();
+  ASSERT_TRUE(*root) << root->message();
+  ASSERT_TRUE(*one) << one->message();
+  Expected<TcpGroup> extra =
+      TcpGroup::connect("127.0.0.1", port, 1, 2, generous());
+  ASSERT_FALSE(extra);
+  EXPECT_TRUE(says(extra.message(), "after the group of 2 had formed without "
+                                    "it: two processes have RANK=1"))
+      << extra.message();
+  // Its leaving does not disturb the group.
+  std::vector<std::string> errors(2);
+  std::vector<TcpGroup> groups;
+  groups.push_back(std::move(**root));
+  groups.push_back(std::move(**one));
+  onEveryRank(2, [&](int r) {
+    Status s = groups[r].barrier();
+    errors[r] = s ? "" : s.message();
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+}
+
+// The board NCCL's waiting members post on: each rank's latest word, read
+// by any rank; a word taken back reads as none.
+TEST(TcpGroup, WaitWordsAreEachRanksLatestWord) {
+  const int n = 3;
+  std::vector<TcpGroup> groups = formGroup(n, generous());
+  ASSERT_EQ(groups.size(), size_t(n));
+  std::vector<std::unique_ptr<WaitWords>> boards;
+  for (int r = 0; r < n; ++r) {
+    Expected<std::unique_ptr<WaitWords>> board = groups[r].waitWords();
+    ASSERT_TRUE(board) << board.message();
+    ASSERT_TRUE(*board);
+    boards.push_back(std::move(*board));
+  }
+  Expected<std::vector<std::string>> none = boards[0]->read();
+  ASSERT_TRUE(none) << none.message();
+  EXPECT_EQ(*none, std::vector<std::string>(3));
+  boards[1]->post("all_reduce #3 over the world");
+  boards[2]->post("all_gather #1 over grid_axes_mask 2");
+  boards[1]->post("all_reduce #4 over the world");
+  Expected<std::vector<std::string>> heard = boards[2]->read();
+  ASSERT_TRUE(heard) << heard.message();
+  EXPECT_EQ(*heard,
+            (std::vector<std::string>{"", "all_reduce #4 over the world",
+                                      "all_gather #1 over grid_axes_mask 2"}));
+  boards[2]->post("");
+  heard = boards[0]->read();
+  ASSERT_TRUE(heard) << heard.message();
+  EXPECT_EQ(*heard,
+            (std::vector<std::string>{"", "all_reduce #4 over the world", ""}));
+  // The words live beside the group's keys: the group goes on.
+  std::vector<std::string> errors(n);
+  onEveryRank(n, [&](int r) {
+    Status s = groups[r].barrier();
+    errors[r] = s ? "" : s.message();
+  });
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+TEST(TcpGroup, AWorldOfOneHasNoBoard) {
+  LaunchEnv env;
+  env.masterAddr = "unresolvable.invalid";
+  env.masterPort = 1;
+  Expected<TcpGroup> group = TcpGroup::join(env);
+  ASSERT_TRUE(group) << group.message();
+  Expected<std::unique_ptr<WaitWords>> board = group->waitWords();
+  ASSERT_TRUE(board) << board.message();
+  EXPECT_FALSE(*board);
 }
 
 TEST(TcpListener, RejectsAPortOutOfRange) {

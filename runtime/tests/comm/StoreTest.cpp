@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <string>
+#include <sys/socket.h>
 #include <thread>
 #include <vector>
 
@@ -192,6 +194,164 @@ TEST(Store, AStrangerOnThePortIsDroppedAndOthersGoOn) {
   Store a = client(*server, "rank 0"), b = client(*server, "rank 1");
   ASSERT_TRUE(a.set("k", "v").ok());
   EXPECT_EQ(*b.get("k"), "v");
+}
+
+TEST(Store, SetAndGetMeetsEveryMemberAndReturnsTheValues) {
+  auto server = startServer();
+  ASSERT_TRUE(server);
+  const int n = 4;
+  std::vector<std::string> problems(n);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r)
+    ranks.emplace_back([&, r] {
+      Store s = client(*server, "rank " + std::to_string(r));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20 * r));
+      Expected<std::vector<std::string>> all =
+          s.setAndGet("op/1/" + std::to_string(r), "v" + std::to_string(r),
+                      {"op/1/0", "op/1/1", "op/1/2", "op/1/3"});
+      if (!all)
+        problems[r] = all.message();
+      else if (*all != std::vector<std::string>{"v0", "v1", "v2", "v3"})
+        problems[r] = "wrong values";
+    });
+  for (std::thread &t : ranks)
+    t.join();
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(problems[r], "") << "rank " << r;
+}
+
+TEST(Store, EraseRemovesKeys) {
+  auto server = startServer();
+  ASSERT_TRUE(server);
+  Store s = client(*server, "rank 0");
+  ASSERT_TRUE(s.set("a", "1").ok());
+  ASSERT_TRUE(s.set("b", "2").ok());
+  ASSERT_TRUE(s.erase({"a", "never set"}).ok());
+  Expected<std::vector<std::string>> absent = s.missing({"a", "b"});
+  ASSERT_TRUE(absent) << absent.message();
+  EXPECT_EQ(*absent, std::vector<std::string>{"a"});
+}
+
+// An abort ends the waits parked now and those that come later, naming
+// who aborted and why; a wait whose keys are set still succeeds.
+TEST(Store, AnAbortEndsEveryWaitWithItsReason) {
+  auto server = startServer();
+  ASSERT_TRUE(server);
+  Store waiter = client(*server, "rank 1");
+  ASSERT_TRUE(waiter.set("here", "x").ok());
+  std::thread aborter([&] {
+    Store s = client(*server, "rank 2");
+    ASSERT_TRUE(s.becomeMember().ok());
+    std::this_thread::sleep_for(100ms);
+    EXPECT_TRUE(s.abort("its GPU failed").ok());
+    EXPECT_TRUE(s.abort("a second reason is not kept").ok());
+  });
+  auto start = std::chrono::steady_clock::now();
+  Expected<std::string> got = waiter.get("never");
+  aborter.join();
+  ASSERT_FALSE(got);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_TRUE(says(got.message(), "store: rank 1 stopped waiting for key "
+                                  "\"never\": rank 2 aborted: its GPU failed"))
+      << got.message();
+  ASSERT_TRUE(waiter.lastFailure());
+  EXPECT_EQ(waiter.lastFailure()->kind, StoreFailure::Aborted);
+  EXPECT_EQ(waiter.lastFailure()->who, "rank 2");
+  EXPECT_EQ(waiter.lastFailure()->reason, "its GPU failed");
+  // Later waits fail at once too, with the first reason...
+  Status later = waiter.wait({"here", "also never"});
+  ASSERT_FALSE(later);
+  EXPECT_TRUE(says(later.message(), "its GPU failed")) << later.message();
+  // ...but what is set is still there.
+  Expected<std::string> here = waiter.get("here");
+  ASSERT_TRUE(here) << here.message();
+  EXPECT_EQ(*here, "x");
+  EXPECT_FALSE(waiter.lastFailure());
+}
+
+// A member whose connection ends strands the waits on it: they fail at
+// once, naming it. Clients that are not members come and go freely.
+TEST(Store, AMemberThatClosesEndsTheWaitsNamingIt) {
+  auto server = startServer();
+  ASSERT_TRUE(server);
+  Store waiter = client(*server, "rank 0");
+  {
+    Store visitor = client(*server, "a visitor");
+    ASSERT_TRUE(visitor.set("visited", "").ok());
+  }
+  std::thread leaver([&] {
+    Store s = client(*server, "rank 2");
+    ASSERT_TRUE(s.becomeMember().ok());
+    std::this_thread::sleep_for(100ms);
+  });
+  auto start = std::chrono::steady_clock::now();
+  Expected<std::vector<std::string>> all =
+      waiter.setAndGet("op/1/0", "", {"op/1/0", "op/1/2"});
+  leaver.join();
+  ASSERT_FALSE(all);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_TRUE(says(all.message(), "rank 2 closed its connection to the store"))
+      << all.message();
+  ASSERT_TRUE(waiter.lastFailure());
+  EXPECT_EQ(waiter.lastFailure()->kind, StoreFailure::MemberClosed);
+  EXPECT_EQ(waiter.lastFailure()->who, "rank 2");
+  // The visitor that left earlier ended nothing: the key it set is there
+  // and a wait on it succeeds.
+  EXPECT_TRUE(waiter.wait({"visited"}).ok());
+}
+
+TEST(Store, ATimedOutWaitSaysWhichKeysAreMissing) {
+  auto server = startServer();
+  ASSERT_TRUE(server);
+  Store s = client(*server, "rank 0", 150ms);
+  Expected<std::vector<std::string>> all =
+      s.setAndGet("op/1/0", "", {"op/1/0", "op/1/1", "op/1/2"});
+  ASSERT_FALSE(all);
+  ASSERT_TRUE(s.lastFailure());
+  EXPECT_EQ(s.lastFailure()->kind, StoreFailure::TimedOut);
+  EXPECT_EQ(s.lastFailure()->missing,
+            (std::vector<std::string>{"op/1/1", "op/1/2"}));
+}
+
+// A server that answers and closes at once (rank 0 exiting right after
+// its last answer): the answer that came before the close is the call's,
+// even when the client reads both at once.
+TEST(Store, AReplyThatCameJustBeforeTheCloseIsRead) {
+  Expected<net::Listener> listener = net::listenTcp(0, "127.0.0.1");
+  ASSERT_TRUE(listener) << listener.message();
+  std::promise<void> replied;
+  std::thread server([&] {
+    net::Fd peer;
+    ASSERT_TRUE(net::acceptOne(*listener, net::Wait::within(5s), peer));
+    // Ok (100) for request 1 with no arguments, sent ahead of the request,
+    // then the end of the stream: the client finds both together.
+    std::string reply;
+    net::putBigEndian(reply, 0x41534b31, 4);
+    reply.push_back(static_cast<char>(100));
+    net::putBigEndian(reply, 1, 8);
+    net::putBigEndian(reply, 0, 4);
+    EXPECT_TRUE(net::sendAll(peer.get(), reply.data(), reply.size(),
+                             net::Wait::within(5s)));
+    ::shutdown(peer.get(), SHUT_WR);
+    replied.set_value();
+    // Stay until the client has gone, so that its request meets no reset.
+    char byte;
+    while (net::receiveAll(peer.get(), &byte, 1, net::Wait::within(5s)))
+      ;
+  });
+  Expected<Store> s = Store::connect("127.0.0.1", listener->port, 5s, "rank 1");
+  ASSERT_TRUE(s) << s.message();
+  replied.get_future().wait();
+  std::this_thread::sleep_for(50ms);
+  Status set = s->set("k", "v");
+  EXPECT_TRUE(set.ok()) << set.message();
+  // The next call finds the server gone.
+  Status again = s->set("k", "w");
+  EXPECT_FALSE(again);
+  ASSERT_TRUE(s->lastFailure());
+  EXPECT_EQ(s->lastFailure()->kind, StoreFailure::ServerGone);
+  *s = Store::overSocket(net::Fd(), "nowhere", 1s, "nobody");
+  server.join();
 }
 
 // ---- Sockets ---------------------------------------------------------------
