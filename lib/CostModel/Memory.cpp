@@ -96,6 +96,16 @@ struct PlanHolds {
   /// fetches run at once.
   int64_t fetching = 0;
   int64_t fetchesInFlight = 1;
+  /// The gathers the backward pass has in flight beside the parameters in
+  /// use: their packed buffers and the parameters they gather into.
+  int64_t backwardPrefetch = 0;
+  /// How much larger the plan's bucket cap is than the measured step's.
+  int64_t largerCapBytes = 0;
+  /// The compute copies of parameter shards (`parameters` counts them):
+  /// cast at the top of the step, freed after their last gather, in the
+  /// backward pass as its gradients come (in the forward pass, where the
+  /// gathered parameters are kept until the backward pass).
+  int64_t shardCopies = 0;
 };
 } // namespace
 
@@ -127,9 +137,11 @@ static int64_t stepPeakOf(const ActivationMeasurement &m,
     const int64_t gatheredInUse =
         holds.unitInUse > 0 ? moment.paramBytesInUse : 0;
     if (moment.heldGradients == 0) {
+      // Kept until the backward pass, every gathered parameter is held at
+      // the forward pass's end, and the shards' copies are freed by then.
       bytes += (plan.reshard == Reshard::AfterForward
                     ? gatheredInUse
-                    : device.gatheredParameters) +
+                    : device.gatheredParameters - holds.shardCopies) +
                device.prefetchedGatherBuffers;
     } else {
       int64_t gathered = gatheredInUse;
@@ -139,8 +151,21 @@ static int64_t stepPeakOf(const ActivationMeasurement &m,
                               (1.0 - double(moment.heldGradients) /
                                          double(allHeld))));
       kept = int64_t(double(moment.heldGradients) * holds.keptGradients);
-      bytes += kept + std::min(moment.heldGradients, holds.pendingGradients) +
-               gathered;
+      // The full gradients not reduced yet: those of the measured step's
+      // buckets (as many, of the same cap), and what a larger cap adds.
+      int64_t pending = std::min(moment.heldGradients, holds.pendingGradients);
+      if (moment.unreducedGradients >= 0)
+        pending = std::min(
+            pending, moment.unreducedGradients + holds.largerCapBytes);
+      bytes += kept + pending + gathered;
+      if (moment.paramBytesInUse > 0)
+        bytes += holds.backwardPrefetch;
+      // The shards' compute copies already freed.
+      if (holds.shardCopies > 0 && allHeld > 0)
+        bytes -= plan.reshard == Reshard::AfterBackward
+                     ? holds.shardCopies
+                     : int64_t(double(holds.shardCopies) *
+                               double(moment.heldGradients) / double(allHeld));
     }
     if (bytes > peak) {
       peak = bytes;
@@ -188,6 +213,8 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
   // its arena every step (the measured DDP plan's), and those this plan
   // casts so.
   int64_t wholeComputeCopies = 0, residentCopies = 0;
+  // The compute copies of parameter shards, cast into the step's buffers.
+  int64_t shardCopies = 0;
   // Whether parameters wait on the host or NVMe and come to the device for
   // each use.
   bool parametersOnHost = false;
@@ -224,6 +251,8 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
         device.parameters += 4 * params;
       if (bf16)
         device.parameters += b.compute * params;
+      if (bf16 && layout.parameters == Placement::Sharded && n > 1)
+        shardCopies += b.compute * params;
     } else if (bf16) {
       // The compute copy of the shard waits on the host or NVMe; the f32
       // master shard is with the offloaded optimizer states.
@@ -286,12 +315,29 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
   std::vector<int64_t> forwardUnits, backwardUnits, scatterBuckets,
       releasingBuckets;
   int64_t largestGather = 0, largestReduction = 0;
+  // Each gather of the backward pass as the compiled step has it in
+  // flight: its largest piece, packed and gathered.
+  std::vector<int64_t> backwardPieces;
   for (const CollectiveCall &call : calls) {
     bool gather = call.kind == CollectiveKind::AllGather;
     if (gather && call.phase == Phase::Forward)
       forwardUnits.push_back(call.payloadBytes());
-    if (gather && call.phase == Phase::Backward)
+    if (gather && call.phase == Phase::Backward) {
       backwardUnits.push_back(call.payloadBytes());
+      // The compiled step gathers a unit in buckets of the cap (a tensor
+      // larger than it alone): the largest piece it has in flight, with
+      // its packed buffer.
+      int64_t largestMember = 0;
+      for (int64_t elements : call.memberElements)
+        largestMember = std::max(largestMember, elements * call.elementBytes);
+      const int64_t payload = call.payloadBytes();
+      const int64_t piece =
+          std::min(payload, std::max(largestMember, plan.bucketCapBytes));
+      if (payload > 0)
+        backwardPieces.push_back(
+            piece + int64_t(double(piece) * double(call.packedBytes()) /
+                            double(payload)));
+    }
     if (call.releasesFullGradients)
       scatterBuckets.push_back(call.payloadBytes());
     if (call.releasesFullGradients ||
@@ -392,6 +438,20 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
     // Kept until the backward pass with no gather between, a parameter
     // fetched from the host is the copy the plan keeps (gathered above).
     holds.fetchesInFlight = inFlight;
+    holds.shardCopies = shardCopies;
+    holds.largerCapBytes =
+        std::max<int64_t>(plan.bucketCapBytes - Plan().bucketCapBytes, 0);
+    // The backward pass prefetches as the forward pass does: while the
+    // parameters in use compute, the next gathers are in flight. The
+    // largest gather of a language model's backward pass is its output
+    // head's, the first, issued at the loss beside the forward pass's
+    // prefetched gathers; what is in flight beside a unit in use is at
+    // most the largest of the others.
+    if (backwardPieces.size() > 1 && plan.overlap && plan.prefetchDepth > 0 &&
+        plan.reshard == Reshard::AfterForward && !parametersOnHost) {
+      std::sort(backwardPieces.rbegin(), backwardPieces.rend());
+      holds.backwardPrefetch = plan.prefetchDepth * backwardPieces[1];
+    }
     holds.fetching =
         plan.reshard == Reshard::AfterBackward && forwardUnits.empty()
             ? 0
@@ -438,17 +498,30 @@ autoshard::cost::peakCandidates(std::vector<StepMoment> moments) {
     for (const StepMoment &m :
          frontier(group, [](const StepMoment &m) { return m.others; }))
       kept.push_back(m);
+    // A plan that reduces the gradients away holds the unreduced ones
+    // beside the rest.
+    for (const StepMoment &m : frontier(group, [](const StepMoment &m) {
+           return m.others + std::max<int64_t>(m.unreducedGradients, 0);
+         }))
+      kept.push_back(m);
     for (const StepMoment &m : frontier(group, [](const StepMoment &m) {
            return m.others - m.computeCopies;
+         }))
+      kept.push_back(m);
+    for (const StepMoment &m : frontier(group, [](const StepMoment &m) {
+           return m.others - m.computeCopies +
+                  std::max<int64_t>(m.unreducedGradients, 0);
          }))
       kept.push_back(m);
   }
   std::sort(kept.begin(), kept.end(),
             [](const StepMoment &a, const StepMoment &b) {
               return std::tie(a.heldGradients, a.others, a.computeCopies,
-                              a.paramBytesInUse, a.onlyAcrossLoss) <
+                              a.paramBytesInUse, a.onlyAcrossLoss,
+                              a.unreducedGradients) <
                      std::tie(b.heldGradients, b.others, b.computeCopies,
-                              b.paramBytesInUse, b.onlyAcrossLoss);
+                              b.paramBytesInUse, b.onlyAcrossLoss,
+                              b.unreducedGradients);
             });
   kept.erase(std::unique(kept.begin(), kept.end(),
                          [](const StepMoment &a, const StepMoment &b) {
@@ -456,7 +529,8 @@ autoshard::cost::peakCandidates(std::vector<StepMoment> moments) {
                                   a.others == b.others &&
                                   a.computeCopies == b.computeCopies &&
                                   a.paramBytesInUse == b.paramBytesInUse &&
-                                  a.onlyAcrossLoss == b.onlyAcrossLoss;
+                                  a.onlyAcrossLoss == b.onlyAcrossLoss &&
+                                  a.unreducedGradients == b.unreducedGradients;
                          }),
              kept.end());
   return kept;

@@ -380,4 +380,67 @@ TEST(CostModelMemory, StepPeakFollowsTheMeasuredMoments) {
             0);
 }
 
+// Late in the backward pass a ZeRO-3 step holds its gradient shards, the
+// open bucket's full gradients, the parameters in use and the next gather
+// in flight (its packed buffer and the parameter it fills: at most the
+// largest but the first, the output head's, here "b"), and no longer the
+// bf16 copies of its parameter shards, freed after their last gather as
+// the gradients came.
+TEST(CostModelMemory, BackwardPassPrefetchesAndFreesTheShardsCopies) {
+  ModelDescription model = evenModel(Precision::BF16, Optimizer::AdamW);
+  model.parameters[1].readByBackward = true; // "b" is gathered again too
+  const int64_t psi = model.parameterCount(), N = 4;
+  const int64_t allGradients = 2 * psi; // bf16, as the DDP step holds them
+  const int64_t inUse = 1000;
+  ActivationMeasurement measured;
+  measured.worldSize = N;
+  measured.checkpointing = ActivationCheckpointing::None;
+  measured.bytesPerRank = 1000;
+  measured.stepBytesPerRank = allGradients + 50000; // no fragmentation
+  measured.stepMoments = {{0, 1000, 0, 0, false},
+                          {allGradients, 50000, 0, inUse, false}};
+  model.activationMeasurements.push_back(measured);
+  Plan zero3 = preset("zero3", N);
+  const MemoryBreakdown device =
+      estimateMemory(model, zero3, cluster(N)).device;
+  const int64_t shards = allGradients / N;      // kept until the optimizer
+  const int64_t openBucket = allGradients;      // one bucket under the cap
+  const int64_t prefetched = 2 * (2 * 1024 * 64); // packed + gathered "b"
+  const int64_t copiesFreed = 2 * psi / N;
+  EXPECT_EQ(device.parameters, copiesFreed);
+  EXPECT_EQ(device.stepPeak, 50000 + shards + openBucket + inUse +
+                                 prefetched - copiesFreed);
+  // Without prefetching, nothing is in flight beside the unit in use.
+  zero3.prefetchDepth = 0;
+  EXPECT_EQ(estimateMemory(model, zero3, cluster(N)).device.stepPeak,
+            50000 + shards + openBucket + inUse - copiesFreed);
+}
+
+// A plan that reduces the gradients away holds whole only those whose
+// bucket the measured step has not reduced yet at that moment, not the
+// largest bucket at every moment; a larger bucket cap adds what it can
+// hold beyond the measured step's.
+TEST(CostModelMemory, PendingGradientsAreTheMomentsUnreducedOnes) {
+  ModelDescription model = evenModel(Precision::F32, Optimizer::AdamW);
+  const int64_t allGradients = 4 * model.parameterCount(), N = 4;
+  ActivationMeasurement measured;
+  measured.worldSize = N;
+  measured.checkpointing = ActivationCheckpointing::None;
+  measured.bytesPerRank = 1000;
+  measured.stepBytesPerRank = allGradients + 5000; // no fragmentation
+  measured.stepMoments = {{allGradients, 5000, 0, 0, false, 1000}};
+  model.activationMeasurements.push_back(measured);
+  Plan zero2 = preset("zero2", N);
+  EXPECT_EQ(estimateMemory(model, zero2, cluster(N)).device.stepPeak,
+            5000 + allGradients / N + 1000);
+  zero2.bucketCapBytes += 100;
+  EXPECT_EQ(estimateMemory(model, zero2, cluster(N)).device.stepPeak,
+            5000 + allGradients / N + 1100);
+  // Unmeasured, the largest bucket (here all of them, under the cap).
+  model.activationMeasurements[0].stepMoments[0].unreducedGradients = -1;
+  EXPECT_EQ(estimateMemory(model, preset("zero2", N), cluster(N))
+                .device.stepPeak,
+            5000 + allGradients / N + allGradients);
+}
+
 } // namespace

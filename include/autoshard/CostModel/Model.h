@@ -80,6 +80,11 @@ struct StepMoment {
   /// one read by the forward pass, read first by the backward pass): a
   /// plan that reads parameters from NVMe fetches it again instead.
   bool onlyAcrossLoss = false;
+  /// Of `heldGradients`, those whose bucket's reduction has not completed
+  /// (the open bucket and those in flight): what a plan that reduces them
+  /// away still holds whole then, with buckets of the measured step's cap.
+  /// -1 when not measured.
+  int64_t unreducedGradients = -1;
 };
 
 /// Activation bytes per rank that the compiler's memory plan measured for

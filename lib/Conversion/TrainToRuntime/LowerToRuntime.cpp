@@ -761,10 +761,16 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
   // Beside them, the parameter copies made before the optimizer (the
   // compute copies of a mixed-precision step).
   SmallVector<int64_t> heldAt(liveAt.size(), 0), copiesAt(liveAt.size(), 0);
+  // And the gradients whose bucket's reduction has completed: its pack
+  // buffer, freed at the collective's completion, holds as many bytes.
+  SmallVector<int64_t> reducedAt(liveAt.size(), 0);
   for (Value ptr : temporaries) {
     const Allocation &a = allocations.find(ptr)->second;
     if (a.host || a.lastUse < a.firstUse)
       continue;
+    if (a.category == MemoryCategory::Communication &&
+        a.lastUse < optimizerStart)
+      reducedAt[a.lastUse + 1] += a.bytes;
     SmallVector<int64_t> *at = nullptr;
     if (a.category == MemoryCategory::Gradients && a.lastUse >= optimizerStart)
       at = &heldAt;
@@ -843,10 +849,12 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
       copiesAt[p] += copiesAt[p - 1];
       inUseAt[p] += inUseAt[p - 1];
       acrossLossAt[p] += acrossLossAt[p - 1];
+      reducedAt[p] += reducedAt[p - 1];
     }
     moments.push_back(
         {heldAt[p], liveAt[p] - heldAt[p], copiesAt[p], inUseAt[p],
-         inUseAt[p] > 0 && acrossLossAt[p] == inUseAt[p]});
+         inUseAt[p] > 0 && acrossLossAt[p] == inUseAt[p],
+         std::max<int64_t>(heldAt[p] - reducedAt[p], 0)});
   }
   plan.stepMoments = cost::peakCandidates(std::move(moments));
   int peakPosition = 0;
