@@ -62,8 +62,10 @@ mlir::FailureOr<StepBufferAssignment>
 assignStepBuffers(mlir::ModuleOp module);
 
 /// assignStepBuffers as an MLIR analysis of a module, for passes that share
-/// one assignment through their AnalysisManager (autoshard-lower-to-runtime
-/// consumes a cached one instead of assigning the buffers again).
+/// one assignment through their AnalysisManager. No pass queries it yet:
+/// autoshard-lower-to-runtime places the buffers itself as it emits them,
+/// by the same StepLowering (StepBufferAssignmentTest checks that the two
+/// agree), and the reports and auto call assignStepBuffers.
 struct StepBufferAssignmentAnalysis {
   explicit StepBufferAssignmentAnalysis(mlir::Operation *module);
   /// Empty when the step could not be assigned (its diagnostic was emitted).
