@@ -488,6 +488,16 @@ Status Parser::parseTensor(int line,
       if (!isIntegerDtype(spec.dtype))
         return lineError(line, "classes= needs an integer dtype but " +
                                    spec.name + " is " + dtypeName(spec.dtype));
+      // Labels 0..classes-1 must fit the dtype (synthetic labels are
+      // drawn through a double, exact up to 2^53).
+      const int64_t most = spec.dtype == ASRT_DTYPE_I32   ? int64_t(1) << 31
+                           : spec.dtype == ASRT_DTYPE_U16 ? int64_t(1) << 16
+                                                          : int64_t(1) << 53;
+      if (number > most)
+        return lineError(line, "classes=" + std::string(value) +
+                                   " is more than " + dtypeName(spec.dtype) +
+                                   " labels hold; at most " +
+                                   std::to_string(most));
       spec.classes = number;
     } else if (key == "ignore_index") {
       // Labels are int32: a wider value could not mark one.

@@ -590,6 +590,13 @@ INSTANTIATE_TEST_SUITE_P(
                              "updates=8000996621730"),
                 "manifest line 12: updates=8000996621730 must name an "
                 "argument index >= 0 (at most 2147483647)"},
+        // Found by asrt-fuzz-manifest: the synthetic batches drew labels
+        // past int32's range and stored them into the i32 label.
+        BadCase{"ClassesPastTheLabelDtype",
+                withLine(10, "arg 4 label y i32 8 batch_dim=0 global=16 "
+                             "classes=2555555555555555555"),
+                "manifest line 10: classes=2555555555555555555 is more than "
+                "i32 labels hold; at most 2147483648"},
         BadCase{"MissingInit", withLine(7, "arg 1 param fc1.bias f32 64"),
                 "manifest line 7: arg 1 (param fc1.bias) needs "
                 "init=KIND[:VALUE]"},
