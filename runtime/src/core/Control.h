@@ -25,6 +25,8 @@ public:
   /// Every rank's latest word, by rank ("" for none); an Error when they
   /// cannot be read now.
   virtual Expected<std::vector<std::string>> read() = 0;
+  /// How the words travel, for messages: "post in the job's store".
+  virtual const char *how() const = 0;
 };
 
 /// How the ranks of a job find each other and agree, apart from the step's
