@@ -383,7 +383,8 @@ private:
 
   /// Sends every other rank the word that this rank waits (or no longer
   /// waits) in collective `seq` over `mask`, on the board of words
-  /// (MpiWordBoard): non-blocking, so a stopped rank never receives it, and
+  /// (MpiWordBoard, the kind ControlPlane::waitWords gives NCCL under
+  /// mpirun): non-blocking, so a stopped rank never receives it, and
   /// nothing waits for that.
   void say(Op op, int32_t mask, int64_t seq, bool waiting) {
     WordBytes word{static_cast<int64_t>(op), mask, seq, waiting ? 1 : 0};
