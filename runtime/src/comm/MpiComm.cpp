@@ -14,8 +14,8 @@
 #include <chrono>
 #include <climits>
 #include <csignal>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -388,8 +388,8 @@ private:
   /// nothing waits for that.
   void say(Op op, int32_t mask, int64_t seq, bool waiting) {
     WordBytes word{static_cast<int64_t>(op), mask, seq, waiting ? 1 : 0};
-    board->post(std::string(reinterpret_cast<const char *>(word.data()),
-                            sizeof word));
+    board->post(
+        std::string(reinterpret_cast<const char *>(word.data()), sizeof word));
   }
 
   /// Reads the words that have arrived (under wordMutex; from the

@@ -59,8 +59,7 @@ public:
     int rank = 0, size = 1, localRank = 0, localSize = 1;
   };
 
-  MpiControl(const Place &place, bool owned, MPI_Comm comm,
-             MPI_Comm wordsComm)
+  MpiControl(const Place &place, bool owned, MPI_Comm comm, MPI_Comm wordsComm)
       : ControlPlane(place.rank, place.size, place.localRank, place.localSize),
         owned(owned), comm(comm), wordsComm(wordsComm) {}
 

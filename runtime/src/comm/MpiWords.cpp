@@ -84,8 +84,8 @@ Expected<std::vector<std::string>> MpiWordBoard::read() {
     int found = 0;
     MPI_Message message;
     MPI_Status status;
-    if (int code = MPI_Improbe(MPI_ANY_SOURCE, tag, comm, &found, &message,
-                               &status);
+    if (int code =
+            MPI_Improbe(MPI_ANY_SOURCE, tag, comm, &found, &message, &status);
         code != MPI_SUCCESS)
       return Error(mpiError(code, "MPI_Improbe"));
     if (!found)

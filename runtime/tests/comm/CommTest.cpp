@@ -1734,7 +1734,8 @@ TEST(MpiWordBoardTest, EachRankReadsEveryOthersLatestWord) {
     // Polls until `want` holds or 10 s have passed; the last words read.
     auto readUntil = [&](auto want) {
       std::vector<std::string> words;
-      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::seconds(10);
       do {
         Expected<std::vector<std::string>> read = board.read();
         EXPECT_TRUE(read) << read.message();
@@ -1754,8 +1755,8 @@ TEST(MpiWordBoardTest, EachRankReadsEveryOthersLatestWord) {
           readUntil([](const std::vector<std::string> &w) {
             return w[0] == "word 0" && w[1] == "word 1" && w[2] == "word 2";
           });
-      EXPECT_EQ(words, (std::vector<std::string>{"word 0", "word 1", "word 2",
-                                                 ""}));
+      EXPECT_EQ(words,
+                (std::vector<std::string>{"word 0", "word 1", "word 2", ""}));
     }
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 2)
@@ -1763,8 +1764,7 @@ TEST(MpiWordBoardTest, EachRankReadsEveryOthersLatestWord) {
     if (rank != 3) {
       std::vector<std::string> words = readUntil(
           [](const std::vector<std::string> &w) { return w[2].empty(); });
-      EXPECT_EQ(words,
-                (std::vector<std::string>{"word 0", "word 1", "", ""}));
+      EXPECT_EQ(words, (std::vector<std::string>{"word 0", "word 1", "", ""}));
     }
     EXPECT_STREQ(board.how(), "send each other over MPI");
   }
