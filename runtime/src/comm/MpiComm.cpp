@@ -1,6 +1,7 @@
 // Comm over MPI: one cached sub-communicator per grid axis mask.
 #include "comm/Comm.h"
 #include "comm/MpiCheck.h"
+#include "comm/MpiWords.h"
 #include "core/Backoff.h"
 #include "core/Context.h"
 #include "core/Dtype.h"
@@ -14,6 +15,7 @@
 #include <climits>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -137,35 +139,24 @@ class MpiComm final : public Comm {
   };
   static constexpr int kWordTag = 17;
   static constexpr int kWordLength = 4;
-  struct Said {
-    std::unique_ptr<std::array<int64_t, kWordLength>> word;
-    std::vector<MPI_Request> requests;
-  };
+  using WordBytes = std::array<int64_t, kWordLength>;
 
 public:
   MpiComm(MPI_Comm world, MPI_Comm wordsComm, int rank, int size,
           std::vector<int64_t> grid, double timeoutSeconds)
       : Comm(rank, size, std::move(grid)), world(world), wordsComm(wordsComm),
-        heard(static_cast<size_t>(size)) {
+        heard(static_cast<size_t>(size)),
+        board(std::make_unique<MpiWordBoard>(wordsComm, kWordTag)) {
     CHECK_MPI(MPI_Op_create(&bf16Sum, /*commute=*/1, &bf16SumOp));
     CHECK_MPI(MPI_Op_create(&bf16Max, /*commute=*/1, &bf16MaxOp));
     CHECK_MPI(MPI_Op_create(&bf16Min, /*commute=*/1, &bf16MinOp));
     if (timeoutSeconds > 0)
       sayAfter = std::chrono::duration_cast<std::chrono::nanoseconds>(
           std::chrono::duration<double>(timeoutSeconds / 4));
-    CHECK_MPI(MPI_Irecv(incoming.data(), kWordLength, MPI_INT64_T,
-                        MPI_ANY_SOURCE, kWordTag, wordsComm, &incomingRequest));
   }
 
   ~MpiComm() override {
-    if (incomingRequest != MPI_REQUEST_NULL) {
-      MPI_Cancel(&incomingRequest);
-      MPI_Request_free(&incomingRequest);
-    }
-    for (Said &said : outgoing)
-      for (MPI_Request &request : said.requests)
-        if (request != MPI_REQUEST_NULL)
-          MPI_Request_free(&request);
+    board.reset(); // before its communicator
     MPI_Comm_free(&wordsComm);
     for (auto &[mask, comm] : groups)
       if (comm != world)
@@ -391,60 +382,34 @@ private:
   }
 
   /// Sends every other rank the word that this rank waits (or no longer
-  /// waits) in collective `seq` over `mask`. Non-blocking: a stopped rank
-  /// never receives it, and nothing waits for that.
+  /// waits) in collective `seq` over `mask`, on the board of words
+  /// (MpiWordBoard, the kind ControlPlane::waitWords gives NCCL under
+  /// mpirun): non-blocking, so a stopped rank never receives it, and
+  /// nothing waits for that.
   void say(Op op, int32_t mask, int64_t seq, bool waiting) {
-    std::lock_guard<std::mutex> lock(wordMutex);
-    forgetDelivered();
-    Said said;
-    said.word = std::make_unique<std::array<int64_t, kWordLength>>(
-        std::array<int64_t, kWordLength>{static_cast<int64_t>(op), mask, seq,
-                                         waiting ? 1 : 0});
-    for (int r = 0; r < size(); ++r) {
-      if (r == rank())
-        continue;
-      MPI_Request request;
-      CHECK_MPI(MPI_Isend(said.word->data(), kWordLength, MPI_INT64_T, r,
-                          kWordTag, wordsComm, &request));
-      said.requests.push_back(request);
-    }
-    outgoing.push_back(std::move(said));
-  }
-
-  /// Drops the words every rank has received.
-  void forgetDelivered() {
-    for (size_t i = 0; i < outgoing.size();) {
-      int done = 0;
-      CHECK_MPI(MPI_Testall(static_cast<int>(outgoing[i].requests.size()),
-                            outgoing[i].requests.data(), &done,
-                            MPI_STATUSES_IGNORE));
-      if (done)
-        outgoing.erase(outgoing.begin() + static_cast<std::ptrdiff_t>(i));
-      else
-        ++i;
-    }
+    WordBytes word{static_cast<int64_t>(op), mask, seq, waiting ? 1 : 0};
+    board->post(
+        std::string(reinterpret_cast<const char *>(word.data()), sizeof word));
   }
 
   /// Reads the words that have arrived (under wordMutex; from the
   /// communication thread while it waits, or the main thread at a
-  /// timeout).
+  /// timeout). A board that cannot be read leaves the words heard last.
   void listen() const {
-    while (true) {
-      int done = 0;
-      MPI_Status status;
-      CHECK_MPI(MPI_Test(&incomingRequest, &done, &status));
-      if (!done)
-        return;
-      if (status.MPI_SOURCE >= 0 && status.MPI_SOURCE < size()) {
-        Word &w = heard[static_cast<size_t>(status.MPI_SOURCE)];
-        w.op = static_cast<Op>(incoming[0]);
-        w.mask = static_cast<int32_t>(incoming[1]);
-        w.seq = incoming[2];
-        w.waiting = incoming[3] != 0;
-      }
-      CHECK_MPI(MPI_Irecv(incoming.data(), kWordLength, MPI_INT64_T,
-                          MPI_ANY_SOURCE, kWordTag, wordsComm,
-                          &incomingRequest));
+    Expected<std::vector<std::string>> words = board->read();
+    if (!words)
+      return;
+    for (int r = 0; r < size() && r < static_cast<int>(words->size()); ++r) {
+      const std::string &bytes = (*words)[static_cast<size_t>(r)];
+      if (r == rank() || bytes.size() != sizeof(WordBytes))
+        continue;
+      WordBytes word;
+      std::memcpy(word.data(), bytes.data(), sizeof word);
+      Word &w = heard[static_cast<size_t>(r)];
+      w.op = static_cast<Op>(word[0]);
+      w.mask = static_cast<int32_t>(word[1]);
+      w.seq = word[2];
+      w.waiting = word[3] != 0;
     }
   }
 
@@ -502,16 +467,14 @@ private:
   std::map<int32_t, MPI_Comm> groups;
 
   // The word exchange of complete(): under wordMutex, except `sequence`
-  // (the communication thread's).
+  // (the communication thread's) and `board` (which serialises itself).
   MPI_Comm wordsComm;
   std::chrono::nanoseconds sayAfter{0};
   std::map<int32_t, int64_t> sequence;
   mutable std::mutex wordMutex;
   Word current;
   mutable std::vector<Word> heard; // the latest word of each world rank
-  mutable std::array<int64_t, kWordLength> incoming{};
-  mutable MPI_Request incomingRequest = MPI_REQUEST_NULL;
-  std::vector<Said> outgoing;
+  std::unique_ptr<MpiWordBoard> board;
   MPI_Op bf16SumOp = MPI_OP_NULL;
   MPI_Op bf16MaxOp = MPI_OP_NULL;
   MPI_Op bf16MinOp = MPI_OP_NULL;

@@ -1,6 +1,7 @@
 // The control plane over MPI: the job mpirun launched.
 #include "comm/Comm.h"
 #include "comm/MpiCheck.h"
+#include "comm/MpiWords.h"
 #include "core/Context.h"
 
 #include "core/Backoff.h"
@@ -23,6 +24,9 @@ using Clock = std::chrono::steady_clock;
 constexpr int kLengthTag = 1;
 constexpr int kBytesTag = 2;
 constexpr uint64_t kPiece = uint64_t(1) << 30;
+/// The first tag of the boards of waitWords() on their communicator: one
+/// tag per board, in the order the ranks ask for them.
+constexpr int kFirstBoardTag = 1;
 
 /// The requests of one stage of an operation and the peer each one waits
 /// for, so that a stage that does not complete in time can say whom it
@@ -55,9 +59,9 @@ public:
     int rank = 0, size = 1, localRank = 0, localSize = 1;
   };
 
-  MpiControl(const Place &place, bool owned, MPI_Comm comm)
+  MpiControl(const Place &place, bool owned, MPI_Comm comm, MPI_Comm wordsComm)
       : ControlPlane(place.rank, place.size, place.localRank, place.localSize),
-        owned(owned), comm(comm) {}
+        owned(owned), comm(comm), wordsComm(wordsComm) {}
 
   ~MpiControl() override {
     int finalized = 0;
@@ -70,6 +74,7 @@ public:
       Purpose purpose(*this, "ending the job, before MPI_Finalize");
       barrier();
     }
+    MPI_Comm_free(&wordsComm);
     MPI_Comm_free(&comm);
     if (owned)
       MPI_Finalize();
@@ -98,6 +103,23 @@ public:
       return;
     }
     bytes = receiveFrom(op, root, "the message of rank");
+  }
+
+  /// A board of its own tag on the plane's communicator of words, made
+  /// when the plane was (MPI_Comm_dup synchronises the ranks without a
+  /// bound, so not here, where a stopped rank would hold the others).
+  /// Only with MPI_THREAD_MULTIPLE: the board serves the thread that waits
+  /// in a collective while the main thread runs this plane's operations.
+  std::unique_ptr<WaitWords> waitWords() override {
+    if (std::string error = mpiThreadLevelError(); !error.empty()) {
+      std::fprintf(stderr,
+                   "autoshard: control plane (mpi): no board for the words "
+                   "of waiting ranks (a collective timeout will not name "
+                   "the missing member): %s\n",
+                   error.c_str());
+      return nullptr;
+    }
+    return std::make_unique<MpiWordBoard>(wordsComm, nextBoardTag++);
   }
 
   [[noreturn]] void abortJob(int code) override {
@@ -334,6 +356,9 @@ private:
 
   bool owned;
   MPI_Comm comm;
+  /// Where the boards of waitWords() post (never the plane's own traffic).
+  MPI_Comm wordsComm;
+  int nextBoardTag = kFirstBoardTag;
   uint64_t operations = 0;
   /// The lengths of the messages in flight, alive until their stage ends
   /// (a deque: growing it never moves them).
@@ -365,7 +390,10 @@ std::unique_ptr<ControlPlane> createMpiControl(int *argc, char ***argv) {
   MPI_Comm comm;
   CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
   CHECK_MPI(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
-  return std::make_unique<MpiControl>(place, !initialized, comm);
+  MPI_Comm wordsComm;
+  CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &wordsComm));
+  CHECK_MPI(MPI_Comm_set_errhandler(wordsComm, MPI_ERRORS_RETURN));
+  return std::make_unique<MpiControl>(place, !initialized, comm, wordsComm);
 }
 
 std::string mpiThreadLevelError() {

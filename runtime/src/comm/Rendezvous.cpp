@@ -743,6 +743,8 @@ public:
     (void)store.set(key(rank), word);
   }
 
+  const char *how() const override { return "post in the job's store"; }
+
   Expected<std::vector<std::string>> read() override {
     std::lock_guard<std::mutex> lock(mutex);
     std::vector<std::string> keys;

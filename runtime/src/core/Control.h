@@ -25,6 +25,8 @@ public:
   /// Every rank's latest word, by rank ("" for none); an Error when they
   /// cannot be read now.
   virtual Expected<std::vector<std::string>> read() = 0;
+  /// How the words travel, for messages: "post in the job's store".
+  virtual const char *how() const = 0;
 };
 
 /// How the ranks of a job find each other and agree, apart from the step's
@@ -94,9 +96,10 @@ public:
   /// dying).
   [[noreturn]] virtual void abortJob(int code) = 0;
   /// A board of WaitWords over this plane's transport, for a communicator
-  /// that cannot say whom a collective waits for; null where the plane
-  /// has none (MPI ranks exchange such words themselves). Call it on the
-  /// main thread; the board then serves any thread.
+  /// that cannot say whom a collective waits for (NCCL; MpiComm's ranks
+  /// exchange their words on a board of their own); null where the plane
+  /// has none (a single process). Every rank asks for its boards in the
+  /// same order, on the main thread; a board then serves any thread.
   virtual std::unique_ptr<WaitWords> waitWords() { return nullptr; }
 
 protected:

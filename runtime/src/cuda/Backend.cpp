@@ -114,8 +114,9 @@ std::unique_ptr<Comm> createBackendComm(asrt_context *ctx,
   // communicators before it exits, as PyTorch's watchdog does, so that no
   // collective is left running on the GPU for a dead job.
   addFatalCleanupHook(abortNcclComms);
-  // Under a torchrun-style launch the job's store carries the words that
-  // let a collective timeout name the member NCCL waits for.
+  // The control plane carries the words that let a collective timeout
+  // name the member NCCL waits for (the job's store under a torchrun-style
+  // launch, MPI messages under mpirun).
   return createNcclComm(
       control.rank(), control.size(), grid, id, device.stream(Lane::Comm),
       device, kNcclSetupTimeoutSeconds, control.waitWords(), control.timeout());

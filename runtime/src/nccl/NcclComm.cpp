@@ -197,7 +197,8 @@ public:
 
   /// NCCL's API has no query for the peer a collective waits for (its
   /// RAS tool sees it from outside the job). With a board of WaitWords
-  /// (under a torchrun-style launch, the job's store) the members say it
+  /// (the job's store under a torchrun-style launch, MPI messages under
+  /// mpirun) the members say it
   /// themselves, as MpiComm's do: one that has waited a quarter of the
   /// collective timeout posts which collective it waits in, and takes the
   /// word back when the wait ends. At a timeout the others' words tell
@@ -250,8 +251,9 @@ public:
     }
     return describePeerWords(others) +
            " (by the word that members waiting longer than a quarter of the "
-           "timeout post in the job's store: NCCL does not say which member "
-           "a collective waits for)";
+           "timeout " +
+           words->how() +
+           ": NCCL does not say which member a collective waits for)";
   }
 
   /// abortNcclComms' part for this Comm; any thread.

@@ -58,7 +58,7 @@ std::string ncclUniqueIdBytes();
 ///
 /// NCCL cannot say which member a hung collective waits for. With `words`
 /// (ControlPlane::waitWords: the job's store under a torchrun-style
-/// launch) a collective that has waited a quarter of
+/// launch, MPI messages under mpirun) a collective that has waited a quarter of
 /// `collectiveTimeoutSeconds` posts that this rank waits in it, so that
 /// the timeout message (Comm::describeWait) can name the members that have
 /// not reached it, as MpiComm's words do. Without either, it says it

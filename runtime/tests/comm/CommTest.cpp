@@ -1,6 +1,7 @@
 // The ABI collectives over MPI on the world and on 2x2 grid groups.
 // Run under mpirun with 1, 2 and 4 ranks; every rank runs every test.
 #include "comm/Comm.h"
+#include "comm/MpiWords.h"
 #include "core/OpenBucket.h"
 #include "core/Context.h"
 #include "core/Dtype.h"
@@ -1714,6 +1715,60 @@ TEST(MpiWordTest, WaitingRanksNameTheMissingOneAndTheOnesWaitingElsewhere) {
                         why);
   // Nothing waits now.
   EXPECT_EQ(comm->describeWait(), "");
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// The board of words NCCL's members post under mpirun (ControlPlane::
+// waitWords), which MpiComm's words travel on too: each rank reads every
+// other's latest word, a word taken back (empty) reads as none, and rank 3,
+// which neither posts nor reads, holds nobody up (its posts never come, the
+// sends to it stay open until the board ends).
+TEST(MpiWordBoardTest, EachRankReadsEveryOthersLatestWord) {
+  if (worldSize() != 4)
+    GTEST_SKIP() << "needs 4 ranks";
+  int rank = worldRank();
+  MPI_Comm comm;
+  ASSERT_EQ(MPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+  {
+    MpiWordBoard board(comm, 3);
+    // Polls until `want` holds or 10 s have passed; the last words read.
+    auto readUntil = [&](auto want) {
+      std::vector<std::string> words;
+      auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      do {
+        Expected<std::vector<std::string>> read = board.read();
+        EXPECT_TRUE(read) << read.message();
+        if (!read)
+          return words;
+        words = std::move(*read);
+        if (want(words))
+          break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      } while (std::chrono::steady_clock::now() < deadline);
+      return words;
+    };
+    if (rank != 3) {
+      board.post("old " + std::to_string(rank));
+      board.post("word " + std::to_string(rank));
+      std::vector<std::string> words =
+          readUntil([](const std::vector<std::string> &w) {
+            return w[0] == "word 0" && w[1] == "word 1" && w[2] == "word 2";
+          });
+      EXPECT_EQ(words,
+                (std::vector<std::string>{"word 0", "word 1", "word 2", ""}));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 2)
+      board.post("");
+    if (rank != 3) {
+      std::vector<std::string> words = readUntil(
+          [](const std::vector<std::string> &w) { return w[2].empty(); });
+      EXPECT_EQ(words, (std::vector<std::string>{"word 0", "word 1", "", ""}));
+    }
+    EXPECT_STREQ(board.how(), "send each other over MPI");
+  }
+  MPI_Comm_free(&comm);
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
