@@ -514,23 +514,18 @@ autoshard::cost::peakCandidates(std::vector<StepMoment> moments) {
          }))
       kept.push_back(m);
   }
+  // Each moment once.
+  auto key = [](const StepMoment &m) {
+    return std::tie(m.heldGradients, m.others, m.computeCopies,
+                    m.paramBytesInUse, m.onlyAcrossLoss, m.unreducedGradients);
+  };
   std::sort(kept.begin(), kept.end(),
-            [](const StepMoment &a, const StepMoment &b) {
-              return std::tie(a.heldGradients, a.others, a.computeCopies,
-                              a.paramBytesInUse, a.onlyAcrossLoss,
-                              a.unreducedGradients) <
-                     std::tie(b.heldGradients, b.others, b.computeCopies,
-                              b.paramBytesInUse, b.onlyAcrossLoss,
-                              b.unreducedGradients);
+            [&](const StepMoment &a, const StepMoment &b) {
+              return key(a) < key(b);
             });
   kept.erase(std::unique(kept.begin(), kept.end(),
-                         [](const StepMoment &a, const StepMoment &b) {
-                           return a.heldGradients == b.heldGradients &&
-                                  a.others == b.others &&
-                                  a.computeCopies == b.computeCopies &&
-                                  a.paramBytesInUse == b.paramBytesInUse &&
-                                  a.onlyAcrossLoss == b.onlyAcrossLoss &&
-                                  a.unreducedGradients == b.unreducedGradients;
+                         [&](const StepMoment &a, const StepMoment &b) {
+                           return key(a) == key(b);
                          }),
              kept.end());
   return kept;
