@@ -90,6 +90,8 @@ endfunction()
 
 # `requirements`: name -> whether this build has it, as NAME=ON|OFF items.
 function(asrt_add_driver_tests table requirements)
+  # An edited table reconfigures the build, so ctest runs what it says.
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${table}")
   file(READ "${table}" text)
   string(REPLACE ";" "${_asrt_semicolon}" text "${text}")
   string(REPLACE "[" "${_asrt_open}" text "${text}")
