@@ -419,6 +419,7 @@ struct TcpGroup::State {
              ": rank" + (late.size() == 1 ? " " : "s ") + rankList(late) +
              (late.size() == 1 ? " has" : " have") + " not reached it";
     }
+    case StoreFailure::Interrupted: // the group's store has no Waker
     case StoreFailure::Other:
       break;
     }
