@@ -246,6 +246,15 @@ std::string opKey(uint64_t seq, int rank) {
   return "op/" + std::to_string(seq) + "/" + std::to_string(rank);
 }
 
+/// Rank `rank`'s word on the board of waiting ranks (TcpGroup::waitWords):
+/// what it waits in outside the group, when it has waited long.
+std::string waitWordKey(int rank) {
+  return "wait-word/" + std::to_string(rank);
+}
+
+/// How long reading a late rank's word may take, after a timeout.
+constexpr std::chrono::milliseconds kWordReadTimeout(2000);
+
 /// The rank whose key `key` (op/S/RANK) is; -1 when it is not one.
 int rankOfKey(const std::string &key) {
   size_t slash = key.rfind('/');
@@ -364,6 +373,9 @@ struct TcpGroup::State {
   std::optional<Store> store;
   /// Operations started so far; the current one's number.
   uint64_t seq = 0;
+  /// The kind of the last operation every rank finished (seq - 1 while
+  /// one runs): where a rank that has not reached the current one is.
+  std::optional<Kind> finished;
   /// This rank's key of the last operation, erased during the next: by
   /// then every rank has read it (see gather()).
   std::string lastKey;
@@ -395,8 +407,44 @@ struct TcpGroup::State {
            std::to_string(seq);
   }
 
+  /// The word rank `r` posted on the board of waiting ranks, or "" (none,
+  /// or the store does not say). Best effort: it only adds to a timeout.
+  std::string wordOf(int r) {
+    store->setTimeout(kWordReadTimeout);
+    Expected<std::vector<std::string>> absent =
+        store->missing({waitWordKey(r)});
+    if (!absent || !absent->empty())
+      return {};
+    Expected<std::string> word = store->get(waitWordKey(r));
+    return word ? *word : std::string();
+  }
+
+  /// Why the ranks in `late` have not reached operation #seq, as far as
+  /// the store can tell: every rank left the operation before together
+  /// (none is in another of the group's), so each late rank is slow,
+  /// stuck outside the group (its word, if it posted one, says where) or
+  /// calls fewer of the group's operations than this one.
+  std::string whereLate(const std::vector<int> &late) {
+    std::string text;
+    for (int r : late)
+      if (std::string word = wordOf(r); !word.empty())
+        text += "; rank " + std::to_string(r) + " waits in " + word +
+                " (by its word in the job's store)";
+    if (finished)
+      text += "; every rank finished " +
+              std::string(kindName(static_cast<char>(*finished))) + " #" +
+              std::to_string(seq - 1) + " together, so " +
+              (late.size() == 1 ? "it is stopped or slow, stuck outside the "
+                                  "group, or calls"
+                                : "they are stopped or slow, stuck outside "
+                                  "the group, or call") +
+              " fewer of the group's operations than rank " +
+              std::to_string(rank);
+    return text;
+  }
+
   /// The error of a failed wait for operation `during`'s keys, in ranks.
-  std::string explain(const Error &error, const std::string &during) const {
+  std::string explain(const Error &error, const std::string &during) {
     const std::optional<StoreFailure> &why = store->lastFailure();
     if (!why)
       return "rendezvous: " + error.message();
@@ -417,7 +465,8 @@ struct TcpGroup::State {
       return "rendezvous: timed out after " +
              formatDuration(options.operationTimeout) + " during " + during +
              ": rank" + (late.size() == 1 ? " " : "s ") + rankList(late) +
-             (late.size() == 1 ? " has" : " have") + " not reached it";
+             (late.size() == 1 ? " has" : " have") + " not reached it" +
+             whereLate(late);
     }
     case StoreFailure::Interrupted: // the group's store has no Waker
     case StoreFailure::Other:
@@ -464,6 +513,7 @@ struct TcpGroup::State {
                     "same order");
       blobs.push_back(value.substr(1));
     }
+    finished = kind;
     return blobs;
   }
 };
@@ -767,7 +817,7 @@ public:
   }
 
 private:
-  static std::string key(int r) { return "wait-word/" + std::to_string(r); }
+  static std::string key(int r) { return waitWordKey(r); }
 
   std::mutex mutex;
   Store store;
