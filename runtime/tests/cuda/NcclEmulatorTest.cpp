@@ -282,6 +282,32 @@ TEST(NcclEmulatorTest, ARankAbortedWhileJoiningEndsAtOnceAndTellsTheOthers) {
   EXPECT_EQ(ncclCommAbort(a), ncclSuccess);
 }
 
+// The process that made the id hosts its store until every member has
+// joined, however late, and not after: a rank that comes once the
+// communicator has formed finds nobody there and says so within the
+// connect patience (10 s), rather than hanging or joining a finished one.
+TEST(NcclEmulatorTest, TheIdsStoreServesLateRanksAndStopsOnceAllJoined) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t a = startRank(id, 2, 0, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ncclComm_t b = startRank(id, 2, 1, 1);
+  EXPECT_EQ(settle(a), ncclSuccess) << lastError();
+  EXPECT_EQ(settle(b), ncclSuccess) << lastError();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto start = Clock::now();
+  ncclComm_t late = startRank(id, 2, 1, 2);
+  EXPECT_EQ(settle(late), ncclSystemError);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(15));
+  EXPECT_NE(lastError().find("rank 1 could not join: store: rank 1 could not "
+                             "reach the store at 127.0.0.1:"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(ncclCommAbort(late), ncclSuccess);
+  EXPECT_EQ(ncclCommAbort(a), ncclSuccess);
+  EXPECT_EQ(ncclCommAbort(b), ncclSuccess);
+}
+
 TEST(NcclEmulatorTest, BuffersMustBeDeviceMemoryOverlappingOnlyInPlace) {
   std::vector<Rank> ranks = makeRanks(1);
   ASSERT_EQ(settle(ranks[0].comm), ncclSuccess) << lastError();

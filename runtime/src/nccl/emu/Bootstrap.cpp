@@ -61,6 +61,13 @@ bool decodeRank(const std::string &bytes, int32_t &nranks, uint16_t &port,
   return nranks >= 1;
 }
 
+/// Whether `waker` has fired (the communicator is being torn down).
+bool fired(const Waker &waker) {
+  std::vector<bool> ready;
+  return static_cast<bool>(net::waitReadable(
+      {waker.fd()}, net::Wait(net::Clock::now()), ready));
+}
+
 std::string encodeNonce(uint64_t nonce) {
   std::string bytes;
   net::putBigEndian(bytes, nonce, 8);
@@ -123,11 +130,8 @@ WireResult joinThroughStore(uint16_t port, uint64_t nonce,
   const std::string me = "rank " + std::to_string(request.rank);
   Expected<Store> connected =
       Store::connect("127.0.0.1", port, kConnectPatience, me, &waker);
-  if (!connected) {
-    // Interrupted or not, the caller only reads a failure of a live
-    // communicator.
-    return {Wire::System, connected.message()};
-  }
+  if (!connected)
+    return {fired(waker) ? Wire::Woken : Wire::System, connected.message()};
   Store &store = *connected;
   store.setTimeout(Store::kForever);
 
