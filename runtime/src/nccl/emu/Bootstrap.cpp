@@ -34,6 +34,8 @@ std::string leftKey(int rank) { return "left/" + std::to_string(rank); }
 /// How long a rank retries reaching the store (the host is up before the
 /// id exists, so only a dead host takes this long).
 constexpr std::chrono::milliseconds kConnectPatience(10000);
+/// How long a member waits for the answer to its "left/R".
+constexpr std::chrono::milliseconds kLeaveTimeout(2000);
 /// How long a refused communicator's store stays up for latecomers.
 constexpr std::chrono::seconds kRefusalGrace(60);
 /// The start of the abort reason of a rank that gave up while joining
@@ -64,8 +66,8 @@ bool decodeRank(const std::string &bytes, int32_t &nranks, uint16_t &port,
 /// Whether `waker` has fired (the communicator is being torn down).
 bool fired(const Waker &waker) {
   std::vector<bool> ready;
-  return static_cast<bool>(net::waitReadable(
-      {waker.fd()}, net::Wait(net::Clock::now()), ready));
+  return static_cast<bool>(
+      net::waitReadable({waker.fd()}, net::Wait(net::Clock::now()), ready));
 }
 
 std::string encodeNonce(uint64_t nonce) {
@@ -204,8 +206,9 @@ WireResult joinThroughStore(uint16_t port, uint64_t nonce,
                        std::to_string(request.nranks) + ", rank " +
                        std::to_string(r) + " says " + std::to_string(nranks));
   }
-  // Best effort: the host may stop serving as soon as the last member's
-  // key is in, before it answers that member.
+  // Best effort, and briefly: the host may stop serving as soon as the
+  // last member's key is in, before it answers that member.
+  store.setTimeout(kLeaveTimeout);
   (void)store.set(leftKey(request.rank), {});
   return {};
 }
