@@ -407,16 +407,27 @@ struct TcpGroup::State {
            std::to_string(seq);
   }
 
-  /// The word rank `r` posted on the board of waiting ranks, or "" (none,
-  /// or the store does not say). Best effort: it only adds to a timeout.
-  std::string wordOf(int r) {
+  /// The words the ranks in `late` posted on the board of waiting ranks,
+  /// by rank ("" for none). Best effort, and bounded: it only adds to a
+  /// timeout, and a store that does not answer costs one short wait.
+  std::vector<std::string> wordsOf(const std::vector<int> &late) {
+    std::vector<std::string> words(late.size());
+    std::vector<std::string> keys;
+    for (int r : late)
+      keys.push_back(waitWordKey(r));
     store->setTimeout(kWordReadTimeout);
-    Expected<std::vector<std::string>> absent =
-        store->missing({waitWordKey(r)});
-    if (!absent || !absent->empty())
-      return {};
-    Expected<std::string> word = store->get(waitWordKey(r));
-    return word ? *word : std::string();
+    Expected<std::vector<std::string>> absent = store->missing(keys);
+    if (!absent)
+      return words;
+    for (size_t i = 0; i < late.size(); ++i) {
+      if (std::find(absent->begin(), absent->end(), keys[i]) != absent->end())
+        continue;
+      Expected<std::string> word = store->get(keys[i]);
+      if (!word)
+        break;
+      words[i] = std::move(*word);
+    }
+    return words;
   }
 
   /// Why the ranks in `late` have not reached operation #seq, as far as
@@ -426,9 +437,10 @@ struct TcpGroup::State {
   /// calls fewer of the group's operations than this one.
   std::string whereLate(const std::vector<int> &late) {
     std::string text;
-    for (int r : late)
-      if (std::string word = wordOf(r); !word.empty())
-        text += "; rank " + std::to_string(r) + " waits in " + word +
+    std::vector<std::string> words = wordsOf(late);
+    for (size_t i = 0; i < late.size(); ++i)
+      if (!words[i].empty())
+        text += "; rank " + std::to_string(late[i]) + " waits in " + words[i] +
                 " (by its word in the job's store)";
     if (finished)
       text += "; every rank finished " +
