@@ -246,6 +246,15 @@ std::string opKey(uint64_t seq, int rank) {
   return "op/" + std::to_string(seq) + "/" + std::to_string(rank);
 }
 
+/// Rank `rank`'s word on the board of waiting ranks (TcpGroup::waitWords):
+/// what it waits in outside the group, when it has waited long.
+std::string waitWordKey(int rank) {
+  return "wait-word/" + std::to_string(rank);
+}
+
+/// How long reading a late rank's word may take, after a timeout.
+constexpr std::chrono::milliseconds kWordReadTimeout(2000);
+
 /// The rank whose key `key` (op/S/RANK) is; -1 when it is not one.
 int rankOfKey(const std::string &key) {
   size_t slash = key.rfind('/');
@@ -364,6 +373,9 @@ struct TcpGroup::State {
   std::optional<Store> store;
   /// Operations started so far; the current one's number.
   uint64_t seq = 0;
+  /// The kind of the last operation every rank finished (seq - 1 while
+  /// one runs): where a rank that has not reached the current one is.
+  std::optional<Kind> finished;
   /// This rank's key of the last operation, erased during the next: by
   /// then every rank has read it (see gather()).
   std::string lastKey;
@@ -395,8 +407,56 @@ struct TcpGroup::State {
            std::to_string(seq);
   }
 
+  /// The words the ranks in `late` posted on the board of waiting ranks,
+  /// by rank ("" for none). Best effort, and bounded: it only adds to a
+  /// timeout, and a store that does not answer costs one short wait.
+  std::vector<std::string> wordsOf(const std::vector<int> &late) {
+    std::vector<std::string> words(late.size());
+    std::vector<std::string> keys;
+    for (int r : late)
+      keys.push_back(waitWordKey(r));
+    store->setTimeout(kWordReadTimeout);
+    Expected<std::vector<std::string>> absent = store->missing(keys);
+    if (!absent)
+      return words;
+    for (size_t i = 0; i < late.size(); ++i) {
+      if (std::find(absent->begin(), absent->end(), keys[i]) != absent->end())
+        continue;
+      Expected<std::string> word = store->get(keys[i]);
+      if (!word)
+        break;
+      words[i] = std::move(*word);
+    }
+    return words;
+  }
+
+  /// Why the ranks in `late` have not reached operation #seq, as far as
+  /// the store can tell: every rank left the operation before together
+  /// (none is in another of the group's), so each late rank is slow,
+  /// stuck outside the group (its word, if it posted one, says where) or
+  /// calls fewer of the group's operations than this one.
+  std::string whereLate(const std::vector<int> &late) {
+    std::string text;
+    std::vector<std::string> words = wordsOf(late);
+    for (size_t i = 0; i < late.size(); ++i)
+      if (!words[i].empty())
+        text += "; rank " + std::to_string(late[i]) + " waits in " + words[i] +
+                " (by its word in the job's store)";
+    if (finished)
+      text += "; every rank finished " +
+              std::string(kindName(static_cast<char>(*finished))) + " #" +
+              std::to_string(seq - 1) + " together, so " +
+              (late.size() == 1 ? "it is stopped or slow, stuck outside the "
+                                  "group, or calls"
+                                : "they are stopped or slow, stuck outside "
+                                  "the group, or call") +
+              " fewer of the group's operations than rank " +
+              std::to_string(rank);
+    return text;
+  }
+
   /// The error of a failed wait for operation `during`'s keys, in ranks.
-  std::string explain(const Error &error, const std::string &during) const {
+  std::string explain(const Error &error, const std::string &during) {
     const std::optional<StoreFailure> &why = store->lastFailure();
     if (!why)
       return "rendezvous: " + error.message();
@@ -417,8 +477,10 @@ struct TcpGroup::State {
       return "rendezvous: timed out after " +
              formatDuration(options.operationTimeout) + " during " + during +
              ": rank" + (late.size() == 1 ? " " : "s ") + rankList(late) +
-             (late.size() == 1 ? " has" : " have") + " not reached it";
+             (late.size() == 1 ? " has" : " have") + " not reached it" +
+             whereLate(late);
     }
+    case StoreFailure::Interrupted: // the group's store has no Waker
     case StoreFailure::Other:
       break;
     }
@@ -463,6 +525,7 @@ struct TcpGroup::State {
                     "same order");
       blobs.push_back(value.substr(1));
     }
+    finished = kind;
     return blobs;
   }
 };
@@ -766,7 +829,7 @@ public:
   }
 
 private:
-  static std::string key(int r) { return "wait-word/" + std::to_string(r); }
+  static std::string key(int r) { return waitWordKey(r); }
 
   std::mutex mutex;
   Store store;

@@ -119,7 +119,12 @@ private:
 /// "op/S/RANK" and waits for every rank's key in the same request, so
 /// every rank reads every other's part and sees itself who has not
 /// reached the operation, whose kind differs, or who closed its
-/// connection. Every blocking step is bounded by the options' timeouts.
+/// connection. As every rank leaves an operation together, a rank that has
+/// not reached one is in none of the group's: a timeout names the
+/// operation every rank finished last (ranks calling different numbers of
+/// operations show so) and the late rank's word on the board of waiting
+/// ranks (waitWords), when it posted one, saying where it waits instead.
+/// Every blocking step is bounded by the options' timeouts.
 /// A failure (a peer that closed or died, a timeout, a mismatch) returns
 /// an Error naming the peer's rank and the operation; the failing rank
 /// posts it as the store's abort, which ends the others' waits at once

@@ -1,4 +1,4 @@
-// A key-value store over TCP (PyTorch c10d's Store model): rank 0 hosts it.
+// A key-value store over TCP (PyTorch c10d's Store model): server, client.
 #include "comm/Store.h"
 
 #include <algorithm>
@@ -89,6 +89,16 @@ Expected<bool> takeFrame(std::string &inbox, Frame &out) {
   inbox.erase(0, at);
   out = std::move(f);
   return true;
+}
+
+/// `timeout` from now; Deadline::max() for Store::kForever (or any timeout
+/// the clock cannot hold).
+Deadline deadlineAfter(std::chrono::milliseconds timeout) {
+  Clock::time_point now = Clock::now();
+  if (timeout >= std::chrono::duration_cast<std::chrono::milliseconds>(
+                     Deadline::max() - now))
+    return Deadline::max();
+  return now + timeout;
 }
 
 std::string keyList(const std::vector<std::string> &keys) {
@@ -368,6 +378,8 @@ struct Store::State {
   std::string where; // host:port
   std::string who;
   std::chrono::milliseconds timeout{0};
+  /// The interrupting Waker's descriptor; -1: none.
+  int wakeFd = -1;
   uint64_t lastId = 0;
   std::string inbox;
   std::optional<StoreFailure> lastFailure;
@@ -391,11 +403,11 @@ struct Store::State {
   /// the late replies of requests that timed out before. TimedOut is the
   /// caller's to word: it knows what it waited for.
   IoResult ask(Op op, std::vector<std::string> args, Deadline deadline,
-               Frame &reply) {
+               Frame &reply, bool interruptible = true) {
+    const net::Wait wait(deadline, interruptible ? wakeFd : -1);
     Frame request{static_cast<uint8_t>(op), ++lastId, std::move(args)};
     std::string bytes = encode(request);
-    IoResult r = net::sendAll(socket.get(), bytes.data(), bytes.size(),
-                              net::Wait(deadline));
+    IoResult r = net::sendAll(socket.get(), bytes.data(), bytes.size(), wait);
     if (!r)
       return r;
     while (true) {
@@ -414,7 +426,7 @@ struct Store::State {
       if (!r)
         return r;
       std::vector<bool> ready;
-      r = net::waitReadable({socket.get()}, net::Wait(deadline), ready);
+      r = net::waitReadable({socket.get()}, wait, ready);
       if (r)
         r = net::receiveAvailable(socket.get(), inbox);
     }
@@ -432,6 +444,10 @@ struct Store::State {
                     failure("timed out after " + net::formatDuration(timeout) +
                             " during " + during + ": the store at " + where +
                             " did not answer (rank 0 is stopped or hung)"));
+    if (r.status == Io::Woken)
+      return failed(StoreFailure::Interrupted,
+                    failure("was interrupted during " + during +
+                            " (its owner is shutting down)"));
     return failed(StoreFailure::Other,
                   failure("failed during " + during + ": " + r.error));
   }
@@ -441,7 +457,7 @@ struct Store::State {
     Frame reply;
     StoreFailure why;
     why.kind = StoreFailure::TimedOut;
-    IoResult r = ask(Op::Missing, keys, Clock::now() + kShortWait, reply);
+    IoResult r = ask(Op::Missing, keys, deadlineAfter(kShortWait), reply);
     bool answered = r && static_cast<Reply>(reply.op) == Reply::Ok;
     if (answered)
       why.missing = reply.args;
@@ -484,10 +500,12 @@ struct Store::State {
 
   Expected<std::vector<std::string>> call(Op op, std::vector<std::string> args,
                                           const std::string &during,
-                                          std::chrono::milliseconds bound) {
+                                          std::chrono::milliseconds bound,
+                                          bool interruptible = true) {
     lastFailure.reset();
     Frame reply;
-    IoResult r = ask(op, std::move(args), Clock::now() + bound, reply);
+    IoResult r =
+        ask(op, std::move(args), deadlineAfter(bound), reply, interruptible);
     if (!r)
       return lost(r, during);
     if (static_cast<Reply>(reply.op) != Reply::Ok)
@@ -507,7 +525,7 @@ struct Store::State {
           const std::vector<std::string> &keys) {
     lastFailure.reset();
     Frame reply;
-    IoResult r = ask(op, std::move(args), Clock::now() + timeout, reply);
+    IoResult r = ask(op, std::move(args), deadlineAfter(timeout), reply);
     if (r.status == Io::TimedOut)
       return timedOut(keys);
     if (!r)
@@ -530,10 +548,12 @@ Store::~Store() = default;
 
 Expected<Store> Store::connect(const std::string &host, int port,
                                std::chrono::milliseconds timeout,
-                               const std::string &who) {
+                               const std::string &who,
+                               const net::Waker *interrupt) {
   std::string where = host + ":" + std::to_string(port);
   net::ConnectOptions options;
-  options.wait = net::Wait::within(timeout);
+  options.wait =
+      net::Wait(deadlineAfter(timeout), interrupt ? interrupt->fd() : -1);
   net::Fd socket;
   IoResult r = net::connectTcp(host, port, options, socket);
   auto failure = [&](const std::string &what) {
@@ -543,9 +563,14 @@ Expected<Store> Store::connect(const std::string &host, int port,
     return failure("could not reach the store at " + where + " within " +
                    net::formatDuration(timeout) + " (last error: " + r.error +
                    ")");
+  if (r.status == Io::Woken)
+    return failure("was interrupted while connecting to the store at " + where +
+                   " (its owner is shutting down)");
   if (!r)
     return failure("cannot reach the store at " + where + ": " + r.error);
-  return overSocket(std::move(socket), where, timeout, who);
+  Store store = overSocket(std::move(socket), where, timeout, who);
+  store.interruptBy(interrupt);
+  return store;
 }
 
 Store Store::overSocket(net::Fd socket, const std::string &where,
@@ -561,6 +586,10 @@ Store Store::overSocket(net::Fd socket, const std::string &where,
 
 void Store::setTimeout(std::chrono::milliseconds timeout) {
   state->timeout = timeout;
+}
+
+void Store::interruptBy(const net::Waker *waker) {
+  state->wakeFd = waker ? waker->fd() : -1;
 }
 
 Status Store::set(const std::string &key, const std::string &value) {
@@ -617,7 +646,7 @@ Status Store::becomeMember() {
 Status Store::abort(const std::string &reason) {
   return state
       ->call(Op::Abort, {reason}, "an abort",
-             std::min(state->timeout, kShortWait))
+             std::min(state->timeout, kShortWait), /*interruptible=*/false)
       .status();
 }
 

@@ -1,4 +1,5 @@
-// A key-value store over TCP (PyTorch c10d's Store model): rank 0 hosts it.
+// A key-value store over TCP (PyTorch c10d's Store model): the runtime's one
+// rendezvous mechanism (the TCP rendezvous, the emulated NCCL's bootstrap).
 #pragma once
 
 #include "core/Expected.h"
@@ -50,6 +51,7 @@ struct StoreFailure {
     ServerGone,   ///< the server closed the connection (rank 0 exited)
     Aborted,      ///< `who` aborted the store, saying `reason`
     MemberClosed, ///< member `who`'s connection ended before the keys came
+    Interrupted,  ///< the client's Waker fired (its owner is shutting down)
     Other,        ///< anything else; the error says what
   };
   Kind kind = Other;
@@ -62,15 +64,25 @@ struct StoreFailure {
 
 /// One client's connection to a StoreServer. Every call is bounded by the
 /// timeout; an error names the key(s) it waited for, the store's address
-/// and how long it waited. One thread at a time may use a Store.
+/// and how long it waited. A client given a Waker (`interruptBy`) also
+/// ends every call, connecting too, as soon as that fires, so that an
+/// owner tearing down (an aborted NCCL communicator) never hangs in a
+/// wait. One thread at a time may use a Store.
 class Store {
 public:
+  /// A timeout that never passes: calls end when answered, when the
+  /// connection ends, or when the client's Waker fires.
+  static constexpr std::chrono::milliseconds kForever =
+      std::chrono::milliseconds::max();
+
   /// Connects to the server at host:port, retrying while it is not up yet,
   /// for at most `timeout` (then also the bound of every call). `who`
-  /// names this client in errors ("rank 3").
+  /// names this client in errors ("rank 3"). With `interrupt`, the client
+  /// is interrupted by it (see interruptBy), the connecting too.
   static Expected<Store> connect(const std::string &host, int port,
                                  std::chrono::milliseconds timeout,
-                                 const std::string &who);
+                                 const std::string &who,
+                                 const net::Waker *interrupt = nullptr);
   /// A client over `socket`, already connected to the server at `where`
   /// (host:port) by a caller that words its own connection errors.
   static Store overSocket(net::Fd socket, const std::string &where,
@@ -81,6 +93,11 @@ public:
   ~Store();
 
   void setTimeout(std::chrono::milliseconds timeout);
+  /// Ends every call (but abort) as soon as `waker` fires, failing it as
+  /// StoreFailure::Interrupted; null: none. The waker must outlive the
+  /// calls. abort() ignores it: it is what an interrupted owner posts on
+  /// its way out.
+  void interruptBy(const net::Waker *waker);
 
   /// Sets `key` (replacing any value) and wakes the clients waiting on it.
   Status set(const std::string &key, const std::string &value);

@@ -680,6 +680,51 @@ TEST(TcpGroup, DifferentOperationsOnDifferentRanksAreAnError) {
       << errors[1];
 }
 
+// Ranks that call different numbers of the group's operations: the one
+// that calls more times out, and since every rank left the operation
+// before together, it says where the missing rank is.
+TEST(TcpGroup, ARankThatCallsFewerOperationsIsNamedWithTheLastItFinished) {
+  std::vector<TcpGroup> groups = formGroup(2, generous());
+  ASSERT_EQ(groups.size(), 2u);
+  std::vector<std::string> errors(2);
+  onEveryRank(2, [&](int r) {
+    Status s = groups[r].barrier();
+    errors[r] = s ? "" : s.message();
+  });
+  ASSERT_EQ(errors[0], "");
+  ASSERT_EQ(errors[1], "");
+  // Rank 1 stops after the barrier; rank 0 calls one operation more.
+  groups[0].setOperationTimeout(300ms);
+  Expected<std::vector<std::string>> all = groups[0].allGather("x");
+  ASSERT_FALSE(all);
+  EXPECT_TRUE(says(all.message(),
+                   "rendezvous: timed out after 0.3 s during allGather #2: "
+                   "rank 1 has not reached it; every rank finished barrier "
+                   "#1 together, so it is stopped or slow, stuck outside the "
+                   "group, or calls fewer of the group's operations than "
+                   "rank 0"))
+      << all.message();
+}
+
+// A late rank that waits in a collective of the data plane has posted its
+// word in the same store: the timeout says where it is.
+TEST(TcpGroup, ALateRanksWaitWordSaysWhereItIs) {
+  std::vector<TcpGroup> groups = formGroup(2, generous());
+  ASSERT_EQ(groups.size(), 2u);
+  Expected<std::unique_ptr<WaitWords>> board = groups[1].waitWords();
+  ASSERT_TRUE(board && *board) << (board ? "" : board.message());
+  (*board)->post("all_reduce #5 over the world");
+  groups[0].setOperationTimeout(300ms);
+  Status s = groups[0].barrier();
+  ASSERT_FALSE(s);
+  EXPECT_TRUE(says(s.message(), "during barrier #1: rank 1 has not reached "
+                                "it; rank 1 waits in all_reduce #5 over the "
+                                "world (by its word in the job's store)"))
+      << s.message();
+  // The first operation has no operation before it to name.
+  EXPECT_FALSE(says(s.message(), "finished")) << s.message();
+}
+
 // A rank that gives up posts why; a rank still waiting hears it at once,
 // long before its own timeout.
 TEST(TcpGroup, ARankThatGivesUpEndsTheOthersWaitsWithItsReason) {

@@ -354,6 +354,79 @@ TEST(Store, AReplyThatCameJustBeforeTheCloseIsRead) {
   server.join();
 }
 
+// An owner tearing down (an aborted NCCL communicator) fires its Waker: a
+// wait of its client ends at once, long before the timeout, and the abort
+// it posts on its way out still reaches the others.
+TEST(Store, AWakerEndsAWaitAtOnceAndTheAbortStillGoesOut) {
+  auto server = startServer();
+  ASSERT_TRUE(server);
+  Store other = client(*server, "rank 0");
+  net::Waker waker;
+  Store s = client(*server, "rank 1", 30s);
+  s.interruptBy(&waker);
+  std::thread firer([&] {
+    std::this_thread::sleep_for(100ms);
+    waker.signal();
+  });
+  auto start = std::chrono::steady_clock::now();
+  Expected<std::string> got = s.get("never");
+  firer.join();
+  ASSERT_FALSE(got);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  ASSERT_TRUE(s.lastFailure());
+  EXPECT_EQ(s.lastFailure()->kind, StoreFailure::Interrupted);
+  EXPECT_TRUE(says(got.message(), "store: rank 1 was interrupted during a "
+                                  "wait for key \"never\""))
+      << got.message();
+  // Every later call is interrupted too (the waker stays fired)...
+  EXPECT_FALSE(s.set("k", "v"));
+  EXPECT_EQ(s.lastFailure()->kind, StoreFailure::Interrupted);
+  // ...but the abort is not.
+  Status aborted = s.abort("its communicator was aborted");
+  ASSERT_TRUE(aborted.ok()) << aborted.message();
+  Expected<std::string> theirs = other.get("never");
+  ASSERT_FALSE(theirs);
+  EXPECT_TRUE(says(theirs.message(), "its communicator was aborted"))
+      << theirs.message();
+}
+
+TEST(Store, AFiredWakerEndsConnectingAtOnce) {
+  int port = 0;
+  {
+    Expected<net::Listener> taken = net::listenTcp(0, "127.0.0.1");
+    ASSERT_TRUE(taken) << taken.message();
+    port = taken->port;
+  } // closed: nobody listens there now
+  net::Waker waker;
+  waker.signal();
+  auto start = std::chrono::steady_clock::now();
+  Expected<Store> s = Store::connect("127.0.0.1", port, 30s, "rank 2", &waker);
+  ASSERT_FALSE(s);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_TRUE(says(s.message(), "store: rank 2 was interrupted while "
+                                "connecting to the store at 127.0.0.1:" +
+                                    std::to_string(port)))
+      << s.message();
+}
+
+// kForever bounds nothing (no overflow of the clock into the past): the
+// wait lasts until the key comes.
+TEST(Store, AWaitWithoutTimeoutLastsUntilTheKeyComes) {
+  auto server = startServer();
+  ASSERT_TRUE(server);
+  Store waiter = client(*server, "rank 0");
+  waiter.setTimeout(Store::kForever);
+  std::thread setter([&] {
+    std::this_thread::sleep_for(300ms);
+    Store s = client(*server, "rank 1");
+    EXPECT_TRUE(s.set("late", "here").ok());
+  });
+  Expected<std::string> got = waiter.get("late");
+  setter.join();
+  ASSERT_TRUE(got) << got.message();
+  EXPECT_EQ(*got, "here");
+}
+
 // ---- Sockets ---------------------------------------------------------------
 
 /// A connected pair on 127.0.0.1.

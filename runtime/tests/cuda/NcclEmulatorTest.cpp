@@ -213,6 +213,101 @@ TEST(NcclEmulatorTest, TwoRanksOnOneGpuAreRefused) {
   destroy(ranks);
 }
 
+/// Starts rank `rank` of `nranks` on GPU `device` with `id`, nonblocking.
+ncclComm_t startRank(const ncclUniqueId &id, int nranks, int rank, int device) {
+  EXPECT_EQ(cudaSetDevice(device), cudaSuccess);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  ncclResult_t result =
+      ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
+  EXPECT_TRUE(result == ncclSuccess || result == ncclInProgress) << lastError();
+  EXPECT_EQ(cudaSetDevice(0), cudaSuccess);
+  return comm;
+}
+
+// The ranks meet in the unique id's store: ranks that disagree on the
+// communicator's size are refused, each of them, with the reason.
+TEST(NcclEmulatorTest, RanksThatDisagreeOnTheSizeAreRefused) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t a = startRank(id, 2, 0, 0);
+  ncclComm_t b = startRank(id, 3, 1, 1);
+  EXPECT_EQ(settle(a), ncclInvalidUsage);
+  EXPECT_EQ(settle(b), ncclInvalidUsage);
+  EXPECT_NE(lastError().find("could not join: ranks disagree on the "
+                             "communicator's size: rank 0 says 2, rank 1 "
+                             "says 3"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(ncclCommAbort(a), ncclSuccess);
+  EXPECT_EQ(ncclCommAbort(b), ncclSuccess);
+}
+
+TEST(NcclEmulatorTest, TwoRanksClaimingOneRankAreRefused) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t a = startRank(id, 2, 0, 0);
+  ncclComm_t b = startRank(id, 2, 0, 1);
+  EXPECT_EQ(settle(a), ncclInvalidUsage);
+  EXPECT_EQ(settle(b), ncclInvalidUsage);
+  EXPECT_NE(lastError().find("could not join: two ranks joined as rank 0"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(ncclCommAbort(a), ncclSuccess);
+  EXPECT_EQ(ncclCommAbort(b), ncclSuccess);
+}
+
+// A communicator aborted while it waits for the others to join ends at
+// once (its wait in the store is woken), and the members already waiting
+// hear that it gave up instead of waiting for it for ever.
+TEST(NcclEmulatorTest, ARankAbortedWhileJoiningEndsAtOnceAndTellsTheOthers) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  // Rank 2 never comes.
+  ncclComm_t a = startRank(id, 3, 0, 0);
+  ncclComm_t b = startRank(id, 3, 1, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ncclResult_t state = ncclSuccess;
+  ASSERT_EQ(ncclCommGetAsyncError(b, &state), ncclSuccess);
+  EXPECT_EQ(state, ncclInProgress);
+  auto start = Clock::now();
+  EXPECT_EQ(ncclCommAbort(b), ncclSuccess);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(settle(a), ncclRemoteError);
+  EXPECT_NE(lastError().find("rank 0 could not join: rank 1's communicator "
+                             "was aborted while it joined (ncclCommAbort)"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(ncclCommAbort(a), ncclSuccess);
+}
+
+// The process that made the id hosts its store until every member has
+// joined, however late, and not after: a rank that comes once the
+// communicator has formed finds nobody there and says so within the
+// connect patience (10 s), rather than hanging or joining a finished one.
+TEST(NcclEmulatorTest, TheIdsStoreServesLateRanksAndStopsOnceAllJoined) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t a = startRank(id, 2, 0, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ncclComm_t b = startRank(id, 2, 1, 1);
+  EXPECT_EQ(settle(a), ncclSuccess) << lastError();
+  EXPECT_EQ(settle(b), ncclSuccess) << lastError();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto start = Clock::now();
+  ncclComm_t late = startRank(id, 2, 1, 2);
+  EXPECT_EQ(settle(late), ncclSystemError);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(15));
+  EXPECT_NE(lastError().find("rank 1 could not join: store: rank 1 could not "
+                             "reach the store at 127.0.0.1:"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(ncclCommAbort(late), ncclSuccess);
+  EXPECT_EQ(ncclCommAbort(a), ncclSuccess);
+  EXPECT_EQ(ncclCommAbort(b), ncclSuccess);
+}
+
 TEST(NcclEmulatorTest, BuffersMustBeDeviceMemoryOverlappingOnlyInPlace) {
   std::vector<Rank> ranks = makeRanks(1);
   ASSERT_EQ(settle(ranks[0].comm), ncclSuccess) << lastError();

@@ -3,8 +3,9 @@
 //
 // Ranks are processes (or threads, one per emulated device) on one host.
 // A communicator's ranks form a ring of loopback TCP connections, found
-// through a bootstrap root that ncclGetUniqueId starts in its process (as
-// NCCL's does); every collective runs NCCL's ring algorithms (reduce-
+// through a key-value store (comm/Store.h, the runtime's one rendezvous
+// mechanism) that ncclGetUniqueId starts in its process, where NCCL starts
+// its bootstrap root; every collective runs NCCL's ring algorithms (reduce-
 // scatter then all-gather for an all-reduce), n - 1 steps each sending to
 // the successor while receiving from the predecessor. Each communicator
 // has a thread of its own that sets it up and runs its collectives, so
@@ -28,6 +29,7 @@
 // staying unfinished on its stream until the communicator is aborted (as
 // a NCCL kernel waits for a peer that never comes). A peer that hangs is
 // not noticed: as with NCCL, the caller's timeout has to.
+#include "Bootstrap.h"
 #include "EmuState.h"
 #include "Reduce.h"
 #include "Transport.h"
@@ -94,7 +96,7 @@ constexpr char kIdMagic[] = "asrt-nccl-emu"; // 14 bytes with its NUL
 
 struct IdFields {
   uint64_t nonce = 0;
-  uint16_t port = 0; // the bootstrap root's
+  uint16_t port = 0; // the bootstrap store's
 };
 
 void encodeId(const IdFields &fields, ncclUniqueId &id) {
@@ -482,9 +484,10 @@ ncclResult_t ncclComm::wireFailure(const WireResult &r,
   if (r.status == Wire::Woken)
     return ncclInternalError; // torn down: nobody reads the result
   if (r.status == Wire::PeerGone) {
-    // A ring neighbour, or (while joining) the bootstrap root.
+    // A ring neighbour: known by its descriptor in a ring step, not yet
+    // while the ring is being connected.
     const bool ring = r.fd >= 0 && (r.fd == next.get() || r.fd == prev.get());
-    std::string peer = "the bootstrap root's process";
+    std::string peer = "a ring neighbour";
     if (ring)
       peer = r.fd == next.get()
                  ? "its ring successor, rank " +
@@ -805,10 +808,10 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
                   "emulated NCCL: ncclGetUniqueId: null id");
   IdFields fields;
   fields.nonce = freshNonce();
-  WireResult r = startBootstrapRoot(fields.nonce, fields.port);
+  WireResult r = hostBootstrapStore(fields.nonce, fields.port);
   if (!r)
     return refuse(ncclSystemError,
-                  "emulated NCCL: starting the bootstrap root: %s",
+                  "emulated NCCL: starting the bootstrap store: %s",
                   r.error.c_str());
   encodeId(fields, *id);
   return ncclSuccess;
@@ -841,22 +844,30 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks,
   ncclComm *raw = comm.get();
   (void)comm->post([raw, port = fields.port] {
     Listener listener;
-    WireResult w = listenLoopback(listener);
+    if (WireResult w = listenLoopback(listener); !w)
+      return raw->wireFailure(w, "listening for its ring predecessor");
     JoinRequest request;
-    request.nonce = raw->nonce;
     request.nranks = raw->nranks;
     request.rank = raw->rank;
     request.port = static_cast<uint16_t>(listener.port);
     std::memcpy(request.uuid, raw->uuid.data(), sizeof request.uuid);
     JoinReply reply;
-    if (w)
-      w = joinThroughRoot(port, request, raw->waker, reply);
+    WireResult w =
+        joinThroughStore(port, raw->nonce, request, raw->waker, reply);
+    if (w.status == Wire::Woken)
+      return ncclInternalError; // torn down: nobody reads the result
+    if (w.status == Wire::PeerGone)
+      return refuse(ncclRemoteError,
+                    "emulated NCCL: rank %d could not join: %s", raw->rank,
+                    w.error.c_str());
     if (!w)
-      return raw->wireFailure(w, "joining through the bootstrap root");
-    if (!reply.error.empty())
+      return refuse(ncclSystemError,
+                    "emulated NCCL: rank %d could not join: %s", raw->rank,
+                    w.error.c_str());
+    if (!reply.refused.empty())
       return refuse(ncclInvalidUsage,
                     "emulated NCCL: rank %d could not join: %s", raw->rank,
-                    reply.error.c_str());
+                    reply.refused.c_str());
     for (int i = 0; i < raw->nranks; ++i)
       for (int j = i + 1; j < raw->nranks; ++j)
         if (reply.uuids[i] == reply.uuids[j])
