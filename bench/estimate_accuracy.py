@@ -66,6 +66,9 @@ def main():
                         help="fail when |estimate/plan - 1| exceeds this")
     parser.add_argument("--plans", default="",
                         help="only plans whose line matches this regex")
+    parser.add_argument("--categories", action="store_true",
+                        help="under each row, the peak by category: "
+                             "estimate and plan")
     args = parser.parse_args()
     benchlib.check_tools(args.bin, ("shard-gen", "shard-opt", "shard-compile"))
     tool = lambda name: os.path.join(args.bin, name)  # noqa: E731
@@ -118,14 +121,39 @@ def main():
                               f"{proc.stderr.strip().splitlines()[0]}")
                         continue
                     with open(planned) as f:
-                        exact = json.load(f)["device_peak"]
+                        planned_report = json.load(f)
+                    exact = planned_report["device_peak"]
                     estimate = c["memory_bytes"]["total"]
+                    # Both reports break the peak down in one vocabulary,
+                    # each adding up to its own figure.
+                    est_peak = c["memory_bytes"]["at_peak"]
+                    plan_memory = planned_report["steps"][0]["memory"]
+                    plan_peak = plan_memory["at_peak"]
+                    if list(est_peak) != list(plan_peak):
+                        sys.exit(f"error: the reports' categories differ: "
+                                 f"{list(est_peak)} against "
+                                 f"{list(plan_peak)}")
+                    for name, peak, total in (
+                            ("cost report", est_peak, estimate),
+                            ("plan report", plan_peak,
+                             plan_memory["peak"])):
+                        if sum(peak.values()) != total:
+                            sys.exit(f"error: {plan}: the {name}'s peak by "
+                                     f"category adds up to "
+                                     f"{sum(peak.values())}, not {total}")
                     ratio = estimate / exact
                     rows += 1
                     if worst is None or abs(ratio - 1) > abs(worst[0] - 1):
                         worst = (ratio, f"{model} {precision} x{world}: {plan}")
                     print(f"  {plan:<78} estimate {estimate:>14} plan "
                           f"{exact:>14} ratio {ratio:.3f}")
+                    if args.categories:
+                        print("    " + ", ".join(
+                            f"{k} {est_peak[k] / 2**30:.2f}/"
+                            f"{plan_peak[k] / 2**30:.2f}"
+                            for k in est_peak
+                            if est_peak[k] or plan_peak[k]) +
+                            " GiB (estimate/plan)")
     if worst is None:
         sys.exit("error: no candidate compiled")
     print(f"worst ratio of {rows} plans: {worst[0]:.3f} ({worst[1]})")

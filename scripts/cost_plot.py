@@ -6,8 +6,9 @@
       [--default-schedule]
 
 Two bar charts side by side, one bar per candidate plan (optionally only
-those with one checkpointing mode): estimated memory per rank stacked by
-category as the model adds them up (docs/CostModel.md, "Memory per rank"),
+those with one checkpointing mode): estimated memory per rank at its peak,
+stacked by category (the cost report's at_peak, in the plan report's
+categories; docs/CostModel.md, "Memory per rank"),
 with the exact plan's figure where the compiler built one and the device's
 memory as a line, and estimated step time stacked as compute, exposed
 communication and exposed offload, on an axis cut at 5 times the fastest
@@ -25,14 +26,12 @@ import subprocess
 import sys
 import tempfile
 
-# What total() adds: the states kept between steps and the step's buffers at
-# the plan's peak (from the measured DDP step's moments, with what the plan
-# gathers, fetches and packs then); without moments, the DDP plan's arena
-# (or activations, gradients and pending gradients each at their peak) and
-# what the plan adds to it.
+# The estimate's peak by category (the cost report's at_peak, the plan
+# report's categories): they add up to the plan's memory.
 MEMORY = [("parameters", "#4c72b0"), ("master_weights", "#64b5cd"),
-          ("optimizer_states", "#55a868"), ("step_buffers", "#c44e52"), ("gathered_parameters", "#8172b3"),
-          ("communication_buffers", "#da8bc3"), ("offload_staging", "#937860")]
+          ("optimizer_states", "#55a868"), ("gradients", "#ccb974"),
+          ("activations", "#c44e52"), ("gathered_parameters", "#8172b3"),
+          ("buffers", "#937860")]
 TIME = [("compute", "#4c72b0"), ("exposed_communication", "#c44e52"),
         ("exposed_offload", "#937860")]
 
@@ -151,19 +150,7 @@ def main():
             chosen = len(rows)
         label = " ".join(f for f in c["plan"].split()
                          if not f.startswith(("bucket=", "prefetch=")))
-        memory = dict(c["memory_bytes"])
-        if memory.get("step_peak"):
-            # The step's buffers at this plan's peak, with what it gathers,
-            # fetches and packs then: one figure (docs/CostModel.md, "Step
-            # peak").
-            memory["step_buffers"] = memory["step_peak"]
-            for part in ("gathered_parameters", "communication_buffers",
-                         "offload_staging"):
-                memory[part] = 0
-        elif not memory.get("step_buffers"):
-            memory["step_buffers"] = (memory["activations"] +
-                                      memory["gradients"] +
-                                      memory["pending_gradients"])
+        memory = dict(c["memory_bytes"]["at_peak"])
         rows.append((label, dict(memory, **c["step_ms"],
                                  planned=c.get("planned_bytes"))))
     if not rows:

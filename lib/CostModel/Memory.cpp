@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <string_view>
 #include <tuple>
 
 using namespace autoshard::cost;
@@ -109,9 +110,13 @@ struct PlanHolds {
 };
 } // namespace
 
+/// The step's own buffers at `plan`'s peak (what total() adds to the kept
+/// states), with the peak's breakdown by category (`device`'s kept states
+/// included) and the gradients held then.
 static int64_t stepPeakOf(const ActivationMeasurement &m,
                           const MemoryBreakdown &device, const Plan &plan,
-                          const PlanHolds &holds, int64_t &gradientsAtPeak) {
+                          const PlanHolds &holds, PeakBreakdown &atPeak,
+                          int64_t &gradientsAtPeak) {
   int64_t live = 0;
   for (const StepMoment &moment : m.stepMoments)
     live = std::max(live, moment.heldGradients + moment.others);
@@ -122,27 +127,45 @@ static int64_t stepPeakOf(const ActivationMeasurement &m,
     allHeld = std::max(allHeld, moment.heldGradients);
   int64_t peak = 0;
   gradientsAtPeak = 0;
+  atPeak = PeakBreakdown();
   for (const StepMoment &moment : m.stepMoments) {
-    int64_t kept = 0;
-    int64_t bytes =
-        moment.others - moment.computeCopies +
+    // The moment as this plan holds it, by category; the peak is the
+    // moment with the most bytes.
+    PeakBreakdown at;
+    at.activations = moment.activations;
+    at.gradients = moment.summingGradients;
+    at.communication = moment.communication;
+    at.batch = moment.batch;
+    // The parameters' buffers, with the compute copies this plan casts as
+    // the measured step does.
+    at.parameters =
+        moment.parameterBuffers - moment.computeCopies +
         int64_t(double(moment.computeCopies) * holds.residentFraction);
+    at.other = moment.others - moment.activations - moment.parameterBuffers -
+               moment.summingGradients - moment.communication - moment.batch;
     // The fetches in flight: for the parameters in use and those
     // prefetched, at most that many times the bytes in use.
     if (moment.paramBytesInUse > 0 &&
         !(moment.onlyAcrossLoss && plan.parameterOffload == Offload::Nvme))
-      bytes += std::min(holds.fetching,
-                        moment.paramBytesInUse * holds.fetchesInFlight);
-    // A plan that gathers parameters for their use holds those in use.
-    const int64_t gatheredInUse =
-        holds.unitInUse > 0 ? moment.paramBytesInUse : 0;
+      at.offloadStaging = std::min(holds.fetching, moment.paramBytesInUse *
+                                                       holds.fetchesInFlight);
+    // A plan that gathers parameters for their use holds those in use:
+    // whole blocks where it gathers by block.
+    const int64_t gatheredInUse = holds.unitInUse == 0 ? 0
+                                  : plan.layout.unit == GatherUnit::Block
+                                      ? moment.unitBytesInUse
+                                      : moment.paramBytesInUse;
+    int64_t kept = 0;
     if (moment.heldGradients == 0) {
       // Kept until the backward pass, every gathered parameter is held at
       // the forward pass's end, and the shards' copies are freed by then.
-      bytes += (plan.reshard == Reshard::AfterForward
-                    ? gatheredInUse
-                    : device.gatheredParameters - holds.shardCopies) +
-               device.prefetchedGatherBuffers;
+      if (plan.reshard == Reshard::AfterForward) {
+        at.gatheredParameters = gatheredInUse;
+      } else {
+        at.gatheredParameters = device.gatheredParameters;
+        at.parameters -= holds.shardCopies;
+      }
+      at.communication += device.prefetchedGatherBuffers;
     } else {
       int64_t gathered = gatheredInUse;
       if (plan.reshard == Reshard::AfterBackward && allHeld > 0)
@@ -155,24 +178,49 @@ static int64_t stepPeakOf(const ActivationMeasurement &m,
       // buckets (as many, of the same cap), and what a larger cap adds.
       int64_t pending = std::min(moment.heldGradients, holds.pendingGradients);
       if (moment.unreducedGradients >= 0)
-        pending = std::min(
-            pending, moment.unreducedGradients + holds.largerCapBytes);
-      bytes += kept + pending + gathered;
-      if (moment.paramBytesInUse > 0)
-        bytes += holds.backwardPrefetch;
+        pending =
+            std::min(pending, moment.unreducedGradients + holds.largerCapBytes);
+      at.gradients += kept + pending;
+      at.gatheredParameters = gathered;
+      // The next gathers in flight: their packed buffers and what they
+      // gather into, counted with the gathered parameters. A plan that
+      // gathers whole blocks gathers one in pieces of the cap: the block
+      // in use, or the piece in use and the next one in flight, whichever
+      // is more (measured on megatron-1t's FSDP, with and without the
+      // parameters' copies on the host).
+      if (moment.paramBytesInUse > 0) {
+        if (plan.layout.unit == GatherUnit::Block && holds.unitInUse > 0)
+          at.gatheredParameters = std::max(
+              gathered, moment.paramBytesInUse + holds.backwardPrefetch);
+        else
+          at.gatheredParameters += holds.backwardPrefetch;
+      }
       // The shards' compute copies already freed.
       if (holds.shardCopies > 0 && allHeld > 0)
-        bytes -= plan.reshard == Reshard::AfterBackward
-                     ? holds.shardCopies
-                     : int64_t(double(holds.shardCopies) *
-                               double(moment.heldGradients) / double(allHeld));
+        at.parameters -=
+            plan.reshard == Reshard::AfterBackward
+                ? holds.shardCopies
+                : int64_t(double(holds.shardCopies) *
+                          double(moment.heldGradients) / double(allHeld));
     }
-    if (bytes > peak) {
-      peak = bytes;
+    if (at.total() > peak) {
+      peak = at.total();
       gradientsAtPeak = kept;
+      atPeak = at;
     }
   }
-  return std::max<int64_t>(peak + fragmentation - holds.residentCopies, 1);
+  // The kept states beside them; the compute copies cast whole are among
+  // the parameters of both.
+  atPeak.parameters += device.parameters - holds.residentCopies;
+  atPeak.masterWeights = device.masterWeights;
+  atPeak.optimizerStates = device.optimizerStates;
+  atPeak.other += fragmentation;
+  const int64_t stepPeak =
+      std::max<int64_t>(peak + fragmentation - holds.residentCopies, 1);
+  // The peak clamped to one byte (nothing measured): the difference is
+  // nothing a report could name.
+  atPeak.other += device.keptStates() + stepPeak - atPeak.total();
+  return stepPeak;
 }
 
 MemoryEstimate autoshard::cost::estimateMemory(const ModelDescription &model,
@@ -456,10 +504,45 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
         plan.reshard == Reshard::AfterBackward && forwardUnits.empty()
             ? 0
             : fetching;
-    device.stepPeak =
-        stepPeakOf(*measured, device, plan, holds, device.stepGradients);
+    device.stepPeak = stepPeakOf(*measured, device, plan, holds, device.atPeak,
+                                 device.stepGradients);
+    return estimate;
+  }
+  // No measured moments: total()'s sum, by category.
+  PeakBreakdown &at = device.atPeak;
+  at.parameters = device.parameters;
+  at.masterWeights = device.masterWeights;
+  at.optimizerStates = device.optimizerStates;
+  at.gatheredParameters = device.gatheredParameters;
+  at.offloadStaging = device.offloadStaging;
+  if (device.stepBuffers > 0) {
+    // The measured arena, of which the activations are a part.
+    at.activations = std::min(device.activations, device.stepBuffers);
+    at.other = device.stepBuffers - at.activations;
+    at.communication = device.prefetchedGatherBuffers;
+  } else {
+    at.activations = device.activations;
+    at.gradients = device.gradients + device.pendingGradients;
+    at.communication = device.communicationBuffers;
   }
   return estimate;
+}
+
+std::vector<std::pair<const char *, int64_t>>
+autoshard::cost::PeakBreakdown::categories() const {
+  return {
+      {"parameters", parameters},   {"master_weights", masterWeights},
+      {"gradients", gradients},     {"optimizer_states", optimizerStates},
+      {"activations", activations}, {"gathered_parameters", gatheredParameters},
+      {"buffers", buffers()}};
+}
+
+std::vector<std::pair<const char *, int64_t>>
+autoshard::cost::PeakBreakdown::bufferParts() const {
+  return {{"communication", communication},
+          {"offload_staging", offloadStaging},
+          {"batch", batch},
+          {"other", other}};
 }
 
 /// The moments no other holds as many held gradients and as many bytes by
@@ -490,9 +573,10 @@ autoshard::cost::peakCandidates(std::vector<StepMoment> moments) {
   // the candidates of each.
   // The parameters in use take few values (a block repeats the same
   // ones): one group each.
-  std::map<std::pair<int64_t, bool>, std::vector<StepMoment>> byUnits;
+  std::map<std::tuple<int64_t, int64_t, bool>, std::vector<StepMoment>> byUnits;
   for (const StepMoment &m : moments)
-    byUnits[{m.paramBytesInUse, m.onlyAcrossLoss}].push_back(m);
+    byUnits[{m.paramBytesInUse, m.unitBytesInUse, m.onlyAcrossLoss}].push_back(
+        m);
   std::vector<StepMoment> kept;
   for (auto &[units, group] : byUnits) {
     for (const StepMoment &m :
@@ -517,7 +601,9 @@ autoshard::cost::peakCandidates(std::vector<StepMoment> moments) {
   // Each moment once.
   auto key = [](const StepMoment &m) {
     return std::tie(m.heldGradients, m.others, m.computeCopies,
-                    m.paramBytesInUse, m.onlyAcrossLoss, m.unreducedGradients);
+                    m.paramBytesInUse, m.unitBytesInUse, m.onlyAcrossLoss,
+                    m.unreducedGradients, m.activations, m.parameterBuffers,
+                    m.summingGradients, m.communication, m.batch);
   };
   std::sort(kept.begin(), kept.end(),
             [&](const StepMoment &a, const StepMoment &b) {
@@ -545,5 +631,25 @@ std::string autoshard::cost::formatBytes(int64_t bytes) {
   else
     std::snprintf(text, sizeof(text), "%.2f %s (%lld bytes)", value,
                   units[unit], static_cast<long long>(bytes));
+  return text;
+}
+
+std::string autoshard::cost::PeakBreakdown::str() const {
+  std::string text;
+  for (auto [name, bytes] : categories()) {
+    if (!bytes)
+      continue;
+    text += (text.empty() ? "" : ", ") + std::string(name) + " " +
+            formatBytes(bytes);
+    if (std::string_view(name) != "buffers")
+      continue;
+    // The last category: its parts follow it.
+    const char *separator = " = ";
+    for (auto [part, partBytes] : bufferParts())
+      if (partBytes) {
+        text += separator + std::string(part) + " " + formatBytes(partBytes);
+        separator = " + ";
+      }
+  }
   return text;
 }

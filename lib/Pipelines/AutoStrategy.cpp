@@ -7,6 +7,7 @@
 #include "autoshard/Dialect/Train/IR/Flops.h"
 #include "autoshard/Dialect/Train/IR/StepSignature.h"
 #include "autoshard/Dialect/Train/Transforms/Passes.h"
+#include "autoshard/Pipelines/PlanReport.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
@@ -414,7 +415,8 @@ std::string autoshard::formatCostReport(const Choice &choice,
     for (auto [i, c] : llvm::enumerate(choice.candidates)) {
       const cost::MemoryBreakdown &m = c.estimate.memory.device;
       const cost::StepTime &t = c.estimate.time;
-      candidates.push_back(llvm::json::Object{
+      auto [atPeak, buffersAtPeak] = peakJson(m.atPeak);
+      llvm::json::Object candidate{
           {"plan", cost::describePlan(c.estimate.plan)},
           {"strategy", c.options.strategy},
           {"activation_checkpointing",
@@ -438,20 +440,28 @@ std::string autoshard::formatCostReport(const Choice &choice,
                {"step_buffers", m.stepBuffers},
                {"prefetched_gather_buffers", m.prefetchedGatherBuffers},
                {"step_peak", m.stepPeak},
+               {"at_peak", std::move(atPeak)},
+               {"buffers_at_peak", std::move(buffersAtPeak)},
                {"activations_estimated",
                 c.estimate.memory.activationsEstimated}}},
           {"bytes_per_step",
-           llvm::json::Object{{"all_reduce", c.estimate.traffic.allReduce},
-                              {"all_gather", c.estimate.traffic.allGather},
-                              {"reduce_scatter",
-                               c.estimate.traffic.reduceScatter}}},
-          {"step_ms",
            llvm::json::Object{
-               {"compute", ms(t.compute())},
-               {"communication", ms(t.communication)},
-               {"exposed_communication", ms(t.exposedCommunication)},
-               {"exposed_offload", ms(t.exposedOffload)},
-               {"total", ms(t.total())}}}});
+               {"all_reduce", c.estimate.traffic.allReduce},
+               {"all_gather", c.estimate.traffic.allGather},
+               {"reduce_scatter", c.estimate.traffic.reduceScatter}}},
+          {"step_ms", llvm::json::Object{
+                          {"compute", ms(t.compute())},
+                          {"communication", ms(t.communication)},
+                          {"exposed_communication", ms(t.exposedCommunication)},
+                          {"exposed_offload", ms(t.exposedOffload)},
+                          {"total", ms(t.total())}}}};
+      // The exact plan's peak in the same categories.
+      if (c.plannedBytes >= 0) {
+        auto [planned, plannedBuffers] = peakJson(c.plannedAtPeak);
+        candidate["planned_at_peak"] = std::move(planned);
+        candidate["planned_buffers_at_peak"] = std::move(plannedBuffers);
+      }
+      candidates.push_back(std::move(candidate));
     }
     os << llvm::formatv(
         "{0:2}\n",
@@ -540,6 +550,14 @@ std::string autoshard::formatCostReport(const Choice &choice,
                         count, choice.candidates.size(),
                         kReportedPerStrategy);
   os << "chosen: " << choice.reason << "\n";
+  // Its memory at the peak, in the plan report's categories.
+  if (choice.chosen >= 0) {
+    const Candidate &c = choice.candidates[choice.chosen];
+    os << "chosen at the peak, estimated: "
+       << c.estimate.memory.device.atPeak.str() << "\n";
+    if (c.plannedBytes >= 0)
+      os << "chosen at the peak, planned: " << c.plannedAtPeak.str() << "\n";
+  }
   return text;
 }
 
@@ -805,6 +823,7 @@ void AutoStrategyPass::runOnOperation() {
     if (failed(exact))
       return failure();
     candidate.plannedBytes = exact->memory.peak();
+    candidate.plannedAtPeak = peakBreakdown(exact->memory);
     if (candidate.plannedBytes <= capacity) {
       trial.module = std::move(*built);
       fittingBuilds[&candidate - choice.candidates.data()] = std::move(trial);

@@ -54,21 +54,6 @@ const char *collectiveName(size_t kind) {
   return cost::stringify(static_cast<cost::CollectiveKind>(kind));
 }
 
-/// Categories at the peak with bytes, largest first.
-SmallVector<std::pair<int64_t, StringRef>>
-categoriesAtPeak(const MemoryPlan &memory) {
-  SmallVector<std::pair<int64_t, StringRef>> categories;
-  for (int c = 0; c < kNumMemoryCategories; ++c)
-    if (memory.atPeak[c])
-      categories.push_back(
-          {memory.atPeak[c],
-           memoryCategoryName(static_cast<MemoryCategory>(c))});
-  llvm::stable_sort(categories, [](const auto &a, const auto &b) {
-    return a.first > b.first;
-  });
-  return categories;
-}
-
 std::string plural(int64_t count, StringRef word) {
   return std::to_string(count) + " " + word.str() + (count == 1 ? "" : "s");
 }
@@ -84,14 +69,7 @@ void printStep(llvm::raw_ostream &os, const StepReport &step) {
   os << "  device memory per rank: " << formatBytes(memory.peak())
      << " at the peak: persistent " << formatBytes(memory.persistent)
      << ", step arena " << formatBytes(memory.stepPeak) << "\n";
-  os << "    at the peak:";
-  llvm::interleave(
-      categoriesAtPeak(memory), os,
-      [&](const auto &c) {
-        os << " " << c.second << " " << formatBytes(c.first);
-      },
-      ",");
-  os << "\n";
+  os << "    at the peak: " << peakBreakdown(memory).str() << "\n";
   if (!memory.largestAtPeak.empty()) {
     os << "    largest tensors then:";
     llvm::interleave(
@@ -136,10 +114,7 @@ void printStep(llvm::raw_ostream &os, const StepReport &step) {
 llvm::json::Object stepJson(const StepReport &step) {
   const MemoryPlan &memory = step.plan.memory;
   const StepTraffic &traffic = step.plan.traffic;
-  llvm::json::Object atPeak;
-  for (int c = 0; c < kNumMemoryCategories; ++c)
-    atPeak[memoryCategoryName(static_cast<MemoryCategory>(c))] =
-        memory.atPeak[c];
+  auto [atPeak, buffersAtPeak] = peakJson(peakBreakdown(memory));
   llvm::json::Object collectives;
   for (auto [kind, count] : llvm::enumerate(traffic.collectives))
     collectives[collectiveName(kind)] =
@@ -157,15 +132,17 @@ llvm::json::Object stepJson(const StepReport &step) {
       {"strategy", step.placement.strategy},
       {"grid", std::move(grid)},
       {"world_size", step.placement.worldSize()},
-      {"memory", llvm::json::Object{{"peak", memory.peak()},
-                                    {"persistent", memory.persistent},
-                                    {"arena", memory.stepPeak},
-                                    {"live", memory.stepLive},
-                                    {"at_peak", std::move(atPeak)},
-                                    {"host_persistent", memory.hostPersistent},
-                                    {"host_arena", memory.hostArena},
-                                    {"host_peak", memory.hostPeak()},
-                                    {"nvme", memory.nvme}}},
+      {"memory",
+       llvm::json::Object{{"peak", memory.peak()},
+                          {"persistent", memory.persistent},
+                          {"arena", memory.stepPeak},
+                          {"live", memory.stepLive},
+                          {"at_peak", std::move(atPeak)},
+                          {"buffers_at_peak", std::move(buffersAtPeak)},
+                          {"host_persistent", memory.hostPersistent},
+                          {"host_arena", memory.hostArena},
+                          {"host_peak", memory.hostPeak()},
+                          {"nvme", memory.nvme}}},
       {"collectives", std::move(collectives)},
       {"collective_bytes", traffic.collectiveBytes()},
       {"transfers", std::move(transfers)},
@@ -173,6 +150,16 @@ llvm::json::Object stepJson(const StepReport &step) {
 }
 
 } // namespace
+
+std::pair<llvm::json::Object, llvm::json::Object>
+autoshard::peakJson(const cost::PeakBreakdown &peak) {
+  llvm::json::Object categories, buffers;
+  for (auto [name, bytes] : peak.categories())
+    categories[name] = bytes;
+  for (auto [name, bytes] : peak.bufferParts())
+    buffers[name] = bytes;
+  return {std::move(categories), std::move(buffers)};
+}
 
 FailureOr<std::string> autoshard::formatPlanReport(ModuleOp train,
                                                    ModuleOp eval, bool json,

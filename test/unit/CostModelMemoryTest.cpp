@@ -443,4 +443,110 @@ TEST(CostModelMemory, PendingGradientsAreTheMomentsUnreducedOnes) {
             5000 + allGradients / N + allGradients);
 }
 
+// The peak by category, in the plan report's vocabulary: the moment of
+// the peak as the plan holds it, beside the kept states, adding up to the
+// total. Late in ZeRO-3's backward pass (the case above): the moment's own
+// buffers by category, the gradient shards and the open bucket, the
+// parameter in use and the next gather in flight; the shards' copies are
+// freed by then.
+TEST(CostModelMemory, PeakByCategoryIsTheMomentOfThePeak) {
+  ModelDescription model = evenModel(Precision::BF16, Optimizer::AdamW);
+  model.parameters[1].readByBackward = true;
+  const int64_t psi = model.parameterCount(), N = 4;
+  const int64_t allGradients = 2 * psi;
+  ActivationMeasurement measured;
+  measured.worldSize = N;
+  measured.checkpointing = ActivationCheckpointing::None;
+  measured.bytesPerRank = 1000;
+  measured.stepBytesPerRank = allGradients + 50000;
+  StepMoment backward{allGradients, 50000, 0, 1000, false};
+  backward.activations = 30000;
+  backward.summingGradients = 8000;
+  backward.communication = 7000;
+  backward.batch = 1000;
+  measured.stepMoments = {{0, 1000, 0, 0, false}, backward};
+  model.activationMeasurements.push_back(measured);
+  const MemoryBreakdown device =
+      estimateMemory(model, preset("zero3", N), cluster(N)).device;
+  const PeakBreakdown &at = device.atPeak;
+  EXPECT_EQ(at.total(), device.total());
+  EXPECT_EQ(at.activations, 30000);
+  EXPECT_EQ(at.gradients, 8000 + allGradients / N + allGradients);
+  EXPECT_EQ(at.gatheredParameters, 1000 + 2 * (2 * 1024 * 64));
+  EXPECT_EQ(at.parameters, 0); // every shard's copy freed
+  EXPECT_EQ(at.masterWeights, device.masterWeights);
+  EXPECT_EQ(at.optimizerStates, device.optimizerStates);
+  EXPECT_EQ(at.communication, 7000);
+  EXPECT_EQ(at.batch, 1000);
+  EXPECT_EQ(at.other, 50000 - 30000 - 8000 - 7000 - 1000);
+  EXPECT_EQ(at.categories().size(), 7u);
+  EXPECT_EQ(std::string(at.categories().back().first), "buffers");
+  EXPECT_EQ(at.categories().back().second, at.buffers());
+}
+
+// Every preset, offloaded or not, measured or not: the categories add up.
+TEST(CostModelMemory, PeakByCategoryAddsUpForEveryPlan) {
+  for (bool measuredStep : {false, true}) {
+    ModelDescription model = evenModel(Precision::BF16, Optimizer::AdamW);
+    const int64_t N = 4;
+    if (measuredStep) {
+      ActivationMeasurement measured;
+      measured.worldSize = N;
+      measured.checkpointing = ActivationCheckpointing::None;
+      measured.bytesPerRank = 1000;
+      measured.stepBytesPerRank = 2 * model.parameterCount() + 60000;
+      StepMoment forward{0, 40000, 3000, 500, false};
+      forward.activations = 30000;
+      forward.parameterBuffers = 3000;
+      StepMoment backward{2 * model.parameterCount(), 50000, 3000, 700,
+                          false, 4000};
+      backward.parameterBuffers = 3000;
+      measured.stepMoments = {forward, backward};
+      model.activationMeasurements.push_back(measured);
+    }
+    for (const char *name : {"ddp", "zero1", "zero2", "zero3", "fsdp"})
+      for (Offload optimizer : {Offload::None, Offload::Cpu, Offload::Nvme}) {
+        SCOPED_TRACE(std::string(name) + (measuredStep ? " measured" : ""));
+        Plan plan = preset(name, N);
+        plan.optimizerOffload = optimizer;
+        const MemoryBreakdown device =
+            estimateMemory(model, plan, cluster(N)).device;
+        EXPECT_EQ(device.atPeak.total(), device.total());
+        for (auto [category, bytes] : device.atPeak.categories())
+          EXPECT_GE(bytes, 0) << category;
+      }
+  }
+}
+
+// FSDP gathers a whole block for the use of any of its parameters: at a
+// moment of the backward pass it holds the block in use, or the piece in
+// use and the next gather in flight, whichever is more; ZeRO-3 the
+// parameter in use and the next gather.
+TEST(CostModelMemory, FsdpHoldsTheBlockInUse) {
+  ModelDescription model = evenModel(Precision::BF16, Optimizer::AdamW);
+  model.parameters[1].readByBackward = true;
+  const int64_t psi = model.parameterCount(), N = 4;
+  const int64_t allGradients = 2 * psi;
+  ActivationMeasurement measured;
+  measured.worldSize = N;
+  measured.checkpointing = ActivationCheckpointing::None;
+  measured.bytesPerRank = 1000;
+  measured.stepBytesPerRank = allGradients + 50000;
+  StepMoment backward{allGradients, 50000, 0, 1000, false};
+  const int64_t block = 10'000'000;
+  backward.unitBytesInUse = block;
+  measured.stepMoments = {{0, 1000, 0, 0, false}, backward};
+  model.activationMeasurements.push_back(measured);
+  auto gathered = [&](const char *name) {
+    return estimateMemory(model, preset(name, N), cluster(N))
+        .device.atPeak.gatheredParameters;
+  };
+  EXPECT_EQ(gathered("fsdp"), block);
+  EXPECT_LT(gathered("zero3"), block);
+  // A small block: the piece in use and the next gather in flight (the
+  // root unit's "c", after the block's: packed and gathered).
+  model.activationMeasurements[0].stepMoments[1].unitBytesInUse = 1000;
+  EXPECT_EQ(gathered("fsdp"), 1000 + 2 * (2 * 64));
+}
+
 } // namespace

@@ -42,10 +42,15 @@ enum class MemoryCategory {
   Other,
   /// The buffers the runtime packs buckets into, in the step's arena.
   Communication,
+  /// Device copies of values kept on the host or in NVMe files (offload):
+  /// a parameter's shard fetched for its gather, a compute copy cast on
+  /// the host.
+  OffloadStaging,
 };
-constexpr int kNumMemoryCategories = 9;
+constexpr int kNumMemoryCategories = 10;
 
-/// "parameters", "gradients", ...: the manifest's and the report's names.
+/// "parameters", "gradients", ...: the manifest's names (the reports group
+/// them as cost::PeakBreakdown does: peakBreakdown).
 llvm::StringRef memoryCategoryName(MemoryCategory category);
 
 struct MemoryPlan {
@@ -88,6 +93,11 @@ struct MemoryPlan {
   /// step peak.
   int64_t peak() const { return persistent + stepPeak; }
 };
+
+/// `plan`'s device memory at its peak in the reports' categories (the cost
+/// report's too): the persistent state and the step's buffers alive at the
+/// live peak, the arena's bytes beyond them as `other`. Adds up to peak().
+cost::PeakBreakdown peakBreakdown(const MemoryPlan &plan);
 
 /// What a rank's step moves, counted where the lowering emits each call:
 /// per collective kind, the calls (a bucket is one) and the bytes a ring

@@ -19,9 +19,48 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace autoshard::cost {
+
+/// A step's device memory per rank at its peak, in the categories both
+/// reports give it in: the plan report from the compiled step's buffers
+/// alive then, the cost report from the estimate's moment of the peak. The
+/// parts add up to the peak; what an arena holds beyond its live buffers
+/// (alignment, fragmentation) is `other`.
+struct PeakBreakdown {
+  int64_t parameters = 0;
+  int64_t masterWeights = 0;
+  int64_t gradients = 0;
+  int64_t optimizerStates = 0;
+  int64_t activations = 0;
+  int64_t gatheredParameters = 0;
+  /// The buffers: packed buffers of collectives, device buffers of
+  /// transfers from the host or NVMe, the batch, and the rest.
+  int64_t communication = 0;
+  int64_t offloadStaging = 0;
+  int64_t batch = 0;
+  int64_t other = 0;
+
+  int64_t buffers() const {
+    return communication + offloadStaging + batch + other;
+  }
+  int64_t total() const {
+    return parameters + masterWeights + gradients + optimizerStates +
+           activations + gatheredParameters + buffers();
+  }
+  /// ("parameters", bytes), ... ("buffers", bytes): the reports' names, in
+  /// their order.
+  std::vector<std::pair<const char *, int64_t>> categories() const;
+  /// ("communication", bytes), ... ("other", bytes): the parts of
+  /// `buffers`.
+  std::vector<std::pair<const char *, int64_t>> bufferParts() const;
+  /// "parameters 1.00 MiB (1048576 bytes), ..., buffers 3.00 MiB (...) =
+  /// communication ... + other ...": the categories with bytes, in the
+  /// reports' order, and the parts of the buffers.
+  std::string str() const;
+};
 
 /// Device bytes per rank.
 struct MemoryBreakdown {
@@ -67,6 +106,8 @@ struct MemoryBreakdown {
   /// states do, whatever their category (an offloaded optimizer's
   /// gradients wait on the device until it runs).
   int64_t stepGradients = 0;
+  /// The peak by category, adding up to total().
+  PeakBreakdown atPeak;
 
   int64_t modelStates() const {
     return parameters + gradients + optimizerStates + masterWeights;

@@ -85,6 +85,21 @@ struct StepMoment {
   /// away still holds whole then, with buckets of the measured step's cap.
   /// -1 when not measured.
   int64_t unreducedGradients = -1;
+  /// As `paramBytesInUse`, by unit: every parameter of a block from the first read of
+  /// one of them to the last within a pass, parameters outside the blocks
+  /// as above. What a plan that gathers whole blocks (FSDP) holds then.
+  int64_t unitBytesInUse = 0;
+  /// Of `others`, by the memory plan's categories: the activations, the
+  /// parameters' buffers (the compute copies among them, and updated
+  /// parameters), the gradients still being summed, the bucket pack
+  /// buffers and the batch. The rest of `others` is temporaries. For the
+  /// reports' breakdown of a plan's peak (PeakBreakdown); no estimate
+  /// depends on them.
+  int64_t activations = 0;
+  int64_t parameterBuffers = 0;
+  int64_t summingGradients = 0;
+  int64_t communication = 0;
+  int64_t batch = 0;
 };
 
 /// Activation bytes per rank that the compiler's memory plan measured for

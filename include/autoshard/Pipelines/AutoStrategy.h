@@ -30,6 +30,9 @@ struct Candidate {
   /// The compiler's exact memory plan (peak plus communication buffers) of
   /// the candidate, once it has been built to verify the choice; -1 before.
   int64_t plannedBytes = -1;
+  /// That plan's peak by category, in the estimate's categories
+  /// (`estimate.memory.device.atPeak`); empty before.
+  cost::PeakBreakdown plannedAtPeak;
 };
 
 struct Choice {

@@ -14,10 +14,14 @@
 #ifndef AUTOSHARD_PIPELINES_PLANREPORT_H
 #define AUTOSHARD_PIPELINES_PLANREPORT_H
 
+#include "autoshard/CostModel/Memory.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LLVM.h"
+#include "llvm/Support/JSON.h"
 
 #include <string>
+#include <utility>
 
 namespace autoshard {
 
@@ -30,6 +34,12 @@ namespace autoshard {
 mlir::FailureOr<std::string> formatPlanReport(mlir::ModuleOp train,
                                               mlir::ModuleOp eval, bool json,
                                               llvm::StringRef memoryBudget);
+
+/// A peak by category as both reports give it in JSON: `at_peak`
+/// ({"parameters": bytes, ..., "buffers": bytes}) and `buffers_at_peak`
+/// (the buffers' parts).
+std::pair<llvm::json::Object, llvm::json::Object>
+peakJson(const cost::PeakBreakdown &peak);
 
 } // namespace autoshard
 

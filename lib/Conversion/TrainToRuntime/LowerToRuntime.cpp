@@ -215,6 +215,8 @@ private:
   int64_t arenaBytes = 0, hostArenaBytes = 0;
   DenseMap<Value, Allocation> allocations;
   DenseMap<Value, StringRef> gradientOf, gatheredParam;
+  /// Of the gathered parameters, those the plan keeps whole.
+  DenseSet<Value> wholeParam;
   /// The parameter arguments that are f32 master weights: the step casts
   /// them (or their shards) to a narrower compute copy.
   DenseSet<unsigned> masterArgs;
@@ -569,10 +571,23 @@ void StepLowering::classifyTensors() {
         worklist.push_back({operand, name});
     }
   }
+  // A parameter the plan keeps whole (ZeRO-1/2, a replicated group) is
+  // gathered once a step from the updated shards: its whole copy is the
+  // rank's parameter, not one gathered for its use.
+  auto plan = step->getAttrOfType<PlanAttr>(TrainDialect::kPlanAttrName);
   auto noteGathered = [&](ValueRange inputs, ValueRange results) {
     for (auto [input, result] : llvm::zip(inputs, results))
-      if (std::optional<StringRef> name = paramNameOf(input, sig))
+      if (std::optional<StringRef> name = paramNameOf(input, sig)) {
         gatheredParam[result] = *name;
+        ParamGroupAttr group =
+            plan ? plan.groupOf(
+                       *name,
+                       cast<ShapedType>(result.getType()).getNumElements())
+                 : ParamGroupAttr();
+        if (plan && (group ? group.getParameters() : plan.getParameters()) ==
+                        Placement::Replicated)
+          wholeParam.insert(result);
+      }
   };
   for (Operation &op : body) {
     if (auto gather = dyn_cast<AllGatherShardsOp>(op))
@@ -587,7 +602,9 @@ void StepLowering::classifyTensors() {
 
 std::pair<MemoryCategory, std::string> StepLowering::describe(Value tensor) {
   if (auto it = gatheredParam.find(tensor); it != gatheredParam.end())
-    return {MemoryCategory::Gathered, ("gathered " + it->second).str()};
+    return {wholeParam.contains(tensor) ? MemoryCategory::Parameters
+                                        : MemoryCategory::Gathered,
+            ("gathered " + it->second).str()};
   if (auto it = gradientOf.find(tensor); it != gradientOf.end())
     return {MemoryCategory::Gradients, ("gradient of " + it->second).str()};
   if (auto arg = dyn_cast<BlockArgument>(tensor))
@@ -611,6 +628,15 @@ std::pair<MemoryCategory, std::string> StepLowering::describe(Value tensor) {
                       : toHost ? "host copy of "
                                : "device copy of ";
     Value source = start ? start.getInput() : def->getOperand(0);
+    // On the device, a copy is staging for its use, whatever it holds.
+    if (!nvme && !toHost) {
+      std::string what =
+          isa<BlockArgument>(source)
+              ? sig.getArgs()[cast<BlockArgument>(source).getArgNumber()]
+                    .name.str()
+              : describe(source).second;
+      return {MemoryCategory::OffloadStaging, how + what};
+    }
     if (auto arg = dyn_cast<BlockArgument>(source)) {
       const StepValue &value = sig.getArgs()[arg.getArgNumber()];
       MemoryCategory category = value.role == Role::Param
@@ -841,6 +867,65 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
       inUseAt[from] += bytes;
       inUseAt[to + 1] -= bytes;
     }
+  // And the units in use, as a plan that gathers a whole block for the
+  // use of any of its parameters holds them (FSDP): a block's parameters
+  // from the first read of one of them to the last, within a pass (split
+  // where a loss comes between two reads and another unit's parameter is
+  // read between them too); a parameter outside the blocks on its own, as
+  // above.
+  SmallVector<int64_t> unitInUseAt(liveAt.size(), 0);
+  DenseMap<int64_t, SmallVector<int>> readsOfUnit;
+  DenseMap<int64_t, int64_t> bytesOfUnit;
+  for (auto &[param, reads] : readsOfParam) {
+    int64_t unit = sig.getUnitIndex(param);
+    if (unit < 0)
+      continue;
+    readsOfUnit[unit].append(reads.begin(), reads.end());
+    bytesOfUnit[unit] += readBytesOfParam.lookup(param);
+  }
+  auto otherUnitReadBetween = [&](int64_t unit, int from, int to) {
+    for (auto it = llvm::upper_bound(paramReads, std::make_pair(from, ~0u));
+         it != paramReads.end() && it->first < to; ++it)
+      if (sig.getUnitIndex(it->second) != unit)
+        return true;
+    return false;
+  };
+  for (auto &[unit, reads] : readsOfUnit) {
+    llvm::sort(reads);
+    reads.erase(llvm::unique(reads), reads.end());
+    const int64_t bytes = bytesOfUnit.lookup(unit);
+    int from = reads.front();
+    for (size_t i = 0; i < reads.size(); ++i) {
+      bool last = i + 1 == reads.size();
+      if (!last) {
+        auto loss = llvm::lower_bound(losses, reads[i]);
+        if (loss == losses.end() || *loss >= reads[i + 1] ||
+            !otherUnitReadBetween(unit, reads[i], reads[i + 1]))
+          continue;
+      }
+      unitInUseAt[from] += bytes;
+      unitInUseAt[reads[i] + 1] -= bytes;
+      if (!last)
+        from = reads[i + 1];
+    }
+  }
+  for (auto &[param, reads] : readsOfParam) {
+    if (sig.getUnitIndex(param) >= 0)
+      continue;
+    // As inUseAt holds it.
+    for (size_t i = 0; i < reads.size(); ++i) {
+      int from = reads[i], to = reads[i];
+      if (i + 1 < reads.size()) {
+        auto loss = llvm::lower_bound(losses, from);
+        if (loss == losses.end() || *loss >= reads[i + 1] ||
+            !otherParamReadBetween(param, from, reads[i + 1]))
+          to = reads[i + 1];
+      }
+      const int64_t bytes = readBytesOfParam.lookup(param);
+      unitInUseAt[from] += bytes;
+      unitInUseAt[to + 1] -= bytes;
+    }
+  }
   std::vector<cost::StepMoment> moments;
   moments.reserve(liveAt.size());
   for (size_t p = 0; p < liveAt.size(); ++p) {
@@ -850,11 +935,25 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
       inUseAt[p] += inUseAt[p - 1];
       acrossLossAt[p] += acrossLossAt[p - 1];
       reducedAt[p] += reducedAt[p - 1];
+      unitInUseAt[p] += unitInUseAt[p - 1];
     }
-    moments.push_back(
-        {heldAt[p], liveAt[p] - heldAt[p], copiesAt[p], inUseAt[p],
-         inUseAt[p] > 0 && acrossLossAt[p] == inUseAt[p],
-         std::max<int64_t>(heldAt[p] - reducedAt[p], 0)});
+    cost::StepMoment &moment = moments.emplace_back();
+    moment.heldGradients = heldAt[p];
+    moment.others = liveAt[p] - heldAt[p];
+    moment.computeCopies = copiesAt[p];
+    moment.paramBytesInUse = inUseAt[p];
+    moment.onlyAcrossLoss = inUseAt[p] > 0 && acrossLossAt[p] == inUseAt[p];
+    moment.unreducedGradients = std::max<int64_t>(heldAt[p] - reducedAt[p], 0);
+    moment.unitBytesInUse = unitInUseAt[p];
+    auto live = [&](MemoryCategory c) {
+      return liveBy[p][static_cast<int>(c)];
+    };
+    moment.activations = live(MemoryCategory::Activations);
+    moment.parameterBuffers =
+        live(MemoryCategory::Parameters) + live(MemoryCategory::MasterWeights);
+    moment.summingGradients = live(MemoryCategory::Gradients) - heldAt[p];
+    moment.communication = live(MemoryCategory::Communication);
+    moment.batch = live(MemoryCategory::Batch);
   }
   plan.stepMoments = cost::peakCandidates(std::move(moments));
   int peakPosition = 0;

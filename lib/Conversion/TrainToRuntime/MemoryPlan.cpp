@@ -38,8 +38,28 @@ StringRef autoshard::memoryCategoryName(MemoryCategory category) {
     return "other";
   case MemoryCategory::Communication:
     return "communication";
+  case MemoryCategory::OffloadStaging:
+    return "offload_staging";
   }
   llvm_unreachable("unknown memory category");
+}
+
+cost::PeakBreakdown autoshard::peakBreakdown(const MemoryPlan &plan) {
+  auto at = [&](MemoryCategory c) { return plan.atPeak[static_cast<int>(c)]; };
+  cost::PeakBreakdown peak;
+  peak.parameters = at(MemoryCategory::Parameters);
+  peak.masterWeights = at(MemoryCategory::MasterWeights);
+  peak.gradients = at(MemoryCategory::Gradients);
+  peak.optimizerStates = at(MemoryCategory::OptimizerStates);
+  peak.activations = at(MemoryCategory::Activations);
+  peak.gatheredParameters = at(MemoryCategory::Gathered);
+  peak.communication = at(MemoryCategory::Communication);
+  peak.offloadStaging = at(MemoryCategory::OffloadStaging);
+  peak.batch = at(MemoryCategory::Batch);
+  // `atPeak` holds the live bytes; the arena's alignment and
+  // fragmentation are the rest of the peak.
+  peak.other = at(MemoryCategory::Other) + plan.stepPeak - plan.stepLive;
+  return peak;
 }
 
 void autoshard::StepTraffic::addCollective(cost::CollectiveKind kind,
@@ -162,17 +182,7 @@ struct PlanMemoryPass
         << "needs " << formatBytes(plan->peak())
         << " per rank at its peak, over the memory budget of "
         << formatBytes(*budgetBytes);
-    SmallVector<std::pair<int64_t, int>> byCategory;
-    for (int c = 0; c < kNumMemoryCategories; ++c)
-      if (plan->atPeak[c])
-        byCategory.push_back({plan->atPeak[c], c});
-    llvm::sort(byCategory, std::greater<>());
-    std::string categories;
-    for (auto [bytes, c] : byCategory)
-      categories += (categories.empty() ? "" : ", ") +
-                    memoryCategoryName(static_cast<MemoryCategory>(c)).str() +
-                    " " + formatBytes(bytes);
-    diag.attachNote() << "at the peak: " << categories;
+    diag.attachNote() << "at the peak: " << peakBreakdown(*plan).str();
     std::string tensors;
     for (auto &[what, bytes] : plan->largestAtPeak)
       tensors += (tensors.empty() ? "" : ", ") + what + " " +

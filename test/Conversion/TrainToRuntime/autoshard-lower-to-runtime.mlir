@@ -22,7 +22,7 @@ shard.grid @world(shape = 2)
 // and the logits (4x4 f32, 64) at its live peak. Its arena holds exactly
 // that, largest first: the gradient at 0, where the logits were (they
 // are dead by then), the loss at 64 and the logits' gradient at 256.
-// CHECK-SAME: memory peak=856 persistent=536 arena=320 live=320 parameters=256 master_weights=0 gradients=256 optimizer_states=0 activations=64 gathered=0 batch=272 other=8 communication=0\0A
+// CHECK-SAME: memory peak=856 persistent=536 arena=320 live=320 parameters=256 master_weights=0 gradients=256 optimizer_states=0 activations=64 gathered=0 batch=272 other=8 communication=0 offload_staging=0\0A
 // Then the trace's sites, one per op that calls the runtime; the gradient
 // collective and the update are in the layer of the parameter they serve.
 // CHECK-SAME: site 0 op=train.linear layer=w loc=autoshard-lower-to-runtime.mlir:{{[0-9]+}} shapes=4x16xf32,4x16xf32->4x4xf32\0A

@@ -40,7 +40,7 @@
 // their own; the bucket packs into a buffer of the arena, counted at the
 // peak like any other.
 // BUDGET: error: 'func.func' op needs 112.40 KiB (115096 bytes) per rank at its peak, over the memory budget of 100.00 KiB (102400 bytes)
-// BUDGET: note: at the peak: communication 27.05 KiB (27696 bytes), optimizer_states 27.04 KiB (27688 bytes), gradients 27.04 KiB (27688 bytes), parameters 27.04 KiB (27688 bytes)
+// BUDGET: note: at the peak: parameters 27.04 KiB (27688 bytes), gradients 27.04 KiB (27688 bytes), optimizer_states 27.04 KiB (27688 bytes), activations 4 B, buffers 31.28 KiB (32028 bytes) = communication 27.05 KiB (27696 bytes) + batch 4.12 KiB (4224 bytes) + other 108 B{{$}}
 // BUDGET: note: largest step tensors at the peak: bucket pack buffer 27.05 KiB (27696 bytes), gradient of fc2.weight 16.00 KiB (16384 bytes)
 // BUDGET: note: to fit: shard more
 

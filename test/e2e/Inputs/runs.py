@@ -505,7 +505,8 @@ def cmd_master_weights(args):
     the cost report's for the same strategy (no offload, no
     checkpointing), and is not 0."""
     with open(args.plan) as f:
-        planned = json.load(f)["steps"][0]["memory"]["at_peak"]
+        memory = json.load(f)["steps"][0]["memory"]
+    planned = memory["at_peak"]
     with open(args.cost) as f:
         cost = json.load(f)
     plans = [c for c in cost["candidates"]
@@ -514,7 +515,24 @@ def cmd_master_weights(args):
              "offload=none/none" in c["plan"]]
     if not plans:
         sys.exit(f"{args.cost}: no {args.strategy} candidate")
-    estimated = plans[0]["memory_bytes"]["master_weights"]
+    # Both reports break the peak down in the same categories, each adding
+    # up to its peak.
+    est_memory = plans[0]["memory_bytes"]
+    for name, (categories, parts, total) in {
+            "plan report": (planned, memory["buffers_at_peak"],
+                            memory["peak"]),
+            "cost report": (est_memory["at_peak"],
+                            est_memory["buffers_at_peak"],
+                            est_memory["total"])}.items():
+        if list(categories) != list(planned):
+            sys.exit(f"the {name}'s categories {list(categories)} are not "
+                     f"the plan report's {list(planned)}")
+        if sum(categories.values()) != total or \
+                sum(parts.values()) != categories["buffers"]:
+            sys.exit(f"the {name}'s peak by category does not add up: "
+                     f"{categories}, {parts}, total {total}")
+    print("categories: " + ", ".join(planned))
+    estimated = est_memory["at_peak"]["master_weights"]
     print(f"{args.strategy} master weights: planned "
           f"{planned['master_weights']}, estimated {estimated}")
     if planned["master_weights"] != estimated or estimated == 0:
