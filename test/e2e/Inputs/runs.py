@@ -499,6 +499,23 @@ def cmd_plan_report(args):
         sys.exit("the plan report differs from the run: " + ", ".join(errors))
 
 
+def cmd_gradients_at_peak(args):
+    """Under optimizer offload each gradient crosses to the host as soon as
+    it is reduced, so the plan's device peak holds less than FRACTION of
+    the gradients. Their bytes are the step's copies to the host: in a
+    mixed-precision step whose masters live on the host those are the
+    gradients and the learning rate."""
+    with open(args.report) as f:
+        step = json.load(f)["steps"][0]
+    at_peak = step["memory"]["at_peak"]["gradients"]
+    copied = step["transfers"]["to_host"]["bytes"]
+    print(f"gradients at the peak: {at_peak} bytes of {copied} copied to "
+          f"the host ({at_peak / copied:.0%})")
+    if at_peak >= args.below * copied:
+        sys.exit(f"the peak holds {at_peak / copied:.0%} of the gradients, "
+                 f"not less than {args.below:.0%}")
+
+
 def cmd_master_weights(args):
     """The f32 master weights of a mixed-precision step are one category
     in both reports: the plan report's `master_weights` at the peak equals
@@ -753,6 +770,9 @@ def main():
     p = sub.add_parser("plan-report")
     p.add_argument("report")
     p.add_argument("stats")
+    p = sub.add_parser("gradients-at-peak")
+    p.add_argument("report")
+    p.add_argument("--below", type=float, required=True)
     p = sub.add_parser("master-weights")
     p.add_argument("plan")
     p.add_argument("cost")
@@ -775,6 +795,7 @@ def main():
      "below": cmd_below, "traffic": cmd_traffic, "peak": cmd_peak,
      "peak-below": cmd_peak_below, "predicted-peak": cmd_predicted_peak, "predicted-bytes": cmd_predicted_bytes,
      "eval-loss": cmd_eval_loss, "plan-report": cmd_plan_report,
+     "gradients-at-peak": cmd_gradients_at_peak,
      "master-weights": cmd_master_weights,
      "asdata": cmd_asdata}[args.cmd](args)
 

@@ -102,11 +102,15 @@ struct OffloadPass : autoshard::train::impl::OffloadPassBase<OffloadPass> {
 
   LogicalResult offload(FunctionOpInterface step, MemorySpace optimizerSpace,
                         MemorySpace paramSpace);
-  /// `value` where `user` reads it: itself, or a transfer of it inserted
-  /// right before `user`.
+  /// `value` where `user` reads it: itself, or a transfer of it, inserted
+  /// right after `value` is computed (a copy to the host of a computed
+  /// value) or right before `user`.
   Value convert(Value value, MemorySpace want, Operation *user);
 
   DenseMap<Value, Value> hostCopy;
+  /// The last host copy inserted after an op: the next copy of its results
+  /// follows it, so that copies keep the order their readers need them in.
+  DenseMap<Operation *, Operation *> lastCopyAfter;
 };
 
 LogicalResult OffloadPass::offload(FunctionOpInterface step,
@@ -267,12 +271,25 @@ Value OffloadPass::convert(Value value, MemorySpace want, Operation *user) {
     return want == MemorySpace::Host ? host
                                      : Value(ToDeviceOp::create(b, loc, host));
   }
-  // A copy to the host sits right before its first reader, where the
-  // value is needed, and serves the readers after it (the host has room).
+  // A copy to the host serves every host reader (the host has room). A
+  // computed value is copied as soon as it is final, right after the op
+  // that computes it (a gradient after its reduction), so that its device
+  // buffer dies there, not at the host optimizer after the backward pass
+  // (ZeRO-Offload's copy of each gradient as soon as it is reduced); a
+  // device argument, which lives for the whole step anyway, right before
+  // its first reader.
   if (want == MemorySpace::Host) {
     Value &copy = hostCopy[value];
-    if (!copy)
+    if (copy)
+      return copy;
+    if (Operation *def = value.getDefiningOp()) {
+      Operation *&last = lastCopyAfter[def];
+      b.setInsertionPointAfter(last ? last : def);
+      copy = ToHostOp::create(b, value.getLoc(), value);
+      last = copy.getDefiningOp();
+    } else {
       copy = ToHostOp::create(b, loc, value);
+    }
     return copy;
   }
   // A copy to the device is made for each reader: an offloaded parameter

@@ -13,6 +13,7 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace autoshard::train {
 #define GEN_PASS_DEF_SCHEDULECOLLECTIVESPASS
@@ -113,38 +114,65 @@ public:
 
 private:
   /// Every collective becomes a start where it was and a wait right before
-  /// the first reader of its results.
+  /// the first reader of its results. A copy of a result to the host
+  /// (autoshard-offload puts it right after the collective) is no such
+  /// reader: it moves right after the wait, which then sits before the
+  /// first reader of the copy instead, so that copying a reduced gradient
+  /// does not end its reduction's overlap.
   void split() {
-    for (Operation &op : llvm::make_early_inc_range(body)) {
-      std::optional<Issue> issue = describe(&op);
-      if (!issue)
-        continue;
+    // Collected first: the copies moved below would take the iteration
+    // past the ops between them and the wait.
+    SmallVector<std::pair<Operation *, Issue>> collectives;
+    for (Operation &op : body)
+      if (std::optional<Issue> issue = describe(&op))
+        collectives.push_back({&op, std::move(*issue)});
+    for (auto &[collective, issue] : collectives) {
+      Operation &op = *collective;
       Operation *firstReader = body.getTerminator();
+      auto noteReader = [&](Operation *user) {
+        Operation *reader = inBlock(body, user);
+        if (reader && order.isBefore(reader, firstReader))
+          firstReader = reader;
+      };
+      llvm::SetVector<Operation *> hostCopies;
       for (Value result : op.getResults())
         for (Operation *user : result.getUsers()) {
-          Operation *reader = inBlock(body, user);
-          if (reader && order.isBefore(reader, firstReader))
-            firstReader = reader;
+          if (isa<ToHostOp>(user) && user->getBlock() == &body) {
+            hostCopies.insert(user);
+            for (Operation *copyReader : user->getResult(0).getUsers())
+              noteReader(copyReader);
+            continue;
+          }
+          noteReader(user);
         }
       OpBuilder b(&op);
       auto pending = PendingType::get(op.getContext(),
                                       llvm::to_vector(op.getResultTypes()));
       ReductionAttr reduction =
-          issue->reduction ? ReductionAttr::get(op.getContext(),
-                                                *issue->reduction)
-                           : ReductionAttr();
-      auto start = CollectiveStartOp::create(
-          b, op.getLoc(), pending, issue->kind, op.getOperands(), issue->grid,
-          issue->axes, reduction);
+          issue.reduction
+              ? ReductionAttr::get(op.getContext(), *issue.reduction)
+              : ReductionAttr();
+      auto start = CollectiveStartOp::create(b, op.getLoc(), pending,
+                                             issue.kind, op.getOperands(),
+                                             issue.grid, issue.axes, reduction);
       order.inserted(start);
       b.setInsertionPoint(firstReader);
       auto wait = CollectiveWaitOp::create(b, op.getLoc(), start.getHandle());
       order.inserted(wait);
       op.replaceAllUsesWith(wait.getResults());
-      bool prefetch =
-          issue->kind == CollectiveKind::AllGatherShards &&
-          llvm::all_of(start.getInputs(),
-                       [&](Value v) { return isStepState(v, body); });
+      SmallVector<Operation *> copies = hostCopies.takeVector();
+      llvm::sort(copies, [&](Operation *a, Operation *b) {
+        return order.isBefore(a, b);
+      });
+      Operation *after = wait;
+      for (Operation *copy : copies) {
+        order.moveAfter(copy, after);
+        after = copy;
+      }
+      bool prefetch = issue.kind == CollectiveKind::AllGatherShards &&
+                      llvm::all_of(start.getInputs(), [&](Value v) {
+                        return isStepState(v, body);
+                      });
       pairs.push_back({start, wait, prefetch});
       order.erased(&op);
       op.erase();
@@ -286,12 +314,13 @@ private:
   /// copies of offloaded arguments) are prefetched as gathers are: the
   /// k-th starts when the (k - depth)-th is waited, or earlier if a gather
   /// it feeds already moved it. A transfer of a computed value starts as
-  /// soon as the value exists. At most `depth` NVMe writes are in flight:
-  /// each is waited, at the latest, when the one `depth` later starts, so
-  /// that the host buffers they read are freed. Depth 0 starts each
-  /// transfer right before its wait.
+  /// soon as the value exists; copies of computed values to the host are
+  /// waited early (limitCopiesToHostInFlight). At most `depth` NVMe writes
+  /// are in flight: each is waited, at the latest, when the one `depth`
+  /// later starts, so that the host buffers they read are freed. Depth 0
+  /// starts each other transfer right before its wait.
   void scheduleTransfers() {
-    SmallVector<TransferPair *> fetches, writes;
+    SmallVector<TransferPair *> fetches, writes, copiesToHost;
     // The transfers started after one op keep their program order (the
     // order their results are needed in: the offload thread runs them in
     // start order).
@@ -302,6 +331,12 @@ private:
         writes.push_back(&pair);
       } else if (isStepState(input, body)) {
         fetches.push_back(&pair);
+      } else if (Operation *def = input.getDefiningOp();
+                 def && pair.start.getKind() == TransferKind::ToHost) {
+        copiesToHost.push_back(&pair);
+        Operation *&after = lastStartedAfter[def];
+        order.moveAfter(pair.start, after ? after : def);
+        after = pair.start;
       } else if (depth == 0) {
         order.moveBefore(pair.start, pair.wait);
       } else if (Operation *def = input.getDefiningOp()) {
@@ -333,6 +368,43 @@ private:
       }
     }
     limitInFlight<TransferPair>(writes);
+    limitCopiesToHostInFlight(copiesToHost);
+  }
+
+  /// A copy of a computed value to the host (a reduced gradient for the
+  /// host optimizer) frees the value's device buffer at its wait, not at
+  /// its start; left before the copy's first reader, the wait would keep
+  /// every gradient on the device until the optimizer. The copies started
+  /// after one op (a bucket's gradients) are in flight together, and at
+  /// most `depth` such groups are: each group is waited, at the latest,
+  /// when the group `depth` later starts. Depth 0 waits each copy right
+  /// after its start.
+  void limitCopiesToHostInFlight(MutableArrayRef<TransferPair *> copies) {
+    llvm::sort(copies, [&](TransferPair *a, TransferPair *b) {
+      return order.isBefore(a->start, b->start);
+    });
+    SmallVector<SmallVector<TransferPair *>> groups;
+    Operation *groupDef = nullptr;
+    for (TransferPair *pair : copies) {
+      Operation *def = pair->start.getInput().getDefiningOp();
+      if (groups.empty() || def != groupDef)
+        groups.emplace_back();
+      groupDef = def;
+      groups.back().push_back(pair);
+    }
+    for (auto [i, group] : llvm::enumerate(groups))
+      for (TransferPair *pair : group) {
+        Operation *wait = pair->wait;
+        if (depth == 0) {
+          order.moveAfter(wait, pair->start);
+          continue;
+        }
+        if (i + depth >= groups.size())
+          continue;
+        Operation *next = groups[i + depth].front()->start;
+        if (order.isBefore(next, wait))
+          order.moveBefore(wait, next);
+      }
   }
 
   Block &body;

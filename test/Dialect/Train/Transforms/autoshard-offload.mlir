@@ -47,20 +47,24 @@
 // whole pipeline, from the bf16 model's forward step.
 // RUN: shard-compile --strategy=fsdp --world-size=2 --offload=nvme --offload-params=cpu --emit=mlir %S/Inputs/bf16-lm-forward.mlir -o - | FileCheck %s --check-prefix=LOWERED
 
-// ZeRO-2: the momentum shards live in host memory and SGD runs there. Its
-// inputs cross right before it (this rank's parameter shard, the reduced
-// gradient shard, the learning rate, copied once for all updates); the new
-// shard goes back to the device for the gather.
+// ZeRO-2: the momentum shards live in host memory and SGD runs there. The
+// reduced gradient shards cross as soon as they are final, right after
+// their reduction and in the order the updates read them, so that their
+// device buffers die there and not at the optimizer; this rank's
+// parameter shard crosses right after it is taken, the learning rate
+// right before the first update (once for all); the new shard goes back
+// to the device for the gather.
 // CPU: %arg2: tensor<8xf32> {train.memory = #train.memory<host>, train.name = "w.momentum"
 // CPU: -> (tensor<4x4xf32> {train.name = "w", train.role = #train.role<param>},
 // CPU-SAME: tensor<8xf32> {train.memory = #train.memory<host>, train.name = "w.momentum"
 // CPU: %[[GRADS:.*]]:2 = train.reduce_scatter_shards
+// CPU-NEXT: %[[GH:.*]] = train.to_host %[[GRADS]]#1 : tensor<8xf32>
+// CPU-NEXT: %[[GBH:.*]] = train.to_host %[[GRADS]]#0 : tensor<2xf32>
 // CPU-NEXT: %[[SHARD:.*]] = train.shard_of %arg0
 // CPU-NEXT: %[[PH:.*]] = train.to_host %[[SHARD]] : tensor<8xf32>
-// CPU-NEXT: %[[GH:.*]] = train.to_host %[[GRADS]]#1 : tensor<8xf32>
 // CPU-NEXT: %[[LR:.*]] = train.to_host %arg5 : tensor<f32>
 // CPU-NEXT: %[[NEW:.*]], %{{.*}} = train.sgd %[[PH]], %[[GH]], %[[LR]] momentum_buffer %arg2 {momentum = {{.*}}, train.on_host}
-// CPU: train.sgd %{{.*}}, %{{.*}}, %[[LR]] momentum_buffer %arg3 {{.*}}train.on_host
+// CPU: train.sgd %{{.*}}, %[[GBH]], %[[LR]] momentum_buffer %arg3 {{.*}}train.on_host
 // CPU: %[[BACK:.*]] = train.to_device %[[NEW]] : tensor<8xf32>
 // CPU: train.all_gather_shards %[[BACK]],
 // CPU-NOT: train.to_host
@@ -97,18 +101,23 @@
 
 // Mixed precision: the f32 master shards go to the host with the Adam
 // states; their bf16 compute copies are cast there and cross to the
-// device for the gather. The step counter is incremented on the host; the
-// clipping coefficient (computed on the device from the gradients) and the
-// gradients cross before the update.
+// device for the gather. The step counter is incremented on the host. The
+// gradient shards cross right after their reduction, but the clipping
+// norm still reads them on the device, so their device buffers live until
+// it; the clipping coefficient crosses right after it is computed.
 // MASTER: %arg0: tensor<16xf32> {train.init = {{.*}}, train.memory = #train.memory<host>, train.name = "embed.weight"
 // MASTER: %[[C:.*]] = train.cast %arg0 {train.on_host} : tensor<16xf32> to tensor<16xbf16>
 // MASTER: %[[CD:.*]] = train.to_device %[[C]] : tensor<16xbf16>
 // MASTER-NEXT: train.all_gather_shards %[[CD]]
+// MASTER: %[[GRADS:.*]]:3 = train.reduce_scatter_shards
+// MASTER-NEXT: %[[G:.*]] = train.to_host %[[GRADS]]#2 : tensor<16xbf16>
+// MASTER-NEXT: train.to_host %[[GRADS]]#1
+// MASTER-NEXT: train.to_host %[[GRADS]]#0
+// MASTER-NEXT: train.sum_of_squares %[[GRADS]]#2, %[[GRADS]]#1, %[[GRADS]]#0
 // MASTER: %[[CLIP:.*]] = train.clip_coefficient
-// MASTER-NEXT: %[[STEP:.*]] = train.increment %arg6 {train.on_host} : tensor<i32>
-// MASTER-NEXT: %[[G:.*]] = train.to_host %{{.*}} : tensor<16xbf16>
-// MASTER-NEXT: %[[LR:.*]] = train.to_host %arg5 : tensor<f32>
 // MASTER-NEXT: %[[SCALE:.*]] = train.to_host %[[CLIP]] : tensor<f32>
+// MASTER-NEXT: %[[STEP:.*]] = train.increment %arg6 {train.on_host} : tensor<i32>
+// MASTER-NEXT: %[[LR:.*]] = train.to_host %arg5 : tensor<f32>
 // MASTER-NEXT: train.adamw %arg0, %[[G]], %arg7, %arg8, %[[LR]], %[[STEP]] grad_scale %[[SCALE]] {{.*}}train.on_host
 // The next updates reuse the host copies of the scalars.
 // MASTER: train.adamw %arg1, %{{.*}}, %arg9, %arg10, %[[LR]], %[[STEP]] grad_scale %[[SCALE]] {{.*}}train.on_host

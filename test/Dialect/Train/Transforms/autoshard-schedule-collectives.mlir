@@ -66,6 +66,37 @@
 // UNPARTITIONED-NOT: train.collective_start
 // UNPARTITIONED: shard.all_reduce
 
+// Copies of reduced gradients to the host (a host optimizer): each starts
+// right after its reduction's wait, and at most `depth` of them are in
+// flight, each waited when the one `depth` later starts, so that a
+// gradient's device buffer dies in the backward pass, not at the
+// optimizer. The reductions overlap as without the copies (REDUCE1).
+// RUN: shard-opt -allow-unregistered-dialect %S/Inputs/three-reductions-offloaded.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=1})' | FileCheck %s --check-prefix=COPIES1
+// RUN: shard-opt -allow-unregistered-dialect %S/Inputs/three-reductions-offloaded.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=0})' | FileCheck %s --check-prefix=COPIES0
+// COPIES1: %[[H0:.*]] = train.collective_start all_reduce
+// COPIES1-NEXT: "test.grad"
+// COPIES1-NEXT: %[[R0:.*]] = train.collective_wait %[[H0]]
+// COPIES1-NEXT: %[[C0:.*]] = train.transfer_start to_host %[[R0]]
+// COPIES1-NEXT: %[[H1:.*]] = train.collective_start all_reduce
+// COPIES1-NEXT: "test.grad"
+// COPIES1-NEXT: %[[R1:.*]] = train.collective_wait %[[H1]]
+// COPIES1-NEXT: %[[W0:.*]] = train.transfer_wait %[[C0]]
+// COPIES1-NEXT: %[[C1:.*]] = train.transfer_start to_host %[[R1]]
+// COPIES1-NEXT: %[[H2:.*]] = train.collective_start all_reduce
+// COPIES1-NEXT: %[[W1:.*]] = train.transfer_wait %[[C1]]
+// COPIES1-NEXT: train.add %[[W0]], %[[W1]] {train.on_host}
+// COPIES1-NEXT: %[[R2:.*]] = train.collective_wait %[[H2]]
+// COPIES1-NEXT: %[[C2:.*]] = train.transfer_start to_host %[[R2]]
+// COPIES1-NEXT: train.transfer_wait %[[C2]]
+// COPIES0: %[[R0:.*]] = train.collective_wait
+// COPIES0-NEXT: %[[C0:.*]] = train.transfer_start to_host %[[R0]]
+// COPIES0-NEXT: train.transfer_wait %[[C0]]
+// COPIES0-NEXT: "test.grad"
+// COPIES0: %[[R1:.*]] = train.collective_wait
+// COPIES0-NEXT: %[[C1:.*]] = train.transfer_start to_host %[[R1]]
+// COPIES0-NEXT: train.transfer_wait %[[C1]]
+// COPIES0-NEXT: "test.grad"
+
 // Reductions in flight: each starts when its gradient exists; at depth 1
 // the previous one is waited when the next starts, at depth 2 one later,
 // and the last ones before their reader.
@@ -96,19 +127,21 @@
 // runs; the new parameter goes back to the device and the new momentum
 // to its file right after the update; one NVMe write is in flight, waited
 // when the next starts.
-// The gradients' copies start in the order the updates read them, so the
-// first update waits only for its own.
+// The gradients' copies start right after the reduction's wait, in the
+// order the updates read them, so the first update waits only for its
+// own; the copies are not readers that end the reduction's overlap: its
+// wait stays where the updates need it.
 // TRANSFERS-LABEL: func.func @step
 // TRANSFERS-NEXT: %[[P0:.*]] = train.transfer_start to_host %arg0 : tensor<4x4xf32>
-// TRANSFERS: %[[G:.*]]:3 = train.collective_wait
+// TRANSFERS: %[[R0:.*]] = train.transfer_start nvme_read %arg2 : tensor<4x4xf32>
+// TRANSFERS-NEXT: %[[G:.*]]:3 = train.collective_wait
 // TRANSFERS-NEXT: %[[GH:.*]] = train.transfer_start to_host %[[G]]#2 : tensor<4x4xf32>
 // TRANSFERS-NEXT: train.transfer_start to_host %[[G]]#1 : tensor<4xf32>
-// TRANSFERS: %[[R0:.*]] = train.transfer_start nvme_read %arg2 : tensor<4x4xf32>
 // TRANSFERS-NEXT: %[[PW:.*]] = train.transfer_wait %[[P0]]
-// TRANSFERS-NEXT: %[[GW:.*]] = train.transfer_wait %[[GH]]
 // TRANSFERS-NEXT: %[[LR:.*]] = train.transfer_wait
 // TRANSFERS-NEXT: %[[MW:.*]] = train.transfer_wait %[[R0]]
 // TRANSFERS-NEXT: train.transfer_start to_host %arg1 : tensor<4xf32>
+// TRANSFERS-NEXT: %[[GW:.*]] = train.transfer_wait %[[GH]]
 // TRANSFERS-NEXT: %[[NEW:.*]], %[[M1:.*]] = train.sgd %[[PW]], %[[GW]], %[[LR]] momentum_buffer %[[MW]]
 // TRANSFERS-NEXT: train.transfer_start to_device %[[NEW]]
 // TRANSFERS-NEXT: %[[W0:.*]] = train.transfer_start nvme_write %[[M1]] to %arg2
@@ -119,7 +152,13 @@
 // TRANSFERS: return
 
 // Depth 0: each transfer starts right before its wait, and each NVMe write
-// is waited right after it starts.
+// is waited right after it starts; a gradient's copy to the host starts
+// and is waited right after its reduction, as without overlap.
+// TRANSFERS0: %[[G:.*]]:3 = train.collective_wait
+// TRANSFERS0-NEXT: %[[GW:.*]] = train.transfer_start to_host %[[G]]#2
+// TRANSFERS0-NEXT: train.transfer_wait %[[GW]]
+// TRANSFERS0-NEXT: %[[GB:.*]] = train.transfer_start to_host %[[G]]#1
+// TRANSFERS0-NEXT: train.transfer_wait %[[GB]]
 // TRANSFERS0: %[[R:.*]] = train.transfer_start nvme_read %arg2
 // TRANSFERS0-NEXT: train.transfer_wait %[[R]]
 // TRANSFERS0: %[[W:.*]] = train.transfer_start nvme_write

@@ -354,7 +354,14 @@ def ScheduleCollectivesPass : Pass<"autoshard-schedule-collectives",
       when the (k - prefetch-depth)-th is waited, so at most
       `prefetch-depth` gathers run ahead of the unit in use (FSDP's forward
       and backward prefetch, and its rate limit on gathers in flight);
-      depth 0 starts each right before its wait.
+      depth 0 starts each right before its wait;
+    - offload transfers become `train.transfer_start` and
+      `train.transfer_wait` pairs likewise. A copy of a reduced gradient to
+      the host (a host optimizer's input) is not a reader that places the
+      reduction's wait: it starts right after that wait, and at most
+      `prefetch-depth` groups of such copies (those after one reduction)
+      are in flight, each waited when the group `depth` later starts, so
+      that the gradient's device buffer dies in the backward pass.
 
     Collectives run in the order they start, the same on every rank.
 

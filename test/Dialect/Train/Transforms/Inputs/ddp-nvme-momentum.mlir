@@ -1,10 +1,11 @@
 // A DDP step on 2 ranks with its SGD momentum buffers in NVMe files, as
 // autoshard-offload leaves it, before any scheduling: the gradients are
 // averaged in one bucket (in the reverse of the updates' order, as the
-// backward pass makes them), then each update copies its parameter,
-// gradient and the learning rate to the host, reads its momentum from its
-// file, runs there, writes the momentum back and copies the new parameter
-// to the device.
+// backward pass makes them) and copied to the host right after it, in the
+// order the updates read them; then each update copies its parameter and
+// the learning rate to the host, reads its momentum from its file, runs
+// there, writes the momentum back and copies the new parameter to the
+// device.
 shard.grid @world(shape = 2)
 func.func @step(
     %w: tensor<4x4xf32> {train.role = #train.role<param>, train.name = "w", train.init = #train.init<zeros>},
@@ -23,15 +24,15 @@ func.func @step(
   %gb = "test.grad"(%x) : (tensor<2x4xf32>) -> tensor<4xf32>
   %gw = "test.grad"(%x) : (tensor<2x4xf32>) -> tensor<4x4xf32>
   %r:3 = train.all_reduce_bucket %loss, %gb, %gw on @world grid_axes = [0] reduction = average : tensor<f32>, tensor<4xf32>, tensor<4x4xf32> -> tensor<f32>, tensor<4xf32>, tensor<4x4xf32>
-  %w_host = train.to_host %w : tensor<4x4xf32>
   %gw_host = train.to_host %r#2 : tensor<4x4xf32>
+  %gb_host = train.to_host %r#1 : tensor<4xf32>
+  %w_host = train.to_host %w : tensor<4x4xf32>
   %lr_host = train.to_host %lr : tensor<f32>
   %mw_read = train.nvme_read %mw : tensor<4x4xf32>
   %new_w, %new_mw = train.sgd %w_host, %gw_host, %lr_host momentum_buffer %mw_read {momentum = 0.9 : f32, train.on_host} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>, tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
   %mw_written = train.nvme_write %new_mw to %mw : tensor<4x4xf32>
   %w_device = train.to_device %new_w : tensor<4x4xf32>
   %b_host = train.to_host %b : tensor<4xf32>
-  %gb_host = train.to_host %r#1 : tensor<4xf32>
   %mb_read = train.nvme_read %mb : tensor<4xf32>
   %new_b, %new_mb = train.sgd %b_host, %gb_host, %lr_host momentum_buffer %mb_read {momentum = 0.9 : f32, train.on_host} : (tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
   %mb_written = train.nvme_write %new_mb to %mb : tensor<4xf32>
