@@ -817,7 +817,10 @@ void AutoStrategyPass::runOnOperation() {
             /*verify=*/false);
     if (failed(built))
       return failure();
-    // The plan cleans up and lowers its module: a copy of the build.
+    // The plan cleans up and lowers its module: a copy of the build, which
+    // may become this pass's output as the strategy pipeline left it. The
+    // cleanup is not a no-op on it (autoshard-fuse groups the AdamW
+    // updates into one train.adamw_multi), so it cannot run on the build.
     OwningOpRef<ModuleOp> lowered((**built).clone());
     FailureOr<StepPlan> exact = planStepInPlace(*lowered);
     if (failed(exact))

@@ -1,7 +1,10 @@
 // The buffer assignment that the plan report, the memory checks and
 // --strategy=auto read is the placement the lowering emits: the same arena
 // offsets in the same order, the same arena sizes in the manifest; and
-// assigning reads the step without changing it.
+// assigning reads the step without changing it. The lowering takes the
+// assignment from its analysis and places nothing itself: an assignment
+// edited in the analysis manager is what it emits, or it refuses one that
+// does not fit the step.
 #include "autoshard/Conversion/StepBufferAssignment.h"
 
 #include "autoshard/Conversion/Passes.h"
@@ -12,11 +15,14 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 
 #include "ModelShapes.h"
 
 #include <gtest/gtest.h>
+
+#include <functional>
 
 using namespace mlir;
 using namespace autoshard;
@@ -59,22 +65,38 @@ std::string manifestText(ModuleOp module) {
   return cast<StringAttr>(*manifest.getValue()).getValue().str();
 }
 
-void checkAgreement(const StrategyOptions &options, bool expectHost) {
-  DialectRegistry registry;
-  registerAutoshardDialects(registry);
-  MLIRContext context(registry);
-  context.loadAllAvailableDialects();
+/// gpt2-tiny's step (bf16) under `options`, in the form the lowering
+/// takes.
+OwningOpRef<ModuleOp> buildStep(MLIRContext &context,
+                                const StrategyOptions &options) {
   models::ModelConfig config = autoshard::testing::named("gpt2-tiny");
   config.precision = models::Precision::BF16;
   config.microBatch = 4;
   auto built = models::buildTrainingStep(&context, config);
-  ASSERT_TRUE(succeeded(built));
+  if (failed(built))
+    return nullptr;
   OwningOpRef<ModuleOp> module = std::move(*built);
-
   PassManager strategy(&context);
   buildStrategyPipeline(strategy, options);
   addLoweringCleanupPasses(strategy);
-  ASSERT_TRUE(succeeded(strategy.run(*module)));
+  if (failed(strategy.run(*module)))
+    return nullptr;
+  return module;
+}
+
+std::unique_ptr<MLIRContext> makeContext() {
+  DialectRegistry registry;
+  registerAutoshardDialects(registry);
+  auto context = std::make_unique<MLIRContext>(registry);
+  context->loadAllAvailableDialects();
+  return context;
+}
+
+void checkAgreement(const StrategyOptions &options, bool expectHost) {
+  std::unique_ptr<MLIRContext> owned = makeContext();
+  MLIRContext &context = *owned;
+  OwningOpRef<ModuleOp> module = buildStep(context, options);
+  ASSERT_TRUE(module);
 
   std::string before = print(*module);
   FailureOr<StepBufferAssignment> assigned = assignStepBuffers(*module);
@@ -126,6 +148,83 @@ TEST(StepBufferAssignment, IsWhatTheLoweringEmits) {
   offload.offload = strategy::Offload::Cpu;
   offload.offloadParams = strategy::Offload::Cpu;
   checkAgreement(offload, /*expectHost=*/true);
+}
+
+} // namespace
+
+namespace {
+
+/// Edits the buffer assignment cached in the analysis manager and keeps it
+/// cached, as the lowering after it then finds it.
+struct EditAssignmentPass
+    : PassWrapper<EditAssignmentPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(EditAssignmentPass)
+  explicit EditAssignmentPass(std::function<void(StepBufferAssignment &)> edit)
+      : edit(std::move(edit)) {}
+  void runOnOperation() override {
+    auto &analysis = getAnalysis<StepBufferAssignmentAnalysis>();
+    if (!analysis.assignment)
+      return signalPassFailure();
+    edit(*analysis.assignment);
+    markAllAnalysesPreserved();
+  }
+  std::function<void(StepBufferAssignment &)> edit;
+};
+
+StrategyOptions zero2() {
+  StrategyOptions options;
+  options.strategy = "zero2";
+  options.worldSize = 2;
+  return options;
+}
+
+TEST(StepBufferAssignment, TheLoweringEmitsTheAnalysisPlacement) {
+  std::unique_ptr<MLIRContext> context = makeContext();
+  OwningOpRef<ModuleOp> module = buildStep(*context, zero2());
+  ASSERT_TRUE(module);
+  // Every device buffer a kilobyte above where placing put it: only a
+  // lowering that reads the assignment, and places nothing itself, emits
+  // these offsets.
+  std::vector<std::pair<bool, int64_t>> edited;
+  auto moveUp = [&](StepBufferAssignment &assigned) {
+    for (StepArenaBuffer &buffer : assigned.buffers) {
+      if (!buffer.host)
+        buffer.offset += 1024;
+      edited.push_back({buffer.host, buffer.offset});
+    }
+  };
+  PassManager lower(context.get());
+  lower.addPass(std::make_unique<EditAssignmentPass>(moveUp));
+  lower.addPass(createLowerToRuntimePass());
+  ASSERT_TRUE(succeeded(lower.run(*module)));
+  ASSERT_FALSE(edited.empty());
+  EXPECT_EQ(emittedOffsets(*module), edited);
+}
+
+TEST(StepBufferAssignment, TheLoweringRefusesAnotherStepsAssignment) {
+  std::unique_ptr<MLIRContext> context = makeContext();
+  OwningOpRef<ModuleOp> module = buildStep(*context, zero2());
+  ASSERT_TRUE(module);
+  std::string diagnostics;
+  ScopedDiagnosticHandler capture(context.get(), [&](Diagnostic &d) {
+    diagnostics += d.str() + "\n";
+    return success();
+  });
+  // One buffer fewer, and one of a size the step never asks for.
+  for (auto edit : std::initializer_list<void (*)(StepBufferAssignment &)>{
+           [](StepBufferAssignment &a) { a.buffers.pop_back(); },
+           [](StepBufferAssignment &a) { a.buffers.front().bytes += 1; }}) {
+    OwningOpRef<ModuleOp> copy(module->clone());
+    diagnostics.clear();
+    PassManager lower(context.get());
+    lower.addPass(std::make_unique<EditAssignmentPass>(edit));
+    lower.addPass(createLowerToRuntimePass());
+    EXPECT_TRUE(failed(lower.run(*copy)));
+    EXPECT_NE(diagnostics.find("asks the lowering for other buffers than its "
+                               "buffer assignment placed"),
+              std::string::npos)
+        << diagnostics;
+  }
 }
 
 } // namespace

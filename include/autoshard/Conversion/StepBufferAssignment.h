@@ -15,6 +15,7 @@
 #include "autoshard/Conversion/MemoryPlan.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
 #include <optional>
@@ -25,6 +26,9 @@ namespace autoshard {
 
 /// One buffer of the step's arena (device) or host arena (offload).
 struct StepArenaBuffer {
+  /// The step value it is allocated for (a result copied to the caller
+  /// through it when staged); null for a bucket's pack buffer.
+  mlir::Value tensor;
   int64_t bytes = 0;
   MemoryCategory category = MemoryCategory::Other;
   /// What it holds ("gradient of h.0.attn.weight"), for the reports.
@@ -38,12 +42,15 @@ struct StepArenaBuffer {
 };
 
 struct StepBufferAssignment {
-  /// The arena buffers, in the order the lowering allocates them.
+  /// The arena buffers, in the order the lowering allocates them, which
+  /// is the order in which it asks for them.
   std::vector<StepArenaBuffer> buffers;
-  /// Step results written straight into the caller's result buffer.
+  /// Step results written straight into the caller's result buffer (the
+  /// first result slot that returns each).
   llvm::DenseSet<mlir::Value> inPlaceResults;
-  /// Step values computed over an input's buffer that dies at their op.
-  llvm::DenseSet<mlir::Value> reusedInputs;
+  /// Step values computed over the buffer of an input that dies at their
+  /// op, and that input.
+  llvm::DenseMap<mlir::Value, mlir::Value> reusedInputs;
   /// The arenas' sizes: the high-water marks of the packing.
   int64_t arenaBytes = 0, hostArenaBytes = 0;
   /// Summed: persistent state, the arena and the live peak by category.
@@ -62,10 +69,11 @@ mlir::FailureOr<StepBufferAssignment>
 assignStepBuffers(mlir::ModuleOp module);
 
 /// assignStepBuffers as an MLIR analysis of a module, for passes that share
-/// one assignment through their AnalysisManager. No pass queries it yet:
-/// autoshard-lower-to-runtime places the buffers itself as it emits them,
-/// by the same StepLowering (StepBufferAssignmentTest checks that the two
-/// agree), and the reports and auto call assignStepBuffers.
+/// one assignment through their AnalysisManager.
+/// autoshard-lower-to-runtime takes it from there and emits that placement:
+/// it places nothing itself, and fails if the step asks for a buffer the
+/// assignment does not hold. The reports and auto call assignStepBuffers
+/// directly.
 struct StepBufferAssignmentAnalysis {
   explicit StepBufferAssignmentAnalysis(mlir::Operation *module);
   /// Empty when the step could not be assigned (its diagnostic was emitted).

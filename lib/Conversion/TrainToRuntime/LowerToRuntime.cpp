@@ -36,26 +36,31 @@ int64_t byteSize(Value tensor) {
          llvm::divideCeil(type.getElementTypeBitWidth(), 8);
 }
 
-/// Builds `autoshard_step` from the tensor-level step, in `module`; the step
-/// itself is only read, so the entry point may be built into another module
-/// than the step's (assignStepBuffers builds it into a scratch one).
+/// Walks the tensor-level step in program order with the per-op rules, in
+/// one of two modes. Placing (no `assigned`): decides where every buffer
+/// lives from the lifetimes (the buffer assignment, assignStepBuffers),
+/// building only the pointers the rules pass around into a scratch
+/// `module`. Emitting: builds `symbol` in `module` with each buffer where
+/// `assigned` puts it; it decides nothing, and fails if the rules ask for
+/// a buffer the assignment does not hold. The step itself is only read.
 class StepLowering : public StepEmitter {
 public:
-  /// `withSites`: mark each op's calls for the trace (asrt_op_site and the
-  /// manifest's site records); a lowering built only for its buffer
-  /// assignment leaves them out.
   StepLowering(ModuleOp module, FunctionOpInterface step,
-               StringRef symbol = ABI_NAME(autoshard_step),
-               bool withSites = true)
+               const StepBufferAssignment *assigned = nullptr,
+               StringRef symbol = ABI_NAME(autoshard_step))
       : mod(module), step(step), symbol(symbol.str()), sig(step),
         b(module.getContext()), body(step.getFunctionBody().front()),
-        withSites(withSites) {}
+        assigned(assigned) {
+    setPlacementOnly(!assigned);
+  }
 
   LogicalResult run();
 
-  /// The memory plan of the emitted step (valid after run()).
-  const MemoryPlan &memoryPlan() const { return plan; }
-  /// The buffer assignment of the emitted step (valid after run()).
+  /// The memory plan of the step (valid after run()).
+  const MemoryPlan &memoryPlan() const {
+    return assigned ? assigned->memory : plan;
+  }
+  /// The buffer assignment placed (valid after a placing run()).
   StepBufferAssignment assignment() const;
   /// The manifest's `site` records of the emitted step, in index order
   /// (valid after run()): one per op whose lowering called the runtime.
@@ -80,11 +85,15 @@ public:
     map(result, view);
   }
   bool canReuse(Value input, Value result) override {
+    if (assigned)
+      return assigned->reusedInputs.lookup(result) == input;
     Value ptr = buffer(input);
     return temporaries.contains(ptr) && lastUseOf[ptr] == position &&
            !isDirectResult(result);
   }
   bool canReuseUntil(Value input, Value result, Operation *wait) override {
+    if (assigned)
+      return assigned->reusedInputs.lookup(result) == input;
     Value ptr = buffer(input);
     if (!temporaries.contains(ptr) || !input.hasOneUse() ||
         lastUseOf[ptr] != positionOf.lookup(wait) || isDirectResult(result))
@@ -100,7 +109,7 @@ public:
     });
   }
   void reuse(Value result, Value input) override {
-    reusedInputs.insert(result);
+    reusedInputs[result] = input;
     map(result, buffer(input));
   }
   Value packBuffer(int64_t bytes, Operation *until) override;
@@ -122,6 +131,9 @@ private:
   /// lifetime of the buffer the pointer belongs to.
   void map(Value tensor, Value ptr) {
     bufferOf[tensor] = ptr;
+    // Lifetimes are for placing.
+    if (assigned)
+      return;
     tensorsOfRoot[rootOf(ptr)].push_back(tensor);
     int &last = lastUseOf[rootOf(ptr)];
     last = std::max(last, lastUse.lookup(tensor));
@@ -136,17 +148,22 @@ private:
   bool isDirectResult(Value result) {
     return firstReturnSlot.contains(result);
   }
+  /// Whether result slot `slot` may be written as the op being lowered
+  /// computes the result it returns first: see output().
+  bool canWriteInPlace(unsigned slot, int mayAliasOperand,
+                       ArrayRef<unsigned> reads);
   Value emitLoad(Value array, unsigned index);
   void placeInArena();
   /// Places the temporaries of one arena; returns its size.
   int64_t packArena(bool host);
   LogicalResult emitResultCopies();
-  /// An asrt_alloc of the buffer of `tensor`, recorded for the memory plan.
+  /// The arena buffer of `tensor`.
   Value allocate(Value tensor);
-  /// A buffer of `bytes` at a fixed offset of the device or host arena,
-  /// allocated here; its offset is set by placeInArena.
-  Value arenaBuffer(bool host, int64_t bytes, MemoryCategory category,
-                    std::string what);
+  /// A buffer of `bytes` at a fixed offset of the device or host arena for
+  /// `tensor` (null: a pack buffer): placing, a new one whose offset
+  /// placeInArena sets; emitting, the assignment's next one.
+  Value arenaBuffer(Value tensor, bool host, int64_t bytes,
+                    MemoryCategory category, std::string what);
   void classifyTensors();
   /// Precedes what `op`'s lowering emitted after `before` (null: the
   /// block's start) with asrt_op_site, and records the site; an op that
@@ -167,7 +184,12 @@ private:
   StepSignature sig;
   OpBuilder b;
   Block &body;
-  bool withSites;
+  /// The placement to emit; null when placing.
+  const StepBufferAssignment *assigned;
+  /// Emitting: the assignment's next buffer, and whether a buffer asked
+  /// for was not the one it placed there.
+  size_t nextAssigned = 0;
+  bool divergedFromAssignment = false;
   Location currentLoc = UnknownLoc::get(mod.getContext());
   Value ctx, argPtrs, resultPtrs;
   SmallVector<Value> argBuffers, resultBuffers;
@@ -193,8 +215,8 @@ private:
   /// Result indices already written in place, and the values written so.
   llvm::SmallDenseSet<unsigned> writtenResults;
   llvm::DenseSet<Value> inPlaceResults;
-  /// Values computed over a dying input's buffer.
-  llvm::DenseSet<Value> reusedInputs;
+  /// Values computed over a dying input's buffer, and that input.
+  DenseMap<Value, Value> reusedInputs;
   /// The runtime handle of each started collective.
   DenseMap<Value, Value> handles;
   /// The op being lowered.
@@ -202,12 +224,8 @@ private:
 
   /// Memory plan inputs: each allocation's bytes, category and what it
   /// holds; the gradient and gathered-parameter tensors of the step and
-  /// the parameter each belongs to. An allocation is the arena buffer the
-  /// assignment reports, plus the constant that holds its offset in the
-  /// generated code (none when only placing buffers).
-  struct Allocation : StepArenaBuffer {
-    arith::ConstantOp offsetConstant;
-  };
+  /// the parameter each belongs to.
+  using Allocation = StepArenaBuffer;
   /// The arena's base pointer (asrt_arena, called once at the top of the
   /// step when it has temporaries), where the call goes, and its size.
   Value arena, hostArena;
@@ -239,38 +257,43 @@ Value StepLowering::emitLoad(Value array, unsigned index) {
   return LLVM::LoadOp::create(b, currentLoc, ptrType, slot);
 }
 
+bool StepLowering::canWriteInPlace(unsigned slot, int mayAliasOperand,
+                                   ArrayRef<unsigned> reads) {
+  // The caller may pass the updated argument's own buffer as this result's
+  // buffer. Writing there now is safe only if nothing reads that argument
+  // after this op, and this op reads it only through the operand the
+  // runtime lets it overwrite elementwise.
+  std::optional<unsigned> updated = sig.getUpdatedArg(slot);
+  if (!updated)
+    return true;
+  Value argPtr = argBuffers[*updated];
+  // The op being lowered writes the result: for a started collective
+  // that is the start, not the wait that defines the result.
+  Operation *op = currentOp;
+  bool safe = lastUseOf[argPtr] <= position;
+  auto readsArgument = [&](unsigned number) {
+    return static_cast<int>(number) != mayAliasOperand &&
+           bufferOf.lookup(op->getOperand(number)) == argPtr;
+  };
+  // A multi-tensor op names the few operands each result's update
+  // reads: looking at those alone keeps its lowering linear.
+  if (reads.empty()) {
+    for (unsigned number = 0, e = op->getNumOperands(); number < e; ++number)
+      safe &= !readsArgument(number);
+  } else {
+    for (unsigned number : reads)
+      safe &= !readsArgument(number);
+  }
+  return safe;
+}
+
 Value StepLowering::output(Value result, int mayAliasOperand,
                           ArrayRef<unsigned> reads) {
   auto slotIt = firstReturnSlot.find(result);
   if (slotIt != firstReturnSlot.end()) {
     unsigned slot = slotIt->second;
-    // The caller may pass the updated argument's own buffer as this result's
-    // buffer. Writing there now is safe only if nothing reads that argument
-    // after this op, and this op reads it only through the operand the
-    // runtime lets it overwrite elementwise.
-    bool safe = true;
-    if (std::optional<unsigned> updated = sig.getUpdatedArg(slot)) {
-      Value argPtr = argBuffers[*updated];
-      // The op being lowered writes the result: for a started collective
-      // that is the start, not the wait that defines the result.
-      Operation *op = currentOp;
-      safe = lastUseOf[argPtr] <= position;
-      auto readsArgument = [&](unsigned number) {
-        return static_cast<int>(number) != mayAliasOperand &&
-               bufferOf.lookup(op->getOperand(number)) == argPtr;
-      };
-      // A multi-tensor op names the few operands each result's update
-      // reads: looking at those alone keeps its lowering linear.
-      if (reads.empty()) {
-        for (unsigned number = 0, e = op->getNumOperands(); number < e;
-             ++number)
-          safe &= !readsArgument(number);
-      } else {
-        for (unsigned number : reads)
-          safe &= !readsArgument(number);
-      }
-    }
-    if (safe) {
+    if (assigned ? assigned->inPlaceResults.contains(result)
+                 : canWriteInPlace(slot, mayAliasOperand, reads)) {
       writtenResults.insert(slot);
       inPlaceResults.insert(result);
       map(result, resultBuffers[slot]);
@@ -290,21 +313,24 @@ constexpr int64_t kArenaAlignment = 64;
 /// constant the lowering sets once every lifetime is known.
 Value StepLowering::allocate(Value tensor) {
   // Offloaded values (host ops' results, copies to the host, NVMe reads)
-  // live in the host arena.
-  auto [category, what] = describe(tensor);
-  return arenaBuffer(getMemorySpace(tensor) == MemorySpace::Host,
+  // live in the host arena. What a buffer holds is for the reports, which
+  // read the assignment: described only when placing.
+  auto [category, what] = assigned
+                              ? std::pair(MemoryCategory::Other, std::string())
+                              : describe(tensor);
+  return arenaBuffer(tensor, getMemorySpace(tensor) == MemorySpace::Host,
                      byteSize(tensor), category, std::move(what));
 }
 
 Value StepLowering::packBuffer(int64_t bytes, Operation *until) {
-  Value ptr = arenaBuffer(/*host=*/false, bytes, MemoryCategory::Communication,
-                          "bucket pack buffer");
+  Value ptr = arenaBuffer(Value(), /*host=*/false, bytes,
+                          MemoryCategory::Communication, "bucket pack buffer");
   temporaries.insert(ptr);
   lastUseOf[ptr] = until ? positionOf.lookup(until) : position;
   return ptr;
 }
 
-Value StepLowering::arenaBuffer(bool host, int64_t bytes,
+Value StepLowering::arenaBuffer(Value tensor, bool host, int64_t bytes,
                                 MemoryCategory category, std::string what) {
   Value &base = host ? hostArena : arena;
   if (!base) {
@@ -313,21 +339,35 @@ Value StepLowering::arenaBuffer(bool host, int64_t bytes,
     base = host ? call(ABI_FUNCTION(asrt_host_arena))
                 : call(ABI_FUNCTION(asrt_arena));
   }
-  // A buffer assignment only needs a distinct pointer per buffer: its
-  // offset is kept in the Allocation, with no constant to build.
-  arith::ConstantOp offset;
-  if (!isPlacementOnly())
-    offset = arith::ConstantOp::create(b, currentLoc, b.getI64IntegerAttr(0));
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
-  Value ptr = LLVM::GEPOp::create(
-      b, currentLoc, ptrType, b.getI8Type(), base,
-      ValueRange{offset ? offset.getResult() : i64(0)});
+  if (assigned) {
+    // The rules ask for buffers in the order they did when placing: the
+    // next one placed is this one, or the two walks disagree.
+    int64_t offset = 0;
+    if (nextAssigned < assigned->buffers.size()) {
+      const StepArenaBuffer &placed = assigned->buffers[nextAssigned];
+      if (placed.tensor == tensor && placed.host == host &&
+          placed.bytes == bytes)
+        offset = placed.offset;
+      else
+        divergedFromAssignment = true;
+    } else {
+      divergedFromAssignment = true;
+    }
+    ++nextAssigned;
+    return LLVM::GEPOp::create(b, currentLoc, ptrType, b.getI8Type(), base,
+                               ValueRange{i64(offset)});
+  }
+  // Placing needs only a distinct pointer per buffer: its offset is kept
+  // in the Allocation, with no constant to build.
+  Value ptr = LLVM::GEPOp::create(b, currentLoc, ptrType, b.getI8Type(), base,
+                                  ValueRange{i64(0)});
   Allocation &a = allocations[ptr];
+  a.tensor = tensor;
   a.bytes = bytes;
   a.category = category;
   a.what = std::move(what);
   a.firstUse = position;
-  a.offsetConstant = offset;
   a.host = host;
   return ptr;
 }
@@ -386,11 +426,8 @@ int64_t StepLowering::packArena(bool host) {
   }
   SmallVector<int64_t> offsets;
   int64_t top = autoshard::packArena(buffers, offsets);
-  for (auto [a, offset] : llvm::zip(placed, offsets)) {
+  for (auto [a, offset] : llvm::zip(placed, offsets))
     a->offset = offset;
-    if (a->offsetConstant)
-      a->offsetConstant.setValueAttr(b.getI64IntegerAttr(offset));
-  }
   return top;
 }
 
@@ -1046,17 +1083,26 @@ LogicalResult StepLowering::run() {
     Operation *before = entry->empty() ? nullptr : &entry->back();
     if (failed(emitRuntimeCall(&op, *this)))
       return failure();
-    if (withSites)
+    // The trace's site records are the emitted code's.
+    if (!isPlacementOnly())
       markSite(&op, entry, before);
   }
   position = end;
   if (failed(emitResultCopies()))
     return failure();
-  // Every lifetime is known: the temporaries get their arena offsets.
-  placeInArena();
-
   b.setInsertionPointToEnd(entry);
   func::ReturnOp::create(b, body.getTerminator()->getLoc());
+  if (assigned) {
+    if (divergedFromAssignment || nextAssigned != assigned->buffers.size())
+      return step.emitOpError()
+             << "asks the lowering for other buffers than its buffer "
+                "assignment placed ("
+             << nextAssigned << " asked for, " << assigned->buffers.size()
+             << " placed): the assignment is not this step's";
+    return success();
+  }
+  // Every lifetime is known: the temporaries get their arena offsets.
+  placeInArena();
   computeMemoryPlan(func);
   return success();
 }
@@ -1144,7 +1190,11 @@ struct LowerToRuntimePass
     if (failed(manifest))
       return signalPassFailure();
 
-    StepLowering lowering(module, step, stepSymbol);
+    // The placement is the analysis's: the reports read the same one.
+    const auto &analysis = getAnalysis<StepBufferAssignmentAnalysis>();
+    if (!analysis.assignment)
+      return signalPassFailure();
+    StepLowering lowering(module, step, &*analysis.assignment, stepSymbol);
     if (failed(lowering.run()))
       return signalPassFailure();
 
@@ -1186,12 +1236,11 @@ FailureOr<StepBufferAssignment> autoshard::assignStepBuffers(ModuleOp module) {
     return (*step).emitOpError()
            << "has a plan but is not partitioned; its memory is planned "
               "after autoshard-partition";
-  // The lowering's own placement, with its entry point built into a module
-  // of its own and dropped: the step is only read.
+  // The rules' walk of the step, placing, with the pointers they pass
+  // around built into a module of its own and dropped: the step is only
+  // read.
   OwningOpRef<ModuleOp> scratch(ModuleOp::create(module.getLoc()));
-  StepLowering lowering(*scratch, *step, ABI_NAME(autoshard_step),
-                        /*withSites=*/false);
-  lowering.setPlacementOnly(true);
+  StepLowering lowering(*scratch, *step);
   if (failed(lowering.run()))
     return failure();
   return lowering.assignment();
