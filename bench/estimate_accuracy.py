@@ -66,6 +66,9 @@ def main():
                         help="fail when |estimate/plan - 1| exceeds this")
     parser.add_argument("--plans", default="",
                         help="only plans whose line matches this regex")
+    parser.add_argument("--max-grad-norm", default="",
+                        help="shard-gen's clipping (0: none; default: "
+                             "shard-gen's)")
     parser.add_argument("--categories", action="store_true",
                         help="under each row, the peak by category: "
                              "estimate and plan")
@@ -84,6 +87,8 @@ def main():
                 benchlib.run([tool("shard-gen"), model,
                               "--precision=" + (precision or "f32"),
                               f"--micro-batch={rows_per_rank * world}",
+                              *(["--max-grad-norm=" + args.max_grad_norm]
+                                if args.max_grad_norm else []),
                               "-o", step])
                 report = os.path.join(tmp, "report.json")
                 # The report lists every candidate, whether or not it fits.

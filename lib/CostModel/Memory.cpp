@@ -240,6 +240,12 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
   const bool bf16 = model.precision == Precision::BF16;
   const bool offloadOptimizer = plan.optimizerOffload != Offload::None;
   const bool offloadParameters = plan.parameterOffload != Offload::None;
+  // The compiled step copies an offloaded optimizer's gradients to the
+  // host as soon as they are reduced: none waits on the device for the
+  // optimizer, unless the clipping norm reads them all there first (the
+  // measured rule is for one micro-batch).
+  const bool streamsGradients =
+      offloadOptimizer && !model.clipGradients && model.microBatches == 1;
   // Collectives that run at once: the in-use one and `depth` ahead, or one.
   const int64_t inFlight =
       plan.overlap && plan.prefetchDepth > 0 ? plan.prefetchDepth + 1 : 1;
@@ -333,7 +339,9 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
     // when the reduction is); reduced every micro-batch, its shard
     // accumulates in f32. Over one micro-batch ZeRO-1 reduce-scatters each
     // bucket as it closes, as ZeRO-2 does, and keeps the shard. An
-    // offloaded optimizer's gradients wait there too, until it runs.
+    // offloaded optimizer's gradients are copied to the host as soon as
+    // they are reduced (over one micro-batch), or wait there until it runs
+    // where the clipping norm reads them all on the device first.
     bool shardedGradients = layout.gradients == Placement::Sharded;
     bool accumulates = shardedGradients && model.microBatches > 1;
     bool keptWhole = accumulates && plan.reduceEvery == ReduceEvery::Step;
@@ -352,9 +360,11 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
     // kept whole for accumulation).
     if (zero1OneMicroBatch)
       device.gradients += b.gradient * grads;
-    else if (!(offloadOptimizer && shardedGradients && !keptWhole))
+    else if (!(offloadOptimizer && shardedGradients && !keptWhole) &&
+             !streamsGradients)
       device.gradients += gradientBytes;
-    heldGradientBytes += gradientBytes;
+    if (!streamsGradients)
+      heldGradientBytes += gradientBytes;
     fullGradientBytes += b.gradient * k;
   }
 
@@ -388,9 +398,13 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
     }
     if (call.releasesFullGradients)
       scatterBuckets.push_back(call.payloadBytes());
+    // Streamed to the host, a replicated gradient too is held until its
+    // bucket is reduced.
     if (call.releasesFullGradients ||
         (call.kind == CollectiveKind::ReduceScatter &&
-         call.phase == Phase::Backward && model.microBatches == 1))
+         call.phase == Phase::Backward && model.microBatches == 1) ||
+        (streamsGradients && call.kind == CollectiveKind::AllReduce &&
+         call.phase == Phase::Backward))
       releasingBuckets.push_back(call.payloadBytes());
     int64_t &largest = gather ? largestGather : largestReduction;
     largest = std::max(largest, call.packedBytes());

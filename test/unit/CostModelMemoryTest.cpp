@@ -549,4 +549,37 @@ TEST(CostModelMemory, FsdpHoldsTheBlockInUse) {
   EXPECT_EQ(gathered("fsdp"), 1000 + 2 * (2 * 64));
 }
 
+// Under optimizer offload the compiled step copies each gradient to the
+// host as soon as it is reduced: late in the backward pass DDP holds only
+// the gradients whose bucket is not reduced yet, not all of them. With the
+// clipping norm, which reads every gradient on the device, they wait there
+// for the optimizer.
+TEST(CostModelMemory, OffloadedGradientsGoToTheHostOnceReduced) {
+  ModelDescription model = evenModel(Precision::F32, Optimizer::AdamW);
+  const int64_t allGradients = 4 * model.parameterCount(), N = 4;
+  ActivationMeasurement measured;
+  measured.worldSize = N;
+  measured.checkpointing = ActivationCheckpointing::None;
+  measured.bytesPerRank = 1000;
+  measured.stepBytesPerRank = allGradients + 5000;
+  measured.stepMoments = {{allGradients, 5000, 0, 0, false, 1000}};
+  model.activationMeasurements.push_back(measured);
+  Plan ddp = preset("ddp", N);
+  ddp.optimizerOffload = Offload::Cpu;
+  model.clipGradients = true;
+  MemoryBreakdown device = estimateMemory(model, ddp, cluster(N)).device;
+  EXPECT_EQ(device.stepPeak, 5000 + allGradients);
+  EXPECT_EQ(device.gradients, allGradients);
+  model.clipGradients = false;
+  device = estimateMemory(model, ddp, cluster(N)).device;
+  EXPECT_EQ(device.stepPeak, 5000 + 1000); // the unreduced bucket
+  EXPECT_EQ(device.gradients, 0);
+  EXPECT_EQ(device.atPeak.gradients, 1000);
+  EXPECT_EQ(device.atPeak.total(), device.total());
+  // Without offload the optimizer reads them on the device.
+  EXPECT_EQ(estimateMemory(model, preset("ddp", N), cluster(N))
+                .device.stepPeak,
+            5000 + allGradients);
+}
+
 } // namespace
