@@ -215,12 +215,12 @@ static int64_t stepPeakOf(const ActivationMeasurement &m,
   atPeak.masterWeights = device.masterWeights;
   atPeak.optimizerStates = device.optimizerStates;
   atPeak.other += fragmentation;
-  const int64_t stepPeak =
-      std::max<int64_t>(peak + fragmentation - holds.residentCopies, 1);
-  // The peak clamped to one byte (nothing measured): the difference is
-  // nothing a report could name.
-  atPeak.other += device.keptStates() + stepPeak - atPeak.total();
-  return stepPeak;
+  const int64_t unclamped = peak + fragmentation - holds.residentCopies;
+  // Clamped to one byte (nothing measured), the step's buffers are that
+  // byte, which no category names.
+  if (unclamped < 1)
+    atPeak.other += 1 - unclamped;
+  return std::max<int64_t>(unclamped, 1);
 }
 
 MemoryEstimate autoshard::cost::estimateMemory(const ModelDescription &model,

@@ -47,6 +47,19 @@ ModelDescription evenModel(Precision precision, Optimizer optimizer) {
   return model;
 }
 
+/// The measured DDP step on `world` ranks without checkpointing: its arena
+/// and its moments (1000 bytes of activations).
+ActivationMeasurement measuredStep(int64_t world, int64_t arenaBytes,
+                                   std::vector<StepMoment> moments) {
+  ActivationMeasurement measured;
+  measured.worldSize = world;
+  measured.checkpointing = ActivationCheckpointing::None;
+  measured.bytesPerRank = 1000;
+  measured.stepBytesPerRank = arenaBytes;
+  measured.stepMoments = std::move(moments);
+  return measured;
+}
+
 int64_t modelStates(const ModelDescription &model, const Plan &plan,
                     int64_t world) {
   return estimateMemory(model, plan, cluster(world)).device.modelStates();
@@ -357,13 +370,9 @@ TEST(CostModelMemory, PeakCandidatesDropDominatedMoments) {
 TEST(CostModelMemory, StepPeakFollowsTheMeasuredMoments) {
   ModelDescription model = evenModel(Precision::F32, Optimizer::AdamW);
   const int64_t allGradients = 4 * (4096 * 64 + 1024 * 64 + 64);
-  ActivationMeasurement measured;
-  measured.worldSize = 4;
-  measured.checkpointing = ActivationCheckpointing::None;
-  measured.bytesPerRank = 1000;
-  measured.stepBytesPerRank = allGradients + 5000 + 64;
-  measured.stepMoments = {{0, 3000, 0, 0, false},
-                          {allGradients, 5000, 0, 0, false}};
+  ActivationMeasurement measured =
+      measuredStep(4, allGradients + 5000 + 64,
+                   {{0, 3000, 0, 0, false}, {allGradients, 5000, 0, 0, false}});
   model.activationMeasurements.push_back(measured);
   const MemoryBreakdown ddp =
       estimateMemory(model, preset("ddp", 4), cluster(4)).device;
@@ -392,13 +401,9 @@ TEST(CostModelMemory, BackwardPassPrefetchesAndFreesTheShardsCopies) {
   const int64_t psi = model.parameterCount(), N = 4;
   const int64_t allGradients = 2 * psi; // bf16, as the DDP step holds them
   const int64_t inUse = 1000;
-  ActivationMeasurement measured;
-  measured.worldSize = N;
-  measured.checkpointing = ActivationCheckpointing::None;
-  measured.bytesPerRank = 1000;
-  measured.stepBytesPerRank = allGradients + 50000; // no fragmentation
-  measured.stepMoments = {{0, 1000, 0, 0, false},
-                          {allGradients, 50000, 0, inUse, false}};
+  ActivationMeasurement measured = measuredStep(
+      N, allGradients + 50000, // no fragmentation
+      {{0, 1000, 0, 0, false}, {allGradients, 50000, 0, inUse, false}});
   model.activationMeasurements.push_back(measured);
   Plan zero3 = preset("zero3", N);
   const MemoryBreakdown device =
@@ -423,12 +428,9 @@ TEST(CostModelMemory, BackwardPassPrefetchesAndFreesTheShardsCopies) {
 TEST(CostModelMemory, PendingGradientsAreTheMomentsUnreducedOnes) {
   ModelDescription model = evenModel(Precision::F32, Optimizer::AdamW);
   const int64_t allGradients = 4 * model.parameterCount(), N = 4;
-  ActivationMeasurement measured;
-  measured.worldSize = N;
-  measured.checkpointing = ActivationCheckpointing::None;
-  measured.bytesPerRank = 1000;
-  measured.stepBytesPerRank = allGradients + 5000; // no fragmentation
-  measured.stepMoments = {{allGradients, 5000, 0, 0, false, 1000}};
+  ActivationMeasurement measured = measuredStep(
+      N, allGradients + 5000, // no fragmentation
+      {{allGradients, 5000, 0, 0, false, 1000}});
   model.activationMeasurements.push_back(measured);
   Plan zero2 = preset("zero2", N);
   EXPECT_EQ(estimateMemory(model, zero2, cluster(N)).device.stepPeak,
@@ -454,11 +456,7 @@ TEST(CostModelMemory, PeakByCategoryIsTheMomentOfThePeak) {
   model.parameters[1].readByBackward = true;
   const int64_t psi = model.parameterCount(), N = 4;
   const int64_t allGradients = 2 * psi;
-  ActivationMeasurement measured;
-  measured.worldSize = N;
-  measured.checkpointing = ActivationCheckpointing::None;
-  measured.bytesPerRank = 1000;
-  measured.stepBytesPerRank = allGradients + 50000;
+  ActivationMeasurement measured = measuredStep(N, allGradients + 50000, {});
   StepMoment backward{allGradients, 50000, 0, 1000, false};
   backward.activations = 30000;
   backward.summingGradients = 8000;
@@ -486,15 +484,12 @@ TEST(CostModelMemory, PeakByCategoryIsTheMomentOfThePeak) {
 
 // Every preset, offloaded or not, measured or not: the categories add up.
 TEST(CostModelMemory, PeakByCategoryAddsUpForEveryPlan) {
-  for (bool measuredStep : {false, true}) {
+  for (bool withMoments : {false, true}) {
     ModelDescription model = evenModel(Precision::BF16, Optimizer::AdamW);
     const int64_t N = 4;
-    if (measuredStep) {
-      ActivationMeasurement measured;
-      measured.worldSize = N;
-      measured.checkpointing = ActivationCheckpointing::None;
-      measured.bytesPerRank = 1000;
-      measured.stepBytesPerRank = 2 * model.parameterCount() + 60000;
+    if (withMoments) {
+      ActivationMeasurement measured =
+          measuredStep(N, 2 * model.parameterCount() + 60000, {});
       StepMoment forward{0, 40000, 3000, 500, false};
       forward.activations = 30000;
       forward.parameterBuffers = 3000;
@@ -506,7 +501,7 @@ TEST(CostModelMemory, PeakByCategoryAddsUpForEveryPlan) {
     }
     for (const char *name : {"ddp", "zero1", "zero2", "zero3", "fsdp"})
       for (Offload optimizer : {Offload::None, Offload::Cpu, Offload::Nvme}) {
-        SCOPED_TRACE(std::string(name) + (measuredStep ? " measured" : ""));
+        SCOPED_TRACE(std::string(name) + (withMoments ? " measured" : ""));
         Plan plan = preset(name, N);
         plan.optimizerOffload = optimizer;
         const MemoryBreakdown device =
@@ -527,11 +522,7 @@ TEST(CostModelMemory, FsdpHoldsTheBlockInUse) {
   model.parameters[1].readByBackward = true;
   const int64_t psi = model.parameterCount(), N = 4;
   const int64_t allGradients = 2 * psi;
-  ActivationMeasurement measured;
-  measured.worldSize = N;
-  measured.checkpointing = ActivationCheckpointing::None;
-  measured.bytesPerRank = 1000;
-  measured.stepBytesPerRank = allGradients + 50000;
+  ActivationMeasurement measured = measuredStep(N, allGradients + 50000, {});
   StepMoment backward{allGradients, 50000, 0, 1000, false};
   const int64_t block = 10'000'000;
   backward.unitBytesInUse = block;
@@ -557,12 +548,8 @@ TEST(CostModelMemory, FsdpHoldsTheBlockInUse) {
 TEST(CostModelMemory, OffloadedGradientsGoToTheHostOnceReduced) {
   ModelDescription model = evenModel(Precision::F32, Optimizer::AdamW);
   const int64_t allGradients = 4 * model.parameterCount(), N = 4;
-  ActivationMeasurement measured;
-  measured.worldSize = N;
-  measured.checkpointing = ActivationCheckpointing::None;
-  measured.bytesPerRank = 1000;
-  measured.stepBytesPerRank = allGradients + 5000;
-  measured.stepMoments = {{allGradients, 5000, 0, 0, false, 1000}};
+  ActivationMeasurement measured = measuredStep(
+      N, allGradients + 5000, {{allGradients, 5000, 0, 0, false, 1000}});
   model.activationMeasurements.push_back(measured);
   Plan ddp = preset("ddp", N);
   ddp.optimizerOffload = Offload::Cpu;

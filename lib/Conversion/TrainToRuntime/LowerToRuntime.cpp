@@ -877,16 +877,23 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
       }
   }
   // paramReads is in program order already (ops are visited in order).
-  auto otherParamReadBetween = [&](unsigned param, int from, int to) {
-    for (auto it = llvm::upper_bound(
-             paramReads, std::make_pair(from, ~0u));
+  // Whether a parameter that `other` selects is read after `from` and
+  // before `to`.
+  auto readBetween = [&](int from, int to,
+                         function_ref<bool(unsigned)> other) {
+    for (auto it = llvm::upper_bound(paramReads, std::make_pair(from, ~0u));
          it != paramReads.end() && it->first < to; ++it)
-      if (it->second != param)
+      if (other(it->second))
         return true;
     return false;
   };
+  auto otherParamReadBetween = [&](unsigned param, int from, int to) {
+    return readBetween(from, to, [&](unsigned p) { return p != param; });
+  };
   SmallVector<int64_t> inUseAt(liveAt.size(), 0),
       acrossLossAt(liveAt.size(), 0);
+  // And by unit (below): a parameter outside the blocks is its own unit.
+  SmallVector<int64_t> unitInUseAt(liveAt.size(), 0);
   for (auto &[param, reads] : readsOfParam)
     for (size_t i = 0; i < reads.size(); ++i) {
       int from = reads[i], to = reads[i];
@@ -903,14 +910,16 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
       }
       inUseAt[from] += bytes;
       inUseAt[to + 1] -= bytes;
+      if (sig.getUnitIndex(param) < 0) {
+        unitInUseAt[from] += bytes;
+        unitInUseAt[to + 1] -= bytes;
+      }
     }
-  // And the units in use, as a plan that gathers a whole block for the
+  // And the blocks in use, as a plan that gathers a whole block for the
   // use of any of its parameters holds them (FSDP): a block's parameters
   // from the first read of one of them to the last, within a pass (split
   // where a loss comes between two reads and another unit's parameter is
-  // read between them too); a parameter outside the blocks on its own, as
-  // above.
-  SmallVector<int64_t> unitInUseAt(liveAt.size(), 0);
+  // read between them too).
   DenseMap<int64_t, SmallVector<int>> readsOfUnit;
   DenseMap<int64_t, int64_t> bytesOfUnit;
   for (auto &[param, reads] : readsOfParam) {
@@ -921,11 +930,9 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
     bytesOfUnit[unit] += readBytesOfParam.lookup(param);
   }
   auto otherUnitReadBetween = [&](int64_t unit, int from, int to) {
-    for (auto it = llvm::upper_bound(paramReads, std::make_pair(from, ~0u));
-         it != paramReads.end() && it->first < to; ++it)
-      if (sig.getUnitIndex(it->second) != unit)
-        return true;
-    return false;
+    return readBetween(from, to, [&](unsigned p) {
+      return sig.getUnitIndex(p) != unit;
+    });
   };
   for (auto &[unit, reads] : readsOfUnit) {
     llvm::sort(reads);
@@ -944,23 +951,6 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
       unitInUseAt[reads[i] + 1] -= bytes;
       if (!last)
         from = reads[i + 1];
-    }
-  }
-  for (auto &[param, reads] : readsOfParam) {
-    if (sig.getUnitIndex(param) >= 0)
-      continue;
-    // As inUseAt holds it.
-    for (size_t i = 0; i < reads.size(); ++i) {
-      int from = reads[i], to = reads[i];
-      if (i + 1 < reads.size()) {
-        auto loss = llvm::lower_bound(losses, from);
-        if (loss == losses.end() || *loss >= reads[i + 1] ||
-            !otherParamReadBetween(param, from, reads[i + 1]))
-          to = reads[i + 1];
-      }
-      const int64_t bytes = readBytesOfParam.lookup(param);
-      unitInUseAt[from] += bytes;
-      unitInUseAt[to + 1] -= bytes;
     }
   }
   std::vector<cost::StepMoment> moments;
