@@ -77,12 +77,13 @@ bool isStepState(Value v, Block &body) {
     return false;
   if (auto cast = dyn_cast<CastOp>(def))
     return isStepState(cast.getInput(), body);
-  if (auto wait = dyn_cast<TransferWaitOp>(def)) {
-    auto start = wait.getHandle().getDefiningOp<TransferStartOp>();
-    return start.getKind() != TransferKind::NvmeWrite &&
-           isStepState(start.getInput(), body);
-  }
-  return false;
+  // A transfer before splitTransfers (the collectives are split first), or
+  // the wait of one after.
+  if (auto wait = dyn_cast<TransferWaitOp>(def))
+    def = wait.getHandle().getDefiningOp();
+  std::optional<Transfer> transfer = def ? getTransfer(def) : std::nullopt;
+  return transfer && transfer->kind != TransferKind::NvmeWrite &&
+         isStepState(transfer->input, body);
 }
 
 /// An offload transfer split into a start and a wait.
@@ -233,8 +234,12 @@ private:
   }
 
   /// Moves `op` to the start of the step, after the ops already moved
-  /// there, so that collectives keep their issue order.
+  /// there, so that collectives keep their issue order. An op already
+  /// before the last of them (a transfer hoisted with the gather it feeds)
+  /// stays: it is at the front, and its readers may be too.
   void moveToFront(Operation *op) {
+    if (front && order.isBefore(op, front))
+      return;
     if (front)
       order.moveAfter(op, front);
     else

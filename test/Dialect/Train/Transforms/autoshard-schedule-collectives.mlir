@@ -163,3 +163,20 @@
 // TRANSFERS0-NEXT: train.transfer_wait %[[R]]
 // TRANSFERS0: %[[W:.*]] = train.transfer_start nvme_write
 // TRANSFERS0-NEXT: train.transfer_wait %[[W]]
+
+// Gathers of shards read from NVMe and copied to the device are prefetched
+// as gathers of device shards are: fc2's starts as fc1's is waited and
+// runs during fc1's compute (the read and copy it waits for run further
+// ahead); every value is defined before its use (re-verified).
+// RUN: shard-opt -allow-unregistered-dialect %S/Inputs/zero3-params-nvme.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=1})' | FileCheck %s --check-prefix=HOSTGATHER
+// RUN: shard-opt -allow-unregistered-dialect %S/Inputs/zero3-params-nvme.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=1})' | shard-opt -allow-unregistered-dialect > /dev/null
+// HOSTGATHER: train.transfer_start nvme_read %arg0
+// HOSTGATHER: %[[G1:.*]] = train.collective_start all_gather_shards
+// HOSTGATHER-NEXT: %[[P1:.*]] = train.collective_wait %[[G1]]
+// HOSTGATHER: %[[G2:.*]] = train.collective_start all_gather_shards
+// HOSTGATHER-NEXT: %[[H1:.*]] = "test.layer"(%arg3, %[[P1]])
+// HOSTGATHER-NEXT: %[[P2:.*]] = train.collective_wait %[[G2]]
+// HOSTGATHER: %[[G3:.*]] = train.collective_start all_gather_shards
+// HOSTGATHER-NEXT: %[[H2:.*]] = "test.layer"(%[[H1]], %[[P2]])
+// HOSTGATHER-NEXT: %[[P3:.*]] = train.collective_wait %[[G3]]
+// HOSTGATHER-NEXT: "test.layer"(%[[H2]], %[[P3]])
