@@ -442,12 +442,11 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
           ? plan.prefetchDepth * inFlightBuffers
           : std::max(largestGather, largestReduction);
   // At the activations' peak, the end of the forward pass, the next
-  // units' gathers are in flight; kept until the backward pass, every
+  // units' gathers are in flight (from shards copied from the host too:
+  // the copies run further ahead); kept until the backward pass, every
   // unit is gathered by then.
-  // With the parameters offloaded, the transfers run ahead instead: a
-  // gather waits for its shards' copy and is waited at once.
   if (!forwardUnits.empty() && plan.overlap && plan.prefetchDepth > 0 &&
-      plan.reshard == Reshard::AfterForward && !parametersOnHost)
+      plan.reshard == Reshard::AfterForward)
     device.prefetchedGatherBuffers = plan.prefetchDepth * largestGather;
 
   device.activations =
@@ -510,7 +509,7 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
     // prefetched gathers; what is in flight beside a unit in use is at
     // most the largest of the others.
     if (backwardPieces.size() > 1 && plan.overlap && plan.prefetchDepth > 0 &&
-        plan.reshard == Reshard::AfterForward && !parametersOnHost) {
+        plan.reshard == Reshard::AfterForward) {
       std::sort(backwardPieces.rbegin(), backwardPieces.rend());
       holds.backwardPrefetch = plan.prefetchDepth * backwardPieces[1];
     }
