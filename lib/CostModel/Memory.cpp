@@ -144,9 +144,14 @@ static int64_t stepPeakOf(const ActivationMeasurement &m,
     at.other = moment.others - moment.activations - moment.parameterBuffers -
                moment.summingGradients - moment.communication - moment.batch;
     // The fetches in flight: for the parameters in use and those
-    // prefetched, at most that many times the bytes in use.
+    // prefetched, at most that many times the bytes in use. A parameter
+    // read across the loss from NVMe is read again for the backward pass:
+    // in flight at the loss when fetches are prefetched, not read yet
+    // when each waits for its use.
+    const bool prefetches = plan.overlap && plan.prefetchDepth > 0;
     if (moment.paramBytesInUse > 0 &&
-        !(moment.onlyAcrossLoss && plan.parameterOffload == Offload::Nvme))
+        !(moment.onlyAcrossLoss && plan.parameterOffload == Offload::Nvme &&
+          !prefetches))
       at.offloadStaging = std::min(holds.fetching, moment.paramBytesInUse *
                                                        holds.fetchesInFlight);
     // A plan that gathers parameters for their use holds those in use:
