@@ -214,8 +214,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     rowDotKernel(Shape s, const T *dout, const T *out, float *rowDot) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t rows = s.batch * s.seq * s.heads;
-  for (int64_t r = blockIdx.x * int64_t(kRowsPerBlock) + warp; r < rows;
-       r += int64_t(gridDim.x) * kRowsPerBlock) {
+  for (int64_t r : gridWarps(rows, kRowsPerBlock, warp)) {
     // r enumerates rows in memory order: r = (b * seq + t) * heads + h.
     const int64_t h = r % s.heads, t = (r / s.heads) % s.seq,
                   b = r / (s.heads * s.seq);

@@ -117,7 +117,7 @@ __device__ void scaleRows(FragAcc (&acc)[Frags], float *scratch,
   for (int f = 0; f < Frags; ++f) {
     wmma::store_matrix_sync(scratch, acc[f], kFrag, wmma::mem_row_major);
     __syncwarp();
-    for (int e = lane; e < kFrag * kFrag; e += kWarp)
+    for (int e : warpLanes(kFrag * kFrag, lane))
       scratch[e] *= factor[e / kFrag];
     __syncwarp();
     wmma::load_matrix_sync(acc[f], scratch, kFrag, wmma::mem_row_major);
@@ -125,15 +125,15 @@ __device__ void scaleRows(FragAcc (&acc)[Frags], float *scratch,
   }
 }
 
-/// Rows [t0, t0 + rows) of head h of a [batch, seq, nHeads, D] tensor into
-/// `dst` ([rows, D], zero past the sequence), by threads first, first +
-/// stride, ... (a warp's lanes or a block's threads).
-template <int D>
+/// Rows from t0 of head h of a [batch, seq, nHeads, D] tensor into `dst`
+/// ([rows, D], zero past the sequence): the elements of [0, rows * D) that
+/// `elements` gives this thread (a warp's lanes or a block's threads).
+template <int D, typename Elements>
 __device__ void stageRows(__nv_bfloat16 *dst, const __nv_bfloat16 *src,
-                          const WmmaShape &s, int64_t b, int64_t t0, int rows,
-                          int64_t nHeads, int64_t h, int first, int stride) {
+                          const WmmaShape &s, int64_t b, int64_t t0,
+                          int64_t nHeads, int64_t h, Elements elements) {
   const __nv_bfloat16 zero = __float2bfloat16_rn(0.0f);
-  for (int e = first; e < rows * D; e += stride) {
+  for (int e : elements) {
     const int64_t t = t0 + e / D;
     dst[e] = t < s.seq ? src[s.at(b, t, nHeads, h, D) + e % D] : zero;
   }
@@ -148,7 +148,7 @@ __device__ void loadRowFragments(FragA (&frags)[Frags], __nv_bfloat16 *staged,
                                  int64_t h, int lane) {
   constexpr int D = Frags * kFrag;
   __syncwarp(); // earlier reads of the area are done
-  stageRows<D>(staged, src, s, b, t0, kFrag, nHeads, h, lane, kWarp);
+  stageRows<D>(staged, src, s, b, t0, nHeads, h, warpLanes(kFrag * D, lane));
   __syncwarp();
   for (int f = 0; f < Frags; ++f)
     wmma::load_matrix_sync(frags[f], staged + f * kFrag, D);
@@ -204,7 +204,7 @@ __device__ void storeRows(__nv_bfloat16 *dst, const FragAcc (&acc)[Frags],
   for (int f = 0; f < Frags; ++f) {
     wmma::store_matrix_sync(scratch, acc[f], kFrag, wmma::mem_row_major);
     __syncwarp();
-    for (int e = lane; e < kFrag * kFrag; e += kWarp) {
+    for (int e : warpLanes(kFrag * kFrag, lane)) {
       const int64_t t = t0 + e / kFrag;
       if (t < s.seq)
         store(dst, s.at(b, t, nHeads, h, D) + f * kFrag + e % kFrag,
@@ -258,10 +258,10 @@ __global__ void __launch_bounds__(kBlockThreads)
         q0 + kQueryRows < s.seq ? q0 + kQueryRows : s.seq;
     for (int64_t j0 = 0; j0 < keyEnd; j0 += kKeyTile) {
       __syncthreads(); // every warp is done with the previous tile
-      stageRows<D>(keys, k, s, b, j0, kKeyTile, s.kvHeads, g, threadIdx.x,
-                   kBlockThreads);
-      stageRows<D>(values, v, s, b, j0, kKeyTile, s.kvHeads, g, threadIdx.x,
-                   kBlockThreads);
+      stageRows<D>(keys, k, s, b, j0, s.kvHeads, g,
+                   blockThreads(kKeyTile * D));
+      stageRows<D>(values, v, s, b, j0, s.kvHeads, g,
+                   blockThreads(kKeyTile * D));
       __syncthreads();
       productWithRows(scores, query, keys); // S = Q K^T
       __syncwarp();
@@ -379,10 +379,10 @@ __global__ void __launch_bounds__(kBlockThreads)
     const int64_t keyEnd = q0 + kQueryRows < s.seq ? q0 + kQueryRows : s.seq;
     for (int64_t j0 = 0; j0 < keyEnd; j0 += kKeyTile) {
       __syncthreads();
-      stageRows<D>(keys, k, s, b, j0, kKeyTile, s.kvHeads, g, threadIdx.x,
-                   kBlockThreads);
-      stageRows<D>(values, v, s, b, j0, kKeyTile, s.kvHeads, g, threadIdx.x,
-                   kBlockThreads);
+      stageRows<D>(keys, k, s, b, j0, s.kvHeads, g,
+                   blockThreads(kKeyTile * D));
+      stageRows<D>(values, v, s, b, j0, s.kvHeads, g,
+                   blockThreads(kKeyTile * D));
       __syncthreads();
       productWithRows(scores, query, keys);    // S = Q K^T
       productWithRows(dprobs, gradOut, values); // dP = dO V^T
@@ -458,11 +458,11 @@ __global__ void __launch_bounds__(kBlockThreads)
       // Query tiles from the one holding the block's first key.
       for (int64_t t0 = k0 / kKeyTile * kKeyTile; t0 < s.seq; t0 += kKeyTile) {
         __syncthreads();
-        stageRows<D>(queries, q, s, b, t0, kKeyTile, s.heads, h, threadIdx.x,
-                     kBlockThreads);
-        stageRows<D>(gradOuts, dout, s, b, t0, kKeyTile, s.heads, h,
-                     threadIdx.x, kBlockThreads);
-        for (int r = threadIdx.x; r < kKeyTile; r += kBlockThreads) {
+        stageRows<D>(queries, q, s, b, t0, s.heads, h,
+                     blockThreads(kKeyTile * D));
+        stageRows<D>(gradOuts, dout, s, b, t0, s.heads, h,
+                     blockThreads(kKeyTile * D));
+        for (int r : blockThreads(kKeyTile)) {
           const int64_t tr = t0 + r;
           tileLse[r] = tr < s.seq ? lse[s.rowStat(b, h, tr)] : 0.0f;
           tileRowDot[r] = tr < s.seq ? rowDot[s.rowStat(b, h, tr)] : 0.0f;

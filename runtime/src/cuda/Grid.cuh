@@ -71,6 +71,28 @@ __device__ __forceinline__ Strided<I, unsigned> blockThreads(I n) {
   return blockThreads(I(0), n);
 }
 
+/// The rows of [0, n) this block's y-threads visit (a block of x columns
+/// by y lanes, each lane summing every blockDim.y-th row).
+template <typename I>
+__device__ __forceinline__ Strided<I, unsigned> blockThreadsY(I n) {
+  return {I(threadIdx.y), n, blockDim.y};
+}
+
+/// The items of [0, n) this block visits along the grid's y dimension
+/// (a second, independent dimension of work beside gridThreads' x).
+__device__ __forceinline__ Strided<int64_t, unsigned> gridBlocksY(int64_t n) {
+  return {blockIdx.y, n, gridDim.y};
+}
+
+/// The rows of [0, n) warp `warp` of this block visits when each block
+/// takes `perBlock` consecutive rows, one a warp, and the grid strides over
+/// the rest (a row one warp owns).
+__device__ __forceinline__ Strided<int64_t> gridWarps(int64_t n, int perBlock,
+                                                      int warp) {
+  return {blockIdx.x * int64_t(perBlock) + warp, n,
+          int64_t(gridDim.x) * perBlock};
+}
+
 /// Threads per block of the elementwise kernels.
 constexpr int kThreads = 256;
 

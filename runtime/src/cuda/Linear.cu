@@ -87,7 +87,7 @@ __global__ void biasGradKernel(const T *dy, T *db, int64_t rows, int64_t out,
     int64_t j = tile * kBiasColumns + threadIdx.x;
     double sum = 0.0;
     if (j < out)
-      for (int64_t r = threadIdx.y; r < rows; r += kBiasRowLanes)
+      for (int64_t r : blockThreadsY(rows))
         sum += load(dy, r * out + j);
     partial[threadIdx.y][threadIdx.x] = sum;
     __syncthreads();

@@ -310,7 +310,7 @@ __global__ void sumOfSquaresPartialsKernel(const T *x, int64_t n,
 __global__ void sumOfSquaresFinishKernel(const double *partials, int blocks,
                                          float *acc, int32_t accumulate) {
   double sum = 0.0;
-  for (int b = threadIdx.x; b < blocks; b += kThreads)
+  for (int b : blockThreads(blocks))
     sum += partials[b];
   double total = blockSum(sum);
   // The running total is f32 (the ABI fixes it): this call's sum is rounded

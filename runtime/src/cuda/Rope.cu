@@ -42,7 +42,7 @@ __global__ void ropeKernel(const T *x, T *y, int64_t batch, int64_t seq,
     const double angle = static_cast<double>(t) * invFreq;
     const float c = static_cast<float>(cos(angle));
     const float s = static_cast<float>(inverse ? -sin(angle) : sin(angle));
-    for (int64_t slice = blockIdx.y; slice < slices; slice += gridDim.y) {
+    for (int64_t slice : gridBlocksY(slices)) {
       const int64_t b = slice / heads, h = slice % heads;
       const int64_t base = ((b * seq + t) * heads + h) * headDim;
       const float lo = load(x, base + i), hi = load(x, base + i + half);

@@ -290,17 +290,18 @@ __device__ __forceinline__ float extremumIdentity(int32_t reduceOp) {
   return reduceOp == ASRT_REDUCE_MAX ? -INFINITY : INFINITY;
 }
 
-/// Accumulates the reduced elements first, first + step, ... of output
-/// `o` into `sum` (SUM, AVG) or `extremum` (MAX, MIN).
-template <typename T>
+/// Accumulates the reduced elements of output `o` that `elements` gives
+/// this thread (of [0, red.count)) into `sum` (SUM, AVG) or `extremum`
+/// (MAX, MIN).
+template <typename T, typename Elements>
 __device__ __forceinline__ void
 accumulateReduction(int32_t reduceOp, const T *x, const StridedSpace &out,
-                    const StridedSpace &red, int64_t o, int64_t first,
-                    int64_t step, double &sum, float &extremum) {
+                    const StridedSpace &red, int64_t o, Elements elements,
+                    double &sum, float &extremum) {
   const bool isSum = reduceOp == ASRT_REDUCE_SUM || reduceOp == ASRT_REDUCE_AVG;
   int64_t base[kOperands];
   offsetsAt(out, o, base);
-  for (int64_t r = first; r < red.count; r += step) {
+  for (int64_t r : elements) {
     int64_t off[kOperands];
     offsetsAt(red, r, off);
     const float v = load(x, base[0] + off[0]);
@@ -321,7 +322,8 @@ __global__ void reduceThreadKernel(int32_t reduceOp, const T *x, T *y,
   for (int64_t o : gridThreads(out.count)) {
     double sum = 0.0;
     float extremum = extremumIdentity(reduceOp);
-    accumulateReduction(reduceOp, x, out, red, o, 0, 1, sum, extremum);
+    accumulateReduction(reduceOp, x, out, red, o,
+                        Strided<int64_t>{0, red.count, 1}, sum, extremum);
     store(y, o, finishReduction(reduceOp, sum, extremum, red.count));
   }
 }
@@ -336,7 +338,7 @@ __global__ void reduceBlockKernel(int32_t reduceOp, const T *x, T *y,
   for (int64_t o : gridBlocks(out.count)) {
     double sum = 0.0;
     float extremum = extremumIdentity(reduceOp);
-    accumulateReduction(reduceOp, x, out, red, o, threadIdx.x, blockDim.x, sum,
+    accumulateReduction(reduceOp, x, out, red, o, blockThreads(red.count), sum,
                         extremum);
     // Every thread of the block takes the same branch (reduceOp is
     // uniform), as blockReduce's barriers require.
