@@ -97,6 +97,10 @@ struct PlanHolds {
   /// fetches run at once.
   int64_t fetching = 0;
   int64_t fetchesInFlight = 1;
+  /// Whether each use copies a whole parameter to the device (nothing is
+  /// gathered): the copy in use and the next ones in flight, each at most
+  /// the largest parameter in use, not every parameter in use.
+  bool fetchesPerUse = false;
   /// The gathers the backward pass has in flight beside the parameters in
   /// use: their packed buffers and the parameters they gather into.
   int64_t backwardPrefetch = 0;
@@ -152,8 +156,10 @@ static int64_t stepPeakOf(const ActivationMeasurement &m,
     if (moment.paramBytesInUse > 0 &&
         !(moment.onlyAcrossLoss && plan.parameterOffload == Offload::Nvme &&
           !prefetches))
-      at.offloadStaging = std::min(holds.fetching, moment.paramBytesInUse *
-                                                       holds.fetchesInFlight);
+      at.offloadStaging = std::min(
+          holds.fetching, (holds.fetchesPerUse ? moment.largestParamInUse
+                                               : moment.paramBytesInUse) *
+                              holds.fetchesInFlight);
     // A plan that gathers parameters for their use holds those in use:
     // whole blocks where it gathers by block.
     const int64_t gatheredInUse = holds.unitInUse == 0 ? 0
@@ -248,9 +254,15 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
   // The compiled step copies an offloaded optimizer's gradients to the
   // host as soon as they are reduced: none waits on the device for the
   // optimizer, unless the clipping norm reads them all there first (the
-  // measured rule is for one micro-batch).
-  const bool streamsGradients =
-      offloadOptimizer && !model.clipGradients && model.microBatches == 1;
+  // measured rule is for one micro-batch). Hybrid's shards are reduced
+  // once more, across the groups, where the partitioner puts that: at the
+  // optimizer, after the backward pass, so they wait there too.
+  const bool reducedAtTheOptimizer =
+      plan.layout.gradients == Placement::Sharded &&
+      plan.layout.shardGroupSize > 1 && plan.layout.shardGroupSize < N;
+  const bool streamsGradients = offloadOptimizer && !model.clipGradients &&
+                                model.microBatches == 1 &&
+                                !reducedAtTheOptimizer;
   // Collectives that run at once: the in-use one and `depth` ahead, or one.
   const int64_t inFlight =
       plan.overlap && plan.prefetchDepth > 0 ? plan.prefetchDepth + 1 : 1;
@@ -276,7 +288,7 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
   int64_t shardCopies = 0;
   // Whether parameters wait on the host or NVMe and come to the device for
   // each use.
-  bool parametersOnHost = false;
+  bool parametersOnHost = false, shardedOnHost = false;
   for (const ParameterTensor &p : model.parameters) {
     const Layout layout = plan.layoutOf(p);
     const int64_t n = layout.shardGroupSize, k = p.elements;
@@ -300,6 +312,7 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
          (layout.parameters == Placement::Sharded ||
           layout.optimizerStates == Placement::Replicated));
     parametersOnHost |= onHost;
+    shardedOnHost |= onHost && layout.parameters == Placement::Sharded;
     // Replicated, or sharded over a group of one rank: cast whole into the
     // step's buffers as the measured DDP step does.
     if (bf16 && !onHost &&
@@ -414,6 +427,12 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
     int64_t &largest = gather ? largestGather : largestReduction;
     largest = std::max(largest, call.packedBytes());
   }
+  // Streamed to the host with nothing to reduce (one rank), a gradient is
+  // held until its copy is waited, which the next gradient's copy starts:
+  // each is a bucket of its own.
+  if (streamsGradients && releasingBuckets.empty())
+    for (const ParameterTensor &p : model.parameters)
+      releasingBuckets.push_back(b.gradient * p.elements);
   const int64_t unitInUse = std::max(largestValues(forwardUnits, 1),
                                      largestValues(backwardUnits, 1));
   if (plan.reshard == Reshard::AfterForward) {
@@ -471,6 +490,7 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
   // own: the compiled step copies each gradient down from its buffer and
   // the updated parameters up into theirs.
   int64_t fetching = 0;
+  bool fetchesPerUse = false;
   if (offloadOptimizer && plan.optimizerOffload == Offload::Nvme)
     host.pinnedStagingBytes += 2 * largestLocalState;
   if (parametersOnHost) {
@@ -480,8 +500,13 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
       if (call.kind == CollectiveKind::AllGather &&
           call.phase == Phase::Forward)
         unitShards.push_back(call.packedBytes() / call.groupSize);
-    if (unitShards.empty())
+    if (unitShards.empty()) {
       unitShards = computeCopies;
+      // A replicated parameter is copied for each use; a sharded one
+      // (over a group of one rank) is the copy the plan gathers, kept from
+      // one use to the next as gathered parameters are.
+      fetchesPerUse = !shardedOnHost;
+    }
     fetching = largestValues(unitShards, inFlight);
     device.offloadStaging += fetching;
     if (plan.parameterOffload == Offload::Nvme)
@@ -504,6 +529,7 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
     // Kept until the backward pass with no gather between, a parameter
     // fetched from the host is the copy the plan keeps (gathered above).
     holds.fetchesInFlight = inFlight;
+    holds.fetchesPerUse = fetchesPerUse;
     holds.shardCopies = shardCopies;
     holds.largerCapBytes =
         std::max<int64_t>(plan.bucketCapBytes - Plan().bucketCapBytes, 0);
@@ -591,10 +617,13 @@ autoshard::cost::peakCandidates(std::vector<StepMoment> moments) {
   // the candidates of each.
   // The parameters in use take few values (a block repeats the same
   // ones): one group each.
-  std::map<std::tuple<int64_t, int64_t, bool>, std::vector<StepMoment>> byUnits;
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool>,
+           std::vector<StepMoment>>
+      byUnits;
   for (const StepMoment &m : moments)
-    byUnits[{m.paramBytesInUse, m.unitBytesInUse, m.onlyAcrossLoss}].push_back(
-        m);
+    byUnits[{m.paramBytesInUse, m.largestParamInUse, m.unitBytesInUse,
+             m.onlyAcrossLoss}]
+        .push_back(m);
   std::vector<StepMoment> kept;
   for (auto &[units, group] : byUnits) {
     for (const StepMoment &m :
@@ -619,7 +648,8 @@ autoshard::cost::peakCandidates(std::vector<StepMoment> moments) {
   // Each moment once.
   auto key = [](const StepMoment &m) {
     return std::tie(m.heldGradients, m.others, m.computeCopies,
-                    m.paramBytesInUse, m.unitBytesInUse, m.onlyAcrossLoss,
+                    m.paramBytesInUse, m.largestParamInUse, m.unitBytesInUse,
+                    m.onlyAcrossLoss,
                     m.unreducedGradients, m.activations, m.parameterBuffers,
                     m.summingGradients, m.communication, m.batch);
   };

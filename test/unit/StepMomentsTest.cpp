@@ -1,6 +1,6 @@
 // The moments of a compiled step that the cost model derives other plans'
-// peaks from: the parameters in use by parameter and by block, and each
-// moment's buffers by category.
+// peaks from: the parameters in use by parameter and by block, the largest
+// one in use, and each moment's buffers by category.
 #include "autoshard/Conversion/MemoryPlan.h"
 
 #include "autoshard/Conversion/Passes.h"
@@ -18,7 +18,7 @@ using namespace autoshard;
 
 namespace {
 
-TEST(StepMoments, BlocksInUseAndBuffersByCategory) {
+TEST(StepMoments, ParametersAndBlocksInUseAndBuffersByCategory) {
   DialectRegistry registry;
   registerAutoshardDialects(registry);
   MLIRContext context(registry);
@@ -62,6 +62,18 @@ TEST(StepMoments, BlocksInUseAndBuffersByCategory) {
   for (const cost::StepMoment &m : plan->stepMoments)
     mostParams = std::max(mostParams, m.paramBytesInUse);
   EXPECT_GT(mostUnits, mostParams);
+
+  // The largest one parameter in use is one of those in use: some in use
+  // when any is, never more than all of them, and at some moment the
+  // embedding (tied to the output head, GPT-2's largest parameter: vocab
+  // x hidden in f32), which is read around the loss.
+  int64_t largest = 0;
+  for (const cost::StepMoment &m : plan->stepMoments) {
+    EXPECT_LE(m.largestParamInUse, m.paramBytesInUse);
+    EXPECT_EQ(m.largestParamInUse > 0, m.paramBytesInUse > 0);
+    largest = std::max(largest, m.largestParamInUse);
+  }
+  EXPECT_EQ(largest, 4 * config.vocab * h);
 }
 
 } // namespace

@@ -85,6 +85,10 @@ struct StepMoment {
   /// away still holds whole then, with buckets of the measured step's cap.
   /// -1 when not measured.
   int64_t unreducedGradients = -1;
+  /// The largest one parameter among those in use then: a plan that copies
+  /// each parameter to the device for each use holds the copy in use and
+  /// the next ones in flight, not every parameter in use.
+  int64_t largestParamInUse = 0;
   /// As `paramBytesInUse`, by unit: every parameter of a block from the first read of
   /// one of them to the last within a pass, parameters outside the blocks
   /// as above. What a plan that gathers whole blocks (FSDP) holds then.

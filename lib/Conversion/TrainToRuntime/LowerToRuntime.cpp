@@ -19,6 +19,9 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <map>
+#include <set>
+
 namespace autoshard {
 #define GEN_PASS_DEF_LOWERTORUNTIMEPASS
 #include "autoshard/Conversion/Passes.h.inc"
@@ -894,6 +897,9 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
       acrossLossAt(liveAt.size(), 0);
   // And by unit (below): a parameter outside the blocks is its own unit.
   SmallVector<int64_t> unitInUseAt(liveAt.size(), 0);
+  // Each parameter's spans in use, for the largest one in use at each
+  // position (below): first position, last position, bytes.
+  SmallVector<std::tuple<int, int, int64_t>> inUseSpans;
   for (auto &[param, reads] : readsOfParam)
     for (size_t i = 0; i < reads.size(); ++i) {
       int from = reads[i], to = reads[i];
@@ -910,6 +916,7 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
       }
       inUseAt[from] += bytes;
       inUseAt[to + 1] -= bytes;
+      inUseSpans.emplace_back(from, to, bytes);
       if (sig.getUnitIndex(param) < 0) {
         unitInUseAt[from] += bytes;
         unitInUseAt[to + 1] -= bytes;
@@ -953,6 +960,29 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
         from = reads[i + 1];
     }
   }
+  // The largest parameter in use at each position: a sweep over the spans
+  // by their first position, those in use kept by their last.
+  SmallVector<int64_t> largestInUseAt(liveAt.size(), 0);
+  {
+    llvm::sort(inUseSpans);
+    std::multimap<int, int64_t> endingAt;
+    std::multiset<int64_t> inUse;
+    size_t next = 0;
+    for (int p = 0; p < static_cast<int>(liveAt.size()); ++p) {
+      for (; next < inUseSpans.size() && std::get<0>(inUseSpans[next]) <= p;
+           ++next) {
+        endingAt.emplace(std::get<1>(inUseSpans[next]),
+                         std::get<2>(inUseSpans[next]));
+        inUse.insert(std::get<2>(inUseSpans[next]));
+      }
+      while (!endingAt.empty() && endingAt.begin()->first < p) {
+        inUse.erase(inUse.find(endingAt.begin()->second));
+        endingAt.erase(endingAt.begin());
+      }
+      if (!inUse.empty())
+        largestInUseAt[p] = *inUse.rbegin();
+    }
+  }
   std::vector<cost::StepMoment> moments;
   moments.reserve(liveAt.size());
   for (size_t p = 0; p < liveAt.size(); ++p) {
@@ -969,6 +999,7 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
     moment.others = liveAt[p] - heldAt[p];
     moment.computeCopies = copiesAt[p];
     moment.paramBytesInUse = inUseAt[p];
+    moment.largestParamInUse = largestInUseAt[p];
     moment.onlyAcrossLoss = inUseAt[p] > 0 && acrossLossAt[p] == inUseAt[p];
     moment.unreducedGradients = std::max<int64_t>(heldAt[p] - reducedAt[p], 0);
     moment.unitBytesInUse = unitInUseAt[p];
