@@ -890,9 +890,14 @@ void AutoStrategyPass::runOnOperation() {
   auto offloads = [](const Candidate &c) { return offloadedTiers(c) != 0; };
   auto confirmSmallest = [&](function_ref<bool(const Candidate &)> among)
       -> LogicalResult {
+    // The exact plan is of device memory only: a plan whose host memory or
+    // NVMe the estimate does not fit stays rejected.
+    auto hostAndNvmeFit = [](const Candidate &c) {
+      return c.estimate.fits(std::numeric_limits<int64_t>::max());
+    };
     SmallVector<Candidate *> bySize;
     for (Candidate &c : choice.candidates)
-      if (c.plannedBytes < 0 && !c.fits && among(c))
+      if (c.plannedBytes < 0 && !c.fits && among(c) && hostAndNvmeFit(c))
         bySize.push_back(&c);
     llvm::stable_sort(bySize, [](const Candidate *x, const Candidate *y) {
       return x->estimate.memory.device.total() <
