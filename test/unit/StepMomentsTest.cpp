@@ -48,6 +48,8 @@ TEST(StepMoments, BlocksInUseAndBuffersByCategory) {
     // last: never fewer than those in use one by one.
     EXPECT_GE(m.unitBytesInUse, m.paramBytesInUse);
     mostUnits = std::max(mostUnits, m.unitBytesInUse);
+    // A parameter an op reads is in use at that op.
+    EXPECT_LE(m.paramBytesRead, m.paramBytesInUse);
     // The buffers by category are a part of the moment's other bytes.
     EXPECT_GE(m.activations, 0);
     EXPECT_GE(m.summingGradients, 0);
@@ -58,10 +60,20 @@ TEST(StepMoments, BlocksInUseAndBuffersByCategory) {
   // Some moment holds a whole block (and the parameters outside the
   // blocks in use then), more than any one parameter.
   EXPECT_GE(mostUnits, block);
-  int64_t mostParams = 0;
-  for (const cost::StepMoment &m : plan->stepMoments)
+  int64_t mostParams = 0, mostRead = 0, mostNext = 0;
+  for (const cost::StepMoment &m : plan->stepMoments) {
     mostParams = std::max(mostParams, m.paramBytesInUse);
+    mostRead = std::max(mostRead, m.paramBytesRead);
+    mostNext = std::max(mostNext, m.nextParamBytesRead);
+  }
   EXPECT_GT(mostUnits, mostParams);
+  // An op reads at most its own parameters, fewer than are in use across
+  // a block (the output head's matrix, the largest, is read alone); some
+  // moment has the next op's read ahead of it.
+  const int64_t head = 4 * config.vocab * h;
+  EXPECT_GE(mostRead, head);
+  EXPECT_LT(mostRead, mostParams);
+  EXPECT_GT(mostNext, 0);
 }
 
 } // namespace

@@ -89,6 +89,17 @@ struct StepMoment {
   /// one of them to the last within a pass, parameters outside the blocks
   /// as above. What a plan that gathers whole blocks (FSDP) holds then.
   int64_t unitBytesInUse = 0;
+  /// The bytes of the parameters the op at this moment reads, and of those
+  /// the next op that reads parameters reads: what a plan that copies a
+  /// parameter to the device for each reader holds then (the copy in use,
+  /// and the next one in flight).
+  int64_t paramBytesRead = 0;
+  int64_t nextParamBytesRead = 0;
+  /// The gradients of the bucket whose reduction completed last before
+  /// then: what a plan that copies each bucket's gradients to the host
+  /// after its reduction still holds while that copy is in flight. -1 when
+  /// not measured.
+  int64_t lastReducedGradients = -1;
   /// Of `others`, by the memory plan's categories: the activations, the
   /// parameters' buffers (the compute copies among them, and updated
   /// parameters), the gradients still being summed, the bucket pack

@@ -827,13 +827,16 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
   // And the gradients whose bucket's reduction has completed: its pack
   // buffer, freed at the collective's completion, holds as many bytes.
   SmallVector<int64_t> reducedAt(liveAt.size(), 0);
+  bool packed = false;
   for (Value ptr : temporaries) {
     const Allocation &a = allocations.find(ptr)->second;
     if (a.host || a.lastUse < a.firstUse)
       continue;
     if (a.category == MemoryCategory::Communication &&
-        a.lastUse < optimizerStart)
+        a.lastUse < optimizerStart) {
       reducedAt[a.lastUse + 1] += a.bytes;
+      packed = true;
+    }
     SmallVector<int64_t> *at = nullptr;
     if (a.category == MemoryCategory::Gradients && a.lastUse >= optimizerStart)
       at = &heldAt;
@@ -953,6 +956,28 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
         from = reads[i + 1];
     }
   }
+  // And the parameters each op reads, and the next op that reads any.
+  SmallVector<int64_t> readAt(liveAt.size(), 0), nextReadAt(liveAt.size(), 0);
+  for (auto [at, param] : paramReads)
+    readAt[at] += readBytesOfParam.lookup(param);
+  for (int p = static_cast<int>(liveAt.size()) - 2; p >= 0; --p)
+    nextReadAt[p] = readAt[p + 1] > 0 ? readAt[p + 1] : nextReadAt[p + 1];
+  // On one rank a reduction packs nothing: it completes at its wait.
+  if (!packed)
+    for (Operation &op : body)
+      if (auto wait = dyn_cast<CollectiveWaitOp>(op)) {
+        int at = positionOf.lookup(&op);
+        if (at >= optimizerStart)
+          continue;
+        for (Value result : wait.getResults())
+          reducedAt[at + 1] += byteSize(result);
+      }
+  // And those of the reductions that completed last at each position.
+  SmallVector<int64_t> lastReducedAt(liveAt.size(), 0);
+  for (size_t p = 0; p < liveAt.size(); ++p)
+    lastReducedAt[p] = reducedAt[p] > 0 ? reducedAt[p]
+                       : p > 0          ? lastReducedAt[p - 1]
+                                        : 0;
   std::vector<cost::StepMoment> moments;
   moments.reserve(liveAt.size());
   for (size_t p = 0; p < liveAt.size(); ++p) {
@@ -972,6 +997,9 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
     moment.onlyAcrossLoss = inUseAt[p] > 0 && acrossLossAt[p] == inUseAt[p];
     moment.unreducedGradients = std::max<int64_t>(heldAt[p] - reducedAt[p], 0);
     moment.unitBytesInUse = unitInUseAt[p];
+    moment.paramBytesRead = readAt[p];
+    moment.nextParamBytesRead = nextReadAt[p];
+    moment.lastReducedGradients = lastReducedAt[p];
     auto live = [&](MemoryCategory c) {
       return liveBy[p][static_cast<int>(c)];
     };
