@@ -86,6 +86,11 @@ struct PlanHolds {
   /// The full gradients of the open bucket, which a plan that reduces them
   /// away holds until the bucket is packed.
   int64_t pendingGradients = 0;
+  /// Under DDP with the gradients streamed to the host: how many buckets'
+  /// reduced gradients have their copies to the host in flight, beside
+  /// those not reduced yet, every one of which the plan holds (-1: not
+  /// streamed).
+  int64_t bucketsCopying = -1;
   /// The largest unit the plan gathers (0: it gathers none).
   int64_t unitInUse = 0;
   /// The compute copies this plan casts whole into the step's buffers, as
@@ -97,10 +102,10 @@ struct PlanHolds {
   /// fetches run at once.
   int64_t fetching = 0;
   int64_t fetchesInFlight = 1;
-  /// Whether each use copies a whole parameter to the device (nothing is
-  /// gathered): the copy in use and the next ones in flight, each at most
-  /// the largest parameter in use, not every parameter in use.
-  bool fetchesPerUse = false;
+  /// Whether those are a copy of each parameter for each reader (nothing
+  /// is gathered: DDP's compute copies kept on the host), each freed once
+  /// its reader has run.
+  bool fetchesPerReader = false;
   /// The gathers the backward pass has in flight beside the parameters in
   /// use: their packed buffers and the parameters they gather into.
   int64_t backwardPrefetch = 0;
@@ -148,18 +153,22 @@ static int64_t stepPeakOf(const ActivationMeasurement &m,
     at.other = moment.others - moment.activations - moment.parameterBuffers -
                moment.summingGradients - moment.communication - moment.batch;
     // The fetches in flight: for the parameters in use and those
-    // prefetched, at most that many times the bytes in use. A parameter
-    // read across the loss from NVMe is read again for the backward pass:
-    // in flight at the loss when fetches are prefetched, not read yet
-    // when each waits for its use.
+    // prefetched, at most that many times the bytes in use. A copy made
+    // for each reader is on the device while that reader runs, beside the
+    // next ones in flight. A parameter read across the loss from NVMe is
+    // read again for the backward pass: in flight at the loss when
+    // fetches are prefetched, not read yet when each waits for its use.
     const bool prefetches = plan.overlap && plan.prefetchDepth > 0;
-    if (moment.paramBytesInUse > 0 &&
-        !(moment.onlyAcrossLoss && plan.parameterOffload == Offload::Nvme &&
-          !prefetches))
-      at.offloadStaging = std::min(
-          holds.fetching, (holds.fetchesPerUse ? moment.largestParamInUse
-                                               : moment.paramBytesInUse) *
-                              holds.fetchesInFlight);
+    const int64_t nextReads =
+        (holds.fetchesInFlight - 1) * moment.nextParamBytesRead;
+    if (holds.fetchesPerReader)
+      at.offloadStaging =
+          std::min(holds.fetching, moment.paramBytesRead + nextReads);
+    else if (moment.paramBytesInUse > 0 &&
+             !(moment.onlyAcrossLoss &&
+               plan.parameterOffload == Offload::Nvme && !prefetches))
+      at.offloadStaging = std::min(holds.fetching, moment.paramBytesInUse *
+                                                       holds.fetchesInFlight);
     // A plan that gathers parameters for their use holds those in use:
     // whole blocks where it gathers by block.
     const int64_t gatheredInUse = holds.unitInUse == 0 ? 0
@@ -191,6 +200,14 @@ static int64_t stepPeakOf(const ActivationMeasurement &m,
       if (moment.unreducedGradients >= 0)
         pending =
             std::min(pending, moment.unreducedGradients + holds.largerCapBytes);
+      // Streamed under DDP, the measured step's buckets are this plan's:
+      // it holds each gradient until its reduction and its copy are done.
+      if (moment.unreducedGradients >= 0 && holds.bucketsCopying >= 0)
+        pending = std::min(
+            moment.heldGradients,
+            moment.unreducedGradients + holds.largerCapBytes +
+                holds.bucketsCopying *
+                    std::max<int64_t>(moment.lastReducedGradients, 0));
       at.gradients += kept + pending;
       at.gatheredParameters = gathered;
       // The next gathers in flight: their packed buffers and what they
@@ -252,17 +269,17 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
   const bool offloadOptimizer = plan.optimizerOffload != Offload::None;
   const bool offloadParameters = plan.parameterOffload != Offload::None;
   // The compiled step copies an offloaded optimizer's gradients to the
-  // host as soon as they are reduced: none waits on the device for the
-  // optimizer, unless the clipping norm reads them all there first (the
-  // measured rule is for one micro-batch). Hybrid's shards are reduced
-  // once more, across the groups, where the partitioner puts that: at the
-  // optimizer, after the backward pass, so they wait there too.
-  const bool reducedAtTheOptimizer =
+  // host as soon as they are reduced, and sums the clipping norm's squares
+  // of each there: none waits on the device for the optimizer (the
+  // measured rule is for one micro-batch). Hybrid's shards are not
+  // reduced then: their average over the replicas is issued before their
+  // first reader, after the backward pass, and they wait for it.
+  const bool averagesShardsOverReplicas =
       plan.layout.gradients == Placement::Sharded &&
-      plan.layout.shardGroupSize > 1 && plan.layout.shardGroupSize < N;
-  const bool streamsGradients = offloadOptimizer && !model.clipGradients &&
+      plan.layout.shardGroupSize < N;
+  const bool streamsGradients = offloadOptimizer &&
                                 model.microBatches == 1 &&
-                                !reducedAtTheOptimizer;
+                                !averagesShardsOverReplicas;
   // Collectives that run at once: the in-use one and `depth` ahead, or one.
   const int64_t inFlight =
       plan.overlap && plan.prefetchDepth > 0 ? plan.prefetchDepth + 1 : 1;
@@ -288,7 +305,7 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
   int64_t shardCopies = 0;
   // Whether parameters wait on the host or NVMe and come to the device for
   // each use.
-  bool parametersOnHost = false, shardedOnHost = false;
+  bool parametersOnHost = false;
   for (const ParameterTensor &p : model.parameters) {
     const Layout layout = plan.layoutOf(p);
     const int64_t n = layout.shardGroupSize, k = p.elements;
@@ -312,7 +329,6 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
          (layout.parameters == Placement::Sharded ||
           layout.optimizerStates == Placement::Replicated));
     parametersOnHost |= onHost;
-    shardedOnHost |= onHost && layout.parameters == Placement::Sharded;
     // Replicated, or sharded over a group of one rank: cast whole into the
     // step's buffers as the measured DDP step does.
     if (bf16 && !onHost &&
@@ -358,8 +374,9 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
     // accumulates in f32. Over one micro-batch ZeRO-1 reduce-scatters each
     // bucket as it closes, as ZeRO-2 does, and keeps the shard. An
     // offloaded optimizer's gradients are copied to the host as soon as
-    // they are reduced (over one micro-batch), or wait there until it runs
-    // where the clipping norm reads them all on the device first.
+    // they are reduced over one micro-batch (the clipping norm's squares
+    // summed beside the copies); accumulated over several, they wait there
+    // until it runs.
     bool shardedGradients = layout.gradients == Placement::Sharded;
     bool accumulates = shardedGradients && model.microBatches > 1;
     bool keptWhole = accumulates && plan.reduceEvery == ReduceEvery::Step;
@@ -427,12 +444,6 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
     int64_t &largest = gather ? largestGather : largestReduction;
     largest = std::max(largest, call.packedBytes());
   }
-  // Streamed to the host with nothing to reduce (one rank), a gradient is
-  // held until its copy is waited, which the next gradient's copy starts:
-  // each is a bucket of its own.
-  if (streamsGradients && releasingBuckets.empty())
-    for (const ParameterTensor &p : model.parameters)
-      releasingBuckets.push_back(b.gradient * p.elements);
   const int64_t unitInUse = std::max(largestValues(forwardUnits, 1),
                                      largestValues(backwardUnits, 1));
   if (plan.reshard == Reshard::AfterForward) {
@@ -490,7 +501,7 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
   // own: the compiled step copies each gradient down from its buffer and
   // the updated parameters up into theirs.
   int64_t fetching = 0;
-  bool fetchesPerUse = false;
+  bool fetchesPerReader = false;
   if (offloadOptimizer && plan.optimizerOffload == Offload::Nvme)
     host.pinnedStagingBytes += 2 * largestLocalState;
   if (parametersOnHost) {
@@ -502,10 +513,8 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
         unitShards.push_back(call.packedBytes() / call.groupSize);
     if (unitShards.empty()) {
       unitShards = computeCopies;
-      // A replicated parameter is copied for each use; a sharded one
-      // (over a group of one rank) is the copy the plan gathers, kept from
-      // one use to the next as gathered parameters are.
-      fetchesPerUse = !shardedOnHost;
+      // A plan that shards parameters gathers them even on one rank.
+      fetchesPerReader = plan.layout.parameters == Placement::Replicated;
     }
     fetching = largestValues(unitShards, inFlight);
     device.offloadStaging += fetching;
@@ -521,6 +530,12 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
     // in their packed buffers, which the measured step holds as this plan
     // does (its collectives overlap the backward pass too).
     holds.pendingGradients = largestValues(releasingBuckets, 1);
+    // The copies of `depth` groups (a bucket's gradients) are in flight
+    // after their reductions (limitCopiesToHostInFlight). On one rank every
+    // preset reduces as DDP does.
+    if (streamsGradients && scatterBuckets.empty() &&
+        (plan.layout.optimizerStates == Placement::Replicated || N == 1))
+      holds.bucketsCopying = plan.overlap ? plan.prefetchDepth : 0;
     holds.unitInUse = unitInUse;
     holds.residentCopies = residentCopies;
     if (wholeComputeCopies > 0)
@@ -529,7 +544,7 @@ autoshard::cost::estimateMemory(const ModelDescription &model, const Plan &plan,
     // Kept until the backward pass with no gather between, a parameter
     // fetched from the host is the copy the plan keeps (gathered above).
     holds.fetchesInFlight = inFlight;
-    holds.fetchesPerUse = fetchesPerUse;
+    holds.fetchesPerReader = fetchesPerReader;
     holds.shardCopies = shardCopies;
     holds.largerCapBytes =
         std::max<int64_t>(plan.bucketCapBytes - Plan().bucketCapBytes, 0);
@@ -615,14 +630,14 @@ autoshard::cost::peakCandidates(std::vector<StepMoment> moments) {
   // A plan keeps the compute copies as the measured step does, or not at
   // all, and adds what it gathers or fetches for the parameters in use:
   // the candidates of each.
-  // The parameters in use take few values (a block repeats the same
-  // ones): one group each.
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool>,
+  // The parameters in use, and those read at a moment and next, take few
+  // values (a block repeats the same ones): one group each.
+  std::map<std::tuple<int64_t, int64_t, bool, int64_t, int64_t>,
            std::vector<StepMoment>>
       byUnits;
   for (const StepMoment &m : moments)
-    byUnits[{m.paramBytesInUse, m.largestParamInUse, m.unitBytesInUse,
-             m.onlyAcrossLoss}]
+    byUnits[{m.paramBytesInUse, m.unitBytesInUse, m.onlyAcrossLoss,
+             m.paramBytesRead, m.nextParamBytesRead}]
         .push_back(m);
   std::vector<StepMoment> kept;
   for (auto &[units, group] : byUnits) {
@@ -644,14 +659,22 @@ autoshard::cost::peakCandidates(std::vector<StepMoment> moments) {
                   std::max<int64_t>(m.unreducedGradients, 0);
          }))
       kept.push_back(m);
+    // And beside them the bucket whose copy to the host is in flight.
+    for (const StepMoment &m : frontier(group, [](const StepMoment &m) {
+           return m.others - m.computeCopies +
+                  std::max<int64_t>(m.unreducedGradients, 0) +
+                  std::max<int64_t>(m.lastReducedGradients, 0);
+         }))
+      kept.push_back(m);
   }
   // Each moment once.
   auto key = [](const StepMoment &m) {
     return std::tie(m.heldGradients, m.others, m.computeCopies,
-                    m.paramBytesInUse, m.largestParamInUse, m.unitBytesInUse,
-                    m.onlyAcrossLoss,
-                    m.unreducedGradients, m.activations, m.parameterBuffers,
-                    m.summingGradients, m.communication, m.batch);
+                    m.paramBytesInUse, m.unitBytesInUse, m.onlyAcrossLoss,
+                    m.paramBytesRead, m.nextParamBytesRead,
+                    m.lastReducedGradients, m.unreducedGradients,
+                    m.activations, m.parameterBuffers, m.summingGradients,
+                    m.communication, m.batch);
   };
   std::sort(kept.begin(), kept.end(),
             [&](const StepMoment &a, const StepMoment &b) {

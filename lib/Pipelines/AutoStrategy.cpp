@@ -602,8 +602,9 @@ struct AutoStrategyPass
 /// estimate allows: more ranks of the same GPU (its sharded model states
 /// shrink as 1/ranks; the rest of its memory does not), a shipped device
 /// with more memory per rank, and offload where the device has a host link
-/// and the search was held to given tiers. A CPU node's ranks share its
-/// memory: more of them add none, so none are suggested.
+/// and the search was held to given tiers; more host memory or NVMe where
+/// the smallest plan fits the device. A CPU node's ranks share its memory:
+/// more of them add none, so none are suggested.
 /// Whether two plans place and offload every state alike and checkpoint
 /// alike, differing at most in their schedule (bucket size, prefetch
 /// depth).
@@ -627,6 +628,12 @@ static std::string describeWhatWouldFit(const Candidate *smallest,
     ways.push_back("a smaller micro-batch");
     ways.push_back(memoryBudget.empty() ? "a device with more memory"
                                         : "a larger --memory-budget");
+  } else if (smallest->estimate.memory.device.total() <= capacity) {
+    // The smallest plan fits the device: its host memory or NVMe does not,
+    // which no more device memory mends.
+    ways.push_back("a node with more host memory or NVMe per rank");
+    if (device.canOffload() && offloadPinned)
+      ways.push_back("offload to other tiers (--offload, --offload-params)");
   } else {
     const cost::MemoryEstimate &memory = smallest->estimate.memory;
     const cost::MemoryBreakdown &need = memory.device;
@@ -890,9 +897,14 @@ void AutoStrategyPass::runOnOperation() {
   auto offloads = [](const Candidate &c) { return offloadedTiers(c) != 0; };
   auto confirmSmallest = [&](function_ref<bool(const Candidate &)> among)
       -> LogicalResult {
+    // The exact plan is of device memory only: a plan whose host memory or
+    // NVMe the estimate does not fit stays rejected.
+    auto hostAndNvmeFit = [](const Candidate &c) {
+      return c.estimate.fits(std::numeric_limits<int64_t>::max());
+    };
     SmallVector<Candidate *> bySize;
     for (Candidate &c : choice.candidates)
-      if (c.plannedBytes < 0 && !c.fits && among(c))
+      if (c.plannedBytes < 0 && !c.fits && among(c) && hostAndNvmeFit(c))
         bySize.push_back(&c);
     llvm::stable_sort(bySize, [](const Candidate *x, const Candidate *y) {
       return x->estimate.memory.device.total() <

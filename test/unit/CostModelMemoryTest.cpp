@@ -540,29 +540,59 @@ TEST(CostModelMemory, FsdpHoldsTheBlockInUse) {
   EXPECT_EQ(gathered("fsdp"), 1000 + 2 * (2 * 64));
 }
 
-// Under optimizer offload the compiled step copies each gradient to the
-// host as soon as it is reduced: late in the backward pass DDP holds only
-// the gradients whose bucket is not reduced yet, not all of them. With the
-// clipping norm, which reads every gradient on the device, they wait there
-// for the optimizer.
-TEST(CostModelMemory, OffloadedGradientsGoToTheHostOnceReduced) {
-  ModelDescription model = evenModel(Precision::F32, Optimizer::AdamW);
-  const int64_t allGradients = 4 * model.parameterCount(), N = 4;
-  ActivationMeasurement measured = measuredStep(
-      N, allGradients + 5000, {{allGradients, 5000, 0, 0, false, 1000}});
+// DDP with the optimizer offloaded under mixed precision keeps the compute
+// copies on the host and copies one to the device for each reader: at a
+// moment it holds the copies the op there reads and, prefetched, those the
+// next reader reads (depth of them), not every parameter in use (a block's
+// weights from their recomputation to their backward reads).
+TEST(CostModelMemory, CopiesFetchedPerReaderAreThoseReadAndNext) {
+  ModelDescription model = evenModel(Precision::BF16, Optimizer::AdamW);
+  const int64_t N = 4, a = 2 * 4096 * 64, b = 2 * 1024 * 64, c = 2 * 64;
+  const int64_t allGradients = a + b + c;
+  ActivationMeasurement measured = measuredStep(N, allGradients + 50000, {});
+  StepMoment backward{allGradients, 50000, 0, a + b, false, 0};
+  backward.paramBytesRead = b;
+  backward.nextParamBytesRead = c;
+  measured.stepMoments = {{0, 1000, 0, 0, false}, backward};
   model.activationMeasurements.push_back(measured);
   Plan ddp = preset("ddp", N);
   ddp.optimizerOffload = Offload::Cpu;
-  model.clipGradients = true;
-  MemoryBreakdown device = estimateMemory(model, ddp, cluster(N)).device;
-  EXPECT_EQ(device.stepPeak, 5000 + allGradients);
-  EXPECT_EQ(device.gradients, allGradients);
-  model.clipGradients = false;
-  device = estimateMemory(model, ddp, cluster(N)).device;
-  EXPECT_EQ(device.stepPeak, 5000 + 1000); // the unreduced bucket
-  EXPECT_EQ(device.gradients, 0);
-  EXPECT_EQ(device.atPeak.gradients, 1000);
-  EXPECT_EQ(device.atPeak.total(), device.total());
+  EXPECT_EQ(estimateMemory(model, ddp, cluster(N)).device.atPeak.offloadStaging,
+            b + c);
+  ddp.prefetchDepth = 2;
+  EXPECT_EQ(estimateMemory(model, ddp, cluster(N)).device.atPeak.offloadStaging,
+            b + 2 * c);
+  // At most the largest copies, as many as run at once.
+  measured.stepMoments[1].nextParamBytesRead = a;
+  model.activationMeasurements = {measured};
+  EXPECT_EQ(estimateMemory(model, ddp, cluster(N)).device.atPeak.offloadStaging,
+            a + b + c);
+}
+
+// Under optimizer offload the compiled step copies each gradient to the
+// host as soon as it is reduced, and sums the clipping norm's squares of it
+// there: late in the backward pass DDP holds only the gradients whose
+// bucket is not reduced yet, and those whose copies are in flight (a
+// bucket's, at depth 1), not all of them, with clipping or without.
+TEST(CostModelMemory, OffloadedGradientsGoToTheHostOnceReduced) {
+  ModelDescription model = evenModel(Precision::F32, Optimizer::AdamW);
+  const int64_t allGradients = 4 * model.parameterCount(), N = 4;
+  StepMoment late{allGradients, 5000, 0, 0, false, 1000};
+  late.lastReducedGradients = 2000;
+  ActivationMeasurement measured =
+      measuredStep(N, allGradients + 5000, {late});
+  model.activationMeasurements.push_back(measured);
+  Plan ddp = preset("ddp", N);
+  ddp.optimizerOffload = Offload::Cpu;
+  for (bool clip : {false, true}) {
+    model.clipGradients = clip;
+    MemoryBreakdown device = estimateMemory(model, ddp, cluster(N)).device;
+    // The unreduced bucket, and the one being copied.
+    EXPECT_EQ(device.stepPeak, 5000 + 1000 + 2000) << "clip " << clip;
+    EXPECT_EQ(device.gradients, 0) << "clip " << clip;
+    EXPECT_EQ(device.atPeak.gradients, 1000 + 2000) << "clip " << clip;
+    EXPECT_EQ(device.atPeak.total(), device.total()) << "clip " << clip;
+  }
   // Without offload the optimizer reads them on the device.
   EXPECT_EQ(estimateMemory(model, preset("ddp", N), cluster(N))
                 .device.stepPeak,

@@ -85,14 +85,21 @@ struct StepMoment {
   /// away still holds whole then, with buckets of the measured step's cap.
   /// -1 when not measured.
   int64_t unreducedGradients = -1;
-  /// The largest one parameter among those in use then: a plan that copies
-  /// each parameter to the device for each use holds the copy in use and
-  /// the next ones in flight, not every parameter in use.
-  int64_t largestParamInUse = 0;
   /// As `paramBytesInUse`, by unit: every parameter of a block from the first read of
   /// one of them to the last within a pass, parameters outside the blocks
   /// as above. What a plan that gathers whole blocks (FSDP) holds then.
   int64_t unitBytesInUse = 0;
+  /// The bytes of the parameters the op at this moment reads, and of those
+  /// the next op that reads parameters reads: what a plan that copies a
+  /// parameter to the device for each reader holds then (the copy in use,
+  /// and the next one in flight).
+  int64_t paramBytesRead = 0;
+  int64_t nextParamBytesRead = 0;
+  /// The gradients of the bucket whose reduction completed last before
+  /// then: what a plan that copies each bucket's gradients to the host
+  /// after its reduction still holds while that copy is in flight. -1 when
+  /// not measured.
+  int64_t lastReducedGradients = -1;
   /// Of `others`, by the memory plan's categories: the activations, the
   /// parameters' buffers (the compute copies among them, and updated
   /// parameters), the gradients still being summed, the bucket pack

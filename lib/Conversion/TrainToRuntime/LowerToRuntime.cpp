@@ -19,9 +19,6 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/TypeSwitch.h"
 
-#include <map>
-#include <set>
-
 namespace autoshard {
 #define GEN_PASS_DEF_LOWERTORUNTIMEPASS
 #include "autoshard/Conversion/Passes.h.inc"
@@ -830,13 +827,16 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
   // And the gradients whose bucket's reduction has completed: its pack
   // buffer, freed at the collective's completion, holds as many bytes.
   SmallVector<int64_t> reducedAt(liveAt.size(), 0);
+  bool packed = false;
   for (Value ptr : temporaries) {
     const Allocation &a = allocations.find(ptr)->second;
     if (a.host || a.lastUse < a.firstUse)
       continue;
     if (a.category == MemoryCategory::Communication &&
-        a.lastUse < optimizerStart)
+        a.lastUse < optimizerStart) {
       reducedAt[a.lastUse + 1] += a.bytes;
+      packed = true;
+    }
     SmallVector<int64_t> *at = nullptr;
     if (a.category == MemoryCategory::Gradients && a.lastUse >= optimizerStart)
       at = &heldAt;
@@ -897,9 +897,6 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
       acrossLossAt(liveAt.size(), 0);
   // And by unit (below): a parameter outside the blocks is its own unit.
   SmallVector<int64_t> unitInUseAt(liveAt.size(), 0);
-  // Each parameter's spans in use, for the largest one in use at each
-  // position (below): first position, last position, bytes.
-  SmallVector<std::tuple<int, int, int64_t>> inUseSpans;
   for (auto &[param, reads] : readsOfParam)
     for (size_t i = 0; i < reads.size(); ++i) {
       int from = reads[i], to = reads[i];
@@ -916,7 +913,6 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
       }
       inUseAt[from] += bytes;
       inUseAt[to + 1] -= bytes;
-      inUseSpans.emplace_back(from, to, bytes);
       if (sig.getUnitIndex(param) < 0) {
         unitInUseAt[from] += bytes;
         unitInUseAt[to + 1] -= bytes;
@@ -960,29 +956,28 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
         from = reads[i + 1];
     }
   }
-  // The largest parameter in use at each position: a sweep over the spans
-  // by their first position, those in use kept by their last.
-  SmallVector<int64_t> largestInUseAt(liveAt.size(), 0);
-  {
-    llvm::sort(inUseSpans);
-    std::multimap<int, int64_t> endingAt;
-    std::multiset<int64_t> inUse;
-    size_t next = 0;
-    for (int p = 0; p < static_cast<int>(liveAt.size()); ++p) {
-      for (; next < inUseSpans.size() && std::get<0>(inUseSpans[next]) <= p;
-           ++next) {
-        endingAt.emplace(std::get<1>(inUseSpans[next]),
-                         std::get<2>(inUseSpans[next]));
-        inUse.insert(std::get<2>(inUseSpans[next]));
+  // And the parameters each op reads, and the next op that reads any.
+  SmallVector<int64_t> readAt(liveAt.size(), 0), nextReadAt(liveAt.size(), 0);
+  for (auto [at, param] : paramReads)
+    readAt[at] += readBytesOfParam.lookup(param);
+  for (int p = static_cast<int>(liveAt.size()) - 2; p >= 0; --p)
+    nextReadAt[p] = readAt[p + 1] > 0 ? readAt[p + 1] : nextReadAt[p + 1];
+  // On one rank a reduction packs nothing: it completes at its wait.
+  if (!packed)
+    for (Operation &op : body)
+      if (auto wait = dyn_cast<CollectiveWaitOp>(op)) {
+        int at = positionOf.lookup(&op);
+        if (at >= optimizerStart)
+          continue;
+        for (Value result : wait.getResults())
+          reducedAt[at + 1] += byteSize(result);
       }
-      while (!endingAt.empty() && endingAt.begin()->first < p) {
-        inUse.erase(inUse.find(endingAt.begin()->second));
-        endingAt.erase(endingAt.begin());
-      }
-      if (!inUse.empty())
-        largestInUseAt[p] = *inUse.rbegin();
-    }
-  }
+  // And those of the reductions that completed last at each position.
+  SmallVector<int64_t> lastReducedAt(liveAt.size(), 0);
+  for (size_t p = 0; p < liveAt.size(); ++p)
+    lastReducedAt[p] = reducedAt[p] > 0 ? reducedAt[p]
+                       : p > 0          ? lastReducedAt[p - 1]
+                                        : 0;
   std::vector<cost::StepMoment> moments;
   moments.reserve(liveAt.size());
   for (size_t p = 0; p < liveAt.size(); ++p) {
@@ -999,10 +994,12 @@ void StepLowering::computeMemoryPlan(func::FuncOp func) {
     moment.others = liveAt[p] - heldAt[p];
     moment.computeCopies = copiesAt[p];
     moment.paramBytesInUse = inUseAt[p];
-    moment.largestParamInUse = largestInUseAt[p];
     moment.onlyAcrossLoss = inUseAt[p] > 0 && acrossLossAt[p] == inUseAt[p];
     moment.unreducedGradients = std::max<int64_t>(heldAt[p] - reducedAt[p], 0);
     moment.unitBytesInUse = unitInUseAt[p];
+    moment.paramBytesRead = readAt[p];
+    moment.nextParamBytesRead = nextReadAt[p];
+    moment.lastReducedGradients = lastReducedAt[p];
     auto live = [&](MemoryCategory c) {
       return liveBy[p][static_cast<int>(c)];
     };

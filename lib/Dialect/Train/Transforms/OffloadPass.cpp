@@ -11,6 +11,7 @@
 #include "autoshard/Dialect/Train/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace autoshard::train {
 #define GEN_PASS_DEF_OFFLOADPASS
@@ -106,6 +107,9 @@ struct OffloadPass : autoshard::train::impl::OffloadPassBase<OffloadPass> {
   /// right after `value` is computed (a copy to the host of a computed
   /// value) or right before `user`.
   Value convert(Value value, MemorySpace want, Operation *user);
+  /// Splits each clipping norm into partial sums next to the gradients'
+  /// copies to the host.
+  void sumSquaresWhereCopied(Block &body);
 
   DenseMap<Value, Value> hostCopy;
   /// The last host copy inserted after an op: the next copy of its results
@@ -256,7 +260,58 @@ LogicalResult OffloadPass::offload(FunctionOpInterface step,
     Value target = body.getArgument(*sig.getUpdatedArg(slot));
     operand.set(NvmeWriteOp::create(b, value.getLoc(), value, target));
   }
+  sumSquaresWhereCopied(body);
   return success();
+}
+
+void OffloadPass::sumSquaresWhereCopied(Block &body) {
+  // Clipping's global norm reads every reduced gradient on the device after
+  // the last reduction; left whole, it would keep each gradient's device
+  // buffer alive until then although the gradient crossed to the host long
+  // before. Its squares are summed instead where the copies are,
+  // one partial sum after the copies of each op's results (a reduction's
+  // gradients), and the partial sums (scalars) are added up where the norm
+  // was, in the order the reductions complete (ZeRO-Offload's norm over
+  // the gradients as they are reduced). The sum over shard axes that
+  // autoshard-partition put after the norm of gradient shards reads the
+  // total: one scalar all-reduce, as before, instead of one per reduction.
+  for (SumOfSquaresOp sum : llvm::make_early_inc_range(
+           body.getOps<SumOfSquaresOp>())) {
+    if (sum->hasAttr(TrainDialect::kOnHostAttrName))
+      continue;
+    llvm::MapVector<Operation *, SmallVector<Value>> parts;
+    SmallVector<Value> onDevice;
+    for (Value input : sum.getInputs()) {
+      Operation *def = input.getDefiningOp();
+      if (def && hostCopy.count(input))
+        parts[def].push_back(input);
+      else
+        onDevice.push_back(input);
+    }
+    if (parts.empty())
+      continue;
+    SmallVector<std::pair<Operation *, SmallVector<Value>>> ordered =
+        parts.takeVector();
+    llvm::sort(ordered, [](const auto &a, const auto &b) {
+      return a.first->isBeforeInBlock(b.first);
+    });
+    OpBuilder b(sum);
+    Location loc = sum.getLoc();
+    SmallVector<Value> partials;
+    for (auto &[def, inputs] : ordered) {
+      b.setInsertionPointAfter(lastCopyAfter.lookup(def));
+      partials.push_back(SumOfSquaresOp::create(b, loc, inputs));
+    }
+    // Inputs that do not cross to the host are summed where the norm was.
+    b.setInsertionPoint(sum);
+    if (!onDevice.empty())
+      partials.push_back(SumOfSquaresOp::create(b, loc, onDevice));
+    Value total = partials.front();
+    for (Value partial : ArrayRef(partials).drop_front())
+      total = AddOp::create(b, loc, total, partial).getResult();
+    sum.getResult().replaceAllUsesWith(total);
+    sum.erase();
+  }
 }
 
 Value OffloadPass::convert(Value value, MemorySpace want, Operation *user) {

@@ -109,6 +109,7 @@ public:
     splitTransfers();
     issueReductionsEarly();
     limitReductionsInFlight();
+    sumSquaresAfterWaits();
     prefetchGathers();
     scheduleTransfers();
   }
@@ -119,7 +120,9 @@ private:
   /// (autoshard-offload puts it right after the collective) is no such
   /// reader: it moves right after the wait, which then sits before the
   /// first reader of the copy instead, so that copying a reduced gradient
-  /// does not end its reduction's overlap.
+  /// does not end its reduction's overlap. Nor is the clipping norm's
+  /// partial sum of results that are copied (autoshard-offload puts it
+  /// after the copies): it follows the copies.
   void split() {
     // Collected first: the copies moved below would take the iteration
     // past the ops between them and the wait.
@@ -135,13 +138,15 @@ private:
         if (reader && order.isBefore(reader, firstReader))
           firstReader = reader;
       };
-      llvm::SetVector<Operation *> hostCopies;
+      llvm::SetVector<Operation *> hostCopies, partialNorms;
       for (Value result : op.getResults())
         for (Operation *user : result.getUsers()) {
-          if (isa<ToHostOp>(user) && user->getBlock() == &body) {
-            hostCopies.insert(user);
-            for (Operation *copyReader : user->getResult(0).getUsers())
-              noteReader(copyReader);
+          bool copy = isa<ToHostOp>(user);
+          if ((copy || isPartialNorm(user, &op)) &&
+              user->getBlock() == &body) {
+            (copy ? hostCopies : partialNorms).insert(user);
+            for (Operation *rideReader : user->getResult(0).getUsers())
+              noteReader(rideReader);
             continue;
           }
           noteReader(user);
@@ -170,6 +175,11 @@ private:
         order.moveAfter(copy, after);
         after = copy;
       }
+      for (Operation *partial : partialNorms) {
+        order.moveAfter(partial, after);
+        after = partial;
+        partialNormsAfter.push_back({partial, wait});
+      }
       bool prefetch = issue.kind == CollectiveKind::AllGatherShards &&
                       llvm::all_of(start.getInputs(), [&](Value v) {
                         return isStepState(v, body);
@@ -178,6 +188,27 @@ private:
       order.erased(&op);
       op.erase();
     }
+  }
+
+  /// A sum of squares of results of `collective` that each cross to the
+  /// host: the part of the clipping norm that autoshard-offload computes
+  /// where a reduction's gradients are copied.
+  static bool isPartialNorm(Operation *user, Operation *collective) {
+    return isa<SumOfSquaresOp>(user) &&
+           llvm::all_of(user->getOperands(), [&](Value input) {
+             return input.getDefiningOp() == collective &&
+                    llvm::any_of(input.getUsers(), llvm::IsaPred<ToHostOp>);
+           });
+  }
+
+  /// A partial sum of the clipping norm follows its reduction's wait, which
+  /// limitReductionsInFlight may have moved earlier since split, as the
+  /// copies do (scheduleTransfers): the gradients' device buffers then die
+  /// once their copies and the sum are done, not at the norm's total after
+  /// the backward pass.
+  void sumSquaresAfterWaits() {
+    for (auto [partial, wait] : partialNormsAfter)
+      order.moveAfter(partial, wait);
   }
 
   /// A reduction (and a gather of computed values) starts as soon as the
@@ -418,6 +449,9 @@ private:
   OpOrder order;
   SmallVector<Pair> pairs;
   SmallVector<TransferPair> transfers;
+  /// The clipping norm's partial sums, each with the wait of the reduction
+  /// whose results it reads.
+  SmallVector<std::pair<Operation *, Operation *>> partialNormsAfter;
   /// The last op moved to the start of the step.
   Operation *front = nullptr;
 };

@@ -2,11 +2,15 @@
 // easy to follow), each hand-written in Inputs/: f32 steps with SGD and
 // momentum under DDP, ZeRO-2 and ZeRO-3, and a tiny bf16 language model
 // (embedding, RMS norm, head) under ZeRO-3 and ZeRO-1 with AdamW, f32
-// masters, the step counter and clipping.
+// masters, the step counter and clipping; ZeRO-2 with clipping over two
+// buckets.
 // RUN: shard-opt -allow-unregistered-dialect %S/Inputs/zero2-sgd-momentum.mlir --autoshard-offload=optimizer=cpu | FileCheck %s --check-prefix=CPU
 // RUN: shard-opt -allow-unregistered-dialect %S/Inputs/ddp-sgd-momentum.mlir --autoshard-offload=optimizer=nvme | FileCheck %s --check-prefix=NVME
 // RUN: shard-opt %S/Inputs/zero3-three-layers.mlir --autoshard-offload=params=cpu | FileCheck %s --check-prefix=PARAMS
 // RUN: shard-opt %S/Inputs/zero3-bf16-adamw.mlir --autoshard-offload=optimizer=cpu | FileCheck %s --check-prefix=MASTER
+// RUN: shard-opt -allow-unregistered-dialect %S/Inputs/zero2-sgd-clipped.mlir --autoshard-offload=optimizer=cpu | FileCheck %s --check-prefix=CLIPPED
+// Without offload the clipping norm stays whole.
+// RUN: shard-opt -allow-unregistered-dialect %S/Inputs/zero2-sgd-clipped.mlir --autoshard-offload | FileCheck %s --check-prefix=CLIPPED-NONE
 // ZeRO-1 under mixed precision shards the masters with the states: they go
 // to the host with them, and only bf16 shards come back for the gathers.
 // RUN: shard-opt %S/Inputs/zero1-bf16-adamw.mlir --autoshard-offload=optimizer=cpu | FileCheck %s --check-prefix=ZERO1-MASTER
@@ -102,9 +106,10 @@
 // Mixed precision: the f32 master shards go to the host with the Adam
 // states; their bf16 compute copies are cast there and cross to the
 // device for the gather. The step counter is incremented on the host. The
-// gradient shards cross right after their reduction, but the clipping
-// norm still reads them on the device, so their device buffers live until
-// it; the clipping coefficient crosses right after it is computed.
+// gradient shards cross right after their reduction, and the clipping
+// norm sums their squares right after the copies (one reduction: its
+// whole sum), so that their device buffers die there; the clipping
+// coefficient crosses right after it is computed.
 // MASTER: %arg0: tensor<16xf32> {train.init = {{.*}}, train.memory = #train.memory<host>, train.name = "embed.weight"
 // MASTER: %[[C:.*]] = train.cast %arg0 {train.on_host} : tensor<16xf32> to tensor<16xbf16>
 // MASTER: %[[CD:.*]] = train.to_device %[[C]] : tensor<16xbf16>
@@ -113,14 +118,45 @@
 // MASTER-NEXT: %[[G:.*]] = train.to_host %[[GRADS]]#2 : tensor<16xbf16>
 // MASTER-NEXT: train.to_host %[[GRADS]]#1
 // MASTER-NEXT: train.to_host %[[GRADS]]#0
-// MASTER-NEXT: train.sum_of_squares %[[GRADS]]#2, %[[GRADS]]#1, %[[GRADS]]#0
-// MASTER: %[[CLIP:.*]] = train.clip_coefficient
+// MASTER-NEXT: %[[SS:.*]] = train.sum_of_squares %[[GRADS]]#2, %[[GRADS]]#1, %[[GRADS]]#0
+// MASTER-NEXT: %[[NORM:.*]] = shard.all_reduce %[[SS]]
+// MASTER-NEXT: %[[CLIP:.*]] = train.clip_coefficient %[[NORM]]
 // MASTER-NEXT: %[[SCALE:.*]] = train.to_host %[[CLIP]] : tensor<f32>
 // MASTER-NEXT: %[[STEP:.*]] = train.increment %arg6 {train.on_host} : tensor<i32>
 // MASTER-NEXT: %[[LR:.*]] = train.to_host %arg5 : tensor<f32>
 // MASTER-NEXT: train.adamw %arg0, %[[G]], %arg7, %arg8, %[[LR]], %[[STEP]] grad_scale %[[SCALE]] {{.*}}train.on_host
 // The next updates reuse the host copies of the scalars.
 // MASTER: train.adamw %arg1, %{{.*}}, %arg9, %arg10, %[[LR]], %[[STEP]] grad_scale %[[SCALE]] {{.*}}train.on_host
+
+// Clipping over two buckets: the norm's squares are summed where each
+// bucket's gradient shards cross to the host, right after their copies;
+// the partial sums are added up where the norm was, in the order of the
+// reductions, with the squares of a tensor that stays on the device; the
+// total is summed over the shard axis once.
+// CLIPPED: %[[SB:.*]] = train.reduce_scatter_shards
+// CLIPPED-NEXT: %[[HB:.*]] = train.to_host %[[SB]] : tensor<2xf32>
+// CLIPPED-NEXT: %[[PB:.*]] = train.sum_of_squares %[[SB]] : tensor<2xf32>
+// CLIPPED-NEXT: "test.grad"
+// CLIPPED-NEXT: %[[SW:.*]] = train.reduce_scatter_shards
+// CLIPPED-NEXT: %[[HW:.*]] = train.to_host %[[SW]] : tensor<8xf32>
+// CLIPPED-NEXT: %[[PW:.*]] = train.sum_of_squares %[[SW]] : tensor<8xf32>
+// CLIPPED-NEXT: %[[OTHER:.*]] = "test.grad"
+// CLIPPED-NEXT: %[[PO:.*]] = train.sum_of_squares %[[OTHER]] : tensor<2xf32>
+// CLIPPED-NEXT: %[[ADD:.*]] = train.add %[[PB]], %[[PW]] : tensor<f32>
+// CLIPPED-NEXT: %[[TOTAL:.*]] = train.add %[[ADD]], %[[PO]] : tensor<f32>
+// CLIPPED-NEXT: %[[NORM:.*]] = shard.all_reduce %[[TOTAL]] on @world grid_axes = [0] : tensor<f32> -> tensor<f32>
+// CLIPPED-NEXT: %[[CLIP:.*]] = train.clip_coefficient %[[NORM]]
+// CLIPPED-NOT: train.sum_of_squares
+// CLIPPED-NOT: shard.all_reduce
+// CLIPPED: train.sgd %{{.*}}, %[[HW]], %{{.*}} grad_scale %{{.*}} {train.on_host}
+// CLIPPED: train.sgd %{{.*}}, %[[HB]], %{{.*}} grad_scale %{{.*}} {train.on_host}
+// CLIPPED: return %{{.*}}, %{{.*}}, %{{.*}}, %[[NORM]] :
+// CLIPPED-NONE: train.reduce_scatter_shards
+// CLIPPED-NONE-NOT: train.sum_of_squares
+// CLIPPED-NONE: train.reduce_scatter_shards
+// CLIPPED-NONE-NOT: train.sum_of_squares
+// CLIPPED-NONE: train.sum_of_squares %{{.*}}, %{{.*}}, %{{.*}} : tensor<8xf32>, tensor<2xf32>, tensor<2xf32>
+// CLIPPED-NONE-NOT: train.add
 
 // The manifest marks the NVMe masters and states, and the memory record
 // counts them apart from device memory; the step reads each from its file

@@ -97,6 +97,51 @@
 // COPIES0-NEXT: train.transfer_wait %[[C1]]
 // COPIES0-NEXT: "test.grad"
 
+// With clipping, the sum of the squares of a reduced gradient that
+// autoshard-offload puts after its copies rides with them: right after
+// the reduction's wait and the copies' starts. It does not pull the wait
+// earlier (the reductions overlap as in COPIES1), and the gradient's device
+// buffer dies once its copy and its sum are done, not at the norm's total.
+// Without the copies (no host optimizer) such a sum is an ordinary reader:
+// the wait goes right before it.
+// RUN: shard-opt -allow-unregistered-dialect %S/Inputs/three-reductions-clipped-offloaded.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=1})' | FileCheck %s --check-prefix=CLIPPED1
+// RUN: shard-opt -allow-unregistered-dialect %S/Inputs/three-reductions-clipped-offloaded.mlir --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=0})' | FileCheck %s --check-prefix=CLIPPED0
+// RUN: sed -e '/%h[0-9] = /d' -e '/%u[01] = /d' %S/Inputs/three-reductions-clipped-offloaded.mlir | shard-opt -allow-unregistered-dialect --pass-pipeline='builtin.module(autoshard-schedule-collectives{prefetch-depth=1})' | FileCheck %s --check-prefix=NOCOPIES
+// CLIPPED1: %[[H0:.*]] = train.collective_start all_reduce
+// CLIPPED1-NEXT: "test.grad"
+// CLIPPED1-NEXT: %[[R0:.*]] = train.collective_wait %[[H0]]
+// CLIPPED1-NEXT: %[[C0:.*]] = train.transfer_start to_host %[[R0]]
+// CLIPPED1-NEXT: %[[S0:.*]] = train.sum_of_squares %[[R0]]
+// CLIPPED1-NEXT: %[[H1:.*]] = train.collective_start all_reduce
+// CLIPPED1-NEXT: "test.grad"
+// CLIPPED1-NEXT: %[[R1:.*]] = train.collective_wait %[[H1]]
+// CLIPPED1-NEXT: train.transfer_wait %[[C0]]
+// CLIPPED1-NEXT: %[[C1:.*]] = train.transfer_start to_host %[[R1]]
+// CLIPPED1-NEXT: %[[S1:.*]] = train.sum_of_squares %[[R1]]
+// CLIPPED1-NEXT: %[[H2:.*]] = train.collective_start all_reduce
+// CLIPPED1-NEXT: %[[T0:.*]] = train.add %[[S0]], %[[S1]]
+// CLIPPED1-NEXT: %[[R2:.*]] = train.collective_wait %[[H2]]
+// CLIPPED1-NEXT: train.transfer_wait %[[C1]]
+// CLIPPED1-NEXT: %[[C2:.*]] = train.transfer_start to_host %[[R2]]
+// CLIPPED1-NEXT: %[[S2:.*]] = train.sum_of_squares %[[R2]]
+// CLIPPED1-NEXT: %[[T1:.*]] = train.add %[[T0]], %[[S2]]
+// CLIPPED1-NEXT: train.clip_coefficient %[[T1]]
+// CLIPPED1: return %arg0, %[[T1]]
+// CLIPPED0: %[[R0:.*]] = train.collective_wait
+// CLIPPED0-NEXT: %[[C0:.*]] = train.transfer_start to_host %[[R0]]
+// CLIPPED0-NEXT: train.transfer_wait %[[C0]]
+// CLIPPED0-NEXT: train.sum_of_squares %[[R0]]
+// CLIPPED0-NEXT: "test.grad"
+// CLIPPED0: %[[R1:.*]] = train.collective_wait
+// CLIPPED0-NEXT: %[[C1:.*]] = train.transfer_start to_host %[[R1]]
+// CLIPPED0-NEXT: train.transfer_wait %[[C1]]
+// CLIPPED0-NEXT: train.sum_of_squares %[[R1]]
+// CLIPPED0-NEXT: "test.grad"
+// NOCOPIES: %[[H0:.*]] = train.collective_start all_reduce
+// NOCOPIES-NEXT: %[[R0:.*]] = train.collective_wait %[[H0]]
+// NOCOPIES-NEXT: train.sum_of_squares %[[R0]]
+// NOCOPIES-NEXT: "test.grad"
+
 // Reductions in flight: each starts when its gradient exists; at depth 1
 // the previous one is waited when the next starts, at depth 2 one later,
 // and the last ones before their reader.

@@ -361,7 +361,10 @@ def ScheduleCollectivesPass : Pass<"autoshard-schedule-collectives",
       reduction's wait: it starts right after that wait, and at most
       `prefetch-depth` groups of such copies (those after one reduction)
       are in flight, each waited when the group `depth` later starts, so
-      that the gradient's device buffer dies in the backward pass.
+      that the gradient's device buffer dies in the backward pass. Nor is
+      the clipping norm's sum of squares of such copied results (the
+      partial sum autoshard-offload puts after the copies): it reads them
+      right after the wait and the copies' starts.
 
     Collectives run in the order they start, the same on every rank.
 
@@ -413,10 +416,19 @@ def OffloadPass : Pass<"autoshard-offload", "mlir::ModuleOp"> {
     argument, and `train.nvme_write` of each NVMe argument's new value
     before the return.
 
+    Global-norm clipping would read every gradient on the device after the
+    last reduction and keep each alive until then: its `train.sum_of_squares`
+    is split into one over the gradients copied after each op (a reduction),
+    right after their copies, and the partial sums are added up
+    (`train.add`) where the norm was, in the order of the reductions. The sum
+    over shard axes that autoshard-partition put after the norm reads the
+    total.
+
     ```mlir
     // ZeRO-2, optimizer=cpu:
     %g = train.reduce_scatter_shards %dw ...
     %gh = train.to_host %g : tensor<512xf32>
+    %ss = train.sum_of_squares %g : tensor<512xf32>  // with clipping
     %m = ..., train.adamw ... {train.on_host}   // states in host memory
     %w1 = train.to_device %p1 : tensor<512xf32>
     %w = train.all_gather_shards %w1 ...
