@@ -157,16 +157,16 @@ static int64_t stepPeakOf(const ActivationMeasurement &m,
     // for each reader is on the device while that reader runs, beside the
     // next ones in flight. A parameter read across the loss from NVMe is
     // read again for the backward pass: in flight at the loss when
-    // fetches are prefetched, not read yet when each waits for its use.
-    const bool prefetches = plan.overlap && plan.prefetchDepth > 0;
-    const int64_t nextReads =
-        (holds.fetchesInFlight - 1) * moment.nextParamBytesRead;
+    // fetches are prefetched (more than one in flight), not read yet when
+    // each waits for its use.
     if (holds.fetchesPerReader)
-      at.offloadStaging =
-          std::min(holds.fetching, moment.paramBytesRead + nextReads);
+      at.offloadStaging = std::min(
+          holds.fetching, moment.paramBytesRead + (holds.fetchesInFlight - 1) *
+                                                      moment.nextParamBytesRead);
     else if (moment.paramBytesInUse > 0 &&
              !(moment.onlyAcrossLoss &&
-               plan.parameterOffload == Offload::Nvme && !prefetches))
+               plan.parameterOffload == Offload::Nvme &&
+               holds.fetchesInFlight == 1))
       at.offloadStaging = std::min(holds.fetching, moment.paramBytesInUse *
                                                        holds.fetchesInFlight);
     // A plan that gathers parameters for their use holds those in use:
