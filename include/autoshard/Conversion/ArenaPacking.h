@@ -29,16 +29,43 @@ struct ArenaBuffer {
 /// fit); up to it, by decreasing size (tighter).
 constexpr size_t kGreedyBySizeLimit = 40000;
 
-/// Sets `offsets[i]` of every buffer so that two buffers whose lifetimes
-/// share a position never share a byte, and returns the arena's size (the
-/// highest end).
-///
-/// Up to `greedyBySizeLimit` buffers, the largest is placed first, each at
-/// the lowest offset free for its whole lifetime ("greedy by size", as
-/// TensorFlow Lite's arena planner does; ties go to the earlier buffer).
-/// Beyond that, buffers are placed in program order at the lowest free
-/// range when they are allocated and give it back after their last read
-/// (first fit); at one position, allocations come first.
+/// The ways to pack an arena. Each gives every buffer an offset so that two
+/// buffers whose lifetimes share a position never share a byte.
+enum class ArenaPacker {
+  /// Greedy by size (TensorFlow Lite's arena planner): the largest buffer
+  /// first (ties to the earlier buffer), each at the lowest offset free for
+  /// its whole lifetime.
+  BySize,
+  /// The largest first, ties to the longer lifetime, each in the smallest
+  /// gap between the placed buffers alive with it that holds it, else above
+  /// them (best fit, as XLA's heap simulator places buffers).
+  BySizeSmallestGap,
+  /// Greedy by breadth (TensorFlow Lite's other planner): the positions in
+  /// decreasing order of the bytes alive there, and at each, the buffers
+  /// alive there not yet placed, largest first, each at the lowest offset.
+  ByBreadth,
+  /// The same order, each in the smallest gap.
+  ByBreadthSmallestGap,
+  /// In program order at the lowest free range when a buffer is allocated,
+  /// given back after its last read; at one position, allocations come
+  /// first. Linear time, more holes.
+  FirstFit,
+};
+
+/// Packs with one packer: sets `offsets[i]` of every buffer and returns the
+/// arena's size (the highest end).
+int64_t packArenaWith(ArenaPacker packer, llvm::ArrayRef<ArenaBuffer> buffers,
+                      llvm::SmallVectorImpl<int64_t> &offsets);
+
+/// The most bytes alive at one position: no packing needs less.
+int64_t livePeak(llvm::ArrayRef<ArenaBuffer> buffers);
+
+/// Packs the arena of a step and returns its size. Up to
+/// `greedyBySizeLimit` buffers, greedy by size; where that leaves more than
+/// 1% of the arena above the live peak in holes, the others of the greedy
+/// packers in turn until one leaves no more, keeping the smallest arena
+/// (the first on ties), as XLA keeps the best of its heap algorithms.
+/// Beyond the limit, first fit.
 int64_t packArena(llvm::ArrayRef<ArenaBuffer> buffers,
                   llvm::SmallVectorImpl<int64_t> &offsets,
                   size_t greedyBySizeLimit = kGreedyBySizeLimit);
