@@ -82,6 +82,7 @@ enum class ArenaFit { Lowest, SmallestGap };
 /// regions of the arena, so most chunks are skipped on one test; a flat
 /// scan of every placed buffer was a sixth of `--strategy=auto`'s time on
 /// llama2-70b.
+///
 /// The fit is a template argument: the lowest fit is the packer every
 /// step runs, and its scan stays as tight as before the other fit existed.
 template <ArenaFit fit>
