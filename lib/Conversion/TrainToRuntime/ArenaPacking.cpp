@@ -89,7 +89,6 @@ template <ArenaFit fit>
 int64_t packInOrder(llvm::ArrayRef<ArenaBuffer> buffers,
                     llvm::ArrayRef<unsigned> order,
                     llvm::SmallVectorImpl<int64_t> &offsets) {
-  offsets.assign(buffers.size(), 0);
   int lastPosition = 0;
   for (const ArenaBuffer &buffer : buffers)
     lastPosition = std::max({lastPosition, buffer.first, buffer.last});
